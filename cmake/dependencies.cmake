@@ -1,0 +1,48 @@
+# Finds the project's dependencies and wraps the ones without CMake configs in imported targets.
+find_package(Threads REQUIRED)
+find_package(cxxopts CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(BLAS REQUIRED)
+
+# CAF 0.17 ships no CMake config in Debian.
+find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
+find_library(CAF_IO_LIBRARY caf_io REQUIRED)
+add_library(caf::core UNKNOWN IMPORTED)
+set_target_properties(caf::core PROPERTIES IMPORTED_LOCATION ${CAF_CORE_LIBRARY}
+  INTERFACE_INCLUDE_DIRECTORIES ${CAF_INCLUDE_DIR} INTERFACE_LINK_LIBRARIES Threads::Threads)
+add_library(caf::io UNKNOWN IMPORTED)
+set_target_properties(caf::io PROPERTIES IMPORTED_LOCATION ${CAF_IO_LIBRARY}
+  INTERFACE_LINK_LIBRARIES caf::core)
+
+if(MACTOR_ENABLE_UCX)
+  find_package(ucx CONFIG)
+  if(NOT ucx_FOUND)
+    message(STATUS "mactor: UCX not found; the UCX transport is off")
+    set(MACTOR_ENABLE_UCX OFF)
+  endif()
+endif()
+
+set(MACTOR_HAVE_CUDA OFF)
+if(MACTOR_ENABLE_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # CMake 3.25 does not know nvcc's C++20 flag.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    if(NOT CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80;90)
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    find_package(CUDAToolkit REQUIRED)
+    find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    set(MACTOR_HAVE_CUDA ON)
+    message(STATUS "mactor: CUDA ${CMAKE_CUDA_COMPILER_VERSION} on, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+  else()
+    message(STATUS "mactor: nvcc not found; CPU-only build")
+  endif()
+endif()
