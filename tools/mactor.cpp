@@ -1,0 +1,18 @@
+// The `mactor` program: launches jobs the way mpirun does, and hosts the subcommands.
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+
+#include "tools/subcommands.hpp"
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "schedule") == 0)
+    return mactor::tools::schedule_main(argc - 1, argv + 1);
+  for (const char* later : {"inspect", "swap", "simulate"}) {
+    if (argc >= 2 && std::strcmp(argv[1], later) == 0) {
+      std::fprintf(stderr, "mactor: error: 'mactor %s' is not implemented yet\n", later);
+      return 2;
+    }
+  }
+  return mactor::tools::launch_main(argc, argv);
+}
