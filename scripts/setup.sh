@@ -40,6 +40,6 @@ if [ "$with_python" = 1 ]; then
   fi
 fi
 
-export CCACHE_DIR="${CCACHE_DIR:-$root/.cache/ccache}"
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"
