@@ -1,0 +1,35 @@
+// Causal self-attention core (softmax(Q K^T * scale) V) with grouped-query attention, reading
+// Megatron's fused QKV layout directly: each (seq, batch) row of qkv holds, per query group,
+// that group's query heads, then its key head, then its value head.
+#pragma once
+#include <cstdint>
+
+namespace mactor::kernels {
+
+struct attention_dims {
+  int seq = 0;
+  int batch = 0;
+  int heads = 0;     // query heads held here (this tensor-parallel shard)
+  int groups = 0;    // key/value heads held here; heads % groups == 0
+  int head_dim = 0;  // kv_channels
+  int head_offset = 0;  // global index of the first head here (dropout mask indices)
+  int total_heads = 0;  // global number of query heads (dropout mask indices)
+  std::int64_t qkv_width() const {
+    return std::int64_t(groups) * (heads / groups + 2) * head_dim;
+  }
+};
+
+/// qkv: [seq, batch, groups, heads/groups + 2, head_dim]; out: [seq, batch, heads, head_dim];
+/// probs: [batch, heads, seq, seq], the fp32 softmax before dropout (kept for the backward).
+/// Attention dropout keeps element (b, global head, i, j) of stream dropout_stream.
+template <typename T>
+void attention_forward(T* out, T* probs, const T* qkv, const attention_dims& dims, T scale,
+                       float dropout_p, std::uint64_t dropout_stream);
+
+/// dqkv (overwritten, same layout as qkv) from dout [seq, batch, heads, head_dim].
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs,
+                        const attention_dims& dims, T scale, float dropout_p,
+                        std::uint64_t dropout_stream);
+
+}  // namespace mactor::kernels

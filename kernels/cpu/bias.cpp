@@ -1,0 +1,40 @@
+// Bias add and column-sum backward.
+#include "kernels/bias.hpp"
+
+#include <cstdint>
+
+#include "kernels/cpu/row_reduction.hpp"
+
+namespace mactor::kernels {
+
+template <typename T>
+void bias_add(T* y, const T* bias, int n, int w) {
+#pragma omp parallel for schedule(static) if (std::int64_t(n) * w > 32768)
+  for (int i = 0; i < n; ++i) {
+    T* yi = y + std::int64_t(i) * w;
+    for (int j = 0; j < w; ++j) yi[j] += bias[j];
+  }
+}
+
+template <typename T>
+void bias_backward(T* dbias, const T* dy, int n, int w) {
+  const int threads = std::int64_t(n) * w > 32768 ? omp_get_max_threads() : 1;
+  detail::row_reduction<T> partial(threads, w);
+#pragma omp parallel num_threads(threads)
+  {
+    T* p = partial.slot(omp_get_thread_num());
+#pragma omp for schedule(static)
+    for (int i = 0; i < n; ++i) {
+      const T* di = dy + std::int64_t(i) * w;
+      for (int j = 0; j < w; ++j) p[j] += di[j];
+    }
+  }
+  partial.add_to(dbias, threads);
+}
+
+template void bias_add<float>(float*, const float*, int, int);
+template void bias_add<double>(double*, const double*, int, int);
+template void bias_backward<float>(float*, const float*, int, int);
+template void bias_backward<double>(double*, const double*, int, int);
+
+}  // namespace mactor::kernels

@@ -1,0 +1,60 @@
+// Dropout and bias-dropout-add with regenerated masks.
+#include "kernels/dropout.hpp"
+
+namespace mactor::kernels {
+
+namespace {
+std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+std::uint64_t dropout_stream(std::uint64_t seed, std::uint64_t layer, std::uint64_t site,
+                             std::uint64_t step) {
+  std::uint64_t s = mix(seed + 0x9E3779B97F4A7C15ull);
+  s = mix(s ^ (layer + 1) * 0xD6E8FEB86659FD93ull);
+  s = mix(s ^ (site + 1) * 0xA0761D6478BD642Full);
+  return mix(s ^ (step + 1) * 0xE7037ED1A0B428DBull);
+}
+
+template <typename T>
+void dropout_apply(T* y, const T* x, std::int64_t n, float p, std::uint64_t stream,
+                   std::uint64_t first_index) {
+  if (p <= 0.0f) {
+    if (y != x)
+      for (std::int64_t i = 0; i < n; ++i) y[i] = x[i];
+    return;
+  }
+  const T scale = T(1) / (T(1) - T(p));
+#pragma omp parallel for schedule(static) if (n > 16384)
+  for (std::int64_t i = 0; i < n; ++i)
+    y[i] = dropout_uniform(stream, first_index + i) >= p ? x[i] * scale : T(0);
+}
+
+template <typename T>
+void bias_dropout_add(T* out, const T* residual, const T* x, const T* bias, int n, int w, float p,
+                      std::uint64_t stream) {
+  const T scale = p > 0.0f ? T(1) / (T(1) - T(p)) : T(1);
+#pragma omp parallel for schedule(static) if (std::int64_t(n) * w > 16384)
+  for (int i = 0; i < n; ++i) {
+    const std::int64_t row = std::int64_t(i) * w;
+    for (int j = 0; j < w; ++j) {
+      T v = x[row + j] + (bias ? bias[j] : T(0));
+      if (p > 0.0f) v = dropout_uniform(stream, row + j) >= p ? v * scale : T(0);
+      out[row + j] = residual[row + j] + v;
+    }
+  }
+}
+
+template void dropout_apply<float>(float*, const float*, std::int64_t, float, std::uint64_t,
+                                   std::uint64_t);
+template void dropout_apply<double>(double*, const double*, std::int64_t, float, std::uint64_t,
+                                    std::uint64_t);
+template void bias_dropout_add<float>(float*, const float*, const float*, const float*, int, int,
+                                      float, std::uint64_t);
+template void bias_dropout_add<double>(double*, const double*, const double*, const double*, int,
+                                       int, float, std::uint64_t);
+
+}  // namespace mactor::kernels

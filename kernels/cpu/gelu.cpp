@@ -1,0 +1,53 @@
+// GeLU forward/backward (erf and tanh forms).
+#include "kernels/gelu.hpp"
+
+#include <cmath>
+
+namespace mactor::kernels {
+namespace {
+
+constexpr double inv_sqrt2 = 0.70710678118654752440;
+constexpr double inv_sqrt_2pi = 0.39894228040143267794;
+constexpr double sqrt_2_over_pi = 0.79788456080286535588;
+constexpr double tanh_coeff = 0.044715;
+
+template <typename T>
+T gelu_value(T x, bool tanh_form) {
+  if (tanh_form) {
+    const T u = T(sqrt_2_over_pi) * x * (T(1) + T(tanh_coeff) * x * x);
+    return T(0.5) * x * (T(1) + std::tanh(u));
+  }
+  return T(0.5) * x * (T(1) + std::erf(x * T(inv_sqrt2)));
+}
+
+template <typename T>
+T gelu_slope(T x, bool tanh_form) {
+  if (tanh_form) {
+    const T u = T(sqrt_2_over_pi) * x * (T(1) + T(tanh_coeff) * x * x);
+    const T t = std::tanh(u);
+    const T du = T(sqrt_2_over_pi) * (T(1) + T(3 * tanh_coeff) * x * x);
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+  }
+  return T(0.5) * (T(1) + std::erf(x * T(inv_sqrt2))) + x * T(inv_sqrt_2pi) * std::exp(-T(0.5) * x * x);
+}
+
+}  // namespace
+
+template <typename T>
+void gelu_forward(T* y, const T* x, std::int64_t n, bool tanh_approximation) {
+#pragma omp parallel for schedule(static) if (n > 16384)
+  for (std::int64_t i = 0; i < n; ++i) y[i] = gelu_value(x[i], tanh_approximation);
+}
+
+template <typename T>
+void gelu_backward(T* dx, const T* dy, const T* x, std::int64_t n, bool tanh_approximation) {
+#pragma omp parallel for schedule(static) if (n > 16384)
+  for (std::int64_t i = 0; i < n; ++i) dx[i] = dy[i] * gelu_slope(x[i], tanh_approximation);
+}
+
+template void gelu_forward<float>(float*, const float*, std::int64_t, bool);
+template void gelu_forward<double>(double*, const double*, std::int64_t, bool);
+template void gelu_backward<float>(float*, const float*, const float*, std::int64_t, bool);
+template void gelu_backward<double>(double*, const double*, const double*, std::int64_t, bool);
+
+}  // namespace mactor::kernels

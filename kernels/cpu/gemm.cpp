@@ -1,0 +1,87 @@
+// OpenBLAS-backed GEMM; timing counters feed the benchmark's "share of time in GEMM".
+#include "kernels/gemm.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <atomic>
+#include <chrono>
+
+namespace mactor::kernels {
+namespace {
+
+std::atomic<std::int64_t> g_nanoseconds{0};
+std::atomic<std::int64_t> g_calls{0};
+std::atomic<double> g_flops{0};
+
+void call_blas(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void call_blas(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
+               const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda,
+          const T* b, int ldb, T beta, T* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  if (omp_in_parallel()) {
+    call_blas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  call_blas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+  g_nanoseconds.fetch_add(ns, std::memory_order_relaxed);
+  g_calls.fetch_add(1, std::memory_order_relaxed);
+  g_flops.fetch_add(2.0 * m * n * k, std::memory_order_relaxed);
+}
+
+template <typename T>
+void linear_forward(const T* x, const T* w, T* y, int rows, int in, int out, T beta) {
+  gemm<T>(false, true, rows, out, in, T(1), x, in, w, in, beta, y, out);
+}
+
+template <typename T>
+void linear_backward_input(const T* dy, const T* w, T* dx, int rows, int in, int out, T beta) {
+  gemm<T>(false, false, rows, in, out, T(1), dy, out, w, in, beta, dx, in);
+}
+
+template <typename T>
+void linear_backward_weight(const T* dy, const T* x, T* dw, int rows, int in, int out) {
+  gemm<T>(true, false, out, in, rows, T(1), dy, out, x, in, T(1), dw, in);
+}
+
+gemm_stats gemm_stats_read() {
+  return {g_nanoseconds.load(), g_flops.load(), g_calls.load()};
+}
+
+void gemm_stats_reset() {
+  g_nanoseconds = 0;
+  g_flops = 0;
+  g_calls = 0;
+}
+
+template void gemm<float>(bool, bool, int, int, int, float, const float*, int, const float*, int,
+                          float, float*, int);
+template void gemm<double>(bool, bool, int, int, int, double, const double*, int, const double*,
+                           int, double, double*, int);
+template void linear_forward<float>(const float*, const float*, float*, int, int, int, float);
+template void linear_forward<double>(const double*, const double*, double*, int, int, int, double);
+template void linear_backward_input<float>(const float*, const float*, float*, int, int, int,
+                                           float);
+template void linear_backward_input<double>(const double*, const double*, double*, int, int, int,
+                                            double);
+template void linear_backward_weight<float>(const float*, const float*, float*, int, int, int);
+template void linear_backward_weight<double>(const double*, const double*, double*, int, int,
+                                             int);
+
+}  // namespace mactor::kernels

@@ -1,0 +1,67 @@
+// RMSNorm forward/backward; the mean square is accumulated in double for float inputs.
+#include "kernels/rmsnorm.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cpu/row_reduction.hpp"
+
+namespace mactor::kernels {
+
+template <typename T>
+void rmsnorm_forward(T* y, T* rstd, const T* x, const T* gamma, int n, int h, T eps,
+                     bool zero_centered_gamma) {
+  const T shift = zero_centered_gamma ? T(1) : T(0);
+#pragma omp parallel for schedule(static) if (std::int64_t(n) * h > 16384)
+  for (int i = 0; i < n; ++i) {
+    const T* xi = x + std::int64_t(i) * h;
+    double sq = 0;
+    for (int j = 0; j < h; ++j) sq += double(xi[j]) * xi[j];
+    const T r = T(1.0 / std::sqrt(sq / h + double(eps)));
+    rstd[i] = r;
+    T* yi = y + std::int64_t(i) * h;
+    for (int j = 0; j < h; ++j) yi[j] = xi[j] * r * (gamma[j] + shift);
+  }
+}
+
+template <typename T>
+void rmsnorm_backward(T* dx, T* dgamma, const T* dy, const T* x, const T* gamma, const T* rstd,
+                      int n, int h, bool zero_centered_gamma, bool accumulate_dx) {
+  const T shift = zero_centered_gamma ? T(1) : T(0);
+  const int threads = std::int64_t(n) * h > 16384 ? omp_get_max_threads() : 1;
+  detail::row_reduction<T> dg(threads, h);
+#pragma omp parallel num_threads(threads)
+  {
+    T* dg_t = dg.slot(omp_get_thread_num());
+#pragma omp for schedule(static)
+    for (int i = 0; i < n; ++i) {
+      const T* xi = x + std::int64_t(i) * h;
+      const T* gi = dy + std::int64_t(i) * h;
+      T* dxi = dx + std::int64_t(i) * h;
+      const T r = rstd[i];
+      T sum_gx = 0;
+      for (int j = 0; j < h; ++j) {
+        const T xhat = xi[j] * r;
+        sum_gx += gi[j] * (gamma[j] + shift) * xhat;
+        dg_t[j] += gi[j] * xhat;
+      }
+      const T mean_gx = sum_gx / h;
+      for (int j = 0; j < h; ++j) {
+        const T v = r * (gi[j] * (gamma[j] + shift) - xi[j] * r * mean_gx);
+        dxi[j] = accumulate_dx ? dxi[j] + v : v;
+      }
+    }
+  }
+  dg.add_to(dgamma, threads);
+}
+
+template void rmsnorm_forward<float>(float*, float*, const float*, const float*, int, int, float,
+                                     bool);
+template void rmsnorm_forward<double>(double*, double*, const double*, const double*, int, int,
+                                      double, bool);
+template void rmsnorm_backward<float>(float*, float*, const float*, const float*, const float*,
+                                      const float*, int, int, bool, bool);
+template void rmsnorm_backward<double>(double*, double*, const double*, const double*,
+                                       const double*, const double*, int, int, bool, bool);
+
+}  // namespace mactor::kernels

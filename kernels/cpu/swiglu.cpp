@@ -1,0 +1,46 @@
+// SwiGLU forward/backward.
+#include "kernels/swiglu.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+namespace mactor::kernels {
+
+template <typename T>
+void swiglu_forward(T* y, const T* x, int n, int f) {
+#pragma omp parallel for schedule(static) if (std::int64_t(n) * f > 16384)
+  for (int i = 0; i < n; ++i) {
+    const T* gate = x + std::int64_t(i) * 2 * f;
+    const T* up = gate + f;
+    T* yi = y + std::int64_t(i) * f;
+    for (int j = 0; j < f; ++j) {
+      const T s = T(1) / (T(1) + std::exp(-gate[j]));
+      yi[j] = gate[j] * s * up[j];
+    }
+  }
+}
+
+template <typename T>
+void swiglu_backward(T* dx, const T* dy, const T* x, int n, int f) {
+#pragma omp parallel for schedule(static) if (std::int64_t(n) * f > 16384)
+  for (int i = 0; i < n; ++i) {
+    const T* gate = x + std::int64_t(i) * 2 * f;
+    const T* up = gate + f;
+    const T* g = dy + std::int64_t(i) * f;
+    T* dgate = dx + std::int64_t(i) * 2 * f;
+    T* dup = dgate + f;
+    for (int j = 0; j < f; ++j) {
+      const T s = T(1) / (T(1) + std::exp(-gate[j]));
+      const T silu = gate[j] * s;
+      dgate[j] = g[j] * up[j] * s * (T(1) + gate[j] * (T(1) - s));
+      dup[j] = g[j] * silu;
+    }
+  }
+}
+
+template void swiglu_forward<float>(float*, const float*, int, int);
+template void swiglu_forward<double>(double*, const double*, int, int);
+template void swiglu_backward<float>(float*, const float*, const float*, int, int);
+template void swiglu_backward<double>(double*, const double*, const double*, int, int);
+
+}  // namespace mactor::kernels

@@ -1,0 +1,29 @@
+// Cross-entropy over a vocabulary shard, in the steps Megatron's vocab-parallel cross-entropy
+// takes: the caller combines row maxima (max) and sums (sum) across shards between the steps.
+// logits: [n, v] for vocabulary entries [vocab_start, vocab_start + v); labels: [n] global ids.
+#pragma once
+#include <cstdint>
+
+namespace mactor::kernels {
+
+/// row_max[n] = max over this shard's logits.
+template <typename T>
+void cross_entropy_row_max(T* row_max, const T* logits, int n, int v);
+
+/// With row_max the max over all shards: sum_exp[n] = sum exp(logit - row_max) over this shard,
+/// target_logit[n] = the label's logit when the label is in this shard, else 0.
+template <typename T>
+void cross_entropy_shard_sums(T* sum_exp, T* target_logit, const T* logits, const T* row_max,
+                              const std::int32_t* labels, int n, int v, int vocab_start);
+
+/// loss[n] = log(sum_exp) + row_max - target_logit (all three combined over shards).
+template <typename T>
+void cross_entropy_loss(T* loss, const T* sum_exp, const T* row_max, const T* target_logit, int n);
+
+/// dlogits[n, v] = grad_scale[i] * (softmax - one_hot(label)); dlogits may alias logits.
+template <typename T>
+void cross_entropy_backward(T* dlogits, const T* logits, const T* row_max, const T* sum_exp,
+                            const std::int32_t* labels, const T* grad_scale, int n, int v,
+                            int vocab_start);
+
+}  // namespace mactor::kernels

@@ -1,0 +1,34 @@
+// Dropout with a stateless counter-based generator: element i of stream `seed` is kept when
+// hash(seed, i) >= p, so the backward regenerates the mask instead of storing it, and a
+// tensor-parallel shard that knows its global element indices draws the same mask as tp=1.
+#pragma once
+#include <cstdint>
+
+namespace mactor::kernels {
+
+/// Uniform [0, 1) number for (seed, index); deterministic across runs and threads.
+inline float dropout_uniform(std::uint64_t seed, std::uint64_t index) {
+  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return float(z >> 40) * (1.0f / 16777216.0f);
+}
+
+/// A stream id for one dropout site (seed, layer, site, step mixed together).
+std::uint64_t dropout_stream(std::uint64_t seed, std::uint64_t layer, std::uint64_t site,
+                             std::uint64_t step);
+
+/// y[n] = keep(i) ? x[n] / (1 - p) : 0 with keep from (stream, first_index + i); y may alias x.
+/// The backward is the same call on the gradient.
+template <typename T>
+void dropout_apply(T* y, const T* x, std::int64_t n, float p, std::uint64_t stream,
+                   std::uint64_t first_index = 0);
+
+/// out[n, w] = residual + dropout(x + bias) (Megatron's bias_dropout_add); bias may be null,
+/// out may alias residual or x. Element index for the mask is the flat index in [n, w].
+template <typename T>
+void bias_dropout_add(T* out, const T* residual, const T* x, const T* bias, int n, int w, float p,
+                      std::uint64_t stream);
+
+}  // namespace mactor::kernels

@@ -1,0 +1,19 @@
+// LayerNorm over the last dimension, with Megatron's zero-centered gamma option
+// (--apply-layernorm-1p: the stored weight w is used as 1 + w).
+#pragma once
+
+namespace mactor::kernels {
+
+/// y[n, h] = (x - mean) * rstd * g + beta, g = gamma (+1 when zero_centered_gamma).
+/// beta may be null (no bias). mean, rstd: [n], saved for the backward.
+template <typename T>
+void layernorm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, int n,
+                       int h, T eps, bool zero_centered_gamma);
+
+/// dx[n, h] (= or += when accumulate_dx), dgamma[h] +=, dbeta[h] += (dbeta may be null).
+template <typename T>
+void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* gamma,
+                        const T* mean, const T* rstd, int n, int h, bool zero_centered_gamma,
+                        bool accumulate_dx);
+
+}  // namespace mactor::kernels

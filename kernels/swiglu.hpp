@@ -1,0 +1,15 @@
+// SwiGLU as Megatron computes it: the fc1 output row is [gate | up] (torch.chunk(x, 2, -1)),
+// and the activation is silu(gate) * up.
+#pragma once
+
+namespace mactor::kernels {
+
+/// y[n, f] = silu(x[n, 0:f]) * x[n, f:2f]
+template <typename T>
+void swiglu_forward(T* y, const T* x, int n, int f);
+
+/// dx[n, 2f] from dy[n, f] and the forward input x[n, 2f].
+template <typename T>
+void swiglu_backward(T* dx, const T* dy, const T* x, int n, int f);
+
+}  // namespace mactor::kernels
