@@ -1,0 +1,20 @@
+// Printing the resolved configuration: JSON for --dump-config, and Megatron's `arguments` block.
+#pragma once
+
+#include <string>
+
+#include "config/megatron_args.hpp"
+
+namespace mactor::config {
+
+/// One JSON object keyed by Megatron's dest names, in registration order, then the derived values.
+std::string to_json(const megatron_args& args, int indent = 2);
+
+/// Reads what to_json wrote back into a megatron_args (throws std::runtime_error naming a bad key).
+megatron_args from_json(const std::string& text);
+
+/// Megatron's `_print_args("arguments", args)` block: every attribute as `  name ..... value`, sorted
+/// case-insensitively, values printed as Python's str() prints them.
+std::string arguments_block(const megatron_args& args);
+
+}  // namespace mactor::config

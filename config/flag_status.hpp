@@ -1,0 +1,39 @@
+// The support status of every Megatron flag in mactor: the one table users read with --flag-status.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/megatron_args.hpp"
+
+namespace mactor::config {
+
+enum class support {
+  implemented,              // has its Megatron meaning here
+  accepted_without_effect,  // performance-only or hardware-specific; results are the same without it
+  not_implemented,          // setting it to a non-default value is an error
+};
+
+struct flag_support {
+  support status = support::not_implemented;
+  std::string_view reason;
+};
+
+/// The status of the flag whose argparse dest is `dest`.
+flag_support support_of(std::string_view dest);
+std::string_view support_name(support s);
+
+/// The --flag-status table: one line per flag (flag, group, status, reason), tab-separated, with a header.
+std::string flag_status_table();
+
+struct support_report {
+  std::vector<std::string> errors;    // "--foo is recognized but not implemented by mactor yet"
+  std::vector<std::string> warnings;  // one line per accepted-without-effect flag that was set
+};
+
+/// Compares `args` with Megatron's defaults and reports every flag set to a non-default value
+/// whose status is not `implemented`.
+support_report check_support(const megatron_args& args);
+
+}  // namespace mactor::config

@@ -1,0 +1,33 @@
+// The resolved configuration: every Megatron flag (grouped as Megatron registers them) plus derived values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "config/generated/args.hpp"
+
+namespace mactor::config {
+
+/// Values Megatron computes in parse_args/validate_args and stores on `args` under these dest names.
+struct derived_args {
+  std::int64_t rank = 0;        // from the launcher's environment
+  std::int64_t world_size = 1;  // from the launcher's environment
+  std::int64_t data_parallel_size = 1;
+  std::int64_t transformer_pipeline_model_parallel_size = 1;
+  std::optional<std::int64_t> virtual_pipeline_model_parallel_size;
+  std::int64_t num_microbatches = 1;  // at the full global batch size
+  std::string params_dtype = "float32";
+  bool use_dist_ckpt = true;
+  bool variable_seq_lengths = false;
+  std::int64_t consumed_train_samples = 0;
+  std::int64_t skipped_train_samples = 0;
+  std::int64_t consumed_valid_samples = 0;
+};
+
+/// What every actor receives: Megatron's args after validation.
+struct megatron_args : flag_args {
+  derived_args derived;
+};
+
+}  // namespace mactor::config

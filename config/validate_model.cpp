@@ -1,0 +1,226 @@
+// The TransformerConfig / ModelParallelConfig __post_init__ rules (82-117 of shared/megatron/validation.md),
+// checked on the command line so that every problem is reported before anything starts.
+#include <algorithm>
+
+#include "config/validation_context.hpp"
+
+namespace mactor::config::detail {
+namespace {
+
+std::int64_t effective_query_groups(const megatron_args& a) {  // rule 85
+  return a.network_size.group_query_attention ? a.network_size.num_query_groups : a.network_size.num_attention_heads.value_or(1);
+}
+
+void heads_and_groups(validation_context& c) {  // rules 82, 86, 95, 96
+  const auto& n = c.a.network_size;
+  const std::int64_t tp = c.a.distributed.tensor_model_parallel_size;
+  if (n.multi_latent_attention && c.a.heterogeneous.heterogeneous_layers_config_path)
+    c.error("--multi-latent-attention cannot be combined with --heterogeneous-layers-config-path");
+  if (!n.multi_latent_attention && c.a.training.rope_type)
+    c.require(*c.a.training.rope_type == "rope", "--rope-type " + *c.a.training.rope_type + " needs --multi-latent-attention");
+  if (n.num_attention_heads && tp > 0)
+    c.require(*n.num_attention_heads % tp == 0,
+              "--num-attention-heads=" + show(*n.num_attention_heads) + " is not divisible by --tensor-model-parallel-size=" +
+                  show(tp) + "\n  each tensor-parallel rank must hold whole heads; try " + divisors_text(*n.num_attention_heads));
+  const std::int64_t groups = effective_query_groups(c.a);
+  if (n.group_query_attention && n.num_attention_heads)
+    c.require(groups > 0 && *n.num_attention_heads % groups == 0,
+              "--num-attention-heads=" + show(*n.num_attention_heads) + " is not divisible by --num-query-groups=" + show(groups) +
+                  "; try " + divisors_text(*n.num_attention_heads));
+  if (n.group_query_attention && tp > 0)
+    c.require(groups % tp == 0, "--num-query-groups=" + show(groups) + " is not divisible by --tensor-model-parallel-size=" +
+                                    show(tp) + "; try " + divisors_text(groups));
+}
+
+void model_parallel_config(validation_context& c) {  // rules 88-93
+  auto& d = c.a.distributed;
+  if (d.defer_embedding_wgrad_compute) {
+    c.require(d.pipeline_model_parallel_size > 1, "--defer-embedding-wgrad-compute needs --pipeline-model-parallel-size > 1");
+    c.require(c.a.training.gradient_accumulation_fusion, "--defer-embedding-wgrad-compute needs gradient accumulation fusion");
+    c.require(d.wgrad_deferral_limit >= 0, "--wgrad-deferral-limit must be >= 0");
+  }
+  if (c.a.moe.expert_model_parallel_size > 1 && d.tensor_model_parallel_size > 1 && !c.a.training.sequence_parallel)
+    c.warn("When using expert parallelism and tensor parallelism, sequence parallelism must be used (add --sequence-parallel)");
+  if (!d.microbatch_group_size_per_vp_stage) d.microbatch_group_size_per_vp_stage = d.pipeline_model_parallel_size;
+  if (d.overlap_p2p_comm_warmup_flush)
+    c.require(d.overlap_p2p_comm, "--overlap-p2p-communication-warmup-flush needs p2p overlap, which only the interleaved "
+                                  "schedule uses (it was turned off here)");
+}
+
+void low_precision(validation_context& c) {  // rules 97, 98
+  const auto& te = c.a.transformer_engine;
+  if (te.fp8 && te.first_last_layers_bf16) {
+    c.require(te.fp8_recipe != "delayed", "--first-last-layers-bf16 is not supported with --fp8-recipe delayed");
+    const std::int64_t per_stage = c.a.network_size.num_layers.value_or(0) / std::max<std::int64_t>(1, c.a.distributed.pipeline_model_parallel_size);
+    for (auto [name, v] : {std::pair{"--num-layers-at-start-in-bf16", te.num_layers_at_start_in_bf16},
+                           {"--num-layers-at-end-in-bf16", te.num_layers_at_end_in_bf16}})
+      c.require(v >= 0 && v <= per_stage, std::string(name) + "=" + show(v) + " must be in [0, " + show(per_stage) + "]");
+  }
+  if (te.fp8_param_gather) c.require(te.fp8.has_value(), "--fp8-param-gather needs --fp8-format");
+}
+
+void moe_rules(validation_context& c) {  // rules 99-101, 111, 112, 114
+  auto& m = c.a.moe;
+  if (m.expert_model_parallel_size > 1 && !m.num_experts) return;  // reported by validate_args
+  if (!m.num_experts && c.a.moe.moe_ffn_hidden_size && c.a.moe.moe_ffn_hidden_size != c.a.network_size.ffn_hidden_size)
+    c.error("--moe-ffn-hidden-size needs --num-experts");
+  if (!m.num_experts) return;
+  c.require(*m.num_experts > 0, "--num-experts must be > 0");
+  if (m.moe_enable_deepep) c.require(m.moe_token_dispatcher_type == "flex", "--moe-enable-deepep needs --moe-token-dispatcher-type flex");
+  if (m.moe_token_dispatcher_type == "flex")
+    c.require(!m.moe_pad_expert_input_to_capacity, "--moe-pad-expert-input-to-capacity is not supported with the flex dispatcher");
+  if (m.moe_shared_expert_intermediate_size)
+    c.require(*m.moe_shared_expert_intermediate_size > 0, "--moe-shared-expert-intermediate-size must be > 0");
+  if (m.moe_shared_expert_overlap)
+    c.require(m.moe_token_dispatcher_type == "alltoall", "--moe-shared-expert-overlap needs --moe-token-dispatcher-type alltoall");
+  const auto* lbt_list = std::get_if<std::vector<std::string>>(&m.moe_router_load_balancing_type);
+  const auto* coeff_list = std::get_if<std::vector<double>>(&m.moe_aux_loss_coeff);
+  if (lbt_list)
+    c.require(coeff_list && coeff_list->size() == lbt_list->size(),
+              "--moe-aux-loss-coeff needs one value per --moe-router-load-balancing-type entry");
+  if (m.moe_expert_capacity_factor && *m.moe_expert_capacity_factor < 0) m.moe_expert_capacity_factor.reset();
+  if (m.moe_expert_capacity_factor) {
+    auto allowed = [](const std::string& t) { return t == "aux_loss" || t == "seq_aux_loss" || t == "global_aux_loss" || t == "none"; };
+    bool ok = lbt_list ? std::all_of(lbt_list->begin(), lbt_list->end(), allowed)
+                       : allowed(std::get<std::string>(m.moe_router_load_balancing_type));
+    c.require(ok, "--moe-expert-capacity-factor needs --moe-router-load-balancing-type aux_loss, seq_aux_loss, global_aux_loss or none");
+  }
+  if (m.moe_pad_expert_input_to_capacity)
+    c.require(m.moe_expert_capacity_factor.has_value(), "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");
+  if (c.a.training.add_bias_linear)
+    c.require(m.expert_tensor_parallel_size.value_or(1) == 1, "bias in MoE experts is only supported with --expert-tensor-parallel-size 1 "
+                                                              "(or add --disable-bias-linear)");
+  if (m.moe_router_enable_expert_bias)
+    c.require(m.moe_router_score_function == "sigmoid", "expert bias for aux-loss-free routing needs --moe-router-score-function sigmoid");
+  if (m.moe_router_topk == 1 && m.moe_router_score_function == "softmax" && !m.moe_router_pre_softmax &&
+      std::get_if<std::string>(&m.moe_router_load_balancing_type) &&
+      std::get<std::string>(m.moe_router_load_balancing_type) != "sinkhorn")
+    c.error("please use --moe-router-pre-softmax when topk is 1 (--moe-router-topk 1 with the softmax score function)");
+  if (m.moe_router_group_topk) {
+    if (c.require(m.moe_router_num_groups.has_value(), "--moe-router-group-topk needs --moe-router-num-groups")) {
+      c.require(*m.num_experts % *m.moe_router_num_groups == 0, "--num-experts must be divisible by --moe-router-num-groups");
+      c.require(*m.moe_router_group_topk <= *m.moe_router_num_groups, "--moe-router-group-topk must be <= --moe-router-num-groups");
+    }
+  }
+  if (m.overlap_moe_expert_parallel_comm) {
+    c.require(m.expert_model_parallel_size > 1, "--overlap-moe-expert-parallel-comm needs --expert-model-parallel-size > 1");
+    c.require(m.moe_token_dispatcher_type == "alltoall" || m.moe_token_dispatcher_type == "flex",
+              "--overlap-moe-expert-parallel-comm needs the alltoall or flex dispatcher");
+    c.require(c.a.mixed_precision.bf16 || c.a.mixed_precision.fp16, "--overlap-moe-expert-parallel-comm needs --bf16 or --fp16");
+  }
+}
+
+void recompute(validation_context& c) {  // rules 103, 104
+  auto& t = c.a.training;
+  if (c.a.moe.moe_layer_recompute) {
+    c.require(t.recompute_granularity != "full", "--moe-layer-recompute cannot be combined with --recompute-granularity full");
+    t.recompute_granularity = "selective";
+    if (!t.recompute_modules) t.recompute_modules = std::vector<std::string>{"core_attn"};
+    t.recompute_modules->push_back("moe");
+  }
+  if (!t.recompute_granularity) return;
+  const auto& g = *t.recompute_granularity;
+  if (g == "full") {
+    c.require(t.recompute_method == "block" || t.recompute_method == "uniform",
+              "--recompute-granularity full needs --recompute-method uniform or block");
+    c.require(t.recompute_num_layers.has_value(), "--recompute-granularity full needs --recompute-num-layers");
+  } else if (g == "selective") {
+    c.require(!t.recompute_num_layers, "--recompute-num-layers is only used with --recompute-granularity full");
+    const std::vector<std::string> allowed = {"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"};
+    for (const auto& m : t.recompute_modules.value_or(std::vector<std::string>{"core_attn"}))
+      c.require(std::find(allowed.begin(), allowed.end(), m) != allowed.end(),
+                "--recompute-modules: '" + m + "' is not one of core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts");
+  }
+  if (t.distribute_saved_activations)
+    c.require(!t.sequence_parallel, "--distribute-saved-activations cannot be combined with --sequence-parallel");
+}
+
+void uneven_pipeline(validation_context& c) {  // rules 105-108
+  const auto& d = c.a.distributed;
+  const bool uneven = d.decoder_first_pipeline_num_layers || d.decoder_last_pipeline_num_layers;
+  const bool accounting = d.account_for_embedding_in_pipeline_split || d.account_for_loss_in_pipeline_split;
+  if (uneven && accounting)
+    c.error("--decoder-first/last-pipeline-num-layers cannot be combined with --account-for-embedding/loss-in-pipeline-split");
+  if (d.pipeline_model_parallel_layout && (uneven || accounting))
+    c.error("--pipeline-model-parallel-layout cannot be combined with uneven pipeline or embedding/loss accounting flags");
+  const std::int64_t pp = d.pipeline_model_parallel_size;
+  const std::int64_t vp = c.a.derived.virtual_pipeline_model_parallel_size.value_or(1);
+  const std::int64_t layers = c.a.network_size.num_layers.value_or(0);
+  if (uneven) {
+    std::int64_t rest = layers, middle = pp;
+    for (auto [name, v] : {std::pair{"--decoder-first-pipeline-num-layers", d.decoder_first_pipeline_num_layers},
+                           {"--decoder-last-pipeline-num-layers", d.decoder_last_pipeline_num_layers}}) {
+      if (!v) continue;
+      c.require(*v > 0 && *v % vp == 0, std::string(name) + "=" + show(*v) + " must be > 0 and divisible by the virtual pipeline size " + show(vp));
+      rest -= *v;
+      --middle;
+    }
+    if (middle > 0)
+      c.require(rest >= 0 && rest % middle == 0 && (rest / middle) % vp == 0,
+                "the " + show(rest) + " layers left for the " + show(middle) + " middle pipeline stages must divide evenly "
+                "(and per stage by the virtual pipeline size " + show(vp) + ")");
+    else
+      c.require(rest == 0, "--decoder-first/last-pipeline-num-layers must add up to --num-layers=" + show(layers));
+  }
+  if (accounting && pp > 0) {
+    const std::int64_t total = layers + int(d.account_for_embedding_in_pipeline_split) + int(d.account_for_loss_in_pipeline_split);
+    if (c.require(total % pp == 0, "num_layers plus embedding/loss accounting (" + show(total) + ") must be divisible by "
+                                   "--pipeline-model-parallel-size=" + show(pp)))
+      c.require((total / pp) % vp == 0, "layers per pipeline stage (" + show(total / pp) + ") must be divisible by the virtual pipeline size " + show(vp));
+  }
+}
+
+void activations(validation_context& c) {  // rule 109
+  const auto& n = c.a.network_size;
+  const auto& t = c.a.training;
+  const bool fusion = n.swiglu ? t.bias_swiglu_fusion : t.bias_gelu_fusion;
+  if (n.swiglu && n.squared_relu) c.error("--squared-relu cannot be combined with --swiglu");
+  if (n.swiglu && n.quick_geglu) c.error("--quick-geglu cannot be combined with --swiglu");
+  if (!fusion || n.squared_relu) return;
+  if (!n.swiglu && !n.quick_geglu)
+    c.require(t.add_bias_linear, "bias_gelu_fusion needs bias; add --no-bias-gelu-fusion or drop --disable-bias-linear");
+  if (t.use_te_activation_func) c.error("--use-te-activation-func cannot be combined with bias activation fusion");
+}
+
+void transformer_features(validation_context& c) {  // rules 113, 115-117
+  const auto& i = c.a.inference;
+  const auto& t = c.a.training;
+  if (i.cuda_graph_impl != "none") {
+    c.require(i.cuda_graph_impl == "transformer_engine" || i.cuda_graph_impl == "local",
+              "--cuda-graph-impl must be transformer_engine or local");
+  }
+  const auto& cp_types = c.a.distributed.cp_comm_type;
+  if (c.a.distributed.context_parallel_size > 1 && cp_types.size() > 1)
+    c.require(static_cast<std::int64_t>(cp_types.size()) == c.a.network_size.num_layers.value_or(0),
+              "--cp-comm-type needs one entry per layer (" + show(c.a.network_size.num_layers.value_or(0)) + ") or a single entry");
+  const std::int64_t layers = c.a.network_size.num_layers.value_or(0);
+  if (const auto& f = c.a.network_size.no_rope_freq) {
+    if (const auto* n = std::get_if<std::int64_t>(&*f))
+      c.require(*n > 0 && layers % *n == 0, "--no-rope-freq=" + show(*n) + " must divide --num-layers=" + show(layers));
+    else
+      c.require(static_cast<std::int64_t>(std::get<std::vector<std::int64_t>>(*f).size()) == layers,
+                "--no-rope-freq pattern length must equal --num-layers=" + show(layers));
+  }
+  if (c.a.network_size.multi_latent_attention) {
+    const std::string rope = t.rope_type.value_or("yarn");
+    if (t.apply_rope_fusion && c.a.network_size.position_embedding_type == "rope")
+      c.require(rope == "yarn", "rope fusion with --multi-latent-attention needs --rope-type yarn");
+    if (c.a.mla.cache_mla_latents) c.require(!t.apply_rope_fusion, "--cache-mla-latents is incompatible with rope fusion (add --no-rope-fusion)");
+    c.require(!c.a.network_size.rotary_interleaved, "--rotary-interleaved is not supported with --multi-latent-attention");
+  }
+}
+
+}  // namespace
+
+void validate_transformer_config(validation_context& c) {
+  heads_and_groups(c);
+  model_parallel_config(c);
+  low_precision(c);
+  moe_rules(c);
+  recompute(c);
+  uneven_pipeline(c);
+  activations(c);
+  transformer_features(c);
+}
+
+}  // namespace mactor::config::detail

@@ -1,0 +1,313 @@
+// validate_args, second half (rules 29-81 of shared/megatron/validation.md): precision, training length,
+// model shape, sequence length, checkpointing, fusions, recompute, MoE and feature combinations.
+#include <cstdlib>
+
+#include "config/validation_context.hpp"
+
+namespace mactor::config::detail {
+namespace {
+
+std::string torch_dtype(const std::string& s) {  // rule 29
+  if (s == "fp32") return "float32";
+  if (s == "bf16") return "bfloat16";
+  if (s == "fp16") return "float16";
+  if (s == "fp8") return "uint8";
+  return s;
+}
+
+void precision(validation_context& c) {  // rules 29-34
+  auto& e = c.a.experimental;
+  auto& m = c.a.mixed_precision;
+  auto& te = c.a.transformer_engine;
+  const auto& d = c.a.distributed;
+  const std::string main_grads = e.main_grads_dtype;
+  for (auto* s : {&e.main_grads_dtype, &e.main_params_dtype, &e.exp_avg_dtype, &e.exp_avg_sq_dtype}) *s = torch_dtype(*s);
+  if (te.fp8_param_gather)
+    c.require(d.use_distributed_optimizer || d.use_torch_fsdp2 || d.use_megatron_fsdp,
+              "--fp8-param-gather is only supported with --use-distributed-optimizer, torch FSDP2 or megatron FSDP");
+  if (te.fp4 && te.fp8) c.error("--fp4-format and --fp8-format cannot be used simultaneously; choose one");
+  if (te.fp4_param && !te.fp4) c.error("--fp4-param requires --fp4-format to be specified");
+  if (d.use_megatron_fsdp)
+    c.require(c.a.checkpointing.ckpt_format == "fsdp_dtensor",
+              "--use-megatron-fsdp requires --ckpt-format fsdp_dtensor (got " + c.a.checkpointing.ckpt_format + ")");
+  c.a.derived.params_dtype = "float32";
+  if (m.fp16) {
+    c.require(!m.bf16, "--fp16 and --bf16 cannot both be set");
+    c.a.derived.params_dtype = "float16";
+    if (!m.loss_scale) c.a.training.check_for_nan_in_loss_and_grad = false;
+  }
+  if (m.bf16) {
+    c.a.derived.params_dtype = "bfloat16";
+    if (m.accumulate_allreduce_grads_in_fp32)
+      c.require(main_grads == "fp32", "--accumulate-allreduce-grads-in-fp32 requires --main-grads-dtype fp32");
+    if (m.grad_reduce_in_bf16) m.accumulate_allreduce_grads_in_fp32 = false;
+    else if (main_grads == "fp32") m.accumulate_allreduce_grads_in_fp32 = true;
+  }
+  const auto& i = c.a.inference;
+  if (i.cuda_graph_impl == "local" && i.cuda_graph_scope == "full_iteration") {
+    if (!i.inference_dynamic_batching)
+      c.require(!c.a.training.check_for_nan_in_loss_and_grad,
+                "full-iteration CUDA graphs need --no-check-for-nan-in-loss-and-grad");
+    else
+      c.require(!te.fp8, "full-iteration CUDA graphs with dynamic batching do not support --fp8-format");
+  }
+}
+
+void data_loader(validation_context& c) {  // rules 35, 36
+  auto& t = c.a.training;
+  if (!t.dataloader_type) t.dataloader_type = "single";
+  c.require(c.a.data.num_dataset_builder_threads > 0,
+            "--num-dataset-builder-threads=" + show(c.a.data.num_dataset_builder_threads) + " must be > 0");
+  c.a.derived.consumed_train_samples = c.a.derived.skipped_train_samples = c.a.derived.consumed_valid_samples = 0;
+  c.a.derived.variable_seq_lengths = false;
+}
+
+void training_length(validation_context& c) {  // rules 37, 38
+  const auto& t = c.a.training;
+  const auto& lr = c.a.learning_rate;
+  if (t.train_iters) {
+    c.require(!t.train_samples, "--train-iters and --train-samples cannot both be set; give one");
+    c.require(!lr.lr_decay_samples, "with --train-iters, use --lr-decay-iters rather than --lr-decay-samples");
+    c.require(!t.rampup_batch_size, "--rampup-batch-size is only supported with sample-based training (--train-samples)");
+    c.require(lr.lr_warmup_samples == 0, "with --train-iters, use --lr-warmup-iters rather than --lr-warmup-samples");
+    if (lr.lr_warmup_fraction)
+      c.require(lr.lr_warmup_iters == 0, "can only specify one of --lr-warmup-fraction and --lr-warmup-iters");
+  }
+  if (t.train_samples) {
+    c.require(!lr.lr_decay_iters, "with --train-samples, use --lr-decay-samples rather than --lr-decay-iters");
+    c.require(lr.lr_warmup_iters == 0, "with --train-samples, use --lr-warmup-samples rather than --lr-warmup-iters");
+    if (lr.lr_warmup_fraction)
+      c.require(lr.lr_warmup_samples == 0, "can only specify one of --lr-warmup-fraction and --lr-warmup-samples");
+  }
+}
+
+void model_shape(validation_context& c) {  // rules 39-42
+  auto& n = c.a.network_size;
+  if (n.num_layers) {
+    c.require(!n.encoder_num_layers, "cannot have both --num-layers and --encoder-num-layers; give --num-layers");
+    n.encoder_num_layers = n.num_layers;
+  } else if (c.require(n.encoder_num_layers.has_value(), "--num-layers is required (e.g. --num-layers 12)")) {
+    n.num_layers = n.encoder_num_layers;
+  }
+  c.require(n.hidden_size.has_value(), "--hidden-size is required (e.g. --hidden-size 768)");
+  c.require(n.num_attention_heads.has_value(), "--num-attention-heads is required (e.g. --num-attention-heads 12)");
+  c.require(n.max_position_embeddings.has_value(),
+            "--max-position-embeddings is required (at least --seq-length, e.g. --max-position-embeddings 1024)");
+  if (!n.hidden_size) return;
+  const std::int64_t h = *n.hidden_size;
+  if (!n.ffn_hidden_size)
+    n.ffn_hidden_size = n.swiglu ? static_cast<std::int64_t>((4.0 * h * 2.0 / 3.0) / 64.0) * 64 : 4 * h;
+  if (!n.kv_channels && n.num_attention_heads) {
+    const std::int64_t heads = *n.num_attention_heads;
+    if (c.require(heads > 0 && h % heads == 0, "--hidden-size=" + show(h) + " is not divisible by --num-attention-heads=" +
+                                                   show(heads) + "; choose heads among " + divisors_text(h) +
+                                                   ", or set --kv-channels"))
+      n.kv_channels = h / heads;
+  }
+}
+
+void sequence_length(validation_context& c) {  // rules 43-45
+  auto& d = c.a.data;
+  const std::int64_t cp = c.a.distributed.context_parallel_size;
+  if (cp > 1 && d.seq_length)
+    c.require(*d.seq_length % (2 * cp) == 0, "--seq-length=" + show(*d.seq_length) + " must be divisible by 2 x "
+                                             "--context-parallel-size=" + show(2 * cp) + " for load balancing");
+  if (d.seq_length) {
+    c.require(!d.encoder_seq_length, "cannot have both --seq-length and --encoder-seq-length; give --seq-length");
+    d.encoder_seq_length = d.seq_length;
+  } else if (c.require(d.encoder_seq_length.has_value(), "--seq-length is required (e.g. --seq-length 1024)")) {
+    d.seq_length = d.encoder_seq_length;
+  }
+  const auto& mpe = c.a.network_size.max_position_embeddings;
+  if (mpe && d.seq_length)
+    c.require(*mpe >= *d.seq_length, "--max-position-embeddings=" + show(*mpe) + " must be >= --seq-length=" +
+                                         show(*d.seq_length) + "; raise it to at least " + show(*d.seq_length));
+  if (mpe && d.decoder_seq_length)
+    c.require(*mpe >= *d.decoder_seq_length, "--max-position-embeddings=" + show(*mpe) + " must be >= --decoder-seq-length=" +
+                                                 show(*d.decoder_seq_length));
+}
+
+void lr_and_save(validation_context& c) {  // rules 46, 47
+  const auto& lr = c.a.learning_rate;
+  if (lr.lr) c.require(lr.min_lr <= *lr.lr, "--min-lr=" + show(lr.min_lr) + " must be <= --lr=" + show(*lr.lr));
+  const auto& ck = c.a.checkpointing;
+  if (!ck.save) return;
+  if (c.require(ck.save_interval.has_value() && *ck.save_interval > 0,
+                "--save needs --save-interval > 0 (e.g. --save-interval 1000)") &&
+      ck.save_retain_interval)
+    c.require(*ck.save_retain_interval > 0 && *ck.save_retain_interval % *ck.save_interval == 0,
+              "--save-retain-interval=" + show(*ck.save_retain_interval) + " must be a positive multiple of --save-interval=" +
+                  show(*ck.save_interval));
+}
+
+void mixed_precision_features(validation_context& c) {  // rules 48-50
+  const auto& m = c.a.mixed_precision;
+  if (m.fp16_lm_cross_entropy) c.require(m.fp16, "lm cross entropy in fp16 only support in fp16 model; add --fp16");
+  if (m.fp32_residual_connection)
+    c.require(m.fp16 || m.bf16, "residual connection in fp32 only supported when using fp16 or bf16");
+  if (c.a.moe.moe_grouped_gemm)
+    c.require(m.bf16, "currently GroupedGEMM for MoE only supports bf16 dtype; add --bf16");
+  auto& r = c.a.regularization;
+  if (r.weight_decay_incr_style == "constant") {
+    c.require(!r.start_weight_decay && !r.end_weight_decay,
+              "--start-weight-decay/--end-weight-decay need --weight-decay-incr-style linear or cosine");
+    r.start_weight_decay = r.end_weight_decay = r.weight_decay;
+  } else {
+    c.require(r.start_weight_decay.has_value() && r.end_weight_decay.has_value(),
+              "--weight-decay-incr-style " + r.weight_decay_incr_style + " needs --start-weight-decay and --end-weight-decay");
+  }
+}
+
+void recompute_and_sequence_parallel(validation_context& c) {  // rules 52-54
+  auto& t = c.a.training;
+  if (t.distribute_saved_activations) {
+    c.require(c.a.distributed.tensor_model_parallel_size > 1,
+              "can distribute recomputed activations only across tensor model parallel groups (--tensor-model-parallel-size > 1)");
+    c.require(t.recompute_granularity == "full", "distributed recompute activations is only application to full recompute "
+                                                 "granularity; add --recompute-granularity full");
+    c.require(t.recompute_method.has_value(), "for distributed recompute activations to work, --recompute-method must be set");
+  }
+  if (t.recompute_granularity == "selective")
+    c.require(!t.recompute_method, "recompute method is not yet supported for selective recomputing granularity; "
+                                   "drop --recompute-method");
+  if (c.a.distributed.tensor_model_parallel_size == 1) {
+    if (t.sequence_parallel) c.warn("Disabling sequence parallelism because tensor model parallelism is disabled");
+    t.sequence_parallel = false;
+  }
+  if (t.tp_comm_overlap)
+    c.require(t.sequence_parallel, "tensor parallel communication/GEMM overlap can happen only when sequence parallelism "
+                                   "is enabled; add --sequence-parallel");
+}
+
+void fusions_and_embeddings(validation_context& c) {  // rules 57-62
+  auto& t = c.a.training;
+  auto& n = c.a.network_size;
+  if (!t.add_bias_linear) t.bias_gelu_fusion = false;
+  if (t.add_bias_linear) t.add_qkv_bias = true;
+  if (c.a.retro.retro_add_retriever) {
+    c.require(!t.sequence_parallel, "retro currently does not support sequence parallelism");
+    c.require(c.a.distributed.pipeline_model_parallel_size == 1, "retro currently does not support pipeline parallelism");
+  }
+  if (c.a.learning_rate.decoupled_lr || c.a.learning_rate.decoupled_min_lr)
+    c.require(!t.use_legacy_models, "--decoupled-lr and --decoupled-min-lr are not supported in legacy models");
+  if (n.use_rotary_position_embeddings) n.position_embedding_type = "rope";
+  if (n.rotary_interleaved && t.use_legacy_models) c.error("--rotary-interleaved is not supported in legacy models");
+  if (n.position_embedding_type != "rope") t.apply_rope_fusion = false;
+  if (!n.add_position_embedding && n.position_embedding_type != "rope")
+    c.error("--no-position-embedding is deprecated, use --position-embedding-type (e.g. rope)");
+  if (n.position_embedding_type == "relative")
+    c.require(c.a.transformer_engine.transformer_impl == "transformer_engine",
+              "--position-embedding-type relative is only supported with --transformer-impl transformer_engine");
+  if (n.position_embedding_type == "mrope") c.require(n.mrope_section.has_value(), "--position-embedding-type mrope needs --mrope-section");
+}
+
+void experts(validation_context& c) {  // rules 63, 65, 66
+  auto& moe = c.a.moe;
+  if (moe.num_experts && *moe.num_experts == 0) moe.num_experts.reset();
+  if (moe.num_experts) {
+    c.require(!c.a.experimental.spec, "model spec (--spec) is not supported with --num-experts");
+    if (!moe.moe_ffn_hidden_size) moe.moe_ffn_hidden_size = c.a.network_size.ffn_hidden_size;
+  }
+  if (c.a.distributed.context_parallel_size > 1)
+    c.require(!c.a.training.use_legacy_models, "context parallelism is not supported in legacy models");
+  const std::int64_t ep = moe.expert_model_parallel_size;
+  if (ep > 1) {
+    if (c.require(moe.num_experts.has_value(), "--expert-model-parallel-size=" + show(ep) + " needs --num-experts"))
+      c.require(*moe.num_experts % ep == 0, "--num-experts=" + show(*moe.num_experts) + " must be divisible by "
+                                            "--expert-model-parallel-size=" + show(ep) + "; try " + divisors_text(*moe.num_experts));
+    c.require(!c.a.mixed_precision.fp16, "expert parallelism is not supported with --fp16");
+  }
+  if (auto* list = std::get_if<std::vector<std::string>>(&moe.moe_router_load_balancing_type); list && list->size() == 1)
+    moe.moe_router_load_balancing_type = std::string(list->front());
+  if (auto* list = std::get_if<std::vector<double>>(&moe.moe_aux_loss_coeff); list && list->size() == 1)
+    moe.moe_aux_loss_coeff = double(list->front());
+}
+
+void checkpoint_and_data(validation_context& c) {  // rules 67, 68, 72, 74, 76, 78
+  auto& ck = c.a.checkpointing;
+  const auto& d = c.a.distributed;
+  if (c.a.derived.use_dist_ckpt && c.a.training.use_legacy_models)
+    c.error("--use-dist-ckpt is not supported in legacy models; use --ckpt-format torch");
+  if (ck.ckpt_format == "torch_dcp") {
+    c.require(d.use_torch_fsdp2, "--ckpt-format torch_dcp is only tested with FSDP; add --use-torch-fsdp2");
+    c.require(d.tensor_model_parallel_size <= 1 && d.pipeline_model_parallel_size <= 1,
+              "--ckpt-format torch_dcp is not tested with megatron tp/pp");
+  }
+  if (ck.ckpt_format == "fsdp_dtensor") c.require(d.use_megatron_fsdp, "--ckpt-format fsdp_dtensor needs --use-megatron-fsdp");
+  const auto& data = c.a.data;
+  const int sources = int(data.mock_data) + int(data.data_path.has_value() && !data.data_path->empty()) +
+                      int(data.train_data_path || data.valid_data_path || data.test_data_path);
+  c.require(sources <= 1, "a single data source must be provided: give one of --mock-data, --data-path, or "
+                          "--train-data-path/--valid-data-path/--test-data-path");
+  if (!c.a.training.enable_gloo_process_groups && d.use_distributed_optimizer) {
+    c.require(c.a.derived.use_dist_ckpt, "--disable-gloo-process-groups with the distributed optimizer needs a distributed "
+                                         "checkpoint format (--ckpt-format torch_dist)");
+  }
+  if (ck.load_main_params_from_ckpt) c.require(ck.no_load_optim, "--load-main-params-from-ckpt must be used with --no-load-optim");
+  if (c.a.moe.moe_use_upcycling) {
+    c.require(ck.save.has_value(), "--moe-use-upcycling needs --save");
+    ck.no_load_optim = ck.no_load_rng = true;
+  }
+  if (ck.non_persistent_ckpt_type == std::optional<std::string>("local"))
+    c.require(ck.non_persistent_local_ckpt_dir.has_value(), "--non-persistent-ckpt-type local needs --non-persistent-local-ckpt-dir");
+  auto& rep = c.a.distributed;
+  if (rep.replication) {
+    c.require(rep.replication_jump.has_value(), "--replication needs --replication-jump");
+    c.require(ck.non_persistent_ckpt_type == std::optional<std::string>("local"), "--replication needs --non-persistent-ckpt-type local");
+  } else {
+    rep.replication_jump.reset();
+  }
+}
+
+void determinism_and_misc(validation_context& c) {  // rules 69, 70, 75, 77, 79-81
+  const auto& t = c.a.training;
+  if (t.deterministic_mode) {
+    c.require(!t.use_flash_attn, "flash attention can not be used in deterministic mode; drop --use-flash-attn");
+    c.require(!t.cross_entropy_loss_fusion, "cross entropy loss fusion can not be used in deterministic mode");
+    const char* algo = std::getenv("NCCL_ALGO");
+    const std::string a = algo ? algo : "";
+    c.require(a == "Tree" || a == "Ring" || a == "CollnetDirect" || a == "CollnetChain" || a == "^NVLS",
+              "NCCL_ALGO must be one of Tree, Ring, CollnetDirect, CollnetChain or ^NVLS in deterministic mode (got '" + a + "')");
+  }
+  if (c.a.mixed_precision.apply_query_key_layer_scaling) c.a.mixed_precision.attention_softmax_in_fp32 = true;
+  const auto& i = c.a.inference;
+  if (i.inference_batch_times_seqlen_threshold > -1) {
+    c.require(c.a.distributed.pipeline_model_parallel_size > 1,
+              "--inference-batch-times-seqlen-threshold requires setting --pipeline-model-parallel-size > 1");
+    c.require(i.cuda_graph_impl == "none", "--inference-batch-times-seqlen-threshold is incompatible with CUDA graphs");
+  }
+  if (i.inference_dynamic_batching)
+    c.require(i.inference_dynamic_batching_block_size % 256 == 0,
+              "--inference-dynamic-batching-block-size=" + show(i.inference_dynamic_batching_block_size) + " must be a multiple of 256");
+  if (t.optimizer_cpu_offload)
+    c.require(c.a.experimental.use_precision_aware_optimizer, "--optimizer-cpu-offload requires --use-precision-aware-optimizer");
+  if (c.a.moe.delay_wgrad_compute)
+    c.require(c.a.transformer_engine.transformer_impl == "transformer_engine",
+              "--delay-wgrad-compute is only supported with --transformer-impl transformer_engine");
+  if (c.a.network_size.mtp_num_layers) {
+    c.require(!t.use_legacy_models, "multi-token prediction is not supported with legacy models");
+    const auto& p = c.a.network_size.position_embedding_type;
+    c.require(p == "rope" || p == "none", "multi-token prediction needs --position-embedding-type rope or none");
+  }
+  if (i.cuda_graph_impl != "none")
+    c.require(t.recompute_granularity != "full", "full recompute is not supported with CUDA graphs");
+}
+
+}  // namespace
+
+void validate_training_args(validation_context& c) {
+  precision(c);
+  data_loader(c);
+  training_length(c);
+  model_shape(c);
+  sequence_length(c);
+  lr_and_save(c);
+  mixed_precision_features(c);
+  recompute_and_sequence_parallel(c);
+  fusions_and_embeddings(c);
+  experts(c);
+  checkpoint_and_data(c);
+  determinism_and_misc(c);
+}
+
+}  // namespace mactor::config::detail
