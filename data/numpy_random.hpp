@@ -1,0 +1,48 @@
+// numpy's random streams, bit for bit: the legacy RandomState (MT19937) with its shuffle, used by
+// GPTDataset's index building, and default_rng (SeedSequence + PCG64) used by the mock dataset.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace mactor::data {
+
+/// numpy.random.RandomState(seed) for an integer seed; std::mt19937's seeding equals numpy's.
+class legacy_random_state {
+ public:
+  explicit legacy_random_state(std::uint32_t seed) : mt_(seed) {}
+  std::uint32_t next_uint32() { return static_cast<std::uint32_t>(mt_()); }
+  std::uint64_t next_uint64() {
+    const std::uint64_t hi = next_uint32();
+    return (hi << 32) | next_uint32();
+  }
+  /// random_interval(max): uniform in [0, max] by masked rejection.
+  std::uint64_t interval(std::uint64_t max);
+  /// RandomState.shuffle of a 1-D array (Fisher-Yates from the end).
+  template <typename T>
+  void shuffle(std::span<T> a) {
+    for (std::size_t i = a.size(); i-- > 1;) std::swap(a[i], a[interval(i)]);
+  }
+
+ private:
+  std::mt19937 mt_;
+};
+
+/// numpy.random.default_rng(seed) for a non-negative integer seed (SeedSequence + PCG64).
+class pcg64_generator {
+ public:
+  explicit pcg64_generator(std::uint64_t seed);
+  std::uint64_t next_uint64();
+  std::uint32_t next_uint32();  // numpy buffers the high half of a 64-bit draw
+  /// Generator.integers(low, high, size, dtype=int32) with high exclusive (Lemire's method).
+  std::vector<std::int32_t> integers_int32(std::int32_t low, std::int32_t high, std::size_t size);
+
+ private:
+  unsigned __int128 state_ = 0, inc_ = 0;
+  bool has_uint32_ = false;
+  std::uint32_t uinteger_ = 0;
+};
+
+}  // namespace mactor::data
