@@ -1,0 +1,208 @@
+// Ring collectives over a transport. Each reduced chunk is summed by exactly one member in a
+// fixed ring order and then copied to the others, so every member ends with the same bits.
+#include "comm/collectives.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace mactor::comm {
+namespace {
+
+constexpr std::uint32_t seq_bits = 23;
+constexpr std::uint32_t collective_seq_limit = 1u << (seq_bits - 1);  // p2p uses the upper half
+constexpr std::uint32_t p2p_seq = collective_seq_limit;
+
+// Boundaries of n nearly equal chunks of `count` elements: chunk i is [b[i], b[i+1]).
+std::vector<std::size_t> chunk_bounds(std::size_t count, int n) {
+  std::vector<std::size_t> b(n + 1);
+  for (int i = 0; i <= n; ++i) b[i] = count * static_cast<std::size_t>(i) / n;
+  return b;
+}
+
+int wrap(int i, int n) { return ((i % n) + n) % n; }
+
+void check_size(bool ok, const std::string& what) {
+  if (!ok) throw comm_error(-1, what);
+}
+
+}  // namespace
+
+transport_communicator::transport_communicator(transport& t, std::vector<int> members,
+                                               std::uint32_t group_id)
+    : t_(t), members_(std::move(members)), group_id_(group_id & 0xFFFF) {
+  for (std::size_t i = 0; i < members_.size(); ++i)
+    if (members_[i] == t_.rank()) me_ = static_cast<int>(i);
+  if (me_ < 0)
+    throw comm_error(t_.rank(), "rank " + std::to_string(t_.rank()) +
+                                    " built a communicator for a group it is not a member of");
+}
+
+std::uint64_t transport_communicator::next_tag() {
+  const std::uint64_t tag =
+      collective_tag_bit | (std::uint64_t{group_id_} << seq_bits) | (seq_ % collective_seq_limit);
+  ++seq_;
+  return tag;
+}
+
+void transport_communicator::exchange(int to, const void* send_data, std::size_t send_size,
+                                      int from, void* recv_data, std::size_t recv_size,
+                                      std::uint64_t tag) {
+  auto r = t_.recv_future(members_[from], tag, recv_data, recv_size);
+  auto s = t_.send_future(members_[to], tag, send_data, send_size);
+  wait_ok(s);
+  const status got = r.get();
+  if (!got.ok) throw comm_error(got.peer, got.message);
+  if (got.bytes != recv_size)
+    throw comm_error(got.peer, "rank " + std::to_string(got.peer) + " sent " +
+                                   std::to_string(got.bytes) + " bytes where " +
+                                   std::to_string(recv_size) +
+                                   " were expected; the members called mismatched collectives");
+}
+
+// After this, chunk (me + offset + 1) holds the sum over the group. Step s sends chunk
+// (me + offset - s) downstream and adds the chunk arriving from upstream into its own copy.
+template <class T>
+void transport_communicator::ring_reduce_scatter(T* data, const std::vector<std::size_t>& bounds,
+                                                 int offset, std::uint64_t tag) {
+  const int n = size();
+  std::size_t largest = 0;
+  for (int i = 0; i < n; ++i) largest = std::max(largest, bounds[i + 1] - bounds[i]);
+  std::vector<T> incoming(largest);
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_chunk = wrap(me_ + offset - s, n);
+    const int recv_chunk = wrap(me_ + offset - s - 1, n);
+    const std::size_t send_count = bounds[send_chunk + 1] - bounds[send_chunk];
+    const std::size_t recv_count = bounds[recv_chunk + 1] - bounds[recv_chunk];
+    exchange(next(), data + bounds[send_chunk], send_count * sizeof(T), prev(), incoming.data(),
+             recv_count * sizeof(T), tag);
+    T* acc = data + bounds[recv_chunk];
+    for (std::size_t i = 0; i < recv_count; ++i) acc[i] = incoming[i] + acc[i];
+  }
+}
+
+// Starting from each member owning chunk (me + offset + 1), passes chunks around the ring
+// until everyone has all of them. `bounds` are in bytes.
+void transport_communicator::ring_all_gather(std::byte* data,
+                                             const std::vector<std::size_t>& bounds, int offset,
+                                             std::uint64_t tag) {
+  const int n = size();
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_chunk = wrap(me_ + offset + 1 - s, n);
+    const int recv_chunk = wrap(me_ + offset - s, n);
+    exchange(next(), data + bounds[send_chunk], bounds[send_chunk + 1] - bounds[send_chunk],
+             prev(), data + bounds[recv_chunk], bounds[recv_chunk + 1] - bounds[recv_chunk], tag);
+  }
+}
+
+template <class T>
+void transport_communicator::all_reduce_impl(std::span<T> data) {
+  const std::uint64_t tag = next_tag();
+  const int n = size();
+  if (n == 1) return;
+  const auto bounds = chunk_bounds(data.size(), n);
+  ring_reduce_scatter(data.data(), bounds, 0, tag);
+  std::vector<std::size_t> byte_bounds(bounds.size());
+  for (std::size_t i = 0; i < bounds.size(); ++i) byte_bounds[i] = bounds[i] * sizeof(T);
+  ring_all_gather(reinterpret_cast<std::byte*>(data.data()), byte_bounds, 0, tag);
+}
+
+template <class T>
+void transport_communicator::reduce_scatter_impl(std::span<const T> in, std::span<T> out) {
+  const int n = size();
+  check_size(in.size() == out.size() * static_cast<std::size_t>(n),
+             "reduce_scatter: input has " + std::to_string(in.size()) + " elements but needs " +
+                 std::to_string(n) + " x " + std::to_string(out.size()) +
+                 " (group size x output size)");
+  const std::uint64_t tag = next_tag();
+  std::vector<T> work(in.begin(), in.end());
+  const auto bounds = chunk_bounds(work.size(), n);
+  ring_reduce_scatter(work.data(), bounds, -1, tag);
+  std::copy(work.begin() + bounds[me_], work.begin() + bounds[me_ + 1], out.begin());
+}
+
+void transport_communicator::all_reduce(std::span<float> data) { all_reduce_impl(data); }
+void transport_communicator::all_reduce(std::span<double> data) { all_reduce_impl(data); }
+void transport_communicator::reduce_scatter(std::span<const float> in, std::span<float> out) {
+  reduce_scatter_impl(in, out);
+}
+void transport_communicator::reduce_scatter(std::span<const double> in, std::span<double> out) {
+  reduce_scatter_impl(in, out);
+}
+
+void transport_communicator::all_gather_bytes(std::span<const std::byte> in,
+                                              std::span<std::byte> out) {
+  const int n = size();
+  check_size(out.size() == in.size() * static_cast<std::size_t>(n),
+             "all_gather: output has " + std::to_string(out.size()) + " bytes but needs " +
+                 std::to_string(n) + " x " + std::to_string(in.size()));
+  const std::uint64_t tag = next_tag();
+  if (!in.empty()) std::memcpy(out.data() + in.size() * me_, in.data(), in.size());
+  ring_all_gather(out.data(), chunk_bounds(out.size(), n), -1, tag);
+}
+
+void transport_communicator::broadcast_bytes(std::span<std::byte> data, int root) {
+  check_size(root >= 0 && root < size(), "broadcast: root " + std::to_string(root) +
+                                             " is not a position in a group of " +
+                                             std::to_string(size()));
+  const std::uint64_t tag = next_tag();
+  if (me_ != root) {
+    auto r = t_.recv_future(members_[root], tag, data.data(), data.size());
+    wait_ok(r);
+    return;
+  }
+  std::vector<std::future<status>> sends;
+  for (int p = 0; p < size(); ++p)
+    if (p != root) sends.push_back(t_.send_future(members_[p], tag, data.data(), data.size()));
+  for (auto& s : sends) wait_ok(s);
+}
+
+void transport_communicator::all_to_all_bytes(std::span<const std::byte> in,
+                                              std::span<std::byte> out) {
+  const int n = size();
+  check_size(in.size() == out.size() && in.size() % n == 0,
+             "all_to_all: input and output must be the same size, a multiple of the group size " +
+                 std::to_string(n) + " (got " + std::to_string(in.size()) + " and " +
+                 std::to_string(out.size()) + " bytes)");
+  const std::uint64_t tag = next_tag();
+  const std::size_t block = in.size() / n;
+  std::vector<std::future<status>> recvs, sends;
+  for (int k = 1; k < n; ++k) {
+    const int from = wrap(me_ - k, n);
+    recvs.push_back(t_.recv_future(members_[from], tag, out.data() + block * from, block));
+  }
+  for (int k = 1; k < n; ++k) {
+    const int to = wrap(me_ + k, n);
+    sends.push_back(t_.send_future(members_[to], tag, in.data() + block * to, block));
+  }
+  if (block) std::memcpy(out.data() + block * me_, in.data() + block * me_, block);
+  for (auto& s : sends) wait_ok(s);
+  for (auto& r : recvs) wait_ok(r);
+}
+
+// Dissemination barrier: ceil(log2 n) rounds; in round k each member signals me + 2^k.
+void transport_communicator::barrier() {
+  const std::uint64_t tag = next_tag();
+  const int n = size();
+  unsigned char out = 1, in = 0;
+  for (int d = 1; d < n; d *= 2) exchange(wrap(me_ + d, n), &out, 1, wrap(me_ - d, n), &in, 1, tag);
+}
+
+void transport_communicator::send_bytes(std::span<const std::byte> data, int peer) {
+  const std::uint64_t tag = collective_tag_bit | (std::uint64_t{group_id_} << seq_bits) | p2p_seq;
+  auto s = t_.send_future(members_.at(peer), tag, data.data(), data.size());
+  wait_ok(s);
+}
+
+void transport_communicator::recv_bytes(std::span<std::byte> data, int peer) {
+  const std::uint64_t tag = collective_tag_bit | (std::uint64_t{group_id_} << seq_bits) | p2p_seq;
+  auto r = t_.recv_future(members_.at(peer), tag, data.data(), data.size());
+  const status got = r.get();
+  if (!got.ok) throw comm_error(got.peer, got.message);
+  if (got.bytes != data.size())
+    throw comm_error(got.peer, "rank " + std::to_string(got.peer) + " sent " +
+                                   std::to_string(got.bytes) + " bytes where " +
+                                   std::to_string(data.size()) + " were expected");
+}
+
+}  // namespace mactor::comm

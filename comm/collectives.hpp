@@ -1,0 +1,63 @@
+// Collectives on top of any transport: ring all-reduce (reduce-scatter then all-gather),
+// ring reduce-scatter and all-gather, linear broadcast and all-to-all, dissemination barrier.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/transport.hpp"
+
+namespace mactor::comm {
+
+/// Collective tags use bit 39, a 16-bit group id and a 23-bit sequence number. Point-to-point
+/// users of the same transport keep their own tags below 2^39.
+inline constexpr std::uint64_t collective_tag_bit = std::uint64_t{1} << 39;
+
+/// A group of global ranks on one transport. Every member constructs it with the same member
+/// list (in the same order) and the same `group_id`; two groups that share members need
+/// different ids (comm/process_groups.hpp hands them out).
+class transport_communicator final : public communicator {
+ public:
+  transport_communicator(transport& t, std::vector<int> members, std::uint32_t group_id);
+
+  int rank() const override { return me_; }
+  int size() const override { return static_cast<int>(members_.size()); }
+  const std::vector<int>& members() const { return members_; }
+
+  void all_reduce(std::span<float> data) override;
+  void all_reduce(std::span<double> data) override;
+  void reduce_scatter(std::span<const float> in, std::span<float> out) override;
+  void reduce_scatter(std::span<const double> in, std::span<double> out) override;
+  void all_gather_bytes(std::span<const std::byte> in, std::span<std::byte> out) override;
+  void broadcast_bytes(std::span<std::byte> data, int root) override;
+  void all_to_all_bytes(std::span<const std::byte> in, std::span<std::byte> out) override;
+  void barrier() override;
+  void send_bytes(std::span<const std::byte> data, int peer) override;
+  void recv_bytes(std::span<std::byte> data, int peer) override;
+
+ private:
+  template <class T>
+  void all_reduce_impl(std::span<T> data);
+  template <class T>
+  void reduce_scatter_impl(std::span<const T> in, std::span<T> out);
+  template <class T>
+  void ring_reduce_scatter(T* data, const std::vector<std::size_t>& bounds, int offset,
+                           std::uint64_t tag);
+  void ring_all_gather(std::byte* data, const std::vector<std::size_t>& bounds, int offset,
+                       std::uint64_t tag);
+  /// Posts a receive from `from` and a send to `to` (group positions), then waits for both.
+  void exchange(int to, const void* send_data, std::size_t send_size, int from, void* recv_data,
+                std::size_t recv_size, std::uint64_t tag);
+  std::uint64_t next_tag();
+  int next() const { return (me_ + 1) % size(); }
+  int prev() const { return (me_ + size() - 1) % size(); }
+
+  transport& t_;
+  std::vector<int> members_;
+  int me_ = -1;
+  std::uint32_t group_id_;
+  std::uint32_t seq_ = 0;
+};
+
+}  // namespace mactor::comm

@@ -1,0 +1,59 @@
+// The collective interface over one process group: the ring implementation on a transport
+// (comm/collectives.hpp) and NCCL (comm/nccl_transport.hpp) both implement it.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+namespace mactor::comm {
+
+/// Blocking collectives over the members of one group, called by every member in the same
+/// order. Reductions are sums. Results are bitwise identical on every member. A failure throws
+/// comm_error naming the global rank at fault. Spans point to host memory for the ring
+/// implementation and to device memory for NCCL.
+class communicator {
+ public:
+  virtual ~communicator() = default;
+  /// This process's position in the group (0 .. size()-1).
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  virtual void all_reduce(std::span<float> data) = 0;
+  virtual void all_reduce(std::span<double> data) = 0;
+  /// in: size() blocks of out.size(); member i receives the sum of everyone's block i.
+  virtual void reduce_scatter(std::span<const float> in, std::span<float> out) = 0;
+  virtual void reduce_scatter(std::span<const double> in, std::span<double> out) = 0;
+  /// out: size() blocks of in.size(); block i is member i's input.
+  virtual void all_gather_bytes(std::span<const std::byte> in, std::span<std::byte> out) = 0;
+  /// Copies `root`'s data (root is a group position) to every member.
+  virtual void broadcast_bytes(std::span<std::byte> data, int root) = 0;
+  /// in and out: size() equal blocks; out block j is member j's in block rank().
+  virtual void all_to_all_bytes(std::span<const std::byte> in, std::span<std::byte> out) = 0;
+  virtual void barrier() = 0;
+  /// Pipeline point-to-point, blocking; `peer` is a group position.
+  virtual void send_bytes(std::span<const std::byte> data, int peer) = 0;
+  virtual void recv_bytes(std::span<std::byte> data, int peer) = 0;
+
+  template <class T>
+  void all_gather(std::span<const T> in, std::span<T> out) {
+    all_gather_bytes(std::as_bytes(in), std::as_writable_bytes(out));
+  }
+  template <class T>
+  void broadcast(std::span<T> data, int root) {
+    broadcast_bytes(std::as_writable_bytes(data), root);
+  }
+  template <class T>
+  void all_to_all(std::span<const T> in, std::span<T> out) {
+    all_to_all_bytes(std::as_bytes(in), std::as_writable_bytes(out));
+  }
+  template <class T>
+  void send(std::span<const T> data, int peer) {
+    send_bytes(std::as_bytes(data), peer);
+  }
+  template <class T>
+  void recv(std::span<T> data, int peer) {
+    recv_bytes(std::as_writable_bytes(data), peer);
+  }
+};
+
+}  // namespace mactor::comm

@@ -1,0 +1,111 @@
+// Group enumeration by mixed-radix coordinates: a group is every rank that agrees with this
+// one on the dimensions that do not vary, listed with the fastest dimension first.
+#include "comm/process_groups.hpp"
+
+#include <array>
+#include <stdexcept>
+
+namespace mactor::comm {
+namespace {
+
+// Lists the ranks that share `coords` outside `vary_mask`, in rank order (dimension 0 fastest).
+std::vector<int> enumerate(const std::array<int, 4>& dims, const std::array<int, 4>& coords,
+                           unsigned vary_mask) {
+  std::vector<int> out;
+  const int total = dims[0] * dims[1] * dims[2] * dims[3];
+  for (int r = 0; r < total; ++r) {
+    int rest = r;
+    bool member = true;
+    for (int d = 0; d < 4; ++d) {
+      const int c = rest % dims[d];
+      rest /= dims[d];
+      if (!(vary_mask & (1u << d)) && c != coords[d]) member = false;
+    }
+    if (member) out.push_back(r);
+  }
+  return out;
+}
+
+std::array<int, 4> split(int rank, const std::array<int, 4>& dims) {
+  std::array<int, 4> c{};
+  for (int d = 0; d < 4; ++d) {
+    c[d] = rank % dims[d];
+    rank /= dims[d];
+  }
+  return c;
+}
+
+}  // namespace
+
+process_groups::process_groups(int world_size, int rank, parallel_sizes sizes)
+    : world_(world_size), rank_(rank), s_(sizes) {
+  if (s_.etp == 0) s_.etp = s_.tp;
+  if (s_.tp < 1 || s_.pp < 1 || s_.cp < 1 || s_.ep < 1 || s_.etp < 1 || world_size < 1)
+    throw std::invalid_argument("parallel sizes must be >= 1 (tp=" + std::to_string(s_.tp) +
+                                " pp=" + std::to_string(s_.pp) + " cp=" + std::to_string(s_.cp) +
+                                " ep=" + std::to_string(s_.ep) + ")");
+  const int model = s_.tp * s_.pp * s_.cp;
+  if (world_size % model != 0)
+    throw std::invalid_argument(
+        "world size " + std::to_string(world_size) + " is not divisible by tp*pp*cp = " +
+        std::to_string(model) + "; start a multiple of " + std::to_string(model) + " ranks");
+  const int expert_model = s_.etp * s_.ep * s_.pp;
+  if (world_size % expert_model != 0)
+    throw std::invalid_argument("world size " + std::to_string(world_size) +
+                                " is not divisible by etp*ep*pp = " +
+                                std::to_string(expert_model) +
+                                "; change --expert-model-parallel-size or the rank count");
+  if (rank < 0 || rank >= world_size)
+    throw std::invalid_argument("rank " + std::to_string(rank) + " is outside the world of " +
+                                std::to_string(world_size));
+  dp_ = world_size / model;
+  expert_dp_ = world_size / expert_model;
+}
+
+rank_coords process_groups::coords_of(int rank) const {
+  const auto c = split(rank, {s_.tp, s_.cp, dp_, s_.pp});
+  return {c[0], c[1], c[2], c[3]};
+}
+
+int process_groups::rank_of(rank_coords c) const {
+  return c.tp + s_.tp * (c.cp + s_.cp * (c.dp + dp_ * c.pp));
+}
+
+group process_groups::dense_group(kind k, unsigned vary_mask) const {
+  const std::array<int, 4> dims{s_.tp, s_.cp, dp_, s_.pp};
+  group g{enumerate(dims, split(rank_, dims), vary_mask), 0};
+  // Groups of one kind are disjoint, so (kind, first member) identifies a group.
+  g.id = (static_cast<std::uint32_t>(k) << 12) | (static_cast<std::uint32_t>(g.ranks[0]) & 0xFFF);
+  return g;
+}
+
+group process_groups::expert_group(kind k, unsigned vary_mask) const {
+  const std::array<int, 4> dims{s_.etp, s_.ep, expert_dp_, s_.pp};
+  group g{enumerate(dims, split(rank_, dims), vary_mask), 0};
+  g.id = (static_cast<std::uint32_t>(k) << 12) | (static_cast<std::uint32_t>(g.ranks[0]) & 0xFFF);
+  return g;
+}
+
+group process_groups::tp_group() const { return dense_group(kind::tp, 0b0001); }
+group process_groups::cp_group() const { return dense_group(kind::cp, 0b0010); }
+group process_groups::dp_group() const { return dense_group(kind::dp, 0b0100); }
+group process_groups::pp_group() const { return dense_group(kind::pp, 0b1000); }
+group process_groups::dp_cp_group() const { return dense_group(kind::dp_cp, 0b0110); }
+group process_groups::model_parallel_group() const { return dense_group(kind::mp, 0b1001); }
+group process_groups::ep_group() const { return expert_group(kind::ep, 0b0010); }
+group process_groups::expert_tp_group() const { return expert_group(kind::etp, 0b0001); }
+group process_groups::expert_dp_group() const { return expert_group(kind::edp, 0b0100); }
+
+int process_groups::pipeline_next() const {
+  rank_coords c = coords();
+  c.pp = (c.pp + 1) % s_.pp;
+  return rank_of(c);
+}
+
+int process_groups::pipeline_prev() const {
+  rank_coords c = coords();
+  c.pp = (c.pp + s_.pp - 1) % s_.pp;
+  return rank_of(c);
+}
+
+}  // namespace mactor::comm

@@ -1,0 +1,402 @@
+// UCX transport: one worker per process, driven by a single progress thread that sleeps on
+// the worker's event fd (ucp_worker_arm + poll) and is woken by ucp_worker_signal after a post.
+// Because only that thread touches UCX, the worker runs in single-thread mode with no lock.
+#include "comm/ucx_transport.hpp"
+
+#include <poll.h>
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <source_location>
+#include <thread>
+#include <unordered_set>
+
+namespace mactor::comm {
+namespace {
+
+// The wire tag: the user's 40-bit tag above the sender's 24-bit rank.
+constexpr int rank_bits = 24;
+constexpr std::uint64_t shutdown_tag = max_tag + 1;
+
+std::uint64_t wire_tag(std::uint64_t tag, int sender) {
+  return (tag << rank_bits) | static_cast<std::uint64_t>(sender);
+}
+
+void check_ucx(ucs_status_t s, const char* call,
+               std::source_location where = std::source_location::current()) {
+  if (s == UCS_OK) return;
+  throw comm_error(-1, std::string("UCX call ") + call + " failed: " + ucs_status_string(s) +
+                           " (" + where.file_name() + ":" + std::to_string(where.line()) +
+                           "); check `ucx_info -d` lists a usable transport");
+}
+
+std::string peer_lost(int peer, ucs_status_t s) {
+  return "rank " + std::to_string(peer) + " is unreachable (UCX: " + ucs_status_string(s) +
+         "); that process probably died or its host went away: see rank " +
+         std::to_string(peer) + "'s own log";
+}
+
+}  // namespace
+
+struct ucx_transport::impl {
+  struct op {
+    impl* self;
+    int peer;
+    bool is_recv;
+    completion done;
+    const void* send_data = nullptr;
+    void* recv_data = nullptr;
+    std::size_t size = 0;
+    std::uint64_t tag = 0;
+    void* request = nullptr;
+    bool registered = false;  // the poster has stored `request` in pending_
+    bool completed = false;   // the callback ran before the poster stored it
+  };
+  struct peer_ctx {
+    impl* self;
+    int rank;
+  };
+
+  int rank;
+  int world_size;
+  ucx_options options;
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  int efd = -1;
+  std::vector<ucp_ep_h> eps;
+  std::vector<peer_ctx> peer_ctxs;
+
+  // Touched only by the progress thread.
+  std::unordered_set<op*> pending;
+  std::vector<int> newly_failed;
+
+  std::mutex mu;  // guards posted, failed_status, stop
+  std::vector<std::function<void()>> posted;
+  std::vector<ucs_status_t> failed_status;  // UCS_OK while the peer is healthy
+  bool stop = false;
+  std::thread progress_thread;
+
+  impl(int r, int n, ucx_options o) : rank(r), world_size(n), options(std::move(o)) {
+    failed_status.assign(n, UCS_OK);
+  }
+
+  void init_context() {
+    ucp_config_t* config = nullptr;
+    check_ucx(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+    if (!std::getenv("UCX_KEEPALIVE_INTERVAL") && !options.keepalive_interval.empty())
+      ucp_config_modify(config, "KEEPALIVE_INTERVAL", options.keepalive_interval.c_str());
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 0;
+    const ucs_status_t s = ucp_init(&params, config, &context);
+    ucp_config_release(config);
+    check_ucx(s, "ucp_init");
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    check_ucx(ucp_worker_create(context, &wp, &worker), "ucp_worker_create");
+    check_ucx(ucp_worker_get_efd(worker, &efd), "ucp_worker_get_efd");
+  }
+
+  std::vector<std::byte> my_address() {
+    ucp_address_t* address = nullptr;
+    std::size_t length = 0;
+    check_ucx(ucp_worker_get_address(worker, &address, &length), "ucp_worker_get_address");
+    const auto* p = reinterpret_cast<const std::byte*>(address);
+    std::vector<std::byte> out(p, p + length);
+    ucp_worker_release_address(worker, address);
+    return out;
+  }
+
+  static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t s) {
+    auto* ctx = static_cast<peer_ctx*>(arg);
+    impl* self = ctx->self;
+    {
+      std::lock_guard lock(self->mu);
+      if (self->failed_status[ctx->rank] == UCS_OK) self->failed_status[ctx->rank] = s;
+    }
+    self->newly_failed.push_back(ctx->rank);
+  }
+
+  void connect_all(address_exchange& exchange) {
+    eps.assign(world_size, nullptr);
+    peer_ctxs.resize(world_size);
+    for (int p = 0; p < world_size; ++p) {
+      const int peer = (rank + p) % world_size;  // stagger the fetches across ranks
+      const std::vector<std::byte> address = exchange.fetch(peer, options.connect_timeout);
+      peer_ctxs[peer] = {this, peer};
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
+      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep.err_handler.cb = &impl::on_ep_error;
+      ep.err_handler.arg = &peer_ctxs[peer];
+      const ucs_status_t s = ucp_ep_create(worker, &ep, &eps[peer]);
+      if (s != UCS_OK)
+        throw comm_error(peer, "rank " + std::to_string(rank) + " cannot connect to rank " +
+                                   std::to_string(peer) + ": " + ucs_status_string(s));
+    }
+  }
+
+  // --- operations, run on the progress thread -------------------------------------------
+
+  static void finish(op* o, ucs_status_t s, std::size_t bytes) {
+    status out{s == UCS_OK, o->peer, bytes, {}};
+    if (s == UCS_ERR_MESSAGE_TRUNCATED) {
+      out.message = "message from rank " + std::to_string(o->peer) + " (tag " +
+                    std::to_string(o->tag) + ") is larger than the " + std::to_string(o->size) +
+                    "-byte receive buffer; post a larger receive";
+    } else if (s == UCS_ERR_CANCELED) {
+      ucs_status_t why;
+      {
+        std::lock_guard lock(o->self->mu);
+        why = o->self->failed_status[o->peer];
+      }
+      out.message = why != UCS_OK ? peer_lost(o->peer, why)
+                                  : "operation with rank " + std::to_string(o->peer) +
+                                        " was cancelled because the transport is closing";
+    } else if (s != UCS_OK) {
+      out.message = peer_lost(o->peer, s);
+    }
+    if (o->done) o->done(out);
+  }
+
+  static void complete_request(void* request, ucs_status_t s, op* o, std::size_t bytes) {
+    finish(o, s, bytes);
+    ucp_request_free(request);
+    if (o->registered) {
+      o->self->pending.erase(o);
+      delete o;
+    } else {
+      o->completed = true;
+    }
+  }
+
+  static void on_send(void* request, ucs_status_t s, void* user) {
+    op* o = static_cast<op*>(user);
+    complete_request(request, s, o, o->size);
+  }
+
+  static void on_recv(void* request, ucs_status_t s, const ucp_tag_recv_info_t* info,
+                      void* user) {
+    complete_request(request, s, static_cast<op*>(user), info ? info->length : 0);
+  }
+
+  // Issues `o`; a NULL return means UCX finished it inline and will not call back.
+  void issue(op* o) {
+    ucs_status_t dead;
+    {
+      std::lock_guard lock(mu);
+      dead = failed_status[o->peer];
+    }
+    if (dead != UCS_OK) {
+      finish(o, dead, 0);
+      delete o;
+      return;
+    }
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.user_data = o;
+    ucs_status_ptr_t r;
+    if (o->is_recv) {
+      // UCX 1.13 leaves recv_info unfilled on inline completion, so receives always take the
+      // callback, which carries the received length (it may run before nbx returns).
+      param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+      param.cb.recv = &impl::on_recv;
+      r = ucp_tag_recv_nbx(worker, o->recv_data, o->size, wire_tag(o->tag, o->peer),
+                           ~std::uint64_t{0}, &param);
+    } else {
+      param.cb.send = &impl::on_send;
+      r = ucp_tag_send_nbx(eps[o->peer], o->send_data, o->size, wire_tag(o->tag, rank), &param);
+    }
+    if (r == nullptr) {
+      finish(o, UCS_OK, o->size);
+      delete o;
+    } else if (UCS_PTR_IS_ERR(r)) {
+      finish(o, UCS_PTR_STATUS(r), 0);
+      delete o;
+    } else if (o->completed) {
+      delete o;
+    } else {
+      o->request = r;
+      o->registered = true;
+      pending.insert(o);
+    }
+  }
+
+  // Receives are posted on the worker, not an endpoint, so UCX does not fail them when a
+  // peer dies; cancel the ones waiting on a failed peer so they report it.
+  void cancel_receives_from_failed() {
+    while (!newly_failed.empty()) {
+      const int peer = newly_failed.back();
+      newly_failed.pop_back();
+      std::vector<void*> to_cancel;
+      for (op* o : pending)
+        if (o->peer == peer && o->is_recv) to_cancel.push_back(o->request);
+      for (void* r : to_cancel) ucp_request_cancel(worker, r);
+    }
+  }
+
+  void progress_loop() {
+    for (;;) {
+      std::vector<std::function<void()>> work;
+      bool stopping;
+      {
+        std::lock_guard lock(mu);
+        work.swap(posted);
+        stopping = stop;
+      }
+      for (auto& w : work) w();
+      while (ucp_worker_progress(worker) != 0) {
+      }
+      cancel_receives_from_failed();
+      if (!work.empty()) continue;
+      if (stopping) return;
+      const ucs_status_t s = ucp_worker_arm(worker);
+      if (s == UCS_ERR_BUSY) continue;
+      pollfd fd{efd, POLLIN, 0};
+      // The timeout is only a backstop; posts and network events wake the poll.
+      ::poll(&fd, 1, 1000);
+    }
+  }
+
+  void post(std::function<void()> work) {
+    {
+      std::lock_guard lock(mu);
+      posted.push_back(std::move(work));
+    }
+    ucp_worker_signal(worker);
+  }
+
+  void check_peer(int peer, std::uint64_t tag) const {
+    if (peer < 0 || peer >= world_size)
+      throw comm_error(peer, "peer rank " + std::to_string(peer) + " is outside the world of " +
+                                 std::to_string(world_size) + " ranks");
+    if (tag > max_tag + 1)
+      throw comm_error(peer, "tag " + std::to_string(tag) + " exceeds the transport's 40 bits");
+  }
+
+  // Cancels what is still pending, force-closes every endpoint and waits for the closes.
+  void close_all() {
+    std::vector<void*> to_cancel;
+    for (op* o : pending) to_cancel.push_back(o->request);
+    for (void* r : to_cancel) ucp_request_cancel(worker, r);
+    while (ucp_worker_progress(worker) != 0) {
+    }
+    std::vector<void*> closing;
+    for (ucp_ep_h& ep : eps) {
+      if (!ep) continue;
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &param);
+      if (r && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
+      ep = nullptr;
+    }
+    for (void* r : closing) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker);
+      ucp_request_free(r);
+    }
+  }
+};
+
+ucx_transport::ucx_transport(int rank, int world_size, address_exchange& exchange,
+                             ucx_options options)
+    : impl_(std::make_unique<impl>(rank, world_size, std::move(options))) {
+  if (world_size < 1 || world_size >= (1 << rank_bits) || rank < 0 || rank >= world_size)
+    throw comm_error(rank, "ucx_transport: rank " + std::to_string(rank) + " of world size " +
+                               std::to_string(world_size) + " is not a valid layout");
+  impl_->init_context();
+  exchange.publish(rank, impl_->my_address());
+  impl_->connect_all(exchange);
+  impl_->progress_thread = std::thread([this] { impl_->progress_loop(); });
+}
+
+ucx_transport::~ucx_transport() {
+  if (impl_->progress_thread.joinable()) {
+    {
+      std::lock_guard lock(impl_->mu);
+      impl_->stop = true;
+    }
+    ucp_worker_signal(impl_->worker);
+    impl_->progress_thread.join();
+  }
+  if (impl_->worker) {
+    impl_->close_all();
+    ucp_worker_destroy(impl_->worker);
+  }
+  if (impl_->context) ucp_cleanup(impl_->context);
+}
+
+int ucx_transport::rank() const { return impl_->rank; }
+int ucx_transport::world_size() const { return impl_->world_size; }
+
+void ucx_transport::send(int peer, std::uint64_t tag, const void* data, std::size_t size,
+                         completion done) {
+  impl_->check_peer(peer, tag);
+  auto* o = new impl::op{impl_.get(), peer, false, std::move(done)};
+  o->send_data = data;
+  o->size = size;
+  o->tag = tag;
+  impl_->post([o, self = impl_.get()] { self->issue(o); });
+}
+
+void ucx_transport::recv(int peer, std::uint64_t tag, void* data, std::size_t capacity,
+                         completion done) {
+  impl_->check_peer(peer, tag);
+  auto* o = new impl::op{impl_.get(), peer, true, std::move(done)};
+  o->recv_data = data;
+  o->size = capacity;
+  o->tag = tag;
+  impl_->post([o, self = impl_.get()] { self->issue(o); });
+}
+
+void ucx_transport::shutdown() {
+  const int n = impl_->world_size;
+  std::vector<unsigned char> in(n, 0);
+  const unsigned char token = 1;
+  std::vector<std::future<status>> recvs, sends;
+  for (int p = 0; p < n; ++p) {
+    if (p == impl_->rank) continue;
+    recvs.push_back(recv_future(p, shutdown_tag, &in[p], 1));
+    sends.push_back(send_future(p, shutdown_tag, &token, 1));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + impl_->options.shutdown_timeout;
+  for (auto* set : {&recvs, &sends}) {
+    for (std::size_t i = 0; i < set->size(); ++i) {
+      const int peer = static_cast<int>(i) + (static_cast<int>(i) >= impl_->rank ? 1 : 0);
+      if ((*set)[i].wait_until(deadline) != std::future_status::ready)
+        throw comm_error(peer, "shutdown barrier: rank " + std::to_string(peer) +
+                                   " did not arrive within " +
+                                   std::to_string(impl_->options.shutdown_timeout.count()) +
+                                   " ms; it is stuck or gone");
+      wait_ok((*set)[i]);
+    }
+  }
+}
+
+std::string ucx_transport::describe_lanes() const {
+  std::string out;
+  auto done = std::make_shared<std::promise<void>>();
+  impl_->post([&out, done, self = impl_.get()] {
+    for (int p = 0; p < self->world_size; ++p) {
+      char* buffer = nullptr;
+      std::size_t length = 0;
+      FILE* f = open_memstream(&buffer, &length);
+      if (self->eps[p]) ucp_ep_print_info(self->eps[p], f);
+      std::fclose(f);
+      out += "rank " + std::to_string(p) + ":\n" + std::string(buffer, length);
+      std::free(buffer);
+    }
+    done->set_value();
+  });
+  done->get_future().wait();
+  return out;
+}
+
+}  // namespace mactor::comm

@@ -1,0 +1,52 @@
+// The UCX transport: tagged messages between processes over whatever UCX picks (shared
+// memory, cma, TCP, RDMA). UCX itself stays behind the pimpl; include this header freely.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "comm/transport.hpp"
+
+namespace mactor::comm {
+
+struct ucx_options {
+  /// How long to wait for each peer's address to appear in the exchange.
+  std::chrono::milliseconds connect_timeout{60'000};
+  /// How long shutdown()'s barrier waits for the slowest rank before naming it.
+  std::chrono::milliseconds shutdown_timeout{30'000};
+  /// UCX keepalive period, which bounds how fast a silently dead peer is noticed. UCX's own
+  /// default is 20 s; an explicit UCX_KEEPALIVE_INTERVAL in the environment wins over this.
+  std::string keepalive_interval = "1s";
+};
+
+/// One UCP context and worker per process, an endpoint to every rank (itself included) with
+/// peer error handling, and a progress thread that sleeps on the worker's event descriptor.
+/// All UCX calls happen on that thread; send/recv only queue the request and wake it, so they
+/// never block on the worker. Completions run on the progress thread.
+class ucx_transport final : public transport {
+ public:
+  /// Publishes this rank's worker address, then fetches every peer's and connects.
+  ucx_transport(int rank, int world_size, address_exchange& exchange, ucx_options options = {});
+  ~ucx_transport() override;
+  ucx_transport(const ucx_transport&) = delete;
+  ucx_transport& operator=(const ucx_transport&) = delete;
+
+  int rank() const override;
+  int world_size() const override;
+  void send(int peer, std::uint64_t tag, const void* data, std::size_t size,
+            completion done) override;
+  void recv(int peer, std::uint64_t tag, void* data, std::size_t capacity,
+            completion done) override;
+  void shutdown() override;
+
+  /// The UCX transports each endpoint uses, e.g. "rank 1: cma/memory sysv/memory", for logs.
+  std::string describe_lanes() const;
+
+  struct impl;
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace mactor::comm

@@ -1,0 +1,129 @@
+// Ring collectives on the in-process transport, against a naive reference, for odd sizes and
+// several group shapes, including disjoint and overlapping subgroups running at once.
+#include "comm/collectives.hpp"
+
+#include <catch2/catch.hpp>
+#include <mutex>
+#include <thread>
+
+#include "collective_reference.hpp"
+#include "comm/local_transport.hpp"
+
+using namespace mactor::comm;
+
+namespace {
+
+// Runs body(rank, transport) on `world` threads and returns the failures they reported.
+std::vector<std::string> run_threads(int world,
+                                     const std::function<std::string(int, transport&)>& body) {
+  local_fabric fabric(world);
+  std::vector<std::string> failures;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      auto t = fabric.connect(r);
+      std::string failure;
+      try {
+        failure = body(r, *t);
+        t->shutdown();
+      } catch (const std::exception& e) {
+        failure = std::string("exception: ") + e.what();
+      }
+      if (!failure.empty()) {
+        std::lock_guard lock(mu);
+        failures.push_back("rank " + std::to_string(r) + ": " + failure);
+      }
+    });
+  for (auto& t : threads) t.join();
+  return failures;
+}
+
+std::vector<int> iota_ranks(int n) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("collectives match the naive reference on 1, 2, 3 and 4 in-process ranks") {
+  for (int world : {1, 2, 3, 4}) {
+    for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000003}}) {
+      if (count == 1000003 && world == 1) continue;
+      INFO("world " << world << ", " << count << " elements");
+      const auto failures = run_threads(world, [&](int, transport& t) {
+        transport_communicator c(t, iota_ranks(world), 1);
+        return testing::exercise_collectives(c, count);
+      });
+      CHECK(failures.empty());
+      for (const auto& f : failures) FAIL_CHECK(f);
+    }
+  }
+}
+
+TEST_CASE("subgroups of one world run their collectives concurrently without mixing messages") {
+  // World 6: groups {0,2,4} and {1,3,5} (stride), then {0,1},{2,3},{4,5}, then a reversed
+  // order group {5,4,3,2,1,0}; all share ranks across kinds, told apart by their ids.
+  const auto failures = run_threads(6, [](int r, transport& t) -> std::string {
+    std::vector<int> stride = r % 2 == 0 ? std::vector<int>{0, 2, 4} : std::vector<int>{1, 3, 5};
+    std::vector<int> pair{r - r % 2, r - r % 2 + 1};
+    transport_communicator a(t, stride, 10 + r % 2);
+    transport_communicator b(t, pair, 20 + r / 2);
+    transport_communicator all(t, {5, 4, 3, 2, 1, 0}, 30);
+    for (auto* c : {&a, &b, &all})
+      for (std::size_t count : {1, 7, 1001})
+        if (auto f = testing::exercise_collectives(*c, count); !f.empty()) return f;
+    return {};
+  });
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+}
+
+TEST_CASE("a failed in-process rank turns a pending all-reduce into an error naming it") {
+  local_fabric fabric(3);
+  std::vector<std::string> errors(2);
+  std::vector<int> culprits(2, -2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      auto t = fabric.connect(r);
+      transport_communicator c(*t, {0, 1, 2}, 1);
+      std::vector<float> x(1000, 1.0f);
+      try {
+        c.all_reduce(std::span<float>(x));
+      } catch (const comm_error& e) {
+        errors[r] = e.what();
+        culprits[r] = e.rank();
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  fabric.fail_rank(2);
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    CHECK(culprits[r] == 2);
+    CHECK_THAT(errors[r], Catch::Contains("rank 2"));
+  }
+}
+
+TEST_CASE("a receive smaller than the message reports both sizes") {
+  local_fabric fabric(2);
+  auto a = fabric.connect(0);
+  auto b = fabric.connect(1);
+  std::vector<char> big(100), small(10);
+  auto r = b->recv_future(0, 5, small.data(), small.size());
+  auto s = a->send_future(1, 5, big.data(), big.size());
+  const status got = r.get();
+  CHECK_FALSE(got.ok);
+  CHECK_THAT(got.message, Catch::Contains("100 bytes") && Catch::Contains("holds 10"));
+  CHECK_FALSE(s.get().ok);
+}
+
+TEST_CASE("reduce_scatter refuses an input that is not group-size blocks") {
+  local_fabric fabric(1);
+  auto t = fabric.connect(0);
+  transport_communicator c(*t, {0}, 1);
+  std::vector<float> in(5), out(2);
+  CHECK_THROWS_WITH(c.reduce_scatter(std::span<const float>(in), std::span<float>(out)),
+                    Catch::Contains("group size x output size"));
+}

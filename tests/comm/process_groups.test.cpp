@@ -1,0 +1,102 @@
+// Process groups against Megatron's documented layout (the 16-GPU example in
+// parallel_state.initialize_model_parallel) and against a brute-force partition check.
+#include "comm/process_groups.hpp"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <set>
+#include <stdexcept>
+
+using namespace mactor::comm;
+
+namespace {
+std::vector<int> tp_of(int world, int rank, parallel_sizes s) {
+  return process_groups(world, rank, s).tp_group().ranks;
+}
+}  // namespace
+
+TEST_CASE("groups match Megatron's 16-rank example with tp 2 and pp 4") {
+  // Megatron's docstring: 8 tensor groups [g0,g1] [g2,g3] ..., 4 pipeline groups
+  // [g0,g4,g8,g12] [g1,g5,g9,g13] ..., 8 data groups [g0,g2] [g1,g3] [g4,g6] ...
+  const parallel_sizes s{.tp = 2, .pp = 4};
+  CHECK(tp_of(16, 5, s) == std::vector<int>{4, 5});
+  process_groups g(16, 5, s);
+  CHECK(g.dp() == 2);
+  CHECK(g.pp_group().ranks == std::vector<int>{1, 5, 9, 13});
+  CHECK(g.dp_group().ranks == std::vector<int>{5, 7});
+  CHECK(g.model_parallel_group().ranks == std::vector<int>{0, 1, 4, 5, 8, 9, 12, 13});
+  CHECK(g.pipeline_next() == 9);
+  CHECK(g.pipeline_prev() == 1);
+  process_groups last(16, 13, s);
+  CHECK(last.is_last_stage());
+  CHECK(last.pipeline_next() == 1);  // Megatron wraps around
+}
+
+TEST_CASE("the rank formula puts tp fastest, then cp, dp and pp") {
+  const parallel_sizes s{.tp = 2, .pp = 2, .cp = 3};
+  const int world = 2 * 2 * 3 * 2;  // dp = 2
+  for (int r = 0; r < world; ++r) {
+    process_groups g(world, r, s);
+    const rank_coords c = g.coords();
+    CHECK(c.tp + 2 * (c.cp + 3 * (c.dp + 2 * c.pp)) == r);
+    CHECK(g.rank_of(c) == r);
+  }
+  process_groups g(world, 7, s);  // tp 1, cp 0, dp 1, pp 0
+  CHECK(g.cp_group().ranks == std::vector<int>{7, 9, 11});
+  CHECK(g.dp_group().ranks == std::vector<int>{1, 7});
+  CHECK(g.dp_cp_group().ranks == std::vector<int>{1, 3, 5, 7, 9, 11});
+}
+
+TEST_CASE("each kind of group partitions the world and ids never collide on shared ranks") {
+  const parallel_sizes s{.tp = 2, .pp = 2, .cp = 1, .ep = 2};
+  const int world = 16;
+  using getter = group (process_groups::*)() const;
+  const std::vector<getter> kinds{&process_groups::tp_group,      &process_groups::cp_group,
+                                  &process_groups::dp_group,      &process_groups::pp_group,
+                                  &process_groups::dp_cp_group,   &process_groups::model_parallel_group,
+                                  &process_groups::ep_group,      &process_groups::expert_tp_group,
+                                  &process_groups::expert_dp_group};
+  for (getter k : kinds) {
+    std::set<std::vector<int>> distinct;
+    for (int r = 0; r < world; ++r) {
+      const group grp = (process_groups(world, r, s).*k)();
+      CHECK(std::count(grp.ranks.begin(), grp.ranks.end(), r) == 1);
+      // every member computes the same list and id
+      for (int m : grp.ranks) {
+        const group other = (process_groups(world, m, s).*k)();
+        CHECK(other.ranks == grp.ranks);
+        CHECK(other.id == grp.id);
+      }
+      distinct.insert(grp.ranks);
+    }
+    std::size_t covered = 0;
+    for (const auto& d : distinct) covered += d.size();
+    CHECK(covered == static_cast<std::size_t>(world));
+  }
+  // Groups of different kinds that share a rank get different ids.
+  for (int r = 0; r < world; ++r) {
+    process_groups g(world, r, s);
+    std::set<std::uint32_t> ids;
+    for (getter k : kinds) ids.insert((g.*k)().id);
+    CHECK(ids.size() == kinds.size());
+  }
+}
+
+TEST_CASE("expert groups follow Megatron's tp-ep-dp-pp order without cp") {
+  // world 8, tp 1, ep 4, pp 1: expert_dp = 2; ep group of rank 5 = {4,5,6,7}.
+  process_groups g(8, 5, {.tp = 1, .ep = 4});
+  CHECK(g.expert_dp() == 2);
+  CHECK(g.ep_group().ranks == std::vector<int>{4, 5, 6, 7});
+  CHECK(g.expert_dp_group().ranks == std::vector<int>{1, 5});
+  // etp defaults to tp: with tp 2, ep 2 on 8 ranks the expert-tensor group equals the tp group.
+  process_groups h(8, 3, {.tp = 2, .ep = 2});
+  CHECK(h.expert_tp_group().ranks == h.tp_group().ranks);
+  CHECK(h.ep_group().ranks == std::vector<int>{1, 3});
+}
+
+TEST_CASE("a world that does not divide is refused with the sizes named") {
+  CHECK_THROWS_WITH(process_groups(6, 0, {.tp = 4}),
+                    Catch::Contains("not divisible by tp*pp*cp = 4"));
+  CHECK_THROWS_WITH(process_groups(6, 0, {.tp = 1, .ep = 4}),
+                    Catch::Contains("etp*ep*pp = 4"));
+}

@@ -1,0 +1,116 @@
+// The UCX transport across real processes (fork), addresses exchanged through files: the
+// collectives against the naive reference, ordering, and a killed rank surfacing as an error.
+#include "comm/ucx_transport.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "collective_reference.hpp"
+#include "comm/collectives.hpp"
+#include "comm/file_address_exchange.hpp"
+#include "multi_process.hpp"
+
+using namespace mactor::comm;
+using mactor::comm::testing::temp_dir;
+using namespace std::chrono_literals;
+
+TEST_CASE("collectives over UCX match the reference on 2, 3 and 4 processes") {
+  for (int world : {2, 3, 4}) {
+    temp_dir dir;
+    const auto pids = testing::spawn_ranks(world, [&](int r) {
+      file_address_exchange exchange(dir.path);
+      ucx_transport t(r, world, exchange);
+      std::string failure;
+      try {
+        transport_communicator all(t, [&] {
+          std::vector<int> v(world);
+          for (int i = 0; i < world; ++i) v[i] = i;
+          return v;
+        }(), 1);
+        for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000003}})
+          if (failure.empty() && (world < 4 || count < 1000000))
+            failure = testing::exercise_collectives(all, count);
+        if (failure.empty() && world == 4) {
+          // Two disjoint pairs at once, like tensor-parallel groups of a dp=2 layout.
+          transport_communicator pair(t, {r - r % 2, r - r % 2 + 1}, 2 + r / 2);
+          failure = testing::exercise_collectives(pair, 1000003);
+        }
+        t.shutdown();
+      } catch (const std::exception& e) {
+        failure = std::string("exception: ") + e.what();
+      }
+      dir.write("result_" + std::to_string(r), failure);
+      return failure.empty() ? 0 : 1;
+    });
+    for (int r = 0; r < world; ++r) {
+      INFO("world " << world << ", rank " << r << ": " << dir.read("result_" + std::to_string(r)));
+      CHECK(testing::wait_rank(pids[r], 60s) == 0);
+    }
+  }
+}
+
+TEST_CASE("messages with one tag between two processes arrive in posting order") {
+  temp_dir dir;
+  const auto pids = testing::spawn_ranks(2, [&](int r) {
+    file_address_exchange exchange(dir.path);
+    ucx_transport t(r, 2, exchange);
+    constexpr int messages = 64;
+    // Mixed sizes so eager and rendezvous protocols interleave.
+    std::vector<std::vector<int>> bufs(messages);
+    std::vector<std::future<status>> fs;
+    for (int i = 0; i < messages; ++i) {
+      bufs[i].assign(i % 3 == 0 ? 100000 : 3, r == 0 ? i : -1);
+      fs.push_back(r == 0 ? t.send_future(1, 7, bufs[i].data(), bufs[i].size() * 4)
+                          : t.recv_future(0, 7, bufs[i].data(), bufs[i].size() * 4));
+    }
+    int bad = 0;
+    for (auto& f : fs) bad += f.get().ok ? 0 : 1;
+    for (int i = 0; i < messages; ++i)
+      for (int v : bufs[i]) bad += v != i;
+    t.shutdown();
+    return bad == 0 ? 0 : 1;
+  });
+  CHECK(testing::wait_rank(pids[0], 30s) == 0);
+  CHECK(testing::wait_rank(pids[1], 30s) == 0);
+}
+
+TEST_CASE("a killed UCX rank becomes an error naming it on the others within 10 seconds") {
+  temp_dir dir;
+  constexpr int world = 3, victim = 2;
+  const auto pids = testing::spawn_ranks(world, [&](int r) {
+    file_address_exchange exchange(dir.path);
+    ucx_transport t(r, world, exchange);
+    transport_communicator all(t, {0, 1, 2}, 1);
+    std::vector<float> x(1 << 20, 1.0f);
+    all.all_reduce(std::span<float>(x));  // wires every connection
+    dir.write("ready_" + std::to_string(r), "");
+    if (r == victim) {
+      for (;;) ::pause();
+    }
+    while (!std::filesystem::exists(dir.path / "killed"))
+      std::this_thread::sleep_for(1ms);
+    try {
+      all.all_reduce(std::span<float>(x));
+      dir.write("result_" + std::to_string(r), "no error");
+      return 1;
+    } catch (const comm_error& e) {
+      dir.write("result_" + std::to_string(r), e.what());
+      return e.rank() == victim ? 0 : 2;
+    }
+  });
+  for (int r = 0; r < world; ++r)
+    while (!std::filesystem::exists(dir.path / ("ready_" + std::to_string(r))))
+      std::this_thread::sleep_for(1ms);
+  ::kill(pids[victim], SIGKILL);
+  const auto killed_at = std::chrono::steady_clock::now();
+  dir.write("killed", "");
+  testing::wait_rank(pids[victim], 5s);
+  for (int r = 0; r < world; ++r) {
+    if (r == victim) continue;
+    const int code = testing::wait_rank(pids[r], 10s);
+    const auto elapsed = std::chrono::steady_clock::now() - killed_at;
+    INFO("rank " << r << " said: " << dir.read("result_" + std::to_string(r)));
+    CHECK(code == 0);
+    CHECK(elapsed < 10s);
+    CHECK_THAT(dir.read("result_" + std::to_string(r)), Catch::Contains("rank 2"));
+  }
+}
