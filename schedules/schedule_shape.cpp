@@ -1,0 +1,185 @@
+// Megatron-Core's schedule selection and checks, and the warmup / bubble numbers of each schedule.
+#include "schedules/schedule_shape.hpp"
+
+#include <algorithm>
+
+namespace mactor::schedules {
+namespace {
+
+std::string num(int v) { return std::to_string(v); }
+
+// Group sizes Megatron would accept for this pp and m, for the "try ..." part of an error.
+std::string valid_group_sizes(int pp, int m) {
+  std::string out;
+  int shown = 0;
+  for (int g = pp; g <= m && shown < 8; ++g) {
+    if (m % g != 0 && m % g < pp) continue;
+    out += (out.empty() ? "" : ", ") + num(g);
+    ++shown;
+  }
+  return out;
+}
+
+void check_sizes(const schedule_shape& s, std::vector<std::string>& errors) {
+  const int pp = s.pipeline_model_parallel_size;
+  if (pp < 1)
+    errors.push_back("--pipeline-model-parallel-size=" + num(pp) + " must be at least 1");
+  if (s.virtual_pipeline_model_parallel_size < 1)
+    errors.push_back("--virtual-pipeline-model-parallel-size=" +
+                     num(s.virtual_pipeline_model_parallel_size) +
+                     " must be at least 1 (1 means no interleaving)");
+  if (s.num_microbatches < 1)
+    errors.push_back("number of microbatches=" + num(s.num_microbatches) +
+                     " must be at least 1; raise --global-batch-size or lower "
+                     "--micro-batch-size / the data-parallel size");
+  if (pp >= 1 && (s.pipeline_rank < 0 || s.pipeline_rank >= pp))
+    errors.push_back("pipeline rank " + num(s.pipeline_rank) + " is outside [0, " + num(pp - 1) +
+                     "] for --pipeline-model-parallel-size=" + num(pp));
+  if (s.microbatch_group_size_per_vp_stage < 0)
+    errors.push_back("--microbatch-group-size-per-virtual-pipeline-stage=" +
+                     num(s.microbatch_group_size_per_vp_stage) + " must be positive");
+}
+
+void check_kind(const schedule_shape& s, std::vector<std::string>& errors) {
+  const int pp = s.pipeline_model_parallel_size;
+  const int vp = s.virtual_pipeline_model_parallel_size;
+  switch (s.kind) {
+    case schedule_kind::no_pipelining:
+      if (pp != 1 || vp != 1)
+        errors.push_back("the no-pipelining schedule runs the whole model on one rank, but "
+                         "--pipeline-model-parallel-size=" + num(pp) + " and vp=" + num(vp) +
+                         "; set both to 1 or pick another schedule");
+      break;
+    case schedule_kind::one_f_one_b:
+    case schedule_kind::gpipe:
+      if (vp != 1)
+        errors.push_back(std::string("the ") + to_string(s.kind) +
+                         " schedule runs one model chunk per rank, but "
+                         "--virtual-pipeline-model-parallel-size=" + num(vp) +
+                         "; drop it or use the interleaved-1f1b schedule");
+      break;
+    case schedule_kind::interleaved_one_f_one_b:
+      if (vp < 2)
+        errors.push_back("the interleaved-1f1b schedule needs "
+                         "--virtual-pipeline-model-parallel-size of 2 or more, got " + num(vp));
+      break;
+    case schedule_kind::megatron: break;
+  }
+}
+
+// Megatron: initialize_model_parallel (RuntimeError) and validate_args (assert), rules 25 and 121.
+void check_interleaving_sizes(const schedule_shape& s, std::vector<std::string>& errors) {
+  const int pp = s.pipeline_model_parallel_size;
+  const int vp = s.virtual_pipeline_model_parallel_size;
+  if (vp < 2) return;
+  if (s.overlap_p2p_comm && pp < 2)
+    errors.push_back("--virtual-pipeline-model-parallel-size=" + num(vp) +
+                     " needs --pipeline-model-parallel-size greater than 1, got " + num(pp) +
+                     " (Megatron: 'When interleaved schedule is used, pipeline-model-parallel "
+                     "size should be greater than 1'); raise pp or drop virtual stages");
+  if (!s.overlap_p2p_comm && pp < 3)
+    errors.push_back("--virtual-pipeline-model-parallel-size=" + num(vp) +
+                     " with --no-overlap-p2p-communication needs --pipeline-model-parallel-size "
+                     "greater than 2, got " + num(pp) +
+                     " (otherwise one communication batch has several sends and receives between "
+                     "the same two ranks); drop --no-overlap-p2p-communication or raise pp");
+}
+
+// Megatron: forward_backward_pipelining_with_interleaving, rule 127.
+void check_group(const schedule_shape& s, std::vector<std::string>& errors) {
+  const int pp = s.pipeline_model_parallel_size;
+  const int m = s.num_microbatches;
+  const int g = microbatch_group_size(s);
+  if (g > m || g < pp) {
+    std::string fix = pp <= m ? "use a group size in [" + num(pp) + ", " + num(m) + "]"
+                              : "raise the number of microbatches to at least " + num(pp) +
+                                    " (--global-batch-size) or lower pp";
+    errors.push_back("--microbatch-group-size-per-virtual-pipeline-stage=" + num(g) +
+                     " must lie in [--pipeline-model-parallel-size=" + num(pp) +
+                     ", number of microbatches=" + num(m) +
+                     "] (Megatron raises ValueError: the number of contiguous micro-batches in a "
+                     "virtual pipeline stage should range in [PP=" + num(pp) + " , M=" + num(m) +
+                     "]); " + fix);
+    return;
+  }
+  const int last_group = m % g;
+  if (last_group > 0 && last_group < pp)
+    errors.push_back("number of microbatches=" + num(m) +
+                     " % --microbatch-group-size-per-virtual-pipeline-stage=" + num(g) + " = " +
+                     num(last_group) + " is neither 0 nor >= --pipeline-model-parallel-size=" +
+                     num(pp) + " (Megatron raises RuntimeError: the last microbatch group would "
+                     "leave dependency bubbles in the pipeline); try a group size of " +
+                     valid_group_sizes(pp, m) + ", or a number of microbatches divisible by " +
+                     num(g));
+}
+
+}  // namespace
+
+schedule_kind resolved_kind(const schedule_shape& s) {
+  if (s.kind != schedule_kind::megatron) return s.kind;
+  if (s.pipeline_model_parallel_size <= 1) return schedule_kind::no_pipelining;
+  return s.virtual_pipeline_model_parallel_size > 1 ? schedule_kind::interleaved_one_f_one_b
+                                                    : schedule_kind::one_f_one_b;
+}
+
+const char* to_string(schedule_kind kind) {
+  switch (kind) {
+    case schedule_kind::megatron: return "megatron";
+    case schedule_kind::no_pipelining: return "no-pipelining";
+    case schedule_kind::one_f_one_b: return "1f1b";
+    case schedule_kind::interleaved_one_f_one_b: return "interleaved-1f1b";
+    case schedule_kind::gpipe: return "gpipe";
+  }
+  return "?";
+}
+
+int microbatch_group_size(const schedule_shape& s) {
+  return s.microbatch_group_size_per_vp_stage > 0 ? s.microbatch_group_size_per_vp_stage
+                                                  : s.pipeline_model_parallel_size;
+}
+
+std::vector<std::string> validate(const schedule_shape& s) {
+  std::vector<std::string> errors;
+  check_sizes(s, errors);
+  if (!errors.empty()) return errors;
+  check_kind(s, errors);
+  check_interleaving_sizes(s, errors);
+  if (errors.empty() && resolved_kind(s) == schedule_kind::interleaved_one_f_one_b)
+    check_group(s, errors);
+  return errors;
+}
+
+int warmup_microbatches(const schedule_shape& s) {
+  const int pp = s.pipeline_model_parallel_size;
+  const int m = s.num_microbatches;
+  const int vp = s.virtual_pipeline_model_parallel_size;
+  switch (resolved_kind(s)) {
+    case schedule_kind::no_pipelining: return s.forward_only ? m : 0;
+    case schedule_kind::gpipe: return m;
+    case schedule_kind::one_f_one_b:
+      return s.forward_only ? m : std::min(pp - s.pipeline_rank - 1, m);
+    case schedule_kind::interleaved_one_f_one_b:
+      // Every rank first fills (vp - 1) groups so chunk vp-1 has work; earlier ranks run two more
+      // forwards per rank behind them, one for each direction the pipeline has to travel.
+      if (s.forward_only) return vp * m;
+      return std::min(2 * (pp - s.pipeline_rank - 1) + (vp - 1) * microbatch_group_size(s), vp * m);
+    case schedule_kind::megatron: break;
+  }
+  return 0;
+}
+
+double ideal_bubble_fraction(const schedule_shape& s) {
+  const double pp = s.pipeline_model_parallel_size;
+  const double m = s.num_microbatches;
+  const double vp = s.virtual_pipeline_model_parallel_size;
+  switch (resolved_kind(s)) {
+    case schedule_kind::no_pipelining: return 0.0;
+    case schedule_kind::one_f_one_b:
+    case schedule_kind::gpipe: return (pp - 1) / (m + pp - 1);
+    case schedule_kind::interleaved_one_f_one_b: return (pp - 1) / (vp * m + pp - 1);
+    case schedule_kind::megatron: break;
+  }
+  return 0.0;
+}
+
+}  // namespace mactor::schedules

@@ -1,0 +1,75 @@
+// The shape of one rank's pipeline schedule (sizes, rank, microbatches, which schedule), the
+// checks Megatron-Core makes on it, and the numbers derived from it (warmup, ideal bubble).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mactor::schedules {
+
+/// Which schedule runs. `megatron` picks what Megatron-Core's get_forward_backward_func picks:
+/// pp == 1 gives no_pipelining, pp > 1 gives one_f_one_b, or interleaved_one_f_one_b when vp > 1.
+enum class schedule_kind {
+  megatron,
+  no_pipelining,           ///< forward_backward_no_pipelining: F0 B0 F1 B1 ... (gradient accumulation)
+  one_f_one_b,             ///< forward_backward_pipelining_without_interleaving
+  interleaved_one_f_one_b, ///< forward_backward_pipelining_with_interleaving
+  gpipe,                   ///< all forwards, then all backwards (not in Megatron; an extra)
+};
+
+/// Everything a schedule needs to know about one pipeline rank. Plain data; field names are
+/// Megatron's argparse dests where a flag exists.
+struct schedule_shape {
+  int pipeline_model_parallel_size = 1;          ///< pp
+  int pipeline_rank = 0;                         ///< this rank's position in the pipeline, [0, pp)
+  int virtual_pipeline_model_parallel_size = 1;  ///< vp: model chunks per rank (1 = Megatron's None)
+  int num_microbatches = 1;                      ///< m, per data-parallel replica and iteration
+  /// g: microbatches run back to back on one chunk before moving to the next (interleaving only).
+  /// 0 means Megatron's default, pp.
+  int microbatch_group_size_per_vp_stage = 0;
+  /// Interleaving only: overlap p2p with compute (Megatron's default; --no-overlap-p2p-communication
+  /// turns it off). It changes where transfers are posted, never the compute order.
+  bool overlap_p2p_comm = true;
+  bool forward_only = false;  ///< evaluation: forwards only, no backward, no gradient transfers
+  schedule_kind kind = schedule_kind::megatron;
+};
+
+/// The schedule that actually runs: `kind`, or Megatron's choice when kind is `megatron`.
+schedule_kind resolved_kind(const schedule_shape& s);
+
+/// Name used on the command line and in reports: "no-pipelining", "1f1b", "interleaved-1f1b",
+/// "gpipe" (and "megatron" for the automatic choice).
+const char* to_string(schedule_kind kind);
+
+/// g with Megatron's default applied (pp when unset).
+int microbatch_group_size(const schedule_shape& s);
+
+/// Every rule the shape breaks, one message each, naming the flags, the values and a fix.
+/// Empty when the schedule can run. Mirrors Megatron-Core's checks (validation.md rules 25, 121,
+/// 125-127): g in [pp, m] (Megatron raises ValueError), m % g == 0 or >= pp (RuntimeError),
+/// interleaving needs pp > 1, or pp > 2 without p2p overlap (assert in validate_args).
+std::vector<std::string> validate(const schedule_shape& s);
+
+/// Forward passes this rank runs before its first backward (Megatron's num_warmup_microbatches,
+/// counted in forward passes of one chunk): 1F1B min(pp - rank - 1, m); interleaved
+/// min(2 (pp - rank - 1) + (vp - 1) g, vp m); no pipelining 0; GPipe m; forward_only: all of them.
+int warmup_microbatches(const schedule_shape& s);
+
+/// Fraction of the iteration each rank sits idle in the ideal model: every chunk's forward takes
+/// the same time t_f / vp, every backward t_b / vp, transfers are free (derivation in README.md).
+/// 1F1B and GPipe: (pp - 1) / (m + pp - 1); interleaved: (pp - 1) / (vp m + pp - 1);
+/// no pipelining: 0. Independent of t_b / t_f and of forward_only.
+double ideal_bubble_fraction(const schedule_shape& s);
+
+/// Whether this rank holds the first (or last) pipeline stage.
+inline bool is_first_rank(const schedule_shape& s) { return s.pipeline_rank == 0; }
+inline bool is_last_rank(const schedule_shape& s) {
+  return s.pipeline_rank == s.pipeline_model_parallel_size - 1;
+}
+
+/// The virtual pipeline stage a local chunk runs: chunk * pp + rank (Megatron's layer order).
+inline int virtual_stage(const schedule_shape& s, int chunk) {
+  return chunk * s.pipeline_model_parallel_size + s.pipeline_rank;
+}
+
+}  // namespace mactor::schedules

@@ -1,0 +1,101 @@
+// Helpers shared by the schedule tests: run a schedule to a list, keep only compute, and a
+// virtual-time replay of all ranks that serves as an independent reference for bubbles and
+// for the cross-rank consistency of the schedules.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "schedules/action.hpp"
+#include "schedules/schedule.hpp"
+#include "schedules/schedule_shape.hpp"
+#include "schedules/trace_port.hpp"
+
+namespace schedule_test {
+
+using namespace mactor::schedules;
+
+inline std::vector<action> collect(generator<action> g) {
+  std::vector<action> out;
+  while (auto a = g.next()) out.push_back(*a);
+  return out;
+}
+
+inline std::vector<action> compute_only(const std::vector<action>& in) {
+  std::vector<action> out;
+  for (const action& a : in)
+    if (is_compute(a.kind)) out.push_back(a);
+  return out;
+}
+
+inline std::string text(const std::vector<action>& in) { return to_string(in); }
+
+/// `text` of a hand-written action string, normalised (F0 -> F0.0) so strings compare exactly.
+inline std::string actions(const char* hand_written) { return to_string(parse_actions(hand_written)); }
+
+/// Result of replaying every rank's compute order in virtual time.
+struct replay {
+  bool deadlocked = false;
+  double makespan = 0;
+  std::vector<double> busy;  // per rank
+  double bubble(int rank) const { return 1.0 - busy[rank] / makespan; }
+};
+
+/// Runs all ranks' compute actions in their schedule order, each as early as its data allows:
+/// forward (mb, v) after forward (mb, v - 1) on the previous virtual stage, backward (mb, v)
+/// after backward (mb, v + 1) and after this rank's forward (mb, v). A forward on one chunk takes
+/// t_forward, a backward t_backward; transfers take no time. Reports a deadlock when no rank can
+/// move (a schedule whose orders are inconsistent across ranks).
+inline replay replay_compute(const schedule_shape& shape, double t_forward, double t_backward) {
+  const int pp = shape.pipeline_model_parallel_size;
+  const int stages = pp * shape.virtual_pipeline_model_parallel_size;
+  std::vector<std::vector<action>> ops;
+  for (auto& rank_ops : trace_all_ranks(shape)) ops.push_back(compute_only(rank_ops));
+  std::map<std::tuple<int, int, int>, double> done;  // (is_backward, mb, stage) -> finish time
+  std::vector<std::size_t> next(pp, 0);
+  std::vector<double> free_at(pp, 0.0);
+  replay out;
+  out.busy.assign(pp, 0.0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < pp; ++r) {
+      while (next[r] < ops[r].size()) {
+        const action a = ops[r][next[r]];
+        const int stage = a.chunk * pp + r;
+        const bool bwd = a.kind == op::backward;
+        double ready = free_at[r];
+        std::vector<std::tuple<int, int, int>> deps;
+        if (!bwd && stage > 0) deps.push_back({0, a.microbatch, stage - 1});
+        if (bwd) deps.push_back({0, a.microbatch, stage});
+        if (bwd && stage < stages - 1 && !shape.forward_only) deps.push_back({1, a.microbatch, stage + 1});
+        bool blocked = false;
+        for (auto& d : deps) {
+          auto it = done.find(d);
+          if (it == done.end()) {
+            blocked = true;
+            break;
+          }
+          ready = std::max(ready, it->second);
+        }
+        if (blocked) break;
+        const double t = bwd ? t_backward : t_forward;
+        free_at[r] = ready + t;
+        out.busy[r] += t;
+        done[{bwd ? 1 : 0, a.microbatch, stage}] = free_at[r];
+        ++next[r];
+        progress = true;
+      }
+    }
+  }
+  for (int r = 0; r < pp; ++r) {
+    if (next[r] < ops[r].size()) out.deadlocked = true;
+    out.makespan = std::max(out.makespan, free_at[r]);
+  }
+  return out;
+}
+
+}  // namespace schedule_test
