@@ -11,16 +11,13 @@ int kernel_threads();
 void set_kernel_threads(int threads);
 
 /// While alive, OpenBLAS runs single-threaded, so GEMMs issued from inside an OpenMP loop do
-/// not each wake the BLAS pool; the previous count comes back on destruction.
+/// not each wake the BLAS pool; the count comes back when the last overlapping scope ends.
 class blas_single_thread_scope {
  public:
   blas_single_thread_scope();
   ~blas_single_thread_scope();
   blas_single_thread_scope(const blas_single_thread_scope&) = delete;
   blas_single_thread_scope& operator=(const blas_single_thread_scope&) = delete;
-
- private:
-  int previous_;
 };
 
 }  // namespace mactor::kernels

@@ -31,6 +31,12 @@ head_view locate(const attention_dims& d, int b, int g, int j) {
           (std::int64_t(b) * d.heads + h) * d.head_dim};
 }
 
+// Tiny problems (tests) stay on one thread: waking a team costs more than the work.
+bool worth_threads(const attention_dims& d) {
+  return std::int64_t(d.batch) * d.heads * d.seq * d.seq * d.head_dim > (1 << 16) &&
+         d.batch * d.groups > 1;
+}
+
 std::uint64_t mask_base(const attention_dims& d, int b, int h) {
   return (std::uint64_t(b) * d.total_heads + d.head_offset + h) * std::uint64_t(d.seq) * d.seq;
 }
@@ -75,7 +81,7 @@ void attention_forward(T* out, T* probs, const T* qkv, const attention_dims& d, 
   const int ldo = d.batch * d.heads * d.head_dim;
   const std::int64_t ss = std::int64_t(d.seq) * d.seq;
   blas_single_thread_scope single_blas;
-#pragma omp parallel
+#pragma omp parallel if (worth_threads(d))
   {
     std::vector<T> dropped(dropout_p > 0 ? ss : 0);
 #pragma omp for schedule(dynamic)
@@ -108,7 +114,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs,
   const int ldo = d.batch * d.heads * d.head_dim;
   const std::int64_t ss = std::int64_t(d.seq) * d.seq;
   blas_single_thread_scope single_blas;
-#pragma omp parallel
+#pragma omp parallel if (worth_threads(d))
   {
     std::vector<T> dp(ss), dropped(dropout_p > 0 ? ss : 0);
 #pragma omp for schedule(dynamic)

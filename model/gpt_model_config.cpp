@@ -1,0 +1,50 @@
+// Consistency rules for gpt_model_config, reported all at once.
+#include "model/gpt_model_config.hpp"
+
+namespace mactor::model {
+
+std::vector<std::string> validate(const gpt_model_config& c) {
+  std::vector<std::string> errors;
+  auto need = [&](bool ok, std::string message) {
+    if (!ok) errors.push_back(std::move(message));
+  };
+  const int tp = c.tensor_model_parallel_size;
+  need(c.num_layers > 0 && c.hidden_size > 0 && c.ffn_hidden_size > 0 &&
+           c.num_attention_heads > 0 && c.seq_length > 0 && c.padded_vocab_size > 0,
+       "num_layers, hidden_size, ffn_hidden_size, num_attention_heads, seq_length and "
+       "padded_vocab_size must all be positive");
+  need(tp > 0 && c.tensor_model_parallel_rank >= 0 && c.tensor_model_parallel_rank < tp,
+       "tensor_model_parallel_rank=" + std::to_string(c.tensor_model_parallel_rank) +
+           " must lie in [0, tensor_model_parallel_size=" + std::to_string(tp) + ")");
+  if (!errors.empty()) return errors;
+  need(c.num_attention_heads % c.query_groups() == 0,
+       "num_attention_heads=" + std::to_string(c.num_attention_heads) +
+           " is not divisible by num_query_groups=" + std::to_string(c.query_groups()));
+  need(c.query_groups() % tp == 0, "num_query_groups=" + std::to_string(c.query_groups()) +
+                                       " is not divisible by tensor_model_parallel_size=" +
+                                       std::to_string(tp) + "; each rank must hold whole groups");
+  need(c.ffn_hidden_size % tp == 0, "ffn_hidden_size=" + std::to_string(c.ffn_hidden_size) +
+                                        " is not divisible by tensor_model_parallel_size=" +
+                                        std::to_string(tp));
+  need(c.padded_vocab_size % tp == 0,
+       "padded_vocab_size=" + std::to_string(c.padded_vocab_size) +
+           " is not divisible by tensor_model_parallel_size=" + std::to_string(tp) +
+           "; pad the vocabulary (--make-vocab-size-divisible-by)");
+  need(c.kv_channels > 0 || c.hidden_size % c.num_attention_heads == 0,
+       "hidden_size=" + std::to_string(c.hidden_size) + " is not divisible by num_attention_heads=" +
+           std::to_string(c.num_attention_heads) + "; set kv_channels explicitly");
+  if (c.position_embedding_type == position_embedding_kind::learned_absolute)
+    need(c.seq_length <= c.max_position_embeddings,
+         "seq_length=" + std::to_string(c.seq_length) + " exceeds max_position_embeddings=" +
+             std::to_string(c.max_position_embeddings));
+  if (c.position_embedding_type == position_embedding_kind::rope)
+    need(c.rotary_dim() >= 2 && c.rotary_dim() % 2 == 0,
+         "rotary_percent=" + std::to_string(c.rotary_percent) + " of kv_channels=" +
+             std::to_string(c.head_dim()) + " must give an even rotary dimension of at least 2");
+  need(c.attention_dropout >= 0 && c.attention_dropout < 1 && c.hidden_dropout >= 0 &&
+           c.hidden_dropout < 1,
+       "attention_dropout and hidden_dropout must lie in [0, 1)");
+  return errors;
+}
+
+}  // namespace mactor::model

@@ -1,0 +1,51 @@
+// The plain description of a GPT model that model/ builds: Megatron's argument names where one
+// exists (the integrator maps parsed flags onto it), plus this rank's tensor-parallel position.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mactor::model {
+
+enum class normalization_kind { layer_norm, rms_norm };             // --normalization
+enum class position_embedding_kind { learned_absolute, rope, none };  // --position-embedding-type
+
+struct gpt_model_config {
+  int num_layers = 2;
+  int hidden_size = 64;
+  int ffn_hidden_size = 256;
+  int num_attention_heads = 4;
+  int num_query_groups = 0;  // 0: one group per head (no GQA); --num-query-groups
+  int kv_channels = 0;       // 0: hidden_size / num_attention_heads
+  int seq_length = 128;
+  int max_position_embeddings = 128;
+  int padded_vocab_size = 1024;
+  normalization_kind normalization = normalization_kind::layer_norm;
+  float norm_epsilon = 1e-5f;
+  bool apply_layernorm_1p = false;  // zero-centered gamma: weight stored as w, used as 1 + w
+  position_embedding_kind position_embedding_type = position_embedding_kind::learned_absolute;
+  double rotary_base = 10000.0;
+  float rotary_percent = 1.0f;
+  bool swiglu = false;
+  /// GeLU by the tanh formula: Megatron uses it under --openai-gelu and in its fused bias-gelu
+  /// (bias_gelu_fusion, on by default when add_bias_linear); otherwise torch's exact erf GeLU.
+  bool gelu_tanh_approximation = false;
+  bool add_bias_linear = true;
+  bool add_qkv_bias = false;  // qkv bias even when add_bias_linear is off
+  float attention_dropout = 0.1f;
+  float hidden_dropout = 0.1f;
+  bool untie_embeddings_and_output_weights = false;
+  float init_method_std = 0.02f;
+  std::uint64_t seed = 1234;
+  int tensor_model_parallel_size = 1;
+  int tensor_model_parallel_rank = 0;
+
+  int query_groups() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
+  int head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
+  int rotary_dim() const { return int(head_dim() * rotary_percent); }
+};
+
+/// Every rule the config breaks, each naming the fields and a fix; empty when usable.
+std::vector<std::string> validate(const gpt_model_config& config);
+
+}  // namespace mactor::model

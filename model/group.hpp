@@ -1,0 +1,44 @@
+// The collective interface model/ needs from a tensor-parallel group, over float and double
+// buffers: comm/ provides real ones; single_group is the tp=1 case.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+
+namespace mactor::model {
+
+class group {
+ public:
+  virtual ~group() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  /// data[n] = sum over ranks of data[n], in place.
+  virtual void all_reduce_sum(float* data, std::size_t n) = 0;
+  virtual void all_reduce_sum(double* data, std::size_t n) = 0;
+  /// out[size * n] = concatenation of every rank's in[n], in rank order.
+  virtual void all_gather(const float* in, float* out, std::size_t n) = 0;
+  virtual void all_gather(const double* in, double* out, std::size_t n) = 0;
+  /// out[n] = sum over ranks of in[rank() * n .. (rank() + 1) * n).
+  virtual void reduce_scatter_sum(const float* in, float* out, std::size_t n) = 0;
+  virtual void reduce_scatter_sum(const double* in, double* out, std::size_t n) = 0;
+};
+
+/// A group of one rank: every collective is a copy or nothing.
+class single_group final : public group {
+ public:
+  int size() const override { return 1; }
+  int rank() const override { return 0; }
+  void all_reduce_sum(float*, std::size_t) override {}
+  void all_reduce_sum(double*, std::size_t) override {}
+  void all_gather(const float* in, float* out, std::size_t n) override { std::copy_n(in, n, out); }
+  void all_gather(const double* in, double* out, std::size_t n) override {
+    std::copy_n(in, n, out);
+  }
+  void reduce_scatter_sum(const float* in, float* out, std::size_t n) override {
+    std::copy_n(in, n, out);
+  }
+  void reduce_scatter_sum(const double* in, double* out, std::size_t n) override {
+    std::copy_n(in, n, out);
+  }
+};
+
+}  // namespace mactor::model

@@ -1,0 +1,39 @@
+// Megatron-Core's LanguageModelEmbedding: vocab-parallel word embeddings (each tp rank holds a
+// block of vocabulary rows; the lookups are summed across ranks), optional learned absolute
+// position embeddings, then embedding dropout (hidden_dropout).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/gpt_model_config.hpp"
+#include "model/group.hpp"
+#include "model/parameter.hpp"
+
+namespace mactor::model {
+
+template <typename T>
+class language_model_embedding {
+ public:
+  /// Registers embedding.word_embeddings.weight [vocab, hidden] (rows split) and, for learned
+  /// absolute positions, embedding.position_embeddings.weight [max_positions, hidden].
+  language_model_embedding(parameter_store<T>& store, const gpt_model_config& config,
+                           int tp_rank, int tp_size);
+  int word_embeddings_id() const { return word_; }
+  /// out[rows, hidden] for token ids and position ids, both in [seq, batch] row order.
+  void forward(const parameter_store<T>& store, group& tp, const std::int32_t* ids,
+               const std::int32_t* positions, T* out, int rows, bool training,
+               std::uint64_t stream);
+  /// Accumulates the embedding gradients from dout [rows, hidden] (the ids of the last forward).
+  void backward(parameter_store<T>& store, const T* dout);
+
+ private:
+  int hidden_, vocab_start_, vocab_end_, word_, position_ = -1, max_positions_;
+  float dropout_, p_ = 0;
+  std::uint64_t stream_ = 0;
+  int rows_ = 0;
+  const std::int32_t* ids_ = nullptr;
+  const std::int32_t* positions_ = nullptr;
+  std::vector<T> dmasked_;
+};
+
+}  // namespace mactor::model

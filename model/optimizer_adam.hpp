@@ -1,0 +1,46 @@
+// Adam with decoupled weight decay (torch.optim.AdamW, Megatron's --optimizer adam) or with L2
+// weight decay (torch.optim.Adam); the arithmetic follows torch's single-tensor CPU path.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/optimizer.hpp"
+
+namespace mactor::model {
+
+struct adam_options {
+  double beta1 = 0.9;    ///< --adam-beta1
+  double beta2 = 0.999;  ///< --adam-beta2
+  double eps = 1e-8;     ///< --adam-eps
+  bool decoupled_weight_decay = true;  ///< true: AdamW; false: L2 added to the grad
+};
+
+/// Per-param state, named as torch's optimizer state dict names it (for checkpoints).
+struct adam_param_state {
+  std::int64_t step = 0;
+  std::vector<float> exp_avg;     ///< numel
+  std::vector<float> exp_avg_sq;  ///< numel
+};
+
+class adam_optimizer final : public optimizer {
+ public:
+  adam_optimizer(std::vector<optim_param> params, std::vector<param_group> groups,
+                 adam_options options);
+
+  void step() override;
+
+  const adam_options& options() const { return options_; }
+  /// State of params()[i]; empty vectors and step 0 before the first step.
+  std::span<adam_param_state> state() { return state_; }
+  std::span<const adam_param_state> state() const { return state_; }
+
+ private:
+  void update(const optim_param& p, adam_param_state& s, double lr, double weight_decay);
+
+  adam_options options_;
+  std::vector<adam_param_state> state_;
+};
+
+}  // namespace mactor::model

@@ -1,0 +1,35 @@
+// The output layer (column-parallel over the vocabulary, or the tied word embeddings) fused
+// with Megatron's vocab-parallel cross-entropy. Rows are processed in chunks: each chunk's
+// logits are made, turned into loss and logit gradients, and consumed at once, so the full
+// [rows, vocab] logits never exist.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "model/gpt_model_config.hpp"
+#include "model/group.hpp"
+#include "model/parameter.hpp"
+
+namespace mactor::model {
+
+template <typename T>
+class output_layer_loss {
+ public:
+  /// tied_weight: the word-embedding parameter id to share, or -1 to register
+  /// output_layer.weight [vocab, hidden] (rows split).
+  output_layer_loss(parameter_store<T>& store, const gpt_model_config& config, int tp_rank,
+                    int tp_size, int tied_weight);
+  /// Returns sum over rows of loss * mask for h [rows, hidden], labels [rows], mask [rows].
+  /// When dh is not null, also accumulates the weight gradient of grad_scale * that sum and
+  /// writes dh [rows, hidden] (all-reduced over tp).
+  double forward_backward(parameter_store<T>& store, group& tp, const T* h,
+                          const std::int32_t* labels, const float* mask, T grad_scale, T* dh,
+                          int rows);
+
+ private:
+  void combine_over_ranks(group& tp, int n);
+  int hidden_, vocab_local_, vocab_start_, weight_;
+  std::vector<T> logits_, row_max_, sums_, loss_, scale_, gathered_;
+};
+
+}  // namespace mactor::model

@@ -1,0 +1,136 @@
+// Parameter registration, seeded initialization and tensor-parallel shard copies.
+#include "model/parameter.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+
+namespace mactor::model {
+namespace {
+
+std::int64_t rows_of(const std::vector<std::int64_t>& s) { return s[0]; }
+std::int64_t cols_of(const std::vector<std::int64_t>& s) { return s.size() > 1 ? s[1] : 1; }
+
+// Visits (full offset, local offset, length) runs of the shard.
+void for_each_run(const std::vector<std::int64_t>& full, tp_split split, int rank, int size,
+                  const std::function<void(std::int64_t, std::int64_t, std::int64_t)>& run) {
+  const std::int64_t rows = rows_of(full), cols = cols_of(full);
+  switch (split) {
+    case tp_split::replicated:
+      run(0, 0, rows * cols);
+      return;
+    case tp_split::rows: {
+      const std::int64_t local = rows / size;
+      run(rank * local * cols, 0, local * cols);
+      return;
+    }
+    case tp_split::columns: {
+      const std::int64_t local = cols / size;
+      for (std::int64_t r = 0; r < rows; ++r) run(r * cols + rank * local, r * local, local);
+      return;
+    }
+    case tp_split::row_halves: {
+      const std::int64_t half = rows / 2, local = half / size;
+      run(rank * local * cols, 0, local * cols);
+      run((half + rank * local) * cols, local * cols, local * cols);
+      return;
+    }
+  }
+}
+
+std::uint64_t name_seed(std::uint64_t seed, const std::string& name) {
+  std::uint64_t h = 1469598103934665603ull ^ seed;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> shard_shape(const std::vector<std::int64_t>& full, tp_split split,
+                                      int tp_size) {
+  auto s = full;
+  if (split == tp_split::rows || split == tp_split::row_halves) s[0] /= tp_size;
+  if (split == tp_split::columns) s[1] /= tp_size;
+  return s;
+}
+
+template <typename T>
+void copy_shard(const T* full, T* local, const std::vector<std::int64_t>& full_shape,
+                tp_split split, int tp_rank, int tp_size) {
+  for_each_run(full_shape, split, tp_rank, tp_size,
+               [&](std::int64_t f, std::int64_t l, std::int64_t n) {
+                 std::copy_n(full + f, n, local + l);
+               });
+}
+
+template <typename T>
+void place_shard(const T* local, T* full, const std::vector<std::int64_t>& full_shape,
+                 tp_split split, int tp_rank, int tp_size) {
+  for_each_run(full_shape, split, tp_rank, tp_size,
+               [&](std::int64_t f, std::int64_t l, std::int64_t n) {
+                 std::copy_n(local + l, n, full + f);
+               });
+}
+
+template <typename T>
+int parameter_store<T>::add(std::string name, std::vector<std::int64_t> full_shape,
+                            tp_split split, init_kind init, double std) {
+  parameter<T> p;
+  p.no_weight_decay = full_shape.size() == 1 || name.ends_with(".bias");
+  p.name = std::move(name);
+  p.full_shape = std::move(full_shape);
+  p.split = split;
+  params_.push_back(std::move(p));
+  inits_.push_back({init, std});
+  return int(params_.size()) - 1;
+}
+
+template <typename T>
+void parameter_store<T>::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
+  std::size_t total = 0;
+  for (auto& p : params_) {
+    p.shape = shard_shape(p.full_shape, p.split, tp_size);
+    p.numel = 1;
+    for (auto d : p.shape) p.numel *= std::size_t(d);
+    p.offset = total;
+    total += p.numel;
+  }
+  values_.assign(total, T(0));
+  grads_.assign(total, T(0));
+  std::vector<double> full;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i];
+    p.value = values_.data() + p.offset;
+    p.grad = grads_.data() + p.offset;
+    if (inits_[i].kind == init_kind::zeros) continue;
+    if (inits_[i].kind == init_kind::ones) {
+      std::fill_n(p.value, p.numel, T(1));
+      continue;
+    }
+    std::mt19937_64 rng(name_seed(seed, p.name));
+    std::normal_distribution<double> normal(0.0, inits_[i].std);
+    full.resize(std::size_t(rows_of(p.full_shape) * cols_of(p.full_shape)));
+    for (auto& v : full) v = double(float(normal(rng)));  // the same values in float and double
+    std::vector<T> typed(full.begin(), full.end());
+    copy_shard(typed.data(), p.value, p.full_shape, p.split, tp_rank, tp_size);
+  }
+}
+
+template <typename T>
+void parameter_store<T>::zero_grad() {
+  std::fill(grads_.begin(), grads_.end(), T(0));
+}
+
+template class parameter_store<float>;
+template class parameter_store<double>;
+template void copy_shard<float>(const float*, float*, const std::vector<std::int64_t>&, tp_split,
+                                int, int);
+template void copy_shard<double>(const double*, double*, const std::vector<std::int64_t>&,
+                                 tp_split, int, int);
+template void place_shard<float>(const float*, float*, const std::vector<std::int64_t>&, tp_split,
+                                 int, int);
+template void place_shard<double>(const double*, double*, const std::vector<std::int64_t>&,
+                                  tp_split, int, int);
+
+}  // namespace mactor::model

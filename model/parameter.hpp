@@ -1,0 +1,76 @@
+// Named model parameters in two flat buffers (values, grads), with how each is split across
+// tensor-parallel ranks and how Megatron initializes it. Names follow Megatron-Core's state dict.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace mactor::model {
+
+/// How a [rows, cols] tensor is divided over tp ranks (the full tensor is the tp=1 one).
+enum class tp_split {
+  replicated,  // every rank holds all of it (norm weights, row-parallel biases)
+  rows,        // contiguous blocks of rows (column-parallel weights and biases, vocab shards)
+  columns,     // contiguous blocks of columns (row-parallel weights)
+  row_halves,  // [gate; up] SwiGLU fc1: each rank holds a block of each half
+};
+
+enum class init_kind { normal, zeros, ones };
+
+template <typename T>
+struct parameter {
+  std::string name;
+  std::vector<std::int64_t> shape;       // this rank's shape
+  std::vector<std::int64_t> full_shape;  // the tp=1 shape
+  tp_split split = tp_split::replicated;
+  bool no_weight_decay = false;  // Megatron's default: biases and 1-D tensors
+  std::size_t offset = 0;        // into the flat buffers
+  std::size_t numel = 0;
+  T* value = nullptr;
+  T* grad = nullptr;
+};
+
+template <typename T>
+class parameter_store {
+ public:
+  /// Registers a parameter before allocate(); returns its id.
+  int add(std::string name, std::vector<std::int64_t> full_shape, tp_split split, init_kind init,
+          double std = 0.0);
+  /// Allocates both buffers and initializes every parameter: the full tensor is drawn from a
+  /// generator seeded by (seed, name), then this rank's shard is kept, so any tp size starts
+  /// from the same model.
+  void allocate(std::uint64_t seed, int tp_rank, int tp_size);
+
+  parameter<T>& operator[](int id) { return params_[id]; }
+  const parameter<T>& operator[](int id) const { return params_[id]; }
+  T* value(int id) const { return params_[id].value; }
+  T* grad(int id) const { return params_[id].grad; }
+  std::vector<parameter<T>>& all() { return params_; }
+  std::span<T> values() { return values_; }
+  std::span<T> grads() { return grads_; }
+  void zero_grad();
+
+ private:
+  struct init_spec {
+    init_kind kind;
+    double std;
+  };
+  std::vector<parameter<T>> params_;
+  std::vector<init_spec> inits_;
+  std::vector<T> values_, grads_;
+};
+
+/// Local shape of a full [rows, cols] (or [n]) tensor under split.
+std::vector<std::int64_t> shard_shape(const std::vector<std::int64_t>& full, tp_split split,
+                                      int tp_size);
+/// local = this rank's part of full.
+template <typename T>
+void copy_shard(const T* full, T* local, const std::vector<std::int64_t>& full_shape,
+                tp_split split, int tp_rank, int tp_size);
+/// full's part for this rank = local (the inverse of copy_shard).
+template <typename T>
+void place_shard(const T* local, T* full, const std::vector<std::int64_t>& full_shape,
+                 tp_split split, int tp_rank, int tp_size);
+
+}  // namespace mactor::model

@@ -1,0 +1,80 @@
+// The whole GPT model's parameter gradients against central finite differences, in double
+// precision, for both model styles, with dropout on (masks are pinned by the dropout step).
+#include "model/gpt_model.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "tests/kernels/gradient_check.hpp"
+#include "tests/model/model_fixtures.hpp"
+
+using namespace mactor;
+
+namespace {
+
+void check_gradients(model::gpt_model_config c) {
+  c.attention_dropout = 0.2f, c.hidden_dropout = 0.15f;
+  model::single_group tp;
+  model::gpt_model<double> m(c, tp);
+  const auto batch = test::make_batch(2, c.seq_length, c.padded_vocab_size, 3);
+  const double scale = 0.37;
+  m.set_dropout_step(4);
+  m.forward_backward(batch.view(), scale);
+  m.set_dropout_step(4);
+  for (auto& p : m.parameters()) {
+    std::vector<double> value(p.value, p.value + p.numel);
+    auto loss = [&] {
+      std::copy(value.begin(), value.end(), p.value);
+      return scale * m.forward_only(batch.view(), true).loss_sum;
+    };
+    const auto numeric = test::numeric_gradient(loss, value, 1e-5);
+    std::copy(value.begin(), value.end(), p.value);
+    const std::vector<double> analytic(p.grad, p.grad + p.numel);
+    INFO(p.name);
+    CHECK(test::relative_error(analytic, numeric) < 1e-6);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("llama-style model gradients match finite differences") {
+  check_gradients(test::llama_style());
+}
+
+TEST_CASE("gpt2-style model gradients match finite differences, with zero-centered gamma") {
+  auto c = test::gpt2_style();
+  c.apply_layernorm_1p = true;
+  c.gelu_tanh_approximation = true;
+  check_gradients(c);
+}
+
+TEST_CASE("loss is the masked sum of token losses and the count is the mask sum") {
+  auto c = test::gpt2_style();
+  model::single_group tp;
+  model::gpt_model<double> m(c, tp);
+  auto batch = test::make_batch(2, c.seq_length, c.padded_vocab_size, 5);
+  const auto full = m.forward_only(batch.view());
+  double mask_sum = 0;
+  for (float v : batch.loss_mask) mask_sum += v;
+  CHECK(full.num_tokens == mask_sum);
+  // Near-uniform predictions at init: the mean loss is close to log(vocab).
+  CHECK(full.loss_sum / full.num_tokens == Approx(std::log(24.0)).epsilon(0.2));
+  // Masking one more token removes exactly that token's loss.
+  batch.loss_mask.assign(batch.loss_mask.size(), 0.0f);
+  batch.loss_mask[0] = 1.0f;
+  const auto one = m.forward_only(batch.view());
+  CHECK(one.num_tokens == 1.0);
+  CHECK(one.loss_sum > 0.0);
+}
+
+TEST_CASE("bad configs and out-of-vocabulary tokens are refused with the reason") {
+  auto c = test::llama_style();
+  c.num_query_groups = 3;
+  model::single_group tp;
+  CHECK_THROWS_WITH((model::gpt_model<float>(c, tp)),
+                    Catch::Contains("num_attention_heads=4 is not divisible by num_query_groups=3"));
+  c = test::llama_style();
+  model::gpt_model<float> m(c, tp);
+  auto batch = test::make_batch(1, c.seq_length, c.padded_vocab_size, 1);
+  batch.tokens[2] = 99;
+  CHECK_THROWS_WITH(m.forward_only(batch.view()), Catch::Contains("token id 99"));
+}

@@ -1,0 +1,66 @@
+// Small model configurations and batches shared by the model tests: a Llama-style model
+// (RMSNorm, RoPE, SwiGLU, GQA, untied, no biases) and a GPT-2-style one (LayerNorm, learned
+// positions, GeLU, biases, tied embeddings).
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "model/gpt_model.hpp"
+
+namespace mactor::test {
+
+inline model::gpt_model_config llama_style() {
+  model::gpt_model_config c;
+  c.num_layers = 2, c.hidden_size = 16, c.ffn_hidden_size = 24;
+  c.num_attention_heads = 4, c.num_query_groups = 2, c.kv_channels = 8;
+  c.seq_length = 5, c.max_position_embeddings = 5, c.padded_vocab_size = 24;
+  c.normalization = model::normalization_kind::rms_norm;
+  c.position_embedding_type = model::position_embedding_kind::rope;
+  c.rotary_base = 1000.0, c.rotary_percent = 0.5f;
+  c.swiglu = true, c.add_bias_linear = false, c.untie_embeddings_and_output_weights = true;
+  c.attention_dropout = 0.0f, c.hidden_dropout = 0.0f;
+  c.init_method_std = 0.2f, c.seed = 7;
+  return c;
+}
+
+inline model::gpt_model_config gpt2_style() {
+  model::gpt_model_config c;
+  c.num_layers = 2, c.hidden_size = 16, c.ffn_hidden_size = 32;
+  c.num_attention_heads = 4, c.seq_length = 5, c.max_position_embeddings = 8;
+  c.padded_vocab_size = 24;
+  c.normalization = model::normalization_kind::layer_norm;
+  c.position_embedding_type = model::position_embedding_kind::learned_absolute;
+  c.add_bias_linear = true, c.untie_embeddings_and_output_weights = false;
+  c.attention_dropout = 0.0f, c.hidden_dropout = 0.0f;
+  c.init_method_std = 0.2f, c.seed = 11;
+  return c;
+}
+
+/// tokens, labels (tokens shifted by one), a loss mask with a few zeros, [batch, seq].
+struct batch_data {
+  std::vector<std::int32_t> tokens, labels;
+  std::vector<float> loss_mask;
+  int micro_batch_size;
+  model::micro_batch view() const {
+    return {tokens.data(), labels.data(), loss_mask.data(), nullptr, micro_batch_size};
+  }
+};
+
+inline batch_data make_batch(int micro_batch_size, int seq, int vocab, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> token(0, vocab - 1);
+  batch_data b;
+  b.micro_batch_size = micro_batch_size;
+  std::vector<std::int32_t> text(std::size_t(micro_batch_size) * (seq + 1));
+  for (auto& t : text) t = token(rng);
+  for (int i = 0; i < micro_batch_size; ++i)
+    for (int s = 0; s < seq; ++s) {
+      b.tokens.push_back(text[i * (seq + 1) + s]);
+      b.labels.push_back(text[i * (seq + 1) + s + 1]);
+      b.loss_mask.push_back((i + s) % 4 == 3 ? 0.0f : 1.0f);
+    }
+  return b;
+}
+
+}  // namespace mactor::test

@@ -1,0 +1,84 @@
+// Tensor-parallel models (tp = 2 and 4, ranks as threads of one process) against tp = 1: the
+// same loss and, once each rank's shards are placed back, the same gradients.
+#include <catch2/catch.hpp>
+#include <thread>
+
+#include "model/local_group.hpp"
+#include "tests/kernels/gradient_check.hpp"
+#include "tests/model/model_fixtures.hpp"
+
+using namespace mactor;
+
+namespace {
+
+struct run_result {
+  model::loss_and_count loss;
+  std::vector<std::vector<float>> full_grads;  // per parameter, tp=1 layout
+};
+
+// Two micro-batches of forward+backward (gradient accumulation, fresh dropout masks each).
+run_result run(model::gpt_model_config c, int tp_size) {
+  const auto b0 = test::make_batch(3, c.seq_length, c.padded_vocab_size, 21);
+  const auto b1 = test::make_batch(3, c.seq_length, c.padded_vocab_size, 22);
+  auto groups = model::make_local_groups(tp_size);
+  run_result result;
+  std::vector<std::unique_ptr<model::gpt_model<float>>> models(tp_size);
+  std::vector<model::loss_and_count> losses(tp_size);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < tp_size; ++r)
+    ranks.emplace_back([&, r] {
+      auto rc = c;
+      rc.tensor_model_parallel_size = tp_size, rc.tensor_model_parallel_rank = r;
+      models[r] = std::make_unique<model::gpt_model<float>>(rc, *groups[r]);
+      const auto first = models[r]->forward_backward(b0.view(), 0.05f);
+      const auto second = models[r]->forward_backward(b1.view(), 0.05f);
+      losses[r] = {first.loss_sum + second.loss_sum, first.num_tokens + second.num_tokens};
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 1; r < tp_size; ++r) CHECK(losses[r].loss_sum == losses[0].loss_sum);
+  result.loss = losses[0];
+  const auto& params0 = models[0]->parameters();
+  for (std::size_t i = 0; i < params0.size(); ++i) {
+    std::size_t numel = 1;
+    for (auto d : params0[i].full_shape) numel *= std::size_t(d);
+    std::vector<float> full(numel);
+    for (int r = 0; r < tp_size; ++r) {
+      const auto& p = models[r]->parameters()[i];
+      model::place_shard(p.grad, full.data(), p.full_shape, p.split, r, tp_size);
+    }
+    result.full_grads.push_back(std::move(full));
+  }
+  return result;
+}
+
+void check_against_tp1(const model::gpt_model_config& c) {
+  const auto reference = run(c, 1);
+  model::single_group one;
+  model::gpt_model<float> names(c, one);
+  for (int tp : {2, 4}) {
+    INFO("tp=" << tp);
+    const auto got = run(c, tp);
+    CHECK(got.loss.num_tokens == reference.loss.num_tokens);
+    CHECK(got.loss.loss_sum == Approx(reference.loss.loss_sum).epsilon(1e-6));
+    for (std::size_t i = 0; i < got.full_grads.size(); ++i) {
+      INFO(names.parameters()[i].name);
+      CHECK(test::relative_error(got.full_grads[i], reference.full_grads[i]) < 1e-5);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("llama-style model at tp=2 and tp=4 equals tp=1 in loss and gradients, with dropout") {
+  auto c = test::llama_style();
+  c.num_attention_heads = 8, c.num_query_groups = 4, c.padded_vocab_size = 32;
+  c.attention_dropout = 0.1f, c.hidden_dropout = 0.1f;
+  check_against_tp1(c);
+}
+
+TEST_CASE("gpt2-style model at tp=2 and tp=4 equals tp=1 in loss and gradients, with dropout") {
+  auto c = test::gpt2_style();
+  c.padded_vocab_size = 32;
+  c.attention_dropout = 0.1f, c.hidden_dropout = 0.1f;
+  check_against_tp1(c);
+}
