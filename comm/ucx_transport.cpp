@@ -1,14 +1,24 @@
 // UCX transport: one worker per process, driven by a single progress thread that sleeps on
 // the worker's event fd (ucp_worker_arm + poll) and is woken by ucp_worker_signal after a post.
 // Because only that thread touches UCX, the worker runs in single-thread mode with no lock.
+//
+// Dead peers: UCX 1.13 offers peer error handling only on TCP here (shared memory and cma
+// refuse UCP_ERR_HANDLING_MODE_PEER, and TCP reaches a third of their bandwidth). So peers on
+// another host get UCP_ERR_HANDLING_MODE_PEER and UCX's keepalive, while peers on this host
+// get the fast transports and a watchdog that checks their process id every 200 ms.
 #include "comm/ucx_transport.hpp"
 
 #include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <ucp/api/ucp.h>
 
-#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <mutex>
 #include <source_location>
 #include <thread>
@@ -20,6 +30,7 @@ namespace {
 // The wire tag: the user's 40-bit tag above the sender's 24-bit rank.
 constexpr int rank_bits = 24;
 constexpr std::uint64_t shutdown_tag = max_tag + 1;
+constexpr auto watchdog_period = std::chrono::milliseconds(200);
 
 std::uint64_t wire_tag(std::uint64_t tag, int sender) {
   return (tag << rank_bits) | static_cast<std::uint64_t>(sender);
@@ -30,13 +41,42 @@ void check_ucx(ucs_status_t s, const char* call,
   if (s == UCS_OK) return;
   throw comm_error(-1, std::string("UCX call ") + call + " failed: " + ucs_status_string(s) +
                            " (" + where.file_name() + ":" + std::to_string(where.line()) +
-                           "); check `ucx_info -d` lists a usable transport");
+                           "); check that `ucx_info -d` lists a usable transport");
 }
 
-std::string peer_lost(int peer, ucs_status_t s) {
-  return "rank " + std::to_string(peer) + " is unreachable (UCX: " + ucs_status_string(s) +
-         "); that process probably died or its host went away: see rank " +
-         std::to_string(peer) + "'s own log";
+// What a rank publishes: who and where it is, then its UCX worker address.
+struct host_identity {
+  std::uint32_t magic = 0x6d616374;  // "mact"
+  std::int32_t pid = 0;
+  std::uint64_t pid_namespace = 0;
+  char boot_id[40] = {};
+
+  static host_identity mine() {
+    host_identity h;
+    h.pid = static_cast<std::int32_t>(::getpid());
+    struct stat st {};
+    if (::stat("/proc/self/ns/pid", &st) == 0) h.pid_namespace = st.st_ino;
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    in >> id;
+    std::strncpy(h.boot_id, id.c_str(), sizeof h.boot_id - 1);
+    return h;
+  }
+  bool same_host_as(const host_identity& o) const {
+    return boot_id[0] != 0 && std::strncmp(boot_id, o.boot_id, sizeof boot_id) == 0 &&
+           pid_namespace == o.pid_namespace;
+  }
+};
+
+// False once `pid` has exited (gone, or a zombie nobody has reaped yet).
+bool process_alive(int pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return true;
+  const char state = stat[close + 2];
+  return state != 'Z' && state != 'X';
 }
 
 }  // namespace
@@ -52,12 +92,14 @@ struct ucx_transport::impl {
     std::size_t size = 0;
     std::uint64_t tag = 0;
     void* request = nullptr;
-    bool registered = false;  // the poster has stored `request` in pending_
+    bool registered = false;  // the poster has stored `request` in pending
     bool completed = false;   // the callback ran before the poster stored it
   };
-  struct peer_ctx {
-    impl* self;
-    int rank;
+  struct peer_info {
+    impl* self = nullptr;
+    int rank = -1;
+    int pid = 0;
+    bool same_host = false;  // watched by pid, not by UCX error handling
   };
 
   int rank;
@@ -67,20 +109,22 @@ struct ucx_transport::impl {
   ucp_worker_h worker = nullptr;
   int efd = -1;
   std::vector<ucp_ep_h> eps;
-  std::vector<peer_ctx> peer_ctxs;
+  std::vector<peer_info> peers;
 
-  // Touched only by the progress thread.
+  // Touched only by the progress thread (or by the destructor after it has stopped).
   std::unordered_set<op*> pending;
   std::vector<int> newly_failed;
+  std::vector<void*> closing;
+  std::chrono::steady_clock::time_point last_watchdog{};
 
-  std::mutex mu;  // guards posted, failed_status, stop
+  std::mutex mu;  // guards posted, failure, stop
   std::vector<std::function<void()>> posted;
-  std::vector<ucs_status_t> failed_status;  // UCS_OK while the peer is healthy
+  std::vector<std::string> failure;  // empty while the peer is healthy
   bool stop = false;
   std::thread progress_thread;
 
   impl(int r, int n, ucx_options o) : rank(r), world_size(n), options(std::move(o)) {
-    failed_status.assign(n, UCS_OK);
+    failure.assign(n, {});
   }
 
   void init_context() {
@@ -102,68 +146,93 @@ struct ucx_transport::impl {
     check_ucx(ucp_worker_get_efd(worker, &efd), "ucp_worker_get_efd");
   }
 
-  std::vector<std::byte> my_address() {
+  std::vector<std::byte> published_blob() {
     ucp_address_t* address = nullptr;
     std::size_t length = 0;
     check_ucx(ucp_worker_get_address(worker, &address, &length), "ucp_worker_get_address");
-    const auto* p = reinterpret_cast<const std::byte*>(address);
-    std::vector<std::byte> out(p, p + length);
+    const host_identity me = host_identity::mine();
+    std::vector<std::byte> out(sizeof me + length);
+    std::memcpy(out.data(), &me, sizeof me);
+    std::memcpy(out.data() + sizeof me, address, length);
     ucp_worker_release_address(worker, address);
     return out;
   }
 
+  // Runs inside ucp_worker_progress; the real work waits until progress returns.
   static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t s) {
-    auto* ctx = static_cast<peer_ctx*>(arg);
-    impl* self = ctx->self;
+    auto* p = static_cast<peer_info*>(arg);
+    p->self->mark_failed(p->rank, std::string("UCX: ") + ucs_status_string(s));
+  }
+
+  void mark_failed(int peer, const std::string& why) {
     {
-      std::lock_guard lock(self->mu);
-      if (self->failed_status[ctx->rank] == UCS_OK) self->failed_status[ctx->rank] = s;
+      std::lock_guard lock(mu);
+      if (!failure[peer].empty()) return;
+      failure[peer] = "rank " + std::to_string(peer) + " is unreachable (" + why +
+                      "); that process probably died: see rank " + std::to_string(peer) +
+                      "'s own log";
     }
-    self->newly_failed.push_back(ctx->rank);
+    newly_failed.push_back(peer);
+  }
+
+  std::string failure_of(int peer) {
+    std::lock_guard lock(mu);
+    return failure[peer];
+  }
+
+  void connect_one(int peer, const std::vector<std::byte>& blob, const host_identity& me) {
+    host_identity them;
+    if (blob.size() <= sizeof them)
+      throw comm_error(peer, "rank " + std::to_string(peer) + "'s published address is " +
+                                 std::to_string(blob.size()) +
+                                 " bytes, too short; is it running the same mactor build?");
+    std::memcpy(&them, blob.data(), sizeof them);
+    if (them.magic != host_identity{}.magic)
+      throw comm_error(peer, "rank " + std::to_string(peer) +
+                                 "'s published address is not a mactor UCX address");
+    peers[peer] = {this, peer, them.pid, options.same_host_fast_path && me.same_host_as(them)};
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(blob.data() + sizeof them);
+    ep.err_mode = peers[peer].same_host ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = &impl::on_ep_error;
+    ep.err_handler.arg = &peers[peer];
+    const ucs_status_t s = ucp_ep_create(worker, &ep, &eps[peer]);
+    if (s != UCS_OK)
+      throw comm_error(peer, "rank " + std::to_string(rank) + " cannot connect to rank " +
+                                 std::to_string(peer) + ": " + ucs_status_string(s));
   }
 
   void connect_all(address_exchange& exchange) {
     eps.assign(world_size, nullptr);
-    peer_ctxs.resize(world_size);
+    peers.assign(world_size, {});
+    const host_identity me = host_identity::mine();
     for (int p = 0; p < world_size; ++p) {
       const int peer = (rank + p) % world_size;  // stagger the fetches across ranks
-      const std::vector<std::byte> address = exchange.fetch(peer, options.connect_timeout);
-      peer_ctxs[peer] = {this, peer};
-      ucp_ep_params_t ep{};
-      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
-      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-      ep.err_handler.cb = &impl::on_ep_error;
-      ep.err_handler.arg = &peer_ctxs[peer];
-      const ucs_status_t s = ucp_ep_create(worker, &ep, &eps[peer]);
-      if (s != UCS_OK)
-        throw comm_error(peer, "rank " + std::to_string(rank) + " cannot connect to rank " +
-                                   std::to_string(peer) + ": " + ucs_status_string(s));
+      connect_one(peer, exchange.fetch(peer, options.connect_timeout), me);
     }
   }
 
   // --- operations, run on the progress thread -------------------------------------------
 
   static void finish(op* o, ucs_status_t s, std::size_t bytes) {
+    if (!o->done) return;
     status out{s == UCS_OK, o->peer, bytes, {}};
     if (s == UCS_ERR_MESSAGE_TRUNCATED) {
       out.message = "message from rank " + std::to_string(o->peer) + " (tag " +
                     std::to_string(o->tag) + ") is larger than the " + std::to_string(o->size) +
                     "-byte receive buffer; post a larger receive";
-    } else if (s == UCS_ERR_CANCELED) {
-      ucs_status_t why;
-      {
-        std::lock_guard lock(o->self->mu);
-        why = o->self->failed_status[o->peer];
-      }
-      out.message = why != UCS_OK ? peer_lost(o->peer, why)
-                                  : "operation with rank " + std::to_string(o->peer) +
-                                        " was cancelled because the transport is closing";
     } else if (s != UCS_OK) {
-      out.message = peer_lost(o->peer, s);
+      out.message = o->self->failure_of(o->peer);
+      if (out.message.empty())
+        out.message = s == UCS_ERR_CANCELED
+                          ? "operation with rank " + std::to_string(o->peer) +
+                                " was cancelled because the transport is closing"
+                          : "operation with rank " + std::to_string(o->peer) +
+                                " failed: " + ucs_status_string(s);
     }
-    if (o->done) o->done(out);
+    o->done(out);
   }
 
   static void complete_request(void* request, ucs_status_t s, op* o, std::size_t bytes) {
@@ -187,15 +256,10 @@ struct ucx_transport::impl {
     complete_request(request, s, static_cast<op*>(user), info ? info->length : 0);
   }
 
-  // Issues `o`; a NULL return means UCX finished it inline and will not call back.
+  // Issues `o`. A send may return NULL: UCX finished it inline and will not call back.
   void issue(op* o) {
-    ucs_status_t dead;
-    {
-      std::lock_guard lock(mu);
-      dead = failed_status[o->peer];
-    }
-    if (dead != UCS_OK) {
-      finish(o, dead, 0);
+    if (!failure_of(o->peer).empty() || !eps[o->peer]) {
+      finish(o, UCS_ERR_CONNECTION_RESET, 0);
       delete o;
       return;
     }
@@ -229,17 +293,46 @@ struct ucx_transport::impl {
     }
   }
 
-  // Receives are posted on the worker, not an endpoint, so UCX does not fail them when a
-  // peer dies; cancel the ones waiting on a failed peer so they report it.
-  void cancel_receives_from_failed() {
+  void close_endpoint(int peer, bool force) {
+    if (!eps[peer]) return;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t r = ucp_ep_close_nbx(eps[peer], &param);
+    if (r && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
+    eps[peer] = nullptr;
+  }
+
+  // Receives are posted on the worker, not an endpoint, so UCX never fails them when a peer
+  // dies: cancel those waiting on a failed peer. With peer error handling, force-closing the
+  // endpoint fails its sends. Without it (same-host peers) UCX keeps a rendezvous send waiting
+  // forever, so report the failure now and leave the idle request to the worker's teardown.
+  void handle_failures() {
     while (!newly_failed.empty()) {
       const int peer = newly_failed.back();
       newly_failed.pop_back();
       std::vector<void*> to_cancel;
-      for (op* o : pending)
-        if (o->peer == peer && o->is_recv) to_cancel.push_back(o->request);
+      for (op* o : pending) {
+        if (o->peer != peer) continue;
+        if (o->is_recv) {
+          to_cancel.push_back(o->request);
+        } else if (peers[peer].same_host) {
+          finish(o, UCS_ERR_CONNECTION_RESET, 0);
+          o->done = nullptr;
+        }
+      }
       for (void* r : to_cancel) ucp_request_cancel(worker, r);
+      if (!peers[peer].same_host) close_endpoint(peer, true);
     }
+  }
+
+  void watch_same_host_peers() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_watchdog < watchdog_period) return;
+    last_watchdog = now;
+    for (const peer_info& p : peers)
+      if (p.same_host && p.rank != rank && failure_of(p.rank).empty() && !process_alive(p.pid))
+        mark_failed(p.rank, "its process " + std::to_string(p.pid) + " on this host has exited");
   }
 
   void progress_loop() {
@@ -254,14 +347,15 @@ struct ucx_transport::impl {
       for (auto& w : work) w();
       while (ucp_worker_progress(worker) != 0) {
       }
-      cancel_receives_from_failed();
+      watch_same_host_peers();
+      handle_failures();
       if (!work.empty()) continue;
       if (stopping) return;
       const ucs_status_t s = ucp_worker_arm(worker);
       if (s == UCS_ERR_BUSY) continue;
       pollfd fd{efd, POLLIN, 0};
-      // The timeout is only a backstop; posts and network events wake the poll.
-      ::poll(&fd, 1, 1000);
+      // The timeout paces the watchdog; posts and network events wake the poll at once.
+      ::poll(&fd, 1, static_cast<int>(watchdog_period.count()));
     }
   }
 
@@ -281,27 +375,22 @@ struct ucx_transport::impl {
       throw comm_error(peer, "tag " + std::to_string(tag) + " exceeds the transport's 40 bits");
   }
 
-  // Cancels what is still pending, force-closes every endpoint and waits for the closes.
+  // After the progress thread stopped: cancel what is pending, close every endpoint (flushing
+  // live ones, which the shutdown barrier made idle) and wait a bounded time for the closes.
   void close_all() {
     std::vector<void*> to_cancel;
-    for (op* o : pending) to_cancel.push_back(o->request);
+    for (op* o : pending)
+      if (o->is_recv) to_cancel.push_back(o->request);
     for (void* r : to_cancel) ucp_request_cancel(worker, r);
-    while (ucp_worker_progress(worker) != 0) {
-    }
-    std::vector<void*> closing;
-    for (ucp_ep_h& ep : eps) {
-      if (!ep) continue;
-      ucp_request_param_t param{};
-      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &param);
-      if (r && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
-      ep = nullptr;
-    }
+    for (int p = 0; p < world_size; ++p) close_endpoint(p, !failure_of(p).empty());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     for (void* r : closing) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(worker);
-      ucp_request_free(r);
+      while (ucp_request_check_status(r) == UCS_INPROGRESS &&
+             std::chrono::steady_clock::now() < deadline)
+        ucp_worker_progress(worker);
+      if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
     }
+    closing.clear();
   }
 };
 
@@ -312,7 +401,7 @@ ucx_transport::ucx_transport(int rank, int world_size, address_exchange& exchang
     throw comm_error(rank, "ucx_transport: rank " + std::to_string(rank) + " of world size " +
                                std::to_string(world_size) + " is not a valid layout");
   impl_->init_context();
-  exchange.publish(rank, impl_->my_address());
+  exchange.publish(rank, impl_->published_blob());
   impl_->connect_all(exchange);
   impl_->progress_thread = std::thread([this] { impl_->progress_loop(); });
 }
@@ -381,22 +470,24 @@ void ucx_transport::shutdown() {
 }
 
 std::string ucx_transport::describe_lanes() const {
-  std::string out;
-  auto done = std::make_shared<std::promise<void>>();
-  impl_->post([&out, done, self = impl_.get()] {
+  auto out = std::make_shared<std::promise<std::string>>();
+  impl_->post([out, self = impl_.get()] {
+    std::string text;
     for (int p = 0; p < self->world_size; ++p) {
       char* buffer = nullptr;
       std::size_t length = 0;
       FILE* f = open_memstream(&buffer, &length);
       if (self->eps[p]) ucp_ep_print_info(self->eps[p], f);
       std::fclose(f);
-      out += "rank " + std::to_string(p) + ":\n" + std::string(buffer, length);
+      text += "rank " + std::to_string(p) +
+              (self->peers[p].same_host ? " (this host, pid watchdog):\n"
+                                        : " (UCX peer error handling):\n") +
+              std::string(buffer, length);
       std::free(buffer);
     }
-    done->set_value();
+    out->set_value(std::move(text));
   });
-  done->get_future().wait();
-  return out;
+  return out->get_future().get();
 }
 
 }  // namespace mactor::comm

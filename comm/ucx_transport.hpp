@@ -18,10 +18,15 @@ struct ucx_options {
   /// UCX keepalive period, which bounds how fast a silently dead peer is noticed. UCX's own
   /// default is 20 s; an explicit UCX_KEEPALIVE_INTERVAL in the environment wins over this.
   std::string keepalive_interval = "1s";
+  /// Peers on this host (same boot id and pid namespace) use shared memory and cma, which
+  /// UCX 1.13 offers only without peer error handling; their death is detected by a pid
+  /// watchdog instead. false: every peer gets UCP_ERR_HANDLING_MODE_PEER (TCP on one host).
+  bool same_host_fast_path = true;
 };
 
-/// One UCP context and worker per process, an endpoint to every rank (itself included) with
-/// peer error handling, and a progress thread that sleeps on the worker's event descriptor.
+/// One UCP context and worker per process, an endpoint to every rank (itself included), and a
+/// progress thread that sleeps on the worker's event descriptor. A dead peer turns every
+/// operation with it into an error naming its rank (within ~1 s here, a few s across hosts).
 /// All UCX calls happen on that thread; send/recv only queue the request and wake it, so they
 /// never block on the worker. Completions run on the progress thread.
 class ucx_transport final : public transport {
