@@ -1,7 +1,145 @@
-// Placeholder until the launcher lands: says so instead of pretending to launch.
+// `mactor [mpirun options] PROGRAM ARGS...`: parses, maps ranks to hosts, hosts the rendezvous
+// store, and runs the job; `mactor --remote-exec SPEC` is the same program on a remote host.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "comm/rendezvous_server.hpp"
+#include "comm/rendezvous_wire.hpp"
+#include "tools/launcher/host_map.hpp"
+#include "tools/launcher/job_runner.hpp"
+#include "tools/launcher/launch_options.hpp"
+#include "tools/launcher/remote_exec.hpp"
 #include "tools/subcommands.hpp"
-int mactor::tools::launch_main(int, char**) {
-  std::fprintf(stderr, "mactor: error: the launcher is not implemented yet\n");
-  return 2;
+
+namespace mactor::tools {
+namespace {
+
+int allowed_cores() {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
 }
+
+bool is_local_host(const std::string& name) {
+  static const std::set<std::string> fixed = {"localhost", "127.0.0.1", "::1", "localhost.localdomain"};
+  if (fixed.count(name)) return true;
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return false;
+  std::string me = buf;
+  return name == me || name == me.substr(0, me.find('.'));
+}
+
+// The first non-loopback IPv4 address of this host, or "" when there is none.
+std::string first_external_ipv4() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (ifaddrs* a = list; a && found.empty(); a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    auto* sin = reinterpret_cast<sockaddr_in*>(a->ifa_addr);
+    if ((ntohl(sin->sin_addr.s_addr) >> 24) == 127) continue;
+    char text[INET_ADDRSTRLEN];
+    if (::inet_ntop(AF_INET, &sin->sin_addr, text, sizeof text)) found = text;
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+// A port nobody listens on now, for MASTER_PORT (PyTorch-style stores on rank 0 use it).
+int free_port() {
+  int port = 0;
+  int fd = comm::listen_tcp(port);
+  ::close(fd);
+  return port;
+}
+
+std::string make_job_id() {
+  auto t = std::chrono::system_clock::now().time_since_epoch().count();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%llx-%x", static_cast<unsigned long long>(t) & 0xffffffffffULL,
+                static_cast<unsigned>(::getpid()));
+  return buf;
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+}  // namespace
+
+int launch_main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--remote-exec") == 0) {
+    try {
+      return remote_exec_main(argv[2]);
+    } catch (const usage_error& e) {
+      std::fprintf(stderr, "mactor: error: %s\n", e.what());
+      return 2;
+    }
+  }
+  job_plan plan;
+  try {
+    plan.opts = parse_launch_options(argc, argv);
+    if (plan.opts.help) {
+      std::fputs(launch_help().c_str(), stdout);
+      return 0;
+    }
+    if (plan.opts.version) {
+      std::puts("mactor launcher 0.1 (mpirun-compatible options of Open MPI 4.1)");
+      return 0;
+    }
+    plan.layout = map_ranks(plan.opts, allowed_cores());
+    if (plan.opts.display_map) std::fputs(describe_map(plan.layout).c_str(), stderr);
+    if (plan.opts.do_not_launch) return 0;
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "mactor: error: %s\n", e.what());
+    return 2;
+  }
+  bool all_local = true;
+  for (auto& h : plan.layout.hosts) {
+    plan.host_is_local.push_back(is_local_host(h.name));
+    all_local = all_local && plan.host_is_local.back();
+  }
+  std::string rdzv_host = plan.opts.rdzv_host;
+  if (rdzv_host.empty()) rdzv_host = all_local ? "127.0.0.1" : first_external_ipv4();
+  if (rdzv_host.empty()) {
+    std::fprintf(stderr, "mactor: error: this host has no non-loopback IPv4 address for remote "
+                         "ranks to reach; give one with --rdzv-addr\n");
+    return 2;
+  }
+  try {
+    comm::rendezvous_server store(plan.opts.rdzv_port);
+    plan.identity.job_id = env_or("MACTOR_JOB_ID", make_job_id());
+    plan.identity.rdzv_addr = rdzv_host + ":" + std::to_string(store.port());
+    const auto& host0 = plan.layout.hosts[plan.layout.ranks[0].host];
+    plan.identity.master_addr =
+        env_or("MASTER_ADDR", plan.host_is_local[plan.layout.ranks[0].host] ? rdzv_host : host0.name);
+    plan.identity.master_port = std::atoi(env_or("MASTER_PORT", "0").c_str());
+    if (plan.identity.master_port <= 0) plan.identity.master_port = free_port();
+    plan.remote_mactor = plan.opts.remote_mactor;
+    if (plan.remote_mactor.empty()) plan.remote_mactor = std::filesystem::read_symlink("/proc/self/exe");
+    int rc = run_job(plan, store);
+    store.stop();
+    return rc;
+  } catch (const comm::rendezvous_error& e) {
+    std::fprintf(stderr, "mactor: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mactor: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace mactor::tools

@@ -1,0 +1,234 @@
+// The launcher's main loop: spawn, then poll signals and output until every rank is gone.
+#include "tools/launcher/job_runner.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "tools/launcher/output_relay.hpp"
+#include "tools/launcher/rank_process.hpp"
+#include "tools/launcher/remote_exec.hpp"
+#include "tools/launcher/signal_pipe.hpp"
+
+extern char** environ;
+
+namespace mactor::tools {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+constexpr auto never = clock_type::time_point::max();
+
+// Copies mactor's stdin into rank 0's until end of file; runs detached (it may block forever).
+void forward_stdin(int to) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(0, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t off = 0; off < n;) {
+      ssize_t w = ::write(to, buf + off, static_cast<size_t>(n - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        ::close(to);
+        return;
+      }
+      off += w;
+    }
+  }
+  ::close(to);
+}
+
+class job_runner {
+ public:
+  job_runner(const job_plan& plan, comm::rendezvous_server& store)
+      : plan_(plan), store_(store), relay_(plan.opts.tag_output, plan.opts.timestamp_output,
+                                           plan.opts.output_filename) {}
+
+  int run();
+
+ private:
+  spawn_request request_for(int rank);
+  void on_exit(int rank, int status);
+  void tear_down(int sig);
+  void handle_signal(int sig);
+  void reap();
+  int poll_timeout_ms() const;
+  const std::string& host_of(int rank) const {
+    return plan_.layout.hosts[plan_.layout.ranks[rank].host].name;
+  }
+
+  const job_plan& plan_;
+  comm::rendezvous_server& store_;
+  output_relay relay_;
+  std::vector<pid_t> pid_;
+  int running_ = 0;
+  bool tearing_down_ = false;
+  int exit_code_ = 0;
+  clock_type::time_point kill_at_ = never, deadline_ = never;
+};
+
+spawn_request job_runner::request_for(int rank) {
+  const auto& L = plan_.layout;
+  const rank_placement& p = L.ranks[rank];
+  env_list env = rank_env(L, plan_.opts, plan_.identity, rank);
+  int cpu = plan_.opts.bind == bind_policy::core ? p.local_rank : -1;
+  spawn_request req;
+  if (plan_.host_is_local[p.host]) {
+    req.argv = plan_.opts.contexts[p.context].argv;
+    req.env = merge_env(environ, env);
+    req.cpu = cpu;
+    return req;
+  }
+  remote_spec spec;
+  spec.rank = rank;
+  spec.argv = plan_.opts.contexts[p.context].argv;
+  spec.env = std::move(env);
+  spec.rdzv_addr = plan_.identity.rdzv_addr;
+  spec.cpu = cpu;
+  spec.stdin_from_agent = rank == 0;
+  spec.grace_s = plan_.opts.kill_grace_s;
+  req.argv = plan_.opts.rsh_agent;
+  req.argv.push_back(L.hosts[p.host].name);
+  req.argv.insert(req.argv.end(), {plan_.remote_mactor, "--remote-exec", encode_remote_spec(spec)});
+  req.env = merge_env(environ, {});
+  return req;
+}
+
+void job_runner::tear_down(int sig) {
+  if (!tearing_down_) {
+    tearing_down_ = true;
+    store_.set(abort_key, "");  // remote supervisors stop their ranks when they see this
+    kill_at_ = clock_type::now() +
+               std::chrono::milliseconds(static_cast<int64_t>(plan_.opts.kill_grace_s * 1000));
+  }
+  for (pid_t pid : pid_)
+    if (pid > 0) signal_group(pid, sig);
+}
+
+void job_runner::on_exit(int rank, int status) {
+  pid_t pid = pid_[rank];
+  pid_[rank] = -1;
+  --running_;
+  signal_group(pid, SIGKILL);  // anything the rank left behind in its process group
+  bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  if (!failed || tearing_down_) return;
+  exit_code_ = shell_status(status);
+  std::fprintf(stderr, "mactor: rank %d (pid %d on %s) %s%s\n", rank, static_cast<int>(pid),
+               host_of(rank).c_str(), describe_wait_status(status).c_str(),
+               running_ > 0 ? "; stopping the other ranks" : "");
+  tear_down(SIGTERM);
+}
+
+void job_runner::reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    for (size_t r = 0; r < pid_.size(); ++r)
+      if (pid_[r] == pid) on_exit(static_cast<int>(r), status);
+  }
+}
+
+void job_runner::handle_signal(int sig) {
+  if (sig == SIGCHLD) return reap();
+  if (sig == SIGUSR1 || sig == SIGUSR2) {
+    for (pid_t pid : pid_)
+      if (pid > 0) signal_group(pid, sig);
+    return;
+  }
+  if (tearing_down_) {
+    if (sig == SIGINT) tear_down(SIGKILL);  // a second Ctrl-C does not wait for the grace period
+    return;
+  }
+  std::fprintf(stderr, "mactor: got %s; forwarding it to every rank\n", ::strsignal(sig));
+  exit_code_ = 128 + sig;
+  tear_down(sig);
+}
+
+int job_runner::poll_timeout_ms() const {
+  auto next = std::min(kill_at_, deadline_);
+  if (next == never) return -1;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - clock_type::now());
+  return static_cast<int>(std::max<int64_t>(0, left.count()) + 1);
+}
+
+int job_runner::run() {
+  int sig_fd = install_signal_pipe();
+  const int n = plan_.layout.world_size();
+  pid_.assign(n, -1);
+  if (plan_.opts.timeout_s > 0)
+    deadline_ = clock_type::now() +
+                std::chrono::milliseconds(static_cast<int64_t>(plan_.opts.timeout_s * 1000));
+  int stdin_pipe[2] = {-1, -1};
+  if (::pipe2(stdin_pipe, O_CLOEXEC) != 0) stdin_pipe[0] = stdin_pipe[1] = -1;
+  for (int r = 0; r < n && !tearing_down_; ++r) {
+    spawn_request req = request_for(r);
+    std::pair<int, int> out{-1, -1};
+    if (relay_.active()) out = relay_.add_rank(r);
+    req.stdout_fd = out.first;
+    req.stderr_fd = out.second;
+    req.stdin_fd = r == 0 ? stdin_pipe[0] : -1;
+    try {
+      pid_[r] = spawn_rank(req);
+      ++running_;
+    } catch (const spawn_error& e) {
+      std::fprintf(stderr, "mactor: error: rank %d on %s: %s\n", r, host_of(r).c_str(), e.what());
+      exit_code_ = 2;
+      tear_down(SIGTERM);
+    }
+    if (out.first >= 0) ::close(out.first);
+    if (out.second >= 0) ::close(out.second);
+    for (int sig : drain_signals()) handle_signal(sig);
+  }
+  if (stdin_pipe[0] >= 0) ::close(stdin_pipe[0]);
+  if (stdin_pipe[1] >= 0) std::thread(forward_stdin, stdin_pipe[1]).detach();
+
+  auto drain_until = never;
+  while (running_ > 0 || (relay_.open_streams() && clock_type::now() < drain_until)) {
+    std::vector<pollfd> fds = relay_.poll_fds();
+    fds.push_back({sig_fd, POLLIN, 0});
+    int timeout = poll_timeout_ms();
+    if (running_ == 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(drain_until - clock_type::now());
+      timeout = static_cast<int>(std::max<int64_t>(0, left.count()));
+    }
+    ::poll(fds.data(), fds.size(), timeout);
+    for (auto& f : fds)
+      if (f.fd != sig_fd && f.revents) relay_.on_readable(f.fd);
+    for (int sig : drain_signals()) handle_signal(sig);
+    reap();  // also catches a SIGCHLD that raced with the previous drain
+    auto now = clock_type::now();
+    if (now >= deadline_ && !tearing_down_) {
+      std::fprintf(stderr, "mactor: the job ran past --timeout %g s; stopping every rank\n",
+                   plan_.opts.timeout_s);
+      exit_code_ = 124;
+      tear_down(SIGTERM);
+    }
+    if (now >= kill_at_) {
+      for (int r = 0; r < n; ++r)
+        if (pid_[r] > 0)
+          std::fprintf(stderr, "mactor: rank %d (pid %d on %s) ignored SIGTERM for %g s; killing it\n",
+                       r, static_cast<int>(pid_[r]), host_of(r).c_str(), plan_.opts.kill_grace_s);
+      tear_down(SIGKILL);
+      kill_at_ = never;
+    }
+    if (running_ == 0 && drain_until == never) drain_until = now + std::chrono::seconds(2);
+  }
+  relay_.flush_all();
+  return exit_code_;
+}
+
+}  // namespace
+
+int run_job(const job_plan& plan, comm::rendezvous_server& store) {
+  return job_runner(plan, store).run();
+}
+
+}  // namespace mactor::tools
