@@ -1,0 +1,181 @@
+"""Pure-PyTorch GPT written from Megatron-Core's definitions (pre-norm, [s, b, h] layout, fused
+QKV grouped by query group, non-interleaved RoPE, fp32 softmax, vocab cross-entropy with a loss
+mask). It is the independent reference for tests/model/pytorch_reference.test.cpp and the
+PyTorch side of bench/bench_train_step.
+
+As a program: gpt_reference.py DIR reads DIR/config.txt, DIR/params.txt (+ one .bin per
+parameter), DIR/batch_*.bin, and writes DIR/ref_loss.bin and DIR/ref_grad_<i>.bin (float64)."""
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+def read_config(path):
+    cfg = {}
+    with open(path) as f:
+        for line in f:
+            key, value = line.strip().split("=", 1)
+            cfg[key] = value
+    ints = ["num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+            "num_query_groups", "kv_channels", "seq_length", "max_position_embeddings",
+            "padded_vocab_size", "micro_batch_size"]
+    floats = ["norm_epsilon", "rotary_base", "rotary_percent", "grad_scale"]
+    bools = ["apply_layernorm_1p", "swiglu", "gelu_tanh_approximation", "add_bias_linear",
+             "untie_embeddings_and_output_weights"]
+    out = dict(cfg)
+    for k in ints:
+        out[k] = int(cfg[k])
+    for k in floats:
+        out[k] = float(cfg[k])
+    for k in bools:
+        out[k] = cfg[k] == "1"
+    return out
+
+
+def parameter_shapes(cfg):
+    """Megatron-Core state-dict names and shapes of the tp=1 model."""
+    h, f, v = cfg["hidden_size"], cfg["ffn_hidden_size"], cfg["padded_vocab_size"]
+    heads, groups, d = cfg["num_attention_heads"], cfg["num_query_groups"], cfg["kv_channels"]
+    bias = cfg["add_bias_linear"]
+    layer_norm = cfg["normalization"] == "LayerNorm"
+    shapes = {"embedding.word_embeddings.weight": (v, h)}
+    if cfg["position_embedding_type"] == "learned_absolute":
+        shapes["embedding.position_embeddings.weight"] = (cfg["max_position_embeddings"], h)
+
+    def norm(name):
+        shapes[name + ".weight"] = (h,)
+        if layer_norm:
+            shapes[name + ".bias"] = (h,)
+
+    for i in range(cfg["num_layers"]):
+        p = f"decoder.layers.{i}."
+        norm(p + "input_layernorm")
+        qkv_rows = groups * (heads // groups + 2) * d
+        shapes[p + "self_attention.linear_qkv.weight"] = (qkv_rows, h)
+        if bias:
+            shapes[p + "self_attention.linear_qkv.bias"] = (qkv_rows,)
+        shapes[p + "self_attention.linear_proj.weight"] = (h, heads * d)
+        if bias:
+            shapes[p + "self_attention.linear_proj.bias"] = (h,)
+        norm(p + "pre_mlp_layernorm")
+        fc1 = 2 * f if cfg["swiglu"] else f
+        shapes[p + "mlp.linear_fc1.weight"] = (fc1, h)
+        if bias:
+            shapes[p + "mlp.linear_fc1.bias"] = (fc1,)
+        shapes[p + "mlp.linear_fc2.weight"] = (h, f)
+        if bias:
+            shapes[p + "mlp.linear_fc2.bias"] = (h,)
+    norm("decoder.final_layernorm")
+    if cfg["untie_embeddings_and_output_weights"]:
+        shapes["output_layer.weight"] = (v, h)
+    return shapes
+
+
+def normalize(cfg, x, params, name):
+    w = params[name + ".weight"]
+    if cfg["apply_layernorm_1p"]:
+        w = w + 1
+    eps = cfg["norm_epsilon"]
+    if cfg["normalization"] == "LayerNorm":
+        return F.layer_norm(x, (x.shape[-1],), w, params[name + ".bias"], eps)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope(cfg, t):
+    """t: [s, b, n, d]; Megatron's RotaryEmbedding + apply_rotary_pos_emb_bshd (non-interleaved)."""
+    dim = int(cfg["kv_channels"] * cfg["rotary_percent"])
+    inv_freq = 1.0 / (cfg["rotary_base"] ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    seq = torch.arange(t.shape[0], dtype=torch.float32)
+    freqs = torch.outer(seq, inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)[:, None, None, :]
+    rot, rest = t[..., :dim], t[..., dim:]
+    x1, x2 = torch.chunk(rot, 2, dim=-1)
+    rotated = torch.cat((-x2, x1), dim=-1)
+    return torch.cat((rot * torch.cos(emb) + rotated * torch.sin(emb), rest), dim=-1)
+
+
+def attention(cfg, x, params, p):
+    s, b, _ = x.shape
+    heads, groups, d = cfg["num_attention_heads"], cfg["num_query_groups"], cfg["kv_channels"]
+    per = heads // groups
+    qkv = F.linear(x, params[p + "linear_qkv.weight"], params.get(p + "linear_qkv.bias"))
+    qkv = qkv.view(s, b, groups, (per + 2) * d)
+    q, k, v = torch.split(qkv, [per * d, d, d], dim=3)
+    q = q.reshape(s, b, heads, d)
+    if cfg["position_embedding_type"] == "rope":
+        q, k = rope(cfg, q), rope(cfg, k)
+    k = k.repeat_interleave(per, dim=2)
+    v = v.repeat_interleave(per, dim=2)
+    q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, n, s, d]
+    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
+    causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+    scores = scores.masked_fill(causal, float("-inf"))
+    probs = torch.softmax(scores.float(), dim=-1)
+    ctx = torch.matmul(probs, v).permute(2, 0, 1, 3).reshape(s, b, heads * d)
+    return F.linear(ctx, params[p + "linear_proj.weight"], params.get(p + "linear_proj.bias"))
+
+
+def mlp(cfg, x, params, p):
+    y = F.linear(x, params[p + "linear_fc1.weight"], params.get(p + "linear_fc1.bias"))
+    if cfg["swiglu"]:
+        gate, up = torch.chunk(y, 2, dim=-1)
+        y = F.silu(gate) * up
+    else:
+        y = F.gelu(y, approximate="tanh" if cfg["gelu_tanh_approximation"] else "none")
+    return F.linear(y, params[p + "linear_fc2.weight"], params.get(p + "linear_fc2.bias"))
+
+
+def loss_sum(cfg, params, tokens, labels, mask):
+    """tokens, labels: [b, s] int64; mask [b, s] float. Returns sum(loss * mask)."""
+    b, s = tokens.shape
+    x = params["embedding.word_embeddings.weight"][tokens]
+    if cfg["position_embedding_type"] == "learned_absolute":
+        x = x + params["embedding.position_embeddings.weight"][torch.arange(s)][None]
+    x = x.transpose(0, 1)  # [s, b, h]
+    for i in range(cfg["num_layers"]):
+        p = f"decoder.layers.{i}."
+        x = x + attention(cfg, normalize(cfg, x, params, p + "input_layernorm"), params,
+                          p + "self_attention.")
+        x = x + mlp(cfg, normalize(cfg, x, params, p + "pre_mlp_layernorm"), params, p + "mlp.")
+    x = normalize(cfg, x, params, "decoder.final_layernorm")
+    out_w = params.get("output_layer.weight", params["embedding.word_embeddings.weight"])
+    logits = F.linear(x, out_w)  # [s, b, v]
+    losses = F.cross_entropy(logits.float().reshape(s * b, -1), labels.t().reshape(-1),
+                             reduction="none").view(s, b).t()
+    return (losses * mask).sum()
+
+
+def read_bin(path, dtype, shape):
+    with open(path, "rb") as f:
+        return torch.frombuffer(bytearray(f.read()), dtype=dtype).reshape(shape).clone()
+
+
+def main(folder):
+    cfg = read_config(os.path.join(folder, "config.txt"))
+    shapes = parameter_shapes(cfg)
+    params = {}
+    with open(os.path.join(folder, "params.txt")) as f:
+        names = [line.strip() for line in f if line.strip()]
+    if sorted(names) != sorted(shapes):
+        sys.exit(f"parameter names differ from Megatron's: got {sorted(names)}, "
+                 f"expected {sorted(shapes)}")
+    for i, name in enumerate(names):
+        params[name] = read_bin(os.path.join(folder, f"param_{i}.bin"), torch.float32,
+                                shapes[name]).requires_grad_(True)
+    b, s = cfg["micro_batch_size"], cfg["seq_length"]
+    tokens = read_bin(os.path.join(folder, "tokens.bin"), torch.int32, (b, s)).long()
+    labels = read_bin(os.path.join(folder, "labels.bin"), torch.int32, (b, s)).long()
+    mask = read_bin(os.path.join(folder, "loss_mask.bin"), torch.float32, (b, s))
+    total = loss_sum(cfg, params, tokens, labels, mask)
+    (total * cfg["grad_scale"]).backward()
+    torch.tensor([total.item()], dtype=torch.float64).numpy().tofile(
+        os.path.join(folder, "ref_loss.bin"))
+    for i, name in enumerate(names):
+        params[name].grad.double().numpy().tofile(os.path.join(folder, f"ref_grad_{i}.bin"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

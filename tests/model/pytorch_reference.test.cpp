@@ -1,0 +1,117 @@
+// The float model's loss and every parameter gradient against an independent pure-PyTorch
+// implementation (gpt_reference.py) of the same Megatron model, for a Llama-style and a
+// GPT-2-style configuration: loss within 1e-5 relative, each gradient within 1e-4 relative L2.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "tests/kernels/gradient_check.hpp"
+#include "tests/model/model_fixtures.hpp"
+
+using namespace mactor;
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename V>
+void write_bin(const fs::path& path, const V* data, std::size_t n) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(data), n * sizeof(V));
+}
+
+std::vector<double> read_doubles(const fs::path& path, std::size_t n) {
+  std::vector<double> v(n);
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * sizeof(double)));
+  REQUIRE(in.gcount() == std::streamsize(n * sizeof(double)));
+  return v;
+}
+
+void write_config(const fs::path& path, const model::gpt_model_config& c, int mb, float scale) {
+  std::ofstream o(path);
+  o << "num_layers=" << c.num_layers << "\nhidden_size=" << c.hidden_size
+    << "\nffn_hidden_size=" << c.ffn_hidden_size
+    << "\nnum_attention_heads=" << c.num_attention_heads
+    << "\nnum_query_groups=" << c.query_groups() << "\nkv_channels=" << c.head_dim()
+    << "\nseq_length=" << c.seq_length << "\nmax_position_embeddings=" << c.max_position_embeddings
+    << "\npadded_vocab_size=" << c.padded_vocab_size << "\nmicro_batch_size=" << mb
+    << "\nnorm_epsilon=" << c.norm_epsilon << "\nrotary_base=" << c.rotary_base
+    << "\nrotary_percent=" << c.rotary_percent << "\ngrad_scale=" << scale
+    << "\napply_layernorm_1p=" << c.apply_layernorm_1p << "\nswiglu=" << c.swiglu
+    << "\ngelu_tanh_approximation=" << c.gelu_tanh_approximation
+    << "\nadd_bias_linear=" << c.add_bias_linear
+    << "\nuntie_embeddings_and_output_weights=" << c.untie_embeddings_and_output_weights
+    << "\nnormalization="
+    << (c.normalization == model::normalization_kind::layer_norm ? "LayerNorm" : "RMSNorm")
+    << "\nposition_embedding_type="
+    << (c.position_embedding_type == model::position_embedding_kind::rope ? "rope"
+                                                                           : "learned_absolute")
+    << "\n";
+}
+
+std::string python() {
+  const fs::path venv = fs::path(MACTOR_SOURCE_DIR) / ".venv/bin/python";
+  return fs::exists(venv) ? venv.string() : "/usr/bin/python3";
+}
+
+void compare_with_pytorch(model::gpt_model_config c, const std::string& tag) {
+  const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests/model/pytorch_reference" / tag;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  model::single_group tp;
+  model::gpt_model<float> m(c, tp);
+  // Train-like weights: perturb norms away from their init so their gradients are exercised.
+  for (auto& p : m.parameters())
+    if (p.full_shape.size() == 1) {
+      const auto noise = test::random_vector(p.numel, p.offset + 1, 0.1);
+      for (std::size_t i = 0; i < p.numel; ++i) p.value[i] += float(noise[i]);
+    }
+  const int mb = 3;
+  const auto batch = test::make_batch(mb, c.seq_length, c.padded_vocab_size, 9);
+  double tokens = 0;
+  for (float v : batch.loss_mask) tokens += v;
+  const float scale = float(1.0 / tokens);
+  const auto ours = m.forward_backward(batch.view(), scale);
+
+  write_config(dir / "config.txt", c, mb, scale);
+  std::ofstream names(dir / "params.txt");
+  for (std::size_t i = 0; i < m.parameters().size(); ++i) {
+    const auto& p = m.parameters()[i];
+    names << p.name << "\n";
+    write_bin(dir / ("param_" + std::to_string(i) + ".bin"), p.value, p.numel);
+  }
+  names.close();
+  write_bin(dir / "tokens.bin", batch.tokens.data(), batch.tokens.size());
+  write_bin(dir / "labels.bin", batch.labels.data(), batch.labels.size());
+  write_bin(dir / "loss_mask.bin", batch.loss_mask.data(), batch.loss_mask.size());
+  const std::string command = python() + " " + MACTOR_SOURCE_DIR +
+                              "/tests/model/gpt_reference.py " + dir.string();
+  REQUIRE(std::system(command.c_str()) == 0);
+
+  const double ref_loss = read_doubles(dir / "ref_loss.bin", 1)[0];
+  CHECK(std::abs(ours.loss_sum - ref_loss) / std::abs(ref_loss) <= 1e-5);
+  for (std::size_t i = 0; i < m.parameters().size(); ++i) {
+    const auto& p = m.parameters()[i];
+    const auto ref = read_doubles(dir / ("ref_grad_" + std::to_string(i) + ".bin"), p.numel);
+    INFO(p.name);
+    CHECK(test::relative_error(std::vector<float>(p.grad, p.grad + p.numel), ref) <= 1e-4);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("llama-style model (RMSNorm, RoPE, SwiGLU, GQA, untied, no bias) matches PyTorch") {
+  auto c = test::llama_style();
+  c.hidden_size = 32, c.ffn_hidden_size = 48, c.seq_length = 16, c.max_position_embeddings = 16;
+  c.padded_vocab_size = 64, c.init_method_std = 0.05f;
+  compare_with_pytorch(c, "llama");
+}
+
+TEST_CASE("gpt2-style model (LayerNorm, learned positions, GeLU, biases, tied) matches PyTorch") {
+  auto c = test::gpt2_style();
+  c.hidden_size = 32, c.ffn_hidden_size = 64, c.seq_length = 16, c.max_position_embeddings = 20;
+  c.padded_vocab_size = 64, c.init_method_std = 0.05f;
+  compare_with_pytorch(c, "gpt2");
+  c.apply_layernorm_1p = true, c.gelu_tanh_approximation = true;
+  compare_with_pytorch(c, "gpt2_1p_tanh");
+}
