@@ -73,12 +73,18 @@ TEST_CASE("messages with one tag between two processes arrive in posting order")
   CHECK(testing::wait_rank(pids[1], 30s) == 0);
 }
 
-TEST_CASE("a killed UCX rank becomes an error naming it on the others within 10 seconds") {
+namespace {
+
+// Three ranks all-reduce once, rank 2 is killed, and the survivors' next all-reduce must
+// fail with an error naming rank 2 within 10 seconds of the kill.
+void check_killed_rank_is_named(bool same_host_fast_path) {
   temp_dir dir;
   constexpr int world = 3, victim = 2;
   const auto pids = testing::spawn_ranks(world, [&](int r) {
     file_address_exchange exchange(dir.path);
-    ucx_transport t(r, world, exchange);
+    ucx_options options;
+    options.same_host_fast_path = same_host_fast_path;
+    ucx_transport t(r, world, exchange, options);
     transport_communicator all(t, {0, 1, 2}, 1);
     std::vector<float> x(1 << 20, 1.0f);
     all.all_reduce(std::span<float>(x));  // wires every connection
@@ -100,9 +106,11 @@ TEST_CASE("a killed UCX rank becomes an error naming it on the others within 10 
   for (int r = 0; r < world; ++r)
     while (!std::filesystem::exists(dir.path / ("ready_" + std::to_string(r))))
       std::this_thread::sleep_for(1ms);
+  // Let the survivors post their receives first, so the kill lands mid-operation.
+  dir.write("killed", "");
+  std::this_thread::sleep_for(100ms);
   ::kill(pids[victim], SIGKILL);
   const auto killed_at = std::chrono::steady_clock::now();
-  dir.write("killed", "");
   testing::wait_rank(pids[victim], 5s);
   for (int r = 0; r < world; ++r) {
     if (r == victim) continue;
@@ -113,4 +121,29 @@ TEST_CASE("a killed UCX rank becomes an error naming it on the others within 10 
     CHECK(elapsed < 10s);
     CHECK_THAT(dir.read("result_" + std::to_string(r)), Catch::Contains("rank 2"));
   }
+}
+
+}  // namespace
+
+TEST_CASE("a killed UCX rank on this host becomes an error naming it within 10 seconds") {
+  check_killed_rank_is_named(true);
+}
+
+TEST_CASE("a killed UCX rank behind peer error handling becomes an error naming it") {
+  check_killed_rank_is_named(false);
+}
+
+TEST_CASE("a transport destroyed without shutdown releases its peers cleanly") {
+  temp_dir dir;
+  const auto pids = testing::spawn_ranks(2, [&](int r) {
+    file_address_exchange exchange(dir.path);
+    {
+      ucx_transport t(r, 2, exchange);
+      std::vector<char> never(64);
+      t.recv(1 - r, 99, never.data(), never.size(), [](const status&) {});  // left pending
+    }
+    return 0;
+  });
+  CHECK(testing::wait_rank(pids[0], 20s) == 0);
+  CHECK(testing::wait_rank(pids[1], 20s) == 0);
 }
