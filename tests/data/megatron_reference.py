@@ -108,10 +108,25 @@ def cmd_gpt(spec, gpt, builder):
             if i >= len(ds):
                 continue
             it = ds[i]
-            items.append({k: (v.to(torch_dtype_for(k)).tolist() if hasattr(v, "tolist") else int(v))
+            items.append({k: (v.to(torch_dtype_for(k)).tolist() if hasattr(v, "to") else int(v))
                           for k, v in it.items()})
         out.append({"length": len(ds), "items": items, "class": type(ds).__name__})
     return {"splits": out}
+
+
+def cmd_numpy_random(spec):
+    """Legacy RandomState shuffles (two in a row, as GPTDataset does) and default_rng integers."""
+    shuffles = []
+    for seed, n in spec["shuffles"]:
+        rs = numpy.random.RandomState(seed)
+        a = numpy.arange(n, dtype=numpy.int32)
+        rs.shuffle(a)
+        b = numpy.arange(n, dtype=numpy.uint32)
+        rs.shuffle(b)
+        shuffles.append([a.tolist(), b.tolist()])
+    rng = numpy.random.default_rng(seed=spec["rng_seed"])
+    lengths = rng.integers(low=1, high=4096, size=spec["rng_size"], dtype=numpy.int32)
+    return {"shuffles": shuffles, "lengths": lengths.tolist()}
 
 
 def torch_dtype_for(key):
@@ -126,7 +141,7 @@ def main():
         spec = json.load(f)
     idx, gpt, builder = import_megatron_datasets()
     run = {"write": lambda s: cmd_write(s, idx), "read": lambda s: cmd_read(s, idx),
-           "gpt": lambda s: cmd_gpt(s, gpt, builder)}
+           "gpt": lambda s: cmd_gpt(s, gpt, builder), "numpy_random": cmd_numpy_random}
     if cmd == "batch":  # spec: [[command, spec], ...] -> list of results (one Python start-up)
         result = [run[c](s) for c, s in spec]
     else:
