@@ -88,33 +88,43 @@ struct comparison {
   }
 };
 
-// Ten steps of `opt` on the toy model; the same grads and per-step group lr/wd go to torch.
-comparison run_against_torch(const std::string& kind, toy_model& model, optimizer& opt,
-                             nlohmann::json spec) {
-  spec["kind"] = kind;
-  spec["values"] = model.values_json();
+// One optimizer run: ten steps of the C++ optimizer, recorded with everything torch needs to
+// replay them (initial values, grads, and each group's lr and weight decay per step).
+struct recorded_run {
+  nlohmann::json job;
+  std::vector<std::vector<std::vector<float>>> history;  // [step][param][element]
+};
+
+recorded_run record(const std::string& kind, toy_model& model, optimizer& opt, nlohmann::json job) {
+  recorded_run run;
+  job["mode"] = "optimizer";
+  job["kind"] = kind;
+  job["values"] = model.values_json();
   lr_scheduler sched(schedule(), opt.param_groups());
   nlohmann::json groups = nlohmann::json::array();
   for (const param_group& g : opt.param_groups()) groups.push_back({{"params", g.params}});
   std::mt19937 rng(99);
-  std::vector<std::vector<std::vector<float>>> history;
   for (int step = 0; step < 10; ++step) {
     model.fill_grads(rng);
-    spec["grads"].push_back(model.grads);
+    job["grads"].push_back(model.grads);
     for (std::size_t gi = 0; gi < groups.size(); ++gi) {
       groups[gi]["lr"].push_back(opt.param_groups()[gi].lr);
       groups[gi]["weight_decay"].push_back(opt.param_groups()[gi].weight_decay);
     }
     opt.step();
     sched.step(4);
-    history.push_back(model.values);
+    run.history.push_back(model.values);
   }
-  spec["groups"] = groups;
-  const nlohmann::json ref = run_python_reference("optimizer_reference.py", "optimizer", spec);
+  job["groups"] = groups;
+  run.job = job;
+  return run;
+}
+
+comparison compare(const recorded_run& run, const nlohmann::json& ref) {
   comparison cmp;
-  for (int step = 0; step < 10; ++step)
-    for (std::size_t p = 0; p < model.values.size(); ++p)
-      cmp.add_all(history[step][p], ref["history"][step][p]);
+  for (std::size_t step = 0; step < run.history.size(); ++step)
+    for (std::size_t p = 0; p < run.history[step].size(); ++p)
+      cmp.add_all(run.history[step][p], ref["history"][step][p]);
   return cmp;
 }
 
@@ -151,8 +161,7 @@ TEST_CASE("a decoupled param without --decoupled-lr is refused by name") {
                     Catch::Contains("embedding.weight") && Catch::Contains("--decoupled-lr"));
 }
 
-TEST_CASE("ten AdamW steps track torch.optim.AdamW to 1e-6 relative") {
-  toy_model model;
+TEST_CASE("ten AdamW, Adam and SGD-momentum steps track torch.optim to 1e-6 relative") {
   optimizer_options o;
   o.lr = 1e-2;
   o.min_lr = 1e-3;
@@ -160,44 +169,52 @@ TEST_CASE("ten AdamW steps track torch.optim.AdamW to 1e-6 relative") {
   o.adam_beta1 = 0.8;
   o.adam_beta2 = 0.95;
   o.adam_eps = 1e-6;
-  auto opt = make_optimizer(model.params, o);
-  auto* adam = dynamic_cast<adam_optimizer*>(opt.get());
-  REQUIRE(adam != nullptr);
-  const comparison cmp =
-      run_against_torch("adamw", model, *opt, {{"beta1", 0.8}, {"beta2", 0.95}, {"eps", 1e-6}});
-  std::printf("AdamW vs torch: max abs %.3g, max rel %.3g over 10 steps\n", cmp.max_abs,
-              cmp.max_rel);
-  CHECK(cmp.max_rel < 1e-6);
-  CHECK(adam->state()[0].step == 10);
-  CHECK(adam->state()[0].exp_avg.size() == 24);
-}
+  toy_model adamw_model;
+  auto adamw = make_optimizer(adamw_model.params, o);
+  auto* adamw_state = dynamic_cast<adam_optimizer*>(adamw.get());
+  REQUIRE(adamw_state != nullptr);
+  const recorded_run adamw_run =
+      record("adamw", adamw_model, *adamw, {{"beta1", 0.8}, {"beta2", 0.95}, {"eps", 1e-6}});
 
-TEST_CASE("ten Adam steps with L2 weight decay track torch.optim.Adam") {
-  toy_model model;
+  toy_model adam_model;  // Adam with L2 weight decay (decoupled_weight_decay = false)
   param_group_defaults defaults{1e-2, 1e-3, 2e-2, std::nullopt, 0.0};
-  adam_optimizer opt(model.params, make_param_groups(model.params, defaults),
-                     adam_options{0.9, 0.999, 1e-8, false});
-  const comparison cmp =
-      run_against_torch("adam", model, opt, {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}});
-  std::printf("Adam (L2) vs torch: max abs %.3g, max rel %.3g\n", cmp.max_abs, cmp.max_rel);
-  CHECK(cmp.max_rel < 1e-6);
-}
+  adam_optimizer adam(adam_model.params, make_param_groups(adam_model.params, defaults),
+                      adam_options{0.9, 0.999, 1e-8, false});
+  const recorded_run adam_run =
+      record("adam", adam_model, adam, {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}});
 
-TEST_CASE("ten SGD-momentum steps track torch.optim.SGD to 1e-6 relative") {
-  toy_model model;
-  optimizer_options o;
+  toy_model sgd_model;
   o.optimizer = optimizer_kind::sgd;
-  o.lr = 1e-2;
-  o.min_lr = 1e-3;
-  o.decoupled_lr = 2e-2;
   o.sgd_momentum = 0.85;
-  auto opt = make_optimizer(model.params, o);
-  auto* sgd = dynamic_cast<sgd_optimizer*>(opt.get());
-  REQUIRE(sgd != nullptr);
-  const comparison cmp = run_against_torch("sgd", model, *opt, {{"momentum", 0.85}});
-  std::printf("SGD vs torch: max abs %.3g, max rel %.3g\n", cmp.max_abs, cmp.max_rel);
-  CHECK(cmp.max_rel < 1e-6);
-  CHECK(sgd->state()[1].momentum_buffer.size() == 6);
+  auto sgd = make_optimizer(sgd_model.params, o);
+  auto* sgd_state = dynamic_cast<sgd_optimizer*>(sgd.get());
+  REQUIRE(sgd_state != nullptr);
+  const recorded_run sgd_run = record("sgd", sgd_model, *sgd, {{"momentum", 0.85}});
+
+  const nlohmann::json ref = run_python_reference(
+      "optimizer_reference.py", "batch", {{"jobs", {adamw_run.job, adam_run.job, sgd_run.job}}});
+  const char* names[] = {"AdamW", "Adam (L2)", "SGD momentum"};
+  const recorded_run* runs[] = {&adamw_run, &adam_run, &sgd_run};
+  for (int i = 0; i < 3; ++i) {
+    const comparison cmp = compare(*runs[i], ref["results"][i]);
+    std::printf("%s vs torch over 10 steps: max abs diff %.3g, max rel diff %.3g\n", names[i],
+                cmp.max_abs, cmp.max_rel);
+    INFO(names[i]);
+    CHECK(cmp.max_rel < 1e-6);
+  }
+  // The state torch keeps is the state we keep.
+  const nlohmann::json& adamw_ref_state = ref["results"][0]["state"];
+  comparison state_cmp;
+  for (std::size_t p = 0; p < adamw_model.params.size(); ++p) {
+    CHECK(adamw_state->state()[p].step == 10);
+    CHECK(adamw_ref_state[p]["step"].get<double>() == 10.0);
+    state_cmp.add_all(adamw_state->state()[p].exp_avg, adamw_ref_state[p]["exp_avg"]);
+    state_cmp.add_all(adamw_state->state()[p].exp_avg_sq, adamw_ref_state[p]["exp_avg_sq"]);
+    state_cmp.add_all(sgd_state->state()[p].momentum_buffer,
+                      ref["results"][2]["state"][p]["momentum_buffer"]);
+  }
+  std::printf("optimizer state vs torch: max rel diff %.3g\n", state_cmp.max_rel);
+  CHECK(state_cmp.max_rel < 1e-6);
 }
 
 TEST_CASE("weight decay leaves flagged params alone and shrinks the others") {
@@ -205,6 +222,7 @@ TEST_CASE("weight decay leaves flagged params alone and shrinks the others") {
   toy_model model;
   optimizer_options o;
   o.lr = 0.1;
+  o.decoupled_lr = 0.1;
   o.weight_decay = 0.5;
   auto opt = make_optimizer(model.params, o);
   for (param_group& g : opt->param_groups()) {

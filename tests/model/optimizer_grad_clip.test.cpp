@@ -35,42 +35,53 @@ struct buffers {
   }
 };
 
-void check_against_torch(float grad_scale, double max_norm, bool expect_clip) {
-  buffers b({1000, 37, 1, 256}, grad_scale, 42);
-  const nlohmann::json ref = run_python_reference(
-      "optimizer_reference.py", "clip",
-      {{"values", b.values}, {"grads", b.grads}, {"max_norm", max_norm}});
-  const double zeros = count_zeros_in_grads(b.params);
-  const double pnorm = params_norm(b.params);
-  const double total = clip_grad_norm(b.params, max_norm);
-  std::printf("clip (max_norm %g): norm %.9g vs torch %.9g, rel %.2g; params norm rel %.2g\n",
-              max_norm, total, ref["total_norm"].get<double>(),
-              std::abs(total - ref["total_norm"].get<double>()) / total,
-              std::abs(pnorm - ref["params_norm"].get<double>()) / pnorm);
-  CHECK(close(total, ref["total_norm"].get<double>(), 1e-6));
-  CHECK(zeros == ref["num_zeros"].get<double>());
-  CHECK(close(pnorm, ref["params_norm"].get<double>(), 1e-12));
-  double max_rel = 0.0;
-  for (std::size_t p = 0; p < b.grads.size(); ++p)
-    for (std::size_t i = 0; i < b.grads[p].size(); ++i) {
-      const double want = ref["grads"][p][i].get<double>();
-      const double got = b.grads[p][i];
-      if (want != 0.0) max_rel = std::max(max_rel, std::abs(got - want) / std::abs(want));
-      else CHECK(got == 0.0);
-    }
-  std::printf("  clipped grads max rel diff %.2g\n", max_rel);
-  CHECK(max_rel < 1e-6);
-  CHECK(close(grad_norm(b.params), expect_clip ? max_norm : total, 1e-5));
-}
+struct clip_case {
+  buffers b;
+  double max_norm;
+  bool expect_clip;
+  double zeros = 0, pnorm = 0, total = 0;
+  nlohmann::json job;
+
+  clip_case(float grad_scale, double max_norm_, bool expect_clip_)
+      : b({1000, 37, 1, 256}, grad_scale, 42), max_norm(max_norm_), expect_clip(expect_clip_) {
+    job = {{"mode", "clip"}, {"values", b.values}, {"grads", b.grads}, {"max_norm", max_norm}};
+    zeros = count_zeros_in_grads(b.params);
+    pnorm = params_norm(b.params);
+    total = clip_grad_norm(b.params, max_norm);
+  }
+
+  void check(const nlohmann::json& ref) {
+    const double ref_norm = ref["total_norm"].get<double>();
+    const double ref_pnorm = ref["params_norm"].get<double>();
+    double max_rel = 0.0;
+    for (std::size_t p = 0; p < b.grads.size(); ++p)
+      for (std::size_t i = 0; i < b.grads[p].size(); ++i) {
+        const double want = ref["grads"][p][i].get<double>();
+        const double got = b.grads[p][i];
+        if (want != 0.0) max_rel = std::max(max_rel, std::abs(got - want) / std::abs(want));
+        else CHECK(got == 0.0);
+      }
+    std::printf("clip at %g: norm %.9g vs torch %.9g (rel %.2g), clipped grads max rel %.2g, "
+                "params norm rel %.2g\n",
+                max_norm, total, ref_norm, std::abs(total - ref_norm) / total, max_rel,
+                std::abs(pnorm - ref_pnorm) / pnorm);
+    CHECK(close(total, ref_norm, 1e-6));
+    CHECK(zeros == ref["num_zeros"].get<double>());
+    CHECK(close(pnorm, ref_pnorm, 1e-12));
+    CHECK(max_rel < 1e-6);
+    CHECK(close(grad_norm(b.params), expect_clip ? max_norm : total, 1e-5));
+  }
+};
 
 }  // namespace
 
-TEST_CASE("clipping matches torch clip_grad_norm_ when the norm is above the limit") {
-  check_against_torch(3.0f, 1.0, true);
-}
-
-TEST_CASE("clipping leaves grads alone below the limit and still reports the norm") {
-  check_against_torch(1e-3f, 1.0, false);
+TEST_CASE("clipping matches torch clip_grad_norm_ above and below the limit") {
+  clip_case above(3.0f, 1.0, true);   // norm ~100: scaled down to 1
+  clip_case below(1e-3f, 1.0, false);  // norm ~0.03: left alone, norm still reported
+  const nlohmann::json ref = run_python_reference("optimizer_reference.py", "batch",
+                                                  {{"jobs", {above.job, below.job}}});
+  above.check(ref["results"][0]);
+  below.check(ref["results"][1]);
 }
 
 TEST_CASE("the norm of a group is the sqrt of the reduced local sums of squares") {

@@ -1,6 +1,7 @@
 """PyTorch reference for the optimizer tests: runs torch.optim.AdamW / Adam / SGD and
 torch.nn.utils.clip_grad_norm_ on the same numbers as the C++ code.
-Usage: optimizer_reference.py (optimizer|clip) IN.json OUT.json"""
+Usage: optimizer_reference.py batch IN.json OUT.json, where IN holds {"jobs": [...]}, each job
+{"mode": "optimizer" | "clip", ...}; OUT gets {"results": [...]} in the same order."""
 import json
 import sys
 
@@ -56,12 +57,12 @@ def run_clip(spec):
 
 
 def main():
-    mode, path_in, path_out = sys.argv[1:4]
+    path_in, path_out = sys.argv[2:4]
     with open(path_in) as f:
-        spec = json.load(f)
-    result = run_optimizer(spec) if mode == "optimizer" else run_clip(spec)
+        jobs = json.load(f)["jobs"]
+    results = [run_optimizer(j) if j["mode"] == "optimizer" else run_clip(j) for j in jobs]
     with open(path_out, "w") as f:
-        json.dump(result, f)
+        json.dump({"results": results}, f)
 
 
 if __name__ == "__main__":
