@@ -24,6 +24,11 @@ rendezvous_endpoint resolve_rendezvous(const launch_env& env) {
                          "store uses MASTER_PORT+1), or launch with mactor");
 }
 
+rendezvous::~rendezvous() {
+  client.reset();
+  if (server) server->wait_until_idle(std::chrono::seconds(10));
+}
+
 rendezvous open_rendezvous(const launch_env& env, std::chrono::milliseconds timeout) {
   rendezvous_endpoint ep = resolve_rendezvous(env);
   rendezvous r;

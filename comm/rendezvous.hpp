@@ -32,6 +32,13 @@ rendezvous_endpoint resolve_rendezvous(const launch_env& env);
 struct rendezvous {
   std::unique_ptr<rendezvous_server> server;
   std::unique_ptr<rendezvous_client> client;
+
+  rendezvous() = default;
+  rendezvous(rendezvous&&) = default;
+  rendezvous& operator=(rendezvous&&) = default;
+  /// On the hosting rank, waits (up to 10 s) for the other ranks to disconnect before closing
+  /// the store, so a rank still reading its last reply does not lose it.
+  ~rendezvous();
 };
 
 /// Resolves, hosts if this rank must, and connects within `timeout`.

@@ -91,9 +91,17 @@ void rendezvous_server::serve(int fd) {
   } catch (const std::exception&) {
     // A client that vanishes mid-request is its own problem; the store carries on.
   }
-  std::lock_guard lock(mu_);
-  conn_fds_.erase(std::remove(conn_fds_.begin(), conn_fds_.end(), fd), conn_fds_.end());
-  ::close(fd);
+  {
+    std::lock_guard lock(mu_);
+    conn_fds_.erase(std::remove(conn_fds_.begin(), conn_fds_.end(), fd), conn_fds_.end());
+    ::close(fd);
+  }
+  changed_.notify_all();
+}
+
+bool rendezvous_server::wait_until_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return changed_.wait_for(lock, timeout, [&] { return conn_fds_.empty(); });
 }
 
 std::string rendezvous_server::handle(const std::string& request) {

@@ -2,6 +2,7 @@
 // strings by key, with blocking reads, so ranks can exchange addresses before any transport exists.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -25,6 +26,9 @@ class rendezvous_server {
   /// Sets a key from inside the hosting process (mactor uses it to post "mactor/abort").
   void set(const std::string& key, std::string value);
   std::optional<std::string> try_get(const std::string& key) const;
+
+  /// Waits until no client is connected (or `timeout` passes); true when none is.
+  bool wait_until_idle(std::chrono::milliseconds timeout);
 
   /// Closes the listener and every connection; blocked clients see the connection drop.
   void stop();

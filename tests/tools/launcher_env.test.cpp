@@ -172,3 +172,24 @@ TEST_CASE("binding to cores (--bind-to core) pins each rank to one core by local
   CHECK(ranks[0]["Cpus_allowed_list"] != ranks[1]["Cpus_allowed_list"]);
   CHECK(ranks[0]["Cpus_allowed_list"].find_first_of(",-") == std::string::npos);
 }
+
+TEST_CASE("ranks started by mpirun on one node meet in a store hosted by rank 0") {
+  auto r = run_shell("mpirun --allow-run-as-root --oversubscribe -np 3 " + bin_dir() + "/rank_kv");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("rank 0 got 'hello from rank 2") != std::string::npos);
+  CHECK(r.out.find("rank 1 got 'echo hello from rank 1") != std::string::npos);
+}
+
+TEST_CASE("an ssh-like agent that re-parses the command in a shell starts remote ranks intact") {
+  auto r = run_shell("OMPI_MCA_plm_rsh_agent=" + std::string(MACTOR_SOURCE_DIR) +
+                     "/tests/tools/fake_ssh.sh " + mactor_bin() + " -H n1:1,n2:1 -x 'MACTOR_T_Q=a b;c' " +
+                     bin_dir() + "/rank_probe MACTOR_TEST_HOST MACTOR_T_Q");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  auto ranks = parse_probe(r.out);
+  REQUIRE(ranks.size() == 2);
+  CHECK(ranks[0]["MACTOR_TEST_HOST"] == "n1");
+  CHECK(ranks[1]["MACTOR_TEST_HOST"] == "n2");
+  CHECK(r.out.find("MACTOR_T_Q=a b;c") != std::string::npos);
+}

@@ -137,6 +137,17 @@ TEST_CASE("SIGTERM to mactor is forwarded to every rank and no process survives"
   for (pid_t p : pids) CHECK_FALSE(alive(p));
 }
 
+TEST_CASE("Ctrl-C (SIGINT) to mactor reaches every rank and mactor exits 130") {
+  temp_dir d;
+  pid_t job = start_job({mactor_bin(), "-np", "2", rank_exit(), "--rank", "none", "--sleep-s", "60",
+                         "--pid-dir", d.path}, d.path, 2);
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(job, SIGINT);
+  CHECK(wait_status(job) == 130);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3));  // no grace wait needed
+  for (pid_t p : pids_in(d.path)) CHECK_FALSE(alive(p));
+}
+
 TEST_CASE("SIGKILL of mactor itself takes its ranks down through the parent-death signal") {
   temp_dir d;
   // Short sleeps: the ranks' own children have no death signal and outlive mactor by design.
@@ -151,6 +162,15 @@ TEST_CASE("SIGKILL of mactor itself takes its ranks down through the parent-deat
   in1 >> r1;
   CHECK_FALSE(alive(r0));
   CHECK_FALSE(alive(r1));
+}
+
+TEST_CASE("a child that a rank moved to its own session does not outlive the job") {
+  temp_dir d;
+  auto r = run_shell(mactor_bin() + " -np 2 " + rank_exit() + " --code 0 --setsid-child --pid-dir " + d.path);
+  CHECK(r.status == 0);
+  auto pids = pids_in(d.path);
+  CHECK(pids.size() == 4);
+  for (pid_t p : pids) CHECK_FALSE(alive(p));
 }
 
 TEST_CASE("stdin goes to rank 0 only") {

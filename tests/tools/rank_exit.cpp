@@ -1,8 +1,9 @@
 // Test helper: one rank exits with a code or kills itself with a signal; the others sleep.
 // usage: rank_exit [--rank R|none] [--code C] [--signal S] [--after-ms T] [--sleep-s S]
-//                  [--pid-dir DIR] [--ignore-term]
+//                  [--pid-dir DIR [--setsid-child]] [--ignore-term]
 // --pid-dir makes every rank write its pid and that of a child it forks (which sleeps too), so a
-// test can check that nothing outlives the job.
+// test can check that nothing outlives the job; --setsid-child moves that child out of the rank's
+// process group and session, as a daemon would.
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,7 +19,7 @@ int main(int argc, char** argv) {
   int target = -1, code = 0, sig = 0, after_ms = 0;
   double sleep_s = 60;
   std::string pid_dir;
-  bool ignore_term = false;
+  bool ignore_term = false, setsid_child = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     else if (a == "--sleep-s") sleep_s = std::atof(next());
     else if (a == "--pid-dir") pid_dir = next();
     else if (a == "--ignore-term") ignore_term = true;
+    else if (a == "--setsid-child") setsid_child = true;
     else {
       std::fprintf(stderr, "rank_exit: unknown argument %s\n", a.c_str());
       return 2;
@@ -49,6 +51,7 @@ int main(int argc, char** argv) {
   if (!pid_dir.empty()) {
     pid_t child = fork();
     if (child == 0) {
+      if (setsid_child) ::setsid();
       ::sleep(static_cast<unsigned>(sleep_s) + 1);
       ::_exit(0);
     }

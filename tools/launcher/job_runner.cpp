@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -161,6 +162,7 @@ int job_runner::poll_timeout_ms() const {
 
 int job_runner::run() {
   int sig_fd = install_signal_pipe();
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphans of ranks become ours to kill and reap
   const int n = plan_.layout.world_size();
   pid_.assign(n, -1);
   if (plan_.opts.timeout_s > 0)
@@ -222,6 +224,7 @@ int job_runner::run() {
     if (running_ == 0 && drain_until == never) drain_until = now + std::chrono::seconds(2);
   }
   relay_.flush_all();
+  reap_leftovers(std::chrono::seconds(2));
   return exit_code_;
 }
 

@@ -121,12 +121,18 @@ int launch_main(int argc, char** argv) {
   }
   try {
     comm::rendezvous_server store(plan.opts.rdzv_port);
-    plan.identity.job_id = env_or("MACTOR_JOB_ID", make_job_id());
+    plan.identity.job_id = make_job_id();
+    // MASTER_ADDR/MASTER_PORT given to mactor are passed on, unless they are an enclosing
+    // mactor job's own (a job started from inside a rank gets fresh ones).
+    bool nested = std::getenv("MACTOR_RANK") != nullptr;
+    auto master_env = [&](const char* name, const std::string& fallback) {
+      return nested ? fallback : env_or(name, fallback);
+    };
     plan.identity.rdzv_addr = rdzv_host + ":" + std::to_string(store.port());
     const auto& host0 = plan.layout.hosts[plan.layout.ranks[0].host];
     plan.identity.master_addr =
-        env_or("MASTER_ADDR", plan.host_is_local[plan.layout.ranks[0].host] ? rdzv_host : host0.name);
-    plan.identity.master_port = std::atoi(env_or("MASTER_PORT", "0").c_str());
+        master_env("MASTER_ADDR", plan.host_is_local[plan.layout.ranks[0].host] ? rdzv_host : host0.name);
+    plan.identity.master_port = std::atoi(master_env("MASTER_PORT", "0").c_str());
     if (plan.identity.master_port <= 0) plan.identity.master_port = free_port();
     plan.remote_mactor = plan.opts.remote_mactor;
     if (plan.remote_mactor.empty()) plan.remote_mactor = std::filesystem::read_symlink("/proc/self/exe");

@@ -10,6 +10,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 #include <csignal>
 #include <pthread.h>
 #include <cstdlib>
@@ -114,6 +118,38 @@ pid_t spawn_rank(const spawn_request& req) {
     throw spawn_error("cannot execute '" + path + "': " + std::strerror(err));
   }
   return pid;
+}
+
+// Children of this process, from /proc (ranks' orphans land here: mactor is a subreaper).
+std::vector<pid_t> own_children() {
+  std::vector<pid_t> kids;
+  std::error_code ec;
+  for (auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    auto close = line.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == ::getpid())
+      kids.push_back(static_cast<pid_t>(std::atoi(entry.path().filename().c_str())));
+  }
+  return kids;
+}
+
+// Kills and reaps whatever the ranks left behind (daemons, children that changed process group),
+// waiting at most `limit`, so no process of the job outlives mactor.
+void reap_leftovers(std::chrono::milliseconds limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    for (pid_t kid : own_children()) ::kill(kid, SIGKILL);
+    int status;
+    pid_t got;
+    while ((got = ::waitpid(-1, &status, WNOHANG)) > 0) {}
+    if (got < 0 && errno == ECHILD) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 void signal_group(pid_t pgid, int sig) {

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -30,6 +31,13 @@ std::string find_in_path(const std::string& program);
 /// Forks and execs; returns once the exec succeeded (the pid is its process group id too).
 /// Call from the main thread: the death signal follows the thread that forked.
 pid_t spawn_rank(const spawn_request& req);
+
+/// This process's children, read from /proc.
+std::vector<pid_t> own_children();
+
+/// Kills and reaps every remaining child (with PR_SET_CHILD_SUBREAPER set, that includes the
+/// ranks' orphans), waiting at most `limit`, so nothing of the job outlives its launcher.
+void reap_leftovers(std::chrono::milliseconds limit);
 
 /// Signals a rank's whole process group.
 void signal_group(pid_t pgid, int sig);

@@ -107,6 +107,7 @@ int remote_exec_main(const std::string& hex) {
   remote_spec spec = decode_remote_spec(hex);
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the agent (or mactor, for "ip netns exec") went away
   int sig_fd = install_signal_pipe();
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // the rank's orphans become ours to kill and reap
   spawn_request req;
   req.argv = spec.argv;
   req.env = merge_env(environ, spec.env);
@@ -154,6 +155,7 @@ int remote_exec_main(const std::string& hex) {
     int status = 0;
     if (::waitpid(child, &status, WNOHANG) == child) {
       signal_group(child, SIGKILL);  // whatever the rank left in its group goes with it
+      reap_leftovers(std::chrono::seconds(2));
       if (WIFSIGNALED(status)) {
         restore_default(WTERMSIG(status));
         ::kill(::getpid(), WTERMSIG(status));
