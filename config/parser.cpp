@@ -100,8 +100,8 @@ class parser {
   // Consumes the word at i (and the values it takes); returns the index of the next word.
   std::size_t consume(std::span<const std::string> words, const std::vector<classified>& kinds, std::size_t i) {
     const auto& c = kinds[i];
-    if (c.kind == word_kind::separator) return i + 1;
-    if (c.kind == word_kind::argument) { extras_.push_back(words[i]); return i + 1; }
+    // Megatron's parser has no positionals, so Python 3.11's argparse leaves "--" itself among the extras.
+    if (c.kind != word_kind::option) { extras_.push_back(words[i]); return i + 1; }
     if (!c.spec) {
       if (!program_flag(c.option)) extras_.push_back(words[i]);
       return i + 1;

@@ -1,6 +1,8 @@
 // validate_args, first half (rules 7-28 of shared/megatron/validation.md): parallel layout, batch sizes,
 // removed flags, data sources, virtual pipeline and communication overlap.
 #include <cctype>
+#include <cstdlib>
+#include <string_view>
 #include <numeric>
 
 #include "config/validation_context.hpp"
@@ -247,6 +249,11 @@ void pipeline_overlap(validation_context& c) {  // rules 25, 26, 28
   }
 }
 
+bool cuda_max_connections_is_one() {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  return v && std::string_view(v) == "1";
+}
+
 void torch_fsdp2(validation_context& c) {  // rule 27
   const auto& d = c.a.distributed;
   if (!d.use_torch_fsdp2) return;
@@ -260,6 +267,8 @@ void torch_fsdp2(validation_context& c) {  // rule 27
   c.require(c.a.network_size.untie_embeddings_and_output_weights,
             "--use-torch-fsdp2 requires --untie-embeddings-and-output-weights");
   c.require(!c.a.mixed_precision.fp16, "--use-torch-fsdp2 is not supported with --fp16");
+  c.require(!cuda_max_connections_is_one(), "FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS larger than one "
+                                            "(unset it or set it to e.g. 8)");
 }
 
 }  // namespace

@@ -64,6 +64,8 @@ void parallel_state(validation_context& c) {  // rules 121, 123, 124
   const std::int64_t ep = c.a.moe.expert_model_parallel_size;
   const std::int64_t expert_model = etp * ep * d.pipeline_model_parallel_size;
   const std::int64_t w = c.a.derived.world_size;
+  const std::int64_t dense = d.tensor_model_parallel_size * d.pipeline_model_parallel_size * d.context_parallel_size;
+  if (dense <= 0 || w % dense != 0) return;  // already reported as rule 8
   if (expert_model > 0 && !c.require(w % expert_model == 0,
                                      "world size " + show(w) + " is not divisible by --expert-tensor-parallel-size x "
                                      "--expert-model-parallel-size x --pipeline-model-parallel-size = " + show(expert_model)))

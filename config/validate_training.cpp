@@ -27,6 +27,11 @@ void precision(validation_context& c) {  // rules 29-34
               "--fp8-param-gather is only supported with --use-distributed-optimizer, torch FSDP2 or megatron FSDP");
   if (te.fp4 && te.fp8) c.error("--fp4-format and --fp8-format cannot be used simultaneously; choose one");
   if (te.fp4_param && !te.fp4) c.error("--fp4-param requires --fp4-format to be specified");
+  if (d.use_megatron_fsdp) {
+    const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    c.require(!connections || std::string(connections) != "1",
+              "FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS larger than one (unset it or set it to e.g. 8)");
+  }
   if (d.use_megatron_fsdp)
     c.require(c.a.checkpointing.ckpt_format == "fsdp_dtensor",
               "--use-megatron-fsdp requires --ckpt-format fsdp_dtensor (got " + c.a.checkpointing.ckpt_format + ")");
@@ -243,7 +248,7 @@ void checkpoint_and_data(validation_context& c) {  // rules 67, 68, 72, 74, 76, 
     c.require(c.a.derived.use_dist_ckpt, "--disable-gloo-process-groups with the distributed optimizer needs a distributed "
                                          "checkpoint format (--ckpt-format torch_dist)");
   }
-  if (ck.load_main_params_from_ckpt) c.require(ck.no_load_optim, "--load-main-params-from-ckpt must be used with --no-load-optim");
+  if (ck.load_main_params_from_ckpt.value_or(false)) c.require(ck.no_load_optim.value_or(false), "--load-main-params-from-ckpt must be used with --no-load-optim");
   if (c.a.moe.moe_use_upcycling) {
     c.require(ck.save.has_value(), "--moe-use-upcycling needs --save");
     ck.no_load_optim = ck.no_load_rng = true;

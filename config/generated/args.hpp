@@ -100,11 +100,11 @@ struct training_args {
   bool profile{false};  // --profile
   std::int64_t profile_step_start{10};  // --profile-step-start
   std::int64_t profile_step_end{12};  // --profile-step-end
-  std::vector<std::int64_t> iterations_to_skip{{}};  // --iterations-to-skip
+  std::vector<std::int64_t> iterations_to_skip{};  // --iterations-to-skip
   std::optional<std::string> result_rejected_tracker_filename{};  // --result-rejected-tracker-filename
   bool enable_gloo_process_groups{true};  // --disable-gloo-process-groups
   bool use_pytorch_profiler{false};  // --use-pytorch-profiler
-  std::vector<std::int64_t> profile_ranks{{0}};  // --profile-ranks
+  std::vector<std::int64_t> profile_ranks{0};  // --profile-ranks
   bool record_memory_history{false};  // --record-memory-history
   std::string memory_snapshot_path{"snapshot.pickle"};  // --memory-snapshot-path
   bool tp_comm_overlap{false};  // --tp-comm-overlap
@@ -115,7 +115,7 @@ struct training_args {
   bool tp_comm_bulk_dgrad{true};  // --disable-tp-comm-bulk-dgrad
   bool tp_comm_bulk_wgrad{true};  // --disable-tp-comm-bulk-wgrad
   std::string tp_comm_bootstrap_backend{"nccl"};  // --tp-comm-bootstrap-backend
-  bool use_cpu_initialization{false};  // --use-cpu-initialization
+  std::optional<bool> use_cpu_initialization{};  // --use-cpu-initialization
   std::int64_t empty_unused_memory_level{0};  // --empty-unused-memory-level
   bool deterministic_mode{false};  // --deterministic-mode
   std::optional<std::int64_t> check_weight_hash_across_dp_replicas_interval{};  // --check-weight-hash-across-dp-replicas-interval
@@ -161,7 +161,7 @@ struct training_args {
   bool tp_comm_split_ag{true};  // --disable-tp-comm-split-ag
   bool tp_comm_split_rs{true};  // --disable-tp-comm-split-rs
   std::optional<std::string> pipeline_model_parallel_comm_backend{};  // --pipeline-model-parallel-comm-backend
-  std::vector<std::string> high_priority_stream_groups{{}};  // --high-priority-stream-groups
+  std::vector<std::string> high_priority_stream_groups{};  // --high-priority-stream-groups
   bool use_te_activation_func{false};  // --use-te-activation-func
 };
 
@@ -231,12 +231,12 @@ struct checkpointing_args {
   std::optional<std::string> save{};  // --save
   std::optional<std::int64_t> save_interval{};  // --save-interval
   std::optional<std::int64_t> save_retain_interval{};  // --save-retain-interval
-  bool no_save_optim{false};  // --no-save-optim
-  bool no_save_rng{false};  // --no-save-rng
+  std::optional<bool> no_save_optim{};  // --no-save-optim
+  std::optional<bool> no_save_rng{};  // --no-save-rng
   std::optional<std::string> load{};  // --load
-  bool no_load_optim{false};  // --no-load-optim
-  bool load_main_params_from_ckpt{false};  // --load-main-params-from-ckpt
-  bool no_load_rng{false};  // --no-load-rng
+  std::optional<bool> no_load_optim{};  // --no-load-optim
+  std::optional<bool> load_main_params_from_ckpt{};  // --load-main-params-from-ckpt
+  std::optional<bool> no_load_rng{};  // --no-load-rng
   bool strict_fsdp_dtensor_load{true};  // --no-strict-fsdp-dtensor-load
   std::optional<std::int64_t> non_persistent_save_interval{};  // --non-persistent-save-interval
   std::optional<std::string> non_persistent_ckpt_type{};  // --non-persistent-ckpt-type
@@ -261,7 +261,7 @@ struct checkpointing_args {
   bool ckpt_convert_update_legacy_dist_opt_format{false};  // --ckpt-convert-update-legacy-dist-opt-format
   bool ckpt_fully_parallel_save_deprecated{false};  // --ckpt-fully-parallel-save
   bool ckpt_fully_parallel_save{true};  // --no-ckpt-fully-parallel-save
-  bool async_save{false};  // --async-save
+  std::optional<bool> async_save{};  // --async-save
   bool ckpt_fully_parallel_load{false};  // --ckpt-fully-parallel-load
   bool ckpt_assume_constant_structure{false};  // --ckpt-assume-constant-structure
   std::string dist_ckpt_strictness{"assume_ok_unexpected"};  // --dist-ckpt-strictness
@@ -339,7 +339,7 @@ struct distributed_args {
   bool use_torch_fsdp2{false};  // --use-torch-fsdp2
   bool torch_fsdp2_reshard_after_forward{true};  // --torch-fsdp2-no-reshard-after-forward
   std::int64_t context_parallel_size{1};  // --context-parallel-size
-  std::vector<std::string> cp_comm_type{{"p2p"}};  // --cp-comm-type
+  std::vector<std::string> cp_comm_type{"p2p"};  // --cp-comm-type
   std::optional<std::vector<std::int64_t>> hierarchical_context_parallel_sizes{};  // --hierarchical-context-parallel-sizes
   std::optional<std::string> nccl_communicator_config_path{};  // --nccl-communicator-config-path
   bool use_tp_pp_dp_mapping{false};  // --use-tp-pp-dp-mapping
@@ -421,7 +421,7 @@ struct biencoder_args {
   double query_in_block_prob{0.1};  // --query-in-block-prob
   bool use_one_sent_docs{false};  // --use-one-sent-docs
   std::optional<std::string> evidence_data_path{};  // --evidence-data-path
-  std::vector<std::int64_t> retriever_report_topk_accuracies{{}};  // --retriever-report-topk-accuracies
+  std::vector<std::int64_t> retriever_report_topk_accuracies{};  // --retriever-report-topk-accuracies
   bool retriever_score_scaling{false};  // --retriever-score-scaling
   std::optional<std::string> block_data_path{};  // --block-data-path
   std::optional<std::string> embedding_path{};  // --embedding-path

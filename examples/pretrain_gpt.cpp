@@ -1,0 +1,47 @@
+// pretrain_gpt: Megatron-LM's pretrain_gpt.py command line, run by mactor.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "comm/launch_env.hpp"
+#include "config/config_json.hpp"
+#include "config/resolve.hpp"
+
+namespace {
+
+constexpr const char* prog = "pretrain_gpt";
+
+void print_layout(const mactor::config::megatron_args& a) {
+  const auto& d = a.distributed;
+  std::printf("using world size: %lld, data-parallel size: %lld, context-parallel size: %lld, "
+              "hierarchical context-parallel sizes: None, tensor-model-parallel size: %lld, "
+              "pipeline-model-parallel size: %lld\n",
+              static_cast<long long>(a.derived.world_size), static_cast<long long>(a.derived.data_parallel_size),
+              static_cast<long long>(d.context_parallel_size), static_cast<long long>(d.tensor_model_parallel_size),
+              static_cast<long long>(d.pipeline_model_parallel_size));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mactor::comm::launch_env env;
+  try {
+    env = mactor::comm::detect_launch_env(mactor::comm::process_env());
+  } catch (const mactor::comm::launch_env_error& e) {
+    std::fprintf(stderr, "%s: error: %s\n", prog, e.what());
+    return 2;
+  }
+  const std::vector<std::string> arguments(argv + 1, argv + argc);
+  auto r = mactor::config::resolve(arguments, prog, {env.rank, env.world_size});
+  std::fputs(r.err.c_str(), stderr);
+  std::fputs(r.out.c_str(), stdout);
+  if (r.exit_status) return *r.exit_status;
+  if (env.rank == 0) {
+    print_layout(r.args);
+    std::fputs(mactor::config::arguments_block(r.args).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  std::fprintf(stderr, "%s: error: training is not built yet in this version of mactor; use --dump-config to check a "
+                       "configuration\n", prog);
+  return 3;
+}

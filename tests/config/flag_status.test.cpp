@@ -1,0 +1,39 @@
+// The support table: every flag has a status, and setting an unsupported one is an error naming it.
+#include <catch2/catch.hpp>
+
+#include "config/flag_status.hpp"
+#include "config/flag_table.hpp"
+#include "config/parser.hpp"
+
+using namespace mactor::config;
+
+TEST_CASE("the table lists every flag once with a status and a reason") {
+  const auto table = flag_status_table();
+  std::size_t lines = 0;
+  for (char c : table) lines += c == '\n';
+  CHECK(lines == flag_specs().size() + 1);
+  CHECK(flag_specs().size() == 565);
+  CHECK(table.rfind("flag\tgroup\tstatus\treason\n", 0) == 0);
+  CHECK(table.find("--use-flash-attn\ttraining\taccepted without effect\t") != std::string::npos);
+}
+
+TEST_CASE("a not-implemented flag at a non-default value is an error naming it") {
+  REQUIRE(support_of("retro_add_retriever").status == support::not_implemented);
+  const std::vector<std::string> words{"--retro-add-retriever"};
+  auto report = check_support(parse_command_line(words, "pretrain_gpt").args);
+  REQUIRE(report.errors.size() == 1);
+  CHECK(report.errors[0] == "--retro-add-retriever is recognized but not implemented by mactor yet");
+}
+
+TEST_CASE("a flag given at its default value is no error") {
+  const std::vector<std::string> words{"--retro-num-neighbors", "2"};  // Megatron's default is 2
+  CHECK(check_support(parse_command_line(words, "pretrain_gpt").args).errors.empty());
+}
+
+TEST_CASE("an accepted-without-effect flag gives one warning line") {
+  const std::vector<std::string> words{"--use-flash-attn", "--no-masked-softmax-fusion"};
+  auto report = check_support(parse_command_line(words, "pretrain_gpt").args);
+  CHECK(report.errors.empty());
+  REQUIRE(report.warnings.size() == 2);
+  CHECK(report.warnings[0].rfind("WARNING: --no-masked-softmax-fusion is accepted without effect", 0) == 0);
+}
