@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 
 namespace mactor::comm {
@@ -22,6 +24,15 @@ std::vector<std::size_t> chunk_bounds(std::size_t count, int n) {
 
 int wrap(int i, int n) { return ((i % n) + n) % n; }
 
+// A receive abandoned by a timeout may still land in its scratch buffer later, so the buffer
+// is kept for the rest of the process instead of freed (the failure is fatal anyway).
+void retire_scratch(std::shared_ptr<void> buffer) {
+  static std::mutex mu;
+  static std::vector<std::shared_ptr<void>> retired;
+  std::lock_guard lock(mu);
+  retired.push_back(std::move(buffer));
+}
+
 void check_size(bool ok, const std::string& what) {
   if (!ok) throw comm_error(-1, what);
 }
@@ -29,8 +40,9 @@ void check_size(bool ok, const std::string& what) {
 }  // namespace
 
 transport_communicator::transport_communicator(transport& t, std::vector<int> members,
-                                               std::uint32_t group_id)
-    : t_(t), members_(std::move(members)), group_id_(group_id & 0xFFFF) {
+                                               std::uint32_t group_id,
+                                               std::chrono::milliseconds timeout)
+    : t_(t), members_(std::move(members)), group_id_(group_id & 0xFFFF), timeout_(timeout) {
   for (std::size_t i = 0; i < members_.size(); ++i)
     if (members_[i] == t_.rank()) me_ = static_cast<int>(i);
   if (me_ < 0)
@@ -45,12 +57,25 @@ std::uint64_t transport_communicator::next_tag() {
   return tag;
 }
 
+void transport_communicator::fail_timeout(int peer_position, const char* what) const {
+  const int peer = members_[peer_position];
+  throw comm_error(peer, std::string(what) + " with rank " + std::to_string(peer) +
+                             " did not finish within " + std::to_string(timeout_.count()) +
+                             " ms: that rank is hung or called a different collective");
+}
+
+void transport_communicator::wait(std::future<status>& f, int peer_position, const char* what) {
+  if (f.wait_for(timeout_) != std::future_status::ready) fail_timeout(peer_position, what);
+  wait_ok(f);
+}
+
 void transport_communicator::exchange(int to, const void* send_data, std::size_t send_size,
                                       int from, void* recv_data, std::size_t recv_size,
                                       std::uint64_t tag) {
   auto r = t_.recv_future(members_[from], tag, recv_data, recv_size);
   auto s = t_.send_future(members_[to], tag, send_data, send_size);
-  wait_ok(s);
+  wait(s, to, "sending");
+  if (r.wait_for(timeout_) != std::future_status::ready) fail_timeout(from, "receiving");
   const status got = r.get();
   if (!got.ok) throw comm_error(got.peer, got.message);
   if (got.bytes != recv_size)
@@ -74,8 +99,13 @@ void transport_communicator::ring_reduce_scatter(T* data, const std::vector<std:
     const int recv_chunk = wrap(me_ + offset - s - 1, n);
     const std::size_t send_count = bounds[send_chunk + 1] - bounds[send_chunk];
     const std::size_t recv_count = bounds[recv_chunk + 1] - bounds[recv_chunk];
-    exchange(next(), data + bounds[send_chunk], send_count * sizeof(T), prev(), incoming.data(),
-             recv_count * sizeof(T), tag);
+    try {
+      exchange(next(), data + bounds[send_chunk], send_count * sizeof(T), prev(),
+               incoming.data(), recv_count * sizeof(T), tag);
+    } catch (...) {
+      retire_scratch(std::make_shared<std::vector<T>>(std::move(incoming)));
+      throw;
+    }
     T* acc = data + bounds[recv_chunk];
     for (std::size_t i = 0; i < recv_count; ++i) acc[i] = incoming[i] + acc[i];
   }
@@ -148,13 +178,14 @@ void transport_communicator::broadcast_bytes(std::span<std::byte> data, int root
   const std::uint64_t tag = next_tag();
   if (me_ != root) {
     auto r = t_.recv_future(members_[root], tag, data.data(), data.size());
-    wait_ok(r);
+    wait(r, root, "broadcast");
     return;
   }
   std::vector<std::future<status>> sends;
   for (int p = 0; p < size(); ++p)
     if (p != root) sends.push_back(t_.send_future(members_[p], tag, data.data(), data.size()));
-  for (auto& s : sends) wait_ok(s);
+  for (int p = 0, i = 0; p < size(); ++p)
+    if (p != root) wait(sends[i++], p, "broadcast");
 }
 
 void transport_communicator::all_to_all_bytes(std::span<const std::byte> in,
@@ -176,8 +207,8 @@ void transport_communicator::all_to_all_bytes(std::span<const std::byte> in,
     sends.push_back(t_.send_future(members_[to], tag, in.data() + block * to, block));
   }
   if (block) std::memcpy(out.data() + block * me_, in.data() + block * me_, block);
-  for (auto& s : sends) wait_ok(s);
-  for (auto& r : recvs) wait_ok(r);
+  for (int k = 1; k < n; ++k) wait(sends[k - 1], wrap(me_ + k, n), "all_to_all");
+  for (int k = 1; k < n; ++k) wait(recvs[k - 1], wrap(me_ - k, n), "all_to_all");
 }
 
 // Dissemination barrier: ceil(log2 n) rounds; in round k each member signals me + 2^k.
@@ -191,12 +222,13 @@ void transport_communicator::barrier() {
 void transport_communicator::send_bytes(std::span<const std::byte> data, int peer) {
   const std::uint64_t tag = collective_tag_bit | (std::uint64_t{group_id_} << seq_bits) | p2p_seq;
   auto s = t_.send_future(members_.at(peer), tag, data.data(), data.size());
-  wait_ok(s);
+  wait(s, peer, "send");
 }
 
 void transport_communicator::recv_bytes(std::span<std::byte> data, int peer) {
   const std::uint64_t tag = collective_tag_bit | (std::uint64_t{group_id_} << seq_bits) | p2p_seq;
   auto r = t_.recv_future(members_.at(peer), tag, data.data(), data.size());
+  if (r.wait_for(timeout_) != std::future_status::ready) fail_timeout(peer, "receive");
   const status got = r.get();
   if (!got.ok) throw comm_error(got.peer, got.message);
   if (got.bytes != data.size())

@@ -2,6 +2,7 @@
 // ring reduce-scatter and all-gather, linear broadcast and all-to-all, dissemination barrier.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -14,12 +15,19 @@ namespace mactor::comm {
 /// users of the same transport keep their own tags below 2^39.
 inline constexpr std::uint64_t collective_tag_bit = std::uint64_t{1} << 39;
 
+/// How long one step of a collective may wait on a peer that is alive but silent (a hung
+/// rank, or members calling different collectives) before it fails naming that peer.
+/// Dead peers are reported by the transport much sooner.
+inline constexpr std::chrono::milliseconds default_collective_timeout{300'000};
+
 /// A group of global ranks on one transport. Every member constructs it with the same member
 /// list (in the same order) and the same `group_id`; two groups that share members need
-/// different ids (comm/process_groups.hpp hands them out).
+/// different ids (comm/process_groups.hpp hands them out). After a timeout the communicator
+/// and the buffers of the failed call must not be used again: treat it as fatal, as NCCL does.
 class transport_communicator final : public communicator {
  public:
-  transport_communicator(transport& t, std::vector<int> members, std::uint32_t group_id);
+  transport_communicator(transport& t, std::vector<int> members, std::uint32_t group_id,
+                         std::chrono::milliseconds timeout = default_collective_timeout);
 
   int rank() const override { return me_; }
   int size() const override { return static_cast<int>(members_.size()); }
@@ -49,6 +57,9 @@ class transport_communicator final : public communicator {
   /// Posts a receive from `from` and a send to `to` (group positions), then waits for both.
   void exchange(int to, const void* send_data, std::size_t send_size, int from, void* recv_data,
                 std::size_t recv_size, std::uint64_t tag);
+  /// Waits for one operation with the group's timeout; throws comm_error naming the peer.
+  void wait(std::future<status>& f, int peer_position, const char* what);
+  [[noreturn]] void fail_timeout(int peer_position, const char* what) const;
   std::uint64_t next_tag();
   int next() const { return (me_ + 1) % size(); }
   int prev() const { return (me_ + size() - 1) % size(); }
@@ -57,6 +68,7 @@ class transport_communicator final : public communicator {
   std::vector<int> members_;
   int me_ = -1;
   std::uint32_t group_id_;
+  std::chrono::milliseconds timeout_;
   std::uint32_t seq_ = 0;
 };
 
