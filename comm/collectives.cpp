@@ -93,7 +93,9 @@ void transport_communicator::ring_reduce_scatter(T* data, const std::vector<std:
   const int n = size();
   std::size_t largest = 0;
   for (int i = 0; i < n; ++i) largest = std::max(largest, bounds[i + 1] - bounds[i]);
-  std::vector<T> incoming(largest);
+  // The scratch buffer persists across calls: fresh 8 MiB allocations cost page faults.
+  if (scratch_.size() < largest * sizeof(T)) scratch_.resize(largest * sizeof(T));
+  T* incoming = reinterpret_cast<T*>(scratch_.data());
   for (int s = 0; s < n - 1; ++s) {
     const int send_chunk = wrap(me_ + offset - s, n);
     const int recv_chunk = wrap(me_ + offset - s - 1, n);
@@ -101,9 +103,10 @@ void transport_communicator::ring_reduce_scatter(T* data, const std::vector<std:
     const std::size_t recv_count = bounds[recv_chunk + 1] - bounds[recv_chunk];
     try {
       exchange(next(), data + bounds[send_chunk], send_count * sizeof(T), prev(),
-               incoming.data(), recv_count * sizeof(T), tag);
+               incoming, recv_count * sizeof(T), tag);
     } catch (...) {
-      retire_scratch(std::make_shared<std::vector<T>>(std::move(incoming)));
+      retire_scratch(std::make_shared<std::vector<std::byte>>(std::move(scratch_)));
+      scratch_ = {};
       throw;
     }
     T* acc = data + bounds[recv_chunk];

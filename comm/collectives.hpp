@@ -70,6 +70,7 @@ class transport_communicator final : public communicator {
   std::uint32_t group_id_;
   std::chrono::milliseconds timeout_;
   std::uint32_t seq_ = 0;
+  std::vector<std::byte> scratch_;  // reduce-scatter's incoming chunk
 };
 
 }  // namespace mactor::comm

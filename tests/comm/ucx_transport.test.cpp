@@ -139,6 +139,11 @@ TEST_CASE("a transport destroyed without shutdown releases its peers cleanly") {
     file_address_exchange exchange(dir.path);
     {
       ucx_transport t(r, 2, exchange);
+      // Both must have connected first: a rank that tore down before its peer connected
+      // would leave an address whose shared memory is gone.
+      dir.write("connected_" + std::to_string(r), "");
+      while (!std::filesystem::exists(dir.path / ("connected_" + std::to_string(1 - r))))
+        std::this_thread::sleep_for(1ms);
       std::vector<char> never(64);
       t.recv(1 - r, 99, never.data(), never.size(), [](const status&) {});  // left pending
     }
