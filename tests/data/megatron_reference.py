@@ -129,6 +129,43 @@ def cmd_numpy_random(spec):
     return {"shuffles": shuffles, "lengths": lengths.tolist()}
 
 
+def cmd_preprocessed(spec, idx):
+    """Reads a preprocess_data output with megatron-core, and tokenizes the same jsonl with tiktoken
+    (GPT-2 ranks from whisper's assets) the way Megatron's Encoder.encode does."""
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    spec_w = importlib.util.find_spec("whisper")
+    if spec_w is None:
+        sys.exit("openai-whisper is not installed: pip install --no-deps openai-whisper")
+    ranks = os.path.join(list(spec_w.submodule_search_locations)[0], "assets", "gpt2.tiktoken")
+    enc = tiktoken.Encoding("gpt2_whisper", mergeable_ranks=load_tiktoken_bpe(ranks), special_tokens={},
+                            pat_str=r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+    want_docs, want_lens = [], []
+    with open(spec["jsonl"], encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            text = json.loads(line)[spec["key"]]
+            ids, lens = [], []
+            for sentence in (text if isinstance(text, list) else [text]):
+                t = enc.encode_ordinary(sentence)
+                if t:
+                    ids.extend(t)
+                    lens.append(len(t))
+            if ids and spec["append_eod"]:
+                ids.append(50256)
+                lens[-1] += 1
+            want_docs.append(ids)
+            want_lens.append(lens)
+    ds = idx.IndexedDataset(spec["prefix"])
+    docs = ds.document_indices.tolist()
+    got_docs = [[t for s in range(docs[k], docs[k + 1]) for t in ds.get(s).tolist()] for k in range(len(docs) - 1)]
+    got_lens = [ds.sequence_lengths[docs[k]:docs[k + 1]].tolist() for k in range(len(docs) - 1)]
+    return {"dtype": idx.DType.code_from_dtype(ds.index.dtype), "got_docs": got_docs, "got_lens": got_lens,
+            "want_docs": want_docs, "want_lens": want_lens}
+
+
 def torch_dtype_for(key):
     import torch
     return {"attention_mask": torch.int64, "loss_mask": torch.float32}.get(key, torch.int64)
@@ -141,7 +178,8 @@ def main():
         spec = json.load(f)
     idx, gpt, builder = import_megatron_datasets()
     run = {"write": lambda s: cmd_write(s, idx), "read": lambda s: cmd_read(s, idx),
-           "gpt": lambda s: cmd_gpt(s, gpt, builder), "numpy_random": cmd_numpy_random}
+           "gpt": lambda s: cmd_gpt(s, gpt, builder), "numpy_random": cmd_numpy_random,
+           "preprocessed": lambda s: cmd_preprocessed(s, idx)}
     if cmd == "batch":  # spec: [[command, spec], ...] -> list of results (one Python start-up)
         result = [run[c](s) for c, s in spec]
     else:
