@@ -10,20 +10,21 @@ namespace mactor::kernels {
 template <typename T>
 void cross_entropy_row_max(T* row_max, const T* logits, int n, int v);
 
-/// With row_max the max over all shards: sum_exp[n] = sum exp(logit - row_max) over this shard,
-/// target_logit[n] = the label's logit when the label is in this shard, else 0.
+/// With row_max the max over all shards: target_logit[n] = the label's logit when the label is
+/// in this shard (else 0), then logits[i, j] <- exp(logit - row_max) in place (the backward
+/// reuses them) and sum_exp[n] = their sum over this shard.
 template <typename T>
-void cross_entropy_shard_sums(T* sum_exp, T* target_logit, const T* logits, const T* row_max,
+void cross_entropy_shard_sums(T* sum_exp, T* target_logit, T* logits, const T* row_max,
                               const std::int32_t* labels, int n, int v, int vocab_start);
 
 /// loss[n] = log(sum_exp) + row_max - target_logit (all three combined over shards).
 template <typename T>
 void cross_entropy_loss(T* loss, const T* sum_exp, const T* row_max, const T* target_logit, int n);
 
-/// dlogits[n, v] = grad_scale[i] * (softmax - one_hot(label)); dlogits may alias logits.
+/// exps (from cross_entropy_shard_sums) <- grad_scale[i] * (softmax - one_hot(label)) in place,
+/// sum_exp being the sum over all shards.
 template <typename T>
-void cross_entropy_backward(T* dlogits, const T* logits, const T* row_max, const T* sum_exp,
-                            const std::int32_t* labels, const T* grad_scale, int n, int v,
-                            int vocab_start);
+void cross_entropy_backward(T* exps, const T* sum_exp, const std::int32_t* labels,
+                            const T* grad_scale, int n, int v, int vocab_start);
 
 }  // namespace mactor::kernels

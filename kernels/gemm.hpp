@@ -24,7 +24,8 @@ void linear_backward_input(const T* dy, const T* w, T* dx, int rows, int in, int
 template <typename T>
 void linear_backward_weight(const T* dy, const T* x, T* dw, int rows, int in, int out);
 
-/// Wall time and flops spent in gemm() calls made outside parallel regions (for benchmarks).
+/// Wall time and flops spent in gemm() (for benchmarks); a call made by one of k threads of a
+/// parallel loop counts 1/k of its time.
 struct gemm_stats {
   std::int64_t nanoseconds = 0;
   double flops = 0;

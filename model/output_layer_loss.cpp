@@ -55,8 +55,8 @@ double output_layer_loss<T>::forward_backward(parameter_store<T>& store, group& 
     for (int i = 0; i < n; ++i) total += double(loss_[i]) * mask[r0 + i];
     if (!dh) continue;
     for (int i = 0; i < n; ++i) scale_[i] = T(mask[r0 + i]) * grad_scale;
-    kernels::cross_entropy_backward<T>(logits_.data(), logits_.data(), row_max_.data(), sum_exp,
-                                       labels + r0, scale_.data(), n, vocab_local_, vocab_start_);
+    kernels::cross_entropy_backward<T>(logits_.data(), sum_exp, labels + r0, scale_.data(), n,
+                                       vocab_local_, vocab_start_);
     kernels::linear_backward_weight<T>(logits_.data(), hc, store.grad(weight_), n, hidden_,
                                        vocab_local_);
     kernels::linear_backward_input<T>(logits_.data(), w, dh + std::int64_t(r0) * hidden_, n,

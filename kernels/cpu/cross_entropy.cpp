@@ -1,35 +1,56 @@
 // Vocab-shard cross-entropy steps; each row is independent, so rows are split across threads.
+// Float rows go through the SIMD helpers in vector_math; double keeps std::exp.
 #include "kernels/cross_entropy.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+
+#include "kernels/cpu/vector_math.hpp"
 
 namespace mactor::kernels {
+namespace {
 
 template <typename T>
-void cross_entropy_row_max(T* row_max, const T* logits, int n, int v) {
-#pragma omp parallel for schedule(static) if (std::int64_t(n) * v > 32768)
-  for (int i = 0; i < n; ++i) {
-    const T* row = logits + std::int64_t(i) * v;
+T max_of(const T* row, int v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return detail::row_max(row, v);
+  } else {
     T mx = -std::numeric_limits<T>::infinity();
     for (int j = 0; j < v; ++j) mx = std::max(mx, row[j]);
-    row_max[i] = mx;
+    return mx;
   }
 }
 
 template <typename T>
-void cross_entropy_shard_sums(T* sum_exp, T* target_logit, const T* logits, const T* row_max,
+T exp_sum(T* row, int v, T shift) {
+  if constexpr (std::is_same_v<T, float>) {
+    return detail::exp_shifted_sum(row, v, shift);
+  } else {
+    T sum = 0;
+    for (int j = 0; j < v; ++j) sum += (row[j] = std::exp(row[j] - shift));
+    return sum;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void cross_entropy_row_max(T* row_max, const T* logits, int n, int v) {
+#pragma omp parallel for schedule(static) if (std::int64_t(n) * v > 32768)
+  for (int i = 0; i < n; ++i) row_max[i] = max_of(logits + std::int64_t(i) * v, v);
+}
+
+template <typename T>
+void cross_entropy_shard_sums(T* sum_exp, T* target_logit, T* logits, const T* row_max,
                               const std::int32_t* labels, int n, int v, int vocab_start) {
 #pragma omp parallel for schedule(static) if (std::int64_t(n) * v > 32768)
   for (int i = 0; i < n; ++i) {
-    const T* row = logits + std::int64_t(i) * v;
-    const T mx = row_max[i];
-    T sum = 0;
-    for (int j = 0; j < v; ++j) sum += std::exp(row[j] - mx);
-    sum_exp[i] = sum;
+    T* row = logits + std::int64_t(i) * v;
     const int local = labels[i] - vocab_start;
     target_logit[i] = local >= 0 && local < v ? row[local] : T(0);
+    sum_exp[i] = exp_sum(row, v, row_max[i]);
   }
 }
 
@@ -40,39 +61,32 @@ void cross_entropy_loss(T* loss, const T* sum_exp, const T* row_max, const T* ta
 }
 
 template <typename T>
-void cross_entropy_backward(T* dlogits, const T* logits, const T* row_max, const T* sum_exp,
-                            const std::int32_t* labels, const T* grad_scale, int n, int v,
-                            int vocab_start) {
+void cross_entropy_backward(T* exps, const T* sum_exp, const std::int32_t* labels,
+                            const T* grad_scale, int n, int v, int vocab_start) {
 #pragma omp parallel for schedule(static) if (std::int64_t(n) * v > 32768)
   for (int i = 0; i < n; ++i) {
-    const T* row = logits + std::int64_t(i) * v;
-    T* drow = dlogits + std::int64_t(i) * v;
+    T* row = exps + std::int64_t(i) * v;
     const T g = grad_scale[i];
-    if (g == T(0)) {
-      std::fill_n(drow, v, T(0));
-      continue;
-    }
-    const T mx = row_max[i];
     const T scale = g / sum_exp[i];
-    for (int j = 0; j < v; ++j) drow[j] = std::exp(row[j] - mx) * scale;
+#pragma omp simd
+    for (int j = 0; j < v; ++j) row[j] *= scale;
     const int local = labels[i] - vocab_start;
-    if (local >= 0 && local < v) drow[local] -= g;
+    if (local >= 0 && local < v) row[local] -= g;
   }
 }
 
 template void cross_entropy_row_max<float>(float*, const float*, int, int);
 template void cross_entropy_row_max<double>(double*, const double*, int, int);
-template void cross_entropy_shard_sums<float>(float*, float*, const float*, const float*,
+template void cross_entropy_shard_sums<float>(float*, float*, float*, const float*,
                                               const std::int32_t*, int, int, int);
-template void cross_entropy_shard_sums<double>(double*, double*, const double*, const double*,
+template void cross_entropy_shard_sums<double>(double*, double*, double*, const double*,
                                                const std::int32_t*, int, int, int);
 template void cross_entropy_loss<float>(float*, const float*, const float*, const float*, int);
 template void cross_entropy_loss<double>(double*, const double*, const double*, const double*,
                                          int);
-template void cross_entropy_backward<float>(float*, const float*, const float*, const float*,
-                                            const std::int32_t*, const float*, int, int, int);
-template void cross_entropy_backward<double>(double*, const double*, const double*,
-                                             const double*, const std::int32_t*, const double*,
-                                             int, int, int);
+template void cross_entropy_backward<float>(float*, const float*, const std::int32_t*,
+                                            const float*, int, int, int);
+template void cross_entropy_backward<double>(double*, const double*, const std::int32_t*,
+                                             const double*, int, int, int);
 
 }  // namespace mactor::kernels

@@ -64,3 +64,20 @@ TEST_CASE("bias backward is the finite-difference gradient of bias add") {
   kernels::bias_backward<double>(dbias.data(), probe.data(), n, w);
   CHECK(test::relative_error(dbias, test::numeric_gradient(loss, bias)) < 1e-8);
 }
+
+TEST_CASE("float gelu (SIMD path) agrees with the double reference in both forms") {
+  const int n = 5000;
+  const auto xd = test::random_vector(n, 9, 3.0), gd = test::random_vector(n, 10);
+  const std::vector<float> xf(xd.begin(), xd.end()), gf(gd.begin(), gd.end());
+  for (bool tanh_form : {false, true}) {
+    std::vector<double> yd(n), dd(n);
+    std::vector<float> yf(n), df(n);
+    const std::vector<double> xr(xf.begin(), xf.end()), gr(gf.begin(), gf.end());
+    kernels::gelu_forward<double>(yd.data(), xr.data(), n, tanh_form);
+    kernels::gelu_backward<double>(dd.data(), gr.data(), xr.data(), n, tanh_form);
+    kernels::gelu_forward<float>(yf.data(), xf.data(), n, tanh_form);
+    kernels::gelu_backward<float>(df.data(), gf.data(), xf.data(), n, tanh_form);
+    CHECK(test::relative_error(yf, yd) < 1e-6);
+    CHECK(test::relative_error(df, dd) < 1e-6);
+  }
+}
