@@ -388,7 +388,20 @@ def check_cli(mactor):
         print("FAIL: --num-virtual-stages-per-pipeline-rank differs from vp")
         failures += 1
 
+    # Megatron's validate_args: vp = num_layers / pp / num_layers_per_virtual_pipeline_stage.
+    a = run("--pipeline-model-parallel-size", 4, "--num-microbatches", 8, "--num-layers", 24,
+            "--num-layers-per-virtual-pipeline-stage", 2)
+    b = run("--pipeline-model-parallel-size", 4, "--num-microbatches", 8,
+            "--virtual-pipeline-model-parallel-size", 3)
+    if a.returncode != 0 or a.stdout != b.stdout or "F0.2" not in a.stdout:
+        print("FAIL: --num-layers-per-virtual-pipeline-stage does not give vp=3: %s" % a.stderr)
+        failures += 1
+
     bad = [
+        (["--pipeline-model-parallel-size", 3, "--num-microbatches", 6, "--num-layers", 16,
+          "--num-layers-per-virtual-pipeline-stage", 2], "--num-layers=16"),
+        (["--pipeline-model-parallel-size", 2, "--num-microbatches", 6, "--num-layers", 16,
+          "--num-layers-per-virtual-pipeline-stage", 3], "not divisible"),
         (["--world-size", 12, "--tensor-model-parallel-size", 2, "--pipeline-model-parallel-size",
           4, "--micro-batch-size", 1], "--world-size=12"),
         (["--pipeline-model-parallel-size", 1, "--virtual-pipeline-model-parallel-size", 2,

@@ -18,7 +18,8 @@ namespace sch = mactor::schedules;
 
 constexpr const char* usage =
     "usage: mactor schedule --pipeline-model-parallel-size PP\n"
-    "         [--virtual-pipeline-model-parallel-size VP | --num-virtual-stages-per-pipeline-rank VP]\n"
+    "         [--virtual-pipeline-model-parallel-size VP | --num-virtual-stages-per-pipeline-rank VP\n"
+    "          | --num-layers L --num-layers-per-virtual-pipeline-stage K]\n"
     "         [--microbatch-group-size-per-virtual-pipeline-stage G]\n"
     "         (--num-microbatches M | --micro-batch-size MBS [--global-batch-size GBS]\n"
     "           (--data-parallel-size DP | --world-size W [--tensor-model-parallel-size TP]\n"
@@ -41,6 +42,9 @@ cxxopts::Options make_options() {
       ("pipeline-model-parallel-size", "pipeline stages (pp)", cxxopts::value<int>()->default_value("1"))
       ("virtual-pipeline-model-parallel-size", "model chunks per rank (vp)", cxxopts::value<int>())
       ("num-virtual-stages-per-pipeline-rank", "Megatron's name for vp", cxxopts::value<int>())
+      ("num-layers-per-virtual-pipeline-stage", "vp = num-layers / pp / this", cxxopts::value<int>())
+      ("num-layers", "transformer layers, with --num-layers-per-virtual-pipeline-stage",
+       cxxopts::value<int>())
       ("microbatch-group-size-per-virtual-pipeline-stage", "g; default pp", cxxopts::value<int>())
       ("num-microbatches", "microbatches per iteration (m)", cxxopts::value<int>())
       ("global-batch-size", "samples per iteration", cxxopts::value<int>())
@@ -72,14 +76,40 @@ sch::schedule_kind parse_kind(const std::string& name) {
        "' (choose from 'megatron', '1f1b', 'interleaved-1f1b', 'gpipe', 'no-pipelining')");
 }
 
-int virtual_size(const cxxopts::ParseResult& args) {
+// Megatron's validate_args: vp from at most one of the virtual-stage flags; 1 means no interleaving.
+int virtual_size(const cxxopts::ParseResult& args, int pp) {
   auto vp = get_int(args, "virtual-pipeline-model-parallel-size");
   auto stages = get_int(args, "num-virtual-stages-per-pipeline-rank");
+  auto layers_per_stage = get_int(args, "num-layers-per-virtual-pipeline-stage");
   if (vp && stages && *vp != *stages)
     fail("--virtual-pipeline-model-parallel-size=" + std::to_string(*vp) +
          " and --num-virtual-stages-per-pipeline-rank=" + std::to_string(*stages) +
          " disagree; they name the same thing, give one");
-  return vp ? *vp : stages ? *stages : 1;
+  if (stages) vp = stages;
+  if (!layers_per_stage) return vp.value_or(1);
+  if (vp)
+    fail("--num-layers-per-virtual-pipeline-stage and the number of virtual stages "
+         "(--num-virtual-stages-per-pipeline-rank / --virtual-pipeline-model-parallel-size) "
+         "cannot both be set (Megatron allows at most one); give one");
+  auto layers = get_int(args, "num-layers");
+  if (!layers)
+    fail("--num-layers-per-virtual-pipeline-stage needs --num-layers to derive the number of "
+         "virtual stages");
+  const int k = *layers_per_stage;
+  if (k < 1 || pp < 1 || *layers < 1)
+    fail("--num-layers, --num-layers-per-virtual-pipeline-stage and "
+         "--pipeline-model-parallel-size must be at least 1");
+  if (*layers % pp != 0)
+    fail("--num-layers=" + std::to_string(*layers) +
+         " is not divisible by --pipeline-model-parallel-size=" + std::to_string(pp) +
+         " (Megatron: number of layers of the model must be divisible pipeline model parallel "
+         "size)");
+  if ((*layers / pp) % k != 0)
+    fail("--num-layers=" + std::to_string(*layers) + " / --pipeline-model-parallel-size=" +
+         std::to_string(pp) + " = " + std::to_string(*layers / pp) +
+         " layers per stage is not divisible by --num-layers-per-virtual-pipeline-stage=" +
+         std::to_string(k) + "; use a divisor of " + std::to_string(*layers / pp));
+  return *layers / pp / k;
 }
 
 int data_parallel_size(const cxxopts::ParseResult& args, int pp) {
@@ -140,7 +170,7 @@ sch::schedule_shape shape_from(const cxxopts::ParseResult& args) {
   if (!args.unmatched().empty()) fail("unrecognized arguments: " + args.unmatched().front());
   sch::schedule_shape s;
   s.pipeline_model_parallel_size = args["pipeline-model-parallel-size"].as<int>();
-  s.virtual_pipeline_model_parallel_size = virtual_size(args);
+  s.virtual_pipeline_model_parallel_size = virtual_size(args, s.pipeline_model_parallel_size);
   s.num_microbatches = num_microbatches(args, s.pipeline_model_parallel_size);
   if (auto g = get_int(args, "microbatch-group-size-per-virtual-pipeline-stage")) {
     if (*g < 1)
@@ -191,7 +221,7 @@ int schedule_main(int argc, char** argv) {
   try {
     auto args = options.parse(argc, argv);
     if (args.count("help")) {
-      std::printf("%s\n%s", usage, options.help().c_str());
+      std::printf("%s", options.help().c_str());
       return 0;
     }
     const sch::schedule_shape shape = shape_from(args);
