@@ -276,6 +276,7 @@ def shapes():
     out = []
     for m in (1, 2, 3, 4, 7, 8):  # no pipelining
         out.append((1, None, m, None, None, False))
+    out.append((1, None, 3, None, None, True))
     for pp in (2, 3, 4, 8):  # 1F1B, including m < pp
         for m in (1, 2, pp - 1, pp, pp + 1, 2 * pp, 13):
             out.append((pp, None, m, None, None, False))
