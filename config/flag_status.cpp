@@ -2,6 +2,8 @@
 #include "config/flag_status.hpp"
 
 #include <map>
+#include <optional>
+#include <type_traits>
 #include <sstream>
 
 #include "config/flag_table.hpp"
@@ -16,7 +18,86 @@ constexpr std::string_view ignored_by_megatron = "ignored by Megatron-LM itself"
 // Flags whose Megatron meaning mactor has (kept sorted by group for review).
 const std::map<std::string_view, std::string_view>& implemented_flags() {
   static const std::map<std::string_view, std::string_view> table = {
-      {"seed", "seeds initialization and data shuffling"},
+      {"num_layers", ""},
+      {"encoder_num_layers", ""},
+      {"hidden_size", ""},
+      {"ffn_hidden_size", ""},
+      {"num_attention_heads", ""},
+      {"kv_channels", ""},
+      {"group_query_attention", ""},
+      {"num_query_groups", ""},
+      {"max_position_embeddings", ""},
+      {"position_embedding_type", "learned_absolute, rope and none (mrope and relative are refused)"},
+      {"use_rotary_position_embeddings", ""},
+      {"rotary_base", ""},
+      {"rotary_percent", ""},
+      {"add_position_embedding", "with rope, as Megatron accepts it"},
+      {"make_vocab_size_divisible_by", ""},
+      {"normalization", ""},
+      {"norm_epsilon", ""},
+      {"apply_layernorm_1p", ""},
+      {"openai_gelu", ""},
+      {"swiglu", ""},
+      {"untie_embeddings_and_output_weights", ""},
+      {"attention_dropout", ""},
+      {"hidden_dropout", ""},
+      {"weight_decay", ""},
+      {"start_weight_decay", ""},
+      {"end_weight_decay", ""},
+      {"weight_decay_incr_style", ""},
+      {"clip_grad", ""},
+      {"adam_beta1", ""},
+      {"adam_beta2", ""},
+      {"adam_eps", ""},
+      {"sgd_momentum", ""},
+      {"micro_batch_size", ""},
+      {"global_batch_size", ""},
+      {"train_iters", ""},
+      {"train_samples", ""},
+      {"log_interval", ""},
+      {"exit_interval", ""},
+      {"add_bias_linear", ""},
+      {"add_qkv_bias", ""},
+      {"optimizer", ""},
+      {"dataloader_type", "single only"},
+      {"bias_gelu_fusion", "selects Megatron's tanh GeLU, as the fused kernel computes it"},
+      {"seed", "seeds initialization, dropout and data shuffling"},
+      {"init_method_std", ""},
+      {"lr", ""},
+      {"lr_decay_style", ""},
+      {"lr_wsd_decay_style", ""},
+      {"lr_decay_iters", ""},
+      {"lr_decay_samples", ""},
+      {"lr_wsd_decay_samples", ""},
+      {"lr_wsd_decay_iters", ""},
+      {"lr_warmup_fraction", ""},
+      {"lr_warmup_iters", ""},
+      {"lr_warmup_samples", ""},
+      {"lr_warmup_init", ""},
+      {"min_lr", ""},
+      {"decoupled_lr", ""},
+      {"decoupled_min_lr", ""},
+      {"eval_iters", ""},
+      {"eval_interval", ""},
+      {"data_path", ""},
+      {"split", ""},
+      {"train_data_path", ""},
+      {"valid_data_path", ""},
+      {"test_data_path", ""},
+      {"data_cache_path", ""},
+      {"mock_data", ""},
+      {"seq_length", ""},
+      {"encoder_seq_length", ""},
+      {"reset_position_ids", ""},
+      {"eod_mask_loss", ""},
+      {"mid_level_dataset_surplus", ""},
+      {"vocab_size", ""},
+      {"vocab_file", ""},
+      {"merge_file", ""},
+      {"tokenizer_model", ""},
+      {"tokenizer_type", "GPT2BPETokenizer, HuggingFaceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, NullTokenizer"},
+      {"log_params_norm", ""},
+      {"log_num_zeros_in_grad", ""},
   };
   return table;
 }
@@ -24,7 +105,6 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
 const std::map<std::string_view, std::string_view>& accepted_flags() {
   static const std::map<std::string_view, std::string_view> table = {
       {"masked_softmax_fusion", performance_only},
-      {"bias_gelu_fusion", performance_only},
       {"bias_swiglu_fusion", performance_only},
       {"bias_dropout_fusion", performance_only},
       {"apply_rope_fusion", performance_only},
@@ -39,6 +119,14 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"attention_backend", "mactor has one attention implementation (the local spec's, exact softmax in fp32)"},
       {"transformer_impl", "mactor has one transformer implementation, numerically Megatron's local spec"},
       {"use_cpu_initialization", "mactor always initializes parameters on the CPU, as this flag asks"},
+      {"recompute_activations", "memory-saving only: mactor keeps activations, and the results are the same"},
+      {"recompute_granularity", "memory-saving only: mactor keeps activations, and the results are the same"},
+      {"recompute_method", "memory-saving only: mactor keeps activations, and the results are the same"},
+      {"recompute_num_layers", "memory-saving only: mactor keeps activations, and the results are the same"},
+      {"recompute_modules", "memory-saving only: mactor keeps activations, and the results are the same"},
+      {"num_workers", "data loading runs in the training process; results are the same"},
+      {"num_dataset_builder_threads", "index building is single-threaded here; results are the same"},
+      {"mmap_bin_files", "mactor always memory-maps .bin files; results are the same"},
       {"async_tensor_model_parallel_allreduce", ignored_by_megatron},
       {"deprecated_use_mcore_models", ignored_by_megatron},
       {"fp8_interval", ignored_by_megatron},
@@ -69,10 +157,34 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
   return table;
 }
 
+// Implemented flags some of whose values are not built yet: (dest, flag, the values that work).
+struct value_limit {
+  std::string_view dest, flag;
+  std::vector<std::string_view> supported;
+};
+
+const std::vector<value_limit>& value_limits() {
+  static const std::vector<value_limit> limits = {
+      {"position_embedding_type", "--position-embedding-type", {"learned_absolute", "rope", "none"}},
+      {"tokenizer_type", "--tokenizer-type",
+       {"GPT2BPETokenizer", "HuggingFaceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer", "NullTokenizer"}},
+      {"dataloader_type", "--dataloader-type", {"single"}},
+  };
+  return limits;
+}
+
+template <class T>
+std::optional<std::string> as_text(const T& v) {
+  if constexpr (std::is_same_v<T, std::string>) return v;
+  else if constexpr (std::is_same_v<T, std::optional<std::string>>) return v;
+  else return std::nullopt;
+}
+
 }  // namespace
 
 flag_support support_of(std::string_view dest) {
-  if (auto it = implemented_flags().find(dest); it != implemented_flags().end()) return {support::implemented, it->second};
+  if (auto it = implemented_flags().find(dest); it != implemented_flags().end())
+    return {support::implemented, it->second.empty() ? std::string_view("as in Megatron-LM") : it->second};
   if (auto it = accepted_flags().find(dest); it != accepted_flags().end()) return {support::accepted_without_effect, it->second};
   return {support::not_implemented, "not built yet"};
 }
@@ -107,7 +219,20 @@ support_report check_support(const megatron_args& args) {
         const auto st = support_of(dest);
         const auto* spec = find_dest(dest);
         const std::string flag = spec ? spec->options.front() : std::string(dest);
-        if (st.status == support::not_implemented)
+        if (st.status == support::implemented) {
+          for (const auto& limit : value_limits()) {
+            if (limit.dest != dest) continue;
+            const auto text = as_text(value);
+            if (!text) continue;
+            bool ok = false;
+            for (auto v : limit.supported) ok = ok || v == *text;
+            if (ok) continue;
+            std::string list;
+            for (auto v : limit.supported) list += (list.empty() ? "" : ", ") + std::string(v);
+            report.errors.push_back(std::string(limit.flag) + " " + *text +
+                                    " is recognized but not implemented by mactor yet (implemented: " + list + ")");
+          }
+        } else if (st.status == support::not_implemented)
           report.errors.push_back(flag + " is recognized but not implemented by mactor yet");
         else if (st.status == support::accepted_without_effect)
           report.warnings.push_back("WARNING: " + flag + " is accepted without effect: " + std::string(st.reason));

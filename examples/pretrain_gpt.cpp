@@ -6,6 +6,8 @@
 #include "comm/launch_env.hpp"
 #include "config/config_json.hpp"
 #include "config/resolve.hpp"
+#include "data/data_error.hpp"
+#include "training/trainer.hpp"
 
 namespace {
 
@@ -41,7 +43,19 @@ int main(int argc, char** argv) {
     std::fputs(mactor::config::arguments_block(r.args).c_str(), stdout);
     std::fflush(stdout);
   }
-  std::fprintf(stderr, "%s: error: training is not built yet in this version of mactor; use --dump-config to check a "
-                       "configuration\n", prog);
-  return 3;
+  if (env.world_size > 1) {
+    std::fprintf(stderr, "%s: error: training on %d ranks is not built yet in this version of mactor (one rank trains); "
+                         "launch with -np 1\n", prog, env.world_size);
+    return 2;
+  }
+  try {
+    mactor::training::train_single_process(r.args, stdout);
+  } catch (const mactor::data::data_error& e) {
+    std::fprintf(stderr, "%s: error: %s\n", prog, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: training failed: %s\n", prog, e.what());
+    return 1;
+  }
+  return 0;
 }

@@ -1,0 +1,33 @@
+// Sample assembly into model-ready micro-batches.
+#include "training/batch_loader.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace mactor::training {
+
+batch_loader::batch_loader(std::shared_ptr<data::sample_dataset> dataset, int micro_batch_size, int dp_rank, int dp_size)
+    : dataset_(std::move(dataset)), micro_batch_size_(micro_batch_size), dp_rank_(dp_rank), dp_size_(dp_size) {}
+
+batch_buffers batch_loader::load(std::int64_t consumed_samples, bool cyclic) const {
+  batch_buffers b;
+  b.micro_batch_size = micro_batch_size_;
+  const std::int64_t n = size();
+  for (int i = 0; i < micro_batch_size_; ++i) {
+    std::int64_t index = consumed_samples + static_cast<std::int64_t>(dp_rank_) * micro_batch_size_ + i;
+    if (cyclic && n > 0) index %= n;
+    if (index >= n)
+      throw std::runtime_error("the dataset has " + std::to_string(n) + " samples but sample " + std::to_string(index) +
+                               " was asked for; lower --train-iters or give more data");
+    const auto s = dataset_->get(static_cast<std::size_t>(index));
+    for (std::size_t t = 0; t < s.tokens.size(); ++t) {
+      b.tokens.push_back(static_cast<std::int32_t>(s.tokens[t]));
+      b.labels.push_back(static_cast<std::int32_t>(s.labels[t]));
+      b.position_ids.push_back(static_cast<std::int32_t>(s.position_ids[t]));
+      b.loss_mask.push_back(s.loss_mask[t]);
+    }
+  }
+  return b;
+}
+
+}  // namespace mactor::training

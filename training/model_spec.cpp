@@ -1,0 +1,164 @@
+// The mapping from Megatron's flags to model/, data/ and optimizer inputs (one place, read by the trainer).
+#include "training/model_spec.hpp"
+
+#include <stdexcept>
+
+namespace mactor::training {
+
+model::gpt_model_config model_config_from_args(const config::megatron_args& a, std::int64_t padded_vocab_size, int tp_rank) {
+  const auto& n = a.network_size;
+  const auto& t = a.training;
+  model::gpt_model_config c;
+  c.num_layers = static_cast<int>(*n.num_layers);
+  c.hidden_size = static_cast<int>(*n.hidden_size);
+  c.ffn_hidden_size = static_cast<int>(*n.ffn_hidden_size);
+  c.num_attention_heads = static_cast<int>(*n.num_attention_heads);
+  c.num_query_groups = n.group_query_attention ? static_cast<int>(n.num_query_groups) : 0;  // rule 85
+  c.kv_channels = static_cast<int>(n.kv_channels.value_or(0));
+  c.seq_length = static_cast<int>(*a.data.seq_length);
+  c.max_position_embeddings = static_cast<int>(*n.max_position_embeddings);
+  c.padded_vocab_size = static_cast<int>(padded_vocab_size);
+  c.normalization = n.normalization == "RMSNorm" ? model::normalization_kind::rms_norm : model::normalization_kind::layer_norm;
+  c.norm_epsilon = static_cast<float>(n.norm_epsilon);
+  c.apply_layernorm_1p = n.apply_layernorm_1p;
+  c.position_embedding_type = n.position_embedding_type == "rope"   ? model::position_embedding_kind::rope
+                              : n.position_embedding_type == "none" ? model::position_embedding_kind::none
+                                                                    : model::position_embedding_kind::learned_absolute;
+  c.rotary_base = static_cast<double>(n.rotary_base);
+  c.rotary_percent = static_cast<float>(n.rotary_percent);
+  c.swiglu = n.swiglu;
+  // Megatron's fused bias-GeLU (on when there is a bias and --no-bias-gelu-fusion is absent) and
+  // --openai-gelu both compute the tanh approximation; otherwise torch's erf GeLU runs.
+  c.gelu_tanh_approximation = n.openai_gelu || (t.bias_gelu_fusion && t.add_bias_linear && !n.swiglu);
+  c.add_bias_linear = t.add_bias_linear;
+  c.add_qkv_bias = t.add_qkv_bias;
+  c.attention_dropout = static_cast<float>(a.regularization.attention_dropout);
+  c.hidden_dropout = static_cast<float>(a.regularization.hidden_dropout);
+  c.untie_embeddings_and_output_weights = n.untie_embeddings_and_output_weights;
+  c.init_method_std = static_cast<float>(a.initialization.init_method_std);
+  c.seed = static_cast<std::uint64_t>(a.initialization.seed);
+  c.tensor_model_parallel_size = static_cast<int>(a.distributed.tensor_model_parallel_size);
+  c.tensor_model_parallel_rank = tp_rank;
+  return c;
+}
+
+std::unique_ptr<data::tokenizer> tokenizer_from_args(const config::megatron_args& a) {
+  const auto& t = a.tokenizer;
+  data::tokenizer_options o;
+  o.tokenizer_type = t.tokenizer_type.value_or("");
+  if (o.tokenizer_type.empty()) {
+    if (!a.data.mock_data) throw data::data_error("--tokenizer-type is required (e.g. --tokenizer-type GPT2BPETokenizer)");
+    o.tokenizer_type = "NullTokenizer";  // mock data needs only a vocabulary size
+  }
+  o.vocab_file = t.vocab_file;
+  o.merge_file = t.merge_file;
+  o.tokenizer_model = t.tokenizer_model;
+  o.vocab_size = t.vocab_size;
+  if (o.tokenizer_type == "NullTokenizer" && !o.vocab_size)
+    throw data::data_error("--tokenizer-type NullTokenizer needs --vocab-size (e.g. --vocab-size 8192)");
+  return data::make_tokenizer(o);
+}
+
+namespace {
+
+data::data_blend blend_of(const std::vector<std::string>& words) {
+  // Megatron's get_blend_from_list: "w1 p1 w2 p2 ..." when the list pairs up and every
+  // even entry is a number, else a plain list of prefixes.
+  data::data_blend b;
+  bool weighted = words.size() % 2 == 0 && !words.empty();
+  for (std::size_t i = 0; weighted && i < words.size(); i += 2) {
+    try {
+      std::size_t used = 0;
+      std::stod(words[i], &used);
+      weighted = used == words[i].size();
+    } catch (const std::exception&) {
+      weighted = false;
+    }
+  }
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (weighted && i % 2 == 0) b.weights.push_back(std::stod(words[i]));
+    else b.prefixes.push_back(words[i]);
+  }
+  return b;
+}
+
+}  // namespace
+
+data::gpt_dataset_config dataset_config_from_args(const config::megatron_args& a, const data::tokenizer& tok) {
+  data::gpt_dataset_config c;
+  c.sequence_length = *a.data.seq_length;
+  c.random_seed = static_cast<std::uint32_t>(a.initialization.seed);
+  c.split = a.data.split;
+  if (a.data.data_path && !a.data.data_path->empty()) c.blend = blend_of(*a.data.data_path);
+  const std::optional<std::vector<std::string>>* per_split[3] = {&a.data.train_data_path, &a.data.valid_data_path,
+                                                                 &a.data.test_data_path};
+  for (int i = 0; i < 3; ++i)
+    if (*per_split[i] && !(*per_split[i])->empty()) c.blend_per_split[static_cast<std::size_t>(i)] = blend_of(**per_split[i]);
+  c.mock = a.data.mock_data;
+  c.reset_position_ids = a.data.reset_position_ids;
+  c.reset_attention_mask = a.data.reset_attention_mask;
+  c.eod_mask_loss = a.data.eod_mask_loss;
+  c.create_attention_mask = a.data.create_attention_mask_in_dataloader;
+  c.path_to_cache = a.data.data_cache_path;
+  c.mid_level_dataset_surplus = a.data.mid_level_dataset_surplus;
+  c.eod = tok.eod();
+  c.pad = tok.pad();
+  c.tokenizer_identifiers = tok.unique_identifiers();
+  c.finalize();
+  return c;
+}
+
+std::array<std::optional<std::int64_t>, 3> split_sample_counts(const config::megatron_args& a) {
+  const std::int64_t gbs = *a.training.global_batch_size;
+  const std::int64_t iters = a.training.train_iters.value_or(0);
+  const std::int64_t train = a.training.train_samples.value_or(iters * gbs);
+  const std::int64_t eval_iters = a.validation.eval_iters;
+  const std::int64_t valid = (iters / a.validation.eval_interval + 1) * eval_iters * gbs;
+  return {train, a.validation.full_validation ? std::nullopt : std::optional<std::int64_t>(valid), eval_iters * gbs};
+}
+
+model::optimizer_options optimizer_options_from_args(const config::megatron_args& a) {
+  model::optimizer_options o;
+  const auto kind = model::parse_optimizer_kind(a.training.optimizer);
+  if (!kind) throw std::invalid_argument("--optimizer " + a.training.optimizer + " is not one of adam, sgd");
+  o.optimizer = *kind;
+  o.lr = *a.learning_rate.lr;
+  o.min_lr = a.learning_rate.min_lr;
+  o.decoupled_lr = a.learning_rate.decoupled_lr;
+  o.decoupled_min_lr = a.learning_rate.decoupled_min_lr;
+  o.weight_decay = a.regularization.weight_decay;
+  o.adam_beta1 = a.regularization.adam_beta1;
+  o.adam_beta2 = a.regularization.adam_beta2;
+  o.adam_eps = a.regularization.adam_eps;
+  o.sgd_momentum = a.regularization.sgd_momentum;
+  return o;
+}
+
+model::lr_schedule_args lr_schedule_args_from_args(const config::megatron_args& a) {
+  model::lr_schedule_args s;
+  const auto& lr = a.learning_rate;
+  s.train_iters = a.training.train_iters;
+  s.train_samples = a.training.train_samples;
+  s.global_batch_size = *a.training.global_batch_size;
+  s.lr = lr.lr;
+  s.min_lr = lr.min_lr;
+  s.lr_warmup_init = lr.lr_warmup_init;
+  s.lr_warmup_fraction = lr.lr_warmup_fraction;
+  s.lr_warmup_iters = lr.lr_warmup_iters;
+  s.lr_warmup_samples = lr.lr_warmup_samples;
+  s.lr_decay_iters = lr.lr_decay_iters;
+  s.lr_decay_samples = lr.lr_decay_samples;
+  s.lr_decay_style = lr.lr_decay_style;
+  s.lr_wsd_decay_iters = lr.lr_wsd_decay_iters;
+  s.lr_wsd_decay_samples = lr.lr_wsd_decay_samples;
+  s.lr_wsd_decay_style = lr.lr_wsd_decay_style;
+  s.weight_decay = a.regularization.weight_decay;
+  s.start_weight_decay = a.regularization.start_weight_decay;
+  s.end_weight_decay = a.regularization.end_weight_decay;
+  s.weight_decay_incr_style = a.regularization.weight_decay_incr_style;
+  s.use_checkpoint_opt_param_scheduler = lr.use_checkpoint_opt_param_scheduler;
+  s.override_opt_param_scheduler = lr.override_opt_param_scheduler;
+  return s;
+}
+
+}  // namespace mactor::training

@@ -1,0 +1,167 @@
+// The single-process training loop: Megatron's train_step, training_log and evaluate, in order.
+#include "training/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "config/validate.hpp"
+#include "data/blended_dataset.hpp"
+#include "model/gpt_model.hpp"
+#include "model/lr_scheduler.hpp"
+#include "model/optimizer.hpp"
+#include "model/training_log.hpp"
+#include "training/batch_loader.hpp"
+#include "training/model_spec.hpp"
+
+namespace mactor::training {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::vector<model::optim_param> optimizer_view(model::gpt_model<float>& m, bool decoupled) {
+  std::vector<model::optim_param> out;
+  for (auto& p : m.parameters()) {
+    model::optim_param o;
+    o.name = p.name;
+    o.value = p.value;
+    o.grad = p.grad;
+    o.numel = p.numel;
+    o.no_weight_decay = p.no_weight_decay;
+    // Megatron applies --decoupled-lr to the embedding and the output layer.
+    o.decoupled_lr = decoupled && (p.name.rfind("embedding.", 0) == 0 || p.name.rfind("output_layer.", 0) == 0);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+double mask_sum(const batch_buffers& b) {
+  double s = 0;
+  for (float m : b.loss_mask) s += m;
+  return s;
+}
+
+// Megatron's evaluate(): eval_iters global batches, forward only, token-weighted loss.
+double evaluate(model::gpt_model<float>& m, const batch_loader& loader, std::int64_t& consumed, std::int64_t eval_iters,
+                std::int64_t global_batch, int micro_batch) {
+  model::validation_loss_accumulator acc;
+  for (std::int64_t it = 0; it < eval_iters; ++it) {
+    for (std::int64_t j = 0; j < global_batch / micro_batch; ++j) {
+      const auto b = loader.load(consumed + j * micro_batch, /*cyclic=*/true);
+      const auto r = m.forward_only(b.view());
+      acc.add("lm loss", static_cast<float>(r.loss_sum), static_cast<float>(r.num_tokens));
+    }
+    consumed += global_batch;
+  }
+  return acc.values().front().second;
+}
+
+void print_validation(std::FILE* out, const std::string& prefix, double loss) {
+  const std::pair<std::string, float> v{"lm loss", static_cast<float>(loss)};
+  std::fprintf(out, "%s\n", model::format_validation_block(prefix, std::span(&v, 1)).c_str());
+  std::fflush(out);
+}
+
+}  // namespace
+
+training_result train_single_process(const config::megatron_args& a, std::FILE* out) {
+  const auto tok = tokenizer_from_args(a);
+  const std::int64_t vocab = tok->vocab_size();
+  const std::int64_t padded = config::padded_vocab_size(vocab, a);
+  std::fprintf(out, " > padded vocab (size: %lld) with %lld dummy tokens (new size: %lld)\n", static_cast<long long>(vocab),
+               static_cast<long long>(padded - vocab), static_cast<long long>(padded));
+
+  model::single_group tp;
+  model::gpt_model<float> gpt(model_config_from_args(a, padded), tp);
+
+  const auto datasets = data::build_gpt_datasets(dataset_config_from_args(a, *tok), split_sample_counts(a));
+  if (!datasets[0]) throw std::runtime_error("the --split gives no training data; give the train split a weight");
+  const int mbs = static_cast<int>(*a.training.micro_batch_size);
+  const batch_loader train_loader(datasets[0], mbs);
+  const bool do_valid = datasets[1] && a.validation.eval_iters > 0;
+  const bool do_test = datasets[2] && a.validation.eval_iters > 0;
+
+  auto opt = model::make_optimizer(optimizer_view(gpt, a.learning_rate.decoupled_lr.has_value()), optimizer_options_from_args(a));
+  model::lr_scheduler scheduler(model::lr_scheduler_options_from_args(lr_schedule_args_from_args(a)), opt->param_groups());
+
+  const std::int64_t gbs = *a.training.global_batch_size;
+  const std::int64_t m = a.derived.num_microbatches;
+  const std::int64_t train_iters = *a.training.train_iters;
+  training_result result;
+  model::training_log_accumulator log_acc;
+  std::int64_t consumed_valid = 0;
+  auto interval_start = clock_type::now();
+
+  std::fprintf(out, "[after dataloaders are built] datetime: %s\ntraining ...\n",
+               model::log_timestamp(std::chrono::system_clock::now()).c_str());
+  std::fflush(out);
+  std::int64_t iteration = 0;
+  while (iteration < train_iters) {
+    gpt.zero_grad();
+    double loss_sum = 0, tokens = 0;
+    for (std::int64_t j = 0; j < m; ++j) {
+      const auto batch = train_loader.load(result.consumed_train_samples + j * mbs);
+      const double count = mask_sum(batch);
+      // Megatron divides each microbatch's loss by its token count and by the microbatch count.
+      const float scale = count > 0 ? static_cast<float>(1.0 / (count * static_cast<double>(m))) : 0.0f;
+      const auto r = gpt.forward_backward(batch.view(), scale);
+      loss_sum += r.loss_sum;
+      tokens += r.num_tokens;
+    }
+    const auto step = model::clip_and_step(*opt, a.regularization.clip_grad, a.logging.log_num_zeros_in_grad);
+    scheduler.step(gbs);
+    result.consumed_train_samples += gbs;
+    ++iteration;
+
+    const double lm_loss = tokens > 0 ? loss_sum / tokens : 0.0;
+    const double lr = model::logged_learning_rate(opt->param_groups()).value_or(0.0);
+    result.lm_loss.push_back(lm_loss);
+    result.grad_norm.push_back(step.grad_norm.value_or(0.0));
+    result.learning_rate.push_back(lr);
+    const std::pair<std::string, float> losses[] = {{"lm loss", static_cast<float>(lm_loss)}};
+    log_acc.add_iteration(losses, !step.update_successful);
+
+    if (iteration % a.training.log_interval == 0) {
+      const auto now = clock_type::now();
+      model::training_log_inputs in;
+      in.timestamp = model::log_timestamp(std::chrono::system_clock::now());
+      in.iteration = iteration;
+      in.train_iters = train_iters;
+      in.consumed_train_samples = result.consumed_train_samples;
+      in.interval_seconds = std::chrono::duration<double>(now - interval_start).count();
+      in.learning_rate = lr;
+      in.decoupled_learning_rate = model::logged_decoupled_learning_rate(opt->param_groups());
+      in.global_batch_size = gbs;
+      in.grad_norm = step.grad_norm;
+      in.num_zeros_in_grad = step.num_zeros_in_grad;
+      if (a.logging.log_params_norm) in.params_norm = model::params_norm(opt->params());
+      std::fprintf(out, "%s\n", model::training_log_interval(in, log_acc).c_str());
+      std::fflush(out);
+      interval_start = clock_type::now();
+    }
+    if (do_valid && a.validation.eval_interval > 0 && iteration % a.validation.eval_interval == 0) {
+      const batch_loader valid(datasets[1], mbs);
+      print_validation(out, "iteration " + std::to_string(iteration),
+                       evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs));
+    }
+    if (a.training.exit_interval && iteration % *a.training.exit_interval == 0) {
+      std::fprintf(out, "exiting program at iteration %lld\n", static_cast<long long>(iteration));
+      break;
+    }
+  }
+  if (do_valid) {
+    const batch_loader valid(datasets[1], mbs);
+    print_validation(out, "iteration " + std::to_string(iteration) + " on validation set",
+                     evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs));
+  }
+  if (do_test) {
+    const batch_loader test(datasets[2], mbs);
+    std::int64_t consumed_test = 0;
+    print_validation(out, "iteration " + std::to_string(iteration) + " on test set",
+                     evaluate(gpt, test, consumed_test, a.validation.eval_iters, gbs, mbs));
+  }
+  return result;
+}
+
+}  // namespace mactor::training
