@@ -8,7 +8,7 @@
 
 namespace mactor::model {
 namespace {
-constexpr std::int64_t logits_chunk_elements = std::int64_t(1) << 23;  // 32 MiB of float logits
+constexpr std::int64_t logits_chunk_elements = std::int64_t(1) << 24;  // 64 MiB of float logits
 }
 
 template <typename T>

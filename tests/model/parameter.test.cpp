@@ -1,0 +1,96 @@
+// Parameters: Megatron-Core names, initialization as Megatron does it, weight-decay flags,
+// seeding, and tensor-parallel shard copies.
+#include "model/parameter.hpp"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <map>
+
+#include "tests/model/model_fixtures.hpp"
+
+using namespace mactor;
+
+namespace {
+
+struct stats {
+  double mean = 0, std = 0;
+};
+
+stats of(const model::parameter<float>& p) {
+  double s = 0, sq = 0;
+  for (std::size_t i = 0; i < p.numel; ++i) s += p.value[i], sq += double(p.value[i]) * p.value[i];
+  const double mean = s / p.numel;
+  return {mean, std::sqrt(sq / p.numel - mean * mean)};
+}
+
+std::map<std::string, const model::parameter<float>*> by_name(model::gpt_model<float>& m) {
+  std::map<std::string, const model::parameter<float>*> out;
+  for (const auto& p : m.parameters()) out[p.name] = &p;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("weights start as Megatron initializes them") {
+  auto c = test::gpt2_style();
+  c.num_layers = 3, c.hidden_size = 64, c.ffn_hidden_size = 256, c.init_method_std = 0.02f;
+  c.padded_vocab_size = 512;
+  model::single_group tp;
+  model::gpt_model<float> m(c, tp);
+  auto p = by_name(m);
+  const double scaled = 0.02 / std::sqrt(2.0 * 3);
+  CHECK(of(*p["embedding.word_embeddings.weight"]).std == Approx(0.02).epsilon(0.03));
+  CHECK(of(*p["decoder.layers.1.self_attention.linear_qkv.weight"]).std ==
+        Approx(0.02).epsilon(0.03));
+  CHECK(of(*p["decoder.layers.1.mlp.linear_fc1.weight"]).std == Approx(0.02).epsilon(0.03));
+  CHECK(of(*p["decoder.layers.1.self_attention.linear_proj.weight"]).std ==
+        Approx(scaled).epsilon(0.03));
+  CHECK(of(*p["decoder.layers.1.mlp.linear_fc2.weight"]).std == Approx(scaled).epsilon(0.03));
+  for (const auto& [name, q] : p) {
+    INFO(name);
+    if (name.ends_with(".bias")) CHECK((of(*q).mean == 0.0 && of(*q).std == 0.0));
+    if (name.ends_with("layernorm.weight")) CHECK((of(*q).mean == 1.0 && of(*q).std == 0.0));
+    CHECK(q->no_weight_decay == (name.ends_with(".bias") || q->full_shape.size() == 1));
+  }
+  CHECK(p.count("output_layer.weight") == 0);  // tied
+}
+
+TEST_CASE("zero-centered gamma starts norm weights at zero and the seed changes the weights") {
+  auto c = test::llama_style();
+  c.apply_layernorm_1p = true;
+  model::single_group tp;
+  model::gpt_model<float> a(c, tp);
+  for (const auto& p : a.parameters())
+    if (p.name.ends_with("layernorm.weight")) CHECK(of(p).std == 0.0);
+  auto pa = by_name(a);
+  CHECK(pa.count("output_layer.weight") == 1);
+  CHECK(pa.count("embedding.position_embeddings.weight") == 0);  // rope
+  model::gpt_model<float> same(c, tp);
+  c.seed += 1;
+  model::gpt_model<float> other(c, tp);
+  const auto& w = *pa["decoder.layers.0.mlp.linear_fc1.weight"];
+  const auto& w_same = *by_name(same)["decoder.layers.0.mlp.linear_fc1.weight"];
+  const auto& w_other = *by_name(other)["decoder.layers.0.mlp.linear_fc1.weight"];
+  CHECK(std::equal(w.value, w.value + w.numel, w_same.value));
+  CHECK(!std::equal(w.value, w.value + w.numel, w_other.value));
+}
+
+TEST_CASE("shards of every split kind reassemble the full tensor") {
+  const std::vector<std::int64_t> shape = {8, 6};
+  std::vector<float> full(48);
+  for (int i = 0; i < 48; ++i) full[i] = float(i);
+  for (auto split : {model::tp_split::rows, model::tp_split::columns, model::tp_split::row_halves}) {
+    std::vector<float> back(48, -1.0f);
+    for (int r = 0; r < 2; ++r) {
+      std::vector<float> local(24);
+      model::copy_shard(full.data(), local.data(), shape, split, r, 2);
+      model::place_shard(local.data(), back.data(), shape, split, r, 2);
+    }
+    CHECK(back == full);
+  }
+  // SwiGLU's fc1: rank 1 of 2 holds gate rows 2..3 and up rows 6..7.
+  std::vector<float> local(24);
+  model::copy_shard(full.data(), local.data(), shape, model::tp_split::row_halves, 1, 2);
+  CHECK(local[0] == 12.0f);
+  CHECK(local[12] == 36.0f);
+}
