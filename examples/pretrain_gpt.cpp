@@ -1,5 +1,6 @@
 // pretrain_gpt: Megatron-LM's pretrain_gpt.py command line, run by mactor.
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -7,6 +8,8 @@
 #include "config/config_json.hpp"
 #include "config/resolve.hpp"
 #include "data/data_error.hpp"
+#include "comm/transport.hpp"
+#include "training/job_world.hpp"
 #include "training/trainer.hpp"
 
 namespace {
@@ -43,13 +46,13 @@ int main(int argc, char** argv) {
     std::fputs(mactor::config::arguments_block(r.args).c_str(), stdout);
     std::fflush(stdout);
   }
-  if (env.world_size > 1) {
-    std::fprintf(stderr, "%s: error: training on %d ranks is not built yet in this version of mactor (one rank trains); "
-                         "launch with -np 1\n", prog, env.world_size);
-    return 2;
-  }
   try {
-    mactor::training::train_single_process(r.args, stdout);
+    std::unique_ptr<mactor::training::job_world> world;
+    if (env.world_size > 1) world = std::make_unique<mactor::training::job_world>(env);
+    mactor::training::train(r.args, stdout, world ? &world->data_parallel() : nullptr);
+  } catch (const mactor::comm::comm_error& e) {
+    std::fprintf(stderr, "%s: error: rank %d: communication with rank %d failed: %s\n", prog, env.rank, e.rank(), e.what());
+    return 1;
   } catch (const mactor::data::data_error& e) {
     std::fprintf(stderr, "%s: error: %s\n", prog, e.what());
     return 2;

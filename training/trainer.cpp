@@ -42,22 +42,37 @@ double mask_sum(const batch_buffers& b) {
   return s;
 }
 
-// Megatron's evaluate(): eval_iters global batches, forward only, token-weighted loss.
+// This rank's place among the data-parallel replicas; sums over them when there are several.
+struct replicas {
+  comm::communicator* group = nullptr;
+  int rank() const { return group ? group->rank() : 0; }
+  int size() const { return group ? group->size() : 1; }
+  bool prints() const { return rank() == size() - 1; }  // Megatron's print_rank_last
+  void sum(std::span<double> v) const {
+    if (group) group->all_reduce(v);
+  }
+};
+
+// Megatron's evaluate(): eval_iters global batches, forward only, token-weighted over all replicas.
 double evaluate(model::gpt_model<float>& m, const batch_loader& loader, std::int64_t& consumed, std::int64_t eval_iters,
-                std::int64_t global_batch, int micro_batch) {
-  model::validation_loss_accumulator acc;
+                std::int64_t global_batch, int micro_batch, const replicas& dp) {
+  double totals[2] = {0, 0};
+  const std::int64_t step = static_cast<std::int64_t>(micro_batch) * dp.size();
   for (std::int64_t it = 0; it < eval_iters; ++it) {
-    for (std::int64_t j = 0; j < global_batch / micro_batch; ++j) {
-      const auto b = loader.load(consumed + j * micro_batch, /*cyclic=*/true);
+    for (std::int64_t j = 0; j < global_batch / step; ++j) {
+      const auto b = loader.load(consumed + j * step, /*cyclic=*/true);
       const auto r = m.forward_only(b.view());
-      acc.add("lm loss", static_cast<float>(r.loss_sum), static_cast<float>(r.num_tokens));
+      totals[0] += r.loss_sum;
+      totals[1] += r.num_tokens;
     }
     consumed += global_batch;
   }
-  return acc.values().front().second;
+  dp.sum(totals);
+  return totals[1] > 0 ? totals[0] / totals[1] : 0.0;
 }
 
 void print_validation(std::FILE* out, const std::string& prefix, double loss) {
+  if (!out) return;
   const std::pair<std::string, float> v{"lm loss", static_cast<float>(loss)};
   std::fprintf(out, "%s\n", model::format_validation_block(prefix, std::span(&v, 1)).c_str());
   std::fflush(out);
@@ -65,12 +80,19 @@ void print_validation(std::FILE* out, const std::string& prefix, double loss) {
 
 }  // namespace
 
-training_result train_single_process(const config::megatron_args& a, std::FILE* out) {
+training_result train(const config::megatron_args& a, std::FILE* printer, comm::communicator* data_parallel) {
+  const replicas dp{data_parallel};
+  std::FILE* out = dp.prints() ? printer : nullptr;
+  auto print = [&](const std::string& line) {
+    if (!out) return;
+    std::fprintf(out, "%s\n", line.c_str());
+    std::fflush(out);
+  };
   const auto tok = tokenizer_from_args(a);
   const std::int64_t vocab = tok->vocab_size();
   const std::int64_t padded = config::padded_vocab_size(vocab, a);
-  std::fprintf(out, " > padded vocab (size: %lld) with %lld dummy tokens (new size: %lld)\n", static_cast<long long>(vocab),
-               static_cast<long long>(padded - vocab), static_cast<long long>(padded));
+  print(" > padded vocab (size: " + std::to_string(vocab) + ") with " + std::to_string(padded - vocab) +
+        " dummy tokens (new size: " + std::to_string(padded) + ")");
 
   model::single_group tp;
   model::gpt_model<float> gpt(model_config_from_args(a, padded), tp);
@@ -78,7 +100,7 @@ training_result train_single_process(const config::megatron_args& a, std::FILE* 
   const auto datasets = data::build_gpt_datasets(dataset_config_from_args(a, *tok), split_sample_counts(a));
   if (!datasets[0]) throw std::runtime_error("the --split gives no training data; give the train split a weight");
   const int mbs = static_cast<int>(*a.training.micro_batch_size);
-  const batch_loader train_loader(datasets[0], mbs);
+  const batch_loader train_loader(datasets[0], mbs, dp.rank(), dp.size());
   const bool do_valid = datasets[1] && a.validation.eval_iters > 0;
   const bool do_test = datasets[2] && a.validation.eval_iters > 0;
 
@@ -93,15 +115,15 @@ training_result train_single_process(const config::megatron_args& a, std::FILE* 
   std::int64_t consumed_valid = 0;
   auto interval_start = clock_type::now();
 
-  std::fprintf(out, "[after dataloaders are built] datetime: %s\ntraining ...\n",
-               model::log_timestamp(std::chrono::system_clock::now()).c_str());
-  std::fflush(out);
+  print("[after dataloaders are built] datetime: " + model::log_timestamp(std::chrono::system_clock::now()));
+  print("training ...");
+  const std::int64_t replica_step = static_cast<std::int64_t>(mbs) * dp.size();
   std::int64_t iteration = 0;
   while (iteration < train_iters) {
     gpt.zero_grad();
     double loss_sum = 0, tokens = 0;
     for (std::int64_t j = 0; j < m; ++j) {
-      const auto batch = train_loader.load(result.consumed_train_samples + j * mbs);
+      const auto batch = train_loader.load(result.consumed_train_samples + j * replica_step);
       const double count = mask_sum(batch);
       // Megatron divides each microbatch's loss by its token count and by the microbatch count.
       const float scale = count > 0 ? static_cast<float>(1.0 / (count * static_cast<double>(m))) : 0.0f;
@@ -109,6 +131,17 @@ training_result train_single_process(const config::megatron_args& a, std::FILE* 
       loss_sum += r.loss_sum;
       tokens += r.num_tokens;
     }
+    if (data_parallel) {
+      // Megatron's DDP: scale by 1/dp, then sum over the replicas, so every replica holds the mean.
+      auto grads = gpt.store().grads();
+      const float scale = 1.0f / static_cast<float>(dp.size());
+      for (float& g : grads) g *= scale;
+      data_parallel->all_reduce(grads);
+    }
+    double reported[2] = {loss_sum, tokens};
+    dp.sum(reported);
+    loss_sum = reported[0];
+    tokens = reported[1];
     const auto step = model::clip_and_step(*opt, a.regularization.clip_grad, a.logging.log_num_zeros_in_grad);
     scheduler.step(gbs);
     result.consumed_train_samples += gbs;
@@ -136,30 +169,29 @@ training_result train_single_process(const config::megatron_args& a, std::FILE* 
       in.grad_norm = step.grad_norm;
       in.num_zeros_in_grad = step.num_zeros_in_grad;
       if (a.logging.log_params_norm) in.params_norm = model::params_norm(opt->params());
-      std::fprintf(out, "%s\n", model::training_log_interval(in, log_acc).c_str());
-      std::fflush(out);
+      print(model::training_log_interval(in, log_acc));
       interval_start = clock_type::now();
     }
     if (do_valid && a.validation.eval_interval > 0 && iteration % a.validation.eval_interval == 0) {
-      const batch_loader valid(datasets[1], mbs);
+      const batch_loader valid(datasets[1], mbs, dp.rank(), dp.size());
       print_validation(out, "iteration " + std::to_string(iteration),
-                       evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs));
+                       evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs, dp));
     }
     if (a.training.exit_interval && iteration % *a.training.exit_interval == 0) {
-      std::fprintf(out, "exiting program at iteration %lld\n", static_cast<long long>(iteration));
+      print("exiting program at iteration " + std::to_string(iteration));
       break;
     }
   }
   if (do_valid) {
-    const batch_loader valid(datasets[1], mbs);
+    const batch_loader valid(datasets[1], mbs, dp.rank(), dp.size());
     print_validation(out, "iteration " + std::to_string(iteration) + " on validation set",
-                     evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs));
+                     evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs, dp));
   }
   if (do_test) {
-    const batch_loader test(datasets[2], mbs);
+    const batch_loader test(datasets[2], mbs, dp.rank(), dp.size());
     std::int64_t consumed_test = 0;
     print_validation(out, "iteration " + std::to_string(iteration) + " on test set",
-                     evaluate(gpt, test, consumed_test, a.validation.eval_iters, gbs, mbs));
+                     evaluate(gpt, test, consumed_test, a.validation.eval_iters, gbs, mbs, dp));
   }
   return result;
 }

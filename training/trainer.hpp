@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "config/megatron_args.hpp"
 
 namespace mactor::training {
@@ -17,8 +18,10 @@ struct training_result {
   std::int64_t consumed_train_samples = 0;
 };
 
-/// Trains as Megatron's pretrain_gpt does with tp = pp = dp = 1, printing Megatron's lines to `out`.
-/// Throws data::data_error for unusable data and std::runtime_error for other failures.
-training_result train_single_process(const config::megatron_args& args, std::FILE* out);
+/// Trains as Megatron's pretrain_gpt does with tp = pp = 1. With `data_parallel` (dp > 1) each rank
+/// takes its slice of every global batch and gradients are averaged over the group, as Megatron's
+/// DDP does; the last rank prints Megatron's lines to `out`. Throws data::data_error for unusable
+/// data, comm::comm_error for a failed peer and std::runtime_error for other failures.
+training_result train(const config::megatron_args& args, std::FILE* out, comm::communicator* data_parallel = nullptr);
 
 }  // namespace mactor::training
