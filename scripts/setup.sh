@@ -35,11 +35,17 @@ if [ "$with_python" = 1 ]; then
   if [ ! -x "$venv/bin/python" ]; then
     /usr/bin/python3 -m venv --system-site-packages "$venv"
   fi
-  if ! "$venv/bin/python" -c "import tiktoken, tokenizers, safetensors, sentencepiece" 2>/dev/null; then
+  stamp="$venv/.requirements"
+  wanted=$(cat "$root/scripts/requirements-test.txt" "$root/scripts/requirements-test-nodeps.txt")
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
     "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements-test.txt"
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$root/scripts/requirements-test-nodeps.txt"
+    printf '%s' "$wanted" > "$stamp"
   fi
 fi
 
+# ccache outside the clone, keyed on paths relative to it, so a fresh clone reuses earlier builds.
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
 cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"
