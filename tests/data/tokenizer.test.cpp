@@ -109,9 +109,14 @@ TEST_CASE("NullTokenizer reads space-separated ids and puts eod one past the voc
   CHECK(tok->tokenize("1 2 3 99") == std::vector<std::int64_t>{1, 2, 3, 99});
   CHECK(tok->detokenize({5, 6}) == "5 6");
   CHECK_THROWS_AS(tok->tokenize("1  2"), data_error);  // Python's int('') fails too
-  CHECK_THROWS_WITH(make_tokenizer({.tokenizer_type = "NullTokenizer"}), Catch::Contains("--vocab-size"));
-  CHECK_THROWS_WITH(make_tokenizer({.tokenizer_type = "GPT2BPETokenizer"}), Catch::Contains("--vocab-file"));
-  CHECK_THROWS_WITH(make_tokenizer({.tokenizer_type = "BertWordPieceCase"}), Catch::Contains("not supported"));
+  auto of_type = [](const char* type) {
+    tokenizer_options o;
+    o.tokenizer_type = type;
+    return o;
+  };
+  CHECK_THROWS_WITH(make_tokenizer(of_type("NullTokenizer")), Catch::Contains("--vocab-size"));
+  CHECK_THROWS_WITH(make_tokenizer(of_type("GPT2BPETokenizer")), Catch::Contains("--vocab-file"));
+  CHECK_THROWS_WITH(make_tokenizer(of_type("BertWordPieceCase")), Catch::Contains("not supported"));
 }
 
 TEST_CASE("the pre-tokenizer gives a whitespace run's last space to the following word") {
