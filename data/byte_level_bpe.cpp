@@ -29,6 +29,26 @@ std::string utf8(std::uint32_t cp) {
 // Unicode White_Space (what \s means to tiktoken's and HF's regex engines); RE2's \s is ASCII.
 constexpr const char* ws = "\\t\\n\\x{0B}\\f\\r\\x{85}\\p{Z}";
 
+// True when the whole of `s` is Unicode White_Space (then it came from the `\s+` alternative).
+bool all_whitespace(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::uint32_t cp = c;
+    std::size_t n = 1;
+    if (c >= 0x80) {
+      n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+      cp = c & (0xff >> (n + 1));
+      for (std::size_t k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+    }
+    const bool ws_cp = (cp >= 0x09 && cp <= 0x0d) || cp == 0x20 || cp == 0x85 || cp == 0xa0 || cp == 0x1680 ||
+                       (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
+                       cp == 0x205f || cp == 0x3000;
+    if (!ws_cp) return false;
+    i += n;
+  }
+  return true;
+}
+
 }  // namespace
 
 const std::vector<std::string>& byte_to_unicode() {
@@ -87,7 +107,7 @@ byte_level_bpe::byte_level_bpe(std::unordered_map<std::string, std::int64_t> voc
   }
   const std::string S = std::string("[") + ws + "]";
   const std::string pat = std::string("'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^") + ws +
-                          "\\p{L}\\p{N}]+|(" + S + "+)";
+                          "\\p{L}\\p{N}]+|" + S + "+";
   pattern_ = std::make_unique<re2::RE2>(pat);
   if (!pattern_->ok()) throw data_error("internal: GPT-2 pre-tokenizer pattern: " + pattern_->error());
 }
@@ -97,13 +117,15 @@ byte_level_bpe::~byte_level_bpe() = default;
 std::vector<std::string> byte_level_bpe::pre_tokenize(std::string_view text) const {
   std::vector<std::string> pieces;
   std::size_t pos = 0;
-  re2::StringPiece input(text.data(), text.size()), m[2];
+  re2::StringPiece input(text.data(), text.size()), m[1];
   while (pos < text.size()) {
     std::size_t len;
-    if (pattern_->Match(input, pos, text.size(), re2::RE2::ANCHOR_START, m, 2)) {
+    // Only the overall match is asked for, so RE2 can use its DFA; a match made only of
+    // whitespace can only come from the `\s+` alternative.
+    if (pattern_->Match(input, pos, text.size(), re2::RE2::ANCHOR_START, m, 1)) {
       len = m[0].size();
       // `\s+(?!\S)`: a whitespace run followed by text gives its last character to that text.
-      if (m[1].data() != nullptr && pos + len < text.size()) {
+      if (pos + len < text.size() && all_whitespace(text.substr(pos, len))) {
         std::size_t back = len - 1;  // step back one UTF-8 character
         while (back > 0 && (static_cast<unsigned char>(text[pos + back]) & 0xc0) == 0x80) --back;
         if (back > 0) len = back;  // a single whitespace character stays whole
