@@ -1,7 +1,10 @@
 // Benchmark: one training step (forward + backward + a plain SGD update) of the GPT model on the
 // CPU, ours against PyTorch running the same model (bench_train_step_torch.py) with the same
 // thread count. Each measurement runs in its own process so peak RSS is per runtime and case.
-//   bench_train_step [--threads N] [--iters N] [--style gpt2|llama] [--cases 0,1]
+// Both runtimes use GNU OpenMP; both children get the same OMP_WAIT_POLICY (default passive:
+// with more runnable threads than cores, as on a shared 2-core machine, spinning idle OpenMP
+// threads steal the cores that do the work).
+//   bench_train_step [--threads N] [--style gpt2|llama] [--cases 0,1] [--wait-policy P]
 #include <sys/resource.h>
 
 #include <chrono>
@@ -120,16 +123,17 @@ std::string python() {
 
 int main(int argc, char** argv) {
   int threads = int(std::thread::hardware_concurrency()), child_case = -1;
-  std::string style = "gpt2", case_list = "0,1";
+  std::string style = "gpt2", case_list = "0,1", wait_policy = "passive";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--threads") threads = std::stoi(value);
     else if (flag == "--style") style = value;
     else if (flag == "--cases") case_list = value;
+    else if (flag == "--wait-policy") wait_policy = value;
     else if (flag == "--child-case") child_case = std::stoi(value);
     else {
       std::fprintf(stderr, "error: unknown option %s; use --threads N --style gpt2|llama "
-                           "--cases 0,1\n", flag.c_str());
+                           "--cases 0,1 --wait-policy passive|active\n", flag.c_str());
       return 2;
     }
   }
@@ -137,10 +141,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: --style=%s; use gpt2 or llama\n", style.c_str());
     return 2;
   }
+  if (wait_policy != "passive" && wait_policy != "active") {
+    std::fprintf(stderr, "error: --wait-policy=%s; use passive or active\n", wait_policy.c_str());
+    return 2;
+  }
   if (child_case >= 0) return run_ours(cases[child_case], style == "llama", threads);
 
-  std::printf("train step (forward + backward + SGD), %s-style, %d threads, float32, no dropout\n",
-              style.c_str(), threads);
+  std::printf("train step (forward + backward + SGD), %s-style, %d threads, float32, no dropout, "
+              "OMP_WAIT_POLICY=%s\n", style.c_str(), threads, wait_policy.c_str());
+  const std::string env = "OMP_WAIT_POLICY=" + wait_policy + " ";
   std::printf("%-28s %-8s %10s %10s %12s %7s %9s\n", "case", "runtime", "ms/iter",
               "cpu-ms/it", "tokens/s", "gemm%", "peakRSS");
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -152,10 +161,10 @@ int main(int argc, char** argv) {
     char name[128];
     std::snprintf(name, sizeof name, "L%d h%d a%d s%d v%d b%d", b.layers, b.hidden, b.heads,
                   b.seq, b.vocab, b.batch);
-    const auto ours = run_child(self + " --child-case " + item + " --threads " +
+    const auto ours = run_child(env + self + " --child-case " + item + " --threads " +
                                 std::to_string(threads) + " --style " + style);
     std::ostringstream torch_cmd;
-    torch_cmd << python() << " " << MACTOR_SOURCE_DIR << "/bench/bench_train_step_torch.py"
+    torch_cmd << env << python() << " " << MACTOR_SOURCE_DIR << "/bench/bench_train_step_torch.py"
               << " --layers " << b.layers << " --hidden " << b.hidden << " --heads " << b.heads
               << " --seq " << b.seq << " --vocab " << b.vocab << " --batch " << b.batch
               << " --iters " << b.iters << " --threads " << threads << " --style " << style;

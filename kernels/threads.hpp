@@ -1,5 +1,5 @@
-// Thread control for CPU kernels: OpenMP for loops we write, OpenBLAS's own pool for GEMMs.
-// Kernels that call many small GEMMs from OpenMP threads pin BLAS to one thread meanwhile.
+// Thread control for CPU kernels: one OpenMP team runs our loops and splits large GEMMs into
+// blocks (OpenBLAS itself runs single-threaded, see cpu/gemm.cpp).
 #pragma once
 
 namespace mactor::kernels {
@@ -7,11 +7,12 @@ namespace mactor::kernels {
 /// Threads OpenMP loops use (OMP_NUM_THREADS or the core count).
 int kernel_threads();
 
-/// Sets both OpenMP's and OpenBLAS's thread counts (e.g. from a --threads option).
+/// Sets the OpenMP team size the kernels use (e.g. from a --threads option).
 void set_kernel_threads(int threads);
 
-/// While alive, OpenBLAS runs single-threaded, so GEMMs issued from inside an OpenMP loop do
-/// not each wake the BLAS pool; the count comes back when the last overlapping scope ends.
+/// While alive, OpenBLAS runs single-threaded even if someone else raised its thread count, so
+/// GEMMs issued from inside an OpenMP loop never wake a second pool; the count comes back when
+/// the last overlapping scope ends.
 class blas_single_thread_scope {
  public:
   blas_single_thread_scope();

@@ -4,8 +4,10 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 
 namespace mactor::kernels {
 namespace {
@@ -25,6 +27,40 @@ void call_blas(bool ta, bool tb, int m, int n, int k, double alpha, const double
               k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// One thread pool, not two: OpenBLAS runs single-threaded and large products are split into
+// row or column blocks over the OpenMP team. With OpenBLAS's own pool next to OpenMP's, each
+// pool's idle threads spin while the other works, which on 2 cores cost ~40% of a step.
+template <typename T>
+void split_over_threads(bool ta, bool tb, int m, int n, int k, T alpha, const T* a, int lda,
+                        const T* b, int ldb, T beta, T* c, int ldc) {
+  static std::once_flag single_threaded_blas;
+  std::call_once(single_threaded_blas, [] { openblas_set_num_threads(1); });
+  const int threads = omp_get_max_threads();
+  const bool worth = threads > 1 && 2.0 * m * n * k > 4e6 && std::max(m, n) >= 32 * threads;
+  if (!worth || omp_in_parallel()) {
+    call_blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const bool by_rows = m >= n;
+  const int extent = by_rows ? m : n;
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), count = omp_get_num_threads();
+    // Blocks of whole 16-element panels, so every thread but the last runs full kernels.
+    const int step = (extent / count + 15) / 16 * 16;
+    const int lo = std::min(extent, t * step);
+    const int hi = t == count - 1 ? extent : std::min(extent, lo + step);
+    if (hi > lo) {
+      if (by_rows)
+        call_blas(ta, tb, hi - lo, n, k, alpha, ta ? a + lo : a + std::int64_t(lo) * lda, lda, b,
+                  ldb, beta, c + std::int64_t(lo) * ldc, ldc);
+      else
+        call_blas(ta, tb, m, hi - lo, k, alpha, a, lda, tb ? b + std::int64_t(lo) * ldb : b + lo,
+                  ldb, beta, c + lo, ldc);
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -32,7 +68,7 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, 
           const T* b, int ldb, T beta, T* c, int ldc) {
   if (m == 0 || n == 0) return;
   const auto start = std::chrono::steady_clock::now();
-  call_blas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  split_over_threads(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start)
                       .count();

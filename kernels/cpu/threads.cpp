@@ -10,10 +10,7 @@ namespace mactor::kernels {
 
 int kernel_threads() { return omp_get_max_threads(); }
 
-void set_kernel_threads(int threads) {
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
-}
+void set_kernel_threads(int threads) { omp_set_num_threads(threads); }
 
 namespace {
 // Scopes may overlap when several threads (e.g. in-process tensor-parallel ranks) run kernels:
