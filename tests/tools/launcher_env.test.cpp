@@ -193,3 +193,14 @@ TEST_CASE("an ssh-like agent that re-parses the command in a shell starts remote
   CHECK(ranks[1]["MACTOR_TEST_HOST"] == "n2");
   CHECK(r.out.find("MACTOR_T_Q=a b;c") != std::string::npos);
 }
+
+TEST_CASE("this host named by hostname, localhost or 127.0.0.1 runs its ranks without the agent") {
+  for (std::string host : {std::string("$(hostname)"), std::string("localhost"), std::string("127.0.0.1")}) {
+    INFO(host);
+    // The agent is /bin/false: any rank sent through it would fail the job.
+    auto r = run_shell(mactor_bin() + " -H " + host + ":2 --launch-agent /bin/false " + bin_dir() +
+                       "/rank_probe MACTOR_NODE_RANK");
+    CHECK(r.status == 0);
+    CHECK(parse_probe(r.out).size() == 2);
+  }
+}

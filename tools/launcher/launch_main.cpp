@@ -32,9 +32,24 @@ int allowed_cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+// True when `name` is a numeric address assigned to one of this host's interfaces. Names are
+// not resolved: a DNS lookup could stall the launch on a machine without a resolver.
+bool is_own_address(const std::string& name) {
+  in_addr want{};
+  if (::inet_pton(AF_INET, name.c_str(), &want) != 1) return false;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* a = list; a && !found; a = a->ifa_next)
+    if (a->ifa_addr && a->ifa_addr->sa_family == AF_INET)
+      found = reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr == want.s_addr;
+  ::freeifaddrs(list);
+  return found;
+}
+
 bool is_local_host(const std::string& name) {
   static const std::set<std::string> fixed = {"localhost", "127.0.0.1", "::1", "localhost.localdomain"};
-  if (fixed.count(name)) return true;
+  if (fixed.count(name) || is_own_address(name)) return true;
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return false;
   std::string me = buf;
