@@ -46,7 +46,7 @@ class null_tokenizer : public tokenizer {
   nlohmann::ordered_json unique_identifiers() const override {
     nlohmann::ordered_json j;
     j["class"] = "_NullTokenizer";
-    j["tokenizer_path"] = nlohmann::ordered_json::array();
+    j["tokenizer_path"] = nlohmann::ordered_json::array({nullptr});  // Megatron passes None as the path
     j["vocab_size"] = std::to_string(n_);
     return j;
   }

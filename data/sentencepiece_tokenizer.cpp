@@ -40,6 +40,7 @@ class sentencepiece_tokenizer : public tokenizer {
     nlohmann::ordered_json j;
     j["class"] = cls_;
     j["tokenizer_path"] = {model_file_};
+    j["vocab_extra_ids"] = "0";
     return j;
   }
 

@@ -60,6 +60,8 @@ TEST_CASE("GPT-2 BPE ids equal tiktoken's with whisper's GPT-2 ranks, and decode
   CHECK(tok->vocab_size() == 50257);
   CHECK(tok->eod() == 50256);
   CHECK_FALSE(tok->pad().has_value());
+  CHECK(tok->unique_identifiers()["tokenizer_path"] ==
+        nlohmann::ordered_json({corpus_dir + "/gpt2-vocab.json", corpus_dir + "/gpt2-merges.txt"}));
   for (std::size_t i = 0; i < texts.size(); ++i) {
     INFO("text " << i << ": " << texts[i]);
     auto ids = tok->tokenize(texts[i]);
@@ -89,6 +91,8 @@ TEST_CASE("SentencePiece tokenizers match the sentencepiece package and set bos,
   CHECK(gpt->eod() == ref["spm_ids"]["eos"].get<std::int64_t>());
   CHECK(gpt->pad() == ref["spm_ids"]["pad"].get<std::int64_t>());
   CHECK(gpt->vocab_size() == ref["spm_ids"]["size"].get<std::int64_t>());
+  CHECK(gpt->unique_identifiers().dump() ==
+        R"({"class":"_GPTSentencePieceTokenizer","tokenizer_path":[")" + model + R"("],"vocab_extra_ids":"0"})");
   for (std::size_t i = 0; i < texts.size(); ++i) {
     INFO("text " << i);
     auto ids = gpt->tokenize(texts[i]);
@@ -108,6 +112,8 @@ TEST_CASE("NullTokenizer reads space-separated ids and puts eod one past the voc
   CHECK(tok->eod() == 100);
   CHECK(tok->tokenize("1 2 3 99") == std::vector<std::int64_t>{1, 2, 3, 99});
   CHECK(tok->detokenize({5, 6}) == "5 6");
+  // MegatronLegacyTokenizer(None, vocab_size=100).unique_identifiers
+  CHECK(tok->unique_identifiers().dump() == R"({"class":"_NullTokenizer","tokenizer_path":[null],"vocab_size":"100"})");
   CHECK_THROWS_AS(tok->tokenize("1  2"), data_error);  // Python's int('') fails too
   auto of_type = [](const char* type) {
     tokenizer_options o;
