@@ -65,7 +65,7 @@ void transport_communicator::fail_timeout(int peer_position, const char* what) c
 }
 
 void transport_communicator::wait(std::future<status>& f, int peer_position, const char* what) {
-  if (f.wait_for(timeout_) != std::future_status::ready) fail_timeout(peer_position, what);
+  if (!t_.wait_for(f, timeout_)) fail_timeout(peer_position, what);
   wait_ok(f);
 }
 
@@ -75,7 +75,7 @@ void transport_communicator::exchange(int to, const void* send_data, std::size_t
   auto r = t_.recv_future(members_[from], tag, recv_data, recv_size);
   auto s = t_.send_future(members_[to], tag, send_data, send_size);
   wait(s, to, "sending");
-  if (r.wait_for(timeout_) != std::future_status::ready) fail_timeout(from, "receiving");
+  if (!t_.wait_for(r, timeout_)) fail_timeout(from, "receiving");
   const status got = r.get();
   if (!got.ok) throw comm_error(got.peer, got.message);
   if (got.bytes != recv_size)
@@ -231,7 +231,7 @@ void transport_communicator::send_bytes(std::span<const std::byte> data, int pee
 void transport_communicator::recv_bytes(std::span<std::byte> data, int peer) {
   const std::uint64_t tag = collective_tag_bit | (std::uint64_t{group_id_} << seq_bits) | p2p_seq;
   auto r = t_.recv_future(members_.at(peer), tag, data.data(), data.size());
-  if (r.wait_for(timeout_) != std::future_status::ready) fail_timeout(peer, "receive");
+  if (!t_.wait_for(r, timeout_)) fail_timeout(peer, "receive");
   const status got = r.get();
   if (!got.ok) throw comm_error(got.peer, got.message);
   if (got.bytes != data.size())

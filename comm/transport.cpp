@@ -30,6 +30,15 @@ std::future<status> transport::recv_future(int peer, std::uint64_t tag, void* da
   return f;
 }
 
+bool transport::wait_for(std::future<status>& f, std::chrono::milliseconds timeout) {
+  return f.wait_for(timeout) == std::future_status::ready;
+}
+
+void transport::wait_ok(std::future<status>& f) {
+  wait_for(f, std::chrono::hours(24 * 365));
+  comm::wait_ok(f);
+}
+
 void wait_ok(std::future<status>& f) {
   const status s = f.get();
   if (!s.ok) throw comm_error(s.peer, s.message);

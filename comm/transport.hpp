@@ -82,6 +82,13 @@ class transport {
   /// Future-returning forms, for code that wants to block on a result.
   std::future<status> send_future(int peer, std::uint64_t tag, const void* data, std::size_t size);
   std::future<status> recv_future(int peer, std::uint64_t tag, void* data, std::size_t capacity);
+
+  /// Waits up to `timeout` for a future from this transport; true when it is ready. The UCX
+  /// transport drives the network from the waiting thread meanwhile (one wake-up per event
+  /// instead of two), so blocking callers should wait through here rather than on `f`.
+  virtual bool wait_for(std::future<status>& f, std::chrono::milliseconds timeout);
+  /// wait_for without a deadline, then throws comm_error (naming the peer) on failure.
+  void wait_ok(std::future<status>& f);
 };
 
 /// Waits on a future from the transport and throws comm_error (naming the peer) on failure.

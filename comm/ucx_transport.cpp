@@ -1,6 +1,6 @@
-// UCX transport: one worker per process, driven by a single progress thread that sleeps on
-// the worker's event fd (ucp_worker_arm + poll) and is woken by ucp_worker_signal after a post.
-// Because only that thread touches UCX, the worker runs in single-thread mode with no lock.
+// UCX transport: one worker per process, driven by a progress thread that sleeps on the
+// worker's event fd (ucp_worker_arm + poll) and is woken by ucp_worker_signal after a post.
+// Posting threads issue directly when the worker is idle; one mutex serializes the worker.
 //
 // Dead peers: UCX 1.13 offers peer error handling only on TCP here (shared memory and cma
 // refuse UCP_ERR_HANDLING_MODE_PEER, and TCP reaches a third of their bandwidth). So peers on
@@ -117,6 +117,9 @@ struct ucx_transport::impl {
   std::vector<void*> closing;
   std::chrono::steady_clock::time_point last_watchdog{};
 
+  // Serializes every use of the worker (UCS_THREAD_MODE_SERIALIZED). Recursive because a
+  // completion that runs inside ucp_worker_progress may post the next operation.
+  std::recursive_mutex worker_mu;
   std::mutex mu;  // guards posted, failure, stop
   std::vector<std::function<void()>> posted;
   std::vector<std::string> failure;  // empty while the peer is healthy
@@ -141,7 +144,7 @@ struct ucx_transport::impl {
     check_ucx(s, "ucp_init");
     ucp_worker_params_t wp{};
     wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
     check_ucx(ucp_worker_create(context, &wp, &worker), "ucp_worker_create");
     check_ucx(ucp_worker_get_efd(worker, &efd), "ucp_worker_get_efd");
   }
@@ -335,36 +338,99 @@ struct ucx_transport::impl {
         mark_failed(p.rank, "its process " + std::to_string(p.pid) + " on this host has exited");
   }
 
+  // Issues everything queued so far, in order. Caller holds worker_mu.
+  bool drain_posted() {
+    std::vector<std::function<void()>> work;
+    {
+      std::lock_guard lock(mu);
+      work.swap(posted);
+    }
+    for (auto& w : work) w();
+    return !work.empty();
+  }
+
   void progress_loop() {
     for (;;) {
-      std::vector<std::function<void()>> work;
-      bool stopping;
       {
-        std::lock_guard lock(mu);
-        work.swap(posted);
-        stopping = stop;
+        std::unique_lock worker_lock(worker_mu);
+        bool stopping;
+        {
+          std::lock_guard lock(mu);
+          stopping = stop;
+        }
+        const bool did_work = drain_posted();
+        while (ucp_worker_progress(worker) != 0) {
+        }
+        watch_same_host_peers();
+        handle_failures();
+        if (did_work) continue;
+        if (stopping) return;
+        if (ucp_worker_arm(worker) == UCS_ERR_BUSY) continue;
       }
-      for (auto& w : work) w();
-      while (ucp_worker_progress(worker) != 0) {
-      }
-      watch_same_host_peers();
-      handle_failures();
-      if (!work.empty()) continue;
-      if (stopping) return;
-      const ucs_status_t s = ucp_worker_arm(worker);
-      if (s == UCS_ERR_BUSY) continue;
       pollfd fd{efd, POLLIN, 0};
       // The timeout paces the watchdog; posts and network events wake the poll at once.
       ::poll(&fd, 1, static_cast<int>(watchdog_period.count()));
     }
   }
 
+  // When the worker is free (the progress thread is asleep), the caller issues the operation
+  // itself, saving a thread hop per message; otherwise it queues it for the progress thread.
+  // Either way the queue is drained first, so operations reach UCX in posting order.
   void post(std::function<void()> work) {
+    std::unique_lock worker_lock(worker_mu, std::defer_lock);
+    if (options.issue_from_caller && worker_lock.try_lock()) {
+      drain_posted();
+      work();
+      ucp_worker_progress(worker);
+      hand_back_to_progress_thread();
+      return;
+    }
     {
       std::lock_guard lock(mu);
       posted.push_back(std::move(work));
     }
     ucp_worker_signal(worker);
+  }
+
+  // After another thread used the worker (caller holds worker_mu): the sleeping progress
+  // thread hears of new network events only through an armed worker, so arm it, or wake the
+  // progress thread when events are already pending.
+  void hand_back_to_progress_thread() {
+    if (ucp_worker_arm(worker) != UCS_OK) ucp_worker_signal(worker);
+  }
+
+  static bool ready(std::future<status>& f) {
+    return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
+
+  // Becomes the progress engine while the worker is free: progress, arm, sleep on the event
+  // fd, all under worker_mu so no event is consumed by a thread that then fails to look.
+  bool wait_for(std::future<status>& f, std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      if (ready(f)) break;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) break;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+      std::unique_lock worker_lock(worker_mu, std::try_to_lock);
+      if (!worker_lock.owns_lock()) {  // the progress thread is at work and will finish f
+        f.wait_for(std::min(left, std::chrono::milliseconds(1)));
+        continue;
+      }
+      drain_posted();
+      while (ucp_worker_progress(worker) != 0) {
+      }
+      watch_same_host_peers();
+      handle_failures();
+      if (ready(f)) {
+        hand_back_to_progress_thread();
+        break;
+      }
+      if (ucp_worker_arm(worker) == UCS_ERR_BUSY) continue;
+      pollfd fd{efd, POLLIN, 0};
+      ::poll(&fd, 1, static_cast<int>(std::min(left, watchdog_period).count()) + 1);
+      // Leaving with the worker armed (f timed out) is fine: the progress thread polls too.
+    }
+    return ready(f);
   }
 
   void check_peer(int peer, std::uint64_t tag) const {
@@ -459,7 +525,9 @@ void ucx_transport::shutdown() {
   for (auto* set : {&recvs, &sends}) {
     for (std::size_t i = 0; i < set->size(); ++i) {
       const int peer = static_cast<int>(i) + (static_cast<int>(i) >= impl_->rank ? 1 : 0);
-      if ((*set)[i].wait_until(deadline) != std::future_status::ready)
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (!wait_for((*set)[i], std::max(left, std::chrono::milliseconds(0))))
         throw comm_error(peer, "shutdown barrier: rank " + std::to_string(peer) +
                                    " did not arrive within " +
                                    std::to_string(impl_->options.shutdown_timeout.count()) +
@@ -467,6 +535,13 @@ void ucx_transport::shutdown() {
       wait_ok((*set)[i]);
     }
   }
+}
+
+bool ucx_transport::wait_for(std::future<status>& f, std::chrono::milliseconds timeout) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto deadline = timeout > std::chrono::hours(24 * 364) ? now + std::chrono::hours(24 * 364)
+                                                              : now + timeout;
+  return impl_->wait_for(f, deadline);
 }
 
 std::string ucx_transport::describe_lanes() const {

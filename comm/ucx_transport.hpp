@@ -22,13 +22,17 @@ struct ucx_options {
   /// UCX 1.13 offers only without peer error handling; their death is detected by a pid
   /// watchdog instead. false: every peer gets UCP_ERR_HANDLING_MODE_PEER (TCP on one host).
   bool same_host_fast_path = true;
+  /// Let the posting thread issue to UCX itself when the worker is idle (fewer thread hops);
+  /// false: every operation goes through the progress thread.
+  bool issue_from_caller = true;
 };
 
 /// One UCP context and worker per process, an endpoint to every rank (itself included), and a
 /// progress thread that sleeps on the worker's event descriptor. A dead peer turns every
 /// operation with it into an error naming its rank (within ~1 s here, a few s across hosts).
-/// All UCX calls happen on that thread; send/recv only queue the request and wake it, so they
-/// never block on the worker. Completions run on the progress thread.
+/// send/recv never wait for the network: they issue to UCX at once when the worker is idle
+/// and otherwise queue for the progress thread. Completions run on the progress thread or,
+/// for operations finished while posting, on the posting thread.
 class ucx_transport final : public transport {
  public:
   /// Publishes this rank's worker address, then fetches every peer's and connects.
@@ -44,6 +48,7 @@ class ucx_transport final : public transport {
   void recv(int peer, std::uint64_t tag, void* data, std::size_t capacity,
             completion done) override;
   void shutdown() override;
+  bool wait_for(std::future<status>& f, std::chrono::milliseconds timeout) override;
 
   /// The UCX transports each endpoint uses, e.g. "rank 1: cma/memory sysv/memory", for logs.
   std::string describe_lanes() const;
