@@ -181,6 +181,15 @@ TEST_CASE("stdin goes to rank 0 only") {
   CHECK(lines == std::vector<std::string>{"0:hello", "1:"});
 }
 
+TEST_CASE("stdin reaches rank 0 when it runs on a remote host") {
+  auto r = run_shell(mactor_bin() + " -H a:1,b:1 --launch-agent " + MACTOR_SOURCE_DIR +
+                     "/tests/tools/fake_agent.sh sh -c 'read x; echo \"$MACTOR_RANK:$x\"'", "remote\n");
+  CHECK(r.status == 0);
+  auto lines = lines_of(r.out);
+  std::sort(lines.begin(), lines.end());
+  CHECK(lines == std::vector<std::string>{"0:remote", "1:"});
+}
+
 TEST_CASE("tagged output (--tag-output) prefixes lines exactly as mpirun does") {
   std::string prog = " sh -c 'echo out $OMPI_COMM_WORLD_RANK; echo err >&2'";
   auto ours = run_shell(mactor_bin() + " -np 2 --tag-output" + prog + " 2>&1");
