@@ -1,10 +1,12 @@
 // A job across two hosts: network namespaces joined by a veth pair (10.213.7.0/24) stand in for
 // machines, and "ip netns exec" is the rsh agent, so the ranks really talk over an interface.
-// Needs root (CAP_SYS_ADMIN); where namespaces cannot be made, the test says why and passes
-// nothing else off as tested.
+// Needs CAP_SYS_ADMIN; where namespaces cannot be made the test warns with the exact reason and
+// checks nothing else (set MACTOR_REQUIRE_NETNS=1 to make that a failure instead).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include "run_command.hpp"
 
@@ -33,13 +35,18 @@ struct two_hosts {
   std::string in_a(const std::string& cmd) const { return "ip netns exec " + a + " " + cmd; }
 };
 
+bool netns_required() {
+  const char* v = std::getenv("MACTOR_REQUIRE_NETNS");
+  return v && std::string(v) == "1";
+}
+
 }  // namespace
 
 TEST_CASE("a job across two network namespaces exchanges data between the hosts") {
   two_hosts h;
   if (!h.why_not.empty()) {
     WARN("network namespaces unavailable here, so the two-host job was not run: " << h.why_not);
-    CHECK(::geteuid() != 0);  // as root this must work; fail loudly if it does not
+    CHECK_FALSE(netns_required());
     return;
   }
   auto r = run_shell(h.in_a(mactor_bin() + " -H " + h.a + ":1," + h.b + ":1 --launch-agent 'ip netns exec' " +
@@ -55,7 +62,7 @@ TEST_CASE("a rank killed on one namespace host stops the ranks on the other") {
   two_hosts h;
   if (!h.why_not.empty()) {
     WARN("network namespaces unavailable here: " << h.why_not);
-    CHECK(::geteuid() != 0);
+    CHECK_FALSE(netns_required());
     return;
   }
   auto r = run_shell(h.in_a(mactor_bin() + " -H " + h.a + ":2," + h.b + ":2 --launch-agent 'ip netns exec' " +

@@ -61,6 +61,12 @@ class job_runner {
   void handle_signal(int sig);
   void reap();
   int poll_timeout_ms() const;
+  // "pid 12 on localhost" / "agent pid 12 on node3": for a remote rank mactor sees the agent.
+  std::string where(int rank, pid_t pid) const {
+    int h = plan_.layout.ranks[rank].host;
+    return std::string(plan_.host_is_local[h] ? "pid " : "agent pid ") + std::to_string(pid) +
+           " on " + plan_.layout.hosts[h].name;
+  }
   const std::string& host_of(int rank) const {
     return plan_.layout.hosts[plan_.layout.ranks[rank].host].name;
   }
@@ -121,8 +127,8 @@ void job_runner::on_exit(int rank, int status) {
   bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
   if (!failed || tearing_down_) return;
   exit_code_ = shell_status(status);
-  std::fprintf(stderr, "mactor: rank %d (pid %d on %s) %s%s\n", rank, static_cast<int>(pid),
-               host_of(rank).c_str(), describe_wait_status(status).c_str(),
+  std::fprintf(stderr, "mactor: rank %d (%s) %s%s\n", rank, where(rank, pid).c_str(),
+               describe_wait_status(status).c_str(),
                running_ > 0 ? "; stopping the other ranks" : "");
   tear_down(SIGTERM);
 }
@@ -216,8 +222,8 @@ int job_runner::run() {
     if (now >= kill_at_) {
       for (int r = 0; r < n; ++r)
         if (pid_[r] > 0)
-          std::fprintf(stderr, "mactor: rank %d (pid %d on %s) ignored SIGTERM for %g s; killing it\n",
-                       r, static_cast<int>(pid_[r]), host_of(r).c_str(), plan_.opts.kill_grace_s);
+          std::fprintf(stderr, "mactor: rank %d (%s) ignored SIGTERM for %g s; killing it\n", r,
+                       where(r, pid_[r]).c_str(), plan_.opts.kill_grace_s);
       tear_down(SIGKILL);
       kill_at_ = never;
     }
