@@ -34,8 +34,8 @@ class comm_error : public std::runtime_error {
 };
 
 /// Called exactly once when an operation finishes, successfully or not. It may run on the
-/// transport's progress thread or inline on the posting thread: keep it short and thread-safe
-/// (an actor turns it into a message to itself).
+/// transport's progress thread, inline on the posting thread, or on a thread blocked in
+/// wait_for: keep it short, non-blocking and thread-safe (an actor turns it into a message).
 using completion = std::function<void(const status&)>;
 
 /// Tags are at most max_tag (2^40 - 2; 2^40 - 1 is the transport's own shutdown barrier). The

@@ -31,8 +31,9 @@ struct ucx_options {
 /// progress thread that sleeps on the worker's event descriptor. A dead peer turns every
 /// operation with it into an error naming its rank (within ~1 s here, a few s across hosts).
 /// send/recv never wait for the network: they issue to UCX at once when the worker is idle
-/// and otherwise queue for the progress thread. Completions run on the progress thread or,
-/// for operations finished while posting, on the posting thread.
+/// and otherwise queue for the progress thread. Completions run on whichever thread is
+/// driving the worker: the progress thread, a posting thread, or a thread inside wait_for.
+/// A completion may post new operations; it must not block.
 class ucx_transport final : public transport {
  public:
   /// Publishes this rank's worker address, then fetches every peer's and connects.
