@@ -46,6 +46,8 @@ template <typename T>
 void gpt_model<T>::load_batch(const micro_batch& b) {
   const int s = config_.seq_length, mb = b.micro_batch_size, rows = s * mb;
   ids_.resize(rows), positions_.resize(rows), labels_.resize(rows), mask_.resize(rows);
+  const bool learned =
+      config_.position_embedding_type == position_embedding_kind::learned_absolute;
   for (int bi = 0; bi < mb; ++bi)
     for (int si = 0; si < s; ++si) {
       const int from = bi * s + si, to = si * mb + bi;
@@ -59,6 +61,15 @@ void gpt_model<T>::load_batch(const micro_batch& b) {
       ids_[to] = token;
       positions_[to] = b.position_ids ? b.position_ids[from] : si;
       labels_[to] = b.labels ? b.labels[from] : 0;
+      if (labels_[to] < 0 || labels_[to] >= config_.padded_vocab_size)
+        throw std::invalid_argument("label " + std::to_string(labels_[to]) + " at batch row " +
+                                    std::to_string(bi) + ", position " + std::to_string(si) +
+                                    " is outside the vocabulary [0, " +
+                                    std::to_string(config_.padded_vocab_size) + ")");
+      if (learned && (positions_[to] < 0 || positions_[to] >= config_.max_position_embeddings))
+        throw std::invalid_argument("position id " + std::to_string(positions_[to]) +
+                                    " is outside [0, max_position_embeddings=" +
+                                    std::to_string(config_.max_position_embeddings) + ")");
       mask_[to] = b.loss_mask ? b.loss_mask[from] : 1.0f;
     }
 }

@@ -66,7 +66,7 @@ TEST_CASE("loss is the masked sum of token losses and the count is the mask sum"
   CHECK(one.loss_sum > 0.0);
 }
 
-TEST_CASE("bad configs and out-of-vocabulary tokens are refused with the reason") {
+TEST_CASE("bad configs, out-of-range tokens, labels and positions are refused with the reason") {
   auto c = test::llama_style();
   c.num_query_groups = 3;
   model::single_group tp;
@@ -77,4 +77,14 @@ TEST_CASE("bad configs and out-of-vocabulary tokens are refused with the reason"
   auto batch = test::make_batch(1, c.seq_length, c.padded_vocab_size, 1);
   batch.tokens[2] = 99;
   CHECK_THROWS_WITH(m.forward_only(batch.view()), Catch::Contains("token id 99"));
+  batch.tokens[2] = 1;
+  batch.labels[3] = -1;
+  CHECK_THROWS_WITH(m.forward_only(batch.view()), Catch::Contains("label -1"));
+  auto g = test::gpt2_style();
+  model::gpt_model<float> learned(g, tp);
+  auto b2 = test::make_batch(1, g.seq_length, g.padded_vocab_size, 1);
+  std::vector<std::int32_t> positions(g.seq_length, g.max_position_embeddings);
+  auto view = b2.view();
+  view.position_ids = positions.data();
+  CHECK_THROWS_WITH(learned.forward_only(view), Catch::Contains("position id 8"));
 }
