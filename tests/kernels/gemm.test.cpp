@@ -2,6 +2,7 @@
 #include "kernels/gemm.hpp"
 
 #include <catch2/catch.hpp>
+#include <tuple>
 
 #include "tests/kernels/gradient_check.hpp"
 
@@ -40,4 +41,27 @@ TEST_CASE("linear backward gives the finite-difference gradients of input and we
   kernels::linear_backward_weight<double>(probe.data(), x.data(), dw.data(), rows, in, out);
   CHECK(test::relative_error(dx, test::numeric_gradient(loss, x)) < 1e-8);
   CHECK(test::relative_error(dw, test::numeric_gradient(loss, w)) < 1e-8);
+}
+
+TEST_CASE("large float gemms split over threads match a naive product for every layout") {
+  // Big enough that gemm() splits rows (m >= n) or columns (n > m) across the OpenMP team.
+  for (auto [m, n, k] : {std::tuple{301, 97, 150}, std::tuple{90, 333, 140}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const auto ad = test::random_vector(std::size_t(m) * k, 7);
+        const auto bd = test::random_vector(std::size_t(k) * n, 8);
+        const std::vector<float> a(ad.begin(), ad.end()), b(bd.begin(), bd.end());
+        std::vector<float> c(std::size_t(m) * n, 1.0f);
+        std::vector<double> expect(c.size());
+        for (int i = 0; i < m; ++i)
+          for (int j = 0; j < n; ++j) {
+            double s = 0;
+            for (int p = 0; p < k; ++p)
+              s += double(ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
+            expect[std::size_t(i) * n + j] = s + 1.0;
+          }
+        kernels::gemm<float>(ta, tb, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), tb ? k : n,
+                             1.0f, c.data(), n);
+        CHECK(test::relative_error(c, expect) < 1e-5);
+      }
 }
