@@ -44,6 +44,9 @@ gpt_model<T>::gpt_model(const gpt_model_config& config, group& tp)
 
 template <typename T>
 void gpt_model<T>::load_batch(const micro_batch& b) {
+  if (!b.tokens || b.micro_batch_size <= 0)
+    throw std::invalid_argument("micro_batch needs tokens and micro_batch_size > 0 (got " +
+                                std::to_string(b.micro_batch_size) + ")");
   const int s = config_.seq_length, mb = b.micro_batch_size, rows = s * mb;
   ids_.resize(rows), positions_.resize(rows), labels_.resize(rows), mask_.resize(rows);
   const bool learned =
