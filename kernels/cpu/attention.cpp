@@ -16,6 +16,9 @@
 namespace mactor::kernels {
 namespace {
 
+// Query rows per causal block: a block of rows needs keys only up to its last row.
+constexpr int row_block = 64;
+
 // Offsets of one head's q, k, v inside a qkv row, and of its output inside an out row.
 struct head_view {
   std::int64_t q, k, v, o;
@@ -91,16 +94,23 @@ void attention_forward(T* out, T* probs, const T* qkv, const attention_dims& d, 
         const int h = g * per_group + j;
         const head_view at = locate(d, b, g, j);
         T* p = probs + (std::int64_t(b) * d.heads + h) * ss;
-        gemm<T>(false, true, d.seq, d.seq, d.head_dim, scale, qkv + at.q, ld, qkv + at.k, ld, T(0),
-                p, d.seq);
+        // Causal: query rows [r0, r1) only see keys [0, r1).
+        for (int r0 = 0; r0 < d.seq; r0 += row_block) {
+          const int r1 = std::min(d.seq, r0 + row_block);
+          gemm<T>(false, true, r1 - r0, r1, d.head_dim, scale, qkv + at.q + std::int64_t(r0) * ld,
+                  ld, qkv + at.k, ld, T(0), p + std::int64_t(r0) * d.seq, d.seq);
+        }
         causal_softmax(p, d.seq);
         const T* pv = p;
         if (dropout_p > 0) {
           apply_dropout(dropped.data(), p, d.seq, dropout_p, stream, mask_base(d, b, h));
           pv = dropped.data();
         }
-        gemm<T>(false, false, d.seq, d.head_dim, d.seq, T(1), pv, d.seq, qkv + at.v, ld, T(0),
-                out + at.o, ldo);
+        for (int r0 = 0; r0 < d.seq; r0 += row_block) {
+          const int r1 = std::min(d.seq, r0 + row_block);
+          gemm<T>(false, false, r1 - r0, d.head_dim, r1, T(1), pv + std::int64_t(r0) * d.seq, d.seq,
+                  qkv + at.v, ld, T(0), out + at.o + std::int64_t(r0) * ldo, ldo);
+        }
       }
     }
   }
@@ -132,13 +142,17 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs,
           apply_dropout(dropped.data(), p, d.seq, dropout_p, stream, mask_base(d, b, h));
           pv = dropped.data();
         }
-        // dV += P'^T dO ; dP' = dO V^T
-        gemm<T>(true, false, d.seq, d.head_dim, d.seq, T(1), pv, d.seq, dout + at.o, ldo, T(1),
-                dqkv + at.v, ld);
-        gemm<T>(false, true, d.seq, d.seq, d.head_dim, T(1), dout + at.o, ldo, qkv + at.v, ld,
-                T(0), dp.data(), d.seq);
-        if (dropout_p > 0) apply_dropout(dp.data(), dp.data(), d.seq, dropout_p, stream,
-                                         mask_base(d, b, h));
+        // dV += P'^T dO ; dP' = dO V^T, over the causal blocks only (dP' above the diagonal is
+        // left unset and zeroed below).
+        for (int r0 = 0; r0 < d.seq; r0 += row_block) {
+          const int r1 = std::min(d.seq, r0 + row_block);
+          gemm<T>(true, false, r1, d.head_dim, r1 - r0, T(1), pv + std::int64_t(r0) * d.seq, d.seq,
+                  dout + at.o + std::int64_t(r0) * ldo, ldo, T(1), dqkv + at.v, ld);
+          gemm<T>(false, true, r1 - r0, r1, d.head_dim, T(1), dout + at.o + std::int64_t(r0) * ldo,
+                  ldo, qkv + at.v, ld, T(0), dp.data() + std::int64_t(r0) * d.seq, d.seq);
+        }
+        if (dropout_p > 0)
+          apply_dropout(dp.data(), dp.data(), d.seq, dropout_p, stream, mask_base(d, b, h));
         // dS = P * (dP - rowsum(P * dP)), causal part only.
         for (int i = 0; i < d.seq; ++i) {
           T* row = dp.data() + std::int64_t(i) * d.seq;
@@ -149,10 +163,14 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs,
           for (int k = i + 1; k < d.seq; ++k) row[k] = T(0);
         }
         // dQ = scale * dS K ; dK += scale * dS^T Q
-        gemm<T>(false, false, d.seq, d.head_dim, d.seq, scale, dp.data(), d.seq, qkv + at.k, ld,
-                T(0), dqkv + at.q, ld);
-        gemm<T>(true, false, d.seq, d.head_dim, d.seq, scale, dp.data(), d.seq, qkv + at.q, ld,
-                T(1), dqkv + at.k, ld);
+        for (int r0 = 0; r0 < d.seq; r0 += row_block) {
+          const int r1 = std::min(d.seq, r0 + row_block);
+          const T* ds = dp.data() + std::int64_t(r0) * d.seq;
+          gemm<T>(false, false, r1 - r0, d.head_dim, r1, scale, ds, d.seq, qkv + at.k, ld, T(0),
+                  dqkv + at.q + std::int64_t(r0) * ld, ld);
+          gemm<T>(true, false, r1, d.head_dim, r1 - r0, scale, ds, d.seq,
+                  qkv + at.q + std::int64_t(r0) * ld, ld, T(1), dqkv + at.k, ld);
+        }
       }
     }
   }

@@ -19,6 +19,14 @@ kernels::attention_dims small_dims() {
   return d;
 }
 
+// Long enough for several causal row blocks, small elsewhere to keep finite differences quick.
+kernels::attention_dims long_dims() {
+  kernels::attention_dims d;
+  d.seq = 150, d.batch = 1, d.heads = 2, d.groups = 1, d.head_dim = 2;
+  d.head_offset = 0, d.total_heads = 2;
+  return d;
+}
+
 // Straight from the definition: out[s, b, h] = sum_t softmax_t(q_s . k_t * scale, t <= s) v_t.
 std::vector<double> naive_attention(const std::vector<double>& qkv,
                                     const kernels::attention_dims& d, double scale) {
@@ -53,29 +61,31 @@ std::vector<double> naive_attention(const std::vector<double>& qkv,
 }  // namespace
 
 TEST_CASE("attention forward with grouped queries matches a naive causal softmax attention") {
-  const auto d = small_dims();
-  const auto qkv = test::random_vector(std::size_t(d.seq) * d.batch * d.qkv_width(), 1);
-  std::vector<double> out(std::size_t(d.seq) * d.batch * d.heads * d.head_dim);
-  std::vector<double> probs(std::size_t(d.batch) * d.heads * d.seq * d.seq);
-  kernels::attention_forward<double>(out.data(), probs.data(), qkv.data(), d, 0.5, 0.0f, 0);
-  CHECK(test::relative_error(out, naive_attention(qkv, d, 0.5)) < 1e-13);
+  for (const auto& d : {small_dims(), long_dims()}) {
+    const auto qkv = test::random_vector(std::size_t(d.seq) * d.batch * d.qkv_width(), 1);
+    std::vector<double> out(std::size_t(d.seq) * d.batch * d.heads * d.head_dim);
+    std::vector<double> probs(std::size_t(d.batch) * d.heads * d.seq * d.seq);
+    kernels::attention_forward<double>(out.data(), probs.data(), qkv.data(), d, 0.5, 0.0f, 0);
+    CHECK(test::relative_error(out, naive_attention(qkv, d, 0.5)) < 1e-13);
+  }
 }
 
 TEST_CASE("attention backward matches finite differences with and without dropout") {
-  const auto d = small_dims();
-  for (float p : {0.0f, 0.3f}) {
-    const auto stream = kernels::dropout_stream(11, 0, 0, 0);
-    auto qkv = test::random_vector(std::size_t(d.seq) * d.batch * d.qkv_width(), 2);
-    const auto probe = test::random_vector(std::size_t(d.seq) * d.batch * d.heads * d.head_dim, 3);
-    std::vector<double> out(probe.size()), probs(std::size_t(d.batch) * d.heads * d.seq * d.seq);
-    auto loss = [&] {
-      kernels::attention_forward<double>(out.data(), probs.data(), qkv.data(), d, 0.7, p, stream);
-      return test::dot(probe, out);
-    };
-    loss();
-    std::vector<double> dqkv(qkv.size(), 123.0);  // must be overwritten
-    kernels::attention_backward<double>(dqkv.data(), probe.data(), qkv.data(), probs.data(), d,
-                                        0.7, p, stream);
-    CHECK(test::relative_error(dqkv, test::numeric_gradient(loss, qkv)) < 1e-7);
-  }
+  for (const auto& d : {small_dims(), long_dims()})
+    for (float p : {0.0f, 0.3f}) {
+      const auto stream = kernels::dropout_stream(11, 0, 0, 0);
+      auto qkv = test::random_vector(std::size_t(d.seq) * d.batch * d.qkv_width(), 2);
+      const auto probe =
+          test::random_vector(std::size_t(d.seq) * d.batch * d.heads * d.head_dim, 3);
+      std::vector<double> out(probe.size()), probs(std::size_t(d.batch) * d.heads * d.seq * d.seq);
+      auto loss = [&] {
+        kernels::attention_forward<double>(out.data(), probs.data(), qkv.data(), d, 0.7, p, stream);
+        return test::dot(probe, out);
+      };
+      loss();
+      std::vector<double> dqkv(qkv.size(), 123.0);  // must be overwritten
+      kernels::attention_backward<double>(dqkv.data(), probe.data(), qkv.data(), probs.data(), d,
+                                          0.7, p, stream);
+      CHECK(test::relative_error(dqkv, test::numeric_gradient(loss, qkv)) < 1e-7);
+    }
 }
