@@ -7,42 +7,21 @@
 
 #include "comm/collectives.hpp"
 #include "comm/rendezvous.hpp"
+#include "comm/store_address_exchange.hpp"
 #include "comm/transport.hpp"
 #include "comm/ucx_transport.hpp"
 
 namespace mactor::training {
-namespace {
-
-// UCX worker addresses travel through the job's key-value store.
-class store_address_exchange final : public comm::address_exchange {
- public:
-  explicit store_address_exchange(comm::rendezvous_client& client) : client_(client) {}
-  void publish(int rank, const std::vector<std::byte>& address) override {
-    client_.set(key(rank), std::string(reinterpret_cast<const char*>(address.data()), address.size()));
-  }
-  std::vector<std::byte> fetch(int rank, std::chrono::milliseconds timeout) override {
-    const std::string value = client_.get(key(rank), timeout);
-    const auto* p = reinterpret_cast<const std::byte*>(value.data());
-    return {p, p + value.size()};
-  }
-
- private:
-  static std::string key(int rank) { return "mactor/ucx_address/" + std::to_string(rank); }
-  comm::rendezvous_client& client_;
-};
-
-}  // namespace
-
 struct job_world::impl {
   comm::rendezvous rdzv;
-  std::unique_ptr<store_address_exchange> exchange;
+  std::unique_ptr<comm::store_address_exchange> exchange;
   std::unique_ptr<comm::ucx_transport> transport;
   std::unique_ptr<comm::transport_communicator> dp;
 };
 
 job_world::job_world(const comm::launch_env& env) : impl_(std::make_unique<impl>()) {
   impl_->rdzv = comm::open_rendezvous(env);
-  impl_->exchange = std::make_unique<store_address_exchange>(*impl_->rdzv.client);
+  impl_->exchange = std::make_unique<comm::store_address_exchange>(*impl_->rdzv.client);
   impl_->transport = std::make_unique<comm::ucx_transport>(env.rank, env.world_size, *impl_->exchange);
   std::vector<int> members(static_cast<std::size_t>(env.world_size));
   std::iota(members.begin(), members.end(), 0);

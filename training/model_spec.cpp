@@ -3,6 +3,8 @@
 
 #include <stdexcept>
 
+#include "data/dataset_request.hpp"
+
 namespace mactor::training {
 
 model::gpt_model_config model_config_from_args(const config::megatron_args& a, std::int64_t padded_vocab_size, int tp_rank) {
@@ -59,41 +61,16 @@ std::unique_ptr<data::tokenizer> tokenizer_from_args(const config::megatron_args
   return data::make_tokenizer(o);
 }
 
-namespace {
-
-data::data_blend blend_of(const std::vector<std::string>& words) {
-  // Megatron's get_blend_from_list: "w1 p1 w2 p2 ..." when the list pairs up and every
-  // even entry is a number, else a plain list of prefixes.
-  data::data_blend b;
-  bool weighted = words.size() % 2 == 0 && !words.empty();
-  for (std::size_t i = 0; weighted && i < words.size(); i += 2) {
-    try {
-      std::size_t used = 0;
-      std::stod(words[i], &used);
-      weighted = used == words[i].size();
-    } catch (const std::exception&) {
-      weighted = false;
-    }
-  }
-  for (std::size_t i = 0; i < words.size(); ++i) {
-    if (weighted && i % 2 == 0) b.weights.push_back(std::stod(words[i]));
-    else b.prefixes.push_back(words[i]);
-  }
-  return b;
-}
-
-}  // namespace
-
 data::gpt_dataset_config dataset_config_from_args(const config::megatron_args& a, const data::tokenizer& tok) {
   data::gpt_dataset_config c;
   c.sequence_length = *a.data.seq_length;
   c.random_seed = static_cast<std::uint32_t>(a.initialization.seed);
   c.split = a.data.split;
-  if (a.data.data_path && !a.data.data_path->empty()) c.blend = blend_of(*a.data.data_path);
+  if (a.data.data_path && !a.data.data_path->empty()) c.blend = data::blend_from_list(*a.data.data_path);
   const std::optional<std::vector<std::string>>* per_split[3] = {&a.data.train_data_path, &a.data.valid_data_path,
                                                                  &a.data.test_data_path};
   for (int i = 0; i < 3; ++i)
-    if (*per_split[i] && !(*per_split[i])->empty()) c.blend_per_split[static_cast<std::size_t>(i)] = blend_of(**per_split[i]);
+    if (*per_split[i] && !(*per_split[i])->empty()) c.blend_per_split[static_cast<std::size_t>(i)] = data::blend_from_list(**per_split[i]);
   c.mock = a.data.mock_data;
   c.reset_position_ids = a.data.reset_position_ids;
   c.reset_attention_mask = a.data.reset_attention_mask;
@@ -109,12 +86,14 @@ data::gpt_dataset_config dataset_config_from_args(const config::megatron_args& a
 }
 
 std::array<std::optional<std::int64_t>, 3> split_sample_counts(const config::megatron_args& a) {
-  const std::int64_t gbs = *a.training.global_batch_size;
-  const std::int64_t iters = a.training.train_iters.value_or(0);
-  const std::int64_t train = a.training.train_samples.value_or(iters * gbs);
-  const std::int64_t eval_iters = a.validation.eval_iters;
-  const std::int64_t valid = (iters / a.validation.eval_interval + 1) * eval_iters * gbs;
-  return {train, a.validation.full_validation ? std::nullopt : std::optional<std::int64_t>(valid), eval_iters * gbs};
+  data::sample_count_args c;
+  c.train_samples = a.training.train_samples;
+  c.train_iters = a.training.train_iters.value_or(0);
+  c.global_batch_size = *a.training.global_batch_size;
+  c.eval_interval = a.validation.eval_interval;
+  c.eval_iters = a.validation.eval_iters;
+  c.full_validation = a.validation.full_validation;
+  return data::train_valid_test_num_samples(c);
 }
 
 model::optimizer_options optimizer_options_from_args(const config::megatron_args& a) {
