@@ -1,0 +1,74 @@
+// pretrain_gpt's answers to unusable input: exit status 2 and an error that names the flag or file
+// at fault, before any training starts.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <string>
+
+#include "tests/tools/run_command.hpp"
+#include "tests/training/tiny_corpus.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string model_flags =
+    " --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32"
+    " --micro-batch-size 2 --global-batch-size 8 --train-iters 2 --lr 1e-3 --eval-iters 0";
+const std::string null_tokenizer = " --tokenizer-type NullTokenizer --vocab-size 8192";
+
+std::string pretrain_gpt() { return mactor::test::bin_dir() + "/pretrain_gpt"; }
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests/training/bad_input" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Runs `command`, expects exit status 2, no training, and stderr containing every one of `named`.
+void expect_user_error(const std::string& command, std::initializer_list<std::string> named) {
+  const auto r = mactor::test::run_shell(command);
+  INFO(command << "\nexit status " << r.status << "\nstderr:\n" << r.err);
+  CHECK(r.status == 2);
+  CHECK(r.out.find("iteration ") == std::string::npos);
+  for (const auto& word : named) {
+    INFO("the error should name: " << word);
+    CHECK(r.err.find(word) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pretrain_gpt with a --data-path prefix that does not exist exits 2 naming the prefix") {
+  const auto missing = (scratch("missing_prefix") / "no_such_corpus_text_document").string();
+  expect_user_error(pretrain_gpt() + model_flags + null_tokenizer + " --split 1,0,0 --data-path " + missing,
+                    {missing, "prefix"});
+}
+
+TEST_CASE("pretrain_gpt with a truncated .idx exits 2 naming the index file") {
+  const auto prefix = (scratch("truncated_idx") / "corpus").string();
+  mactor::test::write_tiny_corpus(prefix);
+  const auto idx = prefix + ".idx";
+  fs::resize_file(idx, fs::file_size(idx) / 2);
+  expect_user_error(pretrain_gpt() + model_flags + null_tokenizer + " --split 1,0,0 --data-path " + prefix, {idx});
+}
+
+TEST_CASE("pretrain_gpt with a missing --vocab-file exits 2 naming the flag and the path") {
+  const auto missing = (scratch("missing_vocab") / "gpt2-vocab.json").string();
+  const std::string merges = std::string(MACTOR_SOURCE_DIR) + "/data/corpus/gpt2-merges.txt";
+  REQUIRE(fs::exists(merges));
+  expect_user_error(pretrain_gpt() + model_flags + " --mock-data --tokenizer-type GPT2BPETokenizer --vocab-file " +
+                        missing + " --merge-file " + merges,
+                    {"--vocab-file", missing});
+}
+
+TEST_CASE("pretrain_gpt with --tensor-model-parallel-size 2 exits 2 saying it is not implemented") {
+  expect_user_error(pretrain_gpt() + model_flags + null_tokenizer + " --mock-data --tensor-model-parallel-size 2",
+                    {"--tensor-model-parallel-size", "not implemented"});
+}
+
+TEST_CASE("mactor -np 2 pretrain_gpt with a global batch not divisible by micro batch x data parallel exits 2") {
+  expect_user_error(mactor::test::mactor_bin() + " -np 2 " + pretrain_gpt() + model_flags + null_tokenizer +
+                        " --mock-data --global-batch-size 6",
+                    {"--global-batch-size=6", "--micro-batch-size=2", "data-parallel size 2"});
+}

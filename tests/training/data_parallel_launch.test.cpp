@@ -1,0 +1,79 @@
+// Data-parallel layout invariance end to end: pretrain_gpt alone and under `mactor -np 2` / `-np 4`
+// print the same lm loss every iteration and the same validation and test losses (the global
+// batch is the same; only its split over replicas and micro-batches changes).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/tools/run_command.hpp"
+
+namespace {
+
+std::string training_flags() {
+  return "--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+         "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 8 --train-iters 6 "
+         "--lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 "
+         "--init-method-std 0.1 --mock-data --tokenizer-type NullTokenizer --vocab-size 8192 "
+         "--hidden-dropout 0 --attention-dropout 0 --log-interval 1 --eval-interval 3 --eval-iters 1 --seed 99";
+}
+
+// Every "lm loss: X" of the iteration lines, and every "lm loss value: X" of the validation blocks.
+struct logged_losses {
+  std::vector<double> train, validation;
+};
+
+logged_losses parse_losses(const std::string& log) {
+  logged_losses l;
+  static const std::regex train(R"(\| lm loss: ([-+0-9.eE]+) \|)");
+  static const std::regex valid(R"(\| lm loss value: ([-+0-9.eE]+) \|)");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), train); it != std::sregex_iterator(); ++it)
+    l.train.push_back(std::stod((*it)[1].str()));
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), valid); it != std::sregex_iterator(); ++it)
+    l.validation.push_back(std::stod((*it)[1].str()));
+  return l;
+}
+
+logged_losses run_job(int ranks) {
+  const std::string program = mactor::test::bin_dir() + "/pretrain_gpt";
+  const std::string command =
+      ranks == 1 ? program + " " + training_flags()
+                 : mactor::test::mactor_bin() + " -np " + std::to_string(ranks) +
+                       " --oversubscribe " + program + " " + training_flags();  // -np 4 on a 2-core machine
+  const auto r = mactor::test::run_shell(command);
+  INFO(command << "\nstdout tail:\n"
+               << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << "\nstderr:\n"
+               << r.err);
+  REQUIRE(r.status == 0);
+  auto l = parse_losses(r.out);
+  REQUIRE(l.train.size() == 6);
+  // Validation after iterations 3 and 6, then the final validation and test evaluations.
+  REQUIRE(l.validation.size() == 4);
+  return l;
+}
+
+void check_same(const std::vector<double>& got, const std::vector<double>& want, const char* what, int ranks) {
+  double worst = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double rel = std::abs(got[i] - want[i]) / std::abs(want[i]);
+    INFO(what << " " << i << " with " << ranks << " ranks: " << got[i] << " vs " << want[i] << " alone");
+    CHECK(rel <= 1e-5);
+    worst = std::max(worst, rel);
+  }
+  std::printf("%s with %d ranks vs 1: max relative difference %.3g\n", what, ranks, worst);
+}
+
+}  // namespace
+
+TEST_CASE("pretrain_gpt under mactor -np 2 and -np 4 logs the losses that one process logs") {
+  const auto alone = run_job(1);
+  // The run must move: a layout bug that froze training would otherwise compare equal.
+  CHECK(alone.train.front() != alone.train.back());
+  for (int ranks : {2, 4}) {
+    const auto spread = run_job(ranks);
+    check_same(spread.train, alone.train, "lm loss", ranks);
+    check_same(spread.validation, alone.validation, "validation/test lm loss", ranks);
+  }
+}
