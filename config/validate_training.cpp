@@ -26,7 +26,7 @@ void precision(validation_context& c) {  // rules 29-34
     c.require(d.use_distributed_optimizer || d.use_torch_fsdp2 || d.use_megatron_fsdp,
               "--fp8-param-gather is only supported with --use-distributed-optimizer, torch FSDP2 or megatron FSDP");
   if (te.fp4 && te.fp8) c.error("--fp4-format and --fp8-format cannot be used simultaneously; choose one");
-  if (te.fp4_param && !te.fp4) c.error("--fp4-param requires --fp4-format to be specified");
+  if (te.fp4_param && !te.fp4) c.error("--fp4-param-gather requires --fp4-format to be specified");
   if (d.use_megatron_fsdp) {
     const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     c.require(!connections || std::string(connections) != "1",
