@@ -72,3 +72,20 @@ TEST_CASE("mactor -np 2 pretrain_gpt with a global batch not divisible by micro 
                         " --mock-data --global-batch-size 6",
                     {"--global-batch-size=6", "--micro-batch-size=2", "data-parallel size 2"});
 }
+
+TEST_CASE("pretrain_gpt with a truncated .bin exits 2 naming the data file") {
+  const auto prefix = (scratch("truncated_bin") / "corpus").string();
+  mactor::test::write_tiny_corpus(prefix);
+  fs::resize_file(prefix + ".bin", fs::file_size(prefix + ".bin") / 2);
+  expect_user_error(pretrain_gpt() + model_flags + null_tokenizer + " --split 1,0,0 --data-path " + prefix,
+                    {prefix + ".bin"});
+}
+
+TEST_CASE("pretrain_gpt on data whose token ids exceed --vocab-size exits 2 naming --vocab-size") {
+  // The corpus holds ids up to 8192; a 100-token NullTokenizer pads the vocabulary to 128 only.
+  const auto prefix = (scratch("vocab_too_small") / "corpus").string();
+  mactor::test::write_tiny_corpus(prefix);
+  expect_user_error(pretrain_gpt() + model_flags + " --tokenizer-type NullTokenizer --vocab-size 100 --split 1,0,0 "
+                        "--data-path " + prefix,
+                    {"outside the vocabulary", "--vocab-size"});
+}
