@@ -118,6 +118,11 @@ void cuda_graph_flags(validation_context& c) {  // rule 16
   }
 }
 
+void script_defaults(validation_context& c) {  // rule 17, with pretrain_gpt.py's args_defaults
+  auto& t = c.a.tokenizer.tokenizer_type;
+  if (!t) t = "GPT2BPETokenizer";
+}
+
 void data_sources(validation_context& c) {  // rules 18, 19
   auto& d = c.a.data;
   if (d.data_path && !d.split) {
@@ -281,6 +286,7 @@ void validate_parallel_layout(validation_context& c) {
   context_parallel(c);
   removed_flags(c);
   cuda_graph_flags(c);
+  script_defaults(c);
   data_sources(c);
   batch_sizes(c);
   virtual_pipeline(c);

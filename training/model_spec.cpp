@@ -47,11 +47,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
 std::unique_ptr<data::tokenizer> tokenizer_from_args(const config::megatron_args& a) {
   const auto& t = a.tokenizer;
   data::tokenizer_options o;
-  o.tokenizer_type = t.tokenizer_type.value_or("");
-  if (o.tokenizer_type.empty()) {
-    if (!a.data.mock_data) throw data::data_error("--tokenizer-type is required (e.g. --tokenizer-type GPT2BPETokenizer)");
-    o.tokenizer_type = "NullTokenizer";  // mock data needs only a vocabulary size
-  }
+  o.tokenizer_type = t.tokenizer_type.value_or("GPT2BPETokenizer");  // validation applied pretrain_gpt's default
   o.vocab_file = t.vocab_file;
   o.merge_file = t.merge_file;
   o.tokenizer_model = t.tokenizer_model;

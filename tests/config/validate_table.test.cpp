@@ -183,6 +183,11 @@ TEST_CASE("rule 109 companions: bias GeLU fusion is turned off without biases") 
   CHECK(run({}, 1).args.training.add_qkv_bias);  // rule 57: biases on means the QKV bias too
 }
 
+TEST_CASE("rule 17: pretrain_gpt's script default fills --tokenizer-type, a given value wins") {
+  CHECK(run({}, 1).args.tokenizer.tokenizer_type == "GPT2BPETokenizer");
+  CHECK(run({"--tokenizer-type", "NullTokenizer", "--vocab-size", "10"}, 1).args.tokenizer.tokenizer_type == "NullTokenizer");
+}
+
 TEST_CASE("rules 14, 36, 63: derived defaults") {
   auto v = run({"--tensor-model-parallel-size", "2", "--num-experts", "4", "--moe-router-topk", "2", "--disable-bias-linear"}, 2);
   REQUIRE(v.report.ok());
