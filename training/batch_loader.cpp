@@ -4,10 +4,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "data/data_error.hpp"
+
 namespace mactor::training {
 
-batch_loader::batch_loader(std::shared_ptr<data::sample_dataset> dataset, int micro_batch_size, int dp_rank, int dp_size)
-    : dataset_(std::move(dataset)), micro_batch_size_(micro_batch_size), dp_rank_(dp_rank), dp_size_(dp_size) {}
+batch_loader::batch_loader(std::shared_ptr<data::sample_dataset> dataset, int micro_batch_size, std::int64_t vocab_size,
+                           int dp_rank, int dp_size)
+    : dataset_(std::move(dataset)), micro_batch_size_(micro_batch_size), vocab_size_(vocab_size), dp_rank_(dp_rank),
+      dp_size_(dp_size) {}
 
 batch_buffers batch_loader::load(std::int64_t consumed_samples, bool cyclic) const {
   batch_buffers b;
@@ -21,6 +25,11 @@ batch_buffers batch_loader::load(std::int64_t consumed_samples, bool cyclic) con
                                " was asked for; lower --train-iters or give more data");
     const auto s = dataset_->get(static_cast<std::size_t>(index));
     for (std::size_t t = 0; t < s.tokens.size(); ++t) {
+      for (const std::int64_t id : {s.tokens[t], s.labels[t]})
+        if (id < 0 || id >= vocab_size_)
+          throw data::data_error("sample " + std::to_string(index) + " holds token id " + std::to_string(id) +
+                                 ", outside the vocabulary [0, " + std::to_string(vocab_size_) +
+                                 ") of the model: the data was made with a larger vocabulary; check --tokenizer-type and --vocab-size");
       b.tokens.push_back(static_cast<std::int32_t>(s.tokens[t]));
       b.labels.push_back(static_cast<std::int32_t>(s.labels[t]));
       b.position_ids.push_back(static_cast<std::int32_t>(s.position_ids[t]));

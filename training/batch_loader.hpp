@@ -26,14 +26,19 @@ struct batch_buffers {
 /// MegatronPretrainingSampler does. Wraps around the dataset only for evaluation (cyclic).
 class batch_loader {
  public:
-  batch_loader(std::shared_ptr<data::sample_dataset> dataset, int micro_batch_size, int dp_rank = 0, int dp_size = 1);
-  /// The micro-batch starting at `consumed_samples` (a multiple of mbs*dp).
+  /// Token and label ids must lie in [0, vocab_size): the padded vocabulary of the model.
+  batch_loader(std::shared_ptr<data::sample_dataset> dataset, int micro_batch_size, std::int64_t vocab_size,
+               int dp_rank = 0, int dp_size = 1);
+  /// The micro-batch starting at `consumed_samples` (a multiple of mbs*dp). Throws data::data_error
+  /// naming the sample and --vocab-size when the data holds ids the model's vocabulary lacks.
   batch_buffers load(std::int64_t consumed_samples, bool cyclic = false) const;
   std::int64_t size() const { return static_cast<std::int64_t>(dataset_->size()); }
 
  private:
   std::shared_ptr<data::sample_dataset> dataset_;
-  int micro_batch_size_, dp_rank_, dp_size_;
+  int micro_batch_size_;
+  std::int64_t vocab_size_;
+  int dp_rank_, dp_size_;
 };
 
 }  // namespace mactor::training

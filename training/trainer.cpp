@@ -100,7 +100,7 @@ training_result train(const config::megatron_args& a, std::FILE* printer, comm::
   const auto datasets = data::build_gpt_datasets(dataset_config_from_args(a, *tok), split_sample_counts(a));
   if (!datasets[0]) throw std::runtime_error("the --split gives no training data; give the train split a weight");
   const int mbs = static_cast<int>(*a.training.micro_batch_size);
-  const batch_loader train_loader(datasets[0], mbs, dp.rank(), dp.size());
+  const batch_loader train_loader(datasets[0], mbs, padded, dp.rank(), dp.size());
   const bool do_valid = datasets[1] && a.validation.eval_iters > 0;
   const bool do_test = datasets[2] && a.validation.eval_iters > 0;
 
@@ -173,7 +173,7 @@ training_result train(const config::megatron_args& a, std::FILE* printer, comm::
       interval_start = clock_type::now();
     }
     if (do_valid && a.validation.eval_interval > 0 && iteration % a.validation.eval_interval == 0) {
-      const batch_loader valid(datasets[1], mbs, dp.rank(), dp.size());
+      const batch_loader valid(datasets[1], mbs, padded, dp.rank(), dp.size());
       print_validation(out, "iteration " + std::to_string(iteration),
                        evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs, dp));
     }
@@ -183,12 +183,12 @@ training_result train(const config::megatron_args& a, std::FILE* printer, comm::
     }
   }
   if (do_valid) {
-    const batch_loader valid(datasets[1], mbs, dp.rank(), dp.size());
+    const batch_loader valid(datasets[1], mbs, padded, dp.rank(), dp.size());
     print_validation(out, "iteration " + std::to_string(iteration) + " on validation set",
                      evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs, dp));
   }
   if (do_test) {
-    const batch_loader test(datasets[2], mbs, dp.rank(), dp.size());
+    const batch_loader test(datasets[2], mbs, padded, dp.rank(), dp.size());
     std::int64_t consumed_test = 0;
     print_validation(out, "iteration " + std::to_string(iteration) + " on test set",
                      evaluate(gpt, test, consumed_test, a.validation.eval_iters, gbs, mbs, dp));

@@ -97,7 +97,7 @@ std::vector<double> dump_inputs(const config::megatron_args& a, const std::vecto
   REQUIRE(datasets[0]);
   const int mbs = static_cast<int>(*a.training.micro_batch_size);
   const std::int64_t gbs = *a.training.global_batch_size;
-  const training::batch_loader loader(datasets[0], mbs);
+  const training::batch_loader loader(datasets[0], mbs, config::padded_vocab_size(tok->vocab_size(), a));
   std::ofstream batches(dir / "batches.bin", std::ios::binary);
   std::vector<double> counts;
   for (std::int64_t it = 0; it < iterations; ++it)
