@@ -97,6 +97,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"tokenizer_model", ""},
       {"tokenizer_type", "GPT2BPETokenizer, HuggingFaceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, NullTokenizer"},
       {"log_params_norm", ""},
+      {"log_throughput", "Megatron's model-FLOPs formula for dense GPTs, per rank (CPU cores stand in for GPUs)"},
       {"log_num_zeros_in_grad", ""},
   };
   return table;

@@ -13,6 +13,7 @@
 #include "model/optimizer.hpp"
 #include "model/training_log.hpp"
 #include "training/batch_loader.hpp"
+#include "training/flops.hpp"
 #include "training/model_spec.hpp"
 
 namespace mactor::training {
@@ -166,6 +167,8 @@ training_result train(const config::megatron_args& a, std::FILE* printer, comm::
       in.learning_rate = lr;
       in.decoupled_learning_rate = model::logged_decoupled_learning_rate(opt->param_groups());
       in.global_batch_size = gbs;
+      in.world_size = dp.size();
+      if (a.logging.log_throughput) in.flops_per_iteration = num_floating_point_operations(a, padded, gbs);
       in.grad_norm = step.grad_norm;
       in.num_zeros_in_grad = step.num_zeros_in_grad;
       if (a.logging.log_params_norm) in.params_norm = model::params_norm(opt->params());

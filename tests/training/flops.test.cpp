@@ -1,0 +1,35 @@
+// Megatron's FLOPs formula, on two configurations worked out by hand.
+#include <catch2/catch.hpp>
+
+#include "config/parser.hpp"
+#include "config/validate.hpp"
+#include "training/flops.hpp"
+
+using namespace mactor;
+
+namespace {
+
+config::megatron_args args_of(std::vector<std::string> flags) {
+  auto a = config::parse_command_line(flags, "pretrain_gpt").args;
+  REQUIRE(config::validate(a, {0, 1}).ok());
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("a plain GPT counts attention, MLP and logits as Megatron does") {
+  // attention 12*2*64*64*(1 + 1 + 32/64/2) = 221184; MLP 12*2*64*256 = 393216; logits 6*64*1024 = 393216.
+  auto a = args_of({"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+                    "--max-position-embeddings", "32", "--micro-batch-size", "8", "--train-iters", "1", "--lr", "1"});
+  CHECK(training::num_floating_point_operations(a, 1024, 8) == Approx(8.0 * 32 * (221184 + 393216 + 393216)).epsilon(1e-12));
+}
+
+TEST_CASE("grouped-query attention, wider heads and SwiGLU change their terms") {
+  // q projection 8*16 = 128 = 2h: attention 12*64*64*((1 + 2/8 + 64/64/2) * 2) = 172032;
+  // MLP 12*64*128*1.5 = 147456; logits 6*64*256 = 98304.
+  auto a = args_of({"--num-layers", "1", "--hidden-size", "64", "--num-attention-heads", "8", "--kv-channels", "16",
+                    "--group-query-attention", "--num-query-groups", "2", "--swiglu", "--ffn-hidden-size", "128",
+                    "--seq-length", "64", "--max-position-embeddings", "64", "--micro-batch-size", "2", "--train-iters", "1",
+                    "--lr", "1"});
+  CHECK(training::num_floating_point_operations(a, 256, 2) == Approx(2.0 * 64 * (172032 + 147456 + 98304)).epsilon(1e-12));
+}

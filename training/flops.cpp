@@ -1,0 +1,25 @@
+// The dense-transformer branch of Megatron's num_floating_point_operations (MoE, MLA, MTP and
+// hybrid models are refused by the flag table, so their terms are zero here).
+#include "training/flops.hpp"
+
+namespace mactor::training {
+
+double num_floating_point_operations(const config::megatron_args& a, std::int64_t padded_vocab_size,
+                                     std::int64_t batch_size) {
+  const auto& n = a.network_size;
+  const double h = static_cast<double>(*n.hidden_size);
+  const double heads = static_cast<double>(*n.num_attention_heads);
+  const double layers = static_cast<double>(*n.num_layers);
+  const double seq = static_cast<double>(*a.data.seq_length);
+  const double kv_channels = static_cast<double>(n.kv_channels.value_or(static_cast<std::int64_t>(h / heads)));
+  const double groups = n.group_query_attention ? static_cast<double>(n.num_query_groups) : heads;
+  const double query_projection_ratio = kv_channels * heads / h;
+  const double gated = n.swiglu ? 1.5 : 1.0;
+  const double expansion = 3 * 2 * 2;  // forward + 2x backward, 2 FLOPs per multiply-add, 2 GEMMs
+  const double attention = expansion * layers * h * h * ((1 + groups / heads + seq / h / 2) * query_projection_ratio);
+  const double mlp = expansion * layers * h * static_cast<double>(*n.ffn_hidden_size) * gated;
+  const double logits = 3 * 2 * h * static_cast<double>(padded_vocab_size);
+  return static_cast<double>(batch_size) * seq * (mlp + attention + logits);
+}
+
+}  // namespace mactor::training
