@@ -138,6 +138,36 @@ void tensorboard_writer::add_scalar(const std::string& tag, double value, std::i
   write_record(event);
 }
 
+void tensorboard_writer::add_text(const std::string& tag, const std::string& text, std::int64_t step,
+                                  double wall_time) {
+  // TensorProto{ dtype = 1 (DT_STRING = 7); tensor_shape = 2 { dim = 2 { size = 1 } }; string_val = 8 }.
+  std::string dim;
+  put_tag(dim, 1, 0);
+  put_varint(dim, 1);
+  std::string shape;
+  put_bytes(shape, 2, dim);
+  std::string tensor;
+  put_tag(tensor, 1, 0);
+  put_varint(tensor, 7);
+  put_bytes(tensor, 2, shape);
+  put_bytes(tensor, 8, text);
+  // SummaryMetadata{ plugin_data = 1 { plugin_name = 1 } }; TextPluginData{version 0} serializes to nothing.
+  std::string plugin_data;
+  put_bytes(plugin_data, 1, "text");
+  std::string metadata;
+  put_bytes(metadata, 1, plugin_data);
+  // Value{ tag = 1; tensor = 8; metadata = 9 }, in field order as protobuf serializes it.
+  std::string summary_value;
+  put_bytes(summary_value, 1, tag + "/text_summary");
+  put_bytes(summary_value, 8, tensor);
+  put_bytes(summary_value, 9, metadata);
+  std::string summary;
+  put_bytes(summary, 1, summary_value);
+  std::string event = event_header(wall_time, step);
+  put_bytes(event, 5, summary);
+  write_record(event);
+}
+
 void tensorboard_writer::flush() {
   if (std::fflush(file_) != 0)
     throw std::runtime_error("tensorboard: writing the event file '" + path_ + "' failed: " + std::strerror(errno));

@@ -35,6 +35,11 @@ class tensorboard_writer {
   /// One scalar point `value` (stored as float32) for `tag` at `step`.
   void add_scalar(const std::string& tag, double value, std::int64_t step, double wall_time = wall_time_now());
 
+  /// One text point as torch.utils.tensorboard's add_text writes it (and so Megatron's
+  /// write_args_to_tensorboard): tag `tag + "/text_summary"`, a DT_STRING tensor of shape [1] holding
+  /// `text`, plugin "text".
+  void add_text(const std::string& tag, const std::string& text, std::int64_t step, double wall_time = wall_time_now());
+
   /// Pushes buffered records to the file; throws std::runtime_error naming the file on a write error.
   void flush();
 

@@ -1,7 +1,10 @@
 """Reads a directory written by mactor's tensorboard_writer with PyPI tensorboard's own readers and checks it.
 
-usage: tensorboard_check.py <log dir> <expected.json>
-expected.json: {"scalars": {tag: [[step, value, wall_time], ...]}}. Exits 0 when every check passes.
+usage: tensorboard_check.py <log dir> <calls.json>
+calls.json: {"calls": [["scalar", tag, value, step, wall_time] | ["text", tag, text, step, wall_time], ...]},
+the writer calls in order. Checks: file name; every masked CRC (independent Python CRC32C and tensorboard's
+record reader); each record byte for byte against torch.utils.tensorboard.SummaryWriter making the same calls;
+and EventAccumulator's tags, steps, float32 values and wall times. Exits 0 when every check passes.
 """
 import json
 import os
@@ -9,11 +12,13 @@ import re
 import socket
 import struct
 import sys
+import tempfile
 
 import numpy as np
 from tensorboard.backend.event_processing import event_accumulator, event_file_loader
 from tensorboard.compat.proto import event_pb2
-from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
+from tensorboard.compat.tensorflow_stub import errors, pywrap_tensorflow
+from torch.utils.tensorboard import SummaryWriter
 
 
 def crc32c(data: bytes) -> int:
@@ -36,18 +41,34 @@ def check(condition, message):
         sys.exit(1)
 
 
-def main():
-    log_dir, expected_path = sys.argv[1], sys.argv[2]
-    with open(expected_path) as f:
-        expected = json.load(f)["scalars"]
-    check(crc32c(b"123456789") == 0xE3069283, "the Python crc32c reference fails its own check vector")
+def read_records(path):
+    """tensorboard's own record reader, which raises DataLossError on a CRC mismatch."""
+    reader = pywrap_tensorflow.PyRecordReader_New(path)
+    records = []
+    while True:
+        try:
+            reader.GetNext()
+        except errors.OutOfRangeError:
+            return records
+        records.append(reader.record())
 
+
+def the_event_file(log_dir):
     files = os.listdir(log_dir)
     check(len(files) == 1, f"expected one event file in {log_dir}, found {files}")
-    name = files[0]
+    return os.path.join(log_dir, files[0])
+
+
+def main():
+    log_dir, calls_path = sys.argv[1], sys.argv[2]
+    with open(calls_path) as f:
+        calls = json.load(f)["calls"]
+    check(crc32c(b"123456789") == 0xE3069283, "the Python crc32c reference fails its own check vector")
+
+    path = the_event_file(log_dir)
+    name = os.path.basename(path)
     pattern = r"events\.out\.tfevents\.(\d+)\." + re.escape(socket.gethostname()) + r"\.(\d+)\.(\d+)"
     check(re.fullmatch(pattern, name) is not None, f"event file name {name!r} does not match {pattern}")
-    path = os.path.join(log_dir, name)
 
     # 1. Independent walk over the TFRecord framing, checking both masked CRCs of every record.
     raw = open(path, "rb").read()
@@ -63,34 +84,43 @@ def main():
         check(masked(crc32c(data)) == data_crc, f"data CRC mismatch at byte {pos}")
         records.append(data)
         pos += 12 + length + 4
-    total = sum(len(v) for v in expected.values())
-    check(len(records) == 1 + total, f"{len(records)} records, expected 1 + {total}")
+    check(len(records) == 1 + len(calls), f"{len(records)} records, expected 1 + {len(calls)}")
 
-    # 2. tensorboard's own record reader (raises DataLossError on a CRC mismatch) reads the same records.
-    reader = pywrap_tensorflow.PyRecordReader_New(path)
-    tb_records = []
-    while True:
-        try:
-            reader.GetNext()
-        except pywrap_tensorflow.errors.OutOfRangeError:
-            break
-        tb_records.append(reader.record())
-    check(tb_records == records, "tensorboard's record reader disagrees with the independent walk")
-
-    # 3. Records parse as tensorboard's Event protobuf; the first is the file_version event; scalars are simple_value.
-    events = [event_pb2.Event.FromString(r) for r in records]
+    # 2. tensorboard's record reader reads the same records; EventFileLoader yields them all.
+    check(read_records(path) == records, "tensorboard's record reader disagrees with the independent walk")
     loaded = list(event_file_loader.EventFileLoader(path).Load())
     check(len(loaded) == len(records), f"EventFileLoader yielded {len(loaded)} events of {len(records)}")
-    check(events[0].file_version == "brain.Event:2", f"first event is {events[0]}")
-    for e in events[1:]:
-        check(e.WhichOneof("what") == "summary", f"not a summary event: {e}")
-        check(all(v.WhichOneof("value") == "simple_value" for v in e.summary.value), f"not simple_value: {e}")
+    first = event_pb2.Event.FromString(records[0])
+    check(first.file_version == "brain.Event:2", f"first event is {first}")
+
+    # 3. Byte for byte against torch.utils.tensorboard (what Megatron uses) making the same calls.
+    with tempfile.TemporaryDirectory() as torch_dir:
+        writer = SummaryWriter(torch_dir)
+        for kind, tag, value, step, wall_time in calls:
+            if kind == "scalar":
+                writer.add_scalar(tag, value, step, walltime=wall_time)
+            else:
+                writer.add_text(tag, value, step, walltime=wall_time)
+        writer.close()
+        torch_records = read_records(the_event_file(torch_dir))
+    check(len(torch_records) == len(records), f"torch wrote {len(torch_records)} records, mactor {len(records)}")
+    for i, (ours, theirs) in enumerate(zip(records[1:], torch_records[1:]), start=1):
+        check(ours == theirs, f"record {i} differs from torch's:\n{event_pb2.Event.FromString(ours)}\n"
+                              f"torch:\n{event_pb2.Event.FromString(theirs)}")
 
     # 4. EventAccumulator, as TensorBoard's UI loads it: tags, steps, float32 values, wall times.
-    acc = event_accumulator.EventAccumulator(log_dir, size_guidance={event_accumulator.SCALARS: 0})
+    acc = event_accumulator.EventAccumulator(log_dir, size_guidance={event_accumulator.SCALARS: 0,
+                                                                     event_accumulator.TENSORS: 0})
     acc.Reload()
-    check(sorted(acc.Tags()["scalars"]) == sorted(expected), f"scalar tags {acc.Tags()['scalars']} != {sorted(expected)}")
-    for tag, points in expected.items():
+    scalars, texts = {}, {}
+    for kind, tag, value, step, wall_time in calls:
+        if kind == "scalar":
+            scalars.setdefault(tag, []).append((step, value, wall_time))
+        else:
+            texts.setdefault(tag + "/text_summary", []).append((step, value, wall_time))
+    check(sorted(acc.Tags()["scalars"]) == sorted(scalars), f"scalar tags {acc.Tags()['scalars']} != {sorted(scalars)}")
+    check(sorted(acc.Tags()["tensors"]) == sorted(texts), f"text tags {acc.Tags()['tensors']} != {sorted(texts)}")
+    for tag, points in scalars.items():
         got = acc.Scalars(tag)
         check(len(got) == len(points), f"{tag}: {len(got)} points, expected {len(points)}")
         for g, (step, value, wall_time) in zip(got, points):
@@ -98,7 +128,13 @@ def main():
             want = float(np.float32(value))
             check(g.value == want, f"{tag} at step {step}: value {g.value!r}, expected float32 {want!r}")
             check(g.wall_time == wall_time, f"{tag} at step {step}: wall_time {g.wall_time!r}, expected {wall_time!r}")
-    print(f"OK: {len(records)} records, tags {sorted(expected)}")
+    for tag, points in texts.items():
+        got = acc.Tensors(tag)
+        check(len(got) == len(points), f"{tag}: {len(got)} points, expected {len(points)}")
+        for g, (step, text, wall_time) in zip(got, points):
+            check(g.step == step and g.wall_time == wall_time, f"{tag}: step/wall_time {g.step}, {g.wall_time}")
+            check(list(g.tensor_proto.string_val) == [text.encode()], f"{tag}: {g.tensor_proto.string_val}")
+    print(f"OK: {len(records)} records, scalar tags {sorted(scalars)}, text tags {sorted(texts)}")
 
 
 if __name__ == "__main__":

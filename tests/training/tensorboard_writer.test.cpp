@@ -1,5 +1,6 @@
 // The TensorBoard event writer: CRC32C against published vectors, and its files read back by PyPI
-// tensorboard's own loaders (tensorboard_check.py), which also re-check every masked CRC.
+// tensorboard's own loaders (tensorboard_check.py), which re-checks every masked CRC and compares each
+// record with what torch.utils.tensorboard.SummaryWriter writes for the same calls.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -45,14 +46,19 @@ TEST_CASE("crc32c matches the published Castagnoli check vectors") {
   CHECK(training::masked_crc32c("123456789") == static_cast<std::uint32_t>(((c >> 15) | (c << 17)) + 0xa282ead8u));
 }
 
-TEST_CASE("scalars written for several tags load back in tensorboard's EventAccumulator exactly") {
+TEST_CASE("scalars and texts load back in tensorboard's EventAccumulator exactly and match torch's SummaryWriter byte for byte") {
   const fs::path dir = fresh_dir("scalars");
   const int n = 20;
-  std::map<std::string, std::vector<nlohmann::json>> expected;
+  nlohmann::json calls = nlohmann::json::array();
   std::string event_file;
   {
     training::tensorboard_writer writer(dir.string());
     event_file = writer.path();
+    // Megatron's write_args_to_tensorboard: one text per argument at the starting iteration (0 here).
+    writer.add_text("lr", "0.0003", 0, 1.7e9);
+    writer.add_text("tokenizer_type", "GPT2BPETokenizer", 0, 1.7e9);
+    calls.push_back({"text", "lr", "0.0003", 0, 1.7e9});
+    calls.push_back({"text", "tokenizer_type", "GPT2BPETokenizer", 0, 1.7e9});
     for (int step = 1; step <= n; ++step) {
       const double wall = 1.7e9 + 0.25 * step;  // exactly representable, so wall_time round-trips bit for bit
       const double loss = 10.0 / (1.0 + 0.1 * step) + 1e-9;
@@ -63,15 +69,15 @@ TEST_CASE("scalars written for several tags load back in tensorboard's EventAccu
       writer.add_scalar("learning-rate", lr, step, wall);
       writer.add_scalar("lm loss vs samples", loss, samples, wall);
       writer.add_scalar("batch-size", static_cast<double>(batch), step, wall);
-      expected["lm loss"].push_back({step, loss, wall});
-      expected["learning-rate"].push_back({step, lr, wall});
-      expected["lm loss vs samples"].push_back({samples, loss, wall});
-      expected["batch-size"].push_back({step, batch, wall});
+      calls.push_back({"scalar", "lm loss", loss, step, wall});
+      calls.push_back({"scalar", "learning-rate", lr, step, wall});
+      calls.push_back({"scalar", "lm loss vs samples", loss, samples, wall});
+      calls.push_back({"scalar", "batch-size", batch, step, wall});
     }
   }  // the destructor flushes
   REQUIRE(fs::path(event_file).parent_path() == dir);
   const fs::path expected_path = dir.parent_path() / "scalars_expected.json";
-  std::ofstream(expected_path) << nlohmann::json{{"scalars", expected}}.dump();
+  std::ofstream(expected_path) << nlohmann::json{{"calls", calls}}.dump();
   const std::string command = python() + " " + MACTOR_SOURCE_DIR + "/tests/training/tensorboard_check.py '" +
                               dir.string() + "' '" + expected_path.string() + "'";
   INFO(command);
@@ -84,7 +90,7 @@ TEST_CASE("flush makes records readable before the writer closes") {
   writer.add_scalar("lm loss", 2.5, 7, 1.7e9);
   writer.flush();
   const fs::path expected_path = dir.parent_path() / "flush_expected.json";
-  std::ofstream(expected_path) << R"({"scalars": {"lm loss": [[7, 2.5, 1.7e9]]}})";
+  std::ofstream(expected_path) << R"({"calls": [["scalar", "lm loss", 2.5, 7, 1.7e9]]})";
   const std::string command = python() + " " + MACTOR_SOURCE_DIR + "/tests/training/tensorboard_check.py '" +
                               dir.string() + "' '" + expected_path.string() + "'";
   INFO(command);
