@@ -104,3 +104,26 @@ TEST_CASE("a log directory that cannot be created is an error naming the path") 
   const std::string bad = (dir / "a_file" / "logs").string();
   CHECK_THROWS_WITH(training::tensorboard_writer(bad), Catch::Contains(bad) && Catch::Contains("--tensorboard-dir"));
 }
+
+TEST_CASE("long tags, steps past 2^32, tiny and negative values encode as torch's SummaryWriter encodes them") {
+  // Multi-byte varints for the lengths and the step; float32 rounding and underflow of the value.
+  const fs::path dir = fresh_dir("varints");
+  const std::string long_tag(300, 'x');
+  {
+    training::tensorboard_writer writer(dir.string());
+    writer.add_scalar(long_tag, -1.0 / 3.0, 5'000'000'000LL, 1.7e9);
+    writer.add_scalar("tiny", 1e-30, 1, 1.7e9 + 0.5);
+    writer.add_scalar("tiny", 1e-50, 128, 1.7e9 + 1.0);
+    writer.add_text("long text", std::string(1000, 'y'), 300, 1.7e9);
+  }
+  const nlohmann::json calls = {{"scalar", long_tag, -1.0 / 3.0, 5'000'000'000LL, 1.7e9},
+                                {"scalar", "tiny", 1e-30, 1, 1.7e9 + 0.5},
+                                {"scalar", "tiny", 1e-50, 128, 1.7e9 + 1.0},
+                                {"text", "long text", std::string(1000, 'y'), 300, 1.7e9}};
+  const fs::path expected_path = dir.parent_path() / "varints_expected.json";
+  std::ofstream(expected_path) << nlohmann::json{{"calls", calls}}.dump();
+  const std::string command = python() + " " + MACTOR_SOURCE_DIR + "/tests/training/tensorboard_check.py '" +
+                              dir.string() + "' '" + expected_path.string() + "'";
+  INFO(command);
+  CHECK(std::system(command.c_str()) == 0);
+}
