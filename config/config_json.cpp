@@ -136,15 +136,22 @@ megatron_args from_json(const std::string& text) {
   return args;
 }
 
-std::string arguments_block(const megatron_args& args) {
-  std::vector<std::string> lines;
+std::vector<std::pair<std::string, std::string>> argument_strings(const megatron_args& args) {
+  std::vector<std::pair<std::string, std::string>> out;
   auto add = [&](std::string_view key, const auto& value) {
-    if (deleted_by_megatron(key)) return;
-    const std::size_t dots = key.size() < 48 ? 48 - key.size() : 0;
-    lines.push_back("  " + std::string(key) + " " + std::string(dots, '.') + " " + python_str(value));
+    if (!deleted_by_megatron(key)) out.emplace_back(std::string(key), python_str(value));
   };
   for_each_flag_field(add, static_cast<const flag_args&>(args));
   for_each_derived(add, args.derived);
+  return out;
+}
+
+std::string arguments_block(const megatron_args& args) {
+  std::vector<std::string> lines;
+  for (const auto& [key, value] : argument_strings(args)) {
+    const std::size_t dots = key.size() < 48 ? 48 - key.size() : 0;
+    lines.push_back("  " + key + " " + std::string(dots, '.') + " " + value);
+  }
   auto lower = [](std::string s) {
     std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     return s;

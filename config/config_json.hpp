@@ -2,6 +2,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "config/megatron_args.hpp"
 
@@ -12,6 +14,10 @@ std::string to_json(const megatron_args& args, int indent = 2);
 
 /// Reads what to_json wrote back into a megatron_args (throws std::runtime_error naming a bad key).
 megatron_args from_json(const std::string& text);
+
+/// Every attribute of Megatron's args with its value as Python's str() prints it, in attribute order
+/// (what Megatron's _print_args and write_args_to_tensorboard iterate over).
+std::vector<std::pair<std::string, std::string>> argument_strings(const megatron_args& args);
 
 /// Megatron's `_print_args("arguments", args)` block: every attribute as `  name ..... value`, sorted
 /// case-insensitively, values printed as Python's str() prints them.

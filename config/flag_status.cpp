@@ -97,6 +97,12 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"tokenizer_model", ""},
       {"tokenizer_type", "GPT2BPETokenizer, HuggingFaceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer, NullTokenizer"},
       {"log_params_norm", ""},
+      {"tensorboard_dir", "the args text and the scalars Megatron's training_log and evaluate write (no GPU memory stats)"},
+      {"tensorboard_log_interval", ""},
+      {"log_timers_to_tensorboard", "iteration-time and throughput"},
+      {"log_loss_scale_to_tensorboard", ""},
+      {"log_validation_ppl_to_tensorboard", ""},
+      {"log_world_size_to_tensorboard", ""},
       {"log_throughput", "Megatron's model-FLOPs formula for dense GPTs, per rank (CPU cores stand in for GPUs)"},
       {"log_num_zeros_in_grad", ""},
   };
@@ -152,6 +158,7 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"local_rank", "torch.distributed.launch passes it; mactor reads the rank from the launcher's environment"},
       {"create_attention_mask_in_dataloader", "mactor applies the causal mask inside attention; the result is the same"},
       {"barrier_with_L1_time", "timer barrier placement; does not change results"},
+      {"tensorboard_queue_size", "the writer flushes at every log line instead of queueing"},
       {"logging_level", "Python logging level; mactor's log lines do not depend on it"},
       {"te_rng_tracker", "Transformer Engine RNG tracker; mactor has no Transformer Engine"},
   };

@@ -1,11 +1,15 @@
 // The single-process training loop: Megatron's train_step, training_log and evaluate, in order.
 #include "training/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
+#include "config/config_json.hpp"
 #include "config/validate.hpp"
 #include "data/blended_dataset.hpp"
 #include "model/gpt_model.hpp"
@@ -14,6 +18,7 @@
 #include "model/training_log.hpp"
 #include "training/batch_loader.hpp"
 #include "training/flops.hpp"
+#include "training/tensorboard_writer.hpp"
 #include "training/model_spec.hpp"
 
 namespace mactor::training {
@@ -72,11 +77,43 @@ double evaluate(model::gpt_model<float>& m, const batch_loader& loader, std::int
   return totals[1] > 0 ? totals[0] / totals[1] : 0.0;
 }
 
-void print_validation(std::FILE* out, const std::string& prefix, double loss) {
+// Megatron's evaluate_and_print_results: the block on stdout and, with --tensorboard-dir, the
+// "lm loss validation" scalars against iterations and consumed samples.
+void report_validation(std::FILE* out, tensorboard_writer* tb, const config::megatron_args& a, const std::string& prefix,
+                       double loss, std::int64_t iteration, std::int64_t consumed) {
+  if (tb) {
+    tb->add_scalar("lm loss validation", loss, iteration);
+    tb->add_scalar("lm loss validation vs samples", loss, consumed);
+    if (a.logging.log_validation_ppl_to_tensorboard) {
+      const double ppl = std::exp(std::min(20.0, loss));
+      tb->add_scalar("lm loss validation ppl", ppl, iteration);
+      tb->add_scalar("lm loss validation ppl vs samples", ppl, consumed);
+    }
+    tb->flush();
+  }
   if (!out) return;
   const std::pair<std::string, float> v{"lm loss", static_cast<float>(loss)};
   std::fprintf(out, "%s\n", model::format_validation_block(prefix, std::span(&v, 1)).c_str());
   std::fflush(out);
+}
+
+// Megatron's training_log TensorBoard scalars for one iteration (every --tensorboard-log-interval).
+void log_to_tensorboard(tensorboard_writer& tb, const config::megatron_args& a, std::int64_t iteration, std::int64_t consumed,
+                        double lr, std::optional<double> decoupled_lr, std::int64_t gbs, double lm_loss,
+                        const model::optimizer_step_result& step, std::optional<double> params_norm, std::int64_t world) {
+  auto both = [&](const std::string& tag, double v) {
+    tb.add_scalar(tag, v, iteration);
+    tb.add_scalar(tag + " vs samples", v, consumed);
+  };
+  both("learning-rate", lr);
+  if (decoupled_lr) tb.add_scalar("decoupled-learning-rate", *decoupled_lr, iteration);
+  both("batch-size", static_cast<double>(gbs));
+  both("lm loss", lm_loss);
+  if (a.logging.log_loss_scale_to_tensorboard) both("loss-scale", 1.0);
+  if (a.logging.log_world_size_to_tensorboard) both("world-size", static_cast<double>(world));
+  if (step.grad_norm) both("grad-norm", *step.grad_norm);
+  if (step.num_zeros_in_grad) both("num-zeros", *step.num_zeros_in_grad);
+  if (params_norm) both("params-norm", *params_norm);
 }
 
 }  // namespace
@@ -89,6 +126,12 @@ training_result train(const config::megatron_args& a, std::FILE* printer, comm::
     std::fprintf(out, "%s\n", line.c_str());
     std::fflush(out);
   };
+  // Megatron's writer lives on the last rank only.
+  std::unique_ptr<tensorboard_writer> tb;
+  if (a.training.tensorboard_dir && dp.prints()) {
+    tb = std::make_unique<tensorboard_writer>(*a.training.tensorboard_dir);
+    for (const auto& [name, value] : config::argument_strings(a)) tb->add_text(name, value, 0);  // write_args_to_tensorboard
+  }
   const auto tok = tokenizer_from_args(a);
   const std::int64_t vocab = tok->vocab_size();
   const std::int64_t padded = config::padded_vocab_size(vocab, a);
@@ -156,6 +199,11 @@ training_result train(const config::megatron_args& a, std::FILE* printer, comm::
     const std::pair<std::string, float> losses[] = {{"lm loss", static_cast<float>(lm_loss)}};
     log_acc.add_iteration(losses, !step.update_successful);
 
+    const std::optional<double> params_norm =
+        a.logging.log_params_norm ? std::optional<double>(model::params_norm(opt->params())) : std::nullopt;
+    if (tb && iteration % a.logging.tensorboard_log_interval == 0)
+      log_to_tensorboard(*tb, a, iteration, result.consumed_train_samples, lr,
+                         model::logged_decoupled_learning_rate(opt->param_groups()), gbs, lm_loss, step, params_norm, dp.size());
     if (iteration % a.training.log_interval == 0) {
       const auto now = clock_type::now();
       model::training_log_inputs in;
@@ -171,14 +219,22 @@ training_result train(const config::megatron_args& a, std::FILE* printer, comm::
       if (a.logging.log_throughput) in.flops_per_iteration = num_floating_point_operations(a, padded, gbs);
       in.grad_norm = step.grad_norm;
       in.num_zeros_in_grad = step.num_zeros_in_grad;
-      if (a.logging.log_params_norm) in.params_norm = model::params_norm(opt->params());
-      print(model::training_log_interval(in, log_acc));
+      in.params_norm = params_norm;
+      const auto line = model::training_log_interval(in, log_acc);
+      print(line);
+      if (tb && a.logging.log_timers_to_tensorboard) {
+        const double per_iteration = in.interval_seconds / static_cast<double>(a.training.log_interval);
+        tb->add_scalar("iteration-time", per_iteration, iteration);
+        if (in.flops_per_iteration) tb->add_scalar("throughput", *in.flops_per_iteration / (per_iteration * 1e12 * dp.size()), iteration);
+      }
+      if (tb) tb->flush();
       interval_start = clock_type::now();
     }
     if (do_valid && a.validation.eval_interval > 0 && iteration % a.validation.eval_interval == 0) {
       const batch_loader valid(datasets[1], mbs, padded, dp.rank(), dp.size());
-      print_validation(out, "iteration " + std::to_string(iteration),
-                       evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs, dp));
+      report_validation(out, tb.get(), a, "iteration " + std::to_string(iteration),
+                        evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs, dp), iteration,
+                        result.consumed_train_samples);
     }
     if (a.training.exit_interval && iteration % *a.training.exit_interval == 0) {
       print("exiting program at iteration " + std::to_string(iteration));
@@ -187,14 +243,16 @@ training_result train(const config::megatron_args& a, std::FILE* printer, comm::
   }
   if (do_valid) {
     const batch_loader valid(datasets[1], mbs, padded, dp.rank(), dp.size());
-    print_validation(out, "iteration " + std::to_string(iteration) + " on validation set",
-                     evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs, dp));
+    report_validation(out, tb.get(), a, "iteration " + std::to_string(iteration) + " on validation set",
+                      evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs, dp), iteration,
+                      result.consumed_train_samples);
   }
   if (do_test) {
     const batch_loader test(datasets[2], mbs, padded, dp.rank(), dp.size());
     std::int64_t consumed_test = 0;
-    print_validation(out, "iteration " + std::to_string(iteration) + " on test set",
-                     evaluate(gpt, test, consumed_test, a.validation.eval_iters, gbs, mbs, dp));
+    report_validation(out, tb.get(), a, "iteration " + std::to_string(iteration) + " on test set",
+                      evaluate(gpt, test, consumed_test, a.validation.eval_iters, gbs, mbs, dp), iteration,
+                      result.consumed_train_samples);
   }
   return result;
 }
