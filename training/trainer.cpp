@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config/config_json.hpp"
+#include "config/python_text.hpp"
 #include "config/validate.hpp"
 #include "data/blended_dataset.hpp"
 #include "model/gpt_model.hpp"
@@ -159,11 +160,15 @@ training_result train(const config::megatron_args& a, std::FILE* printer, comm::
   std::int64_t consumed_valid = 0;
   auto interval_start = clock_type::now();
 
-  print("[after dataloaders are built] datetime: " + model::log_timestamp(std::chrono::system_clock::now()));
-  print("training ...");
+  auto print_datetime = [&](const std::string& what) {  // Megatron's print_datetime
+    print("[" + what + "] datetime: " + model::log_timestamp(std::chrono::system_clock::now()) + " ");
+  };
+  print_datetime("after dataloaders are built");
+  print(a.validation.skip_train ? "skipping training (--skip-train is on) ..." : "training ...");
+  const auto train_start = clock_type::now();
   const std::int64_t replica_step = static_cast<std::int64_t>(mbs) * dp.size();
   std::int64_t iteration = 0;
-  while (iteration < train_iters) {
+  while (!a.validation.skip_train && iteration < train_iters) {
     gpt.zero_grad();
     double loss_sum = 0, tokens = 0;
     for (std::int64_t j = 0; j < m; ++j) {
@@ -236,11 +241,23 @@ training_result train(const config::megatron_args& a, std::FILE* printer, comm::
                         evaluate(gpt, valid, consumed_valid, a.validation.eval_iters, gbs, mbs, dp), iteration,
                         result.consumed_train_samples);
     }
-    if (a.training.exit_interval && iteration % *a.training.exit_interval == 0) {
-      print("exiting program at iteration " + std::to_string(iteration));
+    if (a.training.exit_duration_in_mins.value_or(0) != 0) {  // Python truthiness: 0 means off
+      // Every replica stops at the same iteration: one past the limit is enough (Megatron's MAX all-reduce).
+      const double minutes = std::chrono::duration<double>(clock_type::now() - train_start).count() / 60.0;
+      double over[1] = {minutes > static_cast<double>(*a.training.exit_duration_in_mins) ? 1.0 : 0.0};
+      dp.sum(over);
+      if (over[0] > 0) {
+        print_datetime("exiting program after " + config::python_float_repr(minutes) + " minutes");
+        break;
+      }
+    }
+    if (a.training.exit_interval.value_or(0) != 0 && iteration % *a.training.exit_interval == 0) {
+      print_datetime("exiting program at iteration " + std::to_string(iteration));
       break;
     }
   }
+  if (!a.validation.skip_train) print_datetime("after training is done");
+  if (a.validation.skip_train) tb.reset();  // Megatron writes no TensorBoard values when only evaluating
   if (do_valid) {
     const batch_loader valid(datasets[1], mbs, padded, dp.rank(), dp.size());
     report_validation(out, tb.get(), a, "iteration " + std::to_string(iteration) + " on validation set",
