@@ -26,20 +26,20 @@ mactor::test::run_result pretrain(const std::string& extra) {
 
 }  // namespace
 
-TEST_CASE("--exit-interval stops at the first multiple and says so as Megatron's print_datetime") {
+TEST_CASE("pretrain_gpt with --exit-interval stops at the first multiple and says so as Megatron's print_datetime") {
   const auto r = pretrain(" --exit-interval 4");
   CHECK(count(r.out, "| lm loss: ") == 4);
   CHECK(r.out.find("[exiting program at iteration 4] datetime: ") != std::string::npos);
   CHECK(r.out.find("validation loss at iteration 4 on validation set") != std::string::npos);
 }
 
-TEST_CASE("--exit-interval 0 and --exit-duration-in-mins 0 are off, as Python's truthiness makes them") {
+TEST_CASE("pretrain_gpt treats --exit-interval 0 and --exit-duration-in-mins 0 are off, as Python's truthiness makes them") {
   const auto r = pretrain(" --exit-interval 0 --exit-duration-in-mins 0");
   CHECK(count(r.out, "| lm loss: ") == 6);
   CHECK(r.out.find("exiting program") == std::string::npos);
 }
 
-TEST_CASE("--skip-train evaluates the validation and test sets at iteration 0 without training") {
+TEST_CASE("pretrain_gpt with --skip-train evaluates the validation and test sets at iteration 0 without training") {
   const auto r = pretrain(" --skip-train");
   CHECK(count(r.out, "| lm loss: ") == 0);
   CHECK(r.out.find("skipping training (--skip-train is on) ...") != std::string::npos);
