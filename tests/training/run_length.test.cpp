@@ -33,7 +33,7 @@ TEST_CASE("pretrain_gpt with --exit-interval stops at the first multiple and say
   CHECK(r.out.find("validation loss at iteration 4 on validation set") != std::string::npos);
 }
 
-TEST_CASE("pretrain_gpt treats --exit-interval 0 and --exit-duration-in-mins 0 are off, as Python's truthiness makes them") {
+TEST_CASE("pretrain_gpt treats --exit-interval 0 and --exit-duration-in-mins 0 as off, as Python's truthiness does") {
   const auto r = pretrain(" --exit-interval 0 --exit-duration-in-mins 0");
   CHECK(count(r.out, "| lm loss: ") == 6);
   CHECK(r.out.find("exiting program") == std::string::npos);
