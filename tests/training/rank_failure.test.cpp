@@ -1,0 +1,89 @@
+// A rank that dies mid-training, with no launcher to tear the job down (two processes started with
+// torchrun's variables): the survivor ends within 10 s with an error naming the dead rank.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "tests/tools/run_command.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+pid_t start_rank(int rank, int port, const fs::path& dir) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  const std::string r = std::to_string(rank);
+  setenv("RANK", r.c_str(), 1);
+  setenv("LOCAL_RANK", r.c_str(), 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  setenv("TORCHELASTIC_RUN_ID", ("rank_failure_" + std::to_string(port)).c_str(), 1);
+  freopen((dir / ("rank" + r + ".out")).c_str(), "w", stdout);
+  freopen((dir / ("rank" + r + ".err")).c_str(), "w", stderr);
+  const std::string program = mactor::test::bin_dir() + "/pretrain_gpt";
+  std::vector<std::string> args = {program, "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4",
+                                   "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "2",
+                                   "--global-batch-size", "4", "--train-iters", "100000", "--lr", "1e-3", "--mock-data",
+                                   "--tokenizer-type", "NullTokenizer", "--vocab-size", "8192", "--log-interval", "1",
+                                   "--eval-iters", "0"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  execv(program.c_str(), argv.data());
+  _exit(127);
+}
+
+}  // namespace
+
+TEST_CASE("a data-parallel rank killed mid-training ends the survivor within 10 s, naming the rank") {
+  const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests/training/rank_failure";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int port = 20000 + static_cast<int>(getpid() % 20000);
+  const pid_t rank0 = start_rank(0, port, dir);
+  const pid_t rank1 = start_rank(1, port, dir);
+
+  // Rank 1 (the last rank) prints the log lines: wait until training is under way.
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (slurp(dir / "rank1.out").find("| lm loss: ") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  REQUIRE(slurp(dir / "rank1.out").find("| lm loss: ") != std::string::npos);
+
+  REQUIRE(kill(rank1, SIGKILL) == 0);
+  const auto killed_at = std::chrono::steady_clock::now();
+  int status = 0;
+  waitpid(rank1, &status, 0);
+  pid_t done = 0;
+  while ((done = waitpid(rank0, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() - killed_at < 10s)
+    std::this_thread::sleep_for(20ms);
+  if (done == 0) {
+    kill(rank0, SIGKILL);
+    waitpid(rank0, &status, 0);
+  }
+  const auto err = slurp(dir / "rank0.err");
+  INFO("rank 0 stderr:\n" << err);
+  REQUIRE(done == rank0);  // it ended by itself within 10 s
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(err.find("rank 0: communication with rank 1 failed") != std::string::npos);
+}
