@@ -254,11 +254,6 @@ void pipeline_overlap(validation_context& c) {  // rules 25, 26, 28
   }
 }
 
-bool cuda_max_connections_is_one() {
-  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  return v && std::string_view(v) == "1";
-}
-
 void torch_fsdp2(validation_context& c) {  // rule 27
   const auto& d = c.a.distributed;
   if (!d.use_torch_fsdp2) return;
@@ -272,11 +267,16 @@ void torch_fsdp2(validation_context& c) {  // rule 27
   c.require(c.a.network_size.untie_embeddings_and_output_weights,
             "--use-torch-fsdp2 requires --untie-embeddings-and-output-weights");
   c.require(!c.a.mixed_precision.fp16, "--use-torch-fsdp2 is not supported with --fp16");
-  c.require(!cuda_max_connections_is_one(), "FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS larger than one "
-                                            "(unset it or set it to e.g. 8)");
+  require_fsdp_cuda_connections(c);
 }
 
 }  // namespace
+
+void require_fsdp_cuda_connections(validation_context& c) {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  c.require(!v || std::string_view(v) != "1",
+            "FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS larger than one (unset it or set it to e.g. 8)");
+}
 
 void validate_parallel_layout(validation_context& c) {
   checkpoint_format(c);

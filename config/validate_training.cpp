@@ -28,13 +28,10 @@ void precision(validation_context& c) {  // rules 29-34
   if (te.fp4 && te.fp8) c.error("--fp4-format and --fp8-format cannot be used simultaneously; choose one");
   if (te.fp4_param && !te.fp4) c.error("--fp4-param-gather requires --fp4-format to be specified");
   if (d.use_megatron_fsdp) {
-    const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    c.require(!connections || std::string(connections) != "1",
-              "FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS larger than one (unset it or set it to e.g. 8)");
-  }
-  if (d.use_megatron_fsdp)
+    require_fsdp_cuda_connections(c);
     c.require(c.a.checkpointing.ckpt_format == "fsdp_dtensor",
               "--use-megatron-fsdp requires --ckpt-format fsdp_dtensor (got " + c.a.checkpointing.ckpt_format + ")");
+  }
   c.a.derived.params_dtype = "float32";
   if (m.fp16) {
     c.require(!m.bf16, "--fp16 and --bf16 cannot both be set");

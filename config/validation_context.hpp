@@ -31,6 +31,9 @@ struct validation_context {
   }
 };
 
+/// Rules 27 and 32: both FSDP flavours need more than one CUDA connection.
+void require_fsdp_cuda_connections(validation_context& c);
+
 // The rule groups, in the order Megatron applies them.
 void validate_parallel_layout(validation_context& c);   // validate_args: world size, dp, batch, vp, overlap
 void validate_training_args(validation_context& c);     // validate_args: precision, length, model shape, features
