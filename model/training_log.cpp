@@ -34,37 +34,6 @@ std::string python_format_int(std::int64_t v, int width) {
   return buf;
 }
 
-std::string python_float_repr(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  std::string sci(buf, res.ptr);  // shortest round-trip: "-1.2345e+06"
-  std::string sign;
-  if (sci[0] == '-') {
-    sign = "-";
-    sci.erase(0, 1);
-  }
-  const std::size_t e = sci.find('e');
-  std::string digits = sci.substr(0, e);
-  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
-  const int exponent = std::stoi(sci.substr(e + 1));
-  const int decpt = exponent + 1;  // value = 0.DIGITS * 10^decpt
-  const int ndigits = static_cast<int>(digits.size());
-  if (decpt <= -4 || decpt > 16) {  // CPython's float_repr_style 'short' switch points
-    std::string mantissa = digits.substr(0, 1);
-    if (ndigits > 1) mantissa += "." + digits.substr(1);
-    char exp_buf[16];
-    std::snprintf(exp_buf, sizeof exp_buf, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
-    return sign + mantissa + exp_buf;
-  }
-  if (decpt <= 0) return sign + "0." + std::string(static_cast<std::size_t>(-decpt), '0') + digits;
-  if (decpt >= ndigits)
-    return sign + digits + std::string(static_cast<std::size_t>(decpt - ndigits), '0') + ".0";
-  return sign + digits.substr(0, static_cast<std::size_t>(decpt)) + "." +
-         digits.substr(static_cast<std::size_t>(decpt));
-}
-
 std::string log_timestamp(std::chrono::system_clock::time_point when) {
   const std::time_t t = std::chrono::system_clock::to_time_t(when);
   std::tm local{};

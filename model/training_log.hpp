@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "config/python_text.hpp"
+
 namespace mactor::model {
 
 /// Python's format(v, '.{precision}E'): "1.500000E-04", "INF", "NAN".
@@ -20,8 +22,9 @@ std::string python_format_exp(double v, int precision);
 std::string python_format_fixed(double v, int precision);
 /// Python's format(v, '{width}d') for an int: right-aligned, space padded.
 std::string python_format_int(std::int64_t v, int width);
-/// Python's str(float): shortest round-trip digits, "123.0", "1e+16", "1e-05".
-std::string python_float_repr(double v);
+/// Python's str(float): shortest round-trip digits, "123.0", "1e+16", "1e-05" (config/'s, which the
+/// arguments block also uses).
+using config::python_float_repr;
 /// Local time as strftime("%Y-%m-%d %H:%M:%S").
 std::string log_timestamp(std::chrono::system_clock::time_point when);
 
