@@ -1,0 +1,110 @@
+// One pipeline stage's share of Megatron-Core's GPTModel: a contiguous run of transformer layers,
+// with the embedding when it is the first stage and the final norm, output layer and loss when it
+// is the last. Several micro-batches can be in flight: each forward keeps its input under a slot,
+// and a backward whose slot is not the most recent forward recomputes that forward first
+// (Megatron's full activation recomputation, applied only where a schedule needs it).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "model/gpt_model_config.hpp"
+#include "model/group.hpp"
+#include "model/language_model_embedding.hpp"
+#include "model/norm.hpp"
+#include "model/output_layer_loss.hpp"
+#include "model/parameter.hpp"
+#include "model/transformer_layer.hpp"
+
+namespace mactor::model {
+
+/// One micro-batch, every array [micro_batch_size, seq_length] row-major as Megatron's batch.
+/// A middle stage needs none of the arrays; the first stage reads tokens (and position_ids),
+/// the last stage labels and loss_mask.
+struct micro_batch {
+  const std::int32_t* tokens = nullptr;
+  const std::int32_t* labels = nullptr;
+  const float* loss_mask = nullptr;
+  const std::int32_t* position_ids = nullptr;  // null: 0..seq-1 (used by learned positions only)
+  int micro_batch_size = 1;
+};
+
+/// Megatron's loss reduction pair: sum of loss * mask and sum of mask.
+struct loss_and_count {
+  double loss_sum = 0;
+  double num_tokens = 0;
+};
+
+/// Which layers a chunk holds and whether it holds the model's ends.
+struct chunk_layout {
+  int layer_begin = 0;          ///< first global layer number (parameter names use it)
+  int layer_end = 0;            ///< one past the last
+  bool pre_process = true;      ///< holds the embedding (the first virtual pipeline stage)
+  bool post_process = true;     ///< holds final norm, output layer and loss (the last one)
+};
+
+template <typename T>
+class gpt_chunk {
+ public:
+  /// Throws std::invalid_argument listing every config problem, a bad layer range, or a group
+  /// whose size and rank differ from the config's tensor-parallel size and rank. With tied
+  /// embeddings, a last stage without the embedding registers its own copy of
+  /// embedding.word_embeddings.weight (initialized identically; keep it in sync by summing its
+  /// gradient with the first stage's, as Megatron's embedding group does).
+  gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout);
+
+  /// Forward of one micro-batch into `slot`. `input` is the previous stage's output [seq * mb,
+  /// hidden] (ignored with pre_process); `output` receives this chunk's output (ignored with
+  /// post_process). With post_process the loss is computed and returned; when `keep` is set its
+  /// gradient, scaled by grad_scale, is made at once (the output layer's weight gradient
+  /// accumulates now) and kept for backward(slot). `keep` also keeps the slot for backward.
+  /// `dropout_step` picks the dropout masks; `training` turns dropout on.
+  loss_and_count forward(int slot, const micro_batch& batch, const T* input, T* output,
+                         bool training, bool keep, T grad_scale, std::uint64_t dropout_step);
+  /// Backward of the micro-batch kept in `slot`: from `grad_output` (ignored with post_process)
+  /// to `grad_input` (ignored with pre_process); accumulates weight gradients; frees the slot.
+  void backward(int slot, const T* grad_output, T* grad_input);
+
+  /// Elements of one activation or gradient passed between stages for `micro_batch_size`.
+  std::size_t activation_numel(int micro_batch_size) const;
+  /// Slots kept for a backward that has not run yet.
+  std::size_t slots_in_flight() const { return slots_.size(); }
+
+  const chunk_layout& layout() const { return layout_; }
+  const gpt_model_config& config() const { return config_; }
+  std::vector<parameter<T>>& parameters() { return store_.all(); }
+  parameter_store<T>& store() { return store_; }
+  void zero_grad() { store_.zero_grad(); }
+  /// The id of the word-embedding parameter (this chunk's own or its tied copy), or -1.
+  int word_embeddings_id() const { return word_embeddings_; }
+
+ private:
+  struct saved {
+    std::uint64_t step = 0;
+    int micro_batch_size = 1;
+    std::vector<std::int32_t> ids, positions, labels;
+    std::vector<float> mask;
+    std::vector<T> input, loss_grad;
+  };
+  void load_batch(const micro_batch& batch, saved& s) const;
+  void run_forward(const saved& s, bool training);
+
+  gpt_model_config config_;
+  group& tp_;
+  chunk_layout layout_;
+  parameter_store<T> store_;
+  std::optional<language_model_embedding<T>> embedding_;
+  std::vector<transformer_layer<T>> layers_;
+  std::optional<norm<T>> final_layernorm_;
+  std::unique_ptr<output_layer_loss<T>> output_;
+  int word_embeddings_ = -1;
+  std::unordered_map<int, saved> slots_;
+  int resident_ = -1;  // the slot whose activations the layers hold now
+  // The residual stream entering each layer (and leaving the last), the final norm's output.
+  std::vector<std::vector<T>> stream_;
+  std::vector<T> final_, grad_a_;
+};
+
+}  // namespace mactor::model
