@@ -16,7 +16,7 @@ done
 
 packages=(build-essential cmake ninja-build ccache pkg-config git python3 python3-venv python3-numpy python3-torch
   libcaf-dev libucx-dev ucx-utils libcxxopts-dev libspdlog-dev catch2 libopenblas-dev
-  openmpi-bin libopenmpi-dev nlohmann-json3-dev libre2-dev libcpp-httplib-dev libsentencepiece-dev
+  openmpi-bin libopenmpi-dev nlohmann-json3-dev libre2-dev libcpp-httplib-dev libsentencepiece-dev chromium
   iproute2 procps)
 missing=()
 for p in "${packages[@]}"; do

@@ -8,7 +8,11 @@
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "schedule") == 0)
     return mactor::tools::schedule_main(argc - 1, argv + 1);
-  for (const char* later : {"inspect", "swap", "simulate"}) {
+  if (argc >= 2 && std::strcmp(argv[1], "inspect") == 0)
+    return mactor::tools::inspect_main(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "swap") == 0)
+    return mactor::tools::swap_main(argc - 1, argv + 1);
+  for (const char* later : {"simulate"}) {
     if (argc >= 2 && std::strcmp(argv[1], later) == 0) {
       std::fprintf(stderr, "mactor: error: 'mactor %s' is not implemented yet\n", later);
       return 2;
