@@ -22,9 +22,18 @@ httplib::Client connect(const std::string& host, int port, const std::string& to
   return http;
 }
 
+std::string describe(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection: return "connection refused or no route to it";
+    case httplib::Error::ConnectionTimeout: return "connection timed out";
+    case httplib::Error::Read: return "no answer";
+    default: return httplib::to_string(error);
+  }
+}
+
 [[noreturn]] void unreachable(const std::string& address, httplib::Error error) {
   throw client_error(client_error::reason::unreachable,
-                     "cannot reach the inspector at " + address + " (" + httplib::to_string(error) +
+                     "cannot reach the inspector at " + address + " (" + describe(error) +
                          "); check the address the job printed at start and that the job is still running");
 }
 

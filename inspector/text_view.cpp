@@ -65,7 +65,7 @@ std::string timeline(const job_snapshot& s, int width) {
   const double span = std::max(t1 - t0, 1e-12);
   const int columns = std::max(width - 11, 10);  // "rank N   |" + cells + "|"
   auto column = [&](double t) {
-    return std::clamp(static_cast<int>(std::floor((t - t0) / span * columns)), 0, columns);
+    return std::clamp(static_cast<int>(std::lround((t - t0) / span * columns)), 0, columns);
   };
   std::string out = "last iteration timeline (" + format_duration(span) + ", one column = " +
                     format_duration(span / columns) + ")\n";

@@ -2,8 +2,9 @@
 
 usage: png_colours.py FILE.png '#rrggbb' ...  -> one JSON object on stdout:
 {"width": W, "height": H, "distinct": number of distinct colours,
- "colours": {"#rrggbb": {"pixels": n, "bands": [[y0, y1], ...]}}}
-A band is a run of consecutive pixel rows that hold the colour (a chart row shows as one band).
+ "colours": {"#rrggbb": {"pixels": n, "bands": [[y0, y1, x_min, x_max], ...]}}}
+A band is a run of consecutive pixel rows that hold the colour (a chart row shows as one band);
+x_min and x_max are the leftmost and rightmost pixels of the colour within it.
 Decodes 8-bit non-interlaced PNGs with zlib only, so it needs no imaging package.
 """
 import json
@@ -59,7 +60,7 @@ def main():
     width, height, bpp, rows = read_png(path)
     targets = {w: tuple(int(w[i:i + 2], 16) for i in (1, 3, 5)) for w in wanted}
     counts = {w: 0 for w in wanted}
-    rows_with = {w: [] for w in wanted}
+    rows_with = {w: [] for w in wanted}  # (y, x_min, x_max)
     distinct = set()
     for y, line in enumerate(rows):
         pixels = [bytes(line[i:i + 3]) for i in range(0, len(line), bpp)]
@@ -68,15 +69,18 @@ def main():
             n = pixels.count(bytes(rgb))
             if n:
                 counts[w] += n
-                rows_with[w].append(y)
+                xs = [x for x, p in enumerate(pixels) if p == bytes(rgb)]
+                rows_with[w].append((y, xs[0], xs[-1]))
     result = {"width": width, "height": height, "distinct": len(distinct), "colours": {}}
     for w in wanted:
         bands = []
-        for y in rows_with[w]:
+        for y, x0, x1 in rows_with[w]:
             if bands and bands[-1][1] == y - 1:
                 bands[-1][1] = y
+                bands[-1][2] = min(bands[-1][2], x0)
+                bands[-1][3] = max(bands[-1][3], x1)
             else:
-                bands.append([y, y])
+                bands.append([y, y, x0, x1])
         result["colours"][w] = {"pixels": counts[w], "bands": bands}
     print(json.dumps(result))
 
