@@ -128,7 +128,6 @@ server::server(snapshot_fn snapshot, swap_fn swap, server_options options)
   impl_->swap = std::move(swap);
   impl_->host = options.bind_host;
   impl_->token = make_access_token();
-  if (!options.token_file.empty()) write_token_file(options.token_file, impl_->token);
   impl_->route();
   if (options.port == 0) {
     impl_->port = impl_->http.bind_to_any_port(options.bind_host);
@@ -142,6 +141,7 @@ server::server(snapshot_fn snapshot, swap_fn swap, server_options options)
                              std::to_string(options.port) +
                              "; the port may be in use or the host not an address of this "
                              "machine (port 0 picks a free port)");
+  if (!options.token_file.empty()) write_token_file(options.token_file, impl_->token);
   impl_->thread = std::thread([this] {
     impl_->http.listen_after_bind();
     impl_->loop_ended = true;
@@ -156,6 +156,8 @@ server::~server() { stop(); }
 std::string server::address() const { return impl_->host + ":" + std::to_string(impl_->port); }
 
 const std::string& server::token() const { return impl_->token; }
+
+std::string server::page_url() const { return "http://" + address() + "/?token=" + impl_->token; }
 
 void server::stop() {
   if (impl_->stopped) return;

@@ -47,6 +47,8 @@ class server {
   /// "HOST:PORT" as bound, e.g. "127.0.0.1:40123".
   std::string address() const;
   const std::string& token() const;
+  /// The web page's address with the token: "http://HOST:PORT/?token=TOKEN".
+  std::string page_url() const;
   /// Stops serving and joins the thread; idempotent (the destructor calls it).
   void stop();
 

@@ -40,6 +40,7 @@ TEST_CASE("the snapshot endpoint answers the provider's snapshot as JSON to the 
   const job_snapshot job = testing::fake_job();
   server s([&] { return job; }, nullptr);
   CHECK(s.address().rfind("127.0.0.1:", 0) == 0);
+  CHECK(s.page_url() == "http://" + s.address() + "/?token=" + s.token());
   auto c = connect_to(s);
   c.set_bearer_token_auth(s.token());
   auto res = c.Get("/api/snapshot");
@@ -193,4 +194,17 @@ TEST_CASE("stop ends serving and can be called twice") {
   c.set_connection_timeout(1);
   auto res = c.Get("/api/snapshot");
   CHECK_FALSE(res);
+}
+
+TEST_CASE("a failed bind leaves no token file behind") {
+  server a([] { return job_snapshot{}; }, nullptr);
+  const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests" / "inspector" / "scratch";
+  fs::create_directories(dir);
+  const fs::path file = dir / ("unbound_token_" + std::to_string(::getpid()));
+  fs::remove(file);
+  server_options taken;
+  taken.port = port_of(a);
+  taken.token_file = file.string();
+  CHECK_THROWS(server([] { return job_snapshot{}; }, nullptr, taken));
+  CHECK_FALSE(fs::exists(file));
 }
