@@ -107,6 +107,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"log_world_size_to_tensorboard", ""},
       {"log_throughput", "Megatron's model-FLOPs formula for dense GPTs, per rank (CPU cores stand in for GPUs)"},
       {"log_num_zeros_in_grad", ""},
+      {"tensor_model_parallel_size", "tensor-parallel linears, vocab-parallel embedding and loss over the data plane"},
+      {"pipeline_model_parallel_size", "1F1B (interleaved with a virtual pipeline); out-of-order backwards recompute the chunk's forward"},
+      {"num_layers_per_virtual_pipeline_stage", ""},
+      {"num_virtual_stages_per_pipeline_rank", ""},
+      {"microbatch_group_size_per_vp_stage", ""},
+      {"overlap_p2p_comm", "transfers are always posted asynchronously; the flag picks Megatron's op order"},
+      {"use_distributed_optimizer", "optimizer state sharded over data-parallel ranks: reduce-scatter grads, all-gather params"},
   };
   return table;
 }

@@ -11,7 +11,7 @@
 #include "config/resolve.hpp"
 #include "data/data_error.hpp"
 #include "comm/transport.hpp"
-#include "training/job_world.hpp"
+#include "training/parallel_context.hpp"
 #include "training/trainer.hpp"
 
 namespace {
@@ -56,9 +56,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   try {
-    std::unique_ptr<mactor::training::job_world> world;
-    if (env.world_size > 1) world = std::make_unique<mactor::training::job_world>(env);
-    mactor::training::train(r.args, stdout, world ? &world->data_parallel() : nullptr);
+    mactor::training::parallel_context ctx(r.args, env);
+    mactor::training::train(r.args, stdout, ctx);
+    ctx.shutdown();
   } catch (const mactor::comm::comm_error& e) {
     std::fprintf(stderr, "%s: error: rank %d: communication with rank %d failed: %s\n", prog, env.rank, e.rank(), e.what());
     return 1;

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "comm/communicator.hpp"
 #include "config/megatron_args.hpp"
+#include "training/parallel_context.hpp"
 
 namespace mactor::training {
 
@@ -18,10 +18,12 @@ struct training_result {
   std::int64_t consumed_train_samples = 0;
 };
 
-/// Trains as Megatron's pretrain_gpt does with tp = pp = 1. With `data_parallel` (dp > 1) each rank
-/// takes its slice of every global batch and gradients are averaged over the group, as Megatron's
-/// DDP does; the last rank prints Megatron's lines to `out`. Throws data::data_error for unusable
-/// data, comm::comm_error for a failed peer and std::runtime_error for other failures.
-training_result train(const config::megatron_args& args, std::FILE* out, comm::communicator* data_parallel = nullptr);
+/// Trains as Megatron's pretrain_gpt does, in the layout of `ctx`: tensor-parallel collectives
+/// inside the model, the pipeline schedule between stages, each data-parallel replica on its slice
+/// of every global batch with gradients averaged (or reduce-scattered with the distributed
+/// optimizer). The last rank prints Megatron's lines to `out`. Throws data::data_error for
+/// unusable data, comm::comm_error for a failed peer and std::runtime_error for other failures.
+/// The result's losses are real on the last pipeline stage.
+training_result train(const config::megatron_args& args, std::FILE* out, parallel_context& ctx);
 
 }  // namespace mactor::training

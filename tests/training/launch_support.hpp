@@ -1,0 +1,62 @@
+// Launching pretrain_gpt alone or under `mactor -np N` and reading the losses it logs, for the
+// layout-invariance tests.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/tools/run_command.hpp"
+
+namespace mactor::test {
+
+// Every "lm loss: X" of the iteration lines, and every "lm loss value: X" of the validation blocks.
+struct logged_losses {
+  std::vector<double> train, validation;
+};
+
+inline logged_losses parse_losses(const std::string& log) {
+  logged_losses l;
+  static const std::regex train(R"(\| lm loss: ([-+0-9.eE]+) \|)");
+  static const std::regex valid(R"(\| lm loss value: ([-+0-9.eE]+) \|)");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), train); it != std::sregex_iterator(); ++it)
+    l.train.push_back(std::stod((*it)[1].str()));
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), valid); it != std::sregex_iterator(); ++it)
+    l.validation.push_back(std::stod((*it)[1].str()));
+  return l;
+}
+
+inline logged_losses run_job(int ranks, const std::string& flags, std::size_t evaluations = 4,
+                             std::size_t iterations = 6) {
+  const std::string program = bin_dir() + "/pretrain_gpt";
+  const std::string command =
+      ranks == 1 ? program + " " + flags
+                 : mactor_bin() + " -np " + std::to_string(ranks) +
+                       " --oversubscribe " + program + " " + flags;  // -np 4 on a 2-core machine
+  const auto r = run_shell(command);
+  INFO(command << "\nstdout tail:\n"
+               << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << "\nstderr:\n"
+               << r.err);
+  REQUIRE(r.status == 0);
+  auto l = parse_losses(r.out);
+  REQUIRE(l.train.size() == iterations);
+  // The validation blocks during training, then the final validation (and test) evaluations.
+  REQUIRE(l.validation.size() == evaluations);
+  return l;
+}
+
+inline void check_same(const std::vector<double>& got, const std::vector<double>& want, const char* what, int ranks) {
+  double worst = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double rel = std::abs(got[i] - want[i]) / std::abs(want[i]);
+    INFO(what << " " << i << " with " << ranks << " ranks: " << got[i] << " vs " << want[i] << " alone");
+    CHECK(rel <= 1e-5);
+    worst = std::max(worst, rel);
+  }
+  std::printf("%s with %d ranks vs 1: max relative difference %.3g\n", what, ranks, worst);
+}
+
+}  // namespace mactor::test

@@ -1,0 +1,126 @@
+// Wires the rendezvous store, the UCX transport and the ring collectives for one rank's groups.
+#include "training/parallel_context.hpp"
+
+#include <numeric>
+#include <string>
+
+#include "comm/collectives.hpp"
+#include "comm/rendezvous.hpp"
+#include "comm/store_address_exchange.hpp"
+#include "comm/ucx_transport.hpp"
+
+namespace mactor::training {
+namespace {
+
+comm::process_groups make_groups(const config::megatron_args& a, const comm::launch_env& env) {
+  comm::parallel_sizes s;
+  s.tp = static_cast<int>(a.distributed.tensor_model_parallel_size);
+  s.pp = static_cast<int>(a.distributed.pipeline_model_parallel_size);
+  s.cp = static_cast<int>(a.distributed.context_parallel_size);
+  return comm::process_groups(env.world_size, env.rank, s);
+}
+
+class communicator_group final : public model::group {
+ public:
+  explicit communicator_group(comm::communicator& c) : c_(c) {}
+  int size() const override { return c_.size(); }
+  int rank() const override { return c_.rank(); }
+  void all_reduce_sum(float* d, std::size_t n) override { c_.all_reduce(std::span<float>(d, n)); }
+  void all_reduce_sum(double* d, std::size_t n) override { c_.all_reduce(std::span<double>(d, n)); }
+  void all_gather(const float* in, float* out, std::size_t n) override { gather(in, out, n); }
+  void all_gather(const double* in, double* out, std::size_t n) override { gather(in, out, n); }
+  void reduce_scatter_sum(const float* in, float* out, std::size_t n) override {
+    c_.reduce_scatter(std::span<const float>(in, n * size()), std::span<float>(out, n));
+  }
+  void reduce_scatter_sum(const double* in, double* out, std::size_t n) override {
+    c_.reduce_scatter(std::span<const double>(in, n * size()), std::span<double>(out, n));
+  }
+
+ private:
+  template <class T>
+  void gather(const T* in, T* out, std::size_t n) {
+    c_.all_gather(std::span<const T>(in, n), std::span<T>(out, n * size()));
+  }
+  comm::communicator& c_;
+};
+
+// The tensor-parallel group and the communicator it wraps, kept alive together.
+class owning_group final : public model::group {
+ public:
+  explicit owning_group(std::unique_ptr<comm::communicator> c) : c_(std::move(c)), g_(*c_) {}
+  int size() const override { return g_.size(); }
+  int rank() const override { return g_.rank(); }
+  void all_reduce_sum(float* d, std::size_t n) override { g_.all_reduce_sum(d, n); }
+  void all_reduce_sum(double* d, std::size_t n) override { g_.all_reduce_sum(d, n); }
+  void all_gather(const float* in, float* out, std::size_t n) override { g_.all_gather(in, out, n); }
+  void all_gather(const double* in, double* out, std::size_t n) override { g_.all_gather(in, out, n); }
+  void reduce_scatter_sum(const float* in, float* out, std::size_t n) override { g_.reduce_scatter_sum(in, out, n); }
+  void reduce_scatter_sum(const double* in, double* out, std::size_t n) override { g_.reduce_scatter_sum(in, out, n); }
+
+ private:
+  std::unique_ptr<comm::communicator> c_;
+  communicator_group g_;
+};
+
+// Group ids outside process_groups' kinds (1..9): (kind << 12) | first rank, as it does.
+constexpr std::uint32_t embedding_kind = 12, world_kind = 13;
+
+}  // namespace
+
+struct parallel_context::impl {
+  comm::rendezvous rdzv;
+  std::unique_ptr<comm::store_address_exchange> exchange;
+};
+
+std::unique_ptr<model::group> make_model_group(comm::communicator& c) {
+  return std::make_unique<communicator_group>(c);
+}
+
+parallel_context::parallel_context(const config::megatron_args& a, const comm::launch_env& env)
+    : impl_(std::make_unique<impl>()), groups_(make_groups(a, env)) {
+  if (env.world_size == 1) {
+    tp_group_ = std::make_unique<model::single_group>();
+    return;
+  }
+  impl_->rdzv = comm::open_rendezvous(env);
+  impl_->exchange = std::make_unique<comm::store_address_exchange>(*impl_->rdzv.client);
+  transport_ = std::make_unique<comm::ucx_transport>(env.rank, env.world_size, *impl_->exchange);
+  auto make = [&](const comm::group& g) -> std::unique_ptr<comm::communicator> {
+    if (g.ranks.size() < 2) return nullptr;
+    return std::make_unique<comm::transport_communicator>(*transport_, g.ranks, g.id);
+  };
+  if (auto tp = make(groups_.tp_group()))
+    tp_group_ = std::make_unique<owning_group>(std::move(tp));
+  else
+    tp_group_ = std::make_unique<model::single_group>();
+  dp_ = make(groups_.dp_group());
+  mp_ = make(groups_.model_parallel_group());
+  if (groups_.pp() > 1 && (groups_.is_first_stage() || groups_.is_last_stage())) {
+    comm::group g{{pipeline_rank_of(0), pipeline_rank_of(groups_.pp() - 1)}, 0};
+    g.id = (embedding_kind << 12) | (static_cast<std::uint32_t>(g.ranks[0]) & 0xFFF);
+    embedding_ = make(g);
+  }
+  comm::group all{std::vector<int>(static_cast<std::size_t>(env.world_size)), world_kind << 12};
+  std::iota(all.ranks.begin(), all.ranks.end(), 0);
+  world_ = make(all);
+}
+
+int parallel_context::pipeline_rank_of(int stage) const {
+  auto c = groups_.coords();
+  c.pp = stage;
+  return groups_.rank_of(c);
+}
+
+void parallel_context::shutdown() {
+  if (transport_) transport_->shutdown();
+}
+
+parallel_context::~parallel_context() {
+  // Communicators refer to the transport: drop them first. A transport that was not shut down
+  // cleanly force-closes in its destructor.
+  tp_group_.reset();
+  dp_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
+  transport_.reset();
+}
+
+}  // namespace mactor::training

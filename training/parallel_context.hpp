@@ -1,0 +1,62 @@
+// The processes of one job as a rank's training code sees them: the rendezvous, the UCX data
+// plane between every rank, Megatron's process groups and a communicator for each group the
+// training step reduces over. A single process has no transport and only trivial groups.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/launch_env.hpp"
+#include "comm/process_groups.hpp"
+#include "comm/transport.hpp"
+#include "config/megatron_args.hpp"
+#include "model/group.hpp"
+
+namespace mactor::training {
+
+class parallel_context {
+ public:
+  /// tp, pp and cp come from the args; dp = world / (tp * cp * pp). With world_size > 1, joins
+  /// the job's rendezvous and connects every rank over UCX; throws comm::comm_error or
+  /// comm::rendezvous_error naming the rank or the store that failed.
+  parallel_context(const config::megatron_args& args, const comm::launch_env& env);
+  ~parallel_context();
+  parallel_context(const parallel_context&) = delete;
+  parallel_context& operator=(const parallel_context&) = delete;
+
+  const comm::process_groups& groups() const { return groups_; }
+  int rank() const { return groups_.rank(); }
+  int world_size() const { return groups_.world_size(); }
+  int tp_rank() const { return groups_.coords().tp; }
+  int dp_rank() const { return groups_.coords().dp; }
+  int pp_rank() const { return groups_.coords().pp; }
+
+  /// The data plane (null in a single process). Pipeline transfers use it directly.
+  comm::transport* transport() { return transport_.get(); }
+  /// The tensor-parallel group as the model takes it.
+  model::group& tensor_parallel() { return *tp_group_; }
+  /// Communicators; null when the group is this rank alone.
+  comm::communicator* data_parallel() { return dp_.get(); }
+  comm::communicator* model_parallel() { return mp_.get(); }   ///< tp x pp: grad norms
+  comm::communicator* embedding() { return embedding_.get(); } ///< first and last stage (tied embeddings)
+  comm::communicator* world() { return world_.get(); }
+  /// Global rank of pipeline stage `stage` in this rank's pipeline (same tp, cp, dp).
+  int pipeline_rank_of(int stage) const;
+
+  /// Waits for every rank and closes the data plane (call once at a clean end of the job).
+  void shutdown();
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+  comm::process_groups groups_;
+  std::unique_ptr<comm::transport> transport_;
+  std::unique_ptr<model::group> tp_group_;
+  std::unique_ptr<comm::communicator> dp_, mp_, embedding_, world_;
+};
+
+/// A model::group over a communicator (the model's tensor-parallel collectives on the data plane).
+std::unique_ptr<model::group> make_model_group(comm::communicator& c);
+
+}  // namespace mactor::training

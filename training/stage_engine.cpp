@@ -1,0 +1,445 @@
+// The stage engine: chunks, the asynchronous schedule port, gradient finalization, optimizer.
+#include "training/stage_engine.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <stdexcept>
+#include <thread>
+
+#include "model/grad_clip.hpp"
+#include "training/model_spec.hpp"
+
+namespace mactor::training {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using schedules::action;
+using schedules::op;
+
+const char* op_name(op kind) {
+  switch (kind) {
+    case op::forward: return "forward";
+    case op::backward: return "backward";
+    case op::recv_forward: return "recv_forward";
+    case op::send_forward: return "send_forward";
+    case op::recv_backward: return "recv_backward";
+    case op::send_backward: return "send_backward";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::vector<model::chunk_layout> chunk_layouts(int num_layers, int pp, int vp, int pp_rank) {
+  const int stages = pp * vp;
+  if (num_layers % stages != 0)
+    throw std::invalid_argument("--num-layers " + std::to_string(num_layers) + " does not divide into " +
+                                std::to_string(stages) + " (virtual) pipeline stages");
+  const int per_stage = num_layers / stages;
+  std::vector<model::chunk_layout> out;
+  for (int c = 0; c < vp; ++c) {
+    const int v = c * pp + pp_rank;
+    out.push_back({v * per_stage, (v + 1) * per_stage, v == 0, v == stages - 1});
+  }
+  return out;
+}
+
+// One posted transfer; the completion writes status, then sets done.
+struct stage_engine::transfer {
+  std::vector<float> buffer;
+  comm::status status;
+  std::atomic<bool> done{false};
+  int peer = -1;
+  action what;
+};
+
+// The distributed optimizer's view of one chunk: this rank's slice of the chunk's flat buffers.
+struct stage_engine::chunk_shard {
+  std::size_t numel = 0, padded = 0, begin = 0, end = 0;  // [begin, end) of the padded buffer
+  std::vector<float> grads;                                // reduce-scattered grads of the slice
+  std::vector<float> scratch;                              // padded copy for the collectives
+};
+
+stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx, std::int64_t padded)
+    : args_(a), ctx_(ctx), pp_(ctx.groups().pp()),
+      vp_(static_cast<int>(a.derived.virtual_pipeline_model_parallel_size.value_or(1))),
+      pp_rank_(ctx.pp_rank()), dp_(ctx.groups().dp()), dp_rank_(ctx.dp_rank()),
+      mbs_(static_cast<int>(*a.training.micro_batch_size)),
+      distributed_optimizer_(a.distributed.use_distributed_optimizer && ctx.groups().dp() > 1) {
+  const auto config = model_config_from_args(a, padded, ctx.tp_rank());
+  chunks_.reserve(vp_);
+  for (const auto& layout : chunk_layouts(config.num_layers, pp_, vp_, pp_rank_))
+    chunks_.emplace_back(config, ctx.tensor_parallel(), layout);
+
+  const bool decoupled = a.learning_rate.decoupled_lr.has_value();
+  const bool tp_first = ctx.tp_rank() == 0;
+  auto view = [&](const model::parameter<float>& p, const model::gpt_chunk<float>& chunk, float* value,
+                  float* grad, std::size_t numel) {
+    model::optim_param o;
+    o.name = p.name;
+    o.value = value;
+    o.grad = grad;
+    o.numel = numel;
+    o.no_weight_decay = p.no_weight_decay;
+    // Megatron applies --decoupled-lr to the embedding and the output layer.
+    o.decoupled_lr = decoupled && (p.name.rfind("embedding.", 0) == 0 || p.name.rfind("output_layer.", 0) == 0);
+    // Counted once: tensor-parallel duplicates on tp rank 0 only, the tied embedding on the
+    // first stage only (Megatron's param_is_not_tensor_parallel_duplicate / param_is_not_shared).
+    const bool duplicate = p.split == model::tp_split::replicated && !tp_first;
+    const bool shared_copy = !chunk.layout().pre_process && p.name == "embedding.word_embeddings.weight";
+    o.in_grad_stats = !duplicate && !shared_copy;
+    return o;
+  };
+  std::vector<model::optim_param> params;
+  shards_.resize(chunks_.size());
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    auto& chunk = chunks_[c];
+    if (!distributed_optimizer_) {
+      for (auto& p : chunk.parameters()) params.push_back(view(p, chunk, p.value, p.grad, p.numel));
+      continue;
+    }
+    // Megatron's distributed optimizer: the flat buffer, padded to a multiple of dp, split evenly.
+    auto& s = shards_[c];
+    s.numel = chunk.store().values().size();
+    s.padded = (s.numel + dp_ - 1) / dp_ * dp_;
+    s.begin = s.padded / dp_ * dp_rank_;
+    s.end = s.begin + s.padded / dp_;
+    s.grads.assign(s.end - s.begin, 0.0f);
+    s.scratch.assign(s.padded, 0.0f);
+    for (auto& p : chunk.parameters()) {
+      const std::size_t lo = std::max(p.offset, s.begin), hi = std::min(p.offset + p.numel, s.end);
+      if (lo >= hi) continue;
+      params.push_back(view(p, chunk, p.value + (lo - p.offset), s.grads.data() + (lo - s.begin), hi - lo));
+    }
+  }
+  optimizer_ = model::make_optimizer(std::move(params), optimizer_options_from_args(a));
+}
+
+stage_engine::~stage_engine() {
+  // Transfers still in flight (a failed schedule) must not complete into freed buffers: the
+  // transport is closed by its owner after this; wait briefly for what is outstanding.
+  const auto deadline = clock_type::now() + std::chrono::seconds(2);
+  auto outstanding = [&] {
+    for (auto& [k, t] : recvs_)
+      if (!t->done.load()) return true;
+    for (auto& t : sends_)
+      if (!t->done.load()) return true;
+    return false;
+  };
+  while (outstanding() && clock_type::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+bool stage_engine::is_first_stage() const { return pp_rank_ == 0; }
+bool stage_engine::is_last_stage() const { return pp_rank_ == pp_ - 1; }
+
+int stage_engine::num_microbatches_in_flight() const {
+  int n = 0;
+  for (const auto& c : chunks_) n += static_cast<int>(c.slots_in_flight());
+  return n;
+}
+
+std::uint64_t stage_engine::tag(bool gradient, int virtual_stage, int microbatch) const {
+  return (std::uint64_t(gradient) << 38) | (std::uint64_t(forward_only_) << 37) |
+         (std::uint64_t(virtual_stage) << 24) | std::uint64_t(microbatch & 0xFFFFFF);
+}
+
+void stage_engine::set_activity(std::string what) {
+  std::lock_guard lock(activity_mutex_);
+  activity_ = std::move(what);
+  activity_since_ = clock_type::now();
+}
+
+std::pair<std::string, clock_type::time_point> stage_engine::activity() const {
+  std::lock_guard lock(activity_mutex_);
+  return {activity_, activity_since_};
+}
+
+std::vector<timeline_entry> stage_engine::last_timeline() const {
+  std::lock_guard lock(activity_mutex_);
+  return last_timeline_;
+}
+
+void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader, std::int64_t consumed,
+                                  int num_microbatches, bool cyclic) {
+  schedules::schedule_shape s;
+  s.pipeline_model_parallel_size = pp_;
+  s.pipeline_rank = pp_rank_;
+  s.virtual_pipeline_model_parallel_size = vp_;
+  s.num_microbatches = num_microbatches;
+  s.microbatch_group_size_per_vp_stage = static_cast<int>(args_.distributed.microbatch_group_size_per_vp_stage.value_or(0));
+  s.overlap_p2p_comm = args_.distributed.overlap_p2p_comm;
+  s.forward_only = forward_only;
+  if (const auto errors = schedules::validate(s); !errors.empty()) {
+    std::string message = "the pipeline schedule cannot run:";
+    for (const auto& e : errors) message += "\n  " + e;
+    throw std::invalid_argument(message);
+  }
+  schedule_.emplace(schedules::make_schedule(s));
+  pending_.reset();
+  forward_only_ = forward_only;
+  cyclic_ = cyclic;
+  loader_ = &loader;
+  consumed_ = consumed;
+  num_microbatches_ = num_microbatches;
+  batches_.clear();
+  totals_ = {};
+  timeline_.clear();
+  wait_start_.reset();
+  schedule_start_ = clock_type::now();
+}
+
+const batch_buffers& stage_engine::batch(int microbatch) {
+  auto it = batches_.find(microbatch);
+  if (it != batches_.end()) return it->second;
+  const std::int64_t step = static_cast<std::int64_t>(mbs_) * dp_;
+  return batches_.emplace(microbatch, loader_->load(consumed_ + microbatch * step, cyclic_)).first->second;
+}
+
+void stage_engine::check(const transfer& t) const {
+  if (!t.status.ok)
+    throw comm::comm_error(t.peer, "pipeline " + std::string(op_name(t.what.kind)) + " of micro-batch " +
+                                       std::to_string(t.what.microbatch) + " chunk " + std::to_string(t.what.chunk) +
+                                       " with rank " + std::to_string(t.peer) + " failed: " + t.status.message);
+}
+
+void stage_engine::post_recv(const action& a, bool gradient) {
+  auto t = std::make_unique<transfer>();
+  t->what = a;
+  const int v = a.chunk * pp_ + pp_rank_;
+  // Activations come from the previous virtual stage; gradients from the next one.
+  t->peer = ctx_.pipeline_rank_of(gradient ? (pp_rank_ + 1) % pp_ : (pp_rank_ + pp_ - 1) % pp_);
+  t->buffer.resize(chunks_[a.chunk].activation_numel(mbs_));
+  transfer* raw = t.get();
+  recvs_[{gradient, a.microbatch, a.chunk}] = std::move(t);
+  ctx_.transport()->recv(raw->peer, tag(gradient, v, a.microbatch), raw->buffer.data(),
+                         raw->buffer.size() * sizeof(float), [this, raw](const comm::status& s) {
+                           raw->status = s;
+                           raw->done.store(true, std::memory_order_release);
+                           if (wakeup_) wakeup_();
+                         });
+}
+
+void stage_engine::post_send(const action& a, bool gradient) {
+  auto it = outputs_.find({gradient, a.microbatch, a.chunk});
+  if (it == outputs_.end())
+    throw std::logic_error(std::string("schedule sends ") + op_name(a.kind) + " of micro-batch " +
+                           std::to_string(a.microbatch) + " before computing it");
+  auto t = std::make_unique<transfer>();
+  t->what = a;
+  t->buffer = std::move(it->second);
+  outputs_.erase(it);
+  const int v = a.chunk * pp_ + pp_rank_;
+  // An activation feeds virtual stage v + 1; a gradient goes back to virtual stage v - 1.
+  t->peer = ctx_.pipeline_rank_of(gradient ? (pp_rank_ + pp_ - 1) % pp_ : (pp_rank_ + 1) % pp_);
+  const int consumer = gradient ? v - 1 : v + 1;
+  transfer* raw = t.get();
+  sends_.push_back(std::move(t));
+  ctx_.transport()->send(raw->peer, tag(gradient, consumer, a.microbatch), raw->buffer.data(),
+                         raw->buffer.size() * sizeof(float), [this, raw](const comm::status& s) {
+                           raw->status = s;
+                           raw->done.store(true, std::memory_order_release);
+                           if (wakeup_) wakeup_();
+                         });
+}
+
+stage_engine::transfer* stage_engine::arrived(const action& a, bool gradient) {
+  auto it = recvs_.find({gradient, a.microbatch, a.chunk});
+  if (it == recvs_.end())
+    throw std::logic_error(std::string("schedule runs ") + op_name(a.kind) + " of micro-batch " +
+                           std::to_string(a.microbatch) + " without receiving its input");
+  if (!it->second->done.load(std::memory_order_acquire)) return nullptr;
+  check(*it->second);
+  return it->second.get();
+}
+
+// Runs one action; false when it must wait for a transfer (the action stays pending).
+bool stage_engine::execute(const action& a) {
+  auto& chunk = chunks_[a.chunk];
+  const auto& layout = chunk.layout();
+  switch (a.kind) {
+    case op::recv_forward: post_recv(a, false); return true;
+    case op::recv_backward: post_recv(a, true); return true;
+    case op::send_forward: post_send(a, false); return true;
+    case op::send_backward: post_send(a, true); return true;
+    case op::forward:
+    case op::backward: break;
+  }
+  const bool forward = a.kind == op::forward;
+  transfer* input = nullptr;
+  if (forward ? !layout.pre_process : !layout.post_process) {
+    input = arrived(a, /*gradient=*/!forward);
+    if (!input) {
+      if (!wait_start_) {
+        wait_start_ = clock_type::now();
+        const int v = a.chunk * pp_ + pp_rank_;
+        const int peer_stage = forward ? (pp_rank_ + pp_ - 1) % pp_ : (pp_rank_ + 1) % pp_;
+        set_activity(std::string("awaiting ") + (forward ? "recv_forward" : "recv_backward") + " mb " +
+                     std::to_string(a.microbatch) + " chunk " + std::to_string(a.chunk) + " from rank " +
+                     std::to_string(ctx_.pipeline_rank_of(peer_stage)) + " (virtual stage " +
+                     std::to_string(forward ? v - 1 : v + 1) + ")");
+      }
+      return false;
+    }
+  }
+  const auto start = clock_type::now();
+  if (wait_start_) {
+    timeline_.push_back({a, std::chrono::duration<double>(*wait_start_ - schedule_start_).count(),
+                         std::chrono::duration<double>(start - schedule_start_).count(), true});
+    wait_start_.reset();
+  }
+  set_activity(std::string(forward ? "forward" : "backward") + " mb " + std::to_string(a.microbatch) + " chunk " +
+               std::to_string(a.chunk));
+  const std::size_t n = chunk.activation_numel(mbs_);
+  if (forward) {
+    const auto& b = batch(a.microbatch);
+    float scale = 0.0f;
+    if (layout.post_process && !forward_only_) {
+      double count = 0;
+      for (float m : b.loss_mask) count += m;
+      // Megatron divides each micro-batch's loss by its token count and by the micro-batch count.
+      scale = count > 0 ? static_cast<float>(1.0 / (count * num_microbatches_)) : 0.0f;
+    }
+    std::vector<float> output;
+    if (!layout.post_process) output.resize(n);
+    // The same dropout masks as one process: the micro-batch's index in the global sample order.
+    const std::uint64_t step = static_cast<std::uint64_t>(consumed_ / mbs_ + a.microbatch * dp_ + dp_rank_);
+    const auto r = chunk.forward(a.microbatch, b.view(), input ? input->buffer.data() : nullptr,
+                                 output.empty() ? nullptr : output.data(), !forward_only_, !forward_only_, scale, step);
+    if (layout.post_process) {
+      totals_.loss_sum += r.loss_sum;
+      totals_.num_tokens += r.num_tokens;
+    } else {
+      outputs_[{false, a.microbatch, a.chunk}] = std::move(output);
+    }
+    if (input) recvs_.erase({false, a.microbatch, a.chunk});
+  } else {
+    std::vector<float> grad_input;
+    if (!layout.pre_process) grad_input.resize(n);
+    chunk.backward(a.microbatch, input ? input->buffer.data() : nullptr, grad_input.empty() ? nullptr : grad_input.data());
+    if (!layout.pre_process) outputs_[{true, a.microbatch, a.chunk}] = std::move(grad_input);
+    if (input) recvs_.erase({true, a.microbatch, a.chunk});
+  }
+  timeline_.push_back({a, std::chrono::duration<double>(start - schedule_start_).count(),
+                       std::chrono::duration<double>(clock_type::now() - schedule_start_).count(), false});
+  return true;
+}
+
+bool stage_engine::pump() {
+  if (!schedule_) return true;
+  while (true) {
+    if (!pending_) pending_ = schedule_->next();
+    if (!pending_) break;
+    if (!execute(*pending_)) return false;
+    pending_.reset();
+  }
+  // Flush: every send must have left before the iteration ends.
+  for (auto& t : sends_) {
+    if (!t->done.load(std::memory_order_acquire)) {
+      set_activity("flushing send of mb " + std::to_string(t->what.microbatch) + " chunk " +
+                   std::to_string(t->what.chunk) + " to rank " + std::to_string(t->peer));
+      return false;
+    }
+    check(*t);
+  }
+  sends_.clear();
+  if (!recvs_.empty() || !outputs_.empty())
+    throw std::logic_error("the schedule finished with " + std::to_string(recvs_.size()) + " receives and " +
+                           std::to_string(outputs_.size()) + " sends unmatched");
+  schedule_.reset();
+  batches_.clear();
+  {
+    std::lock_guard lock(activity_mutex_);
+    last_timeline_ = std::move(timeline_);
+    activity_ = "idle";
+    activity_since_ = clock_type::now();
+  }
+  timeline_.clear();
+  return true;
+}
+
+void stage_engine::run_schedule(bool forward_only, const batch_loader& loader, std::int64_t consumed,
+                                int num_microbatches, bool cyclic) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool woken = false;
+  auto previous = std::move(wakeup_);
+  wakeup_ = [&] {
+    std::lock_guard lock(m);
+    woken = true;
+    cv.notify_one();
+  };
+  try {
+    begin_schedule(forward_only, loader, consumed, num_microbatches, cyclic);
+    while (!pump()) {
+      std::unique_lock lock(m);
+      cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return woken; });
+      woken = false;
+    }
+  } catch (...) {
+    wakeup_ = std::move(previous);
+    throw;
+  }
+  wakeup_ = std::move(previous);
+}
+
+void stage_engine::zero_grad() {
+  for (auto& c : chunks_) c.zero_grad();
+}
+
+void stage_engine::finalize_grads() {
+  // Tied embeddings: the first stage's embedding and the last stage's copy get the sum of both
+  // gradients (Megatron's _allreduce_word_embedding_grads), before the data-parallel mean.
+  if (auto* emb = ctx_.embedding(); emb && !chunks_.front().config().untie_embeddings_and_output_weights) {
+    auto& chunk = is_first_stage() ? chunks_.front() : chunks_.back();
+    auto& p = chunk.store()[chunk.word_embeddings_id()];
+    emb->all_reduce(std::span<float>(p.grad, p.numel));
+  }
+  auto* dp = ctx_.data_parallel();
+  if (!dp) return;
+  // Megatron's DDP: scale by 1/dp, then sum over the replicas, so every replica holds the mean.
+  const float scale = 1.0f / static_cast<float>(dp_);
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    auto grads = chunks_[c].store().grads();
+    for (float& g : grads) g *= scale;
+    if (!distributed_optimizer_) {
+      dp->all_reduce(grads);
+      continue;
+    }
+    auto& s = shards_[c];
+    std::copy(grads.begin(), grads.end(), s.scratch.begin());
+    std::fill(s.scratch.begin() + static_cast<std::ptrdiff_t>(s.numel), s.scratch.end(), 0.0f);
+    dp->reduce_scatter(std::span<const float>(s.scratch), std::span<float>(s.grads));
+  }
+}
+
+void stage_engine::reduce_stats(std::span<double> values) {
+  if (auto* mp = ctx_.model_parallel()) mp->all_reduce(values);
+  if (distributed_optimizer_) ctx_.data_parallel()->all_reduce(values);
+}
+
+model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool count_zeros) {
+  set_activity("optimizer step");
+  const auto result = model::clip_and_step(*optimizer_, clip_grad, count_zeros,
+                                           [this](std::span<double> v) { reduce_stats(v); });
+  if (distributed_optimizer_) {
+    // Every replica gets the updated slices of every other (Megatron's parameter all-gather).
+    for (std::size_t c = 0; c < chunks_.size(); ++c) {
+      auto& s = shards_[c];
+      auto values = chunks_[c].store().values();
+      std::vector<float> mine(s.end - s.begin, 0.0f);
+      for (std::size_t i = s.begin; i < std::min(s.end, s.numel); ++i) mine[i - s.begin] = values[i];
+      ctx_.data_parallel()->all_gather(std::span<const float>(mine), std::span<float>(s.scratch));
+      std::copy_n(s.scratch.begin(), s.numel, values.begin());
+    }
+  }
+  set_activity("idle");
+  return result;
+}
+
+double stage_engine::params_norm() {
+  return model::params_norm(optimizer_->params(), [this](std::span<double> v) { reduce_stats(v); });
+}
+
+}  // namespace mactor::training
