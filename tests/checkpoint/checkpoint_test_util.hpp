@@ -16,12 +16,23 @@
 
 namespace mactor::checkpoint::test {
 
+// Removes every scratch directory when the test program exits.
+struct scratch_cleanup {
+  std::vector<std::filesystem::path> dirs;
+  ~scratch_cleanup() {
+    std::error_code ec;
+    for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+  }
+};
+
 inline std::filesystem::path scratch_dir(const std::string& tag) {
   static std::atomic<int> counter{0};
+  static scratch_cleanup cleanup;
   auto dir = std::filesystem::path(MACTOR_BINARY_DIR) / "checkpoint_scratch" /
              (tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  cleanup.dirs.push_back(dir);
   return dir;
 }
 

@@ -1,0 +1,202 @@
+// model_args <-> Megatron args / Hugging Face GPT2Config and LlamaConfig.
+#include "tools/convert_checkpoint/hf_config.hpp"
+
+#include <stdexcept>
+#include <vector>
+
+namespace mactor::convert {
+namespace {
+
+template <typename T>
+T get_or(const nlohmann::json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? fallback : it->get<T>();
+}
+
+std::string join(const std::vector<std::string>& errors, const std::string& head) {
+  std::string s = head;
+  for (const auto& e : errors) s += "\n  " + e;
+  return s;
+}
+
+}  // namespace
+
+model_args args_from_megatron(const nlohmann::json& args) {
+  std::vector<std::string> errors;
+  model_args a;
+  auto required = [&](const char* key) -> std::int64_t {
+    auto it = args.find(key);
+    if (it == args.end() || it->is_null()) {
+      errors.push_back(std::string("args has no \"") + key + "\"");
+      return 0;
+    }
+    return it->get<std::int64_t>();
+  };
+  a.num_layers = int(required("num_layers"));
+  a.hidden_size = int(required("hidden_size"));
+  a.num_attention_heads = int(required("num_attention_heads"));
+  a.padded_vocab_size = required("padded_vocab_size");
+  a.max_position_embeddings = int(required("max_position_embeddings"));
+  a.ffn_hidden_size = get_or<int>(args, "ffn_hidden_size", 4 * a.hidden_size);
+  a.kv_channels = get_or<int>(args, "kv_channels",
+                              a.num_attention_heads ? a.hidden_size / a.num_attention_heads : 0);
+  a.num_query_groups = get_or<bool>(args, "group_query_attention", false)
+                           ? get_or<int>(args, "num_query_groups", 1)
+                           : a.num_attention_heads;
+  a.seq_length = get_or<int>(args, "seq_length", a.max_position_embeddings);
+  a.swiglu = get_or<bool>(args, "swiglu", false);
+  a.untie_embeddings_and_output_weights =
+      get_or<bool>(args, "untie_embeddings_and_output_weights", false);
+  a.add_bias_linear = get_or<bool>(args, "add_bias_linear", true);
+  a.add_qkv_bias = get_or<bool>(args, "add_qkv_bias", false);
+  a.gelu_tanh = get_or<bool>(args, "openai_gelu", false) ||
+                (get_or<bool>(args, "bias_gelu_fusion", true) && a.add_bias_linear && !a.swiglu);
+  a.norm_epsilon = get_or<double>(args, "norm_epsilon", 1e-5);
+  a.rotary_base = get_or<double>(args, "rotary_base", 10000.0);
+  const auto norm = get_or<std::string>(args, "normalization", "LayerNorm");
+  const auto pos = get_or<std::string>(args, "position_embedding_type", "learned_absolute");
+  if (norm == "LayerNorm" && pos == "learned_absolute" && !a.swiglu)
+    a.family = hf_family::gpt2;
+  else if (norm == "RMSNorm" && pos == "rope" && a.swiglu)
+    a.family = hf_family::llama;
+  else
+    errors.push_back("normalization=" + norm + ", position_embedding_type=" + pos +
+                     ", swiglu=" + (a.swiglu ? "true" : "false") +
+                     " is neither GPT-2 style (LayerNorm, learned_absolute, no swiglu) nor Llama "
+                     "style (RMSNorm, rope, swiglu)");
+  if (get_or<bool>(args, "apply_layernorm_1p", false))
+    errors.push_back("apply_layernorm_1p (zero-centered norm weights) has no Hugging Face equivalent");
+  if (get_or<double>(args, "rotary_percent", 1.0) != 1.0)
+    errors.push_back("rotary_percent != 1 has no LlamaForCausalLM equivalent");
+  if (get_or<bool>(args, "rotary_interleaved", false))
+    errors.push_back("rotary_interleaved has no LlamaForCausalLM equivalent");
+  if (get_or<bool>(args, "squared_relu", false) || get_or<int>(args, "num_experts", 0) > 0)
+    errors.push_back("squared_relu and MoE (num_experts) are not convertible");
+  if (a.family == hf_family::gpt2 && !errors.size()) {
+    if (a.num_query_groups != a.num_attention_heads)
+      errors.push_back("GPT2LMHeadModel has no grouped-query attention (num_query_groups)");
+    if (a.kv_channels * a.num_attention_heads != a.hidden_size)
+      errors.push_back("GPT2LMHeadModel needs kv_channels * num_attention_heads == hidden_size");
+  }
+  if (a.num_query_groups <= 0 || a.num_attention_heads % std::max(1, a.num_query_groups) != 0)
+    errors.push_back("num_attention_heads must be a multiple of num_query_groups");
+  if (!errors.empty())
+    throw std::invalid_argument(join(errors, "cannot convert this model to Hugging Face layout:"));
+  return a;
+}
+
+nlohmann::json megatron_args_json(const model_args& a) {
+  const bool llama = a.family == hf_family::llama;
+  return {{"num_layers", a.num_layers},
+          {"hidden_size", a.hidden_size},
+          {"ffn_hidden_size", a.ffn_hidden_size},
+          {"num_attention_heads", a.num_attention_heads},
+          {"kv_channels", a.kv_channels},
+          {"group_query_attention", a.num_query_groups != a.num_attention_heads},
+          {"num_query_groups", a.num_query_groups},
+          {"normalization", llama ? "RMSNorm" : "LayerNorm"},
+          {"swiglu", a.swiglu},
+          {"position_embedding_type", llama ? "rope" : "learned_absolute"},
+          {"untie_embeddings_and_output_weights", a.untie_embeddings_and_output_weights},
+          {"add_bias_linear", a.add_bias_linear},
+          {"add_qkv_bias", a.add_qkv_bias},
+          {"openai_gelu", false},
+          {"bias_gelu_fusion", a.gelu_tanh},
+          {"norm_epsilon", a.norm_epsilon},
+          {"rotary_base", a.rotary_base},
+          {"rotary_percent", 1.0},
+          {"apply_layernorm_1p", false},
+          {"max_position_embeddings", a.max_position_embeddings},
+          {"seq_length", a.seq_length},
+          {"padded_vocab_size", a.padded_vocab_size}};
+}
+
+nlohmann::json hf_config_json(const model_args& a) {
+  if (a.family == hf_family::gpt2)
+    return {{"architectures", {"GPT2LMHeadModel"}},
+            {"model_type", "gpt2"},
+            {"vocab_size", a.padded_vocab_size},
+            {"n_positions", a.max_position_embeddings},
+            {"n_ctx", a.max_position_embeddings},
+            {"n_embd", a.hidden_size},
+            {"n_layer", a.num_layers},
+            {"n_head", a.num_attention_heads},
+            {"n_inner", a.ffn_hidden_size},
+            {"activation_function", a.gelu_tanh ? "gelu_new" : "gelu"},
+            {"layer_norm_epsilon", a.norm_epsilon},
+            {"resid_pdrop", 0.0},
+            {"embd_pdrop", 0.0},
+            {"attn_pdrop", 0.0},
+            {"scale_attn_weights", true},
+            {"tie_word_embeddings", !a.untie_embeddings_and_output_weights},
+            {"torch_dtype", "float32"}};
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"vocab_size", a.padded_vocab_size},
+          {"hidden_size", a.hidden_size},
+          {"intermediate_size", a.ffn_hidden_size},
+          {"num_hidden_layers", a.num_layers},
+          {"num_attention_heads", a.num_attention_heads},
+          {"num_key_value_heads", a.num_query_groups},
+          {"head_dim", a.kv_channels},
+          {"max_position_embeddings", a.max_position_embeddings},
+          {"rms_norm_eps", a.norm_epsilon},
+          {"rope_theta", a.rotary_base},
+          {"rope_scaling", nullptr},
+          {"hidden_act", "silu"},
+          {"attention_bias", a.qkv_bias()},
+          {"mlp_bias", a.add_bias_linear},
+          {"attention_dropout", 0.0},
+          {"tie_word_embeddings", !a.untie_embeddings_and_output_weights},
+          {"torch_dtype", "float32"}};
+}
+
+model_args args_from_hf_config(const nlohmann::json& c) {
+  model_args a;
+  const auto type = get_or<std::string>(c, "model_type", "");
+  if (type == "gpt2") {
+    a.family = hf_family::gpt2;
+    a.num_layers = c.at("n_layer").get<int>();
+    a.hidden_size = c.at("n_embd").get<int>();
+    a.num_attention_heads = c.at("n_head").get<int>();
+    a.ffn_hidden_size = get_or<int>(c, "n_inner", 4 * a.hidden_size);
+    a.kv_channels = a.hidden_size / a.num_attention_heads;
+    a.num_query_groups = a.num_attention_heads;
+    a.max_position_embeddings = c.at("n_positions").get<int>();
+    a.norm_epsilon = get_or<double>(c, "layer_norm_epsilon", 1e-5);
+    const auto act = get_or<std::string>(c, "activation_function", "gelu_new");
+    if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu")
+      throw std::invalid_argument("config.json: activation_function " + act +
+                                  " is not gelu_new, gelu_pytorch_tanh or gelu");
+    a.gelu_tanh = act != "gelu";
+    a.add_bias_linear = true;
+  } else if (type == "llama") {
+    a.family = hf_family::llama;
+    a.num_layers = c.at("num_hidden_layers").get<int>();
+    a.hidden_size = c.at("hidden_size").get<int>();
+    a.num_attention_heads = c.at("num_attention_heads").get<int>();
+    a.ffn_hidden_size = c.at("intermediate_size").get<int>();
+    a.kv_channels = get_or<int>(c, "head_dim", a.hidden_size / a.num_attention_heads);
+    a.num_query_groups = get_or<int>(c, "num_key_value_heads", a.num_attention_heads);
+    a.max_position_embeddings = c.at("max_position_embeddings").get<int>();
+    a.norm_epsilon = get_or<double>(c, "rms_norm_eps", 1e-6);
+    a.rotary_base = get_or<double>(c, "rope_theta", 10000.0);
+    a.swiglu = true;
+    a.gelu_tanh = false;
+    a.add_bias_linear = get_or<bool>(c, "mlp_bias", false);
+    a.add_qkv_bias = get_or<bool>(c, "attention_bias", false) && !a.add_bias_linear;
+    if (get_or<std::string>(c, "hidden_act", "silu") != "silu")
+      throw std::invalid_argument("config.json: hidden_act must be silu for Megatron's swiglu");
+    if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
+      throw std::invalid_argument("config.json: rope_scaling is not supported by mactor's model");
+  } else {
+    throw std::invalid_argument("config.json: model_type \"" + type +
+                                "\" is not supported; use a gpt2 or llama model");
+  }
+  a.untie_embeddings_and_output_weights = !get_or<bool>(c, "tie_word_embeddings", type == "gpt2");
+  a.padded_vocab_size = c.at("vocab_size").get<std::int64_t>();
+  a.seq_length = a.max_position_embeddings;
+  return a;
+}
+
+}  // namespace mactor::convert

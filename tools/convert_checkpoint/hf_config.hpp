@@ -1,0 +1,45 @@
+// The model description shared by both conversion directions: read from the checkpoint's common
+// "args" (Megatron's argparse dest names) or from a Hugging Face config.json, and written as either.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace mactor::convert {
+
+enum class hf_family { gpt2, llama };  // GPT2LMHeadModel, LlamaForCausalLM
+
+struct model_args {
+  hf_family family = hf_family::gpt2;
+  int num_layers = 0;
+  int hidden_size = 0;
+  int ffn_hidden_size = 0;
+  int num_attention_heads = 0;
+  int kv_channels = 0;       // resolved: hidden_size / num_attention_heads when unset
+  int num_query_groups = 0;  // resolved: num_attention_heads without GQA
+  bool swiglu = false;
+  bool untie_embeddings_and_output_weights = false;
+  bool add_bias_linear = true;
+  bool add_qkv_bias = false;
+  bool gelu_tanh = true;  // Megatron's bias-gelu fusion / --openai-gelu: HF "gelu_new"
+  double norm_epsilon = 1e-5;
+  double rotary_base = 10000;
+  int max_position_embeddings = 0;
+  int seq_length = 0;
+  std::int64_t padded_vocab_size = 0;
+
+  bool qkv_bias() const { return add_bias_linear || add_qkv_bias; }
+};
+
+/// From the common document's "args". Throws std::invalid_argument listing every missing field and
+/// every setting neither GPT2LMHeadModel nor LlamaForCausalLM can express.
+model_args args_from_megatron(const nlohmann::json& args);
+/// The Megatron args a from-hf checkpoint records (enough for args_from_megatron and the trainer).
+nlohmann::json megatron_args_json(const model_args& a);
+/// config.json for the family (vocab_size = padded_vocab_size).
+nlohmann::json hf_config_json(const model_args& a);
+/// From config.json ("model_type" gpt2 or llama); std::invalid_argument naming what is unsupported.
+model_args args_from_hf_config(const nlohmann::json& config);
+
+}  // namespace mactor::convert
