@@ -147,7 +147,8 @@ fs::path fresh_dir(const std::string& tag) {
 void compare_training(const std::vector<std::string>& flags, const fs::path& dir, const std::string& tag) {
   const auto args = resolve_flags(flags);
   const auto counts = dump_inputs(args, flags, dir);
-  const auto ours = training::train(args, nullptr);
+  training::parallel_context alone(args, comm::launch_env{});
+  const auto ours = training::train(args, nullptr, alone);
   const auto ref = run_reference(dir);
   REQUIRE(ours.lm_loss.size() == ref.size());
 
