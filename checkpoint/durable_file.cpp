@@ -52,13 +52,29 @@ void durable_file::close() {
   if (::close(fd) != 0) fail("close", path_);
 }
 
-void fsync_directory(const std::filesystem::path& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) fail("open directory", dir);
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0 && errno != EINVAL) fail("fsync directory", dir);  // EINVAL: fs without dir fsync
-}
+namespace {
+
+// A directory opened before a rename into it: its fsync still works when another process (rank 0
+// committing) renames the directory itself right after.
+class open_directory {
+ public:
+  explicit open_directory(const std::filesystem::path& dir) : dir_(dir) {
+    fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ < 0) fail("open directory", dir);
+  }
+  ~open_directory() { ::close(fd_); }
+  void sync() const {
+    if (::fsync(fd_) != 0 && errno != EINVAL) fail("fsync directory", dir_);  // EINVAL: no dir fsync
+  }
+
+ private:
+  std::filesystem::path dir_;
+  int fd_ = -1;
+};
+
+}  // namespace
+
+void fsync_directory(const std::filesystem::path& dir) { open_directory(dir).sync(); }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
   static std::atomic<unsigned> counter{0};
@@ -69,8 +85,9 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
     f.write(content.data(), content.size());
     f.close();
   }
+  const open_directory parent(path.has_parent_path() ? path.parent_path() : std::filesystem::path("."));
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename into place", path);
-  fsync_directory(path.has_parent_path() ? path.parent_path() : std::filesystem::path("."));
+  parent.sync();
 }
 
 std::string read_whole_file(const std::filesystem::path& path) {
