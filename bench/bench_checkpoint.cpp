@@ -61,7 +61,7 @@ void save_all_ranks(const std::string& dir, std::int64_t it, const std::vector<r
 }  // namespace
 
 int main(int argc, char** argv) {
-  const fs::path dir = argc > 1 ? fs::path(argv[1]) : fs::current_path() / "bench_checkpoint.tmp";
+  const fs::path dir = argc > 1 && argv[1][0] ? fs::path(argv[1]) : fs::current_path() / "bench_checkpoint.tmp";
   const int mib = argc > 2 ? std::atoi(argv[2]) : 256;
   const int ranks = argc > 3 ? std::atoi(argv[3]) : 1;
   if (mib < 16 || ranks < 1) {
@@ -131,6 +131,5 @@ int main(int argc, char** argv) {
   std::printf("%-44s %10.3f %10.0f\n", "stall: snapshot copy only (rank 0)", median(snap_s), one_rank_mb / median(snap_s));
   std::printf("%-44s %10.3f %10s\n", "stall: snapshot + save() (rank 0)", median(sync_stall), "");
   std::printf("%-44s %10.3f %10s\n", "stall: snapshot + save_async() (rank 0)", median(async_stall), "");
-  (void)bytes;
   return 0;
 }

@@ -104,3 +104,41 @@ TEST_CASE("SIGKILL while rank 0 waits to commit leaves the previous checkpoint t
   CHECK(ck::remove_interrupted_saves(dir.string()) == 1);
   expect_iteration_1_intact(dir);
 }
+
+TEST_CASE("ranks in separate processes meet through the filesystem and rank 0 commits their shards") {
+  const auto dir = ck::test::scratch_dir("processes");
+  const auto full = ck::test::random_values(8 * 6, 21);
+  auto state_of = [&](int r) {
+    ck::rank_state s;
+    s.pieces.push_back(ck::test::piece_of("w", full, {8, 6}, {0, 2 * r}, {8, 2}));  // column blocks
+    if (r == 0) s.common = nlohmann::json{{"iteration", 9}};
+    return s;
+  };
+  ck::save_options o;
+  o.attempt_id = "job-42";
+  std::vector<pid_t> children;
+  for (int r = 1; r < 3; ++r) {
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      try {
+        ck::save(dir.string(), 9, r, 3, state_of(r), o);
+      } catch (...) {
+        ::_exit(3);
+      }
+      ::_exit(0);
+    }
+    children.push_back(pid);
+  }
+  ck::save(dir.string(), 9, 0, 3, state_of(0), o);
+  for (pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  REQUIRE(ck::read_tracker(dir.string()) == 9);
+  ck::checkpoint_reader reader(dir.string());
+  CHECK(reader.metadata().files.size() == 3);
+  CHECK(ck::test::bitwise_equal(reader.read_whole("w"), full));
+  CHECK_FALSE(fs::exists(dir / "iter_0000009.tmp-job-42"));
+}
