@@ -42,7 +42,7 @@ def main():
         labels = torch.tensor(case["labels"], dtype=torch.long)
         mask = torch.tensor(case["loss_mask"], dtype=torch.float32)
         with torch.no_grad():
-            logits = model(input_ids=tokens).logits.float()
+            logits = model(input_ids=tokens, use_cache=False).logits.float()
             losses = torch.nn.functional.cross_entropy(
                 logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
             loss_sum = (losses.double() * mask.reshape(-1).double()).sum().item()
