@@ -66,6 +66,7 @@ struct server::impl {
 void server::impl::route() {
   http.new_task_queue = [] { return new httplib::ThreadPool(4); };
   http.set_keep_alive_timeout(2);
+  http.set_tcp_nodelay(true);  // headers and body go out in two writes: no Nagle delay between
   http.set_payload_max_length(1 << 20);
   // httplib's default adds SO_REUSEPORT, which would let a second job bind the same port and
   // take half the connections; a busy port must be an error instead.
