@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "fake_job.hpp"
 #include "inspector/server.hpp"
@@ -85,6 +86,20 @@ TEST_CASE("mactor inspect refreshes until stopped, showing each new snapshot") {
   CHECK(r.out.find("iteration 1 / 100") != std::string::npos);
   CHECK(r.out.find("iteration 3 / 100") != std::string::npos);
   CHECK(calls >= 3);
+}
+
+TEST_CASE("mactor inspect exits 1 naming the address when the job goes away") {
+  server s([] { return testing::fake_job(2, 2); }, nullptr);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    s.stop();
+  });
+  const auto r = run_process("timeout 10 " + mactor_program() + " inspect " + s.address() + " --token " +
+                             s.token() + " --interval 0.1");
+  stopper.join();
+  CHECK(r.status == 1);
+  CHECK(r.out.find("iteration 12 / 100") != std::string::npos);
+  CHECK(r.err.find("cannot reach the inspector at " + s.address()) != std::string::npos);
 }
 
 TEST_CASE("mactor inspect with a wrong token says so and exits 2") {

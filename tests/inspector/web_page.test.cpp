@@ -18,6 +18,7 @@ namespace {
 const char* const forward_colour = "#4c78a8";
 const char* const backward_colour = "#f58518";
 const char* const optimizer_colour = "#54a24b";
+const char* const stall_border_colour = "#d62728";
 
 fs::path out_dir() {
   fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests" / "inspector";
@@ -41,7 +42,7 @@ json screenshot_colours(const std::string& url, const std::string& name) {
   const auto analysis = testing::run_process(std::string(MACTOR_PYTHON) + " " + MACTOR_SOURCE_DIR +
                                              "/tests/inspector/png_colours.py '" + png.string() + "' '" +
                                              forward_colour + "' '" + backward_colour + "' '" +
-                                             optimizer_colour + "'");
+                                             optimizer_colour + "' '" + stall_border_colour + "'");
   INFO(analysis.err);
   REQUIRE(analysis.status == 0);
   return json::parse(analysis.out);
@@ -64,6 +65,8 @@ TEST_CASE("the web page draws the 4-rank 1F1B timeline in headless Chromium") {
   CHECK(colours["width"] == 1200);
   CHECK(colours["height"] == 800);
   CHECK(colours["distinct"].get<int>() > 50);  // text, chart and table, not a blank page
+  // The fake job's stalled stage is shown in the red-bordered stall box (2 px around ~1170x50).
+  CHECK(colours["colours"][stall_border_colour]["pixels"].get<int>() > 2000);
 
   // One row per rank holding forward, backward and optimizer boxes, in the same 4 bands.
   const auto f = row_bands(colours, forward_colour), b = row_bands(colours, backward_colour),
@@ -108,5 +111,6 @@ TEST_CASE("the web page shows no timeline while the job cannot produce a snapsho
   const json colours = screenshot_colours("http://" + s.address() + "/?token=" + s.token(), "inspector_page_error");
   CHECK(colours["colours"][forward_colour]["pixels"] == 0);
   CHECK(colours["colours"][backward_colour]["pixels"] == 0);
+  CHECK(colours["colours"][stall_border_colour]["pixels"] == 0);
   CHECK(colours["distinct"].get<int>() > 2);  // the page itself (heading, error line) did render
 }
