@@ -154,7 +154,10 @@ server::server(snapshot_fn snapshot, swap_fn swap, server_options options)
 
 server::~server() { stop(); }
 
-std::string server::address() const { return impl_->host + ":" + std::to_string(impl_->port); }
+std::string server::address() const {
+  const std::string& h = impl_->host;
+  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(impl_->port);
+}
 
 const std::string& server::token() const { return impl_->token; }
 

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <httplib.h>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -207,4 +208,22 @@ TEST_CASE("a failed bind leaves no token file behind") {
   taken.token_file = file.string();
   CHECK_THROWS(server([] { return job_snapshot{}; }, nullptr, taken));
   CHECK_FALSE(fs::exists(file));
+}
+
+TEST_CASE("an IPv6 bind address is written in brackets and the client reaches it") {
+  server_options v6;
+  v6.bind_host = "::1";
+  std::unique_ptr<server> s;
+  try {
+    s = std::make_unique<server>([] { return testing::fake_job(); }, nullptr, v6);
+  } catch (const std::runtime_error& e) {
+    WARN("no IPv6 loopback here: " << e.what());
+    return;
+  }
+  CHECK(s->address().rfind("[::1]:", 0) == 0);
+  httplib::Client c("::1", port_of(*s));
+  c.set_bearer_token_auth(s->token());
+  auto res = c.Get("/api/snapshot");
+  REQUIRE(res);
+  CHECK(res->status == 200);
 }
