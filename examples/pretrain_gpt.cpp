@@ -12,7 +12,7 @@
 #include "data/data_error.hpp"
 #include "comm/transport.hpp"
 #include "training/parallel_context.hpp"
-#include "training/trainer.hpp"
+#include "actors/job.hpp"
 
 namespace {
 
@@ -57,8 +57,18 @@ int main(int argc, char** argv) {
   }
   try {
     mactor::training::parallel_context ctx(r.args, env);
-    mactor::training::train(r.args, stdout, ctx);
-    ctx.shutdown();
+    const auto outcome = mactor::actors::run_job(r.args, env, ctx, stdout);
+    if (outcome.exit_code != 0) {
+      // A stage may still be blocked in a collective: end the process without waiting for it.
+      std::fflush(stdout);
+      std::fprintf(stderr, "%s: error: %s\n", prog, outcome.error.c_str());
+      std::fflush(stderr);
+      std::_Exit(outcome.exit_code);
+    }
+    // A multi-rank job leaves its actor system up (see actors/job.hpp): end here, output flushed.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (env.world_size > 1) std::_Exit(0);
   } catch (const mactor::comm::comm_error& e) {
     std::fprintf(stderr, "%s: error: rank %d: communication with rank %d failed: %s\n", prog, env.rank, e.rank(), e.what());
     return 1;

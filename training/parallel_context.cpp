@@ -111,6 +111,8 @@ int parallel_context::pipeline_rank_of(int stage) const {
   return groups_.rank_of(c);
 }
 
+comm::rendezvous_client* parallel_context::store() { return impl_->rdzv.client.get(); }
+
 void parallel_context::shutdown() {
   if (transport_) transport_->shutdown();
 }

@@ -9,6 +9,7 @@
 #include "comm/communicator.hpp"
 #include "comm/launch_env.hpp"
 #include "comm/process_groups.hpp"
+#include "comm/rendezvous_client.hpp"
 #include "comm/transport.hpp"
 #include "config/megatron_args.hpp"
 #include "model/group.hpp"
@@ -43,6 +44,9 @@ class parallel_context {
   comm::communicator* world() { return world_.get(); }
   /// Global rank of pipeline stage `stage` in this rank's pipeline (same tp, cp, dp).
   int pipeline_rank_of(int stage) const;
+
+  /// The job's key-value store (null in a single process).
+  comm::rendezvous_client* store();
 
   /// Waits for every rank and closes the data plane (call once at a clean end of the job).
   void shutdown();

@@ -18,7 +18,7 @@
 #include "model/gpt_model.hpp"
 #include "training/batch_loader.hpp"
 #include "training/model_spec.hpp"
-#include "training/trainer.hpp"
+#include "actors/job.hpp"
 #include "tests/training/tiny_corpus.hpp"
 
 using namespace mactor;
@@ -148,7 +148,9 @@ void compare_training(const std::vector<std::string>& flags, const fs::path& dir
   const auto args = resolve_flags(flags);
   const auto counts = dump_inputs(args, flags, dir);
   training::parallel_context alone(args, comm::launch_env{});
-  const auto ours = training::train(args, nullptr, alone);
+  const auto outcome = actors::run_job(args, comm::launch_env{}, alone, nullptr);
+  REQUIRE(outcome.exit_code == 0);
+  const auto& ours = outcome.result;
   const auto ref = run_reference(dir);
   REQUIRE(ours.lm_loss.size() == ref.size());
 

@@ -1,0 +1,36 @@
+// The evaluator actor (rank 0): Megatron's evaluation cadence (--eval-interval, the final
+// validation and test evaluations) and the validation blocks it prints.
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/spawn.hpp"
+
+namespace mactor::actors {
+namespace {
+
+caf::behavior evaluator(caf::event_based_actor* self, std::int64_t eval_interval) {
+  return {
+      [=](iteration_done& m) {
+        evaluation_plan plan;
+        const std::string at = "iteration " + std::to_string(m.iteration);
+        if (m.final) {
+          plan.splits = {1, 2};
+          plan.prefixes = {at + " on validation set", at + " on test set"};
+        } else if (eval_interval > 0 && m.iteration % eval_interval == 0) {
+          plan.splits = {1};
+          plan.prefixes = {at};
+        }
+        return plan;
+      },
+      [=](evaluation_result& r) { return log_validation{r.prefix, r.loss, r.iteration, r.consumed}; },
+      [=](stop_message&) { self->quit(); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_evaluator(caf::actor_system& sys, const config::megatron_args& args) {
+  return sys.spawn(evaluator, args.validation.eval_interval);
+}
+
+}  // namespace mactor::actors

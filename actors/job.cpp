@@ -1,0 +1,99 @@
+// run_job: one rank's actor system, its actors, and how they find rank 0's coordinator.
+#include "actors/job.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <chrono>
+#include <memory>
+
+#include "actors/messages.hpp"
+#include "actors/spawn.hpp"
+#include "actors/type_ids.hpp"
+#include "comm/rendezvous_client.hpp"
+#include "training/rank_worker.hpp"
+
+namespace mactor::actors {
+namespace {
+
+constexpr const char* coordinator_key = "mactor/coordinator";
+
+// "host:port" -> (host, port).
+std::pair<std::string, std::uint16_t> split_address(const std::string& a) {
+  const auto colon = a.rfind(':');
+  return {a.substr(0, colon), static_cast<std::uint16_t>(std::stoi(a.substr(colon + 1)))};
+}
+
+}  // namespace
+
+job_outcome run_job(const config::megatron_args& args, const comm::launch_env& env, training::parallel_context& ctx,
+                    std::FILE* out) {
+  caf::actor_system_config cfg;
+  const bool distributed = ctx.world_size() > 1;
+  if (distributed) cfg.load<caf::io::middleman>();
+  register_message_types(cfg);
+  // Ranks share cores with compute: a small scheduler (the stage actor has its own thread).
+  cfg.set("scheduler.max-threads", 2);
+  // Left running on failure (see job.hpp); deleted after a clean end.
+  auto* sys = new caf::actor_system(cfg);
+  auto control = std::make_shared<job_control>();
+  const int rank = ctx.rank();
+
+  caf::actor coordinator, logger;
+  if (rank == 0) {
+    const auto vocab = training::vocabulary_from_args(args);
+    logger = spawn_logger(*sys, args, out, ctx.world_size(), vocab.padded);
+    auto evaluator = spawn_evaluator(*sys, args);
+    coordinator = spawn_coordinator(*sys, args, ctx.groups(), logger, evaluator, control);
+    if (distributed) {
+      // Ranks on one node reach the coordinator over loopback; across nodes, over the host name.
+      const bool one_node = env.local_world_size == env.world_size;
+      const std::string host = one_node ? "127.0.0.1" : (env.master_addr.empty() ? "0.0.0.0" : env.master_addr);
+      auto port = sys->middleman().publish(coordinator, 0, one_node ? "127.0.0.1" : nullptr);
+      if (!port) {
+        job_outcome o{1, "rank 0: cannot publish the coordinator: " + sys->render(port.error()), {}};
+        return o;
+      }
+      ctx.store()->set(coordinator_key, (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" + std::to_string(*port));
+    }
+  } else {
+    const auto address = ctx.store()->get(coordinator_key, std::chrono::seconds(120));
+    const auto [host, port] = split_address(address);
+    auto remote = sys->middleman().remote_actor(host, port);
+    if (!remote)
+      return job_outcome{1, "rank " + std::to_string(rank) + ": communication with rank 0 failed: cannot reach the coordinator at " +
+                                address + ": " + sys->render(remote.error()), {}};
+    coordinator = *remote;
+  }
+
+  auto stage = spawn_stage(*sys, ctx, control);
+  auto agent = spawn_agent(*sys, control, rank, rank == 0 ? caf::actor{} : coordinator);
+  const auto c = ctx.groups().coords();
+  caf::actor replica;
+  if (c.tp == 0 && c.cp == 0 && c.pp == 0) replica = spawn_replica(*sys, c.dp);
+  caf::anon_send(coordinator, hello_message{rank, stage, agent, replica});
+
+  auto outcome = control->wait();
+  if (outcome.exit_code != 0) return outcome;  // the system stays up: a stage may be blocked
+  // Clean end. The stop from rank 0 may not have reached this rank's stage yet; a local one
+  // always does. Every rank passes the data plane's barrier before any closes its actor system,
+  // so no rank's connections vanish while another still waits for its stop messages.
+  caf::anon_send(stage, stop_message{});
+  if (logger) {
+    // Every line and TensorBoard event is out before this rank moves on.
+    caf::scoped_actor self{*sys};
+    self->wait_for(logger);
+  }
+  ctx.shutdown();
+  // An actor lives while any handle does: drop ours.
+  stage = agent = replica = coordinator = logger = caf::actor{};
+  if (distributed) {
+    // CAF 0.17's middleman can keep a remote-referenced detached actor alive after its peers
+    // exit (seen here: ~actor_system waiting forever). The job is over and its output flushed,
+    // so the system is left to the process's exit (pretrain_gpt ends with _Exit).
+    return outcome;
+  }
+  delete sys;
+  return outcome;
+}
+
+}  // namespace mactor::actors

@@ -1,0 +1,171 @@
+// The typed messages the training actors exchange (control only: tensors travel on the data
+// plane). Includes CAF: include only from actors/ sources.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/meta/type_name.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "training/reports.hpp"
+
+namespace mactor::actors {
+
+/// A rank introduces its actors to the coordinator (replica is invalid where none lives).
+struct hello_message {
+  int rank = 0;
+  caf::actor stage, agent, replica;
+};
+
+/// A stage has built its model from the config message and can start.
+struct stage_ready {
+  int rank = 0;
+  bool has_valid = false, has_test = false;  ///< evaluation data exists (and --eval-iters > 0)
+};
+
+/// The stages of one data-parallel replica, for its replica actor.
+struct replica_setup {
+  int replica = 0;
+  std::vector<caf::actor> stages;
+};
+
+/// Run training iteration `iteration` (1-based) starting at `consumed` samples.
+struct run_iteration {
+  std::int64_t iteration = 0;
+  std::int64_t consumed = 0;
+};
+
+/// Evaluate one split (1 validation, 2 test) over --eval-iters global batches.
+struct run_evaluation {
+  int split = 1;
+};
+
+/// A completed transfer: the stage pumps its schedule again.
+struct resume_message {};
+
+/// The job ends: quit (stages and replicas).
+struct stop_message {};
+
+/// A rank failed; every rank's agent ends its process with this error.
+struct abort_job {
+  int rank = 0;       ///< the rank at fault
+  int exit_code = 1;  ///< 2 for bad input, 1 otherwise
+  std::string message;
+};
+
+/// Lines and records for the logger (all sent by the coordinator, so they print in order).
+struct log_line {
+  std::string text;
+  bool datetime = false;  ///< print as Megatron's print_datetime("text")
+};
+struct log_iteration {
+  training::iteration_report report;
+  std::int64_t consumed = 0;
+};
+struct log_validation {
+  std::string prefix;
+  double loss = 0;
+  std::int64_t iteration = 0;
+  std::int64_t consumed = 0;
+};
+/// --skip-train: no TensorBoard values.
+struct log_drop_tensorboard {};
+
+/// Coordinator -> evaluator: an iteration finished (reply: evaluation_plan).
+struct iteration_done {
+  std::int64_t iteration = 0;
+  bool final = false;  ///< training is over: the final validation and test evaluations
+};
+/// Evaluator -> coordinator: the splits to evaluate now (1 validation, 2 test), with the prefix
+/// of each block.
+struct evaluation_plan {
+  std::vector<int> splits;
+  std::vector<std::string> prefixes;
+};
+/// Coordinator -> evaluator: one evaluation's loss (reply: log_validation).
+struct evaluation_result {
+  int split = 1;
+  std::string prefix;
+  double loss = 0;
+  std::int64_t iteration = 0;
+  std::int64_t consumed = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, hello_message& x) {
+  return f(caf::meta::type_name("mactor::hello"), x.rank, x.stage, x.agent, x.replica);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_ready& x) {
+  return f(caf::meta::type_name("mactor::stage_ready"), x.rank, x.has_valid, x.has_test);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_setup& x) {
+  return f(caf::meta::type_name("mactor::replica_setup"), x.replica, x.stages);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_iteration& x) {
+  return f(caf::meta::type_name("mactor::run_iteration"), x.iteration, x.consumed);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_evaluation& x) {
+  return f(caf::meta::type_name("mactor::run_evaluation"), x.split);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, resume_message&) {
+  return f(caf::meta::type_name("mactor::resume"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stop_message&) {
+  return f(caf::meta::type_name("mactor::stop"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, abort_job& x) {
+  return f(caf::meta::type_name("mactor::abort_job"), x.rank, x.exit_code, x.message);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_line& x) {
+  return f(caf::meta::type_name("mactor::log_line"), x.text, x.datetime);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_iteration& x) {
+  return f(caf::meta::type_name("mactor::log_iteration"), x.report, x.consumed);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_validation& x) {
+  return f(caf::meta::type_name("mactor::log_validation"), x.prefix, x.loss, x.iteration, x.consumed);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_drop_tensorboard&) {
+  return f(caf::meta::type_name("mactor::log_drop_tb"));
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, iteration_done& x) {
+  return f(caf::meta::type_name("mactor::iteration_done"), x.iteration, x.final);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, evaluation_plan& x) {
+  return f(caf::meta::type_name("mactor::evaluation_plan"), x.splits, x.prefixes);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, evaluation_result& x) {
+  return f(caf::meta::type_name("mactor::evaluation_result"), x.split, x.prefix, x.loss, x.iteration, x.consumed);
+}
+
+}  // namespace mactor::actors
+
+namespace mactor::training {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, iteration_report& x) {
+  return f(caf::meta::type_name("mactor::iteration_report"), x.rank, x.iteration, x.has_loss, x.loss_sum, x.num_tokens,
+           x.update_successful, x.has_grad_norm, x.grad_norm, x.has_num_zeros, x.num_zeros, x.has_params_norm,
+           x.params_norm, x.learning_rate, x.has_decoupled_learning_rate, x.decoupled_learning_rate, x.seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, evaluation_report& x) {
+  return f(caf::meta::type_name("mactor::evaluation_report"), x.rank, x.split, x.has_loss, x.loss_sum, x.num_tokens);
+}
+
+}  // namespace mactor::training

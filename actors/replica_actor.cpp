@@ -1,0 +1,69 @@
+// The replica actor: one per data-parallel replica, on its first rank. Starts each iteration and
+// evaluation on every stage of its pipeline and merges their reports for the coordinator.
+#include <caf/all.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/spawn.hpp"
+
+namespace mactor::actors {
+namespace {
+
+struct replica_state {
+  int replica = 0;
+  std::vector<caf::actor> stages;
+  caf::actor coordinator;
+  std::size_t pending = 0;
+  training::iteration_report iteration;
+  training::evaluation_report evaluation;
+  static inline const char* name = "replica";
+};
+
+using replica_actor = caf::stateful_actor<replica_state>;
+
+// The last stage's report carries the loss; every rank carries the same norms and rates.
+template <class Report>
+void merge(Report& into, const Report& r, bool first) {
+  if (first) {
+    into = r;
+    return;
+  }
+  if (r.has_loss) {
+    into.has_loss = true;
+    into.loss_sum = r.loss_sum;
+    into.num_tokens = r.num_tokens;
+  }
+}
+
+template <class Message>
+void fan_out(replica_actor* self, const Message& m) {
+  auto& s = self->state;
+  s.coordinator = caf::actor_cast<caf::actor>(self->current_sender());
+  s.pending = s.stages.size();
+  for (const auto& stage : s.stages) self->send(stage, m);
+}
+
+caf::behavior replica(replica_actor* self, int index) {
+  self->state.replica = index;
+  return {
+      [=](replica_setup& m) { self->state.stages = std::move(m.stages); },
+      [=](run_iteration& m) { fan_out(self, m); },
+      [=](run_evaluation& m) { fan_out(self, m); },
+      [=](training::iteration_report& r) {
+        auto& s = self->state;
+        merge(s.iteration, r, s.pending == s.stages.size());
+        if (--s.pending == 0) self->send(s.coordinator, s.iteration);
+      },
+      [=](training::evaluation_report& r) {
+        auto& s = self->state;
+        merge(s.evaluation, r, s.pending == s.stages.size());
+        if (--s.pending == 0) self->send(s.coordinator, s.evaluation);
+      },
+      [=](stop_message&) { self->quit(); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_replica(caf::actor_system& sys, int index) { return sys.spawn(replica, index); }
+
+}  // namespace mactor::actors

@@ -1,0 +1,34 @@
+// Spawn functions of the training actors (each defined in its own source file).
+#pragma once
+
+#include <caf/fwd.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "actors/job_control.hpp"
+#include "comm/process_groups.hpp"
+#include "config/megatron_args.hpp"
+#include "training/parallel_context.hpp"
+
+namespace mactor::actors {
+
+/// The stage actor of this rank (detached: it blocks in collectives). Builds its rank_worker from
+/// the config message, runs iterations and evaluations its replica actor asks for, and reports.
+caf::actor spawn_stage(caf::actor_system& sys, training::parallel_context& ctx, std::shared_ptr<job_control> control);
+/// The replica actor of data-parallel replica `replica`: fans iterations out to its stages and
+/// merges their reports for the coordinator.
+caf::actor spawn_replica(caf::actor_system& sys, int replica);
+/// This rank's agent: ends the process's wait on an abort, on stop, or when the coordinator is
+/// gone (pass an invalid handle on rank 0, whose coordinator ends the job itself).
+caf::actor spawn_agent(caf::actor_system& sys, std::shared_ptr<job_control> control, int rank, const caf::actor& coordinator);
+/// The logger (rank 0): Megatron's training lines, validation blocks and TensorBoard scalars.
+caf::actor spawn_logger(caf::actor_system& sys, const config::megatron_args& args, std::FILE* out, int world_size,
+                        std::int64_t padded_vocab_size);
+/// The evaluator (rank 0): decides when to evaluate which split and formats the results.
+caf::actor spawn_evaluator(caf::actor_system& sys, const config::megatron_args& args);
+/// The coordinator (rank 0): owns the config, meets every rank, starts iterations and
+/// evaluations, watches every rank, and ends the job.
+caf::actor spawn_coordinator(caf::actor_system& sys, const config::megatron_args& args, const comm::process_groups& groups,
+                             caf::actor logger, caf::actor evaluator, std::shared_ptr<job_control> control);
+
+}  // namespace mactor::actors

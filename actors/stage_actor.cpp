@@ -1,0 +1,118 @@
+// The stage actor: one rank's share of the model, driving its schedule coroutine. Transfers
+// complete on the data plane's thread; their callback only sends this actor a resume message, so
+// the schedule advances inside this actor's handlers alone.
+#include <caf/all.hpp>
+#include <exception>
+#include <memory>
+
+#include "actors/config_message.hpp"
+#include "actors/inspect.hpp"
+#include "actors/messages.hpp"
+#include "actors/spawn.hpp"
+#include "comm/transport.hpp"
+#include "data/data_error.hpp"
+#include "training/rank_worker.hpp"
+
+namespace mactor::actors {
+namespace {
+
+enum class job_kind { idle, iteration, evaluation };
+
+struct stage_state {
+  std::unique_ptr<config::megatron_args> args;
+  std::unique_ptr<training::rank_worker> worker;
+  caf::actor coordinator, replica;
+  job_kind job = job_kind::idle;
+  bool failed = false;
+  static inline const char* name = "stage";
+};
+
+using stage_actor = caf::stateful_actor<stage_state>;
+
+// Turns an exception into one job-level error naming this rank (and the peer, for the data plane).
+void fail(stage_actor* self, training::parallel_context& ctx, job_control& control, std::exception_ptr e) {
+  abort_job a;
+  a.rank = ctx.rank();
+  try {
+    std::rethrow_exception(e);
+  } catch (const comm::comm_error& x) {
+    a.message = "rank " + std::to_string(ctx.rank()) + ": communication with rank " + std::to_string(x.rank()) +
+                " failed: " + x.what();
+  } catch (const data::data_error& x) {
+    a.exit_code = 2;
+    a.message = x.what();
+  } catch (const std::exception& x) {
+    a.message = "rank " + std::to_string(ctx.rank()) + ": training failed: " + x.what();
+  }
+  self->state.failed = true;
+  if (self->state.coordinator) self->send(self->state.coordinator, a);
+  control.fail(a.exit_code, a.message);
+}
+
+void pump(stage_actor* self) {
+  auto& s = self->state;
+  if (s.job == job_kind::idle || !s.worker->pump()) return;
+  if (s.job == job_kind::iteration) {
+    auto report = s.worker->finish_iteration();
+    s.job = job_kind::idle;
+    self->send(s.replica, std::move(report));
+  } else {
+    auto report = s.worker->finish_evaluation();
+    s.job = job_kind::idle;
+    self->send(s.replica, std::move(report));
+  }
+}
+
+caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::shared_ptr<job_control> control) {
+  // Every handler runs through this: after a failure the stage only waits to be stopped.
+  auto guarded = [self, ctx, control](auto&& body) {
+    if (self->state.failed) return;
+    try {
+      body();
+    } catch (...) {
+      fail(self, *ctx, *control, std::current_exception());
+    }
+  };
+  return {
+      [=](config_message& m) {
+        self->state.coordinator = caf::actor_cast<caf::actor>(self->current_sender());
+        guarded([&] {
+          auto& s = self->state;
+          s.args = std::make_unique<config::megatron_args>(std::move(m.args));
+          s.worker = std::make_unique<training::rank_worker>(*s.args, *ctx);
+          s.worker->set_wakeup([me = caf::actor_cast<caf::actor>(self)] { caf::anon_send(me, resume_message{}); });
+          self->send(s.coordinator, stage_ready{ctx->rank(), s.worker->has_split(1), s.worker->has_split(2)});
+        });
+      },
+      [=](run_iteration& m) {
+        self->state.replica = caf::actor_cast<caf::actor>(self->current_sender());
+        guarded([&] {
+          self->state.worker->begin_iteration(m.iteration, m.consumed);
+          self->state.job = job_kind::iteration;
+          pump(self);
+        });
+      },
+      [=](run_evaluation& m) {
+        self->state.replica = caf::actor_cast<caf::actor>(self->current_sender());
+        guarded([&] {
+          self->state.worker->begin_evaluation(m.split);
+          self->state.job = job_kind::evaluation;
+          pump(self);
+        });
+      },
+      [=](resume_message&) { guarded([&] { pump(self); }); },
+      [=](stop_message&) {
+        // The worker's wakeup holds a handle to this actor: drop it, or the actor never dies.
+        self->state.worker.reset();
+        self->quit();
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_stage(caf::actor_system& sys, training::parallel_context& ctx, std::shared_ptr<job_control> control) {
+  return sys.spawn<caf::detached>(stage, &ctx, std::move(control));
+}
+
+}  // namespace mactor::actors

@@ -1,0 +1,109 @@
+// Megatron's training_log and evaluate_and_print_results output, from merged reports.
+#include "training/log_writer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "config/config_json.hpp"
+#include "training/flops.hpp"
+
+namespace mactor::training {
+
+log_writer::log_writer(const config::megatron_args& a, std::FILE* out, int world_size, std::int64_t padded)
+    : args_(a), out_(out), world_size_(world_size), padded_vocab_(padded) {
+  if (a.training.tensorboard_dir) tb_ = std::make_unique<tensorboard_writer>(*a.training.tensorboard_dir);
+}
+
+log_writer::~log_writer() { flush(); }
+
+void log_writer::flush() {
+  if (tb_) tb_->flush();
+  if (out_) std::fflush(out_);
+}
+
+void log_writer::print(const std::string& line) {
+  if (!out_) return;
+  std::fprintf(out_, "%s\n", line.c_str());
+  std::fflush(out_);
+}
+
+void log_writer::print_datetime(const std::string& what) {
+  print("[" + what + "] datetime: " + model::log_timestamp(std::chrono::system_clock::now()) + " ");
+}
+
+void log_writer::write_args() {
+  if (!tb_) return;
+  for (const auto& [name, value] : config::argument_strings(args_)) tb_->add_text(name, value, 0);
+}
+
+void log_writer::iteration(const iteration_report& r, std::int64_t consumed) {
+  const auto& a = args_;
+  const double lm_loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
+  const std::pair<std::string, float> losses[] = {{"lm loss", static_cast<float>(lm_loss)}};
+  state_.accumulator.add_iteration(losses, !r.update_successful);
+  const std::int64_t gbs = *a.training.global_batch_size;
+  const std::optional<double> grad_norm = r.has_grad_norm ? std::optional(r.grad_norm) : std::nullopt;
+  const std::optional<double> zeros = r.has_num_zeros ? std::optional(r.num_zeros) : std::nullopt;
+  const std::optional<double> params_norm = r.has_params_norm ? std::optional(r.params_norm) : std::nullopt;
+  const std::optional<double> decoupled =
+      r.has_decoupled_learning_rate ? std::optional(r.decoupled_learning_rate) : std::nullopt;
+  if (tb_ && r.iteration % a.logging.tensorboard_log_interval == 0) {
+    auto both = [&](const std::string& tag, double v) {
+      tb_->add_scalar(tag, v, r.iteration);
+      tb_->add_scalar(tag + " vs samples", v, consumed);
+    };
+    both("learning-rate", r.learning_rate);
+    if (decoupled) tb_->add_scalar("decoupled-learning-rate", *decoupled, r.iteration);
+    both("batch-size", static_cast<double>(gbs));
+    both("lm loss", lm_loss);
+    if (a.logging.log_loss_scale_to_tensorboard) both("loss-scale", 1.0);
+    if (a.logging.log_world_size_to_tensorboard) both("world-size", static_cast<double>(world_size_));
+    if (grad_norm) both("grad-norm", *grad_norm);
+    if (zeros) both("num-zeros", *zeros);
+    if (params_norm) both("params-norm", *params_norm);
+  }
+  if (r.iteration % a.training.log_interval == 0) {
+    const auto now = std::chrono::steady_clock::now();
+    model::training_log_inputs in;
+    in.timestamp = model::log_timestamp(std::chrono::system_clock::now());
+    in.iteration = r.iteration;
+    in.train_iters = *a.training.train_iters;
+    in.consumed_train_samples = consumed;
+    in.interval_seconds = std::chrono::duration<double>(now - state_.interval_start).count();
+    in.learning_rate = r.learning_rate;
+    in.decoupled_learning_rate = decoupled;
+    in.global_batch_size = gbs;
+    in.world_size = world_size_;
+    if (a.logging.log_throughput) in.flops_per_iteration = num_floating_point_operations(a, padded_vocab_, gbs);
+    in.grad_norm = grad_norm;
+    in.num_zeros_in_grad = zeros;
+    in.params_norm = params_norm;
+    print(model::training_log_interval(in, state_.accumulator));
+    if (tb_ && a.logging.log_timers_to_tensorboard) {
+      const double per_iteration = in.interval_seconds / static_cast<double>(a.training.log_interval);
+      tb_->add_scalar("iteration-time", per_iteration, r.iteration);
+      if (in.flops_per_iteration)
+        tb_->add_scalar("throughput", *in.flops_per_iteration / (per_iteration * 1e12 * world_size_), r.iteration);
+    }
+    if (tb_) tb_->flush();
+    state_.interval_start = std::chrono::steady_clock::now();
+  }
+}
+
+void log_writer::validation(const std::string& prefix, double loss, std::int64_t iteration, std::int64_t consumed) {
+  if (tb_) {
+    tb_->add_scalar("lm loss validation", loss, iteration);
+    tb_->add_scalar("lm loss validation vs samples", loss, consumed);
+    if (args_.logging.log_validation_ppl_to_tensorboard) {
+      const double ppl = std::exp(std::min(20.0, loss));
+      tb_->add_scalar("lm loss validation ppl", ppl, iteration);
+      tb_->add_scalar("lm loss validation ppl vs samples", ppl, consumed);
+    }
+    tb_->flush();
+  }
+  const std::pair<std::string, float> v{"lm loss", static_cast<float>(loss)};
+  print(model::format_validation_block(prefix, std::span(&v, 1)));
+}
+
+}  // namespace mactor::training

@@ -1,0 +1,115 @@
+// One rank's training work: data, engine, LR schedule; iterations and evaluations as pumped jobs.
+#include "training/rank_worker.hpp"
+
+#include <stdexcept>
+
+#include "config/validate.hpp"
+#include "model/training_log.hpp"
+#include "training/model_spec.hpp"
+
+namespace mactor::training {
+
+vocabulary vocabulary_from_args(const config::megatron_args& a) {
+  const auto tok = tokenizer_from_args(a);
+  vocabulary v;
+  v.size = tok->vocab_size();
+  v.padded = config::padded_vocab_size(v.size, a);
+  return v;
+}
+
+namespace {
+std::array<std::shared_ptr<data::sample_dataset>, 3> datasets_from_args(const config::megatron_args& a) {
+  const auto tok = tokenizer_from_args(a);
+  auto d = data::build_gpt_datasets(dataset_config_from_args(a, *tok), split_sample_counts(a));
+  if (!d[0] && !a.validation.skip_train)
+    throw std::runtime_error("the --split gives no training data; give the train split a weight");
+  return d;
+}
+}  // namespace
+
+rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx)
+    : args_(a), ctx_(ctx), vocab_(vocabulary_from_args(a)), datasets_(datasets_from_args(a)),
+      engine_(a, ctx, vocab_.padded),
+      scheduler_(model::lr_scheduler_options_from_args(lr_schedule_args_from_args(a)), engine_.optimizer().param_groups()) {
+  const int mbs = static_cast<int>(*a.training.micro_batch_size);
+  for (int s = 0; s < 3; ++s)
+    if (datasets_[s]) loaders_[s] = std::make_unique<batch_loader>(datasets_[s], mbs, vocab_.padded, ctx.dp_rank(), ctx.groups().dp());
+}
+
+void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed) {
+  if (!loaders_[0]) throw std::logic_error("no training data to iterate over");
+  iteration_ = iteration;
+  eval_split_ = 0;
+  started_ = std::chrono::steady_clock::now();
+  engine_.zero_grad();
+  engine_.begin_schedule(/*forward_only=*/false, *loaders_[0], consumed, static_cast<int>(args_.derived.num_microbatches), false);
+}
+
+bool rank_worker::begin_next_eval_pass() {
+  if (eval_passes_left_ == 0) return false;
+  --eval_passes_left_;
+  const std::int64_t gbs = *args_.training.global_batch_size;
+  const std::int64_t step = *args_.training.micro_batch_size * ctx_.groups().dp();
+  engine_.begin_schedule(/*forward_only=*/true, *loaders_[eval_split_], eval_consumed_[eval_split_], static_cast<int>(gbs / step),
+                         /*cyclic=*/true);
+  eval_consumed_[eval_split_] += gbs;
+  return true;
+}
+
+void rank_worker::begin_evaluation(int split) {
+  if (!has_split(split)) throw std::logic_error("no data for evaluation split " + std::to_string(split));
+  eval_split_ = split;
+  eval_passes_left_ = args_.validation.eval_iters;
+  eval_sums_[0] = eval_sums_[1] = 0;
+  if (split == 2) eval_consumed_[2] = 0;  // Megatron evaluates the test set from its start
+  begin_next_eval_pass();
+}
+
+bool rank_worker::pump() {
+  while (engine_.pump()) {
+    if (eval_split_ == 0) return true;
+    eval_sums_[0] += engine_.loss_totals().loss_sum;
+    eval_sums_[1] += engine_.loss_totals().num_tokens;
+    if (!begin_next_eval_pass()) return true;
+  }
+  return false;
+}
+
+iteration_report rank_worker::finish_iteration() {
+  engine_.finalize_grads();
+  // The loss lives on the last pipeline stage; sum it over the replicas there.
+  double totals[2] = {engine_.loss_totals().loss_sum, engine_.loss_totals().num_tokens};
+  if (auto* dp = ctx_.data_parallel()) dp->all_reduce(std::span<double>(totals));
+  const auto step = engine_.optimizer_step(args_.regularization.clip_grad, args_.logging.log_num_zeros_in_grad);
+  scheduler_.step(*args_.training.global_batch_size);
+  iteration_report r;
+  r.rank = ctx_.rank();
+  r.iteration = iteration_;
+  r.has_loss = engine_.is_last_stage();
+  r.loss_sum = totals[0];
+  r.num_tokens = totals[1];
+  r.update_successful = step.update_successful;
+  if (step.grad_norm) r.has_grad_norm = true, r.grad_norm = *step.grad_norm;
+  if (step.num_zeros_in_grad) r.has_num_zeros = true, r.num_zeros = *step.num_zeros_in_grad;
+  if (args_.logging.log_params_norm) r.has_params_norm = true, r.params_norm = engine_.params_norm();
+  r.learning_rate = model::logged_learning_rate(engine_.optimizer().param_groups()).value_or(0.0);
+  if (auto d = model::logged_decoupled_learning_rate(engine_.optimizer().param_groups()))
+    r.has_decoupled_learning_rate = true, r.decoupled_learning_rate = *d;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  return r;
+}
+
+evaluation_report rank_worker::finish_evaluation() {
+  double totals[2] = {eval_sums_[0], eval_sums_[1]};
+  if (auto* dp = ctx_.data_parallel()) dp->all_reduce(std::span<double>(totals));
+  evaluation_report r;
+  r.rank = ctx_.rank();
+  r.split = eval_split_;
+  r.has_loss = engine_.is_last_stage();
+  r.loss_sum = totals[0];
+  r.num_tokens = totals[1];
+  eval_split_ = 0;
+  return r;
+}
+
+}  // namespace mactor::training

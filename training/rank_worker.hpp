@@ -1,0 +1,71 @@
+// Everything one rank does for training, without the actor around it: the data, the stage engine
+// and the LR schedule. An iteration or an evaluation is begun, pumped until its schedule has run
+// (the driver is woken by the engine's callback when a transfer completes), then finished with
+// the blocking collectives of the step. The stage actor drives one of these.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "config/megatron_args.hpp"
+#include "data/blended_dataset.hpp"
+#include "model/lr_scheduler.hpp"
+#include "training/batch_loader.hpp"
+#include "training/parallel_context.hpp"
+#include "training/reports.hpp"
+#include "training/stage_engine.hpp"
+
+namespace mactor::training {
+
+/// The padded vocabulary size for the args' tokenizer (Megatron's _vocab_size_with_padding).
+struct vocabulary {
+  std::int64_t size = 0, padded = 0;
+};
+vocabulary vocabulary_from_args(const config::megatron_args& a);
+
+class rank_worker {
+ public:
+  /// Builds the tokenizer, the datasets (throws data::data_error for unusable data) and this rank's
+  /// share of the model and optimizer.
+  rank_worker(const config::megatron_args& args, parallel_context& ctx);
+
+  void set_wakeup(std::function<void()> wakeup) { engine_.set_wakeup(std::move(wakeup)); }
+  bool has_split(int split) const { return split >= 1 && split <= 2 && datasets_[split] && args_.validation.eval_iters > 0; }
+
+  /// Starts training iteration `iteration` (1-based) at `consumed` samples.
+  void begin_iteration(std::int64_t iteration, std::int64_t consumed);
+  /// Starts evaluating `split` (1 validation, 2 test) over eval_iters global batches.
+  void begin_evaluation(int split);
+  /// Advances the schedule(s); true once the iteration's or evaluation's schedules have all run.
+  bool pump();
+  /// After pump() returned true: finalize gradients, step optimizer and LR schedule, report.
+  iteration_report finish_iteration();
+  /// After pump() returned true for an evaluation.
+  evaluation_report finish_evaluation();
+
+  stage_engine& engine() { return engine_; }
+  const vocabulary& vocab() const { return vocab_; }
+
+ private:
+  bool begin_next_eval_pass();
+
+  const config::megatron_args& args_;
+  parallel_context& ctx_;
+  vocabulary vocab_;
+  std::array<std::shared_ptr<data::sample_dataset>, 3> datasets_;
+  std::array<std::unique_ptr<batch_loader>, 3> loaders_;
+  stage_engine engine_;
+  model::lr_scheduler scheduler_;
+  std::int64_t iteration_ = 0;
+  std::chrono::steady_clock::time_point started_;
+  // Evaluation in progress: split, passes left, the split's consumed samples, sums so far.
+  int eval_split_ = 0;
+  std::int64_t eval_passes_left_ = 0;
+  std::array<std::int64_t, 3> eval_consumed_{0, 0, 0};
+  double eval_sums_[2] = {0, 0};
+};
+
+}  // namespace mactor::training

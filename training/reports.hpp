@@ -1,0 +1,46 @@
+// What a rank reports after an iteration or an evaluation: plain data that the replica and
+// coordinator actors carry (actors/ registers these with CAF; nothing here includes it).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace mactor::training {
+
+/// One rank's view of one training iteration. The loss is real on the last pipeline stage only
+/// (already summed over the data-parallel replicas); the rest is the same on every rank.
+struct iteration_report {
+  int rank = 0;
+  std::int64_t iteration = 0;
+  bool has_loss = false;
+  double loss_sum = 0, num_tokens = 0;
+  bool update_successful = true;
+  bool has_grad_norm = false;
+  double grad_norm = 0;
+  bool has_num_zeros = false;
+  double num_zeros = 0;
+  bool has_params_norm = false;
+  double params_norm = 0;
+  double learning_rate = 0;
+  bool has_decoupled_learning_rate = false;
+  double decoupled_learning_rate = 0;
+  double seconds = 0;  ///< wall time of the iteration on this rank
+};
+
+/// One rank's view of one evaluation (eval_iters global batches of one split).
+struct evaluation_report {
+  int rank = 0;
+  int split = 1;  ///< 1 validation, 2 test
+  bool has_loss = false;
+  double loss_sum = 0, num_tokens = 0;
+};
+
+/// What a finished run reports (tests compare these with references).
+struct training_result {
+  std::vector<double> lm_loss;        ///< per iteration, token-weighted over the global batch
+  std::vector<double> grad_norm;      ///< per iteration, before clipping (0 when --clip-grad 0)
+  std::vector<double> learning_rate;  ///< per iteration, as the log prints it (after the step)
+  std::int64_t consumed_train_samples = 0;
+};
+
+}  // namespace mactor::training
