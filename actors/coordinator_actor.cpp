@@ -20,6 +20,7 @@ using clock_type = std::chrono::steady_clock;
 struct coordinator_state {
   config::megatron_args args;
   std::unique_ptr<comm::process_groups> groups;
+  training::vocabulary vocab;
   caf::actor logger, evaluator;
   std::shared_ptr<job_control> control;
   std::vector<caf::actor> stages, agents, replicas;
@@ -141,7 +142,7 @@ void finish_training(coordinator_actor* self) {
 
 void all_ready(coordinator_actor* self) {
   auto& s = self->state;
-  const auto vocab = training::vocabulary_from_args(s.args);
+  const auto& vocab = s.vocab;
   log(self, " > padded vocab (size: " + std::to_string(vocab.size) + ") with " + std::to_string(vocab.padded - vocab.size) +
                 " dummy tokens (new size: " + std::to_string(vocab.padded) + ")");
   log(self, "after dataloaders are built", true);
@@ -156,10 +157,12 @@ void all_ready(coordinator_actor* self) {
   start_iteration(self);
 }
 
-caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, comm::process_groups groups, caf::actor logger,
-                          caf::actor evaluator, std::shared_ptr<job_control> control) {
+caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, comm::process_groups groups,
+                          training::vocabulary vocab, caf::actor logger, caf::actor evaluator,
+                          std::shared_ptr<job_control> control) {
   auto& s = self->state;
   s.args = std::move(args);
+  s.vocab = vocab;
   s.groups = std::make_unique<comm::process_groups>(groups);
   s.logger = logger;
   s.evaluator = evaluator;
@@ -235,8 +238,9 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
 }  // namespace
 
 caf::actor spawn_coordinator(caf::actor_system& sys, const config::megatron_args& args, const comm::process_groups& groups,
-                             caf::actor logger, caf::actor evaluator, std::shared_ptr<job_control> control) {
-  return sys.spawn(coordinator, args, groups, std::move(logger), std::move(evaluator), std::move(control));
+                             training::vocabulary vocab, caf::actor logger, caf::actor evaluator,
+                             std::shared_ptr<job_control> control) {
+  return sys.spawn(coordinator, args, groups, vocab, std::move(logger), std::move(evaluator), std::move(control));
 }
 
 }  // namespace mactor::actors

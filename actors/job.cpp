@@ -43,7 +43,7 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
     const auto vocab = training::vocabulary_from_args(args);
     logger = spawn_logger(*sys, args, out, ctx.world_size(), vocab.padded);
     auto evaluator = spawn_evaluator(*sys, args);
-    coordinator = spawn_coordinator(*sys, args, ctx.groups(), logger, evaluator, control);
+    coordinator = spawn_coordinator(*sys, args, ctx.groups(), vocab, logger, evaluator, control);
     if (distributed) {
       // Ranks on one node reach the coordinator over loopback; across nodes, over the host name.
       const bool one_node = env.local_world_size == env.world_size;

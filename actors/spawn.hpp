@@ -9,6 +9,7 @@
 #include "comm/process_groups.hpp"
 #include "config/megatron_args.hpp"
 #include "training/parallel_context.hpp"
+#include "training/rank_worker.hpp"
 
 namespace mactor::actors {
 
@@ -29,6 +30,7 @@ caf::actor spawn_evaluator(caf::actor_system& sys, const config::megatron_args& 
 /// The coordinator (rank 0): owns the config, meets every rank, starts iterations and
 /// evaluations, watches every rank, and ends the job.
 caf::actor spawn_coordinator(caf::actor_system& sys, const config::megatron_args& args, const comm::process_groups& groups,
-                             caf::actor logger, caf::actor evaluator, std::shared_ptr<job_control> control);
+                             training::vocabulary vocab, caf::actor logger, caf::actor evaluator,
+                             std::shared_ptr<job_control> control);
 
 }  // namespace mactor::actors

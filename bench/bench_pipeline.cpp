@@ -5,6 +5,8 @@
 // bubble fraction. Measured idle includes transfer time and the recomputation of out-of-order
 // backwards, which the ideal model leaves out.
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -26,12 +28,25 @@ int main(int argc, char** argv) {
   const auto& a = r.args;
   training::parallel_context ctx(a, env);
   training::rank_worker worker(a, ctx);
+  // Sleep while transfers are in flight, as the stage actor does between resume messages: a
+  // spinning driver would take the cores the other stages compute on.
+  std::mutex m;
+  std::condition_variable cv;
+  bool woken = false;
+  worker.set_wakeup([&] {
+    std::lock_guard lock(m);
+    woken = true;
+    cv.notify_one();
+  });
   const std::int64_t iterations = *a.training.train_iters;
   double idle_sum = 0, span_sum = 0, busy_sum = 0;
   std::int64_t consumed = 0;
   for (std::int64_t it = 1; it <= iterations; ++it) {
     worker.begin_iteration(it, consumed);
     while (!worker.pump()) {
+      std::unique_lock lock(m);
+      cv.wait(lock, [&] { return woken; });
+      woken = false;
     }
     worker.finish_iteration();
     consumed += *a.training.global_batch_size;

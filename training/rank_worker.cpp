@@ -9,26 +9,37 @@
 
 namespace mactor::training {
 
-vocabulary vocabulary_from_args(const config::megatron_args& a) {
-  const auto tok = tokenizer_from_args(a);
+namespace {
+
+vocabulary vocabulary_of(const data::tokenizer& tok, const config::megatron_args& a) {
   vocabulary v;
-  v.size = tok->vocab_size();
+  v.size = tok.vocab_size();
   v.padded = config::padded_vocab_size(v.size, a);
   return v;
 }
 
-namespace {
-std::array<std::shared_ptr<data::sample_dataset>, 3> datasets_from_args(const config::megatron_args& a) {
-  const auto tok = tokenizer_from_args(a);
-  auto d = data::build_gpt_datasets(dataset_config_from_args(a, *tok), split_sample_counts(a));
+std::array<std::shared_ptr<data::sample_dataset>, 3> datasets_from_args(const config::megatron_args& a,
+                                                                        const data::tokenizer& tok) {
+  auto d = data::build_gpt_datasets(dataset_config_from_args(a, tok), split_sample_counts(a));
   if (!d[0] && !a.validation.skip_train)
     throw std::runtime_error("the --split gives no training data; give the train split a weight");
   return d;
 }
+
+// The loss sum and token count over every data-parallel replica, in place.
+void sum_over_replicas(parallel_context& ctx, double (&totals)[2]) {
+  if (auto* dp = ctx.data_parallel()) dp->all_reduce(std::span<double>(totals));
+}
+
 }  // namespace
 
+vocabulary vocabulary_from_args(const config::megatron_args& a) { return vocabulary_of(*tokenizer_from_args(a), a); }
+
 rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx)
-    : args_(a), ctx_(ctx), vocab_(vocabulary_from_args(a)), datasets_(datasets_from_args(a)),
+    : rank_worker(a, ctx, tokenizer_from_args(a)) {}
+
+rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx, std::unique_ptr<data::tokenizer> tok)
+    : args_(a), ctx_(ctx), vocab_(vocabulary_of(*tok, a)), datasets_(datasets_from_args(a, *tok)),
       engine_(a, ctx, vocab_.padded),
       scheduler_(model::lr_scheduler_options_from_args(lr_schedule_args_from_args(a)), engine_.optimizer().param_groups()) {
   const int mbs = static_cast<int>(*a.training.micro_batch_size);
@@ -79,7 +90,7 @@ iteration_report rank_worker::finish_iteration() {
   engine_.finalize_grads();
   // The loss lives on the last pipeline stage; sum it over the replicas there.
   double totals[2] = {engine_.loss_totals().loss_sum, engine_.loss_totals().num_tokens};
-  if (auto* dp = ctx_.data_parallel()) dp->all_reduce(std::span<double>(totals));
+  sum_over_replicas(ctx_, totals);
   const auto step = engine_.optimizer_step(args_.regularization.clip_grad, args_.logging.log_num_zeros_in_grad);
   scheduler_.step(*args_.training.global_batch_size);
   iteration_report r;
@@ -101,7 +112,7 @@ iteration_report rank_worker::finish_iteration() {
 
 evaluation_report rank_worker::finish_evaluation() {
   double totals[2] = {eval_sums_[0], eval_sums_[1]};
-  if (auto* dp = ctx_.data_parallel()) dp->all_reduce(std::span<double>(totals));
+  sum_over_replicas(ctx_, totals);
   evaluation_report r;
   r.rank = ctx_.rank();
   r.split = eval_split_;

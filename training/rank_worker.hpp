@@ -12,6 +12,7 @@
 
 #include "config/megatron_args.hpp"
 #include "data/blended_dataset.hpp"
+#include "data/tokenizer.hpp"
 #include "model/lr_scheduler.hpp"
 #include "training/batch_loader.hpp"
 #include "training/parallel_context.hpp"
@@ -50,6 +51,7 @@ class rank_worker {
   const vocabulary& vocab() const { return vocab_; }
 
  private:
+  rank_worker(const config::megatron_args& args, parallel_context& ctx, std::unique_ptr<data::tokenizer> tok);
   bool begin_next_eval_pass();
 
   const config::megatron_args& args_;

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <condition_variable>
 #include <stdexcept>
 #include <thread>
 
@@ -204,6 +203,15 @@ void stage_engine::check(const transfer& t) const {
                                        " with rank " + std::to_string(t.peer) + " failed: " + t.status.message);
 }
 
+// Records the outcome in the transfer, then wakes the driver (runs on the transport's thread).
+comm::completion stage_engine::completion_of(transfer* t) {
+  return [this, t](const comm::status& s) {
+    t->status = s;
+    t->done.store(true, std::memory_order_release);
+    if (wakeup_) wakeup_();
+  };
+}
+
 void stage_engine::post_recv(const action& a, bool gradient) {
   auto t = std::make_unique<transfer>();
   t->what = a;
@@ -214,11 +222,7 @@ void stage_engine::post_recv(const action& a, bool gradient) {
   transfer* raw = t.get();
   recvs_[{gradient, a.microbatch, a.chunk}] = std::move(t);
   ctx_.transport()->recv(raw->peer, tag(gradient, v, a.microbatch), raw->buffer.data(),
-                         raw->buffer.size() * sizeof(float), [this, raw](const comm::status& s) {
-                           raw->status = s;
-                           raw->done.store(true, std::memory_order_release);
-                           if (wakeup_) wakeup_();
-                         });
+                         raw->buffer.size() * sizeof(float), completion_of(raw));
 }
 
 void stage_engine::post_send(const action& a, bool gradient) {
@@ -237,11 +241,7 @@ void stage_engine::post_send(const action& a, bool gradient) {
   transfer* raw = t.get();
   sends_.push_back(std::move(t));
   ctx_.transport()->send(raw->peer, tag(gradient, consumer, a.microbatch), raw->buffer.data(),
-                         raw->buffer.size() * sizeof(float), [this, raw](const comm::status& s) {
-                           raw->status = s;
-                           raw->done.store(true, std::memory_order_release);
-                           if (wakeup_) wakeup_();
-                         });
+                         raw->buffer.size() * sizeof(float), completion_of(raw));
 }
 
 stage_engine::transfer* stage_engine::arrived(const action& a, bool gradient) {
@@ -357,31 +357,6 @@ bool stage_engine::pump() {
   }
   timeline_.clear();
   return true;
-}
-
-void stage_engine::run_schedule(bool forward_only, const batch_loader& loader, std::int64_t consumed,
-                                int num_microbatches, bool cyclic) {
-  std::mutex m;
-  std::condition_variable cv;
-  bool woken = false;
-  auto previous = std::move(wakeup_);
-  wakeup_ = [&] {
-    std::lock_guard lock(m);
-    woken = true;
-    cv.notify_one();
-  };
-  try {
-    begin_schedule(forward_only, loader, consumed, num_microbatches, cyclic);
-    while (!pump()) {
-      std::unique_lock lock(m);
-      cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return woken; });
-      woken = false;
-    }
-  } catch (...) {
-    wakeup_ = std::move(previous);
-    throw;
-  }
-  wakeup_ = std::move(previous);
 }
 
 void stage_engine::zero_grad() {

@@ -54,9 +54,6 @@ class stage_engine {
   /// Runs actions until one has to wait for a transfer; true once the schedule and every send
   /// have finished. Throws comm::comm_error naming the peer of a failed transfer.
   bool pump();
-  /// begin_schedule, then pump until done, sleeping while transfers are in flight.
-  void run_schedule(bool forward_only, const batch_loader& loader, std::int64_t consumed,
-                    int num_microbatches, bool cyclic);
   /// Loss sum and token count of the last schedule, on the last pipeline stage (zero elsewhere).
   model::loss_and_count loss_totals() const { return totals_; }
   /// What the schedule is doing or waiting for right now, e.g. "awaiting recv_backward mb 7
@@ -88,6 +85,7 @@ class stage_engine {
   void post_recv(const schedules::action& a, bool gradient);
   void post_send(const schedules::action& a, bool gradient);
   transfer* arrived(const schedules::action& a, bool gradient);
+  comm::completion completion_of(transfer* t);
   void check(const transfer& t) const;
   std::uint64_t tag(bool gradient, int virtual_stage, int microbatch) const;
   void set_activity(std::string what);
