@@ -56,7 +56,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"train_samples", ""},
       {"log_interval", ""},
       {"exit_interval", ""},
-      {"exit_duration_in_mins", "stops when the slowest replica passes the limit (no final save: checkpoints are not built yet)"},
+      {"exit_duration_in_mins", "the coordinator stops every rank at the same iteration once training has run past the limit (no final save: checkpoints are not wired into training yet)"},
       {"skip_train", "evaluates the validation and test sets at iteration 0"},
       {"add_bias_linear", ""},
       {"add_qkv_bias", ""},
