@@ -7,14 +7,17 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 namespace mactor::data::test {
 
-/// A fresh directory under the build tree, removed first if it exists.
+/// A fresh directory under the build tree, removed first if it exists. Named per process: ctest
+/// runs each test case of one binary as its own process, in parallel, and cases that share a
+/// name (the tokenizer references) must not delete each other's files.
 inline std::string scratch_dir(const std::string& name) {
-  auto p = std::filesystem::path(MACTOR_BINARY_DIR) / "tests" / "data_scratch" / name;
+  auto p = std::filesystem::path(MACTOR_BINARY_DIR) / "tests" / "data_scratch" / (name + "." + std::to_string(::getpid()));
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p.string();
