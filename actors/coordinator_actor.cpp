@@ -30,6 +30,7 @@ struct coordinator_state {
   std::int64_t iteration = 0, consumed = 0;
   std::size_t pending = 0;
   training::iteration_report merged;
+  std::vector<training::rank_timings> timings;  // every replica's, for the logger
   training::evaluation_report eval_merged;
   evaluation_plan plan;
   std::size_t plan_index = 0;
@@ -207,8 +208,10 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
       },
       [=](training::iteration_report& r) {
         auto& s = self->state;
+        s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
         if (r.has_loss) s.merged = r;  // every replica's last stage holds the same total
         if (--s.pending > 0) return;
+        s.merged.timings = std::exchange(s.timings, {});
         s.consumed += *s.args.training.global_batch_size;
         const auto& m = s.merged;
         s.result.lm_loss.push_back(m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0);

@@ -32,6 +32,8 @@ void merge(Report& into, const Report& r, bool first) {
     into.loss_sum = r.loss_sum;
     into.num_tokens = r.num_tokens;
   }
+  if constexpr (requires { r.timings; })  // every rank's timers, for the min and max over ranks
+    into.timings.insert(into.timings.end(), r.timings.begin(), r.timings.end());
 }
 
 template <class Message>

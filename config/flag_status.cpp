@@ -101,7 +101,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"log_params_norm", ""},
       {"tensorboard_dir", "the args text and the scalars Megatron's training_log and evaluate write (no GPU memory stats)"},
       {"tensorboard_log_interval", ""},
-      {"log_timers_to_tensorboard", "iteration-time and throughput"},
+      {"log_timers_to_tensorboard", "iteration-time, throughput and, with --timing-log-level 1 or 2, the max over ranks of each timer as '<name>-time'"},
+      {"timing_log_level", "1: forward-backward, all-grads-sync, embedding-grads-all-reduce, params-all-gather (distributed optimizer), optimizer, optimizer-clip-main-grad, optimizer-count-zeros, optimizer-inner-step; 2 adds forward-compute, backward-compute, forward-recv, backward-recv (time spent waiting for the input: transfers are asynchronous). Megatron's timers for steps mactor does not have (fp16 unscaling, main-grad copies, blocking send/recv pairs) are not printed"},
+      {"timing_log_option", ""},
       {"log_loss_scale_to_tensorboard", ""},
       {"log_validation_ppl_to_tensorboard", ""},
       {"log_world_size_to_tensorboard", ""},
@@ -174,6 +176,20 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
   return table;
 }
 
+// Not-implemented flags whose error says more than "not built yet".
+const std::map<std::string_view, std::string_view>& refused_flags() {
+  static constexpr std::string_view wandb =
+      "Weights & Biases logging needs the wandb Python client, which mactor does not have; "
+      "--tensorboard-dir writes the same scalars as TensorBoard events";
+  static const std::map<std::string_view, std::string_view> table = {
+      {"wandb_project", wandb},
+      {"wandb_entity", wandb},
+      {"wandb_exp_name", wandb},
+      {"wandb_save_dir", wandb},
+  };
+  return table;
+}
+
 // Implemented flags some of whose values are not built yet: (dest, flag, the values that work).
 struct value_limit {
   std::string_view dest, flag;
@@ -203,6 +219,7 @@ flag_support support_of(std::string_view dest) {
   if (auto it = implemented_flags().find(dest); it != implemented_flags().end())
     return {support::implemented, it->second.empty() ? std::string_view("as in Megatron-LM") : it->second};
   if (auto it = accepted_flags().find(dest); it != accepted_flags().end()) return {support::accepted_without_effect, it->second};
+  if (auto it = refused_flags().find(dest); it != refused_flags().end()) return {support::not_implemented, it->second};
   return {support::not_implemented, "not built yet"};
 }
 
@@ -249,8 +266,11 @@ support_report check_support(const megatron_args& args) {
             report.errors.push_back(std::string(limit.flag) + " " + *text +
                                     " is recognized but not implemented by mactor yet (implemented: " + list + ")");
           }
-        } else if (st.status == support::not_implemented)
-          report.errors.push_back(flag + " is recognized but not implemented by mactor yet");
+        } else if (st.status == support::not_implemented) {
+          const auto refused = refused_flags().find(dest);
+          report.errors.push_back(flag + " is recognized but not implemented by mactor yet" +
+                                  (refused == refused_flags().end() ? "" : ": " + std::string(refused->second)));
+        }
         else if (st.status == support::accepted_without_effect)
           report.warnings.push_back("WARNING: " + flag + " is accepted without effect: " + std::string(st.reason));
       },

@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
+#include <string_view>
 
 #include "config/config_json.hpp"
 #include "training/flops.hpp"
+#include "training/step_timers.hpp"
 
 namespace mactor::training {
 
@@ -37,8 +40,60 @@ void log_writer::write_args() {
   for (const auto& [name, value] : config::argument_strings(args_)) tb_->add_text(name, value, 0);
 }
 
+void log_writer::add_timings(const iteration_report& r) {
+  auto& sums = state_.timer_seconds;
+  for (const auto& t : r.timings) {
+    if (t.rank < 0) continue;
+    const auto rank = static_cast<std::size_t>(t.rank);
+    if (sums.size() <= rank) sums.resize(std::max(rank + 1, static_cast<std::size_t>(world_size_)));
+    auto& row = sums[rank];
+    if (row.size() < t.seconds.size()) row.resize(t.seconds.size(), 0.0);
+    for (std::size_t i = 0; i < t.seconds.size(); ++i) row[i] += t.seconds[i];
+  }
+}
+
+// The timers mactor keeps, in the order of training_log's timers_to_log, each with every rank's sum.
+std::vector<model::timer_reading> log_writer::timer_readings() const {
+  const auto& sums = state_.timer_seconds;
+  std::vector<model::timer_reading> out;
+  for (const std::string_view name : model::megatron_training_timer_names()) {
+    for (std::size_t t = 0; t < num_step_timers; ++t) {
+      if (step_timer_name(static_cast<step_timer>(t)) != name) continue;
+      model::timer_reading reading{std::string(name), std::vector<double>(sums.size(), 0.0)};
+      for (std::size_t rank = 0; rank < sums.size(); ++rank)
+        if (t < sums[rank].size()) reading.seconds_by_rank[rank] = sums[rank][t];
+      out.push_back(std::move(reading));
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> log_writer::timers_block() const {
+  const auto option = model::parse_timing_log_option(args_.logging.timing_log_option);
+  if (!option) throw std::invalid_argument("--timing-log-option " + args_.logging.timing_log_option + " is not one of max, minmax, all");
+  return model::format_timers_block(timer_readings(), *option, static_cast<double>(args_.training.log_interval));
+}
+
+// Megatron's timers.write (with --log-timers-to-tensorboard: the max over ranks, in seconds per
+// iteration, as "<name>-time") and then timers.log; both cover the interval, which starts anew.
+void log_writer::log_timers(std::int64_t iteration) {
+  if (state_.timer_seconds.empty()) return;
+  if (tb_ && args_.logging.log_timers_to_tensorboard) {
+    for (const auto& reading : timer_readings()) {
+      float max = 0.0f;  // Megatron gathers the times into an fp32 tensor
+      for (double seconds : reading.seconds_by_rank) max = std::max(max, static_cast<float>(seconds));
+      if (max > 0.0f)
+        tb_->add_scalar(reading.name + "-time", static_cast<double>(max) / static_cast<double>(args_.training.log_interval),
+                        iteration);
+    }
+  }
+  if (const auto block = timers_block()) print(*block);
+  state_.timer_seconds.clear();
+}
+
 void log_writer::iteration(const iteration_report& r, std::int64_t consumed) {
   const auto& a = args_;
+  add_timings(r);
   const double lm_loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
   const std::pair<std::string, float> losses[] = {{"lm loss", static_cast<float>(lm_loss)}};
   state_.accumulator.add_iteration(losses, !r.update_successful);
@@ -86,6 +141,7 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed) {
       if (in.flops_per_iteration)
         tb_->add_scalar("throughput", *in.flops_per_iteration / (per_iteration * 1e12 * world_size_), r.iteration);
     }
+    log_timers(r.iteration);
     if (tb_) tb_->flush();
     state_.interval_start = std::chrono::steady_clock::now();
   }

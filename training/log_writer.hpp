@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "config/megatron_args.hpp"
 #include "model/training_log.hpp"
@@ -20,6 +22,8 @@ namespace mactor::training {
 struct log_interval_state {
   model::training_log_accumulator accumulator;
   std::chrono::steady_clock::time_point interval_start = std::chrono::steady_clock::now();
+  /// The training timers' seconds since the last log line: [global rank][step_timer].
+  std::vector<std::vector<double>> timer_seconds;
 };
 
 class log_writer {
@@ -41,11 +45,18 @@ class log_writer {
   /// Megatron writes no TensorBoard values when only evaluating (--skip-train).
   void drop_tensorboard() { tb_.reset(); }
   void flush();
+  /// The timers block Megatron prints after the training line (timers.log with
+  /// --timing-log-option), from the interval's sums; nullopt when no timer ran.
+  std::optional<std::string> timers_block() const;
 
   log_interval_state& state() { return state_; }
   const config::megatron_args& args() const { return args_; }
 
  private:
+  void add_timings(const iteration_report& r);
+  std::vector<model::timer_reading> timer_readings() const;
+  void log_timers(std::int64_t iteration);
+
   config::megatron_args args_;
   std::FILE* out_;
   int world_size_;

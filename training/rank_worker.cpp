@@ -53,6 +53,7 @@ void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed)
   eval_split_ = 0;
   started_ = std::chrono::steady_clock::now();
   engine_.zero_grad();
+  forward_backward_start_ = std::chrono::steady_clock::now();
   engine_.begin_schedule(/*forward_only=*/false, *loaders_[0], consumed, static_cast<int>(args_.derived.num_microbatches), false);
 }
 
@@ -88,6 +89,8 @@ bool rank_worker::pump() {
 
 iteration_report rank_worker::finish_iteration() {
   engine_.finalize_grads();
+  // Megatron's forward-backward timer spans the schedule and finalize_model_grads.
+  engine_.timers().add(step_timer::forward_backward, forward_backward_start_);
   // The loss lives on the last pipeline stage; sum it over the replicas there.
   double totals[2] = {engine_.loss_totals().loss_sum, engine_.loss_totals().num_tokens};
   sum_over_replicas(ctx_, totals);
@@ -107,6 +110,7 @@ iteration_report rank_worker::finish_iteration() {
   if (auto d = model::logged_decoupled_learning_rate(engine_.optimizer().param_groups()))
     r.has_decoupled_learning_rate = true, r.decoupled_learning_rate = *d;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  if (auto seconds = engine_.timers().take(); !seconds.empty()) r.timings.push_back({ctx_.rank(), std::move(seconds)});
   return r;
 }
 

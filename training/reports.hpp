@@ -7,6 +7,12 @@
 
 namespace mactor::training {
 
+/// One rank's training timers for one iteration: seconds by step_timer (training/step_timers.hpp).
+struct rank_timings {
+  int rank = 0;
+  std::vector<double> seconds;
+};
+
 /// One rank's view of one training iteration. The loss is real on the last pipeline stage only
 /// (already summed over the data-parallel replicas); the rest is the same on every rank.
 struct iteration_report {
@@ -25,6 +31,9 @@ struct iteration_report {
   bool has_decoupled_learning_rate = false;
   double decoupled_learning_rate = 0;
   double seconds = 0;  ///< wall time of the iteration on this rank
+  /// With --timing-log-level > 0: this rank's timers; the replica and the coordinator gather
+  /// every rank's here (Megatron's timers report min and max over all ranks).
+  std::vector<rank_timings> timings;
 };
 
 /// One rank's view of one evaluation (eval_iters global batches of one split).

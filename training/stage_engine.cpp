@@ -66,7 +66,8 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
       vp_(static_cast<int>(a.derived.virtual_pipeline_model_parallel_size.value_or(1))),
       pp_rank_(ctx.pp_rank()), dp_(ctx.groups().dp()), dp_rank_(ctx.dp_rank()),
       mbs_(static_cast<int>(*a.training.micro_batch_size)),
-      distributed_optimizer_(a.distributed.use_distributed_optimizer && ctx.groups().dp() > 1) {
+      distributed_optimizer_(a.distributed.use_distributed_optimizer && ctx.groups().dp() > 1),
+      timers_(static_cast<int>(a.logging.timing_log_level)) {
   const auto config = model_config_from_args(a, padded, ctx.tp_rank());
   chunks_.reserve(vp_);
   for (const auto& layout : chunk_layouts(config.num_layers, pp_, vp_, pp_rank_))
@@ -287,6 +288,9 @@ bool stage_engine::execute(const action& a) {
   if (wait_start_) {
     timeline_.push_back({a, std::chrono::duration<double>(*wait_start_ - schedule_start_).count(),
                          std::chrono::duration<double>(start - schedule_start_).count(), true});
+    if (!forward_only_)
+      timers_.add(forward ? step_timer::forward_recv : step_timer::backward_recv,
+                  std::chrono::duration<double>(start - *wait_start_).count());
     wait_start_.reset();
   }
   set_activity(std::string(forward ? "forward" : "backward") + " mb " + std::to_string(a.microbatch) + " chunk " +
@@ -321,8 +325,12 @@ bool stage_engine::execute(const action& a) {
     if (!layout.pre_process) outputs_[{true, a.microbatch, a.chunk}] = std::move(grad_input);
     if (input) recvs_.erase({true, a.microbatch, a.chunk});
   }
+  const auto end = clock_type::now();
   timeline_.push_back({a, std::chrono::duration<double>(start - schedule_start_).count(),
-                       std::chrono::duration<double>(clock_type::now() - schedule_start_).count(), false});
+                       std::chrono::duration<double>(end - schedule_start_).count(), false});
+  if (!forward_only_)
+    timers_.add(forward ? step_timer::forward_compute : step_timer::backward_compute,
+                std::chrono::duration<double>(end - start).count());
   return true;
 }
 
@@ -366,11 +374,16 @@ void stage_engine::zero_grad() {
 void stage_engine::finalize_grads() {
   // Tied embeddings: the first stage's embedding and the last stage's copy get the sum of both
   // gradients (Megatron's _allreduce_word_embedding_grads), before the data-parallel mean.
-  if (auto* emb = ctx_.embedding(); emb && !chunks_.front().config().untie_embeddings_and_output_weights) {
-    auto& chunk = is_first_stage() ? chunks_.front() : chunks_.back();
-    auto& p = chunk.store()[chunk.word_embeddings_id()];
-    emb->all_reduce(std::span<float>(p.grad, p.numel));
+  // Megatron times both parts on every rank, whether or not there is anything to reduce.
+  {
+    const auto timed = timers_.time(step_timer::embedding_grads_all_reduce);
+    if (auto* emb = ctx_.embedding(); emb && !chunks_.front().config().untie_embeddings_and_output_weights) {
+      auto& chunk = is_first_stage() ? chunks_.front() : chunks_.back();
+      auto& p = chunk.store()[chunk.word_embeddings_id()];
+      emb->all_reduce(std::span<float>(p.grad, p.numel));
+    }
   }
+  const auto timed = timers_.time(step_timer::all_grads_sync);
   auto* dp = ctx_.data_parallel();
   if (!dp) return;
   // Megatron's DDP: scale by 1/dp, then sum over the replicas, so every replica holds the mean.
@@ -396,8 +409,25 @@ void stage_engine::reduce_stats(std::span<double> values) {
 
 model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool count_zeros) {
   set_activity("optimizer step");
-  const auto result = model::clip_and_step(*optimizer_, clip_grad, count_zeros,
-                                           [this](std::span<double> v) { reduce_stats(v); });
+  const auto timed = timers_.time(step_timer::optimizer);
+  // model::clip_and_step's three parts, timed one by one as Megatron's optimizer step does.
+  const model::sum_reducer reduce = [this](std::span<double> v) { reduce_stats(v); };
+  model::optimizer_step_result result;
+  {
+    const auto clip = timers_.time(step_timer::optimizer_clip_main_grad);
+    if (clip_grad > 0.0) result.grad_norm = model::clip_grad_norm(optimizer_->params(), clip_grad, reduce);
+  }
+  {
+    const auto zeros = timers_.time(step_timer::optimizer_count_zeros);
+    if (count_zeros) result.num_zeros_in_grad = model::count_zeros_in_grads(optimizer_->params(), reduce);
+  }
+  {
+    const auto inner = timers_.time(step_timer::optimizer_inner_step);
+    optimizer_->step();
+  }
+  // Megatron's distributed optimizer times its all-gather even over one replica.
+  std::optional<step_timers::scope> gather;
+  if (args_.distributed.use_distributed_optimizer) gather.emplace(timers_, step_timer::params_all_gather);
   if (distributed_optimizer_) {
     // Every replica gets the updated slices of every other (Megatron's parameter all-gather).
     for (std::size_t c = 0; c < chunks_.size(); ++c) {

@@ -23,6 +23,7 @@
 #include "schedules/schedule.hpp"
 #include "training/batch_loader.hpp"
 #include "training/parallel_context.hpp"
+#include "training/step_timers.hpp"
 
 namespace mactor::training {
 
@@ -71,6 +72,9 @@ class stage_engine {
   /// The L2 norm of all parameters of the model (every rank gets it).
   double params_norm();
   model::optimizer& optimizer() { return *optimizer_; }
+  /// The training timers (--timing-log-level) of this rank: compute, waits, gradient sync and
+  /// optimizer parts, recorded for training schedules only (Megatron stops its timers in evaluate).
+  step_timers& timers() { return timers_; }
 
   std::vector<model::gpt_chunk<float>>& chunks() { return chunks_; }
   bool is_last_stage() const;
@@ -99,6 +103,7 @@ class stage_engine {
   std::vector<chunk_shard> shards_;
   std::unique_ptr<model::optimizer> optimizer_;
   std::function<void()> wakeup_;
+  step_timers timers_;
 
   // The schedule in progress.
   std::optional<schedules::generator<schedules::action>> schedule_;
