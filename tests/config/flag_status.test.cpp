@@ -37,3 +37,21 @@ TEST_CASE("an accepted-without-effect flag gives one warning line") {
   REQUIRE(report.warnings.size() == 2);
   CHECK(report.warnings[0].rfind("WARNING: --no-masked-softmax-fusion is accepted without effect", 0) == 0);
 }
+
+TEST_CASE("the wandb flags are refused with the reason and the alternative") {
+  const std::vector<std::string> words{"--wandb-project", "p", "--wandb-exp-name", "e"};
+  auto report = check_support(parse_command_line(words, "pretrain_gpt").args);
+  REQUIRE(report.errors.size() == 2);
+  for (const auto& e : report.errors) {
+    CHECK(e.find(" is recognized but not implemented by mactor yet: Weights & Biases logging") != std::string::npos);
+    CHECK(e.find("--tensorboard-dir") != std::string::npos);
+  }
+  CHECK(support_of("wandb_save_dir").status == support::not_implemented);
+}
+
+TEST_CASE("the timing flags are implemented") {
+  const std::vector<std::string> words{"--timing-log-level", "2", "--timing-log-option", "all", "--log-timers-to-tensorboard"};
+  const auto report = check_support(parse_command_line(words, "pretrain_gpt").args);
+  CHECK(report.errors.empty());
+  CHECK(report.warnings.empty());
+}

@@ -93,3 +93,9 @@ TEST_CASE("pretrain_gpt on data whose token ids exceed --vocab-size exits 2 nami
                         "--data-path " + prefix,
                     {"outside the vocabulary", "--vocab-size"});
 }
+
+TEST_CASE("pretrain_gpt with any Weights & Biases flag exits 2 naming the flag and pointing to TensorBoard") {
+  for (const char* flag : {"--wandb-project", "--wandb-exp-name", "--wandb-save-dir", "--wandb-entity"})
+    expect_user_error(pretrain_gpt() + model_flags + null_tokenizer + " --mock-data " + flag + " x",
+                      {flag, "not implemented", "--tensorboard-dir"});
+}
