@@ -223,11 +223,13 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
       },
       [=](training::evaluation_report& r) {
         auto& s = self->state;
+        s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
         if (r.has_loss) s.eval_merged = r;
         if (--s.pending > 0) return;
         const auto& m = s.eval_merged;
         evaluation_result result{m.split, s.plan.prefixes[s.plan_index], m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0,
                                  s.iteration, s.consumed};
+        self->send(s.logger, log_timers{{"evaluate"}, std::exchange(s.timings, {})});  // Megatron's level-0 timer
         self->request(s.evaluator, caf::infinite, result).then([=](log_validation& block) {
           self->send(self->state.logger, block);
           ++self->state.plan_index;

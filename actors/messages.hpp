@@ -69,6 +69,12 @@ struct log_validation {
   std::int64_t iteration = 0;
   std::int64_t consumed = 0;
 };
+/// A timers block of its own (Megatron's timers.log without a normalizer), e.g. 'evaluate' before
+/// each validation block: each rank's seconds[i] is timer names[i].
+struct log_timers {
+  std::vector<std::string> names;
+  std::vector<training::rank_timings> timings;
+};
 /// --skip-train: no TensorBoard values.
 struct log_drop_tensorboard {};
 
@@ -137,6 +143,10 @@ typename Inspector::result_type inspect(Inspector& f, log_validation& x) {
   return f(caf::meta::type_name("mactor::log_validation"), x.prefix, x.loss, x.iteration, x.consumed);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_timers& x) {
+  return f(caf::meta::type_name("mactor::log_timers"), x.names, x.timings);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_drop_tensorboard&) {
   return f(caf::meta::type_name("mactor::log_drop_tb"));
 }
@@ -170,7 +180,8 @@ typename Inspector::result_type inspect(Inspector& f, iteration_report& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, evaluation_report& x) {
-  return f(caf::meta::type_name("mactor::evaluation_report"), x.rank, x.split, x.has_loss, x.loss_sum, x.num_tokens);
+  return f(caf::meta::type_name("mactor::evaluation_report"), x.rank, x.split, x.has_loss, x.loss_sum, x.num_tokens,
+           x.timings);
 }
 
 }  // namespace mactor::training

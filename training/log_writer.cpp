@@ -68,10 +68,33 @@ std::vector<model::timer_reading> log_writer::timer_readings() const {
   return out;
 }
 
+namespace {
+
+model::timing_log_option timing_option(const config::megatron_args& a) {
+  const auto option = model::parse_timing_log_option(a.logging.timing_log_option);
+  if (!option) throw std::invalid_argument("--timing-log-option " + a.logging.timing_log_option + " is not one of max, minmax, all");
+  return *option;
+}
+
+}  // namespace
+
 std::optional<std::string> log_writer::timers_block() const {
-  const auto option = model::parse_timing_log_option(args_.logging.timing_log_option);
-  if (!option) throw std::invalid_argument("--timing-log-option " + args_.logging.timing_log_option + " is not one of max, minmax, all");
-  return model::format_timers_block(timer_readings(), *option, static_cast<double>(args_.training.log_interval));
+  return model::format_timers_block(timer_readings(), timing_option(args_), static_cast<double>(args_.training.log_interval));
+}
+
+void log_writer::timers(const std::vector<std::string>& names, const std::vector<rank_timings>& timings) {
+  std::vector<model::timer_reading> readings;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    model::timer_reading reading{names[i], std::vector<double>(static_cast<std::size_t>(world_size_), 0.0)};
+    for (const auto& t : timings) {
+      if (t.rank < 0 || i >= t.seconds.size()) continue;
+      const auto rank = static_cast<std::size_t>(t.rank);
+      if (reading.seconds_by_rank.size() <= rank) reading.seconds_by_rank.resize(rank + 1, 0.0);
+      reading.seconds_by_rank[rank] += t.seconds[i];
+    }
+    readings.push_back(std::move(reading));
+  }
+  if (const auto block = model::format_timers_block(readings, timing_option(args_), 1.0)) print(*block);
 }
 
 // Megatron's timers.write (with --log-timers-to-tensorboard: the max over ranks, in seconds per

@@ -48,6 +48,9 @@ class log_writer {
   /// The timers block Megatron prints after the training line (timers.log with
   /// --timing-log-option), from the interval's sums; nullopt when no timer ran.
   std::optional<std::string> timers_block() const;
+  /// A timers block of its own, e.g. Megatron's level-0 'evaluate' before each validation block:
+  /// each rank's seconds[i] is timer names[i], printed without a normalizer.
+  void timers(const std::vector<std::string>& names, const std::vector<rank_timings>& timings);
 
   log_interval_state& state() { return state_; }
   const config::megatron_args& args() const { return args_; }

@@ -70,6 +70,7 @@ bool rank_worker::begin_next_eval_pass() {
 
 void rank_worker::begin_evaluation(int split) {
   if (!has_split(split)) throw std::logic_error("no data for evaluation split " + std::to_string(split));
+  evaluation_start_ = std::chrono::steady_clock::now();
   eval_split_ = split;
   eval_passes_left_ = args_.validation.eval_iters;
   eval_sums_[0] = eval_sums_[1] = 0;
@@ -123,6 +124,8 @@ evaluation_report rank_worker::finish_evaluation() {
   r.has_loss = engine_.is_last_stage();
   r.loss_sum = totals[0];
   r.num_tokens = totals[1];
+  // Megatron's level-0 'evaluate' timer spans the whole evaluate() call.
+  r.timings.push_back({ctx_.rank(), {std::chrono::duration<double>(std::chrono::steady_clock::now() - evaluation_start_).count()}});
   eval_split_ = 0;
   return r;
 }

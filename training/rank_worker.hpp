@@ -62,7 +62,7 @@ class rank_worker {
   stage_engine engine_;
   model::lr_scheduler scheduler_;
   std::int64_t iteration_ = 0;
-  std::chrono::steady_clock::time_point started_, forward_backward_start_;
+  std::chrono::steady_clock::time_point started_, forward_backward_start_, evaluation_start_;
   // Evaluation in progress: split, passes left, the split's consumed samples, sums so far.
   int eval_split_ = 0;
   std::int64_t eval_passes_left_ = 0;

@@ -42,6 +42,9 @@ struct evaluation_report {
   int split = 1;  ///< 1 validation, 2 test
   bool has_loss = false;
   double loss_sum = 0, num_tokens = 0;
+  /// This rank's 'evaluate' timer (seconds = {wall time of the evaluation}); the replica and the
+  /// coordinator gather every rank's here.
+  std::vector<rank_timings> timings;
 };
 
 /// What a finished run reports (tests compare these with references).

@@ -174,3 +174,20 @@ TEST_CASE("step timers keep only the timers at or below the log level, as Megatr
   CHECK(training::step_timer_name(step_timer::all_grads_sync) == "all-grads-sync");
   CHECK(training::step_timer_level(step_timer::backward_recv) == 2);
 }
+
+TEST_CASE("a timers block of its own ('evaluate') prints every rank's seconds as ms without a normalizer") {
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out != nullptr);
+  {
+    training::log_writer w(args_with("--timing-log-option minmax"), out, 2, 8192);
+    w.timers({"evaluate"}, {{1, {2.0}}, {0, {1.5}}});
+    w.timers({"evaluate"}, {});  // nothing timed: nothing printed
+  }
+  std::rewind(out);
+  char buf[512] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, out);
+  std::fclose(out);
+  CHECK(std::string(buf, n) ==
+        "(min, max) time across ranks (ms):\n"
+        "    evaluate .......................................: (1500.00, 2000.00)\n");
+}

@@ -1,6 +1,7 @@
-// Megatron's timers block from real multi-rank runs under `mactor -np 2`: after every training line,
-// the timers of the chosen level only, values that hang together (a rank's forward-backward holds
-// its compute and waits, the optimizer holds its parts, min <= max).
+// Megatron's timers blocks from real multi-rank runs under `mactor -np 2`: after every training
+// line, the timers of the chosen level only, values that hang together (a rank's forward-backward
+// holds its compute and waits, the optimizer holds its parts, min <= max); 'evaluate' before each
+// validation block.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -138,9 +139,21 @@ TEST_CASE("two data-parallel ranks at --timing-log-level 1 print the level-1 tim
   }
 }
 
-TEST_CASE("at the default --timing-log-level 0 no timers follow the training lines") {
-  const auto b = blocks(launch(" --pipeline-model-parallel-size 2"));
-  REQUIRE(b.size() == 2);
-  CHECK(b[0].empty());
-  CHECK(b[1].empty());
+TEST_CASE("at the default --timing-log-level 0 only the level-0 'evaluate' timer prints, before each validation block") {
+  const auto out = launch(" --pipeline-model-parallel-size 2 --eval-iters 1 --eval-interval 2");
+  CHECK(out.find("forward-backward") == std::string::npos);
+  CHECK(out.find("\n    optimizer ...") == std::string::npos);
+  static const std::regex evaluate(
+      R"(\n\(min, max\) time across ranks \(ms\):\n    evaluate \.+: \(([0-9.]+), ([0-9.]+)\)\n-+\n validation loss at)");
+  int blocks = 0;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), evaluate); it != std::sregex_iterator(); ++it, ++blocks) {
+    const double lo = std::stod((*it)[1].str()), hi = std::stod((*it)[2].str());
+    CHECK(lo > 0.0);
+    CHECK(lo <= hi);
+  }
+  // At iterations 2 and 4, then the final validation and test evaluations.
+  CHECK(blocks == 4);
+  std::size_t validations = 0;
+  for (auto at = out.find(" validation loss at"); at != std::string::npos; at = out.find(" validation loss at", at + 1)) ++validations;
+  CHECK(validations == 4);
 }
