@@ -258,3 +258,32 @@ TEST_CASE("bad --load and --save input ends with exit status 2 and names the fil
     CHECK(r.err.find("--save /proc/mactor_cannot_write") != std::string::npos);
   }
 }
+
+TEST_CASE("with --finetune or --no-load-optim the model alone is loaded") {
+  const std::string one = model_flags() + " --eval-iters 0";
+  const auto dir = scratch("model_only");
+  const auto scratch_run = launch(1, one + " --save " + dir.string() + " --save-interval 3 --exit-interval 3");
+  const auto fresh = iteration_lines(scratch_run.out);
+  REQUIRE(fresh.size() == 3);
+  static const std::regex lr(R"(learning rate: ([-+0-9.eE]+))");
+  auto learning_rate = [](const std::string& fields) {
+    std::smatch m;
+    REQUIRE(std::regex_search(fields, m, lr));
+    return m[1].str();
+  };
+  SECTION("--finetune: iteration 1 with the checkpoint's weights and a new schedule") {
+    const auto r = launch(1, one + " --load " + dir.string() + " --finetune --exit-interval 1");
+    const auto lines = iteration_lines(r.out);
+    REQUIRE(lines.size() == 1);
+    REQUIRE(lines.begin()->first == 1);
+    CHECK(learning_rate(lines.at(1)) == learning_rate(fresh.at(1)));
+    CHECK(logged_loss(lines.at(1)) < logged_loss(fresh.at(1)));  // the same batch, on trained weights
+  }
+  SECTION("--no-load-optim: the saved position with a new schedule") {
+    const auto r = launch(1, one + " --load " + dir.string() + " --no-load-optim --exit-interval 4");
+    const auto lines = iteration_lines(r.out);
+    REQUIRE(lines.size() == 1);
+    REQUIRE(lines.begin()->first == 4);
+    CHECK(learning_rate(lines.at(4)) == learning_rate(fresh.at(1)));
+  }
+}
