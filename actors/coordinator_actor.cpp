@@ -47,6 +47,7 @@ struct coordinator_state {
   bool saving = false;
   std::int64_t save_iteration = 0;
   int captured_left = 0, saved_left = 0;
+  std::vector<double> capture_seconds, write_seconds;  // per rank, of the save in flight
   std::function<void()> after_save, queued_save;
   std::optional<job_outcome> finish_when_saved;
   static inline const char* name = "coordinator";
@@ -146,6 +147,8 @@ void save_then(coordinator_actor* self, std::function<void()> then) {
   s.saving = true;
   s.save_iteration = s.iteration;
   s.captured_left = s.saved_left = static_cast<int>(s.stages.size());
+  s.capture_seconds.assign(s.stages.size(), 0.0);
+  s.write_seconds.assign(s.stages.size(), 0.0);
   s.after_save = std::move(then);
   broadcast(self, s.stages, save_checkpoint{s.iteration, s.consumed});
 }
@@ -154,7 +157,19 @@ void save_then(coordinator_actor* self, std::function<void()> then) {
 void maybe_go_on(coordinator_actor* self) {
   auto& s = self->state;
   if (!s.after_save || s.captured_left > 0) return;
-  if (!s.args.checkpointing.async_save.value_or(false) && s.saved_left > 0) return;
+  const bool async = s.args.checkpointing.async_save.value_or(false);
+  if (!async && s.saved_left > 0) return;
+  // Megatron's save-checkpoint timer: what each rank spent before it could train again (the
+  // snapshot, and without --async-save the write and commit too), min and max over the ranks.
+  double lo = 1e300, hi = 0;
+  for (std::size_t r = 0; r < s.capture_seconds.size(); ++r) {
+    const double t = 1e3 * (s.capture_seconds[r] + (async ? 0.0 : s.write_seconds[r]));
+    lo = std::min(lo, t);
+    hi = std::max(hi, t);
+  }
+  char timer[160];
+  std::snprintf(timer, sizeof timer, "    %s: (%.2f, %.2f)", (std::string("save-checkpoint ") + std::string(32, '.')).c_str(), lo, hi);
+  log(self, "(min, max) time across ranks (ms):\n" + std::string(timer));
   auto then = std::move(s.after_save);
   s.after_save = nullptr;
   then();
@@ -379,6 +394,7 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
       [=](checkpoint_captured& c) {
         auto& s = self->state;
         if (!s.saving || c.iteration != s.save_iteration) return;
+        if (c.rank >= 0 && c.rank < static_cast<int>(s.capture_seconds.size())) s.capture_seconds[c.rank] = c.seconds;
         --s.captured_left;
         maybe_go_on(self);
       },
@@ -389,6 +405,7 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
           return;
         }
         if (!s.saving || c.iteration != s.save_iteration) return;
+        if (c.rank >= 0 && c.rank < static_cast<int>(s.write_seconds.size())) s.write_seconds[c.rank] = c.seconds;
         if (--s.saved_left == 0) save_done(self);
       },
       [=](abort_job& a) { fail(self, a.exit_code, a.message); },

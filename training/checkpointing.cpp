@@ -159,6 +159,32 @@ model::lr_scheduler_state scheduler_from_json(const json& j, const std::string& 
   }
 }
 
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) t += (i ? ", " : "") + std::to_string(shape[i]);
+  return t + "]";
+}
+
+// Why a saved tensor does not fit this model, and what to change. The vocabulary tensors differ
+// when the layouts pad the vocabulary differently (to a multiple of
+// --make-vocab-size-divisible-by x tensor-parallel size).
+std::string shape_mismatch(const std::string& where, const model::parameter<float>& p, const std::vector<std::int64_t>& saved,
+                           const json& common, const config::megatron_args& a, int tp) {
+  std::string m = where + " holds " + p.name + " as " + shape_text(saved) + " but this model has " + shape_text(p.full_shape);
+  const bool vocabulary = p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
+  if (!vocabulary) return m + "; the checkpoint was saved by a different model: use the flags it was saved with";
+  const auto& args = common.value("args", json::object());
+  const std::int64_t saved_divisor = args.value("make_vocab_size_divisible_by", std::int64_t{0});
+  const std::int64_t saved_tp = args.value("tensor_model_parallel_size", std::int64_t{0});
+  m += ": the padded vocabulary differs (Megatron pads it to a multiple of --make-vocab-size-divisible-by x "
+       "--tensor-model-parallel-size, here " + std::to_string(a.network_size.make_vocab_size_divisible_by) + " x " +
+       std::to_string(tp) + ")";
+  if (saved_divisor > 0 && saved_tp > 0 && (saved_divisor * saved_tp) % tp == 0)
+    return m + "; pass --make-vocab-size-divisible-by " + std::to_string(saved_divisor * saved_tp / tp) +
+           " to pad as the checkpoint does";
+  return m + "; pass a --make-vocab-size-divisible-by that pads to " + std::to_string(saved[0]) + " rows";
+}
+
 std::string optimizer_name(const std::string& state, const std::string& param) {
   return "optimizer.state." + state + "." + param;
 }
@@ -252,7 +278,11 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
     }
   };
   for (auto& chunk : engine.chunks())
-    for (auto& p : chunk.parameters()) read_into(p.name, p, 0, p.numel, p.value);
+    for (auto& p : chunk.parameters()) {
+      if (reader.has(p.name) && reader.global_shape(p.name) != p.full_shape)
+        throw checkpoint_error(shape_mismatch(where, p, reader.global_shape(p.name), common, a, tp));
+      read_into(p.name, p, 0, p.numel, p.value);
+    }
 
   const bool load_optim = !a.checkpointing.finetune && !a.checkpointing.no_load_optim.value_or(false);
   if (load_optim) {

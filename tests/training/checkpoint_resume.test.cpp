@@ -252,6 +252,19 @@ TEST_CASE("bad --load and --save input ends with exit status 2 and names the fil
     CHECK(r.status == 2);
     CHECK(r.err.find("--no-load-optim") != std::string::npos);
   }
+  SECTION("a layout that pads the vocabulary differently") {
+    // 8193 tokens pad to 8448 under TP2 (multiples of 256) and to 8320 under TP1.
+    const auto tp2 = scratch("tp2_vocabulary");
+    launch(2, one + " --vocab-size 8192 --tensor-model-parallel-size 2 --save " + tp2.string() + " --save-interval 2");
+    const auto r = run_shell(launch_command(1, one + " --vocab-size 8192 --load " + tp2.string()));
+    CHECK(r.status == 2);
+    CHECK(r.err.find("embedding.word_embeddings.weight as [8448, 32] but this model has [8320, 32]") != std::string::npos);
+    CHECK(r.err.find("pass --make-vocab-size-divisible-by 256") != std::string::npos);
+    // Which the fix makes load.
+    const auto fixed = launch(1, one + " --vocab-size 8192 --make-vocab-size-divisible-by 256 --load " + tp2.string() +
+                                     " --train-iters 3 --use-checkpoint-opt-param-scheduler");
+    CHECK(iteration_lines(fixed.out).size() == 1);
+  }
   SECTION("an unwritable --save") {
     const auto r = run_shell(launch_command(1, one + " --save /proc/mactor_cannot_write --save-interval 1"));
     CHECK(r.status == 2);
