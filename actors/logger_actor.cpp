@@ -29,6 +29,7 @@ caf::behavior logger(caf::stateful_actor<logger_state>* self, config::megatron_a
       [=](log_iteration& m) { self->state.writer->iteration(m.report, m.consumed); },
       [=](log_validation& m) { self->state.writer->validation(m.prefix, m.loss, m.iteration, m.consumed); },
       [=](log_timers& m) { self->state.writer->timers(m.names, m.timings); },
+      [=](log_exclude_time& m) { self->state.writer->exclude_time(m.seconds); },
       [=](log_drop_tensorboard&) { self->state.writer->drop_tensorboard(); },
       [=](stop_message&) {
         self->state.writer->flush();
