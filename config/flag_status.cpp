@@ -102,7 +102,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"tensorboard_dir", "the args text and the scalars Megatron's training_log and evaluate write (no GPU memory stats)"},
       {"tensorboard_log_interval", ""},
       {"log_timers_to_tensorboard", "iteration-time, throughput and, with --timing-log-level 1 or 2, the max over ranks of each timer as '<name>-time'"},
-      {"timing_log_level", "1: forward-backward, all-grads-sync, embedding-grads-all-reduce, params-all-gather (distributed optimizer), optimizer, optimizer-clip-main-grad, optimizer-count-zeros, optimizer-inner-step; 2 adds forward-compute, backward-compute, forward-recv, backward-recv (time spent waiting for the input: transfers are asynchronous). Megatron's timers for steps mactor does not have (fp16 unscaling, main-grad copies, blocking send/recv pairs) are not printed"},
+      {"timing_log_level", "0: 'evaluate' before each validation block; 1 adds, after each training line, forward-backward, embedding-grads-all-reduce, all-grads-sync, params-all-gather (distributed optimizer), optimizer-clip-main-grad, optimizer-count-zeros, optimizer-inner-step and optimizer; 2 adds forward-compute, backward-compute, forward-recv and backward-recv (the time spent waiting for the input: transfers are asynchronous). Megatron's timers for steps mactor does not have (fp16 unscaling, main-grad copies, blocking send/recv calls) are not printed, nor the setup timers yet"},
       {"timing_log_option", ""},
       {"log_loss_scale_to_tensorboard", ""},
       {"log_validation_ppl_to_tensorboard", ""},
