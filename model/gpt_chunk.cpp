@@ -168,7 +168,7 @@ loss_and_count gpt_chunk<T>::forward(int slot, const micro_batch& b, const T* in
 }
 
 template <typename T>
-void gpt_chunk<T>::backward(int slot, const T* grad_output, T* grad_input) {
+void gpt_chunk<T>::backward(int slot, const T* grad_output, T* grad_input, const std::function<void(int)>& progress) {
   auto it = slots_.find(slot);
   if (it == slots_.end())
     throw std::logic_error("gpt_chunk: backward of slot " + std::to_string(slot) +
@@ -181,15 +181,19 @@ void gpt_chunk<T>::backward(int slot, const T* grad_output, T* grad_input) {
   if (layout_.post_process) {
     final_layernorm_->backward(store_, s.loss_grad.data(), stream_.back().data(), grad_a_.data(),
                                rows, false);
+    if (progress) progress(backward_done_final_norm());
   } else {
     if (!grad_output) throw std::invalid_argument("a stage without the loss needs an output gradient");
     std::copy_n(grad_output, n, grad_a_.data());
   }
-  for (std::size_t i = layers_.size(); i-- > 0;)
+  for (std::size_t i = layers_.size(); i-- > 0;) {
     layers_[i].backward(store_, tp_, stream_[i].data(), grad_a_.data(), grad_a_.data());
-  if (layout_.pre_process)
+    if (progress) progress(static_cast<int>(i));
+  }
+  if (layout_.pre_process) {
     embedding_->backward(store_, grad_a_.data());
-  else if (grad_input)
+    if (progress) progress(backward_done_embedding);
+  } else if (grad_input)
     std::copy_n(grad_a_.data(), n, grad_input);
   slots_.erase(it);
   resident_ = -1;

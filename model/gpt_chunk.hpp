@@ -5,6 +5,7 @@
 // (Megatron's full activation recomputation, applied only where a schedule needs it).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -65,7 +66,13 @@ class gpt_chunk {
                          bool training, bool keep, T grad_scale, std::uint64_t dropout_step);
   /// Backward of the micro-batch kept in `slot`: from `grad_output` (ignored with post_process)
   /// to `grad_input` (ignored with pre_process); accumulates weight gradients; frees the slot.
-  void backward(int slot, const T* grad_output, T* grad_input);
+  /// `progress`, when given, is told as each part's weight gradients are complete, in this
+  /// order: backward_done_final_norm (post_process: the final norm and the output layer), each
+  /// local layer index from the last to 0, then backward_done_embedding (pre_process).
+  void backward(int slot, const T* grad_output, T* grad_input, const std::function<void(int)>& progress = {});
+  static constexpr int backward_done_embedding = -1;
+  /// The final norm's event: the number of local layers.
+  int backward_done_final_norm() const { return static_cast<int>(layers_.size()); }
 
   /// Elements of one activation or gradient passed between stages for `micro_batch_size`.
   std::size_t activation_numel(int micro_batch_size) const;
