@@ -364,6 +364,9 @@ void stage_engine::zero_grad() {
 }
 
 void stage_engine::finalize_grads() {
+  // Sequence parallelism: norm weights and row-parallel biases saw only this rank's positions;
+  // their gradients are summed over the tensor-parallel group (Megatron's _allreduce_layernorm_grads).
+  for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
   // Tied embeddings: the first stage's embedding and the last stage's copy get the sum of both
   // gradients (Megatron's _allreduce_word_embedding_grads), before the data-parallel mean.
   if (auto* emb = ctx_.embedding(); emb && !chunks_.front().config().untie_embeddings_and_output_weights) {
