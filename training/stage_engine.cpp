@@ -119,7 +119,10 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
     // Megatron's default bucket: max(40M, 1M x dp) elements (the distributed optimizer here
     // shards whole chunks, so a chunk is its one bucket).
     const std::int64_t size = a.distributed.ddp_bucket_size.value_or(std::max<std::int64_t>(40000000, 1000000LL * dp_));
-    build_grad_buckets(distributed_optimizer_ ? std::numeric_limits<std::int64_t>::max() : size);
+    // With the distributed optimizer and sequence parallelism, the tensor-parallel sum must
+    // precede the reduce-scatter, on the stage's thread: those gradients are reduced at finalize.
+    if (!(distributed_optimizer_ && chunks_.front().config().sequence_parallel))
+      build_grad_buckets(distributed_optimizer_ ? std::numeric_limits<std::int64_t>::max() : size);
     comm_ = std::make_unique<comm_worker>();
     overlap_param_gather_ = distributed_optimizer_ && a.distributed.overlap_param_gather;
   }
@@ -459,14 +462,19 @@ void stage_engine::zero_grad() {
 }
 
 void stage_engine::finalize_grads() {
-  if (comm_) {
+  if (!buckets_.empty()) {
     // --overlap-grad-reduce: the buckets were posted during the last backward; post any left
-    // (a chunk without micro-batches) and wait for them all.
+    // (a chunk without micro-batches) and wait for them all. The sequence-parallel sum over the
+    // tensor-parallel group comes after the data-parallel mean here (both are sums: the same).
     launch_ready_buckets(-1, std::numeric_limits<int>::min());
     next_bucket_ = 0;
     comm_->wait();
+    for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
     return;
   }
+  // Sequence parallelism: norm weights and row-parallel biases saw only this rank's positions;
+  // their gradients are summed over the tensor-parallel group (Megatron's _allreduce_layernorm_grads).
+  for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
   // Tied embeddings: the first stage's embedding and the last stage's copy get the sum of both
   // gradients (Megatron's _allreduce_word_embedding_grads), before the data-parallel mean.
   if (auto* emb = ctx_.embedding(); emb && !chunks_.front().config().untie_embeddings_and_output_weights) {

@@ -64,7 +64,8 @@ class stage_engine {
   std::vector<timeline_entry> last_timeline() const;
 
   void zero_grad();
-  /// Tied-embedding gradient sum between the first and last stage, then the data-parallel mean
+  /// The tensor-parallel sum of sequence-parallel gradients (with --sequence-parallel), the
+  /// tied-embedding gradient sum between the first and last stage, then the data-parallel mean
   /// (all-reduce, or reduce-scatter into this rank's shard with the distributed optimizer).
   void finalize_grads();
   /// Clip, count zeros, update (and all-gather the parameters with the distributed optimizer).
