@@ -110,6 +110,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"log_throughput", "Megatron's model-FLOPs formula for dense GPTs, per rank (CPU cores stand in for GPUs)"},
       {"log_num_zeros_in_grad", ""},
       {"tensor_model_parallel_size", "tensor-parallel linears, vocab-parallel embedding and loss over the data plane"},
+      {"sequence_parallel", "norms, dropouts and residuals on [seq / tp] shards; all-gather / reduce-scatter around the "
+                            "tensor-parallel linears; pipeline messages are the shards"},
       {"pipeline_model_parallel_size", "1F1B (interleaved with a virtual pipeline); out-of-order backwards recompute the chunk's forward"},
       {"num_layers_per_virtual_pipeline_stage", ""},
       {"num_virtual_stages_per_pipeline_rank", ""},
