@@ -7,6 +7,7 @@
 // Usage: bench_comm [--sizes MIB,MIB,...] [--iters-scale X] [--repeats N] [--huge-pages]
 //                   [--no-perftest]
 // --huge-pages gives mactor's buffers transparent huge pages (perftest keeps 4 KiB pages).
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <signal.h>
 #include <unistd.h>
@@ -77,7 +78,14 @@ class message_buffer {
 struct rates {
   double overall = 0;  // bytes / wall time of the whole stream
   double median = 0;   // size / the median time between posts once the window is full
+  double cpu_us = -1;  // CPU time of both sides per message (user + system, every thread)
 };
+
+double cpu_seconds(int who) {
+  rusage u{};
+  ::getrusage(who, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 // The target, >= 90% of ucx_perftest: judged on the medians where perftest has one
 // (window 1), otherwise on the overall rates.
@@ -99,9 +107,9 @@ double median_of(std::vector<double> v) {
 rates p2p_gib_per_s(transport& t, transport_communicator& c, std::size_t size, int iters,
                     int window, bool huge_pages) {
   message_buffer buf(size, huge_pages);
-  unsigned char ack = 0;
   std::vector<double> gaps;
   c.barrier();
+  const double cpu_start = cpu_seconds(RUSAGE_SELF);
   const auto start = clock_type::now();
   auto last = start;
   std::vector<std::future<status>> inflight;
@@ -118,16 +126,20 @@ rates p2p_gib_per_s(transport& t, transport_communicator& c, std::size_t size, i
   }
   for (auto& f : inflight) t.wait_ok(f);
   if (t.rank() == 1) {
-    auto f = t.send_future(0, 2, &ack, 1);
+    double cpu = cpu_seconds(RUSAGE_SELF) - cpu_start;  // the acknowledgement carries it
+    auto f = t.send_future(0, 2, &cpu, sizeof cpu);
     t.wait_ok(f);
     return {};
   }
-  auto f = t.recv_future(1, 2, &ack, 1);
+  double peer_cpu = 0;
+  auto f = t.recv_future(1, 2, &peer_cpu, sizeof peer_cpu);
   t.wait_ok(f);
+  const double cpu = cpu_seconds(RUSAGE_SELF) - cpu_start + peer_cpu;
   const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
   constexpr double gib = 1024.0 * 1024 * 1024;
   const double gap = median_of(gaps);
-  return {static_cast<double>(size) * iters / seconds / gib, gap > 0 ? size / gap / gib : 0};
+  return {static_cast<double>(size) * iters / seconds / gib, gap > 0 ? size / gap / gib : 0,
+          1e6 * cpu / iters};
 }
 
 double all_reduce_gib_per_s(transport_communicator& c, std::size_t size, int iters) {
@@ -164,7 +176,7 @@ int run_rank(int rank, const std::filesystem::path& dir, bool huge_pages, std::F
       break;
     }
     if (rank == 0) {
-      std::fprintf(answers, "%.6f %.6f\n", result.overall, result.median);
+      std::fprintf(answers, "%.6f %.6f %.6f\n", result.overall, result.median, result.cpu_us);
       std::fflush(answers);
     }
   }
@@ -192,15 +204,17 @@ struct ranks {
       std::exit(1);
     }
     rates r;
-    std::istringstream(line) >> r.overall >> r.median;
+    std::istringstream(line) >> r.overall >> r.median >> r.cpu_us;
     return r;
   }
 };
 
 // Runs ucx_perftest tag_bw server and client on localhost; returns the client's overall
 // bandwidth in GiB/s (perftest's "MB/s" are MiB/s) and size / its 50th-percentile time per
-// message, or -1s when it could not run.
+// message, or -1s when it could not run. cpu_us: here the CPU time of the whole run (both
+// processes, start-up included), for perftest_cpu_us_per_message.
 rates perftest_gib_per_s(std::size_t size, int iters, int window, const std::string& wait_mode) {
+  const double cpu_start = cpu_seconds(RUSAGE_CHILDREN);
   static int runs = 0;
   const int port = 20000 + static_cast<int>((::getpid() * 7 + runs++) % 20000);
   const std::string common = " -t tag_bw -s " + std::to_string(size) + " -n " +
@@ -236,7 +250,18 @@ rates perftest_gib_per_s(std::size_t size, int iters, int window, const std::str
     ::kill(server, SIGKILL);
     ::waitpid(server, &status, 0);
   }
+  bandwidth.cpu_us = 1e6 * (cpu_seconds(RUSAGE_CHILDREN) - cpu_start);
   return bandwidth;
+}
+
+int perftest_messages(int iters) { return iters + iters / 10 + 1; }  // -n plus -w
+
+// perftest -E sleep's CPU time per message: a full run less a 2-message run (start-up, connection).
+double perftest_cpu_us_per_message(std::size_t size, int iters, int window) {
+  const rates full = perftest_gib_per_s(size, iters, window, "sleep");
+  const rates tiny = perftest_gib_per_s(size, 2, window, "sleep");
+  if (full.overall <= 0 || tiny.overall <= 0) return -1;
+  return (full.cpu_us - tiny.cpu_us) / (perftest_messages(iters) - perftest_messages(2));
 }
 
 options parse(int argc, char** argv) {
@@ -312,11 +337,11 @@ int main(int argc, char** argv) {
 
   std::printf("UCX data plane, 2 processes on this host, GiB/s, best of %d interleaved rounds\n",
               o.repeats);
-  std::printf("%12s %17s %17s %17s %16s %6s %9s\n", "", "mactor p2p", "perftest poll",
-              "perftest sleep", "mactor/perftest", "", "mactor");
-  std::printf("%8s %3s %8s %7s %8s %7s %8s %7s %8s %7s %6s %9s\n", "size", "win", "overall",
+  std::printf("%12s %17s %17s %17s %16s %6s %9s %15s\n", "", "mactor p2p", "perftest poll",
+              "perftest sleep", "mactor/perftest", "", "mactor", "CPU us/message");
+  std::printf("%8s %3s %8s %7s %8s %7s %8s %7s %8s %7s %6s %9s %7s %7s\n", "size", "win", "overall",
               "median", "overall", "median", "overall", "median", "overall", "median", "target",
-              "all-red.");
+              "all-red.", "mactor", "sleep");
   std::fflush(stdout);
   for (std::size_t size : o.sizes) {
     const int iters = iterations(size, o);
@@ -332,6 +357,7 @@ int main(int argc, char** argv) {
       auto keep_best = [](rates& best, const rates& x) {
         best.overall = std::max(best.overall, x.overall);
         best.median = std::max(best.median, x.median);
+        if (x.cpu_us > 0 && (best.cpu_us < 0 || x.cpu_us < best.cpu_us)) best.cpu_us = x.cpu_us;
       };
       for (int k = 0; k < o.repeats; ++k) {
         keep_best(p2p, r.ask("p2p " + sz + w + std::to_string(iters)));
@@ -339,15 +365,17 @@ int main(int argc, char** argv) {
         keep_best(poll, perftest_gib_per_s(size, iters, window, "poll"));
         keep_best(sleep, perftest_gib_per_s(size, iters, window, "sleep"));
       }
+      // CPU per message barely depends on other programs' load, unlike the rates.
+      sleep.cpu_us = o.perftest ? perftest_cpu_us_per_message(size, iters, window) : -1;
       // Against the better of perftest's two modes, per measure.
       const double ref_overall = std::max(poll.overall, sleep.overall);
       const double ref_median = std::max(poll.median, sleep.median);
       auto pct = [](double x, double ref) { return ref > 0 ? 100 * x / ref : 0.0; };
-      std::printf("%5.3g MiB %3d %8.2f %7.2f %8.2f %7.2f %8.2f %7.2f %7.0f%% %6.0f%% %6s %9.2f\n",
+      std::printf("%5.3g MiB %3d %8.2f %7.2f %8.2f %7.2f %8.2f %7.2f %7.0f%% %6.0f%% %6s %9.2f %7.0f %7.0f\n",
                   static_cast<double>(size) / mib, window, p2p.overall, p2p.median, poll.overall,
                   poll.median, sleep.overall, sleep.median, pct(p2p.overall, ref_overall),
                   pct(p2p.median, ref_median),
-                  target_met(p2p, ref_overall, ref_median), ar);
+                  target_met(p2p, ref_overall, ref_median), ar, p2p.cpu_us, sleep.cpu_us);
       std::fflush(stdout);
     }
   }
@@ -368,7 +396,9 @@ int main(int argc, char** argv) {
               "time of the stream;\n median: size / the median time per message (perftest's "
               "50th percentile), robust to\n other programs taking the cores. perftest poll "
               "busy-waits (fast on idle cores, slow on a\n loaded machine); sleep waits on the "
-              "event fd like mactor. mactor/perftest: against the\n better perftest mode. "
+              "event fd like mactor. mactor/perftest: against the\n better perftest mode. CPU "
+              "us/message: user+system time of both sides per message\n (mactor: every thread "
+              "of both ranks; perftest -E sleep: a run less a 2-message run).\n"
               "target: ok at >= 90%%, on the medians where perftest has one (win 1;\n with a "
               "window its percentile times one post), else overall.\n"
               "all-reduce: float32 sum, bytes / time (2 ranks: each sends and receives half).\n"
