@@ -371,11 +371,20 @@ int main(int argc, char** argv) {
       const double ref_overall = std::max(poll.overall, sleep.overall);
       const double ref_median = std::max(poll.median, sleep.median);
       auto pct = [](double x, double ref) { return ref > 0 ? 100 * x / ref : 0.0; };
-      std::printf("%5.3g MiB %3d %8.2f %7.2f %8.2f %7.2f %8.2f %7.2f %7.0f%% %6.0f%% %6s %9.2f %7.0f %7.0f\n",
+      // "-": perftest has no per-message median with a window (its percentile times a post).
+      auto num = [](double x, const char* f) {
+        char b[32];
+        if (x < 0) return std::string("-");
+        std::snprintf(b, sizeof b, f, x);
+        return std::string(b);
+      };
+      std::printf("%5.3g MiB %3d %8.2f %7.2f %8.2f %7s %8.2f %7s %7.0f%% %7s %6s %9.2f %7s %7s\n",
                   static_cast<double>(size) / mib, window, p2p.overall, p2p.median, poll.overall,
-                  poll.median, sleep.overall, sleep.median, pct(p2p.overall, ref_overall),
-                  pct(p2p.median, ref_median),
-                  target_met(p2p, ref_overall, ref_median), ar, p2p.cpu_us, sleep.cpu_us);
+                  num(poll.median, "%.2f").c_str(), sleep.overall, num(sleep.median, "%.2f").c_str(),
+                  pct(p2p.overall, ref_overall),
+                  num(ref_median > 0 ? pct(p2p.median, ref_median) : -1, "%.0f%%").c_str(),
+                  target_met(p2p, ref_overall, ref_median), ar, num(p2p.cpu_us, "%.0f").c_str(),
+                  num(sleep.cpu_us, "%.0f").c_str());
       std::fflush(stdout);
     }
   }
