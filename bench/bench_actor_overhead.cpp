@@ -1,16 +1,19 @@
 // Actor-messaging overhead per microbatch. Run under `mactor -np P bench_actor_overhead [megatron
-// flags]` (or alone, one rank). The same model, data and schedule train twice on every rank:
-//   plain:  a loop calls rank_worker::pump() and sleeps on the engine's wakeup between transfers
-//           (no actors, no control messages; what bench_pipeline does);
-//   actors: actors::run_job, as pretrain_gpt runs it: the coordinator starts each iteration through
-//           the replica actors, each stage actor is woken by one resume_message per completed
-//           transfer, reports travel back over CAF (across processes through the middleman).
-// Rank 0 prints the median time per iteration of both and the difference per microbatch, and
+// flags]` (or alone, one rank). The same model, data and schedule train three ways on every rank:
+//   (a) plain: a loop calls rank_worker::pump() and sleeps on the engine's wakeup between
+//       transfers (no actors, no control messages; what bench_pipeline does);
+//   (b) stage actor: actors/' stage actor, woken by one resume_message per completed transfer,
+//       driven by a scoped actor in its replica's place (run_iteration in, the report back).
+//       (a) and (b) alternate iteration by iteration, each with its own model copy;
+//   (c) run_job: actors::run_job, as pretrain_gpt runs it, afterwards: the coordinator starts each
+//       iteration through the replica actors, reports travel back over CAF (across processes
+//       through the middleman) and the logger prints each iteration's line.
+// Rank 0 prints the median time per iteration of each and the difference per microbatch, and
 // CAF's raw message latencies next to a plain condition-variable hand-off (timed first, while the
 // other ranks wait).
-// Flags: the usual Megatron ones; --log-interval is forced to 1 for the actor run (its per-
-// iteration time is read from the log line, 0.1 ms resolution). --train-iters counts per run;
-// the first two iterations of each are warm-up.
+// Flags: the usual Megatron ones; --log-interval is forced to 1 (run_job's per-iteration time is
+// read from its log line, 0.1 ms resolution). --train-iters counts per way; the first two
+// iterations of each are warm-up.
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,13 +22,17 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "actors/job.hpp"
+#include "actors/config_message.hpp"
+#include "actors/inspect.hpp"
 #include "actors/messages.hpp"
+#include "actors/spawn.hpp"
 #include "actors/type_ids.hpp"
 #include "comm/launch_env.hpp"
 #include "config/resolve.hpp"
@@ -53,54 +60,80 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0 : s / static_cast<double>(v.size());
 }
 
-struct plain_result {
-  std::vector<double> iteration_s;  // rank 0's time from one begin_iteration to the next
-  double wakeups_per_iteration = 0;  // = resume messages a stage actor would receive
+// (a) The schedule driven by a plain loop that sleeps on the engine's wakeup.
+class plain_driver {
+ public:
+  plain_driver(const config::megatron_args& a, training::parallel_context& ctx) : worker_(a, ctx) {
+    worker_.set_wakeup([this] {
+      std::lock_guard lock(m_);
+      woken_ = true;
+      ++wakeups_;
+      cv_.notify_one();
+    });
+  }
+  // Seconds from begin_iteration to the end of finish_iteration.
+  double run(std::int64_t iteration, std::int64_t consumed) {
+    const auto start = clock_type::now();
+    worker_.begin_iteration(iteration, consumed);
+    while (!worker_.pump()) {
+      std::unique_lock lock(m_);
+      cv_.wait(lock, [&] { return woken_; });
+      woken_ = false;
+    }
+    worker_.finish_iteration();
+    return seconds_since(start);
+  }
+  long wakeups() {
+    std::lock_guard lock(m_);
+    return wakeups_;
+  }
+
+ private:
+  training::rank_worker worker_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool woken_ = false;
+  long wakeups_ = 0;
 };
 
-// (a) The schedule driven by a plain loop, sleeping on the engine's wakeup.
-plain_result run_plain(const config::megatron_args& a, training::parallel_context& ctx) {
-  training::rank_worker worker(a, ctx);
-  std::mutex m;
-  std::condition_variable cv;
-  bool woken = false;
-  long wakeups = 0;
-  worker.set_wakeup([&] {
-    std::lock_guard lock(m);
-    woken = true;
-    ++wakeups;
-    cv.notify_one();
-  });
-  plain_result r;
-  std::int64_t consumed = 0;
-  long counted_wakeups = 0;
-  auto last = clock_type::now();
-  const std::int64_t iterations = *a.training.train_iters;
-  for (std::int64_t it = 1; it <= iterations; ++it) {
-    const auto start = clock_type::now();
-    if (it > warmup_iterations + 1) r.iteration_s.push_back(std::chrono::duration<double>(start - last).count());
-    last = start;
-    {
-      std::lock_guard lock(m);
-      if (it == warmup_iterations + 1) counted_wakeups = wakeups;
-    }
-    worker.begin_iteration(it, consumed);
-    while (!worker.pump()) {
-      std::unique_lock lock(m);
-      cv.wait(lock, [&] { return woken; });
-      woken = false;
-    }
-    worker.finish_iteration();
-    consumed += *a.training.global_batch_size;
+// (b) The stage actor of actors/, driven as its replica actor drives it: a run_iteration message
+// in, the iteration report back; in between, one resume_message per transfer completion.
+class stage_actor_driver {
+ public:
+  stage_actor_driver(const config::megatron_args& a, training::parallel_context& ctx) {
+    // Left alive, like run_job's: a detached actor's thread may outlive a destroyed system.
+    auto* cfg = new caf::actor_system_config;
+    actors::register_message_types(*cfg);
+    cfg->set("scheduler.max-threads", 2);  // as run_job configures it
+    sys_ = new caf::actor_system(*cfg);
+    self_ = std::make_unique<caf::scoped_actor>(*sys_);
+    stage_ = actors::spawn_stage(*sys_, ctx, std::make_shared<actors::job_control>());
+    (*self_)->send(stage_, actors::config_message{a});
+    (*self_)->receive([](actors::stage_ready&) {}, [](actors::abort_job& e) { fail(e); });
   }
-  r.iteration_s.push_back(seconds_since(last));
-  std::lock_guard lock(m);
-  const auto measured = std::max<std::int64_t>(1, iterations - warmup_iterations);
-  r.wakeups_per_iteration = static_cast<double>(wakeups - counted_wakeups) / static_cast<double>(measured);
-  return r;
-}
+  double run(std::int64_t iteration, std::int64_t consumed) {
+    const auto start = clock_type::now();
+    (*self_)->send(stage_, actors::run_iteration{iteration, consumed});
+    (*self_)->receive([](training::iteration_report&) {}, [](actors::abort_job& e) { fail(e); });
+    return seconds_since(start);
+  }
+  void stop() {
+    (*self_)->send(stage_, actors::stop_message{});
+    self_.reset();
+    stage_ = caf::actor{};
+  }
 
-// (b) The same through the actors; rank 0 reads each iteration's time from its log lines.
+ private:
+  [[noreturn]] static void fail(const actors::abort_job& e) {
+    std::fprintf(stderr, "bench_actor_overhead: error: %s\n", e.message.c_str());
+    std::_Exit(e.exit_code);
+  }
+  caf::actor_system* sys_ = nullptr;
+  std::unique_ptr<caf::scoped_actor> self_;
+  caf::actor stage_;
+};
+
+// (c) The same through the whole actor runtime; rank 0 reads each iteration's time from its log lines.
 std::vector<double> run_actors(const config::megatron_args& a, const comm::launch_env& env,
                                training::parallel_context& ctx, int& exit_code) {
   std::FILE* log = std::tmpfile();
@@ -296,31 +329,61 @@ int main(int argc, char** argv) {
   // returns, its actor system must not outlive the next thread exit (see the end of main).
   latencies raw;
   if (ctx.rank() == 0) raw = measure_latencies();
-  const plain_result plain = run_plain(a, ctx);
+  // (a) and (b) alternate iteration by iteration (which goes first alternates too), so a change
+  // in the machine's load falls on both alike.
+  std::vector<double> plain_s, stage_s;
+  long wakeups = 0;
+  {
+    plain_driver plain(a, ctx);
+    stage_actor_driver stage(a, ctx);
+    std::int64_t consumed = 0;
+    long wakeups_before = 0;
+    for (std::int64_t it = 1; it <= *a.training.train_iters; ++it) {
+      if (it == warmup_iterations + 1) wakeups_before = plain.wakeups();
+      double p, q;
+      if (it % 2) {
+        p = plain.run(it, consumed);
+        q = stage.run(it, consumed);
+      } else {
+        q = stage.run(it, consumed);
+        p = plain.run(it, consumed);
+      }
+      if (it > warmup_iterations) {
+        plain_s.push_back(p);
+        stage_s.push_back(q);
+      }
+      consumed += *a.training.global_batch_size;
+    }
+    wakeups = plain.wakeups() - wakeups_before;
+    stage.stop();
+  }
   int exit_code = 0;
-  const std::vector<double> actor = run_actors(a, env, ctx, exit_code);
+  const std::vector<double> job_s = run_actors(a, env, ctx, exit_code);
   if (exit_code != 0) std::_Exit(exit_code);
   if (ctx.rank() == 0) {
     const double microbatches = static_cast<double>(a.derived.num_microbatches);
-    const double plain_ms = 1e3 * median(plain.iteration_s), actor_ms = 1e3 * median(actor);
+    const double plain_ms = 1e3 * median(plain_s);
     std::printf("actor-messaging overhead: %d ranks (pp=%lld tp=%lld dp=%lld), %lld microbatches per iteration, "
-                "%zu measured iterations each\n",
+                "%zu measured iterations each, rank 0's times\n",
                 ctx.world_size(), static_cast<long long>(a.distributed.pipeline_model_parallel_size),
                 static_cast<long long>(a.distributed.tensor_model_parallel_size),
                 static_cast<long long>(a.derived.data_parallel_size), static_cast<long long>(a.derived.num_microbatches),
-                plain.iteration_s.size());
-    std::printf("%-44s %12s %12s %14s\n", "driver", "median ms", "mean ms", "ms/microbatch");
-    std::printf("%-44s %12.2f %12.2f %14.3f\n", "plain loop: pump(), sleep on the wakeup", plain_ms,
-                1e3 * mean(plain.iteration_s), plain_ms / microbatches);
-    std::printf("%-44s %12.2f %12.2f %14.3f\n", "actors: run_job, resume_message per wakeup", actor_ms,
-                1e3 * mean(actor), actor_ms / microbatches);
-    std::printf("%-44s %12.2f %12s %14.3f\n", "actors - plain", actor_ms - plain_ms, "",
-                (actor_ms - plain_ms) / microbatches);
-    std::printf("rank 0's engine wakeups (= resume messages) per iteration: %.1f; plain: rank 0's time from one\n"
-                "begin_iteration to the next; actors: the log line's elapsed time (0.1 ms resolution).\n",
-                plain.wakeups_per_iteration);
+                plain_s.size());
+    std::printf("%-48s %10s %10s %14s %14s\n", "driver", "median ms", "mean ms", "ms/microbatch", "extra us/mb");
+    auto row = [&](const char* name, const std::vector<double>& v) {
+      const double ms = 1e3 * median(v);
+      std::printf("%-48s %10.2f %10.2f %14.3f %14.1f\n", name, ms, 1e3 * mean(v), ms / microbatches,
+                  1e3 * (ms - plain_ms) / microbatches);
+    };
+    row("(a) plain loop: pump(), sleep on the wakeup", plain_s);
+    row("(b) stage actor: resume_message per wakeup", stage_s);
+    row("(c) run_job: + coordinator, replica, logger", job_s);
+    std::printf("rank 0's engine wakeups (= resume messages to its stage actor) per iteration: %.1f\n"
+                "(a), (b): begin_iteration to the end of finish_iteration, alternating; (b) driven by a scoped actor\n"
+                "in the replica's place. (c) afterwards: the log line's elapsed time per iteration (0.1 ms steps),\n"
+                "control crossing processes through CAF's middleman. extra us/mb: (median - (a)'s) / microbatches.\n",
+                static_cast<double>(wakeups) / static_cast<double>(std::max<std::size_t>(1, plain_s.size())));
     print_latencies(raw);
-    std::fflush(stdout);
   }
   std::fflush(stdout);
   std::fflush(stderr);
