@@ -1,11 +1,17 @@
 // Data-plane benchmark: p2p and all-reduce bandwidth of the UCX transport between two
 // processes on this machine, printed next to `ucx_perftest -t tag_bw` run by this program.
-// Each number is the best of --repeats runs (the machine may be shared). The window is how
-// many messages may be in flight; ucx_perftest gets the same as -O so both stream alike.
-// Usage: bench_comm [--iters-scale X] [--repeats N] [--no-perftest]
+// The machine may be shared, so the runs interleave: each repeat measures mactor, then
+// perftest polling, then perftest sleeping, at one size and window, and each number is the best
+// of --repeats such rounds. The window is how many messages may be in flight; ucx_perftest
+// gets the same as -O so both stream alike.
+// Usage: bench_comm [--sizes MIB,MIB,...] [--iters-scale X] [--repeats N] [--huge-pages]
+//                   [--no-perftest]
+// --huge-pages gives mactor's buffers transparent huge pages (perftest keeps 4 KiB pages).
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <signal.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -29,47 +35,111 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 constexpr std::size_t mib = 1 << 20;
-const std::vector<std::size_t> sizes{1 * mib, 4 * mib, 16 * mib};
 const std::vector<int> windows{1, 8};
 
 struct options {
+  std::vector<std::size_t> sizes{1 * mib, 2 * mib, 4 * mib, 8 * mib, 16 * mib};
   double iters_scale = 1.0;
   int repeats = 3;
   bool perftest = true;
+  bool huge_pages = false;
 };
 
 int iterations(std::size_t size, const options& o) {
-  const int base = size <= mib ? 400 : size <= 4 * mib ? 100 : 40;
+  const int base = size <= mib ? 400 : size <= 2 * mib ? 200 : size <= 4 * mib ? 100 : 40;
   return std::max(4, static_cast<int>(base * o.iters_scale));
 }
 
+// A message buffer: plain heap memory like ucx_perftest's, or 2 MiB-aligned and advised for
+// transparent huge pages (--huge-pages; this kernel's THP mode is "madvise").
+class message_buffer {
+ public:
+  message_buffer(std::size_t size, bool huge) {
+    const std::size_t huge_page = 2 * mib;
+    if (huge) {
+      const std::size_t rounded = (size + huge_page - 1) / huge_page * huge_page;
+      data_ = static_cast<std::byte*>(std::aligned_alloc(huge_page, rounded));
+      ::madvise(data_, rounded, MADV_HUGEPAGE);
+    } else {
+      data_ = static_cast<std::byte*>(std::malloc(size));
+    }
+    if (!data_) throw std::bad_alloc();
+    std::memset(data_, 1, size);
+  }
+  ~message_buffer() { std::free(data_); }
+  message_buffer(const message_buffer&) = delete;
+  message_buffer& operator=(const message_buffer&) = delete;
+  std::byte* data() { return data_; }
+
+ private:
+  std::byte* data_ = nullptr;
+};
+
+struct rates {
+  double overall = 0;  // bytes / wall time of the whole stream
+  double median = 0;   // size / the median time between posts once the window is full
+  double cpu_us = -1;  // CPU time of both sides per message (user + system, every thread)
+};
+
+double cpu_seconds(int who) {
+  rusage u{};
+  ::getrusage(who, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// The issue's target, >= 90% of ucx_perftest: judged on the medians where perftest has one
+// (window 1), otherwise on the overall rates.
+const char* target_met(const rates& mactor, double ref_overall, double ref_median) {
+  if (ref_median > 0) return mactor.median >= 0.9 * ref_median ? "ok" : "LOW";
+  if (ref_overall > 0) return mactor.overall >= 0.9 * ref_overall ? "ok" : "LOW";
+  return "-";
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 // Streams `iters` messages from rank 0 to rank 1 with up to `window` in flight; the clock
-// stops when rank 1's one-byte acknowledgement of the last one arrives.
-double p2p_gib_per_s(transport& t, transport_communicator& c, std::size_t size, int iters,
-                     int window) {
-  std::vector<std::byte> buf(size, std::byte{1});
-  unsigned char ack = 0;
+// stops when rank 1's one-byte acknowledgement of the last one arrives. The median, like
+// ucx_perftest's 50th percentile, is robust to other programs taking the cores for a while.
+rates p2p_gib_per_s(transport& t, transport_communicator& c, std::size_t size, int iters,
+                    int window, bool huge_pages) {
+  message_buffer buf(size, huge_pages);
+  std::vector<double> gaps;
   c.barrier();
+  const double cpu_start = cpu_seconds(RUSAGE_SELF);
   const auto start = clock_type::now();
+  auto last = start;
   std::vector<std::future<status>> inflight;
   for (int i = 0; i < iters; ++i) {
     if (static_cast<int>(inflight.size()) == window) {
       t.wait_ok(inflight.front());
       inflight.erase(inflight.begin());
+      const auto now = clock_type::now();
+      if (i > window) gaps.push_back(std::chrono::duration<double>(now - last).count());
+      last = now;
     }
     inflight.push_back(t.rank() == 0 ? t.send_future(1, 1, buf.data(), size)
                                      : t.recv_future(0, 1, buf.data(), size));
   }
   for (auto& f : inflight) t.wait_ok(f);
   if (t.rank() == 1) {
-    auto f = t.send_future(0, 2, &ack, 1);
+    double cpu = cpu_seconds(RUSAGE_SELF) - cpu_start;  // the acknowledgement carries it
+    auto f = t.send_future(0, 2, &cpu, sizeof cpu);
     t.wait_ok(f);
-    return 0;
+    return {};
   }
-  auto f = t.recv_future(1, 2, &ack, 1);
+  double peer_cpu = 0;
+  auto f = t.recv_future(1, 2, &peer_cpu, sizeof peer_cpu);
   t.wait_ok(f);
+  const double cpu = cpu_seconds(RUSAGE_SELF) - cpu_start + peer_cpu;
   const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
-  return static_cast<double>(size) * iters / seconds / (1024.0 * 1024 * 1024);
+  constexpr double gib = 1024.0 * 1024 * 1024;
+  const double gap = median_of(gaps);
+  return {static_cast<double>(size) * iters / seconds / gib, gap > 0 ? size / gap / gib : 0,
+          1e6 * cpu / iters};
 }
 
 double all_reduce_gib_per_s(transport_communicator& c, std::size_t size, int iters) {
@@ -82,38 +152,71 @@ double all_reduce_gib_per_s(transport_communicator& c, std::size_t size, int ite
   return static_cast<double>(size) * iters / seconds / (1024.0 * 1024 * 1024);
 }
 
-// One rank of the mactor side, run in a forked child. Rank 0 writes "size window p2p
-// all_reduce" lines, then its endpoint description, to results.txt.
-int run_rank(int rank, const std::filesystem::path& dir, const options& o) {
+// One rank of the mactor side, run in a forked child. It serves the parent's commands, one a
+// line: "p2p SIZE WINDOW ITERS", "ar SIZE ITERS" or "quit"; rank 0 answers each measurement
+// with one line (GiB/s) and "quit" with its endpoint description.
+int run_rank(int rank, const std::filesystem::path& dir, bool huge_pages, std::FILE* commands,
+             std::FILE* answers) {
   file_address_exchange exchange(dir);
   ucx_transport t(rank, 2, exchange);
   transport_communicator c(t, {0, 1}, 1);
-  std::ostringstream results;
-  for (std::size_t size : sizes) {
-    const int iters = iterations(size, o);
-    double ar = 0;
-    for (int k = 0; k < o.repeats; ++k)
-      ar = std::max(ar, all_reduce_gib_per_s(c, size, std::max(2, iters / 4)));
-    for (int window : windows) {
-      p2p_gib_per_s(t, c, size, std::max(2, iters / 10), window);  // warm-up
-      double p2p = 0;
-      for (int k = 0; k < o.repeats; ++k)
-        p2p = std::max(p2p, p2p_gib_per_s(t, c, size, iters, window));
-      results << size << ' ' << window << ' ' << p2p << ' ' << ar << '\n';
+  char line[256];
+  while (std::fgets(line, sizeof line, commands)) {
+    std::istringstream in(line);
+    std::string what;
+    std::size_t size = 0;
+    int a = 0, b = 0;
+    in >> what >> size >> a >> b;
+    rates result;
+    if (what == "p2p") {
+      result = p2p_gib_per_s(t, c, size, b, a, huge_pages);
+    } else if (what == "ar") {
+      result.overall = all_reduce_gib_per_s(c, size, a);
+    } else {
+      break;
+    }
+    if (rank == 0) {
+      std::fprintf(answers, "%.6f %.6f %.6f\n", result.overall, result.median, result.cpu_us);
+      std::fflush(answers);
     }
   }
   if (rank == 0) {
-    results << "lanes\n" << t.describe_lanes();
-    std::ofstream(dir / "results.txt") << results.str();
+    std::fputs(t.describe_lanes().c_str(), answers);
+    std::fclose(answers);
   }
   t.shutdown();
   return 0;
 }
 
+// The parent's side: both ranks get each command; rank 0's answer comes back.
+struct ranks {
+  std::FILE* to[2];
+  std::FILE* from;
+
+  rates ask(const std::string& command) {
+    for (std::FILE* f : to) {
+      std::fprintf(f, "%s\n", command.c_str());
+      std::fflush(f);
+    }
+    char line[256];
+    if (!std::fgets(line, sizeof line, from)) {
+      std::fprintf(stderr, "error: a benchmark rank failed (see above)\n");
+      std::exit(1);
+    }
+    rates r;
+    std::istringstream(line) >> r.overall >> r.median >> r.cpu_us;
+    return r;
+  }
+};
+
 // Runs ucx_perftest tag_bw server and client on localhost; returns the client's overall
-// bandwidth in GiB/s (perftest's "MB/s" are MiB/s), or -1 when it could not run.
-double perftest_gib_per_s(std::size_t size, int iters, int window, const std::string& wait_mode) {
-  const int port = 20000 + static_cast<int>(::getpid() % 20000);
+// bandwidth in GiB/s (perftest's "MB/s" are MiB/s) and size / its 50th-percentile time per
+// message, or -1s when it could not run. cpu_us: here the CPU time of the whole run (both
+// processes, start-up included), for perftest_cpu_us_per_message.
+rates perftest_gib_per_s(std::size_t size, int iters, int window, const std::string& wait_mode) {
+  const double cpu_start = cpu_seconds(RUSAGE_CHILDREN);
+  static int runs = 0;
+  const int port = 20000 + static_cast<int>((::getpid() * 7 + runs++) % 20000);
   const std::string common = " -t tag_bw -s " + std::to_string(size) + " -n " +
                              std::to_string(iters) + " -w " + std::to_string(iters / 10 + 1) +
                              " -O " + std::to_string(window) + " -E " + wait_mode + " -p " +
@@ -127,14 +230,18 @@ double perftest_gib_per_s(std::size_t size, int iters, int window, const std::st
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const std::string cmd = "ucx_perftest localhost -f" + common + " 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
-  double bandwidth = -1;
+  rates bandwidth{-1, -1};
   char line[1024];
   while (p && std::fgets(line, sizeof line, p)) {
     std::istringstream in(line);
     std::vector<double> numbers;
     double v;
     while (in >> v) numbers.push_back(v);
-    if (numbers.size() >= 6) bandwidth = numbers[5] / 1024.0;  // overall MiB/s
+    if (numbers.size() >= 6) {
+      bandwidth.overall = numbers[5] / 1024.0;  // overall MiB/s
+      // With a window, perftest's percentile times one post, not one message.
+      if (window == 1 && numbers[1] > 0) bandwidth.median = size / (numbers[1] * 1e-6) / (1 << 30);
+    }
   }
   if (p) ::pclose(p);
   int status = 0;
@@ -143,7 +250,18 @@ double perftest_gib_per_s(std::size_t size, int iters, int window, const std::st
     ::kill(server, SIGKILL);
     ::waitpid(server, &status, 0);
   }
+  bandwidth.cpu_us = 1e6 * (cpu_seconds(RUSAGE_CHILDREN) - cpu_start);
   return bandwidth;
+}
+
+int perftest_messages(int iters) { return iters + iters / 10 + 1; }  // -n plus -w
+
+// perftest -E sleep's CPU time per message: a full run less a 2-message run (start-up, connection).
+double perftest_cpu_us_per_message(std::size_t size, int iters, int window) {
+  const rates full = perftest_gib_per_s(size, iters, window, "sleep");
+  const rates tiny = perftest_gib_per_s(size, 2, window, "sleep");
+  if (full.overall <= 0 || tiny.overall <= 0) return -1;
+  return (full.cpu_us - tiny.cpu_us) / (perftest_messages(iters) - perftest_messages(2));
 }
 
 options parse(int argc, char** argv) {
@@ -152,14 +270,29 @@ options parse(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--iters-scale" && i + 1 < argc) {
       o.iters_scale = std::atof(argv[++i]);
+    } else if (a == "--sizes" && i + 1 < argc) {
+      o.sizes.clear();
+      std::istringstream list(argv[++i]);
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        const double m = std::atof(item.c_str());
+        if (m <= 0 || m > 1024) {
+          std::fprintf(stderr, "error: --sizes takes MiB values in (0, 1024], e.g. 1,4,16; got '%s'\n",
+                       item.c_str());
+          std::exit(2);
+        }
+        o.sizes.push_back(static_cast<std::size_t>(m * mib));
+      }
     } else if (a == "--repeats" && i + 1 < argc) {
       o.repeats = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--huge-pages") {
+      o.huge_pages = true;
     } else if (a == "--no-perftest") {
       o.perftest = false;
     } else {
       std::fprintf(stderr,
-                   "error: unknown argument %s\n  usage: bench_comm [--iters-scale X] "
-                   "[--repeats N] [--no-perftest]\n",
+                   "error: unknown argument %s\n  usage: bench_comm [--sizes MIB,MIB,...] "
+                   "[--iters-scale X] [--repeats N] [--huge-pages] [--no-perftest]\n",
                    a.c_str());
       std::exit(2);
     }
@@ -174,58 +307,120 @@ int main(int argc, char** argv) {
   std::string pattern = (std::filesystem::temp_directory_path() / "bench_comm_XXXXXX").string();
   const std::filesystem::path dir = ::mkdtemp(pattern.data());
 
+  int answer_pipe[2];
+  if (::pipe(answer_pipe) != 0) return 1;
+  ranks r{};
   std::vector<pid_t> pids;
-  for (int r = 0; r < 2; ++r) {
+  for (int rank = 0; rank < 2; ++rank) {
+    int command_pipe[2];
+    if (::pipe(command_pipe) != 0) return 1;
     const pid_t pid = ::fork();
     if (pid == 0) {
+      ::close(command_pipe[1]);
+      ::close(answer_pipe[0]);
+      for (int k = 0; k < rank; ++k) std::fclose(r.to[k]);
       int code = 1;
       try {
-        code = run_rank(r, dir, o);
+        code = run_rank(rank, dir, o.huge_pages, ::fdopen(command_pipe[0], "r"),
+                        ::fdopen(answer_pipe[1], "w"));
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "bench_comm rank %d: %s\n", r, e.what());
+        std::fprintf(stderr, "bench_comm rank %d: %s\n", rank, e.what());
       }
       ::_exit(code);
     }
+    ::close(command_pipe[0]);
+    r.to[rank] = ::fdopen(command_pipe[1], "w");
     pids.push_back(pid);
   }
+  ::close(answer_pipe[1]);
+  r.from = ::fdopen(answer_pipe[0], "r");
+
+  std::printf("UCX data plane, 2 processes on this host, GiB/s, best of %d interleaved rounds\n",
+              o.repeats);
+  std::printf("%12s %17s %17s %17s %16s %6s %9s %15s\n", "", "mactor p2p", "perftest poll",
+              "perftest sleep", "mactor/perftest", "", "mactor", "CPU us/message");
+  std::printf("%8s %3s %8s %7s %8s %7s %8s %7s %8s %7s %6s %9s %7s %7s\n", "size", "win", "overall",
+              "median", "overall", "median", "overall", "median", "overall", "median", "target",
+              "all-red.", "mactor", "sleep");
+  std::fflush(stdout);
+  for (std::size_t size : o.sizes) {
+    const int iters = iterations(size, o);
+    const std::string sz = std::to_string(size) + " ";
+    double ar = 0;
+    r.ask("ar " + sz + std::to_string(1));  // warm-up
+    for (int k = 0; k < o.repeats; ++k)
+      ar = std::max(ar, r.ask("ar " + sz + std::to_string(std::max(2, iters / 4))).overall);
+    for (int window : windows) {
+      const std::string w = std::to_string(window) + " ";
+      r.ask("p2p " + sz + w + std::to_string(std::max(2, iters / 10)));  // warm-up
+      rates p2p, poll{-1, -1}, sleep{-1, -1};
+      auto keep_best = [](rates& best, const rates& x) {
+        best.overall = std::max(best.overall, x.overall);
+        best.median = std::max(best.median, x.median);
+        if (x.cpu_us > 0 && (best.cpu_us < 0 || x.cpu_us < best.cpu_us)) best.cpu_us = x.cpu_us;
+      };
+      for (int k = 0; k < o.repeats; ++k) {
+        keep_best(p2p, r.ask("p2p " + sz + w + std::to_string(iters)));
+        if (!o.perftest) continue;
+        keep_best(poll, perftest_gib_per_s(size, iters, window, "poll"));
+        keep_best(sleep, perftest_gib_per_s(size, iters, window, "sleep"));
+      }
+      // CPU per message barely depends on other programs' load, unlike the rates.
+      sleep.cpu_us = o.perftest ? perftest_cpu_us_per_message(size, iters, window) : -1;
+      // Against the better of perftest's two modes, per measure.
+      const double ref_overall = std::max(poll.overall, sleep.overall);
+      const double ref_median = std::max(poll.median, sleep.median);
+      auto pct = [](double x, double ref) { return ref > 0 ? 100 * x / ref : 0.0; };
+      // "-": perftest has no per-message median with a window (its percentile times a post).
+      auto num = [](double x, const char* f) {
+        char b[32];
+        if (x < 0) return std::string("-");
+        std::snprintf(b, sizeof b, f, x);
+        return std::string(b);
+      };
+      std::printf("%5.3g MiB %3d %8.2f %7.2f %8.2f %7s %8.2f %7s %7.0f%% %7s %6s %9.2f %7s %7s\n",
+                  static_cast<double>(size) / mib, window, p2p.overall, p2p.median, poll.overall,
+                  num(poll.median, "%.2f").c_str(), sleep.overall, num(sleep.median, "%.2f").c_str(),
+                  pct(p2p.overall, ref_overall),
+                  num(ref_median > 0 ? pct(p2p.median, ref_median) : -1, "%.0f%%").c_str(),
+                  target_met(p2p, ref_overall, ref_median), ar, num(p2p.cpu_us, "%.0f").c_str(),
+                  num(sleep.cpu_us, "%.0f").c_str());
+      std::fflush(stdout);
+    }
+  }
+  for (std::FILE* f : r.to) {
+    std::fputs("quit\n", f);
+    std::fclose(f);
+  }
+  std::string lanes;
+  char line[1024];
+  while (std::fgets(line, sizeof line, r.from)) lanes += line;
   int failed = 0;
   for (pid_t pid : pids) {
     int status = 0;
     ::waitpid(pid, &status, 0);
     failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
+  std::printf("win: messages in flight (ucx_perftest -t tag_bw -O win). overall: bytes / wall "
+              "time of the stream;\n median: size / the median time per message (perftest's "
+              "50th percentile), robust to\n other programs taking the cores. perftest poll "
+              "busy-waits (fast on idle cores, slow on a\n loaded machine); sleep waits on the "
+              "event fd like mactor. mactor/perftest: against the\n better perftest mode. CPU "
+              "us/message: user+system time of both sides per message\n (mactor: every thread "
+              "of both ranks; perftest -E sleep: a run less a 2-message run).\n"
+              "target: ok at >= 90%%, on the medians where perftest has one (win 1;\n with a "
+              "window its percentile times one post), else overall.\n"
+              "all-reduce: float32 sum, bytes / time (2 ranks: each sends and receives half).\n"
+              "rank 0's endpoints:\n");
+  std::istringstream in(lanes);
+  std::string l;
+  while (std::getline(in, l))
+    if (l.find("lane[") != std::string::npos || l.rfind("rank", 0) == 0)
+      std::printf("  %s\n", l.c_str());
+  std::filesystem::remove_all(dir);
   if (failed) {
     std::fprintf(stderr, "error: a benchmark rank failed (see above)\n");
     return 1;
   }
-  std::ifstream in(dir / "results.txt");
-  std::printf("UCX data plane, 2 processes on this host, GiB/s, best of %d runs\n", o.repeats);
-  std::printf("%8s %7s %11s %14s %6s %15s %6s %18s\n", "size", "window", "mactor p2p",
-              "perftest poll", "ratio", "perftest sleep", "ratio", "mactor all-reduce");
-  std::string line;
-  while (std::getline(in, line) && line != "lanes") {
-    std::istringstream fields(line);
-    std::size_t size;
-    int window;
-    double p2p, ar;
-    fields >> size >> window >> p2p >> ar;
-    double poll = -1, sleep = -1;
-    for (int k = 0; o.perftest && k < o.repeats; ++k) {
-      poll = std::max(poll, perftest_gib_per_s(size, iterations(size, o), window, "poll"));
-      sleep = std::max(sleep, perftest_gib_per_s(size, iterations(size, o), window, "sleep"));
-    }
-    std::printf("%5zu MiB %7d %11.2f %14.2f %5.0f%% %15.2f %5.0f%% %18.2f\n", size / mib, window,
-                p2p, poll, poll > 0 ? 100 * p2p / poll : 0.0, sleep,
-                sleep > 0 ? 100 * p2p / sleep : 0.0, ar);
-  }
-  std::printf("ucx_perftest: -t tag_bw -O <window> -E poll|sleep, the client's overall "
-              "bandwidth;\n poll busy-waits (fast on idle cores, slow on a loaded machine), sleep "
-              "waits on the event fd like mactor.\n"
-              "all-reduce: float32 sum, bytes / time (2 ranks: each sends and receives half).\n"
-              "rank 0's endpoints:\n");
-  while (std::getline(in, line))
-    if (line.find("lane[") != std::string::npos || line.rfind("rank", 0) == 0)
-      std::printf("  %s\n", line.c_str());
-  std::filesystem::remove_all(dir);
   return 0;
 }

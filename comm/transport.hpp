@@ -79,9 +79,12 @@ class transport {
   /// Sends a buffer the transport owns until completion; `done` may be empty.
   void send_owned(int peer, std::uint64_t tag, std::vector<std::byte> bytes, completion done = {});
 
-  /// Future-returning forms, for code that wants to block on a result.
-  std::future<status> send_future(int peer, std::uint64_t tag, const void* data, std::size_t size);
-  std::future<status> recv_future(int peer, std::uint64_t tag, void* data, std::size_t capacity);
+  /// Future-returning forms, for code that wants to block on a result (through wait_for: a
+  /// transport may leave these to the waiting thread to drive).
+  virtual std::future<status> send_future(int peer, std::uint64_t tag, const void* data,
+                                          std::size_t size);
+  virtual std::future<status> recv_future(int peer, std::uint64_t tag, void* data,
+                                          std::size_t capacity);
 
   /// Waits up to `timeout` for a future from this transport; true when it is ready. The UCX
   /// transport drives the network from the waiting thread meanwhile (one wake-up per event

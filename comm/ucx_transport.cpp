@@ -1,6 +1,8 @@
 // UCX transport: one worker per process, driven by a progress thread that sleeps on the
 // worker's event fd (ucp_worker_arm + poll) and is woken by ucp_worker_signal after a post.
 // Posting threads issue directly when the worker is idle; one mutex serializes the worker.
+// A thread blocked in wait_for drives the worker itself, and the progress thread parks until it
+// leaves (see park_while_waited).
 //
 // Dead peers: UCX 1.13 offers peer error handling only on TCP here (shared memory and cma
 // refuse UCP_ERR_HANDLING_MODE_PEER, and TCP reaches a third of their bandwidth). So peers on
@@ -14,7 +16,9 @@
 #include <unistd.h>
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +35,10 @@ namespace {
 constexpr int rank_bits = 24;
 constexpr std::uint64_t shutdown_tag = max_tag + 1;
 constexpr auto watchdog_period = std::chrono::milliseconds(200);
+// How long the progress thread stays parked after the last waiter left while only future
+// operations (which their owners wait for) are outstanding: a loop of post-then-wait keeps the
+// progress thread asleep, and a future nobody waits on through wait_for still completes.
+constexpr auto waiter_linger = std::chrono::milliseconds(2);
 
 std::uint64_t wire_tag(std::uint64_t tag, int sender) {
   return (tag << rank_bits) | static_cast<std::uint64_t>(sender);
@@ -92,6 +100,7 @@ struct ucx_transport::impl {
     std::size_t size = 0;
     std::uint64_t tag = 0;
     void* request = nullptr;
+    bool waited = false;      // a future operation: its owner drives it through wait_for
     bool registered = false;  // the poster has stored `request` in pending
     bool completed = false;   // the callback ran before the poster stored it
   };
@@ -111,8 +120,9 @@ struct ucx_transport::impl {
   std::vector<ucp_ep_h> eps;
   std::vector<peer_info> peers;
 
-  // Touched only by the progress thread (or by the destructor after it has stopped).
+  // Touched only by the thread holding worker_mu.
   std::unordered_set<op*> pending;
+  std::atomic<int> unwaited_pending{0};  // entries of pending that no wait_for drives
   std::vector<int> newly_failed;
   std::vector<void*> closing;
   std::chrono::steady_clock::time_point last_watchdog{};
@@ -120,8 +130,15 @@ struct ucx_transport::impl {
   // Serializes every use of the worker (UCS_THREAD_MODE_SERIALIZED). Recursive because a
   // completion that runs inside ucp_worker_progress may post the next operation.
   std::recursive_mutex worker_mu;
-  std::mutex mu;  // guards posted, failure, stop
+  std::mutex mu;  // guards posted, failure, stop and the parking state below
   std::vector<std::function<void()>> posted;
+  // Parking: while threads wait in wait_for (and until linger_until after the last one left)
+  // the progress thread sleeps on `unparked`, not on the worker's event fd.
+  std::condition_variable unparked;
+  int waiters = 0;
+  bool parked = false;
+  bool wake_requested = false;
+  std::chrono::steady_clock::time_point linger_until{};
   std::vector<std::string> failure;  // empty while the peer is healthy
   bool stop = false;
   std::thread progress_thread;
@@ -243,6 +260,7 @@ struct ucx_transport::impl {
     ucp_request_free(request);
     if (o->registered) {
       o->self->pending.erase(o);
+      if (!o->waited) o->self->unwaited_pending.fetch_sub(1, std::memory_order_relaxed);
       delete o;
     } else {
       o->completed = true;
@@ -293,6 +311,7 @@ struct ucx_transport::impl {
       o->request = r;
       o->registered = true;
       pending.insert(o);
+      if (!o->waited) unwaited_pending.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
@@ -349,8 +368,31 @@ struct ucx_transport::impl {
     return !work.empty();
   }
 
+  // The progress thread's sleep while wait_for drives the worker: a second thread woken by
+  // every event of the worker's fd would only queue on worker_mu behind the waiter (and
+  // preempt it on a machine with few cores). Returns when the progress thread is needed again.
+  void park_while_waited() {
+    std::unique_lock lock(mu);
+    for (;;) {
+      if (stop || wake_requested) break;
+      const auto now = std::chrono::steady_clock::now();
+      if (waiters == 0 && now >= linger_until) break;
+      parked = true;
+      unparked.wait_until(lock, waiters > 0 ? now + watchdog_period : linger_until);
+    }
+    parked = false;
+    wake_requested = false;
+  }
+
+  // Caller holds mu: the progress thread must look at the worker now.
+  void unpark_locked() {
+    wake_requested = true;
+    if (parked) unparked.notify_one();
+  }
+
   void progress_loop() {
     for (;;) {
+      park_while_waited();
       {
         std::unique_lock worker_lock(worker_mu);
         bool stopping;
@@ -376,18 +418,27 @@ struct ucx_transport::impl {
   // When the worker is free (the progress thread is asleep), the caller issues the operation
   // itself, saving a thread hop per message; otherwise it queues it for the progress thread.
   // Either way the queue is drained first, so operations reach UCX in posting order.
-  void post(std::function<void()> work) {
+  // `waited`: the work is a future operation whose owner will drive it through wait_for, so a
+  // parked progress thread may stay parked.
+  void post(std::function<void()> work, bool waited = false) {
     std::unique_lock worker_lock(worker_mu, std::defer_lock);
     if (options.issue_from_caller && worker_lock.try_lock()) {
       drain_posted();
       work();
       ucp_worker_progress(worker);
       hand_back_to_progress_thread();
+      if (!waited) {
+        // Nobody else will drive a callback operation: keep the progress thread off its
+        // linger (a waiter arriving later parks it again).
+        std::lock_guard lock(mu);
+        if (waiters == 0) unpark_locked();
+      }
       return;
     }
     {
       std::lock_guard lock(mu);
       posted.push_back(std::move(work));
+      if (waiters == 0) unpark_locked();
     }
     ucp_worker_signal(worker);
   }
@@ -406,6 +457,23 @@ struct ucx_transport::impl {
   // Becomes the progress engine while the worker is free: progress, arm, sleep on the event
   // fd, all under worker_mu so no event is consumed by a thread that then fails to look.
   bool wait_for(std::future<status>& f, std::chrono::steady_clock::time_point deadline) {
+    {
+      std::lock_guard lock(mu);
+      ++waiters;
+    }
+    struct leave {
+      impl* self;
+      ~leave() {
+        std::lock_guard lock(self->mu);
+        if (--self->waiters > 0) return;
+        // Callback operations are outstanding (or the wait timed out on its own): the progress
+        // thread takes over now. Otherwise the next wait_for most likely follows at once.
+        if (self->unwaited_pending.load(std::memory_order_relaxed) > 0 || !self->posted.empty())
+          self->unpark_locked();
+        else
+          self->linger_until = std::chrono::steady_clock::now() + waiter_linger;
+      }
+    } on_exit{this};
     for (;;) {
       if (ready(f)) break;
       const auto now = std::chrono::steady_clock::now();
@@ -428,7 +496,8 @@ struct ucx_transport::impl {
       if (ucp_worker_arm(worker) == UCS_ERR_BUSY) continue;
       pollfd fd{efd, POLLIN, 0};
       ::poll(&fd, 1, static_cast<int>(std::min(left, watchdog_period).count()) + 1);
-      // Leaving with the worker armed (f timed out) is fine: the progress thread polls too.
+      // Leaving with the worker armed (f timed out) is fine: the progress thread polls again
+      // within waiter_linger.
     }
     return ready(f);
   }
@@ -477,6 +546,7 @@ ucx_transport::~ucx_transport() {
     {
       std::lock_guard lock(impl_->mu);
       impl_->stop = true;
+      impl_->unpark_locked();
     }
     ucp_worker_signal(impl_->worker);
     impl_->progress_thread.join();
@@ -509,6 +579,34 @@ void ucx_transport::recv(int peer, std::uint64_t tag, void* data, std::size_t ca
   o->size = capacity;
   o->tag = tag;
   impl_->post([o, self = impl_.get()] { self->issue(o); });
+}
+
+std::future<status> ucx_transport::send_future(int peer, std::uint64_t tag, const void* data,
+                                               std::size_t size) {
+  impl_->check_peer(peer, tag);
+  auto p = std::make_shared<std::promise<status>>();
+  auto f = p->get_future();
+  auto* o = new impl::op{impl_.get(), peer, false, [p](const status& s) { p->set_value(s); }};
+  o->send_data = data;
+  o->size = size;
+  o->tag = tag;
+  o->waited = true;
+  impl_->post([o, self = impl_.get()] { self->issue(o); }, true);
+  return f;
+}
+
+std::future<status> ucx_transport::recv_future(int peer, std::uint64_t tag, void* data,
+                                               std::size_t capacity) {
+  impl_->check_peer(peer, tag);
+  auto p = std::make_shared<std::promise<status>>();
+  auto f = p->get_future();
+  auto* o = new impl::op{impl_.get(), peer, true, [p](const status& s) { p->set_value(s); }};
+  o->recv_data = data;
+  o->size = capacity;
+  o->tag = tag;
+  o->waited = true;
+  impl_->post([o, self = impl_.get()] { self->issue(o); }, true);
+  return f;
 }
 
 void ucx_transport::shutdown() {

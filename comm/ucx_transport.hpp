@@ -31,7 +31,10 @@ struct ucx_options {
 /// progress thread that sleeps on the worker's event descriptor. A dead peer turns every
 /// operation with it into an error naming its rank (within ~1 s here, a few s across hosts).
 /// send/recv never wait for the network: they issue to UCX at once when the worker is idle
-/// and otherwise queue for the progress thread. Completions run on whichever thread is
+/// and otherwise queue for the progress thread. A thread in wait_for drives the worker itself;
+/// meanwhile (and for 2 ms after, while only future operations are outstanding) the progress
+/// thread stays off the worker's event fd, so a blocking caller pays one wake-up per event, as
+/// a single-threaded UCX program does. Completions run on whichever thread is
 /// driving the worker: the progress thread, a posting thread, or a thread inside wait_for.
 /// A completion may post new operations; it must not block.
 class ucx_transport final : public transport {
@@ -48,6 +51,10 @@ class ucx_transport final : public transport {
             completion done) override;
   void recv(int peer, std::uint64_t tag, void* data, std::size_t capacity,
             completion done) override;
+  std::future<status> send_future(int peer, std::uint64_t tag, const void* data,
+                                  std::size_t size) override;
+  std::future<status> recv_future(int peer, std::uint64_t tag, void* data,
+                                  std::size_t capacity) override;
   void shutdown() override;
   bool wait_for(std::future<status>& f, std::chrono::milliseconds timeout) override;
 

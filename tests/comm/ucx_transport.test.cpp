@@ -152,3 +152,63 @@ TEST_CASE("a transport destroyed without shutdown releases its peers cleanly") {
   CHECK(testing::wait_rank(pids[0], 20s) == 0);
   CHECK(testing::wait_rank(pids[1], 20s) == 0);
 }
+
+// While a thread drives the worker inside wait_for, the progress thread parks; operations that
+// are still outstanding when that thread leaves must complete anyway: a callback operation (the
+// progress thread takes over at once) and a future its owner waits on with plain get() (the
+// progress thread takes over after its linger). Rank 0 sends those only after rank 1's wait_for
+// has returned, so their events reach a worker nobody waits on. Every payload is checked.
+TEST_CASE("operations outstanding when a waiting thread leaves still complete with their data") {
+  temp_dir dir;
+  const auto pids = testing::spawn_ranks(2, [&](int r) {
+    file_address_exchange exchange(dir.path);
+    ucx_transport t(r, 2, exchange);
+    constexpr int rounds = 6;
+    constexpr std::size_t words = 50000;  // 200 KB: rendezvous, like activations
+    int bad = 0;
+    for (int round = 0; round < rounds; ++round) {
+      const bool with_callback = round % 2 == 0;
+      std::vector<int> first(words, r == 0 ? round : -1), late(words, r == 0 ? 1000 + round : -1),
+          called_back(words, r == 0 ? 2000 + round : -1);
+      unsigned char go = 0;
+      if (r == 0) {
+        auto a = t.send_future(1, 11, first.data(), words * 4);
+        t.wait_ok(a);
+        auto g = t.recv_future(1, 13, &go, 1);  // rank 1 has left its wait_for
+        t.wait_ok(g);
+        std::this_thread::sleep_for(20ms);
+        auto b = t.send_future(1, 12, late.data(), words * 4);
+        std::future<status> c;
+        if (with_callback) c = t.send_future(1, 10, called_back.data(), words * 4);
+        t.wait_ok(b);
+        if (with_callback) t.wait_ok(c);
+        continue;
+      }
+      std::promise<status> callback_done;
+      auto callback_future = callback_done.get_future();
+      if (with_callback)
+        t.recv(0, 10, called_back.data(), words * 4,
+               [&callback_done](const status& s) { callback_done.set_value(s); });
+      auto a = t.recv_future(0, 11, first.data(), words * 4);
+      auto b = t.recv_future(0, 12, late.data(), words * 4);
+      t.wait_ok(a);
+      auto g = t.send_future(0, 13, &go, 1);
+      t.wait_ok(g);
+      // Plain waits: nobody drives the worker from this thread any more.
+      bad += b.wait_for(10s) == std::future_status::ready && b.get().ok ? 0 : 1;
+      if (with_callback)
+        bad += callback_future.wait_for(10s) == std::future_status::ready &&
+                       callback_future.get().ok
+                   ? 0
+                   : 1;
+      for (int v : first) bad += v != round;
+      for (int v : late) bad += v != 1000 + round;
+      if (with_callback)
+        for (int v : called_back) bad += v != 2000 + round;
+    }
+    t.shutdown();
+    return bad == 0 ? 0 : 1;
+  });
+  CHECK(testing::wait_rank(pids[0], 60s) == 0);
+  CHECK(testing::wait_rank(pids[1], 60s) == 0);
+}
