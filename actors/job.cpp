@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 
+#include "actors/inspection.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
 #include "actors/type_ids.hpp"
@@ -80,8 +81,14 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   caf::anon_send(stage, stop_message{});
   if (logger) {
     // Every line and TensorBoard event is out before this rank moves on.
+    // A swapped-in logger (actors/inspection.hpp) is waited for too.
     caf::scoped_actor self{*sys};
-    self->wait_for(logger);
+    for (auto l = logger;;) {
+      self->wait_for(l);
+      auto next = current_logger(*sys, l);
+      if (next == l) break;
+      l = next;
+    }
   }
   ctx.shutdown();
   // An actor lives while any handle does: drop ours.
