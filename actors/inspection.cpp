@@ -118,7 +118,9 @@ std::string apply_flags(const std::string& base_json, const std::vector<std::str
   } catch (const config::usage_error& e) {
     std::string text = e.what();
     const auto at = text.find("error: ");
-    throw std::invalid_argument(at == std::string::npos ? text : text.substr(at + 7));
+    text = at == std::string::npos ? text : text.substr(at + 7);
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    throw std::invalid_argument(text);
   }
   auto base = nlohmann::json::parse(base_json);
   const auto given = nlohmann::json::parse(config::to_json(parsed.args, -1));
@@ -323,6 +325,7 @@ void job_inspection::rank_joined(int rank, int replica) {
   a.activity = "watching for stop or abort";
   store_->report(a);
   if (replica >= 0) {
+    replicas_[replica] = rank;
     a.name = "replica/" + std::to_string(replica);
     a.kind = "replica";
     a.activity = "waiting for the coordinator";
@@ -370,6 +373,15 @@ void job_inspection::coordinator_activity(std::string what, std::int64_t iterati
   coordinator_activity_ = std::move(what);
   coordinator_since_ = clock::now();
   completed_ = iteration;
+  // A replica fans the coordinator's work out to its pipeline and merges what comes back.
+  for (const auto& [replica, rank] : replicas_) {
+    inspector::actor_status a;
+    a.name = "replica/" + std::to_string(replica);
+    a.kind = "replica";
+    a.rank = rank;
+    a.activity = coordinator_activity_ + " on its pipeline";
+    store_->report(a, coordinator_since_);
+  }
   store_->set_iteration(iteration, train_iters_);
 }
 

@@ -140,6 +140,7 @@ class job_inspection {
   clock::time_point wanted_at_;
   std::map<int, std::vector<inspector::timeline_event>> timelines_;
   std::set<int> ranks_;
+  std::map<int, int> replicas_;  // replica -> its rank
   std::int64_t coordinator_handled_ = 0;
   std::string coordinator_activity_ = "meeting the ranks";
   clock::time_point coordinator_since_ = clock::now();
