@@ -57,7 +57,7 @@ void finish(coordinator_actor* self, job_outcome outcome) {
   auto& s = self->state;
   if (s.finished) return;
   s.finished = true;
-  s.inspect.reset();  // stops serving and removes the token file before this process may end
+  if (s.inspect) s.inspect->job_ended();  // removes the token file before this process may end
   const bool ok = outcome.exit_code == 0;
   const abort_job abort{outcome.exit_code == 0 ? 0 : -1, outcome.exit_code, outcome.error};
   s.control->finish(std::move(outcome));  // before any agent's stop, so rank 0 keeps its result

@@ -200,8 +200,9 @@ void stage_reporter::step_done(const training::stage_engine& engine) {
   t.chunks.push_back(0);
   t.starts.push_back(std::chrono::duration<double>(step_start_ - iteration_start_).count());
   t.ends.push_back(std::chrono::duration<double>(step_end - iteration_start_).count());
+  if (iteration_ == wanted) kept_ = t;  // the one asked for ahead of time is kept until sent
   recent_.push_back(std::move(t));
-  while (recent_.size() > 64) recent_.pop_front();
+  while (recent_.size() > 16) recent_.pop_front();
 }
 
 std::optional<double> stage_reporter::test_stall(int rank, std::int64_t iteration) const {
@@ -235,16 +236,18 @@ stage_status stage_reporter::make(int rank, const training::stage_engine* engine
     s.bytes_received = engine->bytes_received();
   }
   if (wanted > 0 && wanted != sent_) {
+    const stage_status* found = kept_.timeline_iteration == wanted ? &kept_ : nullptr;
     for (auto& t : recent_)
-      if (t.timeline_iteration == wanted) {
-        sent_ = wanted;
-        s.timeline_iteration = wanted;
-        s.ops = t.ops;
-        s.microbatches = t.microbatches;
-        s.chunks = t.chunks;
-        s.starts = t.starts;
-        s.ends = t.ends;
-      }
+      if (t.timeline_iteration == wanted) found = &t;
+    if (found) {
+      sent_ = wanted;
+      s.timeline_iteration = wanted;
+      s.ops = found->ops;
+      s.microbatches = found->microbatches;
+      s.chunks = found->chunks;
+      s.starts = found->starts;
+      s.ends = found->ends;
+    }
   }
   return s;
 }
@@ -260,7 +263,12 @@ job_inspection::job_inspection(caf::actor_system& sys, const config::megatron_ar
 
 job_inspection::~job_inspection() {
   if (server_) server_->stop();
+  job_ended();
+}
+
+void job_inspection::job_ended() {
   if (!owned_token_file_.empty()) ::unlink(owned_token_file_.c_str());
+  owned_token_file_.clear();
 }
 
 std::unique_ptr<job_inspection> job_inspection::start(caf::actor_system& sys, const caf::actor& coordinator,
@@ -359,9 +367,15 @@ std::int64_t job_inspection::stage_reported(const stage_status& s) {
       wanted_ = 0;
     }
   }
-  // Ask for a new timeline a second after the last one (or when the last one never came).
-  if (completed_ > 0 && completed_ != wanted_ && now - wanted_at_ > std::chrono::seconds(1)) {
-    wanted_ = completed_;
+  // A second after the last timeline, ask for one about a second ahead (at the iteration rate
+  // seen since the last ask), so that every stage knows before it gets there; a stage that got
+  // there first still has it among its recent ones. An ask that came to nothing is dropped.
+  if (wanted_ > 0 && completed_ > wanted_ && now - wanted_at_ > std::chrono::seconds(5)) wanted_ = 0;
+  if (wanted_ == 0 && completed_ > 0 && now - wanted_at_ > std::chrono::seconds(1)) {
+    const double seconds = std::chrono::duration<double>(now - wanted_at_).count();
+    const auto per_second = static_cast<std::int64_t>(static_cast<double>(completed_ - completed_at_ask_) / seconds);
+    wanted_ = completed_ + 1 + (completed_at_ask_ > 0 ? per_second : 0);
+    completed_at_ask_ = completed_;
     wanted_at_ = now;
     timelines_.clear();
   }

@@ -86,6 +86,7 @@ class stage_reporter {
   std::int64_t iteration_ = 0, sent_ = 0;
   clock::time_point iteration_start_, step_start_;
   std::deque<stage_status> recent_;  // the last iterations' timelines (only the columns filled)
+  stage_status kept_;                // the timeline of the iteration `wanted` named in advance
   std::optional<std::string> override_;
   clock::time_point override_since_;
   int stall_rank_ = -1;
@@ -101,7 +102,11 @@ class job_inspection {
   /// std::runtime_error when it cannot bind or write the token file.
   static std::unique_ptr<job_inspection> start(caf::actor_system& sys, const caf::actor& coordinator,
                                                const config::megatron_args& args, std::FILE* err);
+  /// Stops serving (a swap request then in flight gets its answer first: destroy it after the
+  /// coordinator has quit, which CAF does with the coordinator's state).
   ~job_inspection();
+  /// The job is over: removes the token file this job made (the process may end any moment).
+  void job_ended();
 
   /// A rank's actors said hello (replica < 0: none on this rank).
   void rank_joined(int rank, int replica);
@@ -136,7 +141,7 @@ class job_inspection {
   };
   std::map<std::string, rate> rates_;
   // The timeline being collected: iteration wanted_ from every rank, asked for once a second.
-  std::int64_t completed_ = 0, wanted_ = 0;
+  std::int64_t completed_ = 0, wanted_ = 0, completed_at_ask_ = 0;
   clock::time_point wanted_at_;
   std::map<int, std::vector<inspector::timeline_event>> timelines_;
   std::set<int> ranks_;

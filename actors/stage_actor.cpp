@@ -65,7 +65,7 @@ void send_status(stage_actor* self, int rank, bool force = false) {
             self->state.reporter.in_flight = false;
             self->state.reporter.wanted = wanted;
           },
-            [=](caf::error&) { self->state.reporter.in_flight = false; });
+          [=](caf::error&) { self->state.reporter.in_flight = false; });
 }
 
 void pump(stage_actor* self) {

@@ -43,6 +43,7 @@ TEST_CASE("mactor inspect on a live 4-rank pipeline job shows every rank's stage
   REQUIRE(std::regex_search(view, std::regex(R"(rank 3 +\|.*F)")));
   std::printf("mactor inspect against the live job:\n%s\n", view.c_str());
   CHECK(std::regex_search(view, std::regex(R"(mactor job: iteration \d+ / 5000)")));
+  CHECK(job.address().rfind("127.0.0.1:", 0) == 0);  // localhost unless MACTOR_INSPECT says otherwise
   // Every rank's stage, with what its schedule is doing (or waiting for) and its pipeline bytes.
   const std::regex activity(
       R"(awaiting recv_(forward|backward) mb \d+ chunk 0 from rank [0-3] \(virtual stage [0-3]\)|(forward|backward) mb \d+ chunk 0|idle|optimizer step|flushing send of mb \d+ chunk 0 to rank [0-3])");
@@ -213,4 +214,22 @@ TEST_CASE("a stalled stage is named by mactor inspect and by the coordinator's s
   CHECK(std::distance(std::sregex_iterator(err.begin(), err.end(), rank3_report), std::sregex_iterator()) == 1);
   // Training went on after it: all 30 iterations logged.
   CHECK(std::regex_search(job.out(), std::regex(R"(iteration +30/ +30 \|)")));
+}
+
+TEST_CASE("MACTOR_INSPECT=off serves nothing, and a bad setting ends the job with exit status 2 naming it") {
+  const std::string job = std::string(MACTOR_BINARY_DIR) + "/bin/pretrain_gpt " + pipeline_flags(2) +
+                          " --pipeline-model-parallel-size 1 --eval-iters 0";
+  const auto off = run_process("MACTOR_INSPECT=off " + job);
+  INFO(off.err);
+  CHECK(off.status == 0);
+  CHECK(off.err.find("mactor inspector") == std::string::npos);
+  CHECK(off.out.find("iteration        2/       2 |") != std::string::npos);
+  const auto bad = run_process("MACTOR_INSPECT=127.0.0.1:http " + job);
+  INFO(bad.err);
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("MACTOR_INSPECT='127.0.0.1:http': 'http' is not a port") != std::string::npos);
+  const auto threshold = run_process("MACTOR_STALL_THRESHOLD=soon " + job);
+  INFO(threshold.err);
+  CHECK(threshold.status == 2);
+  CHECK(threshold.err.find("MACTOR_STALL_THRESHOLD='soon' is not a number of seconds") != std::string::npos);
 }
