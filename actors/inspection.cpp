@@ -387,6 +387,7 @@ void job_inspection::coordinator_activity(std::string what, std::int64_t iterati
   coordinator_activity_ = std::move(what);
   coordinator_since_ = clock::now();
   completed_ = iteration;
+  report_coordinator();
   // A replica fans the coordinator's work out to its pipeline and merges what comes back.
   for (const auto& [replica, rank] : replicas_) {
     inspector::actor_status a;
@@ -413,13 +414,18 @@ void job_inspection::report_observer(const std::string& kind) {
   store_->report(a);
 }
 
-void job_inspection::tick(std::int64_t coordinator_mailbox) {
+void job_inspection::report_coordinator() {
   inspector::actor_status c;
   c.name = c.kind = "coordinator";
   c.activity = coordinator_activity_;
-  c.mailbox_depth = coordinator_mailbox;
+  c.mailbox_depth = coordinator_mailbox_;
   c.messages_per_second = rate_of("coordinator", coordinator_handled_);
   store_->report(c, coordinator_since_);
+}
+
+void job_inspection::tick(std::int64_t coordinator_mailbox) {
+  coordinator_mailbox_ = coordinator_mailbox;
+  report_coordinator();
   report_observer("logger");
   report_observer("evaluator");
   // The stall report: a line when a wait passes the threshold, one more when it is over.

@@ -124,6 +124,7 @@ class job_inspection {
  private:
   job_inspection(caf::actor_system& sys, const config::megatron_args& args, double stall_threshold_s);
   void report_observer(const std::string& kind);
+  void report_coordinator();
 
   using clock = std::chrono::steady_clock;
   caf::actor_system& sys_;
@@ -146,7 +147,7 @@ class job_inspection {
   std::map<int, std::vector<inspector::timeline_event>> timelines_;
   std::set<int> ranks_;
   std::map<int, int> replicas_;  // replica -> its rank
-  std::int64_t coordinator_handled_ = 0;
+  std::int64_t coordinator_handled_ = 0, coordinator_mailbox_ = 0;
   std::string coordinator_activity_ = "meeting the ranks";
   clock::time_point coordinator_since_ = clock::now();
   std::set<std::string> stalled_;  // "rank N kind" of the stalls printed
