@@ -4,7 +4,10 @@
 // then gives the successor its interval state and exits; the successor holds back every record
 // until then.
 #include <caf/all.hpp>
+#include <chrono>
+#include <cstdlib>
 #include <memory>
+#include <thread>
 
 #include "actors/inspection.hpp"
 #include "actors/messages.hpp"
@@ -26,6 +29,12 @@ using logger_actor = caf::stateful_actor<logger_state>;
 // Where the job's end waits for the logger that is current then (job.cpp).
 const caf::atom_value current_logger_key = caf::atom("mlogger");
 
+// Test hook: MACTOR_TEST_SLOW_LOGGER_MS makes every iteration record take that long to log.
+std::chrono::milliseconds test_delay() {
+  const char* v = std::getenv("MACTOR_TEST_SLOW_LOGGER_MS");
+  return std::chrono::milliseconds(v ? std::atoi(v) : 0);
+}
+
 void count(logger_actor* self) {
   auto& c = counters_of("logger");
   c.handled.fetch_add(1, std::memory_order_relaxed);
@@ -41,8 +50,9 @@ caf::behavior logging(logger_actor* self, std::FILE* out, int world, std::int64_
         else
           self->state.writer->print(m.text);
       },
-      [=](log_iteration& m) {
+      [=, delay = test_delay()](log_iteration& m) {
         count(self);
+        if (delay.count() > 0) std::this_thread::sleep_for(delay);
         self->state.writer->iteration(m.report, m.consumed);
       },
       [=](log_validation& m) {

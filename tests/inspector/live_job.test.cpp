@@ -240,3 +240,29 @@ TEST_CASE("MACTOR_INSPECT=off serves nothing, and a bad setting ends the job wit
   CHECK(threshold.status == 2);
   CHECK(threshold.err.find("MACTOR_STALL_THRESHOLD='soon' is not a number of seconds") != std::string::npos);
 }
+
+TEST_CASE("a slow logger does not hold training back: the coordinator runs ahead while the logger's mailbox fills") {
+  // The test hook makes the logger take 1 s over each iteration record; training goes on at its pace.
+  live_job job("slow_logger", pipeline_flags(5000), {{"MACTOR_TEST_SLOW_LOGGER_MS", "1000"}});
+  const std::regex ahead(R"(mactor job: iteration (\d+) /(.|\n)*\nlogger +0 +printing the records it is sent +[0-9.]+ +(\d+) )");
+  std::smatch m;
+  std::string view;
+  std::int64_t trained = 0, queued = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+  while (std::chrono::steady_clock::now() < deadline) {
+    view = job.inspect_until(ahead);
+    if (std::regex_search(view, m, ahead)) {
+      trained = std::stoll(m[1].str());
+      queued = std::stoll(m[3].str());
+      if (trained >= 12 && queued >= 5) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const auto logged = count_matches(job.out(), std::regex(R"(\] iteration +(\d+)/ +5000 \|)"));
+  INFO("mactor inspect said:\n" << view << "\njob stderr:\n" << job.err());
+  std::printf("slow logger: %lld iterations trained, %zu logged, %lld records waiting in the logger's mailbox\n",
+              static_cast<long long>(trained), logged.size(), static_cast<long long>(queued));
+  CHECK(trained >= 12);
+  CHECK(queued >= 5);
+  CHECK(static_cast<std::int64_t>(logged.size()) + 5 <= trained);
+}
