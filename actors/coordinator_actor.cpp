@@ -3,7 +3,10 @@
 // turns any rank's failure or disappearance into one job error sent to every rank.
 #include <caf/all.hpp>
 #include <chrono>
+#include <cstdio>
+#include <functional>
 #include <map>
+#include <optional>
 
 #include "actors/config_message.hpp"
 #include "actors/inspect.hpp"
@@ -38,6 +41,17 @@ struct coordinator_state {
   training::training_result result;
   clock_type::time_point train_start;
   std::unique_ptr<job_inspection> inspect;  // the inspector's endpoint and stall report (inspection.hpp)
+  std::optional<clock_type::time_point> iteration_end;  // the last iteration's report arrived
+  // --load: what the stages found (every rank must agree).
+  std::optional<stage_ready> loaded;
+  std::string load_mismatch;
+  // The save in flight (at most one: the next waits for it), and what runs once it allows.
+  bool saving = false;
+  std::int64_t save_iteration = 0;
+  int captured_left = 0, saved_left = 0;
+  std::vector<double> capture_seconds, write_seconds;  // per rank, of the save in flight
+  std::function<void()> after_save, queued_save;
+  std::optional<job_outcome> finish_when_saved;
   static inline const char* name = "coordinator";
 };
 
@@ -56,6 +70,10 @@ void broadcast(coordinator_actor* self, const std::vector<caf::actor>& to, const
 void finish(coordinator_actor* self, job_outcome outcome) {
   auto& s = self->state;
   if (s.finished) return;
+  if (outcome.exit_code == 0 && (s.saving || s.queued_save)) {
+    s.finish_when_saved = std::move(outcome);  // the job ends once its checkpoints are durable
+    return;
+  }
   s.finished = true;
   if (s.inspect) s.inspect->job_ended();  // removes the token file before this process may end
   const bool ok = outcome.exit_code == 0;
@@ -82,6 +100,10 @@ void fail(coordinator_actor* self, int exit_code, std::string message) {
 
 void start_iteration(coordinator_actor* self);
 void finish_training(coordinator_actor* self);
+void finish_ok(coordinator_actor* self);
+void after_iteration(coordinator_actor* self);
+void save_then(coordinator_actor* self, std::function<void()> then);
+std::string iteration_field(std::int64_t iteration);
 
 // Runs the next split of the current evaluation plan, or goes on when the plan is done.
 void next_evaluation(coordinator_actor* self) {
@@ -98,29 +120,123 @@ void next_evaluation(coordinator_actor* self) {
     ++s.plan_index;
   }
   if (s.final_phase) {
-    job_outcome ok;
-    ok.result = s.result;
-    finish(self, std::move(ok));
+    finish_ok(self);
     return;
   }
+  after_iteration(self);
+}
+
+void finish_ok(coordinator_actor* self) {
+  job_outcome ok;
+  ok.result = self->state.result;
+  finish(self, std::move(ok));
+}
+
+std::string iteration_field(std::int64_t iteration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%7lld", static_cast<long long>(iteration));
+  return text;
+}
+
+// Megatron's save_checkpoint: every rank snapshots its state and its checkpointer writes it.
+// `then` runs once training may go on: when every rank's snapshot is taken with --async-save,
+// when every rank's shards are durable and the iteration committed without.
+void save_then(coordinator_actor* self, std::function<void()> then) {
+  auto& s = self->state;
+  if (s.saving) {  // the next save waits for the previous one
+    s.queued_save = [self, then = std::move(then)]() mutable { save_then(self, std::move(then)); };
+    return;
+  }
+  log(self, "saving checkpoint at iteration " + iteration_field(s.iteration) + " to " + *s.args.checkpointing.save +
+                " in " + s.args.checkpointing.ckpt_format + " format");
+  s.saving = true;
+  s.save_iteration = s.iteration;
+  s.captured_left = s.saved_left = static_cast<int>(s.stages.size());
+  s.capture_seconds.assign(s.stages.size(), 0.0);
+  s.write_seconds.assign(s.stages.size(), 0.0);
+  s.after_save = std::move(then);
+  broadcast(self, s.stages, save_checkpoint{s.iteration, s.consumed});
+}
+
+// Runs the continuation of the save in flight once the save allows it.
+void maybe_go_on(coordinator_actor* self) {
+  auto& s = self->state;
+  if (!s.after_save || s.captured_left > 0) return;
+  const bool async = s.args.checkpointing.async_save.value_or(false);
+  if (!async && s.saved_left > 0) return;
+  // Megatron's save-checkpoint timer: what each rank spent before it could train again (the
+  // snapshot, and without --async-save the write and commit too), min and max over the ranks.
+  double lo = 1e300, hi = 0;
+  for (std::size_t r = 0; r < s.capture_seconds.size(); ++r) {
+    const double t = 1e3 * (s.capture_seconds[r] + (async ? 0.0 : s.write_seconds[r]));
+    lo = std::min(lo, t);
+    hi = std::max(hi, t);
+  }
+  char timer[160];
+  std::snprintf(timer, sizeof timer, "    %s: (%.2f, %.2f)", (std::string("save-checkpoint ") + std::string(32, '.')).c_str(), lo, hi);
+  log(self, "(min, max) time across ranks (ms):\n" + std::string(timer));
+  auto then = std::move(s.after_save);
+  s.after_save = nullptr;
+  then();
+}
+
+void save_done(coordinator_actor* self) {
+  auto& s = self->state;
+  const auto& g = *s.groups;
+  log(self, "  successfully saved checkpoint from iteration " + iteration_field(s.save_iteration) + " to " +
+                *s.args.checkpointing.save + " [ t 1/" + std::to_string(g.tp()) + ", p 1/" + std::to_string(g.pp()) + " ]");
+  s.saving = false;
+  maybe_go_on(self);
+  if (s.finished) return;
+  if (auto next = std::move(s.queued_save)) {
+    s.queued_save = nullptr;
+    next();
+  } else if (s.finish_when_saved) {
+    auto outcome = std::move(*s.finish_when_saved);
+    s.finish_when_saved.reset();
+    finish(self, std::move(outcome));
+  }
+}
+
+// Megatron's checkpoint_and_decide_exit, then the next iteration or the end of training.
+void after_iteration(coordinator_actor* self) {
+  auto& s = self->state;
   const auto& a = s.args;
-  if (a.training.exit_duration_in_mins.value_or(0) != 0) {  // Python truthiness: 0 means off
-    const double minutes = std::chrono::duration<double>(clock_type::now() - s.train_start).count() / 60.0;
-    if (minutes > static_cast<double>(*a.training.exit_duration_in_mins)) {
-      log(self, "exiting program after " + config::python_float_repr(minutes) + " minutes", true);
-      finish_training(self);
+  const bool saving = a.checkpointing.save.has_value();
+  const bool interval_save = saving && a.checkpointing.save_interval.value_or(0) > 0 &&
+                             s.iteration % *a.checkpointing.save_interval == 0;
+  auto decide = [self, saving, interval_save] {
+    auto& s = self->state;
+    const auto& a = s.args;
+    std::optional<std::string> exit_line;
+    if (a.training.exit_duration_in_mins.value_or(0) != 0) {  // Python truthiness: 0 means off
+      const double minutes = std::chrono::duration<double>(clock_type::now() - s.train_start).count() / 60.0;
+      if (minutes > static_cast<double>(*a.training.exit_duration_in_mins))
+        exit_line = "exiting program after " + config::python_float_repr(minutes) + " minutes";
+    }
+    if (!exit_line && a.training.exit_interval.value_or(0) != 0 && s.iteration % *a.training.exit_interval == 0)
+      exit_line = "exiting program at iteration " + std::to_string(s.iteration);
+    if (exit_line) {
+      // Megatron saves (unless this iteration just did), prints, and exits: no final evaluation.
+      auto leave = [self, line = *exit_line] {
+        log(self, line, true);
+        finish_ok(self);
+      };
+      if (saving && !interval_save)
+        save_then(self, leave);
+      else
+        leave();
       return;
     }
-  }
-  if (a.training.exit_interval.value_or(0) != 0 && s.iteration % *a.training.exit_interval == 0) {
-    log(self, "exiting program at iteration " + std::to_string(s.iteration), true);
-    finish_training(self);
-    return;
-  }
-  if (s.iteration < *a.training.train_iters)
-    start_iteration(self);
+    if (s.iteration < *a.training.train_iters)
+      start_iteration(self);
+    else
+      finish_training(self);
+  };
+  if (interval_save)
+    save_then(self, decide);
   else
-    finish_training(self);
+    decide();
 }
 
 void plan_evaluations(coordinator_actor* self, bool final) {
@@ -135,6 +251,10 @@ void plan_evaluations(coordinator_actor* self, bool final) {
 
 void start_iteration(coordinator_actor* self) {
   auto& s = self->state;
+  if (s.iteration_end) {  // evaluations and saves since the last iteration are not training time
+    self->send(s.logger, log_exclude_time{std::chrono::duration<double>(clock_type::now() - *s.iteration_end).count()});
+    s.iteration_end.reset();
+  }
   ++s.iteration;
   s.pending = s.replicas.size();
   if (s.inspect) s.inspect->coordinator_activity("running iteration " + std::to_string(s.iteration), s.iteration - 1);
@@ -142,7 +262,14 @@ void start_iteration(coordinator_actor* self) {
 }
 
 void finish_training(coordinator_actor* self) {
-  if (!self->state.args.validation.skip_train) log(self, "after training is done", true);
+  auto& s = self->state;
+  if (!s.args.validation.skip_train) log(self, "after training is done", true);
+  // Megatron's pretrain saves the last iteration unless the interval just did, then evaluates.
+  const auto& ck = s.args.checkpointing;
+  if (!s.args.validation.skip_train && ck.save && s.iteration != 0 && s.iteration % ck.save_interval.value_or(1) != 0) {
+    save_then(self, [self] { plan_evaluations(self, /*final=*/true); });
+    return;
+  }
   plan_evaluations(self, /*final=*/true);
 }
 
@@ -152,6 +279,24 @@ void all_ready(coordinator_actor* self) {
   log(self, " > padded vocab (size: " + std::to_string(vocab.size) + ") with " + std::to_string(vocab.padded - vocab.size) +
                 " dummy tokens (new size: " + std::to_string(vocab.padded) + ")");
   log(self, "after dataloaders are built", true);
+  if (!s.load_mismatch.empty()) {
+    fail(self, 1, s.load_mismatch);
+    return;
+  }
+  if (const auto& load = s.args.checkpointing.load) {
+    const auto& g = *s.groups;
+    const std::string where = " [ t 1/" + std::to_string(g.tp()) + ", p 1/" + std::to_string(g.pp()) + " ]";
+    if (s.loaded) {
+      log(self, " loading distributed checkpoint from " + *load + " at iteration " + std::to_string(s.loaded->saved_iteration));
+      log(self, " successfully loaded checkpoint from " + *load + where + " at iteration " + std::to_string(s.loaded->iteration));
+      s.iteration = s.loaded->iteration;
+      s.consumed = s.loaded->consumed;
+      s.result.consumed_train_samples = s.consumed;
+    } else {
+      log(self, "WARNING: could not find the metadata file " + *load + "/latest_checkpointed_iteration.txt");
+      log(self, "    will not load any checkpoints and will start from random");
+    }
+  }
   if (s.args.validation.skip_train) {
     log(self, "skipping training (--skip-train is on) ...");
     self->send(s.logger, log_drop_tensorboard{});
@@ -160,7 +305,10 @@ void all_ready(coordinator_actor* self) {
   }
   log(self, "training ...");
   s.train_start = clock_type::now();
-  start_iteration(self);
+  if (s.iteration < *s.args.training.train_iters)
+    start_iteration(self);
+  else
+    finish_training(self);  // the loaded checkpoint is already at --train-iters
 }
 
 caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, comm::process_groups groups,
@@ -218,6 +366,17 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
         auto& s = self->state;
         s.has_valid = s.has_valid && r.has_valid;
         s.has_test = s.has_test && r.has_test;
+        if (s.ready == 0) {
+          if (r.loaded) s.loaded = r;
+        } else if (r.loaded != s.loaded.has_value() ||
+                   (r.loaded && (r.iteration != s.loaded->iteration || r.consumed != s.loaded->consumed))) {
+          if (s.load_mismatch.empty())
+            s.load_mismatch = "rank " + std::to_string(r.rank) + " loaded " +
+                              (r.loaded ? "iteration " + std::to_string(r.saved_iteration) : std::string("no checkpoint")) +
+                              " but another rank " +
+                              (s.loaded ? "iteration " + std::to_string(s.loaded->saved_iteration) : std::string("none")) +
+                              "; was the --load directory changed while the job started?";
+        }
         if (++s.ready == static_cast<int>(s.stages.size())) all_ready(self);
       },
       [=](training::iteration_report& r) {
@@ -225,6 +384,7 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
         if (r.has_loss) s.merged = r;  // every replica's last stage holds the same total
         if (--s.pending > 0) return;
         s.consumed += *s.args.training.global_batch_size;
+        s.iteration_end = clock_type::now();
         const auto& m = s.merged;
         s.result.lm_loss.push_back(m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0);
         s.result.grad_norm.push_back(m.has_grad_norm ? m.grad_norm : 0.0);
@@ -245,6 +405,23 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
           ++self->state.plan_index;
           next_evaluation(self);
         });
+      },
+      [=](checkpoint_captured& c) {
+        auto& s = self->state;
+        if (!s.saving || c.iteration != s.save_iteration) return;
+        if (c.rank >= 0 && c.rank < static_cast<int>(s.capture_seconds.size())) s.capture_seconds[c.rank] = c.seconds;
+        --s.captured_left;
+        maybe_go_on(self);
+      },
+      [=](checkpoint_saved& c) {
+        auto& s = self->state;
+        if (!c.ok) {
+          fail(self, 1, c.error);
+          return;
+        }
+        if (!s.saving || c.iteration != s.save_iteration) return;
+        if (c.rank >= 0 && c.rank < static_cast<int>(s.write_seconds.size())) s.write_seconds[c.rank] = c.seconds;
+        if (--s.saved_left == 0) save_done(self);
       },
       [=](abort_job& a) { fail(self, a.exit_code, a.message); },
       // The inspector (inspection.hpp): stage reports, the periodic refresh, hot swap.

@@ -66,7 +66,16 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
     coordinator = *remote;
   }
 
-  auto stage = spawn_stage(*sys, ctx, control);
+  caf::actor checkpointer;
+  if (args.checkpointing.save) {
+    checkpoint_job_settings settings;
+    settings.save_dir = *args.checkpointing.save;
+    settings.rank = rank;
+    settings.world_size = ctx.world_size();
+    settings.attempt_id = env.job_id;
+    checkpointer = spawn_checkpointer(*sys, std::move(settings));
+  }
+  auto stage = spawn_stage(*sys, ctx, control, checkpointer);
   auto agent = spawn_agent(*sys, control, rank, rank == 0 ? caf::actor{} : coordinator);
   const auto c = ctx.groups().coords();
   caf::actor replica;
@@ -79,6 +88,12 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   // always does. Every rank passes the data plane's barrier before any closes its actor system,
   // so no rank's connections vanish while another still waits for its stop messages.
   caf::anon_send(stage, stop_message{});
+  if (checkpointer) {
+    // The coordinator ends a job only after every save it asked for is durable.
+    caf::anon_send(checkpointer, stop_message{});
+    caf::scoped_actor self{*sys};
+    self->wait_for(checkpointer);
+  }
   if (logger) {
     // Every line and TensorBoard event is out before this rank moves on.
     // A swapped-in logger (actors/inspection.hpp) is waited for too.
@@ -92,7 +107,7 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   }
   ctx.shutdown();
   // An actor lives while any handle does: drop ours.
-  stage = agent = replica = coordinator = logger = caf::actor{};
+  stage = agent = replica = coordinator = logger = checkpointer = caf::actor{};
   if (distributed) {
     // CAF 0.17's middleman can keep a remote-referenced detached actor alive after its peers
     // exit (seen here: ~actor_system waiting forever). The job is over and its output flushed,

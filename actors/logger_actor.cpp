@@ -59,6 +59,7 @@ caf::behavior logging(logger_actor* self, std::FILE* out, int world, std::int64_
         count(self);
         self->state.writer->validation(m.prefix, m.loss, m.iteration, m.consumed);
       },
+      [=](log_exclude_time& m) { self->state.writer->exclude_time(m.seconds); },
       [=](log_drop_tensorboard&) { self->state.writer->drop_tensorboard(); },
       [=](logger_successor_request& m) -> std::tuple<bool, std::string, caf::actor> {
         if (self->state.successor) return {false, "a successor is already waiting", caf::actor{}};

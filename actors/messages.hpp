@@ -3,12 +3,18 @@
 #pragma once
 
 #include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/meta/type_name.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "training/reports.hpp"
+
+namespace mactor::checkpoint {
+struct rank_state;
+}
 
 namespace mactor::actors {
 
@@ -18,10 +24,14 @@ struct hello_message {
   caf::actor stage, agent, replica;
 };
 
-/// A stage has built its model from the config message and can start.
+/// A stage has built its model from the config message (and read --load) and can start.
 struct stage_ready {
   int rank = 0;
   bool has_valid = false, has_test = false;  ///< evaluation data exists (and --eval-iters > 0)
+  bool loaded = false;                       ///< a checkpoint was loaded
+  std::int64_t saved_iteration = 0;          ///< the loaded checkpoint's iteration
+  std::int64_t iteration = 0, consumed = 0;  ///< where training resumes (0 with --finetune)
+  std::string load_directory;
 };
 
 /// The stages of one data-parallel replica, for its replica actor.
@@ -39,6 +49,37 @@ struct run_iteration {
 /// Evaluate one split (1 validation, 2 test) over --eval-iters global batches.
 struct run_evaluation {
   int split = 1;
+};
+
+/// Coordinator -> every stage: snapshot this rank's state after `iteration` (`consumed` samples)
+/// and hand it to this rank's checkpointer.
+struct save_checkpoint {
+  std::int64_t iteration = 0;
+  std::int64_t consumed = 0;
+};
+/// Stage -> coordinator: the snapshot is taken; training may go on (--async-save).
+struct checkpoint_captured {
+  int rank = 0;
+  std::int64_t iteration = 0;
+  double seconds = 0;  ///< time the stage spent copying its state
+};
+/// Checkpointer -> coordinator: this rank's shards are durable (on rank 0: the iteration is
+/// committed and the tracker names it), or the save failed.
+struct checkpoint_saved {
+  int rank = 0;
+  std::int64_t iteration = 0;
+  bool ok = true;
+  std::string error;
+  double seconds = 0;      ///< writing time
+  std::int64_t bytes = 0;  ///< tensor bytes this rank wrote
+};
+
+/// Stage -> this rank's checkpointer (never leaves the process: the snapshot is shared, not
+/// serialized): write `state` as iteration `iteration`, then report to reply_to.
+struct checkpoint_write {
+  std::shared_ptr<checkpoint::rank_state> state;
+  std::int64_t iteration = 0;
+  caf::actor reply_to;
 };
 
 /// A completed transfer: the stage pumps its schedule again.
@@ -69,6 +110,11 @@ struct log_validation {
   std::int64_t iteration = 0;
   std::int64_t consumed = 0;
 };
+/// Time outside training (evaluations, checkpoint saves) to leave out of the interval's
+/// elapsed time, as Megatron stops its interval timer for them.
+struct log_exclude_time {
+  double seconds = 0;
+};
 /// --skip-train: no TensorBoard values.
 struct log_drop_tensorboard {};
 
@@ -98,7 +144,20 @@ typename Inspector::result_type inspect(Inspector& f, hello_message& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_ready& x) {
-  return f(caf::meta::type_name("mactor::stage_ready"), x.rank, x.has_valid, x.has_test);
+  return f(caf::meta::type_name("mactor::stage_ready"), x.rank, x.has_valid, x.has_test, x.loaded, x.saved_iteration,
+           x.iteration, x.consumed, x.load_directory);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, save_checkpoint& x) {
+  return f(caf::meta::type_name("mactor::save_checkpoint"), x.iteration, x.consumed);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_captured& x) {
+  return f(caf::meta::type_name("mactor::checkpoint_captured"), x.rank, x.iteration, x.seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_saved& x) {
+  return f(caf::meta::type_name("mactor::checkpoint_saved"), x.rank, x.iteration, x.ok, x.error, x.seconds, x.bytes);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_setup& x) {
@@ -137,6 +196,10 @@ typename Inspector::result_type inspect(Inspector& f, log_validation& x) {
   return f(caf::meta::type_name("mactor::log_validation"), x.prefix, x.loss, x.iteration, x.consumed);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_exclude_time& x) {
+  return f(caf::meta::type_name("mactor::log_exclude_time"), x.seconds);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_drop_tensorboard&) {
   return f(caf::meta::type_name("mactor::log_drop_tb"));
 }
@@ -169,3 +232,5 @@ typename Inspector::result_type inspect(Inspector& f, evaluation_report& x) {
 }
 
 }  // namespace mactor::training
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(mactor::actors::checkpoint_write)

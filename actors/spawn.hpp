@@ -4,6 +4,7 @@
 #include <caf/fwd.hpp>
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include "actors/job_control.hpp"
 #include "comm/process_groups.hpp"
@@ -13,9 +14,20 @@
 
 namespace mactor::actors {
 
+/// Where and as whom a rank's checkpointer saves.
+struct checkpoint_job_settings {
+  std::string save_dir;
+  int rank = 0, world_size = 1;
+  std::string attempt_id;  ///< the job id: names the iteration's temporary directory
+};
+
 /// The stage actor of this rank (detached: it blocks in collectives). Builds its rank_worker from
 /// the config message, runs iterations and evaluations its replica actor asks for, and reports.
-caf::actor spawn_stage(caf::actor_system& sys, training::parallel_context& ctx, std::shared_ptr<job_control> control);
+caf::actor spawn_stage(caf::actor_system& sys, training::parallel_context& ctx, std::shared_ptr<job_control> control,
+                       caf::actor checkpointer);
+/// This rank's checkpointer (detached: it writes files): saves the snapshots its stage hands it,
+/// one after another, and reports each to the coordinator.
+caf::actor spawn_checkpointer(caf::actor_system& sys, checkpoint_job_settings settings);
 /// The replica actor of data-parallel replica `replica`: fans iterations out to its stages and
 /// merges their reports for the coordinator.
 caf::actor spawn_replica(caf::actor_system& sys, int replica);

@@ -2,6 +2,7 @@
 // complete on the data plane's thread; their callback only sends this actor a resume message, so
 // the schedule advances inside this actor's handlers alone.
 #include <caf/all.hpp>
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "actors/inspection.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
+#include "checkpoint/checkpoint_error.hpp"
 #include "comm/transport.hpp"
 #include "data/data_error.hpp"
 #include "training/rank_worker.hpp"
@@ -23,7 +25,7 @@ enum class job_kind { idle, iteration, evaluation };
 struct stage_state {
   std::unique_ptr<config::megatron_args> args;
   std::unique_ptr<training::rank_worker> worker;
-  caf::actor coordinator, replica;
+  caf::actor coordinator, replica, checkpointer;
   job_kind job = job_kind::idle;
   bool failed = false;
   stage_reporter reporter;  // status reports for the inspector (inspection.hpp)
@@ -44,6 +46,9 @@ void fail(stage_actor* self, training::parallel_context& ctx, job_control& contr
   } catch (const data::data_error& x) {
     a.exit_code = 2;
     a.message = x.what();
+  } catch (const checkpoint::checkpoint_error& x) {
+    a.exit_code = 2;  // --load / --save point at something unusable
+    a.message = "rank " + std::to_string(ctx.rank()) + ": " + x.what();
   } catch (const std::exception& x) {
     a.message = "rank " + std::to_string(ctx.rank()) + ": training failed: " + x.what();
   }
@@ -84,7 +89,9 @@ void pump(stage_actor* self) {
   }
 }
 
-caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::shared_ptr<job_control> control) {
+caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::shared_ptr<job_control> control,
+                    caf::actor checkpointer) {
+  self->state.checkpointer = std::move(checkpointer);
   // Every handler runs through this: after a failure the stage only waits to be stopped.
   auto guarded = [self, ctx, control](auto&& body) {
     if (self->state.failed) return;
@@ -103,7 +110,18 @@ caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::sha
           s.args = std::make_unique<config::megatron_args>(std::move(m.args));
           s.worker = std::make_unique<training::rank_worker>(*s.args, *ctx);
           s.worker->set_wakeup([me = caf::actor_cast<caf::actor>(self)] { caf::anon_send(me, resume_message{}); });
-          self->send(s.coordinator, stage_ready{ctx->rank(), s.worker->has_split(1), s.worker->has_split(2)});
+          stage_ready ready;
+          ready.rank = ctx->rank();
+          ready.has_valid = s.worker->has_split(1);
+          ready.has_test = s.worker->has_split(2);
+          if (const auto loaded = s.worker->load_checkpoint()) {
+            ready.loaded = true;
+            ready.saved_iteration = loaded->saved_iteration;
+            ready.iteration = loaded->position.iteration;
+            ready.consumed = loaded->position.consumed_train_samples;
+            ready.load_directory = loaded->directory;
+          }
+          self->send(s.coordinator, ready);
         });
         if (inspection_enabled()) self->send(self, status_tick_atom::value);
       },
@@ -133,6 +151,16 @@ caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::sha
           pump(self);
         });
       },
+      [=](save_checkpoint& m) {
+        guarded([&] {
+          // Between iterations: the copy is all the training waits for; the checkpointer writes.
+          const auto start = std::chrono::steady_clock::now();
+          auto snapshot = std::make_shared<checkpoint::rank_state>(self->state.worker->capture_checkpoint(m.iteration, m.consumed));
+          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          self->send(self->state.checkpointer, checkpoint_write{std::move(snapshot), m.iteration, self->state.coordinator});
+          self->send(self->state.coordinator, checkpoint_captured{ctx->rank(), m.iteration, seconds});
+        });
+      },
       [=](resume_message&) { guarded([&] { pump(self); }); },
       [=](status_tick_atom) {
         if (self->state.failed) return;
@@ -149,8 +177,9 @@ caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::sha
 
 }  // namespace
 
-caf::actor spawn_stage(caf::actor_system& sys, training::parallel_context& ctx, std::shared_ptr<job_control> control) {
-  return sys.spawn<caf::detached>(stage, &ctx, std::move(control));
+caf::actor spawn_stage(caf::actor_system& sys, training::parallel_context& ctx, std::shared_ptr<job_control> control,
+                       caf::actor checkpointer) {
+  return sys.spawn<caf::detached>(stage, &ctx, std::move(control), std::move(checkpointer));
 }
 
 }  // namespace mactor::actors

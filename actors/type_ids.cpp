@@ -16,12 +16,16 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<replica_setup>("mactor::replica_setup");
   cfg.add_message_type<run_iteration>("mactor::run_iteration");
   cfg.add_message_type<run_evaluation>("mactor::run_evaluation");
+  cfg.add_message_type<save_checkpoint>("mactor::save_checkpoint");
+  cfg.add_message_type<checkpoint_captured>("mactor::checkpoint_captured");
+  cfg.add_message_type<checkpoint_saved>("mactor::checkpoint_saved");
   cfg.add_message_type<resume_message>("mactor::resume");
   cfg.add_message_type<stop_message>("mactor::stop");
   cfg.add_message_type<abort_job>("mactor::abort_job");
   cfg.add_message_type<log_line>("mactor::log_line");
   cfg.add_message_type<log_iteration>("mactor::log_iteration");
   cfg.add_message_type<log_validation>("mactor::log_validation");
+  cfg.add_message_type<log_exclude_time>("mactor::log_exclude_time");
   cfg.add_message_type<log_drop_tensorboard>("mactor::log_drop_tb");
   cfg.add_message_type<iteration_done>("mactor::iteration_done");
   cfg.add_message_type<evaluation_plan>("mactor::evaluation_plan");

@@ -56,7 +56,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"train_samples", ""},
       {"log_interval", ""},
       {"exit_interval", ""},
-      {"exit_duration_in_mins", "the coordinator stops every rank at the same iteration once training has run past the limit (no final save: checkpoints are not wired into training yet)"},
+      {"exit_duration_in_mins", "the coordinator stops every rank at the same iteration once training has run past the limit, saving first with --save"},
       {"skip_train", "evaluates the validation and test sets at iteration 0"},
       {"add_bias_linear", ""},
       {"add_qkv_bias", ""},
@@ -108,12 +108,28 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"log_throughput", "Megatron's model-FLOPs formula for dense GPTs, per rank (CPU cores stand in for GPUs)"},
       {"log_num_zeros_in_grad", ""},
       {"tensor_model_parallel_size", "tensor-parallel linears, vocab-parallel embedding and loss over the data plane"},
+      {"sequence_parallel", "norms, dropouts and residuals on [seq / tp] shards; all-gather / reduce-scatter around the "
+                            "tensor-parallel linears; pipeline messages are the shards"},
       {"pipeline_model_parallel_size", "1F1B (interleaved with a virtual pipeline); out-of-order backwards recompute the chunk's forward"},
       {"num_layers_per_virtual_pipeline_stage", ""},
       {"num_virtual_stages_per_pipeline_rank", ""},
       {"microbatch_group_size_per_vp_stage", ""},
       {"overlap_p2p_comm", "transfers are always posted asynchronously; the flag picks Megatron's op order"},
       {"use_distributed_optimizer", "optimizer state sharded over data-parallel ranks: reduce-scatter grads, all-gather params"},
+      {"save", "torch_dist semantics: every rank writes its shards with global-shape metadata and CRC-32s; the tracker moves only after every shard is durable"},
+      {"save_interval", ""},
+      {"no_save_optim", ""},
+      {"no_save_rng", "dropout masks and data order derive from --seed and the sample index, so there is no RNG state to leave out"},
+      {"load", "reshards on load: any tensor-, pipeline- or data-parallel layout (with or without the distributed optimizer) reads any other's checkpoint"},
+      {"no_load_optim", "the model alone: optimizer and LR scheduler start anew, iteration and consumed samples are kept"},
+      {"no_load_rng", "dropout masks and data order derive from --seed and the sample index, so there is no RNG state to skip"},
+      {"finetune", "the model alone, from iteration 0"},
+      {"ckpt_step", ""},
+      {"exit_on_missing_checkpoint", "a missing checkpoint is an error (exit status 2) rather than Megatron's silent exit"},
+      {"async_save", "the stage hands a snapshot to its rank's checkpointer actor and trains on; the next save waits for the previous one"},
+      {"ckpt_format", "torch_dist only (mactor's own shard files with Megatron's directory layout; see checkpoint/README.md)"},
+      {"override_opt_param_scheduler", ""},
+      {"use_checkpoint_opt_param_scheduler", ""},
   };
   return table;
 }
@@ -186,6 +202,7 @@ const std::vector<value_limit>& value_limits() {
       {"tokenizer_type", "--tokenizer-type",
        {"GPT2BPETokenizer", "HuggingFaceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer", "NullTokenizer"}},
       {"dataloader_type", "--dataloader-type", {"single"}},
+      {"ckpt_format", "--ckpt-format", {"torch_dist"}},
   };
   return limits;
 }

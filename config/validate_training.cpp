@@ -176,6 +176,14 @@ void recompute_and_sequence_parallel(validation_context& c) {  // rules 52-54
     if (t.sequence_parallel) c.warn("Disabling sequence parallelism because tensor model parallelism is disabled");
     t.sequence_parallel = false;
   }
+  // Megatron splits the [seq, batch, hidden] activations along seq over the tp ranks and asserts
+  // "First dimension of the tensor should be divisible by tensor parallel size" at the first step.
+  const auto tp = c.a.distributed.tensor_model_parallel_size;
+  if (t.sequence_parallel && c.a.data.seq_length)
+    c.require(*c.a.data.seq_length % tp == 0,
+              "--seq-length=" + show(*c.a.data.seq_length) + " is not divisible by --tensor-model-parallel-size=" +
+                  show(tp) + " with --sequence-parallel: each tensor-parallel rank holds seq_length / tp positions; "
+                  "choose a multiple of " + show(tp) + " or drop --sequence-parallel");
   if (t.tp_comm_overlap)
     c.require(t.sequence_parallel, "tensor parallel communication/GEMM overlap can happen only when sequence parallelism "
                                    "is enabled; add --sequence-parallel");

@@ -26,9 +26,10 @@ void dropout_apply(T* y, const T* x, std::int64_t n, float p, std::uint64_t stre
                    std::uint64_t first_index = 0);
 
 /// out[n, w] = residual + dropout(x + bias) (Megatron's bias_dropout_add); bias may be null,
-/// out may alias residual or x. Element index for the mask is the flat index in [n, w].
+/// out may alias residual or x. Element index for the mask is first_index + the flat index in
+/// [n, w] (a sequence-parallel shard passes the index of its first element in the full tensor).
 template <typename T>
 void bias_dropout_add(T* out, const T* residual, const T* x, const T* bias, int n, int w, float p,
-                      std::uint64_t stream);
+                      std::uint64_t stream, std::uint64_t first_index = 0);
 
 }  // namespace mactor::kernels

@@ -61,7 +61,27 @@ gpt_chunk<T>::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout 
 
 template <typename T>
 std::size_t gpt_chunk<T>::activation_numel(int micro_batch_size) const {
-  return std::size_t(config_.seq_length) * micro_batch_size * config_.hidden_size;
+  return std::size_t(local_rows(micro_batch_size)) * config_.hidden_size;
+}
+
+template <typename T>
+int gpt_chunk<T>::local_rows(int micro_batch_size) const {
+  const int rows = config_.seq_length * micro_batch_size;
+  return config_.sequence_parallel ? rows / config_.tensor_model_parallel_size : rows;
+}
+
+template <typename T>
+void gpt_chunk<T>::all_reduce_sequence_parallel_grads() {
+  if (!config_.sequence_parallel) return;
+  // One coalesced all-reduce, as Megatron's _allreduce_layernorm_grads flattens its buffers.
+  std::vector<T> flat;
+  for (const auto& p : store_.all())
+    if (p.sequence_parallel) flat.insert(flat.end(), p.grad, p.grad + p.numel);
+  if (flat.empty()) return;
+  tp_.all_reduce_sum(flat.data(), flat.size());
+  std::size_t at = 0;
+  for (auto& p : store_.all())
+    if (p.sequence_parallel) std::copy_n(flat.data() + at, p.numel, p.grad), at += p.numel;
 }
 
 template <typename T>
@@ -111,7 +131,8 @@ void gpt_chunk<T>::load_batch(const micro_batch& b, saved& s) const {
 template <typename T>
 void gpt_chunk<T>::run_forward(const saved& s, bool training) {
   const int seq = config_.seq_length, mb = s.micro_batch_size, rows = seq * mb;
-  const std::size_t n = std::size_t(rows) * config_.hidden_size;
+  const int local = local_rows(mb);
+  const std::size_t n = std::size_t(local) * config_.hidden_size;
   stream_.resize(layers_.size() + 1);
   for (auto& v : stream_) v.resize(n);
   if (layout_.pre_process)
@@ -126,7 +147,7 @@ void gpt_chunk<T>::run_forward(const saved& s, bool training) {
                        s.step);
   if (layout_.post_process) {
     final_.resize(n);
-    final_layernorm_->forward(store_, stream_.back().data(), final_.data(), rows);
+    final_layernorm_->forward(store_, stream_.back().data(), final_.data(), local);
   }
 }
 
@@ -141,7 +162,7 @@ loss_and_count gpt_chunk<T>::forward(int slot, const micro_batch& b, const T* in
   s.step = dropout_step;
   load_batch(b, s);
   const int rows = config_.seq_length * s.micro_batch_size;
-  const std::size_t n = std::size_t(rows) * config_.hidden_size;
+  const std::size_t n = activation_numel(s.micro_batch_size);
   if (!layout_.pre_process) {
     if (!input) throw std::invalid_argument("a stage without the embedding needs an input activation");
     s.input.assign(input, input + n);
@@ -168,28 +189,32 @@ loss_and_count gpt_chunk<T>::forward(int slot, const micro_batch& b, const T* in
 }
 
 template <typename T>
-void gpt_chunk<T>::backward(int slot, const T* grad_output, T* grad_input) {
+void gpt_chunk<T>::backward(int slot, const T* grad_output, T* grad_input, const std::function<void(int)>& progress) {
   auto it = slots_.find(slot);
   if (it == slots_.end())
     throw std::logic_error("gpt_chunk: backward of slot " + std::to_string(slot) +
                            " without a kept forward");
   const saved& s = it->second;
   if (resident_ != slot) run_forward(s, /*training=*/true);  // recompute the activations
-  const int rows = config_.seq_length * s.micro_batch_size;
-  const std::size_t n = std::size_t(rows) * config_.hidden_size;
+  const int rows = local_rows(s.micro_batch_size);
+  const std::size_t n = activation_numel(s.micro_batch_size);
   grad_a_.resize(n);
   if (layout_.post_process) {
     final_layernorm_->backward(store_, s.loss_grad.data(), stream_.back().data(), grad_a_.data(),
                                rows, false);
+    if (progress) progress(backward_done_final_norm());
   } else {
     if (!grad_output) throw std::invalid_argument("a stage without the loss needs an output gradient");
     std::copy_n(grad_output, n, grad_a_.data());
   }
-  for (std::size_t i = layers_.size(); i-- > 0;)
+  for (std::size_t i = layers_.size(); i-- > 0;) {
     layers_[i].backward(store_, tp_, stream_[i].data(), grad_a_.data(), grad_a_.data());
-  if (layout_.pre_process)
-    embedding_->backward(store_, grad_a_.data());
-  else if (grad_input)
+    if (progress) progress(static_cast<int>(i));
+  }
+  if (layout_.pre_process) {
+    embedding_->backward(store_, tp_, grad_a_.data());
+    if (progress) progress(backward_done_embedding);
+  } else if (grad_input)
     std::copy_n(grad_a_.data(), n, grad_input);
   slots_.erase(it);
   resident_ = -1;

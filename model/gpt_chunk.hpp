@@ -3,8 +3,11 @@
 // is the last. Several micro-batches can be in flight: each forward keeps its input under a slot,
 // and a backward whose slot is not the most recent forward recomputes that forward first
 // (Megatron's full activation recomputation, applied only where a schedule needs it).
+// With sequence parallelism (config.sequence_parallel) the activations between layers, and
+// those passed between stages, are this rank's [seq / tp, batch, hidden] shard.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -56,8 +59,8 @@ class gpt_chunk {
   gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout);
 
   /// Forward of one micro-batch into `slot`. `input` is the previous stage's output [seq * mb,
-  /// hidden] (ignored with pre_process); `output` receives this chunk's output (ignored with
-  /// post_process). With post_process the loss is computed and returned; when `keep` is set its
+  /// hidden] ([seq / tp * mb, hidden] with sequence parallelism; ignored with pre_process);
+  /// `output` receives this chunk's output, of the same shape (ignored with post_process). With post_process the loss is computed and returned; when `keep` is set its
   /// gradient, scaled by grad_scale, is made at once (the output layer's weight gradient
   /// accumulates now) and kept for backward(slot). `keep` also keeps the slot for backward.
   /// `dropout_step` picks the dropout masks; `training` turns dropout on.
@@ -65,10 +68,22 @@ class gpt_chunk {
                          bool training, bool keep, T grad_scale, std::uint64_t dropout_step);
   /// Backward of the micro-batch kept in `slot`: from `grad_output` (ignored with post_process)
   /// to `grad_input` (ignored with pre_process); accumulates weight gradients; frees the slot.
-  void backward(int slot, const T* grad_output, T* grad_input);
+  /// `progress`, when given, is told as each part's weight gradients are complete, in this
+  /// order: backward_done_final_norm (post_process: the final norm and the output layer), each
+  /// local layer index from the last to 0, then backward_done_embedding (pre_process).
+  void backward(int slot, const T* grad_output, T* grad_input, const std::function<void(int)>& progress = {});
+  static constexpr int backward_done_embedding = -1;
+  /// The final norm's event: the number of local layers.
+  int backward_done_final_norm() const { return static_cast<int>(layers_.size()); }
 
-  /// Elements of one activation or gradient passed between stages for `micro_batch_size`.
+  /// Elements of one activation or gradient passed between stages for `micro_batch_size`
+  /// (this rank's sequence shard with sequence parallelism).
   std::size_t activation_numel(int micro_batch_size) const;
+  /// With sequence parallelism, sums over the tensor-parallel group the gradients of the
+  /// parameters used on sequence shards (norms, row-parallel biases), as Megatron's
+  /// finalize_model_grads does (_allreduce_layernorm_grads); nothing otherwise. Call once per
+  /// step, after the last backward and before the optimizer.
+  void all_reduce_sequence_parallel_grads();
   /// Slots kept for a backward that has not run yet.
   std::size_t slots_in_flight() const { return slots_.size(); }
 
@@ -89,6 +104,7 @@ class gpt_chunk {
     std::vector<T> input, loss_grad;
   };
   void load_batch(const micro_batch& batch, saved& s) const;
+  int local_rows(int micro_batch_size) const;
   void run_forward(const saved& s, bool training);
 
   gpt_model_config config_;

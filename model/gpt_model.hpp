@@ -24,6 +24,9 @@ class gpt_model {
   /// Forward only (evaluation); dropout off unless asked, gradients untouched.
   loss_and_count forward_only(const micro_batch& batch, bool apply_dropout = false);
 
+  /// With sequence parallelism, sums the norm and row-parallel-bias gradients over the group;
+  /// call once after the last forward_backward of a step (see gpt_chunk).
+  void all_reduce_sequence_parallel_grads() { chunk_.all_reduce_sequence_parallel_grads(); }
   std::vector<parameter<T>>& parameters() { return chunk_.parameters(); }
   parameter_store<T>& store() { return chunk_.store(); }
   void zero_grad() { chunk_.zero_grad(); }

@@ -41,6 +41,16 @@ std::vector<std::string> validate(const gpt_model_config& c) {
     need(c.rotary_dim() >= 2 && c.rotary_dim() % 2 == 0,
          "rotary_percent=" + std::to_string(c.rotary_percent) + " of kv_channels=" +
              std::to_string(c.head_dim()) + " must give an even rotary dimension of at least 2");
+  if (c.sequence_parallel) {
+    // Megatron's ModelParallelConfig raises for tp <= 1; its sequence split asserts divisibility.
+    need(tp > 1, "sequence_parallel needs tensor_model_parallel_size > 1 (got " + std::to_string(tp) +
+                     "); turn sequence parallelism off");
+    need(c.seq_length % tp == 0, "seq_length=" + std::to_string(c.seq_length) +
+                                     " is not divisible by tensor_model_parallel_size=" +
+                                     std::to_string(tp) +
+                                     "; with sequence parallelism each rank holds seq_length / tp "
+                                     "positions");
+  }
   need(c.attention_dropout >= 0 && c.attention_dropout < 1 && c.hidden_dropout >= 0 &&
            c.hidden_dropout < 1,
        "attention_dropout and hidden_dropout must lie in [0, 1)");

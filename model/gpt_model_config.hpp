@@ -39,6 +39,9 @@ struct gpt_model_config {
   std::uint64_t seed = 1234;
   int tensor_model_parallel_size = 1;
   int tensor_model_parallel_rank = 0;
+  /// Megatron's --sequence-parallel: outside the tensor-parallel regions (norms, dropouts,
+  /// residuals) each rank holds seq_length / tp positions of the [seq, batch, hidden] activations.
+  bool sequence_parallel = false;
 
   int query_groups() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
   int head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }

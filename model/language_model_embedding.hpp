@@ -1,6 +1,8 @@
 // Megatron-Core's LanguageModelEmbedding: vocab-parallel word embeddings (each tp rank holds a
 // block of vocabulary rows; the lookups are summed across ranks), optional learned absolute
-// position embeddings, then embedding dropout (hidden_dropout).
+// position embeddings, then embedding dropout (hidden_dropout). With sequence parallelism the
+// vocab-parallel sum is reduce-scattered so that each rank keeps its [seq / tp, batch] rows
+// (Megatron's scatter_to_sequence_parallel_region), and dropout runs on that shard.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -19,21 +21,24 @@ class language_model_embedding {
   language_model_embedding(parameter_store<T>& store, const gpt_model_config& config,
                            int tp_rank, int tp_size);
   int word_embeddings_id() const { return word_; }
-  /// out[rows, hidden] for token ids and position ids, both in [seq, batch] row order.
+  /// out[rows, hidden] for token ids and position ids, both in [seq, batch] row order (all rows
+  /// of the ids; out holds only this rank's rows / tp with sequence parallelism).
   void forward(const parameter_store<T>& store, group& tp, const std::int32_t* ids,
                const std::int32_t* positions, T* out, int rows, bool training,
                std::uint64_t stream);
-  /// Accumulates the embedding gradients from dout [rows, hidden] (the ids of the last forward).
-  void backward(parameter_store<T>& store, const T* dout);
+  /// Accumulates the embedding gradients from dout [rows, hidden] (the ids of the last forward;
+  /// this rank's shard with sequence parallelism).
+  void backward(parameter_store<T>& store, group& tp, const T* dout);
 
  private:
   int hidden_, vocab_start_, vocab_end_, word_, position_ = -1, max_positions_;
   float dropout_, p_ = 0;
-  std::uint64_t stream_ = 0;
+  bool sequence_parallel_;
+  std::uint64_t stream_ = 0, first_index_ = 0;
   int rows_ = 0;
   const std::int32_t* ids_ = nullptr;
   const std::int32_t* positions_ = nullptr;
-  std::vector<T> dmasked_;
+  std::vector<T> dmasked_, full_;
 };
 
 }  // namespace mactor::model

@@ -16,7 +16,8 @@ class mlp {
   /// Registers name.linear_fc1.* and name.linear_fc2.*.
   mlp(parameter_store<T>& store, const std::string& name, const gpt_model_config& config,
       int tp_size);
-  /// out[rows, hidden] = all-reduced fc2(act(fc1(x))) without fc2's bias.
+  /// out[rows, hidden] = all-reduced fc2(act(fc1(x))) without fc2's bias; with sequence
+  /// parallelism x and out are this rank's [rows / tp, hidden] shards (rows counts the full).
   void forward(const parameter_store<T>& store, group& tp, const T* x, T* out, int rows);
   const T* fc2_bias(const parameter_store<T>& store) const { return linear_fc2_.bias(store); }
   /// dout: gradient of the biased fc2 output; dx[rows, hidden] = all-reduced input grad.

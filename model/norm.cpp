@@ -14,6 +14,10 @@ norm<T>::norm(parameter_store<T>& store, const std::string& name, const gpt_mode
                       one_p_ ? init_kind::zeros : init_kind::ones);
   if (kind_ == normalization_kind::layer_norm)
     bias_ = store.add(name + ".bias", {hidden_}, tp_split::replicated, init_kind::zeros);
+  // Under sequence parallelism the norm sees only this rank's positions (Megatron marks its
+  // weights sequence_parallel whenever the config has it).
+  store[weight_].sequence_parallel = c.sequence_parallel;
+  if (bias_ >= 0) store[bias_].sequence_parallel = c.sequence_parallel;
 }
 
 template <typename T>

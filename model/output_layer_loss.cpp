@@ -15,7 +15,8 @@ template <typename T>
 output_layer_loss<T>::output_layer_loss(parameter_store<T>& store, const gpt_model_config& c,
                                         int tp_rank, int tp_size, int tied_weight)
     : hidden_(c.hidden_size), vocab_local_(c.padded_vocab_size / tp_size),
-      vocab_start_(tp_rank * vocab_local_), weight_(tied_weight) {
+      vocab_start_(tp_rank * vocab_local_), weight_(tied_weight),
+      sequence_parallel_(c.sequence_parallel && tp_size > 1) {
   if (weight_ < 0)
     weight_ = store.add("output_layer.weight", {c.padded_vocab_size, c.hidden_size},
                         tp_split::rows, init_kind::normal, c.init_method_std);
@@ -35,6 +36,16 @@ template <typename T>
 double output_layer_loss<T>::forward_backward(parameter_store<T>& store, group& tp, const T* h,
                                               const std::int32_t* labels, const float* mask,
                                               T grad_scale, T* dh, int rows) {
+  T* dh_shard = dh;
+  if (sequence_parallel_) {
+    // The final norm's output arrives as sequence shards: gather all rows (Megatron's output
+    // layer all-gathers its input), and reduce-scatter the input gradient back to the shards.
+    const std::size_t shard = std::size_t(rows / tp.size()) * hidden_;
+    h_full_.resize(shard * tp.size());
+    tp.all_gather(h, h_full_.data(), shard);
+    h = h_full_.data();
+    if (dh) dh_full_.resize(shard * tp.size()), dh = dh_full_.data();
+  }
   const int chunk = int(std::clamp<std::int64_t>(logits_chunk_elements / vocab_local_, 1, rows));
   logits_.resize(std::size_t(chunk) * vocab_local_);
   row_max_.resize(chunk), sums_.resize(2 * chunk), loss_.resize(chunk), scale_.resize(chunk);
@@ -62,7 +73,10 @@ double output_layer_loss<T>::forward_backward(parameter_store<T>& store, group& 
     kernels::linear_backward_input<T>(logits_.data(), w, dh + std::int64_t(r0) * hidden_, n,
                                       hidden_, vocab_local_);
   }
-  if (dh && tp.size() > 1) tp.all_reduce_sum(dh, std::size_t(rows) * hidden_);
+  if (dh && sequence_parallel_)
+    tp.reduce_scatter_sum(dh, dh_shard, std::size_t(rows / tp.size()) * hidden_);
+  else if (dh && tp.size() > 1)
+    tp.all_reduce_sum(dh, std::size_t(rows) * hidden_);
   return total;
 }
 

@@ -21,7 +21,9 @@ class output_layer_loss {
                     int tp_size, int tied_weight);
   /// Returns sum over rows of loss * mask for h [rows, hidden], labels [rows], mask [rows].
   /// When dh is not null, also accumulates the weight gradient of grad_scale * that sum and
-  /// writes dh [rows, hidden] (all-reduced over tp).
+  /// writes dh [rows, hidden] (all-reduced over tp). With sequence parallelism h and dh are this
+  /// rank's [rows / tp, hidden] sequence shards (rows still counts all of them); every rank
+  /// computes the loss of all rows over its vocabulary block, as without it.
   double forward_backward(parameter_store<T>& store, group& tp, const T* h,
                           const std::int32_t* labels, const float* mask, T grad_scale, T* dh,
                           int rows);
@@ -29,7 +31,8 @@ class output_layer_loss {
  private:
   void combine_over_ranks(group& tp, int n);
   int hidden_, vocab_local_, vocab_start_, weight_;
-  std::vector<T> logits_, row_max_, sums_, loss_, scale_, gathered_;
+  bool sequence_parallel_;
+  std::vector<T> logits_, row_max_, sums_, loss_, scale_, gathered_, h_full_, dh_full_;
 };
 
 }  // namespace mactor::model

@@ -25,6 +25,10 @@ struct parameter {
   std::vector<std::int64_t> full_shape;  // the tp=1 shape
   tp_split split = tp_split::replicated;
   bool no_weight_decay = false;  // Megatron's default: biases and 1-D tensors
+  /// Replicated, but used on a sequence shard (Megatron's `sequence_parallel` attribute: norm
+  /// weights and row-parallel biases under --sequence-parallel): each rank's gradient is a
+  /// partial sum, all-reduced over the tensor-parallel group before the optimizer.
+  bool sequence_parallel = false;
   std::size_t offset = 0;        // into the flat buffers
   std::size_t numel = 0;
   T* value = nullptr;

@@ -13,10 +13,11 @@ self_attention<T>::self_attention(parameter_store<T>& store, const std::string& 
     : linear_qkv_(store, name + ".linear_qkv", c.hidden_size,
                   c.query_groups() * (c.num_attention_heads / c.query_groups() + 2) * c.head_dim(),
                   c.add_bias_linear || c.add_qkv_bias, tp_split::rows, c.init_method_std,
-                  tp_size),
+                  tp_size, c.sequence_parallel),
       linear_proj_(store, name + ".linear_proj", c.num_attention_heads * c.head_dim(),
                    c.hidden_size, c.add_bias_linear,
-                   c.init_method_std / std::sqrt(2.0 * c.num_layers), tp_size),
+                   c.init_method_std / std::sqrt(2.0 * c.num_layers), tp_size,
+                   c.sequence_parallel),
       rope_(c.position_embedding_type == position_embedding_kind::rope),
       rot_dim_(c.rotary_dim()),
       scale_(T(1.0 / std::sqrt(double(c.head_dim())))) {
@@ -45,7 +46,7 @@ void self_attention<T>::forward(const parameter_store<T>& store, group& tp, cons
   qkv_.resize(rows * width);
   probs_.resize(std::size_t(batch) * dims_.heads * seq * seq);
   context_.resize(std::size_t(rows) * dims_.heads * dims_.head_dim);
-  linear_qkv_.forward(store, x, qkv_.data(), rows);
+  linear_qkv_.forward(store, tp, x, qkv_.data(), rows);
   const int per_group = dims_.heads / dims_.groups;
   const std::int64_t group_stride = std::int64_t(per_group + 2) * dims_.head_dim;
   if (rope_)  // queries and the key head of each group are contiguous: rotate per_group + 1 heads
@@ -63,7 +64,7 @@ void self_attention<T>::backward(parameter_store<T>& store, group& tp, const T* 
   const std::int64_t width = dims_.qkv_width();
   dcontext_.resize(context_.size());
   dqkv_.resize(qkv_.size());
-  linear_proj_.backward(store, dout, context_.data(), dcontext_.data(), rows);
+  linear_proj_.backward(store, tp, dout, context_.data(), dcontext_.data(), rows);
   kernels::attention_backward<T>(dqkv_.data(), dcontext_.data(), qkv_.data(), probs_.data(),
                                  dims_, scale_, dropout_, stream_);
   const int per_group = dims_.heads / dims_.groups;

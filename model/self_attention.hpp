@@ -21,10 +21,12 @@ class self_attention {
                  const gpt_model_config& config, int tp_rank, int tp_size);
   /// out[rows, hidden] = all-reduced projection of attention(x), without linear_proj's bias
   /// (returned by proj_bias() for bias-dropout-add). x: [seq, batch, hidden] input-norm output.
+  /// With sequence parallelism x and out are this rank's [seq / tp, batch, hidden] shards.
   void forward(const parameter_store<T>& store, group& tp, const T* x, T* out, int seq, int batch,
                float attention_dropout, std::uint64_t dropout_stream);
   const T* proj_bias(const parameter_store<T>& store) const { return linear_proj_.bias(store); }
-  /// dout: gradient of the biased projection output; dx[rows, hidden] = all-reduced input grad.
+  /// dout: gradient of the biased projection output; dx[rows, hidden] = all-reduced input grad
+  /// (both shards with sequence parallelism, dx reduce-scattered).
   void backward(parameter_store<T>& store, group& tp, const T* dout, const T* x, T* dx);
 
  private:

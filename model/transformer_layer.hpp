@@ -1,6 +1,8 @@
 // One pre-norm transformer layer as Megatron-Core's local spec builds it:
 // x1 = x + dropout(attention(input_layernorm(x)) + proj_bias)
 // y  = x1 + dropout(mlp(pre_mlp_layernorm(x1)) + fc2_bias), all rows in [seq, batch] order.
+// With sequence parallelism x, x1 and y (and the norms and residual dropouts) are this rank's
+// [seq / tp, batch, hidden] shard; a dropout mask element is that of the same element at tp = 1.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,15 +20,18 @@ class transformer_layer {
   /// Registers decoder.layers.<number>.{input_layernorm, self_attention, pre_mlp_layernorm, mlp}.
   transformer_layer(parameter_store<T>& store, int number, const gpt_model_config& config,
                     int tp_rank, int tp_size);
-  /// y[seq * batch, hidden] from x; keeps what the backward needs. Dropout only when training;
-  /// step selects the dropout masks (one value per forward).
+  /// y[seq * batch, hidden] from x ([seq / tp * batch, hidden] shards with sequence
+  /// parallelism); keeps what the backward needs. Dropout only when training; step selects the
+  /// dropout masks (one value per forward).
   void forward(const parameter_store<T>& store, group& tp, const T* x, T* y, int seq, int batch,
                bool training, std::uint64_t step);
   /// dx from dy and the forward input x (dx may alias dy); accumulates weight gradients.
   void backward(parameter_store<T>& store, group& tp, const T* x, const T* dy, T* dx);
 
  private:
-  int number_, hidden_, rows_ = 0;
+  int number_, hidden_, rows_ = 0, local_rows_ = 0;
+  bool sequence_parallel_;
+  std::uint64_t first_index_ = 0;  // the shard's first element in the full [rows, hidden]
   std::uint64_t seed_;
   float attention_dropout_, hidden_dropout_;
   float hidden_p_ = 0;

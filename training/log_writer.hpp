@@ -38,6 +38,11 @@ class log_writer {
   void iteration(const iteration_report& r, std::int64_t consumed_samples);
   /// Megatron's evaluate_and_print_results block (and its TensorBoard scalars).
   void validation(const std::string& prefix, double loss, std::int64_t iteration, std::int64_t consumed_samples);
+  /// Leaves `seconds` out of the current interval's elapsed time (Megatron stops its
+  /// interval-time timer while it evaluates or saves a checkpoint).
+  void exclude_time(double seconds) {
+    state_.interval_start += std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  }
   /// Megatron writes no TensorBoard values when only evaluating (--skip-train).
   void drop_tensorboard() { tb_.reset(); }
   void flush();

@@ -41,6 +41,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.seed = static_cast<std::uint64_t>(a.initialization.seed);
   c.tensor_model_parallel_size = static_cast<int>(a.distributed.tensor_model_parallel_size);
   c.tensor_model_parallel_rank = tp_rank;
+  c.sequence_parallel = a.training.sequence_parallel;  // validation turned it off for tp == 1
   return c;
 }
 

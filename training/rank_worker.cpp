@@ -1,8 +1,14 @@
 // One rank's training work: data, engine, LR schedule; iterations and evaluations as pumped jobs.
 #include "training/rank_worker.hpp"
 
-#include <stdexcept>
+#include <unistd.h>
 
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/layout.hpp"
 #include "config/validate.hpp"
 #include "model/training_log.hpp"
 #include "training/model_spec.hpp"
@@ -45,6 +51,30 @@ rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx, 
   const int mbs = static_cast<int>(*a.training.micro_batch_size);
   for (int s = 0; s < 3; ++s)
     if (datasets_[s]) loaders_[s] = std::make_unique<batch_loader>(datasets_[s], mbs, vocab_.padded, ctx.dp_rank(), ctx.groups().dp());
+  if (const auto& save = a.checkpointing.save; save && ctx.rank() == 0) {
+    // A --save that cannot be written is found now, not after hours of training; leftovers of
+    // saves a crash interrupted are removed before this job's ranks can save.
+    std::error_code ec;
+    std::filesystem::create_directories(*save, ec);
+    if (ec || access(save->c_str(), W_OK) != 0)
+      throw checkpoint::checkpoint_error("--save " + *save + " is not a writable directory" +
+                                         (ec ? " (" + ec.message() + ")" : std::string()) + "; pass a path you can write to");
+    checkpoint::remove_interrupted_saves(*save);
+  }
+}
+
+std::optional<loaded_checkpoint> rank_worker::load_checkpoint() {
+  auto loaded = training::load_checkpoint(args_, ctx_, engine_, scheduler_);
+  if (loaded) eval_consumed_[1] = loaded->position.consumed_valid_samples;
+  return loaded;
+}
+
+checkpoint::rank_state rank_worker::capture_checkpoint(std::int64_t iteration, std::int64_t consumed) {
+  training_position at;
+  at.iteration = iteration;
+  at.consumed_train_samples = consumed;
+  at.consumed_valid_samples = eval_consumed_[1];
+  return training::capture_checkpoint(args_, ctx_, engine_, scheduler_, at, vocab_.padded);
 }
 
 void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed) {

@@ -14,7 +14,9 @@
 #include "data/blended_dataset.hpp"
 #include "data/tokenizer.hpp"
 #include "model/lr_scheduler.hpp"
+#include "checkpoint/tensor_piece.hpp"
 #include "training/batch_loader.hpp"
+#include "training/checkpointing.hpp"
 #include "training/parallel_context.hpp"
 #include "training/reports.hpp"
 #include "training/stage_engine.hpp"
@@ -46,6 +48,12 @@ class rank_worker {
   iteration_report finish_iteration();
   /// After pump() returned true for an evaluation.
   evaluation_report finish_evaluation();
+
+  /// --load: the checkpoint's model (and optimizer, scheduler, data position) into this rank;
+  /// nullopt without --load or when it holds no checkpoint. Throws checkpoint::checkpoint_error.
+  std::optional<loaded_checkpoint> load_checkpoint();
+  /// A snapshot of this rank's state after iteration `iteration` at `consumed` samples.
+  checkpoint::rank_state capture_checkpoint(std::int64_t iteration, std::int64_t consumed);
 
   stage_engine& engine() { return engine_; }
   const vocabulary& vocab() const { return vocab_; }

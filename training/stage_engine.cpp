@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 
@@ -114,6 +115,93 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
     }
   }
   optimizer_ = model::make_optimizer(std::move(params), optimizer_options_from_args(a));
+  if (a.distributed.overlap_grad_reduce && dp_ > 1) {
+    // Megatron's default bucket: max(40M, 1M x dp) elements (the distributed optimizer here
+    // shards whole chunks, so a chunk is its one bucket).
+    const std::int64_t size = a.distributed.ddp_bucket_size.value_or(std::max<std::int64_t>(40000000, 1000000LL * dp_));
+    // With the distributed optimizer and sequence parallelism, the tensor-parallel sum must
+    // precede the reduce-scatter, on the stage's thread: those gradients are reduced at finalize.
+    if (!(distributed_optimizer_ && chunks_.front().config().sequence_parallel))
+      build_grad_buckets(distributed_optimizer_ ? std::numeric_limits<std::int64_t>::max() : size);
+    comm_ = std::make_unique<comm_worker>();
+    overlap_param_gather_ = distributed_optimizer_ && a.distributed.overlap_param_gather;
+  }
+}
+
+namespace {
+
+// The backward event after which a parameter's gradient is complete (see gpt_chunk::backward).
+int ready_event(const model::gpt_chunk<float>& chunk, const std::string& name) {
+  const std::string layers = "decoder.layers.";
+  if (name.rfind(layers, 0) == 0) return std::stoi(name.substr(layers.size())) - chunk.layout().layer_begin;
+  if (name.rfind("embedding.", 0) == 0 && chunk.layout().pre_process) return model::gpt_chunk<float>::backward_done_embedding;
+  return chunk.backward_done_final_norm();  // final norm, output layer, the tied embedding's copy
+}
+
+}  // namespace
+
+void stage_engine::build_grad_buckets(std::int64_t bucket_size) {
+  const bool tied = !chunks_.front().config().untie_embeddings_and_output_weights && ctx_.embedding();
+  // The last chunk's last backward comes first (the interleaved schedule's cooldown runs the
+  // chunks in reverse): its buckets come first.
+  for (std::size_t c = chunks_.size(); c-- > 0;) {
+    auto& chunk = chunks_[c];
+    std::vector<const model::parameter<float>*> params;
+    for (const auto& p : chunk.parameters()) params.push_back(&p);
+    // Backward finishes the parameters roughly in reverse order of registration: bucket from the end.
+    std::sort(params.begin(), params.end(), [](auto* x, auto* y) { return x->offset > y->offset; });
+    grad_bucket b;
+    b.chunk = c;
+    b.end = chunk.store().grads().size();
+    b.begin = b.end;
+    b.ready_event = std::numeric_limits<int>::max();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const auto& p = *params[i];
+      if (p.offset + p.numel != b.begin) throw std::logic_error("gradient buffer of chunk " + std::to_string(c) + " is not contiguous");
+      b.begin = p.offset;
+      b.ready_event = std::min(b.ready_event, ready_event(chunk, p.name));
+      if (tied && p.name == "embedding.word_embeddings.weight") b.tied_embedding = chunk.word_embeddings_id();
+      if (static_cast<std::int64_t>(b.end - b.begin) >= bucket_size || i + 1 == params.size()) {
+        buckets_.push_back(b);
+        b.end = b.begin;
+        b.ready_event = std::numeric_limits<int>::max();
+        b.tied_embedding = -1;
+      }
+    }
+  }
+}
+
+// One bucket's share of finalize_grads, on the comm worker: the tied embedding's cross-stage sum,
+// then the data-parallel mean (all-reduce, or reduce-scatter into the distributed optimizer's shard).
+void stage_engine::reduce_bucket(const grad_bucket& b) {
+  auto& chunk = chunks_[b.chunk];
+  if (b.tied_embedding >= 0) {
+    auto& p = chunk.store()[b.tied_embedding];
+    ctx_.embedding()->all_reduce(std::span<float>(p.grad, p.numel));
+  }
+  auto grads = chunk.store().grads().subspan(b.begin, b.end - b.begin);
+  const float scale = 1.0f / static_cast<float>(dp_);
+  for (float& g : grads) g *= scale;
+  if (!distributed_optimizer_) {
+    ctx_.data_parallel()->all_reduce(grads);
+    return;
+  }
+  auto& s = shards_[b.chunk];
+  std::copy(grads.begin(), grads.end(), s.scratch.begin());
+  std::fill(s.scratch.begin() + static_cast<std::ptrdiff_t>(s.numel), s.scratch.end(), 0.0f);
+  ctx_.data_parallel()->reduce_scatter(std::span<const float>(s.scratch), std::span<float>(s.grads));
+}
+
+// Posts, in bucket order (the same on every replica), each bucket of `chunk` whose gradients are
+// complete once `fired_event` has fired; INT_MIN posts whatever is left.
+void stage_engine::launch_ready_buckets(int chunk, int fired_event) {
+  while (next_bucket_ < buckets_.size()) {
+    const auto& b = buckets_[next_bucket_];
+    if (fired_event != std::numeric_limits<int>::min() && (static_cast<int>(b.chunk) != chunk || b.ready_event < fired_event))
+      return;
+    comm_->post([this, &b] { reduce_bucket(b); });
+    ++next_bucket_;
+  }
 }
 
 stage_engine::~stage_engine() {
@@ -272,6 +360,10 @@ bool stage_engine::execute(const action& a) {
     case op::backward: break;
   }
   const bool forward = a.kind == op::forward;
+  if (params_pending_) {  // --overlap-param-gather: the updated parameters must have arrived
+    comm_->wait();
+    params_pending_ = false;
+  }
   transfer* input = nullptr;
   if (forward ? !layout.pre_process : !layout.post_process) {
     input = arrived(a, /*gradient=*/!forward);
@@ -322,7 +414,13 @@ bool stage_engine::execute(const action& a) {
   } else {
     std::vector<float> grad_input;
     if (!layout.pre_process) grad_input.resize(n);
-    chunk.backward(a.microbatch, input ? input->buffer.data() : nullptr, grad_input.empty() ? nullptr : grad_input.data());
+    if (comm_ && a.microbatch == num_microbatches_ - 1) {
+      // The chunk's last backward of the iteration: reduce each bucket as soon as it is complete.
+      chunk.backward(a.microbatch, input ? input->buffer.data() : nullptr, grad_input.empty() ? nullptr : grad_input.data(),
+                     [this, c = a.chunk](int event) { launch_ready_buckets(c, event); });
+    } else {
+      chunk.backward(a.microbatch, input ? input->buffer.data() : nullptr, grad_input.empty() ? nullptr : grad_input.data());
+    }
     if (!layout.pre_process) outputs_[{true, a.microbatch, a.chunk}] = std::move(grad_input);
     if (input) recvs_.erase({true, a.microbatch, a.chunk});
   }
@@ -369,6 +467,19 @@ void stage_engine::zero_grad() {
 }
 
 void stage_engine::finalize_grads() {
+  if (!buckets_.empty()) {
+    // --overlap-grad-reduce: the buckets were posted during the last backward; post any left
+    // (a chunk without micro-batches) and wait for them all. The sequence-parallel sum over the
+    // tensor-parallel group comes after the data-parallel mean here (both are sums: the same).
+    launch_ready_buckets(-1, std::numeric_limits<int>::min());
+    next_bucket_ = 0;
+    comm_->wait();
+    for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
+    return;
+  }
+  // Sequence parallelism: norm weights and row-parallel biases saw only this rank's positions;
+  // their gradients are summed over the tensor-parallel group (Megatron's _allreduce_layernorm_grads).
+  for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
   // Tied embeddings: the first stage's embedding and the last stage's copy get the sum of both
   // gradients (Megatron's _allreduce_word_embedding_grads), before the data-parallel mean.
   if (auto* emb = ctx_.embedding(); emb && !chunks_.front().config().untie_embeddings_and_output_weights) {
@@ -404,21 +515,36 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
   const auto result = model::clip_and_step(*optimizer_, clip_grad, count_zeros,
                                            [this](std::span<double> v) { reduce_stats(v); });
   if (distributed_optimizer_) {
-    // Every replica gets the updated slices of every other (Megatron's parameter all-gather).
+    // Every replica gets the updated slices of every other (Megatron's parameter all-gather),
+    // in the background with --overlap-param-gather until the next forward needs them.
     for (std::size_t c = 0; c < chunks_.size(); ++c) {
-      auto& s = shards_[c];
-      auto values = chunks_[c].store().values();
-      std::vector<float> mine(s.end - s.begin, 0.0f);
-      for (std::size_t i = s.begin; i < std::min(s.end, s.numel); ++i) mine[i - s.begin] = values[i];
-      ctx_.data_parallel()->all_gather(std::span<const float>(mine), std::span<float>(s.scratch));
-      std::copy_n(s.scratch.begin(), s.numel, values.begin());
+      auto gather = [this, c] {
+        auto& s = shards_[c];
+        auto values = chunks_[c].store().values();
+        std::vector<float> mine(s.end - s.begin, 0.0f);
+        for (std::size_t i = s.begin; i < std::min(s.end, s.numel); ++i) mine[i - s.begin] = values[i];
+        ctx_.data_parallel()->all_gather(std::span<const float>(mine), std::span<float>(s.scratch));
+        std::copy_n(s.scratch.begin(), s.numel, values.begin());
+      };
+      if (overlap_param_gather_)
+        comm_->post(gather);
+      else
+        gather();
     }
+    params_pending_ = overlap_param_gather_;
   }
   set_activity("idle");
   return result;
 }
 
+void stage_engine::sync_params() {
+  if (!params_pending_) return;
+  comm_->wait();
+  params_pending_ = false;
+}
+
 double stage_engine::params_norm() {
+  sync_params();
   return model::params_norm(optimizer_->params(), [this](std::span<double> v) { reduce_stats(v); });
 }
 

@@ -23,6 +23,7 @@
 #include "schedules/generator.hpp"
 #include "schedules/schedule.hpp"
 #include "training/batch_loader.hpp"
+#include "training/comm_worker.hpp"
 #include "training/parallel_context.hpp"
 
 namespace mactor::training {
@@ -68,13 +69,19 @@ class stage_engine {
   std::int64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
 
   void zero_grad();
-  /// Tied-embedding gradient sum between the first and last stage, then the data-parallel mean
+  /// The tensor-parallel sum of sequence-parallel gradients (with --sequence-parallel), the
+  /// tied-embedding gradient sum between the first and last stage, then the data-parallel mean
   /// (all-reduce, or reduce-scatter into this rank's shard with the distributed optimizer).
   void finalize_grads();
   /// Clip, count zeros, update (and all-gather the parameters with the distributed optimizer).
   model::optimizer_step_result optimizer_step(double clip_grad, bool count_zeros);
   /// The L2 norm of all parameters of the model (every rank gets it).
   double params_norm();
+  /// Waits for parameter all-gathers still running in the background (--overlap-param-gather):
+  /// call before reading the parameters outside the schedule (checkpoints).
+  void sync_params();
+  /// Gradient buckets reduced in the background during the last backward (--overlap-grad-reduce).
+  std::size_t num_grad_buckets() const { return buckets_.size(); }
   model::optimizer& optimizer() { return *optimizer_; }
 
   std::vector<model::gpt_chunk<float>>& chunks() { return chunks_; }
@@ -85,6 +92,18 @@ class stage_engine {
  private:
   struct transfer;
   struct chunk_shard;
+  // --overlap-grad-reduce: a contiguous run [begin, end) of one chunk's flat gradient buffer,
+  // reduced as soon as the last micro-batch's backward has finished every parameter in it (the
+  // bucket's earliest backward event has fired: events run from the final norm down to the
+  // embedding).
+  struct grad_bucket {
+    std::size_t chunk = 0, begin = 0, end = 0;
+    int ready_event = 0;
+    int tied_embedding = -1;  // the tied word embedding's id here: summed across stages first
+  };
+  void build_grad_buckets(std::int64_t bucket_size);
+  void reduce_bucket(const grad_bucket& b);
+  void launch_ready_buckets(int chunk, int fired_event);
   bool execute(const schedules::action& a);
   const batch_buffers& batch(int microbatch);
   void post_recv(const schedules::action& a, bool gradient);
@@ -103,6 +122,12 @@ class stage_engine {
   std::vector<model::gpt_chunk<float>> chunks_;
   std::vector<chunk_shard> shards_;
   std::unique_ptr<model::optimizer> optimizer_;
+  // --overlap-grad-reduce / --overlap-param-gather: the buckets, the background collective
+  // thread, and what it still owes.
+  std::vector<grad_bucket> buckets_;
+  std::size_t next_bucket_ = 0;
+  std::unique_ptr<comm_worker> comm_;
+  bool overlap_param_gather_ = false, params_pending_ = false;
   std::function<void()> wakeup_;
 
   // The schedule in progress.

@@ -35,14 +35,14 @@ void dropout_apply(T* y, const T* x, std::int64_t n, float p, std::uint64_t stre
 
 template <typename T>
 void bias_dropout_add(T* out, const T* residual, const T* x, const T* bias, int n, int w, float p,
-                      std::uint64_t stream) {
+                      std::uint64_t stream, std::uint64_t first_index) {
   const T scale = p > 0.0f ? T(1) / (T(1) - T(p)) : T(1);
 #pragma omp parallel for schedule(static) if (std::int64_t(n) * w > 16384)
   for (int i = 0; i < n; ++i) {
     const std::int64_t row = std::int64_t(i) * w;
     for (int j = 0; j < w; ++j) {
       T v = x[row + j] + (bias ? bias[j] : T(0));
-      if (p > 0.0f) v = dropout_uniform(stream, row + j) >= p ? v * scale : T(0);
+      if (p > 0.0f) v = dropout_uniform(stream, first_index + row + j) >= p ? v * scale : T(0);
       out[row + j] = residual[row + j] + v;
     }
   }
@@ -53,8 +53,8 @@ template void dropout_apply<float>(float*, const float*, std::int64_t, float, st
 template void dropout_apply<double>(double*, const double*, std::int64_t, float, std::uint64_t,
                                     std::uint64_t);
 template void bias_dropout_add<float>(float*, const float*, const float*, const float*, int, int,
-                                      float, std::uint64_t);
+                                      float, std::uint64_t, std::uint64_t);
 template void bias_dropout_add<double>(double*, const double*, const double*, const double*, int,
-                                       int, float, std::uint64_t);
+                                       int, float, std::uint64_t, std::uint64_t);
 
 }  // namespace mactor::kernels

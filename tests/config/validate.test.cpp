@@ -142,6 +142,13 @@ TEST_CASE("rule 54: sequence parallelism is turned off without tensor parallelis
   CHECK(with_base({"--sequence-parallel", "--tensor-model-parallel-size", "2"}, 2).args.training.sequence_parallel);
 }
 
+TEST_CASE("sequence parallelism needs a sequence length that splits over the tensor-parallel ranks") {
+  auto bad = with_base({"--sequence-parallel", "--tensor-model-parallel-size", "4", "--seq-length", "6"}, 4);
+  CHECK(bad.has_error("--seq-length=6 is not divisible by --tensor-model-parallel-size=4 with --sequence-parallel"));
+  CHECK(with_base({"--tensor-model-parallel-size", "4", "--seq-length", "6"}, 4).report.ok());
+  CHECK(with_base({"--sequence-parallel", "--tensor-model-parallel-size", "4", "--seq-length", "8"}, 4).report.ok());
+}
+
 TEST_CASE("rules 57/60: bias and rotary switches") {
   CHECK_FALSE(with_base({"--disable-bias-linear"}).args.training.bias_gelu_fusion);
   CHECK(with_base({"--use-rotary-position-embeddings"}).args.network_size.position_embedding_type == "rope");

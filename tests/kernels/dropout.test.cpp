@@ -2,6 +2,7 @@
 #include "kernels/dropout.hpp"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 
 #include "tests/kernels/gradient_check.hpp"
@@ -49,4 +50,24 @@ TEST_CASE("bias-dropout-add backward matches finite differences") {
   kernels::dropout_apply<double>(dx.data(), probe.data(), n * w, p, stream);
   CHECK(test::relative_error(dx, test::numeric_gradient(loss, x)) < 1e-8);
   CHECK(test::relative_error(probe, test::numeric_gradient(loss, residual)) < 1e-8);
+}
+
+TEST_CASE("bias-dropout-add on a block of rows given its first element draws the whole tensor's mask") {
+  // A sequence-parallel shard is a block of rows: with its first element index it must keep
+  // exactly the elements the unsplit call keeps.
+  const int n = 6, w = 7, first_row = 2, rows = 3;
+  const float p = 0.5f;
+  const auto stream = kernels::dropout_stream(5, 2, 1, 3);
+  const auto x = test::random_vector(n * w, 6), bias = test::random_vector(w, 7);
+  const auto residual = test::random_vector(n * w, 8);
+  std::vector<double> whole(n * w), block(rows * w);
+  kernels::bias_dropout_add<double>(whole.data(), residual.data(), x.data(), bias.data(), n, w, p, stream);
+  const std::size_t at = std::size_t(first_row) * w;
+  kernels::bias_dropout_add<double>(block.data(), residual.data() + at, x.data() + at, bias.data(), rows, w, p,
+                                    stream, at);
+  CHECK(std::equal(block.begin(), block.end(), whole.begin() + std::ptrdiff_t(at)));
+  std::vector<double> unshifted(rows * w);
+  kernels::bias_dropout_add<double>(unshifted.data(), residual.data() + at, x.data() + at, bias.data(), rows, w, p,
+                                    stream);
+  CHECK_FALSE(std::equal(unshifted.begin(), unshifted.end(), whole.begin() + std::ptrdiff_t(at)));
 }

@@ -30,7 +30,9 @@ TEST_CASE("pretrain_gpt with --exit-interval stops at the first multiple and say
   const auto r = pretrain(" --exit-interval 4");
   CHECK(count(r.out, "| lm loss: ") == 4);
   CHECK(r.out.find("[exiting program at iteration 4] datetime: ") != std::string::npos);
-  CHECK(r.out.find("validation loss at iteration 4 on validation set") != std::string::npos);
+  // Megatron's train() exits the program there: no final evaluation and no "after training".
+  CHECK(r.out.find("on validation set") == std::string::npos);
+  CHECK(r.out.find("after training is done") == std::string::npos);
 }
 
 TEST_CASE("pretrain_gpt treats --exit-interval 0 and --exit-duration-in-mins 0 as off, as Python's truthiness does") {

@@ -1,0 +1,63 @@
+// The checkpointer: one per rank, on its own thread. The stage hands it a snapshot and goes on;
+// it writes the rank's shards (rank 0 also commits the iteration once every rank's shards are
+// durable) and tells the coordinator. Its mailbox is the save queue: a save starts only after
+// the previous one has finished.
+#include <caf/all.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "actors/messages.hpp"
+#include "actors/spawn.hpp"
+#include "checkpoint/save.hpp"
+
+namespace mactor::actors {
+namespace {
+
+struct checkpointer_state {
+  static inline const char* name = "checkpointer";
+};
+
+using checkpointer_actor = caf::stateful_actor<checkpointer_state>;
+
+// MACTOR_TEST_CHECKPOINT_WRITE_DELAY_MS: a test hook that holds every save just before its first
+// byte, so a test can kill the job while a save is surely in progress.
+std::chrono::milliseconds test_write_delay() {
+  const char* v = std::getenv("MACTOR_TEST_CHECKPOINT_WRITE_DELAY_MS");
+  return std::chrono::milliseconds(v ? std::atoll(v) : 0);
+}
+
+caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings settings) {
+  return {
+      [=](checkpoint_write& w) {
+        checkpoint_saved reply;
+        reply.rank = settings.rank;
+        reply.iteration = w.iteration;
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          for (const auto& p : w.state->pieces) reply.bytes += static_cast<std::int64_t>(p.data.size() * sizeof(float));
+          checkpoint::save_options options;
+          options.attempt_id = settings.attempt_id;
+          if (const auto delay = test_write_delay(); delay.count() > 0)
+            options.before_write = [delay] { std::this_thread::sleep_for(delay); };
+          checkpoint::save(settings.save_dir, w.iteration, settings.rank, settings.world_size, std::move(*w.state), options);
+        } catch (const std::exception& e) {
+          reply.ok = false;
+          reply.error = "rank " + std::to_string(settings.rank) + ": saving the checkpoint of iteration " +
+                        std::to_string(w.iteration) + " failed: " + e.what();
+        }
+        w.state.reset();
+        reply.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        self->send(w.reply_to, reply);
+      },
+      [=](stop_message&) { self->quit(); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_checkpointer(caf::actor_system& sys, checkpoint_job_settings settings) {
+  return sys.spawn<caf::detached>(checkpointer, std::move(settings));
+}
+
+}  // namespace mactor::actors

@@ -1,0 +1,127 @@
+// bench_save_stall: what a checkpoint costs the training, end to end. Runs the same job three
+// times under `mactor` (no saves; --save-interval K; --save-interval K --async-save) and prints the
+// training stall per save (extra wall time over the run without saves, divided by the saves),
+// the checkpoint's size, and the disk's own write speed for that size (dd with fsync).
+// Usage: mactor's build dir: build/bin/bench_save_stall [--ranks N] [--iters I] [--interval K]
+//        [--hidden H] [--layers L] [--dir DIR] [--repeats R]
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct options {
+  int ranks = 2, iters = 12, interval = 3, hidden = 512, layers = 4, repeats = 2;
+  fs::path dir = "bench_save_stall.tmp";
+};
+
+struct run_result {
+  double seconds = 0;
+  std::vector<double> save_ms;  // the save-checkpoint timer's max over ranks, per save
+};
+
+run_result run(const std::string& command, const fs::path& log) {
+  run_result r;
+  const auto start = clock_type::now();
+  const int status = std::system((command + " > " + log.string() + " 2>&1").c_str());
+  r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  if (status != 0) {
+    std::fprintf(stderr, "bench_save_stall: failed (status %d): %s\n(see %s)\n", status, command.c_str(), log.c_str());
+    std::exit(1);
+  }
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);)
+    if (const auto at = line.find("save-checkpoint ...."); at != std::string::npos) {
+      const auto comma = line.find(", ", at);
+      r.save_ms.push_back(std::stod(line.substr(comma + 2)));
+    }
+  return r;
+}
+
+double mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
+std::uintmax_t directory_bytes(const fs::path& dir) {
+  std::uintmax_t total = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) total += e.file_size();
+  return total;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--ranks") o.ranks = std::stoi(v);
+    else if (k == "--iters") o.iters = std::stoi(v);
+    else if (k == "--interval") o.interval = std::stoi(v);
+    else if (k == "--hidden") o.hidden = std::stoi(v);
+    else if (k == "--layers") o.layers = std::stoi(v);
+    else if (k == "--repeats") o.repeats = std::stoi(v);
+    else if (k == "--dir") o.dir = v;
+    else {
+      std::fprintf(stderr, "bench_save_stall: unknown option %s (--ranks --iters --interval --hidden --layers --dir --repeats)\n",
+                   k.c_str());
+      return 2;
+    }
+  }
+  const fs::path bin = fs::canonical("/proc/self/exe").parent_path();
+  const std::string job = (bin / "mactor").string() + " -np " + std::to_string(o.ranks) + " --oversubscribe " +
+                          (bin / "pretrain_gpt").string() + " --mock-data --tokenizer-type NullTokenizer --vocab-size 8191" +
+                          " --num-layers " + std::to_string(o.layers) + " --hidden-size " + std::to_string(o.hidden) +
+                          " --num-attention-heads 8 --seq-length 64 --max-position-embeddings 64 --micro-batch-size 1" +
+                          " --global-batch-size " + std::to_string(o.ranks) + " --train-iters " + std::to_string(o.iters) +
+                          " --lr 1e-4 --log-interval 1000 --eval-iters 0";
+  fs::remove_all(o.dir);
+  fs::create_directories(o.dir);
+  const int saves = o.iters / o.interval;
+  const std::string save = " --save " + (o.dir / "ckpt").string() + " --save-interval " + std::to_string(o.interval);
+
+  // Best of `repeats` for each variant, interleaved so drifts in machine load hit all alike.
+  const fs::path log = o.dir / "job.log";
+  run_result none, sync, async;
+  none.seconds = sync.seconds = async.seconds = 1e30;
+  auto keep_best = [](run_result& best, run_result r) {
+    if (r.seconds < best.seconds) best = std::move(r);
+  };
+  for (int r = 0; r < o.repeats; ++r) {
+    keep_best(none, run(job, log));
+    fs::remove_all(o.dir / "ckpt");
+    keep_best(sync, run(job + save, log));
+    fs::remove_all(o.dir / "ckpt");
+    keep_best(async, run(job + save + " --async-save", log));
+  }
+  const auto iteration_dir = o.dir / "ckpt" / ("iter_" + std::string(7 - std::to_string(o.iters).size(), '0') + std::to_string(o.iters));
+  const double mib = static_cast<double>(directory_bytes(iteration_dir)) / (1 << 20);
+  const auto dd = o.dir / "dd.bin";
+  const double dd_seconds = run("dd if=/dev/zero of=" + dd.string() + " bs=1M count=" + std::to_string(static_cast<long>(mib + 1)) +
+                                " conv=fsync", log).seconds;
+  fs::remove_all(o.dir);
+
+  std::printf("job: %d ranks, %d layers x hidden %d, %d iterations, a save every %d (%d saves), checkpoint %.1f MiB\n",
+              o.ranks, o.layers, o.hidden, o.iters, o.interval, saves, mib);
+  std::printf("%-24s %12s %22s %26s\n", "variant", "job wall (s)", "wall added per save (ms)", "save-checkpoint timer (ms)");
+  std::printf("%-24s %12.2f %22s %26s\n", "no --save", none.seconds, "-", "-");
+  std::printf("%-24s %12.2f %22.1f %26.1f\n", "--save", sync.seconds, 1e3 * (sync.seconds - none.seconds) / saves, mean(sync.save_ms));
+  std::printf("%-24s %12.2f %22.1f %26.1f\n", "--save --async-save", async.seconds, 1e3 * (async.seconds - none.seconds) / saves,
+              mean(async.save_ms));
+  std::printf("(the timer is the longest time a rank waited per save; with --async-save the job's end also waits for the last write)\n");
+  std::printf("synchronous save: %.0f MiB/s (checkpoint size / timer); dd of %.0f MiB with fsync on the same disk: %.0f MiB/s\n",
+              mib / std::max(1e-9, mean(sync.save_ms) / 1e3), mib, (mib + 1) / dd_seconds);
+  return 0;
+}

@@ -1,0 +1,330 @@
+// Training state <-> checkpoint pieces. See checkpoint/README.md ("Expressing model/ shards as
+// pieces") for how a tensor-parallel shard and a distributed-optimizer range become pieces.
+#include "training/checkpointing.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/checkpoint_reader.hpp"
+#include "checkpoint/layout.hpp"
+#include "config/config_json.hpp"
+#include "model/optimizer_adam.hpp"
+#include "model/optimizer_sgd.hpp"
+
+namespace mactor::training {
+namespace {
+
+using checkpoint::checkpoint_error;
+using checkpoint::tensor_piece;
+using json = nlohmann::json;
+
+// One contiguous run of a rank's local tensor that is one nd slice of the global tensor.
+struct segment {
+  std::vector<std::int64_t> offset, shape;
+  std::size_t local_begin = 0, numel = 0;
+};
+
+// The local (tensor-parallel shard) tensor of p as slices of its global tensor, in local order.
+std::vector<segment> segments_of(const model::parameter<float>& p, int t, int tp) {
+  const auto& full = p.full_shape;
+  const auto local = model::shard_shape(full, p.split, tp);
+  std::vector<std::int64_t> zero(full.size(), 0);
+  switch (p.split) {
+    case model::tp_split::replicated:
+      return {{zero, full, 0, p.numel}};
+    case model::tp_split::rows: {
+      auto off = zero;
+      off[0] = t * local[0];
+      return {{off, local, 0, p.numel}};
+    }
+    case model::tp_split::columns: {
+      auto off = zero;
+      off[1] = t * local[1];
+      return {{off, local, 0, p.numel}};
+    }
+    case model::tp_split::row_halves: {
+      // [gate; up] of 2F rows: this rank's gate block, then its up block.
+      const std::int64_t half = full[0] / 2, rows = local[0] / 2;
+      auto shape = local;
+      shape[0] = rows;
+      const std::size_t n = p.numel / 2;
+      auto gate = zero, up = zero;
+      gate[0] = t * rows;
+      up[0] = half + t * rows;
+      return {{gate, shape, 0, n}, {up, shape, n, n}};
+    }
+  }
+  return {};
+}
+
+// Pieces covering elements [begin, end) of p's local tensor, with data from `local` (indexed
+// from the local tensor's start); `local` may be null for load requests.
+std::vector<tensor_piece> pieces_of(const std::string& name, const model::parameter<float>& p, int t, int tp,
+                                    std::size_t begin, std::size_t end, const float* local) {
+  std::vector<tensor_piece> out;
+  for (const auto& s : segments_of(p, t, tp)) {
+    const std::size_t lo = std::max(begin, s.local_begin), hi = std::min(end, s.local_begin + s.numel);
+    if (lo >= hi) continue;
+    tensor_piece q;
+    q.name = name;
+    q.global_shape = p.full_shape;
+    q.offset = s.offset;
+    q.shape = s.shape;
+    if (lo != s.local_begin || hi != s.local_begin + s.numel)
+      q.flat_range = std::pair<std::int64_t, std::int64_t>(lo - s.local_begin, hi - s.local_begin);
+    if (local) q.data.assign(local + lo, local + hi);
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+// The tied embedding's copy on the last stage: the first stage's tensor is the saved one.
+bool is_shared_copy(const model::gpt_chunk<float>& chunk, const model::parameter<float>& p) {
+  return !chunk.layout().pre_process && p.name == "embedding.word_embeddings.weight";
+}
+
+// Where one optimizer param lives: its model parameter and the local elements it covers.
+struct optim_slot {
+  const model::gpt_chunk<float>* chunk = nullptr;
+  const model::parameter<float>* param = nullptr;
+  std::size_t begin = 0, end = 0;
+};
+
+std::vector<optim_slot> optimizer_slots(stage_engine& engine) {
+  std::vector<optim_slot> slots;
+  for (const auto& o : engine.optimizer().params()) {
+    optim_slot slot;
+    for (auto& chunk : engine.chunks())
+      for (const auto& p : chunk.parameters())
+        if (o.value >= p.value && o.value < p.value + p.numel) {
+          slot.chunk = &chunk;
+          slot.param = &p;
+          slot.begin = static_cast<std::size_t>(o.value - p.value);
+          slot.end = slot.begin + o.numel;
+        }
+    if (!slot.param) throw std::logic_error("optimizer parameter " + o.name + " is not in this rank's model");
+    slots.push_back(slot);
+  }
+  return slots;
+}
+
+// The optimizer's state tensors per param: (state name, the values), torch's names.
+std::vector<std::pair<std::string, std::vector<float>*>> state_tensors(model::optimizer& opt, std::size_t i) {
+  if (auto* adam = dynamic_cast<model::adam_optimizer*>(&opt))
+    return {{"exp_avg", &adam->state()[i].exp_avg}, {"exp_avg_sq", &adam->state()[i].exp_avg_sq}};
+  if (auto* sgd = dynamic_cast<model::sgd_optimizer*>(&opt)) return {{"momentum_buffer", &sgd->state()[i].momentum_buffer}};
+  return {};
+}
+
+std::int64_t optimizer_steps(model::optimizer& opt) {
+  if (auto* adam = dynamic_cast<model::adam_optimizer*>(&opt))
+    for (const auto& s : adam->state()) return s.step;
+  return 0;
+}
+
+json scheduler_json(const model::lr_scheduler_state& s) {
+  return {{"max_lr", s.max_lr},
+          {"lr_warmup_steps", s.lr_warmup_steps},
+          {"num_steps", s.num_steps},
+          {"lr_decay_style", std::string(model::to_string(s.decay_style))},
+          {"lr_decay_steps", s.lr_decay_steps},
+          {"min_lr", s.min_lr},
+          {"start_wd", s.start_wd},
+          {"end_wd", s.end_wd},
+          {"wd_incr_style", std::string(model::to_string(s.wd_incr_style))},
+          {"wd_incr_steps", s.wd_incr_steps}};
+}
+
+model::lr_scheduler_state scheduler_from_json(const json& j, const std::string& where) {
+  try {
+    model::lr_scheduler_state s;
+    s.max_lr = j.at("max_lr").get<double>();
+    s.lr_warmup_steps = j.at("lr_warmup_steps").get<double>();
+    s.num_steps = j.at("num_steps").get<std::int64_t>();
+    s.decay_style = model::parse_lr_decay_style(j.at("lr_decay_style").get<std::string>()).value();
+    s.lr_decay_steps = j.at("lr_decay_steps").get<std::int64_t>();
+    s.min_lr = j.at("min_lr").get<double>();
+    s.start_wd = j.at("start_wd").get<double>();
+    s.end_wd = j.at("end_wd").get<double>();
+    s.wd_incr_style = model::parse_weight_decay_incr_style(j.at("wd_incr_style").get<std::string>()).value();
+    s.wd_incr_steps = j.at("wd_incr_steps").get<std::int64_t>();
+    return s;
+  } catch (const std::exception& e) {
+    throw checkpoint_error(where + " has no usable \"opt_param_scheduler\" (" + e.what() +
+                           "); pass --no-load-optim to start the LR schedule anew");
+  }
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) t += (i ? ", " : "") + std::to_string(shape[i]);
+  return t + "]";
+}
+
+// Why a saved tensor does not fit this model, and what to change. The vocabulary tensors differ
+// when the layouts pad the vocabulary differently (to a multiple of
+// --make-vocab-size-divisible-by x tensor-parallel size).
+std::string shape_mismatch(const std::string& where, const model::parameter<float>& p, const std::vector<std::int64_t>& saved,
+                           const json& common, const config::megatron_args& a, int tp) {
+  std::string m = where + " holds " + p.name + " as " + shape_text(saved) + " but this model has " + shape_text(p.full_shape);
+  const bool vocabulary = p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
+  if (!vocabulary) return m + "; the checkpoint was saved by a different model: use the flags it was saved with";
+  const auto& args = common.value("args", json::object());
+  const std::int64_t saved_divisor = args.value("make_vocab_size_divisible_by", std::int64_t{0});
+  const std::int64_t saved_tp = args.value("tensor_model_parallel_size", std::int64_t{0});
+  m += ": the padded vocabulary differs (Megatron pads it to a multiple of --make-vocab-size-divisible-by x "
+       "--tensor-model-parallel-size, here " + std::to_string(a.network_size.make_vocab_size_divisible_by) + " x " +
+       std::to_string(tp) + ")";
+  if (saved_divisor > 0 && saved_tp > 0 && (saved_divisor * saved_tp) % tp == 0)
+    return m + "; pass --make-vocab-size-divisible-by " + std::to_string(saved_divisor * saved_tp / tp) +
+           " to pad as the checkpoint does";
+  return m + "; pass a --make-vocab-size-divisible-by that pads to " + std::to_string(saved[0]) + " rows";
+}
+
+std::string optimizer_name(const std::string& state, const std::string& param) {
+  return "optimizer.state." + state + "." + param;
+}
+
+}  // namespace
+
+checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parallel_context& ctx, stage_engine& engine,
+                                          const model::lr_scheduler& scheduler, const training_position& at,
+                                          std::int64_t padded_vocab_size) {
+  checkpoint::rank_state state;
+  const int t = ctx.tp_rank(), tp = ctx.groups().tp();
+  const bool first_replica = ctx.dp_rank() == 0;
+  for (auto& chunk : engine.chunks())
+    for (const auto& p : chunk.parameters()) {
+      if (!first_replica || is_shared_copy(chunk, p) || (p.split == model::tp_split::replicated && t != 0)) continue;
+      for (auto& q : pieces_of(p.name, p, t, tp, 0, p.numel, p.value)) state.pieces.push_back(std::move(q));
+    }
+  if (!a.checkpointing.no_save_optim.value_or(false)) {
+    // Whole optimizer state from the first replica; the distributed optimizer's shards from each.
+    const bool sharded = a.distributed.use_distributed_optimizer && ctx.groups().dp() > 1;
+    auto& opt = engine.optimizer();
+    const auto slots = optimizer_slots(engine);
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      const auto& s = slots[i];
+      if ((!sharded && !first_replica) || is_shared_copy(*s.chunk, *s.param) ||
+          (s.param->split == model::tp_split::replicated && t != 0))
+        continue;
+      for (auto& [kind, values] : state_tensors(opt, i)) {
+        if (values->empty()) continue;  // before the first step (or SGD without momentum)
+        // The state covers local elements [begin, end): index it from the local tensor's start.
+        const float* local = values->data() - s.begin;
+        for (auto& q : pieces_of(optimizer_name(kind, s.param->name), *s.param, t, tp, s.begin, s.end, local))
+          state.pieces.push_back(std::move(q));
+      }
+    }
+  }
+  if (ctx.rank() == 0) {
+    json args = json::parse(config::to_json(a));
+    args["consumed_train_samples"] = at.consumed_train_samples;
+    args["consumed_valid_samples"] = at.consumed_valid_samples;
+    args["padded_vocab_size"] = padded_vocab_size;
+    args["iteration"] = at.iteration;
+    json common = {{"checkpoint_version", 3.0},
+                   {"iteration", at.iteration},
+                   {"args", std::move(args)},
+                   {"opt_param_scheduler", scheduler_json(scheduler.state())},
+                   {"optimizer", {{"saved", !a.checkpointing.no_save_optim.value_or(false)},
+                                  {"kind", a.training.optimizer},
+                                  {"step", optimizer_steps(engine.optimizer())}}},
+                   // Dropout masks and data order derive from (--seed, sample index): the
+                   // position above is the whole random state.
+                   {"rng_state", {{"seed", a.initialization.seed}, {"kind", "derived from seed and sample index"}}}};
+    state.common = std::move(common);
+  }
+  return state;
+}
+
+std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a, parallel_context& ctx, stage_engine& engine,
+                                                 model::lr_scheduler& scheduler) {
+  const std::string dir = a.checkpointing.load.value_or("");
+  if (dir.empty()) return std::nullopt;
+  std::optional<std::int64_t> iteration = a.checkpointing.ckpt_step;
+  if (!iteration) {
+    iteration = checkpoint::read_tracker(dir);
+    if (!iteration) {
+      if (a.checkpointing.exit_on_missing_checkpoint)
+        throw checkpoint_error("--load " + dir + " has no checkpoint (no " +
+                               (std::filesystem::path(dir) / "latest_checkpointed_iteration.txt").string() +
+                               ") and --exit-on-missing-checkpoint is set; check the path or drop the flag");
+      return std::nullopt;
+    }
+  }
+  checkpoint::checkpoint_reader reader(dir, iteration);
+  const std::string where = reader.directory().string();
+  loaded_checkpoint out;
+  out.directory = where;
+  out.saved_iteration = reader.iteration();
+  const json& common = reader.common();
+  const int t = ctx.tp_rank(), tp = ctx.groups().tp();
+
+  auto read_into = [&](const std::string& name, const model::parameter<float>& p, std::size_t begin, std::size_t end,
+                       float* dest) {
+    if (!reader.has(name))
+      throw checkpoint_error(where + " has no tensor " + name + "; was it saved by a different model (check --num-layers, "
+                             "--swiglu, --untie-embeddings-and-output-weights)?");
+    std::size_t at = 0;
+    for (auto& q : pieces_of(name, p, t, tp, begin, end, nullptr)) {
+      reader.read(q);
+      std::memcpy(dest + at, q.data.data(), q.data.size() * sizeof(float));
+      at += q.data.size();
+    }
+  };
+  for (auto& chunk : engine.chunks())
+    for (auto& p : chunk.parameters()) {
+      if (reader.has(p.name) && reader.global_shape(p.name) != p.full_shape)
+        throw checkpoint_error(shape_mismatch(where, p, reader.global_shape(p.name), common, a, tp));
+      read_into(p.name, p, 0, p.numel, p.value);
+    }
+
+  const bool load_optim = !a.checkpointing.finetune && !a.checkpointing.no_load_optim.value_or(false);
+  if (load_optim) {
+    const auto& o = common.value("optimizer", json::object());
+    if (!o.value("saved", false))
+      throw checkpoint_error(where + " holds no optimizer state (saved with --no-save-optim?); pass --no-load-optim "
+                             "to load the model alone");
+    if (o.value("kind", std::string()) != a.training.optimizer)
+      throw checkpoint_error(where + " holds " + o.value("kind", std::string("?")) + " optimizer state but --optimizer is " +
+                             a.training.optimizer + "; pass --no-load-optim to start the optimizer anew");
+    auto& opt = engine.optimizer();
+    const auto slots = optimizer_slots(engine);
+    const std::int64_t steps = o.value("step", std::int64_t{0});
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      const auto& s = slots[i];
+      for (auto& [kind, values] : state_tensors(opt, i)) {
+        const auto name = optimizer_name(kind, s.param->name);
+        if (!reader.has(name)) continue;  // saved before the first step, or SGD without momentum
+        values->assign(s.end - s.begin, 0.0f);
+        read_into(name, *s.param, s.begin, s.end, values->data());
+      }
+    }
+    if (auto* adam = dynamic_cast<model::adam_optimizer*>(&opt))
+      for (auto& st : adam->state()) st.step = st.exp_avg.empty() ? 0 : steps;
+    if (!common.contains("opt_param_scheduler"))
+      throw checkpoint_error(where + " has no LR scheduler state; pass --no-load-optim to start the schedule anew");
+    try {
+      scheduler.load_state(scheduler_from_json(common["opt_param_scheduler"], where));
+    } catch (const std::invalid_argument& e) {
+      std::string why = e.what();
+      if (why.rfind("error: ", 0) == 0) why.erase(0, 7);
+      throw checkpoint_error(where + ": " + why);
+    }
+    out.optimizer_loaded = true;
+  }
+  if (!a.checkpointing.finetune) {
+    const auto& args = common.value("args", json::object());
+    out.position.iteration = out.saved_iteration;
+    out.position.consumed_train_samples = args.value("consumed_train_samples", std::int64_t{0});
+    out.position.consumed_valid_samples = args.value("consumed_valid_samples", std::int64_t{0});
+  }
+  return out;
+}
+
+}  // namespace mactor::training
