@@ -151,6 +151,7 @@ void save_then(coordinator_actor* self, std::function<void()> then) {
                 " in " + s.args.checkpointing.ckpt_format + " format");
   s.saving = true;
   s.save_iteration = s.iteration;
+  if (s.inspect) s.inspect->coordinator_activity("saving the checkpoint of iteration " + std::to_string(s.iteration), s.iteration);
   s.captured_left = s.saved_left = static_cast<int>(s.stages.size());
   s.capture_seconds.assign(s.stages.size(), 0.0);
   s.write_seconds.assign(s.stages.size(), 0.0);
