@@ -148,7 +148,17 @@ std::string joined(const std::vector<std::string>& flags) {
   return s;
 }
 
+// The token file this process made, for remove_inspector_token_file (any thread).
+std::mutex token_file_mutex;
+std::string token_file_made;
+
 }  // namespace
+
+void remove_inspector_token_file() {
+  std::lock_guard lock(token_file_mutex);
+  if (!token_file_made.empty()) ::unlink(token_file_made.c_str());
+  token_file_made.clear();
+}
 
 observer_counters& counters_of(const std::string& kind) {
   static observer_counters logger, evaluator;
@@ -266,10 +276,7 @@ job_inspection::~job_inspection() {
   job_ended();
 }
 
-void job_inspection::job_ended() {
-  if (!owned_token_file_.empty()) ::unlink(owned_token_file_.c_str());
-  owned_token_file_.clear();
-}
+void job_inspection::job_ended() { remove_inspector_token_file(); }
 
 std::unique_ptr<job_inspection> job_inspection::start(caf::actor_system& sys, const caf::actor& coordinator,
                                                       const config::megatron_args& args, std::FILE* err) {
@@ -302,7 +309,10 @@ std::unique_ptr<job_inspection> job_inspection::start(caf::actor_system& sys, co
     options->token_file.clear();
     j->server_ = std::make_unique<inspector::server>([store] { return store->snapshot(); }, swap, *options);
   }
-  if (explicit_file.empty()) j->owned_token_file_ = options->token_file;
+  if (explicit_file.empty()) {
+    std::lock_guard lock(token_file_mutex);
+    token_file_made = options->token_file;
+  }
   std::fprintf(err, "mactor inspector: listening on %s (token %s%s%s)\n  web page: %s\n  attach: mactor inspect %s --token-file %s\n",
                j->server_->address().c_str(), j->server_->token().c_str(),
                options->token_file.empty() ? "" : ", also in ", options->token_file.c_str(),

@@ -55,6 +55,10 @@ caf::actor spawn_logger_successor(caf::actor_system& sys, std::unique_ptr<traini
 /// The logger that is current (the last successor built), else `first`.
 caf::actor current_logger(caf::actor_system& sys, const caf::actor& first);
 
+/// Removes the default token file this process wrote, if any (run_job calls it when the job has
+/// ended, failed or not: a failing rank 0 ends its process without the coordinator's help).
+void remove_inspector_token_file();
+
 /// Status reports are on unless MACTOR_INSPECT=off.
 bool inspection_enabled();
 /// How often a stage reports (0.5 s).
@@ -134,7 +138,6 @@ class job_inspection {
   std::unique_ptr<inspector::snapshot_store> store_;
   std::unique_ptr<inspector::server> server_;
   std::FILE* err_ = stderr;
-  std::string owned_token_file_;  // the default token file, removed at the end
   struct rate {
     std::int64_t count = 0;
     clock::time_point at = clock::now();

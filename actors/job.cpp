@@ -83,6 +83,7 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   caf::anon_send(coordinator, hello_message{rank, stage, agent, replica});
 
   auto outcome = control->wait();
+  remove_inspector_token_file();  // rank 0's inspector token (actors/inspection.hpp)
   if (outcome.exit_code != 0) return outcome;  // the system stays up: a stage may be blocked
   // Clean end. The stop from rank 0 may not have reached this rank's stage yet; a local one
   // always does. Every rank passes the data plane's barrier before any closes its actor system,
