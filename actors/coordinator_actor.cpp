@@ -10,6 +10,7 @@
 
 #include "actors/config_message.hpp"
 #include "actors/inspect.hpp"
+#include "actors/inspection.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
 #include "config/python_text.hpp"
@@ -40,6 +41,7 @@ struct coordinator_state {
   bool final_phase = false, finished = false;
   training::training_result result;
   clock_type::time_point train_start;
+  std::unique_ptr<job_inspection> inspect;  // the inspector's endpoint and stall report (inspection.hpp)
   std::optional<clock_type::time_point> iteration_end;  // the last iteration's report arrived
   // --load: what the stages found (every rank must agree).
   std::optional<stage_ready> loaded;
@@ -74,6 +76,7 @@ void finish(coordinator_actor* self, job_outcome outcome) {
     return;
   }
   s.finished = true;
+  if (s.inspect) s.inspect->job_ended();  // removes the token file before this process may end
   const bool ok = outcome.exit_code == 0;
   const abort_job abort{outcome.exit_code == 0 ? 0 : -1, outcome.exit_code, outcome.error};
   s.control->finish(std::move(outcome));  // before any agent's stop, so rank 0 keeps its result
@@ -110,6 +113,8 @@ void next_evaluation(coordinator_actor* self) {
     const int split = s.plan.splits[s.plan_index];
     if ((split == 1 && s.has_valid) || (split == 2 && s.has_test)) {
       s.pending = s.replicas.size();
+      if (s.inspect) s.inspect->coordinator_activity("evaluating split " + std::to_string(split) + " after iteration " +
+                                                     std::to_string(s.iteration), s.iteration);
       broadcast(self, s.replicas, run_evaluation{split});
       return;
     }
@@ -147,6 +152,7 @@ void save_then(coordinator_actor* self, std::function<void()> then) {
                 " in " + s.args.checkpointing.ckpt_format + " format");
   s.saving = true;
   s.save_iteration = s.iteration;
+  if (s.inspect) s.inspect->coordinator_activity("saving the checkpoint of iteration " + std::to_string(s.iteration), s.iteration);
   s.captured_left = s.saved_left = static_cast<int>(s.stages.size());
   s.capture_seconds.assign(s.stages.size(), 0.0);
   s.write_seconds.assign(s.stages.size(), 0.0);
@@ -253,6 +259,7 @@ void start_iteration(coordinator_actor* self) {
   }
   ++s.iteration;
   s.pending = s.replicas.size();
+  if (s.inspect) s.inspect->coordinator_activity("running iteration " + std::to_string(s.iteration), s.iteration - 1);
   broadcast(self, s.replicas, run_iteration{s.iteration, s.consumed});
 }
 
@@ -320,6 +327,14 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
   s.stages.resize(world);
   s.agents.resize(world);
   s.replicas.resize(groups.dp());
+  try {
+    s.inspect = job_inspection::start(self->system(), caf::actor_cast<caf::actor>(self), s.args, stderr);
+    if (s.inspect) self->send(self, inspect_tick_atom::value);
+  } catch (const std::invalid_argument& e) {
+    control->fail(2, std::string("rank 0: bad inspector setting: ") + e.what());
+  } catch (const std::exception& e) {
+    control->fail(1, std::string("rank 0: the inspector cannot start: ") + e.what());
+  }
   // A rank whose actors vanish (its process died, or the connection broke) fails the job.
   self->set_down_handler([=](caf::down_msg& dm) {
     if (self->state.finished) return;
@@ -334,6 +349,7 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
         s.stages[h.rank] = h.stage;
         s.agents[h.rank] = h.agent;
         if (h.replica) s.replicas[s.groups->coords_of(h.rank).dp] = h.replica;
+        if (s.inspect) s.inspect->rank_joined(h.rank, h.replica ? s.groups->coords_of(h.rank).dp : -1);
         for (const auto& a : {h.stage, h.agent}) {
           s.rank_of[a.address()] = h.rank;
           if (h.rank != 0) self->monitor(a);
@@ -414,6 +430,23 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
         if (--s.saved_left == 0) save_done(self);
       },
       [=](abort_job& a) { fail(self, a.exit_code, a.message); },
+      // The inspector (inspection.hpp): stage reports, the periodic refresh, hot swap.
+      [=](stage_status& st) -> std::int64_t {
+        return self->state.inspect ? self->state.inspect->stage_reported(st) : 0;
+      },
+      [=](inspect_tick_atom) {
+        if (!self->state.inspect) return;
+        self->state.inspect->tick(static_cast<std::int64_t>(self->mailbox().size()));
+        self->delayed_send(self, status_interval, inspect_tick_atom::value);
+      },
+      [=](swap_request& r) {
+        auto promise = self->make_response_promise<swap_answer>();
+        if (!self->state.inspect)
+          promise.deliver(swap_answer{false, "the inspector is off (MACTOR_INSPECT=off)"});
+        else
+          self->state.inspect->swap(self, r, self->state.logger, self->state.evaluator, promise);
+        return promise;
+      },
   };
 }
 

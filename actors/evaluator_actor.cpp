@@ -2,6 +2,7 @@
 // validation and test evaluations) and the validation blocks it prints.
 #include <caf/all.hpp>
 
+#include "actors/inspection.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
 
@@ -11,6 +12,7 @@ namespace {
 caf::behavior evaluator(caf::event_based_actor* self, std::int64_t eval_interval) {
   return {
       [=](iteration_done& m) {
+        counters_of("evaluator").handled.fetch_add(1, std::memory_order_relaxed);
         evaluation_plan plan;
         const std::string at = "iteration " + std::to_string(m.iteration);
         if (m.final) {
@@ -22,7 +24,10 @@ caf::behavior evaluator(caf::event_based_actor* self, std::int64_t eval_interval
         }
         return plan;
       },
-      [=](evaluation_result& r) { return log_validation{r.prefix, r.loss, r.iteration, r.consumed}; },
+      [=](evaluation_result& r) {
+        counters_of("evaluator").handled.fetch_add(1, std::memory_order_relaxed);
+        return log_validation{r.prefix, r.loss, r.iteration, r.consumed};
+      },
       [=](stop_message&) { self->quit(); },
   };
 }

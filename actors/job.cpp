@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 
+#include "actors/inspection.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
 #include "actors/type_ids.hpp"
@@ -82,6 +83,7 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   caf::anon_send(coordinator, hello_message{rank, stage, agent, replica});
 
   auto outcome = control->wait();
+  remove_inspector_token_file();  // rank 0's inspector token (actors/inspection.hpp)
   if (outcome.exit_code != 0) return outcome;  // the system stays up: a stage may be blocked
   // Clean end. The stop from rank 0 may not have reached this rank's stage yet; a local one
   // always does. Every rank passes the data plane's barrier before any closes its actor system,
@@ -95,8 +97,14 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   }
   if (logger) {
     // Every line and TensorBoard event is out before this rank moves on.
+    // A swapped-in logger (actors/inspection.hpp) is waited for too.
     caf::scoped_actor self{*sys};
-    self->wait_for(logger);
+    for (auto l = logger;;) {
+      self->wait_for(l);
+      auto next = current_logger(*sys, l);
+      if (next == l) break;
+      l = next;
+    }
   }
   ctx.shutdown();
   // An actor lives while any handle does: drop ours.

@@ -1,10 +1,18 @@
 // The logger actor (rank 0): prints what the coordinator sends, in the order it was sent, and
-// writes the TensorBoard events.
+// writes the TensorBoard events. Hot swap (inspection.hpp): the logger builds its successor from
+// new flags, keeps printing until the coordinator's handover (sent after the last record it gets),
+// then gives the successor its interval state and exits; the successor holds back every record
+// until then.
 #include <caf/all.hpp>
+#include <chrono>
+#include <cstdlib>
 #include <memory>
+#include <thread>
 
+#include "actors/inspection.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
+#include "config/config_json.hpp"
 #include "training/log_writer.hpp"
 
 namespace mactor::actors {
@@ -12,28 +20,102 @@ namespace {
 
 struct logger_state {
   std::unique_ptr<training::log_writer> writer;
+  caf::actor successor;  // built, not yet handed over
   static inline const char* name = "logger";
 };
 
-caf::behavior logger(caf::stateful_actor<logger_state>* self, config::megatron_args args, std::FILE* out, int world,
-                     std::int64_t padded) {
-  self->state.writer = std::make_unique<training::log_writer>(args, out, world, padded);
-  self->state.writer->write_args();
+using logger_actor = caf::stateful_actor<logger_state>;
+
+// Where the job's end waits for the logger that is current then (job.cpp).
+const caf::atom_value current_logger_key = caf::atom("mlogger");
+
+// Test hook: MACTOR_TEST_SLOW_LOGGER_MS makes every iteration record take that long to log.
+std::chrono::milliseconds test_delay() {
+  const char* v = std::getenv("MACTOR_TEST_SLOW_LOGGER_MS");
+  return std::chrono::milliseconds(v ? std::atoi(v) : 0);
+}
+
+void count(logger_actor* self) {
+  auto& c = counters_of("logger");
+  c.handled.fetch_add(1, std::memory_order_relaxed);
+  c.mailbox.store(static_cast<std::int64_t>(self->mailbox().size()), std::memory_order_relaxed);
+}
+
+caf::behavior logging(logger_actor* self, std::FILE* out, int world, std::int64_t padded) {
   return {
       [=](log_line& m) {
+        count(self);
         if (m.datetime)
           self->state.writer->print_datetime(m.text);
         else
           self->state.writer->print(m.text);
       },
-      [=](log_iteration& m) { self->state.writer->iteration(m.report, m.consumed); },
-      [=](log_validation& m) { self->state.writer->validation(m.prefix, m.loss, m.iteration, m.consumed); },
-      [=](log_timers& m) { self->state.writer->timers(m.names, m.timings); },
+      [=, delay = test_delay()](log_iteration& m) {
+        count(self);
+        if (delay.count() > 0) std::this_thread::sleep_for(delay);
+        self->state.writer->iteration(m.report, m.consumed);
+      },
+      [=](log_validation& m) {
+        count(self);
+        self->state.writer->validation(m.prefix, m.loss, m.iteration, m.consumed);
+      },
+      [=](log_timers& m) {
+        count(self);
+        self->state.writer->timers(m.names, m.timings);
+      },
       [=](log_exclude_time& m) { self->state.writer->exclude_time(m.seconds); },
       [=](log_drop_tensorboard&) { self->state.writer->drop_tensorboard(); },
+      [=](logger_successor_request& m) -> std::tuple<bool, std::string, caf::actor> {
+        if (self->state.successor) return {false, "a successor is already waiting", caf::actor{}};
+        std::unique_ptr<training::log_writer> writer;
+        try {
+          writer = std::make_unique<training::log_writer>(config::from_json(m.args_json), out, world, padded);
+        } catch (const std::exception& e) {
+          return {false, e.what(), caf::actor{}};
+        }
+        auto successor = spawn_logger_successor(self->system(), std::move(writer), out, world, padded);
+        self->state.successor = successor;
+        // From now on the job's end waits for the successor (which ends with this one if unused).
+        self->system().registry().put(current_logger_key, successor);
+        return {true, "", successor};
+      },
+      [=](logger_handover& h) {
+        self->state.writer->flush();
+        std::shared_ptr<training::log_writer> old(std::move(self->state.writer));
+        self->send(h.successor, logger_takeover{std::move(old)});
+        self->state.successor = caf::actor{};
+        self->quit();
+      },
       [=](stop_message&) {
         self->state.writer->flush();
+        // A successor never handed over ends too (a null takeover).
+        if (self->state.successor) self->send(self->state.successor, logger_takeover{});
         self->quit();
+      },
+  };
+}
+
+caf::behavior logger(logger_actor* self, config::megatron_args args, std::FILE* out, int world, std::int64_t padded) {
+  self->state.writer = std::make_unique<training::log_writer>(args, out, world, padded);
+  self->state.writer->write_args();
+  return logging(self, out, world, padded);
+}
+
+// A successor: holds every record back (skip), the stop too, until its predecessor's takeover.
+caf::behavior successor(logger_actor* self, std::shared_ptr<std::unique_ptr<training::log_writer>> writer, std::FILE* out,
+                        int world, std::int64_t padded) {
+  self->state.writer = std::move(*writer);
+  self->set_default_handler(caf::skip);
+  return {
+      [=](logger_takeover& t) {
+        if (!t.old_writer) {
+          self->quit();
+          return;
+        }
+        self->state.writer->state() = std::move(t.old_writer->state());
+        t.old_writer.reset();  // closes the old TensorBoard file
+        self->set_default_handler(caf::print_and_drop);
+        self->become(logging(self, out, world, padded));
       },
   };
 }
@@ -43,6 +125,17 @@ caf::behavior logger(caf::stateful_actor<logger_state>* self, config::megatron_a
 caf::actor spawn_logger(caf::actor_system& sys, const config::megatron_args& args, std::FILE* out, int world_size,
                         std::int64_t padded_vocab_size) {
   return sys.spawn(logger, args, out, world_size, padded_vocab_size);
+}
+
+caf::actor spawn_logger_successor(caf::actor_system& sys, std::unique_ptr<training::log_writer> writer, std::FILE* out,
+                                  int world_size, std::int64_t padded_vocab_size) {
+  auto box = std::make_shared<std::unique_ptr<training::log_writer>>(std::move(writer));
+  return sys.spawn(successor, box, out, world_size, padded_vocab_size);
+}
+
+caf::actor current_logger(caf::actor_system& sys, const caf::actor& first) {
+  auto next = sys.registry().get<caf::actor>(current_logger_key);
+  return next ? next : first;
 }
 
 }  // namespace mactor::actors

@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 
 #include "actors/inspect.hpp"
+#include "actors/inspection_messages.hpp"
 #include "actors/messages.hpp"
 
 namespace mactor::actors {
@@ -32,6 +33,12 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<evaluation_result>("mactor::evaluation_result");
   cfg.add_message_type<training::iteration_report>("mactor::iteration_report");
   cfg.add_message_type<training::evaluation_report>("mactor::evaluation_report");
+  // The inspector's (inspection.hpp).
+  cfg.add_message_type<stage_status>("mactor::stage_status");
+  cfg.add_message_type<swap_request>("mactor::swap_request");
+  cfg.add_message_type<swap_answer>("mactor::swap_answer");
+  cfg.add_message_type<logger_successor_request>("mactor::logger_successor_request");
+  cfg.add_message_type<logger_handover>("mactor::logger_handover");
 }
 
 }  // namespace mactor::actors

@@ -103,7 +103,7 @@ function drawChart(events) {
   for (let t = 0; t <= span + 1e-12; t += step) {
     svg.appendChild(el("line", {x1: x(t0 + t), y1: axisY, x2: x(t0 + t), y2: axisY + 4, stroke: "#555"}));
     svg.appendChild(el("text", {x: x(t0 + t), y: axisY + 15, "font-size": 10, fill: "#555", "text-anchor": "middle"},
-                       (t * 1000).toPrecision(3).replace(/\.?0+$/, "") + " ms"));
+                       parseFloat((t * 1000).toPrecision(3)) + " ms"));
   }
   let lx = left;
   for (const [name, c] of [["forward", colours.F], ["backward", colours.B], ["optimizer", colours.opt],

@@ -295,6 +295,11 @@ void stage_engine::check(const transfer& t) const {
 // Records the outcome in the transfer, then wakes the driver (runs on the transport's thread).
 comm::completion stage_engine::completion_of(transfer* t) {
   return [this, t](const comm::status& s) {
+    if (s.ok) {
+      const bool send = t->what.kind == op::send_forward || t->what.kind == op::send_backward;
+      const std::size_t n = s.bytes > 0 ? s.bytes : t->buffer.size() * sizeof(float);
+      (send ? bytes_sent_ : bytes_received_).fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
+    }
     t->status = s;
     t->done.store(true, std::memory_order_release);
     if (wakeup_) wakeup_();

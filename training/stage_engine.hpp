@@ -6,6 +6,7 @@
 // the wakeup callback when a transfer completes (an actor turns that into a message).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -63,6 +64,10 @@ class stage_engine {
   std::pair<std::string, std::chrono::steady_clock::time_point> activity() const;
   /// The last finished schedule's operations.
   std::vector<timeline_entry> last_timeline() const;
+  /// Pipeline data-plane bytes this rank has sent and received so far (completed transfers; the
+  /// data-parallel collectives are not counted). Any thread.
+  std::int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
+  std::int64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
 
   void zero_grad();
   /// The tensor-parallel sum of sequence-parallel gradients (with --sequence-parallel), the
@@ -148,6 +153,7 @@ class stage_engine {
   mutable std::mutex activity_mutex_;
   std::string activity_ = "idle";
   std::chrono::steady_clock::time_point activity_since_ = std::chrono::steady_clock::now();
+  std::atomic<std::int64_t> bytes_sent_{0}, bytes_received_{0};
 };
 
 }  // namespace mactor::training
