@@ -107,7 +107,7 @@ class stage_actor_driver {
     cfg->set("scheduler.max-threads", 2);  // as run_job configures it
     sys_ = new caf::actor_system(*cfg);
     self_ = std::make_unique<caf::scoped_actor>(*sys_);
-    stage_ = actors::spawn_stage(*sys_, ctx, std::make_shared<actors::job_control>());
+    stage_ = actors::spawn_stage(*sys_, ctx, std::make_shared<actors::job_control>(), caf::actor{});
     (*self_)->send(stage_, actors::config_message{a});
     (*self_)->receive([](actors::stage_ready&) {}, [](actors::abort_job& e) { fail(e); });
   }
