@@ -76,3 +76,13 @@ TEST_CASE("TP2 x PP2 with sequence parallelism and dropout logs the one-process 
   // Each tp rank draws the dropout masks of its own sequence shard: the same elements as one process.
   check_layout(4, "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel", true);
 }
+
+TEST_CASE("DP2 with --overlap-grad-reduce and small buckets logs the one-process losses") {
+  // 20k-element buckets: several per model, each reduced while the backward goes on.
+  check_layout(2, "--overlap-grad-reduce --ddp-bucket-size 20000");
+}
+
+TEST_CASE("PP2 x DP2 interleaved with the distributed optimizer and overlapped reduce and gather logs the one-process losses") {
+  check_layout(4, "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 --use-distributed-optimizer "
+                  "--overlap-grad-reduce --overlap-param-gather");
+}
