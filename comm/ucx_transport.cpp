@@ -612,7 +612,7 @@ std::future<status> ucx_transport::recv_future(int peer, std::uint64_t tag, void
 void ucx_transport::shutdown() {
   const int n = impl_->world_size;
   std::vector<unsigned char> in(n, 0);
-  const unsigned char token = 1;
+  static const unsigned char token = 1;  // sends may still read it after a peer has gone
   std::vector<std::future<status>> recvs, sends;
   for (int p = 0; p < n; ++p) {
     if (p == impl_->rank) continue;
@@ -633,6 +633,26 @@ void ucx_transport::shutdown() {
       wait_ok((*set)[i]);
     }
   }
+  // Second round: every peer has now finished its work (its first token arrived), but a peer
+  // that also finished this barrier may exit at once, and a message it sent just before exiting
+  // can be lost with its process. So nobody leaves after the first round alone: a peer exits
+  // only after it has our second token, which we send only once its first one has arrived.
+  // Losses in this round (a peer already gone) are expected and ignored, after a short wait.
+  auto* second = new unsigned char[n]();  // left to the process if a late completion may still land
+  std::vector<std::future<status>> recvs2, sends2;
+  for (int p = 0; p < n; ++p) {
+    if (p == impl_->rank) continue;
+    recvs2.push_back(recv_future(p, shutdown_tag, &second[p], 1));
+    sends2.push_back(send_future(p, shutdown_tag, &token, 1));
+  }
+  const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  bool all_done = true;
+  for (auto* set : {&recvs2, &sends2})
+    for (auto& f : *set) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(grace - std::chrono::steady_clock::now());
+      all_done = wait_for(f, std::max(left, std::chrono::milliseconds(0))) && all_done;
+    }
+  if (all_done) delete[] second;
 }
 
 bool ucx_transport::wait_for(std::future<status>& f, std::chrono::milliseconds timeout) {
