@@ -180,14 +180,22 @@ void stage_engine::reduce_bucket(const grad_bucket& b) {
     auto& p = chunk.store()[b.tied_embedding];
     ctx_.embedding()->all_reduce(std::span<float>(p.grad, p.numel));
   }
-  auto grads = chunk.store().grads().subspan(b.begin, b.end - b.begin);
+  reduce_over_replicas(b.chunk, b.begin, b.end);
+}
+
+// Megatron's DDP: scale by 1/dp, then sum over the replicas, so every replica holds the mean of
+// grads [begin, end) of chunk c (all of it with the distributed optimizer, whose reduce-scatter
+// leaves this rank's shard of the sum in shards_[c].grads).
+void stage_engine::reduce_over_replicas(std::size_t c, std::size_t begin, std::size_t end) {
+  auto grads = chunks_[c].store().grads().subspan(begin, end - begin);
   const float scale = 1.0f / static_cast<float>(dp_);
   for (float& g : grads) g *= scale;
   if (!distributed_optimizer_) {
     ctx_.data_parallel()->all_reduce(grads);
     return;
   }
-  auto& s = shards_[b.chunk];
+  auto& s = shards_[c];
+  if (begin != 0 || end != s.numel) throw std::logic_error("the distributed optimizer reduces whole chunks");
   std::copy(grads.begin(), grads.end(), s.scratch.begin());
   std::fill(s.scratch.begin() + static_cast<std::ptrdiff_t>(s.numel), s.scratch.end(), 0.0f);
   ctx_.data_parallel()->reduce_scatter(std::span<const float>(s.scratch), std::span<float>(s.grads));
@@ -505,22 +513,8 @@ void stage_engine::finalize_grads() {
     }
   }
   const auto timed = timers_.time(step_timer::all_grads_sync);
-  auto* dp = ctx_.data_parallel();
-  if (!dp) return;
-  // Megatron's DDP: scale by 1/dp, then sum over the replicas, so every replica holds the mean.
-  const float scale = 1.0f / static_cast<float>(dp_);
-  for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    auto grads = chunks_[c].store().grads();
-    for (float& g : grads) g *= scale;
-    if (!distributed_optimizer_) {
-      dp->all_reduce(grads);
-      continue;
-    }
-    auto& s = shards_[c];
-    std::copy(grads.begin(), grads.end(), s.scratch.begin());
-    std::fill(s.scratch.begin() + static_cast<std::ptrdiff_t>(s.numel), s.scratch.end(), 0.0f);
-    dp->reduce_scatter(std::span<const float>(s.scratch), std::span<float>(s.grads));
-  }
+  if (!ctx_.data_parallel()) return;
+  for (std::size_t c = 0; c < chunks_.size(); ++c) reduce_over_replicas(c, 0, chunks_[c].store().grads().size());
 }
 
 void stage_engine::reduce_stats(std::span<double> values) {

@@ -107,6 +107,7 @@ class stage_engine {
   };
   void build_grad_buckets(std::int64_t bucket_size);
   void reduce_bucket(const grad_bucket& b);
+  void reduce_over_replicas(std::size_t chunk, std::size_t begin, std::size_t end);
   void launch_ready_buckets(int chunk, int fired_event);
   bool execute(const schedules::action& a);
   const batch_buffers& batch(int microbatch);
