@@ -166,17 +166,12 @@ void maybe_go_on(coordinator_actor* self) {
   if (!s.after_save || s.captured_left > 0) return;
   const bool async = s.args.checkpointing.async_save.value_or(false);
   if (!async && s.saved_left > 0) return;
-  // Megatron's save-checkpoint timer: what each rank spent before it could train again (the
-  // snapshot, and without --async-save the write and commit too), min and max over the ranks.
-  double lo = 1e300, hi = 0;
-  for (std::size_t r = 0; r < s.capture_seconds.size(); ++r) {
-    const double t = 1e3 * (s.capture_seconds[r] + (async ? 0.0 : s.write_seconds[r]));
-    lo = std::min(lo, t);
-    hi = std::max(hi, t);
-  }
-  char timer[160];
-  std::snprintf(timer, sizeof timer, "    %s: (%.2f, %.2f)", (std::string("save-checkpoint ") + std::string(32, '.')).c_str(), lo, hi);
-  log(self, "(min, max) time across ranks (ms):\n" + std::string(timer));
+  // Megatron's save-checkpoint timer (level 0, printed after every save): what each rank spent
+  // before it could train again (the snapshot, and without --async-save the write and commit too).
+  std::vector<training::rank_timings> timings;
+  for (std::size_t r = 0; r < s.capture_seconds.size(); ++r)
+    timings.push_back({static_cast<int>(r), {s.capture_seconds[r] + (async ? 0.0 : s.write_seconds[r])}});
+  self->send(s.logger, log_timers{{"save-checkpoint"}, std::move(timings)});
   auto then = std::move(s.after_save);
   s.after_save = nullptr;
   then();
