@@ -561,52 +561,53 @@ ucx_transport::~ucx_transport() {
 int ucx_transport::rank() const { return impl_->rank; }
 int ucx_transport::world_size() const { return impl_->world_size; }
 
-void ucx_transport::send(int peer, std::uint64_t tag, const void* data, std::size_t size,
-                         completion done) {
+namespace {
+
+// A completion that fulfils a promise, and the promise's future.
+std::pair<completion, std::future<status>> promised() {
+  auto p = std::make_shared<std::promise<status>>();
+  auto f = p->get_future();
+  return {[p](const status& s) { p->set_value(s); }, std::move(f)};
+}
+
+}  // namespace
+
+// Every operation starts here: one op, issued by the caller or the progress thread. `waited`:
+// a future operation, driven by its owner's wait_for.
+void ucx_transport::start(int peer, std::uint64_t tag, bool is_recv, const void* send_data, void* recv_data,
+                          std::size_t size, completion done, bool waited) {
   impl_->check_peer(peer, tag);
-  auto* o = new impl::op{impl_.get(), peer, false, std::move(done)};
-  o->send_data = data;
+  auto* o = new impl::op{impl_.get(), peer, is_recv, std::move(done)};
+  o->send_data = send_data;
+  o->recv_data = recv_data;
   o->size = size;
   o->tag = tag;
-  impl_->post([o, self = impl_.get()] { self->issue(o); });
+  o->waited = waited;
+  impl_->post([o, self = impl_.get()] { self->issue(o); }, waited);
+}
+
+void ucx_transport::send(int peer, std::uint64_t tag, const void* data, std::size_t size,
+                         completion done) {
+  start(peer, tag, false, data, nullptr, size, std::move(done), false);
 }
 
 void ucx_transport::recv(int peer, std::uint64_t tag, void* data, std::size_t capacity,
                          completion done) {
-  impl_->check_peer(peer, tag);
-  auto* o = new impl::op{impl_.get(), peer, true, std::move(done)};
-  o->recv_data = data;
-  o->size = capacity;
-  o->tag = tag;
-  impl_->post([o, self = impl_.get()] { self->issue(o); });
+  start(peer, tag, true, nullptr, data, capacity, std::move(done), false);
 }
 
 std::future<status> ucx_transport::send_future(int peer, std::uint64_t tag, const void* data,
                                                std::size_t size) {
-  impl_->check_peer(peer, tag);
-  auto p = std::make_shared<std::promise<status>>();
-  auto f = p->get_future();
-  auto* o = new impl::op{impl_.get(), peer, false, [p](const status& s) { p->set_value(s); }};
-  o->send_data = data;
-  o->size = size;
-  o->tag = tag;
-  o->waited = true;
-  impl_->post([o, self = impl_.get()] { self->issue(o); }, true);
-  return f;
+  auto [done, f] = promised();
+  start(peer, tag, false, data, nullptr, size, std::move(done), true);
+  return std::move(f);
 }
 
 std::future<status> ucx_transport::recv_future(int peer, std::uint64_t tag, void* data,
                                                std::size_t capacity) {
-  impl_->check_peer(peer, tag);
-  auto p = std::make_shared<std::promise<status>>();
-  auto f = p->get_future();
-  auto* o = new impl::op{impl_.get(), peer, true, [p](const status& s) { p->set_value(s); }};
-  o->recv_data = data;
-  o->size = capacity;
-  o->tag = tag;
-  o->waited = true;
-  impl_->post([o, self = impl_.get()] { self->issue(o); }, true);
-  return f;
+  auto [done, f] = promised();
+  start(peer, tag, true, nullptr, data, capacity, std::move(done), true);
+  return std::move(f);
 }
 
 void ucx_transport::shutdown() {
