@@ -11,6 +11,7 @@
 #include "actors/config_message.hpp"
 #include "actors/inspect.hpp"
 #include "actors/inspection.hpp"
+#include "actors/logger_queue.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
 #include "config/python_text.hpp"
@@ -26,6 +27,7 @@ struct coordinator_state {
   std::unique_ptr<comm::process_groups> groups;
   training::vocabulary vocab;
   caf::actor logger, evaluator;
+  logger_queue to_logger;  // the bound on the logger's mailbox (logger_queue.hpp)
   std::shared_ptr<job_control> control;
   std::vector<caf::actor> stages, agents, replicas;
   std::map<caf::actor_addr, int> rank_of;
@@ -43,6 +45,8 @@ struct coordinator_state {
   clock_type::time_point train_start;
   std::unique_ptr<job_inspection> inspect;  // the inspector's endpoint and stall report (inspection.hpp)
   std::optional<clock_type::time_point> iteration_end;  // the last iteration's report arrived
+  clock_type::time_point iteration_start;
+  double excluded_seconds = 0;  // not training time, since the last iteration record sent (log_iteration)
   // --load: what the stages found (every rank must agree).
   std::optional<stage_ready> loaded;
   std::string load_mismatch;
@@ -58,8 +62,37 @@ struct coordinator_state {
 
 using coordinator_actor = caf::stateful_actor<coordinator_state>;
 
+// Every message to the logger goes through here, so the coordinator knows how many wait.
+template <class Message>
+void send_logger(coordinator_actor* self, Message&& m) {
+  self->state.to_logger.sent();
+  self->send(self->state.logger, std::forward<Message>(m));
+}
+
 void log(coordinator_actor* self, std::string text, bool datetime = false) {
-  self->send(self->state.logger, log_line{std::move(text), datetime});
+  send_logger(self, log_line{std::move(text), datetime});
+}
+
+// The logger's handled count, as the logger (or the one swapped in) publishes it.
+std::int64_t logger_handled() { return counters_of("logger").handled.load(std::memory_order_relaxed); }
+
+// An iteration's record, unless the logger already has MACTOR_LOGGER_QUEUE messages waiting.
+// An iteration left out is left out of the next line's elapsed time too (its average covers the
+// iterations it counts).
+void log_iteration_record(coordinator_actor* self, log_iteration record) {
+  auto& s = self->state;
+  std::optional<std::string> started;
+  if (!s.to_logger.admit(record.report.iteration, logger_handled(), &started)) {
+    if (started) {
+      std::fprintf(stderr, "%s\n", started->c_str());
+      std::fflush(stderr);
+    }
+    s.excluded_seconds += std::chrono::duration<double>(s.iteration_end.value_or(s.iteration_start) - s.iteration_start).count();
+    return;
+  }
+  if (auto notice = s.to_logger.take_notice()) log(self, *notice);
+  record.excluded_seconds = std::exchange(s.excluded_seconds, 0.0);
+  send_logger(self, std::move(record));
 }
 
 void broadcast(coordinator_actor* self, const std::vector<caf::actor>& to, const auto& message) {
@@ -87,6 +120,7 @@ void finish(coordinator_actor* self, job_outcome outcome) {
   } else {
     broadcast(self, s.agents, abort);
   }
+  if (auto notice = s.to_logger.take_notice()) log(self, *notice);
   self->send(s.logger, stop_message{});
   self->send(s.evaluator, stop_message{});
   self->quit();
@@ -171,7 +205,7 @@ void maybe_go_on(coordinator_actor* self) {
   std::vector<training::rank_timings> timings;
   for (std::size_t r = 0; r < s.capture_seconds.size(); ++r)
     timings.push_back({static_cast<int>(r), {s.capture_seconds[r] + (async ? 0.0 : s.write_seconds[r])}});
-  self->send(s.logger, log_timers{{"save-checkpoint"}, std::move(timings)});
+  send_logger(self, log_timers{{"save-checkpoint"}, std::move(timings)});
   auto then = std::move(s.after_save);
   s.after_save = nullptr;
   then();
@@ -248,10 +282,12 @@ void plan_evaluations(coordinator_actor* self, bool final) {
 
 void start_iteration(coordinator_actor* self) {
   auto& s = self->state;
+  const auto now = clock_type::now();
   if (s.iteration_end) {  // evaluations and saves since the last iteration are not training time
-    self->send(s.logger, log_exclude_time{std::chrono::duration<double>(clock_type::now() - *s.iteration_end).count()});
+    s.excluded_seconds += std::chrono::duration<double>(now - *s.iteration_end).count();
     s.iteration_end.reset();
   }
+  s.iteration_start = now;
   ++s.iteration;
   s.pending = s.replicas.size();
   if (s.inspect) s.inspect->coordinator_activity("running iteration " + std::to_string(s.iteration), s.iteration - 1);
@@ -296,7 +332,7 @@ void all_ready(coordinator_actor* self) {
   }
   if (s.args.validation.skip_train) {
     log(self, "skipping training (--skip-train is on) ...");
-    self->send(s.logger, log_drop_tensorboard{});
+    send_logger(self, log_drop_tensorboard{});
     finish_training(self);
     return;
   }
@@ -323,10 +359,11 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
   s.agents.resize(world);
   s.replicas.resize(groups.dp());
   try {
+    s.to_logger = logger_queue::from_env();
     s.inspect = job_inspection::start(self->system(), caf::actor_cast<caf::actor>(self), s.args, stderr);
     if (s.inspect) self->send(self, inspect_tick_atom::value);
   } catch (const std::invalid_argument& e) {
-    control->fail(2, std::string("rank 0: bad inspector setting: ") + e.what());
+    control->fail(2, std::string("rank 0: bad setting: ") + e.what());
   } catch (const std::exception& e) {
     control->fail(1, std::string("rank 0: the inspector cannot start: ") + e.what());
   }
@@ -389,7 +426,7 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
         s.result.grad_norm.push_back(m.has_grad_norm ? m.grad_norm : 0.0);
         s.result.learning_rate.push_back(m.learning_rate);
         s.result.consumed_train_samples = s.consumed;
-        self->send(s.logger, log_iteration{m, s.consumed});
+        log_iteration_record(self, log_iteration{m, s.consumed});
         plan_evaluations(self, /*final=*/false);
       },
       [=](training::evaluation_report& r) {
@@ -400,9 +437,9 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
         const auto& m = s.eval_merged;
         evaluation_result result{m.split, s.plan.prefixes[s.plan_index], m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0,
                                  s.iteration, s.consumed};
-        self->send(s.logger, log_timers{{"evaluate"}, std::exchange(s.timings, {})});  // Megatron's level-0 timer
+        send_logger(self, log_timers{{"evaluate"}, std::exchange(s.timings, {})});  // Megatron's level-0 timer
         self->request(s.evaluator, caf::infinite, result).then([=](log_validation& block) {
-          self->send(self->state.logger, block);
+          send_logger(self, block);
           ++self->state.plan_index;
           next_evaluation(self);
         });

@@ -35,10 +35,19 @@ std::chrono::milliseconds test_delay() {
   return std::chrono::milliseconds(v ? std::atoi(v) : 0);
 }
 
+// Every record counts as handled (the coordinator bounds the mailbox by it: logger_queue.hpp).
 void count(logger_actor* self) {
   auto& c = counters_of("logger");
   c.handled.fetch_add(1, std::memory_order_relaxed);
   c.mailbox.store(static_cast<std::int64_t>(self->mailbox().size()), std::memory_order_relaxed);
+}
+
+training::record_time time_of(const log_time& t) {
+  training::record_time r;
+  r.steady = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(t.steady_ns));
+  r.wall = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(t.wall_ns)));
+  return r;
 }
 
 caf::behavior logging(logger_actor* self, std::FILE* out, int world, std::int64_t padded) {
@@ -46,14 +55,15 @@ caf::behavior logging(logger_actor* self, std::FILE* out, int world, std::int64_
       [=](log_line& m) {
         count(self);
         if (m.datetime)
-          self->state.writer->print_datetime(m.text);
+          self->state.writer->print_datetime(m.text, time_of(m.at));
         else
           self->state.writer->print(m.text);
       },
       [=, delay = test_delay()](log_iteration& m) {
         count(self);
         if (delay.count() > 0) std::this_thread::sleep_for(delay);
-        self->state.writer->iteration(m.report, m.consumed);
+        self->state.writer->exclude_time(m.excluded_seconds);
+        self->state.writer->iteration(m.report, m.consumed, time_of(m.at));
       },
       [=](log_validation& m) {
         count(self);
@@ -63,8 +73,10 @@ caf::behavior logging(logger_actor* self, std::FILE* out, int world, std::int64_
         count(self);
         self->state.writer->timers(m.names, m.timings);
       },
-      [=](log_exclude_time& m) { self->state.writer->exclude_time(m.seconds); },
-      [=](log_drop_tensorboard&) { self->state.writer->drop_tensorboard(); },
+      [=](log_drop_tensorboard&) {
+        count(self);
+        self->state.writer->drop_tensorboard();
+      },
       [=](logger_successor_request& m) -> std::tuple<bool, std::string, caf::actor> {
         if (self->state.successor) return {false, "a successor is already waiting", caf::actor{}};
         std::unique_ptr<training::log_writer> writer;

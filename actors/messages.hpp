@@ -5,6 +5,7 @@
 #include <caf/actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/meta/type_name.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -96,13 +97,25 @@ struct abort_job {
 };
 
 /// Lines and records for the logger (all sent by the coordinator, so they print in order).
+/// When the coordinator saw a record's event (the logger may print it later): nanoseconds of
+/// steady_clock and system_clock. Both actors live on rank 0, so the steady clock is shared.
+struct log_time {
+  std::int64_t steady_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+};
 struct log_line {
   std::string text;
   bool datetime = false;  ///< print as Megatron's print_datetime("text")
+  log_time at;
 };
 struct log_iteration {
   training::iteration_report report;
   std::int64_t consumed = 0;
+  log_time at;
+  /// Seconds since the last record sent that are not this iteration's training time (Megatron
+  /// stops its interval timer while it evaluates or saves; iterations left unlogged go here too).
+  double excluded_seconds = 0;
 };
 struct log_validation {
   std::string prefix;
@@ -112,9 +125,6 @@ struct log_validation {
 };
 /// Time outside training (evaluations, checkpoint saves) to leave out of the interval's
 /// elapsed time, as Megatron stops its interval timer for them.
-struct log_exclude_time {
-  double seconds = 0;
-};
 /// A timers block of its own (Megatron's timers.log without a normalizer), e.g. 'evaluate' before
 /// each validation block: each rank's seconds[i] is timer names[i].
 struct log_timers {
@@ -191,19 +201,16 @@ typename Inspector::result_type inspect(Inspector& f, abort_job& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_line& x) {
-  return f(caf::meta::type_name("mactor::log_line"), x.text, x.datetime);
+  return f(caf::meta::type_name("mactor::log_line"), x.text, x.datetime, x.at.steady_ns, x.at.wall_ns);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_iteration& x) {
-  return f(caf::meta::type_name("mactor::log_iteration"), x.report, x.consumed);
+  return f(caf::meta::type_name("mactor::log_iteration"), x.report, x.consumed, x.at.steady_ns, x.at.wall_ns,
+           x.excluded_seconds);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_validation& x) {
   return f(caf::meta::type_name("mactor::log_validation"), x.prefix, x.loss, x.iteration, x.consumed);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, log_exclude_time& x) {
-  return f(caf::meta::type_name("mactor::log_exclude_time"), x.seconds);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_timers& x) {

@@ -26,7 +26,6 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<log_iteration>("mactor::log_iteration");
   cfg.add_message_type<log_validation>("mactor::log_validation");
   cfg.add_message_type<log_timers>("mactor::log_timers");
-  cfg.add_message_type<log_exclude_time>("mactor::log_exclude_time");
   cfg.add_message_type<log_drop_tensorboard>("mactor::log_drop_tb");
   cfg.add_message_type<iteration_done>("mactor::iteration_done");
   cfg.add_message_type<evaluation_plan>("mactor::evaluation_plan");

@@ -31,8 +31,8 @@ void log_writer::print(const std::string& line) {
   std::fflush(out_);
 }
 
-void log_writer::print_datetime(const std::string& what) {
-  print("[" + what + "] datetime: " + model::log_timestamp(std::chrono::system_clock::now()) + " ");
+void log_writer::print_datetime(const std::string& what, record_time at) {
+  print("[" + what + "] datetime: " + model::log_timestamp(at.wall) + " ");
 }
 
 void log_writer::write_args() {
@@ -114,7 +114,7 @@ void log_writer::log_timers(std::int64_t iteration) {
   state_.timer_seconds.clear();
 }
 
-void log_writer::iteration(const iteration_report& r, std::int64_t consumed) {
+void log_writer::iteration(const iteration_report& r, std::int64_t consumed, record_time at) {
   const auto& a = args_;
   add_timings(r);
   const double lm_loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
@@ -142,9 +142,9 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed) {
     if (params_norm) both("params-norm", *params_norm);
   }
   if (r.iteration % a.training.log_interval == 0) {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = at.steady;
     model::training_log_inputs in;
-    in.timestamp = model::log_timestamp(std::chrono::system_clock::now());
+    in.timestamp = model::log_timestamp(at.wall);
     in.iteration = r.iteration;
     in.train_iters = *a.training.train_iters;
     in.consumed_train_samples = consumed;
@@ -166,7 +166,7 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed) {
     }
     log_timers(r.iteration);
     if (tb_) tb_->flush();
-    state_.interval_start = std::chrono::steady_clock::now();
+    state_.interval_start = now;
   }
 }
 

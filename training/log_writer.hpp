@@ -26,6 +26,14 @@ struct log_interval_state {
   std::vector<std::vector<double>> timer_seconds;
 };
 
+/// When a record's event happened, as the coordinator saw it: a logger that lags behind still
+/// prints the iteration's own time and measures intervals between iterations, not between its
+/// own prints.
+struct record_time {
+  std::chrono::steady_clock::time_point steady = std::chrono::steady_clock::now();
+  std::chrono::system_clock::time_point wall = std::chrono::system_clock::now();
+};
+
 class log_writer {
  public:
   /// `args` may differ from the job's in the logging flags only (a swap); `out` may be null.
@@ -34,12 +42,12 @@ class log_writer {
 
   void print(const std::string& line);
   /// Megatron's print_datetime: "[what] datetime: YYYY-MM-DD HH:MM:SS ".
-  void print_datetime(const std::string& what);
+  void print_datetime(const std::string& what, record_time at = {});
   /// The args as TensorBoard text (write_args_to_tensorboard), once at the start of a job.
   void write_args();
   /// One finished iteration: the merged report (loss from the last stage, norms and rates from
   /// any rank) and the consumed samples after it. Prints the line every --log-interval.
-  void iteration(const iteration_report& r, std::int64_t consumed_samples);
+  void iteration(const iteration_report& r, std::int64_t consumed_samples, record_time at = {});
   /// Megatron's evaluate_and_print_results block (and its TensorBoard scalars).
   void validation(const std::string& prefix, double loss, std::int64_t iteration, std::int64_t consumed_samples);
   /// Leaves `seconds` out of the current interval's elapsed time (Megatron stops its
