@@ -4,9 +4,11 @@
 // the previous one has finished.
 #include <caf/all.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
+#include "actors/inspection.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
 #include "checkpoint/save.hpp"
@@ -27,15 +29,26 @@ std::chrono::milliseconds test_write_delay() {
   return std::chrono::milliseconds(v ? std::atoll(v) : 0);
 }
 
-caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings settings) {
+std::string mib(std::int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings settings,
+                           std::shared_ptr<side_activity> activity) {
   return {
       [=](checkpoint_write& w) {
         checkpoint_saved reply;
         reply.rank = settings.rank;
         reply.iteration = w.iteration;
         const auto start = std::chrono::steady_clock::now();
+        for (const auto& p : w.state->pieces) reply.bytes += static_cast<std::int64_t>(p.data.size() * sizeof(float));
+        const auto waiting = static_cast<std::int64_t>(self->mailbox().size());
+        activity->set("writing iteration " + std::to_string(w.iteration) + " (" + mib(reply.bytes) + ") to " +
+                          settings.save_dir,
+                      waiting);
         try {
-          for (const auto& p : w.state->pieces) reply.bytes += static_cast<std::int64_t>(p.data.size() * sizeof(float));
           checkpoint::save_options options;
           options.attempt_id = settings.attempt_id;
           if (const auto delay = test_write_delay(); delay.count() > 0)
@@ -48,6 +61,10 @@ caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings set
         }
         w.state.reset();
         reply.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        char done[96];
+        std::snprintf(done, sizeof done, "idle (iteration %lld %s in %.1f s)", static_cast<long long>(w.iteration),
+                      reply.ok ? "saved" : "failed", reply.seconds);
+        activity->set(done, static_cast<std::int64_t>(self->mailbox().size()));
         self->send(w.reply_to, reply);
       },
       [=](stop_message&) { self->quit(); },
@@ -56,8 +73,9 @@ caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings set
 
 }  // namespace
 
-caf::actor spawn_checkpointer(caf::actor_system& sys, checkpoint_job_settings settings) {
-  return sys.spawn<caf::detached>(checkpointer, std::move(settings));
+caf::actor spawn_checkpointer(caf::actor_system& sys, checkpoint_job_settings settings,
+                              std::shared_ptr<side_activity> activity) {
+  return sys.spawn<caf::detached>(checkpointer, std::move(settings), std::move(activity));
 }
 
 }  // namespace mactor::actors

@@ -64,39 +64,73 @@ bool inspection_enabled();
 /// How often a stage reports (0.5 s).
 constexpr std::chrono::milliseconds status_interval{500};
 
-/// A stage's side: remembers when the iteration and its optimizer step ran, builds its reports,
-/// and holds the test-only stall hook.
+/// What an actor of a rank other than the stage is doing (the checkpointer), set by that actor
+/// and read by the stage's status actor. Thread-safe.
+class side_activity {
+ public:
+  explicit side_activity(std::string kind) : kind_(std::move(kind)) {}
+  /// Called by the actor as it takes a message (`mailbox_depth`: what still waits behind it).
+  void set(std::string what, std::int64_t mailbox_depth);
+  side_status report() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::string kind_, activity_ = "idle";
+  std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+  std::int64_t mailbox_ = 0, handled_ = 0;
+};
+
+/// A stage's side: remembers when the iteration and its optimizer step ran and builds its
+/// reports. Thread-safe: the stage actor records, and its status actor (spawn_stage_status)
+/// reports every status_interval even while the stage's thread is blocked in a collective.
+/// Also holds the test-only stall hook.
 class stage_reporter {
  public:
   stage_reporter();
+  /// The engine the reports read from (nullptr: none, e.g. while the model is built or once
+  /// the stage is about to destroy it). Reports start with the first call.
+  void attach(const training::stage_engine* engine);
+  bool started() const;
   void iteration_begun(std::int64_t iteration);
   void step_begun();
   /// The iteration's step is over: its timeline joins the recent ones.
-  void step_done(const training::stage_engine& engine);
-  /// The report to send now. It carries the timeline of iteration `wanted` (the coordinator's
-  /// answer to the last report names it) once, if this stage still has it.
-  stage_status make(int rank, const training::stage_engine* engine, std::int64_t mailbox_depth);
+  void step_done();
+  /// A message handled by the stage, and its mailbox's depth then.
+  void handled(std::int64_t mailbox_depth);
+  /// The report to send now. It carries the timeline of the iteration the coordinator last
+  /// asked for (set_wanted) once, if this stage still has it.
+  stage_status make(int rank);
+  void set_wanted(std::int64_t iteration);
   /// The test hook: true when this rank is to stall before `iteration` (and for how long).
   std::optional<double> test_stall(int rank, std::int64_t iteration) const;
   /// While set, reports show this activity instead of the engine's.
   void override_activity(std::optional<std::string> what);
-
-  std::int64_t handled = 0;
-  bool in_flight = false;
-  std::int64_t wanted = 0;
+  /// Another actor of this rank, reported along with the stage.
+  void add_side(std::shared_ptr<const side_activity> side);
 
  private:
   using clock = std::chrono::steady_clock;
+  mutable std::mutex mu_;
+  const training::stage_engine* engine_ = nullptr;
+  bool started_ = false;
+  std::int64_t handled_ = 0, mailbox_ = 0, wanted_ = 0;
   std::int64_t iteration_ = 0, sent_ = 0;
   clock::time_point iteration_start_, step_start_;
   std::deque<stage_status> recent_;  // the last iterations' timelines (only the columns filled)
   stage_status kept_;                // the timeline of the iteration `wanted` named in advance
   std::optional<std::string> override_;
   clock::time_point override_since_;
+  std::vector<std::shared_ptr<const side_activity>> sides_;
   int stall_rank_ = -1;
   std::int64_t stall_iteration_ = -1;
   double stall_seconds_ = 10;
 };
+
+/// The actor that sends `reporter`'s status to `coordinator` every status_interval (at most one
+/// report in flight) once the stage has started it, until it is sent an exit. Spawned by
+/// run_job's thread: an actor spawned inside the detached stage would run on that busy thread.
+caf::actor spawn_stage_status(caf::actor_system& sys, std::shared_ptr<stage_reporter> reporter, int rank,
+                              const caf::actor& coordinator);
 
 /// The coordinator's side: the snapshot store, the HTTP server, the stall report and hot swap.
 class job_inspection {

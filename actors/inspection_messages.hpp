@@ -17,6 +17,15 @@ class log_writer;
 
 namespace mactor::actors {
 
+/// Another actor of a rank, reported with its stage's status (e.g. the checkpointer).
+struct side_status {
+  std::string kind;
+  std::string activity;
+  double activity_age_s = 0;
+  std::int64_t mailbox_depth = 0;
+  std::int64_t messages_handled = 0;
+};
+
 /// Stage -> coordinator (a request): what this rank's stage is doing, every status_interval while
 /// it can answer, at most one report in flight per stage (so the coordinator's mailbox holds at
 /// most one per rank). The answer (std::int64_t) names the iteration whose timeline the
@@ -33,6 +42,7 @@ struct stage_status {
   std::vector<std::string> ops;
   std::vector<int> microbatches, chunks;
   std::vector<double> starts, ends;
+  std::vector<side_status> sides;  ///< this rank's other actors that report through the stage's status
 };
 
 /// The server's swap callback -> coordinator (local): replace the logger ("logger") or the
@@ -65,10 +75,15 @@ using status_tick_atom = caf::atom_constant<caf::atom("mstatustk")>;
 using inspect_tick_atom = caf::atom_constant<caf::atom("minspectk")>;
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, side_status& x) {
+  return f(caf::meta::type_name("mactor::side_status"), x.kind, x.activity, x.activity_age_s, x.mailbox_depth,
+           x.messages_handled);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_status& x) {
   return f(caf::meta::type_name("mactor::stage_status"), x.rank, x.activity, x.activity_age_s, x.mailbox_depth,
            x.messages_handled, x.bytes_sent, x.bytes_received, x.timeline_iteration, x.ops, x.microbatches, x.chunks,
-           x.starts, x.ends);
+           x.starts, x.ends, x.sides);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, swap_request& x) {

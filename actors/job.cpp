@@ -66,6 +66,7 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
     coordinator = *remote;
   }
 
+  auto reporter = std::make_shared<stage_reporter>();
   caf::actor checkpointer;
   if (args.checkpointing.save) {
     checkpoint_job_settings settings;
@@ -73,9 +74,13 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
     settings.rank = rank;
     settings.world_size = ctx.world_size();
     settings.attempt_id = env.job_id;
-    checkpointer = spawn_checkpointer(*sys, std::move(settings));
+    auto activity = std::make_shared<side_activity>("checkpointer");
+    reporter->add_side(activity);
+    checkpointer = spawn_checkpointer(*sys, std::move(settings), std::move(activity));
   }
-  auto stage = spawn_stage(*sys, ctx, control, checkpointer);
+  auto stage = spawn_stage(*sys, ctx, control, checkpointer, reporter);
+  caf::actor status;  // the stage's status reports for the inspector
+  if (inspection_enabled()) status = spawn_stage_status(*sys, reporter, rank, coordinator);
   auto agent = spawn_agent(*sys, control, rank, rank == 0 ? caf::actor{} : coordinator);
   const auto c = ctx.groups().coords();
   caf::actor replica;
@@ -89,6 +94,7 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   // always does. Every rank passes the data plane's barrier before any closes its actor system,
   // so no rank's connections vanish while another still waits for its stop messages.
   caf::anon_send(stage, stop_message{});
+  if (status) caf::anon_send_exit(status, caf::exit_reason::user_shutdown);
   if (checkpointer) {
     // The coordinator ends a job only after every save it asked for is durable.
     caf::anon_send(checkpointer, stop_message{});
@@ -108,7 +114,7 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   }
   ctx.shutdown();
   // An actor lives while any handle does: drop ours.
-  stage = agent = replica = coordinator = logger = checkpointer = caf::actor{};
+  stage = agent = replica = coordinator = logger = checkpointer = status = caf::actor{};
   if (distributed) {
     // CAF 0.17's middleman can keep a remote-referenced detached actor alive after its peers
     // exit (seen here: ~actor_system waiting forever). The job is over and its output flushed,

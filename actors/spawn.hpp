@@ -14,6 +14,9 @@
 
 namespace mactor::actors {
 
+class stage_reporter;
+class side_activity;
+
 /// Where and as whom a rank's checkpointer saves.
 struct checkpoint_job_settings {
   std::string save_dir;
@@ -22,12 +25,15 @@ struct checkpoint_job_settings {
 };
 
 /// The stage actor of this rank (detached: it blocks in collectives). Builds its rank_worker from
-/// the config message, runs iterations and evaluations its replica actor asks for, and reports.
+/// the config message, runs iterations and evaluations its replica actor asks for, and records
+/// what it does in `reporter` (inspection.hpp), which its status actor reports.
 caf::actor spawn_stage(caf::actor_system& sys, training::parallel_context& ctx, std::shared_ptr<job_control> control,
-                       caf::actor checkpointer);
+                       caf::actor checkpointer, std::shared_ptr<stage_reporter> reporter);
 /// This rank's checkpointer (detached: it writes files): saves the snapshots its stage hands it,
 /// one after another, and reports each to the coordinator.
-caf::actor spawn_checkpointer(caf::actor_system& sys, checkpoint_job_settings settings);
+/// What it does is kept in `activity` for the inspector.
+caf::actor spawn_checkpointer(caf::actor_system& sys, checkpoint_job_settings settings,
+                              std::shared_ptr<side_activity> activity);
 /// The replica actor of data-parallel replica `replica`: fans iterations out to its stages and
 /// merges their reports for the coordinator.
 caf::actor spawn_replica(caf::actor_system& sys, int replica);

@@ -28,7 +28,7 @@ struct stage_state {
   caf::actor coordinator, replica, checkpointer;
   job_kind job = job_kind::idle;
   bool failed = false;
-  stage_reporter reporter;  // status reports for the inspector (inspection.hpp)
+  std::shared_ptr<stage_reporter> reporter;  // for the inspector (inspection.hpp)
   static inline const char* name = "stage";
 };
 
@@ -57,29 +57,13 @@ void fail(stage_actor* self, training::parallel_context& ctx, job_control& contr
   control.fail(a.exit_code, a.message);
 }
 
-// A status report to the coordinator; at most one in flight unless forced.
-void send_status(stage_actor* self, int rank, bool force = false) {
-  auto& s = self->state;
-  if (!s.coordinator || (s.reporter.in_flight && !force)) return;
-  s.reporter.in_flight = true;
-  auto status = s.reporter.make(rank, s.worker ? &s.worker->engine() : nullptr,
-                                static_cast<std::int64_t>(self->mailbox().size()));
-  self->request(s.coordinator, std::chrono::seconds(10), std::move(status))
-      .then(
-          [=](std::int64_t wanted) {
-            self->state.reporter.in_flight = false;
-            self->state.reporter.wanted = wanted;
-          },
-          [=](caf::error&) { self->state.reporter.in_flight = false; });
-}
-
 void pump(stage_actor* self) {
   auto& s = self->state;
   if (s.job == job_kind::idle || !s.worker->pump()) return;
   if (s.job == job_kind::iteration) {
-    s.reporter.step_begun();
+    s.reporter->step_begun();
     auto report = s.worker->finish_iteration();
-    s.reporter.step_done(s.worker->engine());
+    s.reporter->step_done();
     s.job = job_kind::idle;
     self->send(s.replica, std::move(report));
   } else {
@@ -90,12 +74,13 @@ void pump(stage_actor* self) {
 }
 
 caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::shared_ptr<job_control> control,
-                    caf::actor checkpointer) {
+                    caf::actor checkpointer, std::shared_ptr<stage_reporter> reporter) {
   self->state.checkpointer = std::move(checkpointer);
+  self->state.reporter = std::move(reporter);
   // Every handler runs through this: after a failure the stage only waits to be stopped.
   auto guarded = [self, ctx, control](auto&& body) {
     if (self->state.failed) return;
-    ++self->state.reporter.handled;
+    self->state.reporter->handled(static_cast<std::int64_t>(self->mailbox().size()));
     try {
       body();
     } catch (...) {
@@ -110,6 +95,7 @@ caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::sha
           s.args = std::make_unique<config::megatron_args>(std::move(m.args));
           s.worker = std::make_unique<training::rank_worker>(*s.args, *ctx);
           s.worker->set_wakeup([me = caf::actor_cast<caf::actor>(self)] { caf::anon_send(me, resume_message{}); });
+          s.reporter->attach(&s.worker->engine());  // the status actor starts reporting
           stage_ready ready;
           ready.rank = ctx->rank();
           ready.has_valid = s.worker->has_split(1);
@@ -123,17 +109,15 @@ caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::sha
           }
           self->send(s.coordinator, ready);
         });
-        if (inspection_enabled()) self->send(self, status_tick_atom::value);
       },
       [=](run_iteration& m) {
         self->state.replica = caf::actor_cast<caf::actor>(self->current_sender());
         guarded([&] {
-          auto& r = self->state.reporter;
+          auto& r = *self->state.reporter;
           if (auto seconds = r.test_stall(ctx->rank(), m.iteration)) {  // test hook (inspection.hpp)
             r.override_activity("stalled by the test hook MACTOR_TEST_STALL_RANK: sleeping " +
                                 std::to_string(static_cast<int>(*seconds)) + " s before iteration " +
                                 std::to_string(m.iteration));
-            send_status(self, ctx->rank(), /*force=*/true);
             std::this_thread::sleep_for(std::chrono::duration<double>(*seconds));
             r.override_activity(std::nullopt);
           }
@@ -162,13 +146,10 @@ caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::sha
         });
       },
       [=](resume_message&) { guarded([&] { pump(self); }); },
-      [=](status_tick_atom) {
-        if (self->state.failed) return;
-        send_status(self, ctx->rank());
-        self->delayed_send(self, status_interval, status_tick_atom::value);
-      },
       [=](stop_message&) {
         // The worker's wakeup holds a handle to this actor: drop it, or the actor never dies.
+        // The status actor stops reading the engine first.
+        self->state.reporter->attach(nullptr);
         self->state.worker.reset();
         self->quit();
       },
@@ -178,8 +159,8 @@ caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::sha
 }  // namespace
 
 caf::actor spawn_stage(caf::actor_system& sys, training::parallel_context& ctx, std::shared_ptr<job_control> control,
-                       caf::actor checkpointer) {
-  return sys.spawn<caf::detached>(stage, &ctx, std::move(control), std::move(checkpointer));
+                       caf::actor checkpointer, std::shared_ptr<stage_reporter> reporter) {
+  return sys.spawn<caf::detached>(stage, &ctx, std::move(control), std::move(checkpointer), std::move(reporter));
 }
 
 }  // namespace mactor::actors

@@ -31,6 +31,7 @@
 #include "actors/job.hpp"
 #include "actors/config_message.hpp"
 #include "actors/inspect.hpp"
+#include "actors/inspection.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
 #include "actors/type_ids.hpp"
@@ -107,7 +108,8 @@ class stage_actor_driver {
     cfg->set("scheduler.max-threads", 2);  // as run_job configures it
     sys_ = new caf::actor_system(*cfg);
     self_ = std::make_unique<caf::scoped_actor>(*sys_);
-    stage_ = actors::spawn_stage(*sys_, ctx, std::make_shared<actors::job_control>(), caf::actor{});
+    stage_ = actors::spawn_stage(*sys_, ctx, std::make_shared<actors::job_control>(), caf::actor{},
+                                 std::make_shared<actors::stage_reporter>());
     (*self_)->send(stage_, actors::config_message{a});
     (*self_)->receive([](actors::stage_ready&) {}, [](actors::abort_job& e) { fail(e); });
   }

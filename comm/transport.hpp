@@ -3,6 +3,7 @@
 // UCX nor NCCL, so layers above comm/ compile without them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -92,6 +93,16 @@ class transport {
   virtual bool wait_for(std::future<status>& f, std::chrono::milliseconds timeout);
   /// wait_for without a deadline, then throws comm_error (naming the peer) on failure.
   void wait_ok(std::future<status>& f);
+
+  /// Bytes of completed sends and receives on this rank: pipeline transfers and collectives
+  /// alike (the inspector shows them). The UCX transport counts; others may leave them at 0.
+  struct traffic_counters {
+    std::atomic<std::int64_t> sent{0}, received{0};
+  };
+  const traffic_counters& traffic() const { return traffic_; }
+
+ protected:
+  traffic_counters traffic_;
 };
 
 /// Waits on a future from the transport and throws comm_error (naming the peer) on failure.

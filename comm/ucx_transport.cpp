@@ -90,6 +90,7 @@ bool process_alive(int pid) {
 }  // namespace
 
 struct ucx_transport::impl {
+  traffic_counters* traffic = nullptr;  // the transport's (transport.hpp)
   struct op {
     impl* self;
     int peer;
@@ -237,6 +238,9 @@ struct ucx_transport::impl {
   // --- operations, run on the progress thread -------------------------------------------
 
   static void finish(op* o, ucs_status_t s, std::size_t bytes) {
+    if (s == UCS_OK && o->self->traffic)
+      (o->is_recv ? o->self->traffic->received : o->self->traffic->sent)
+          .fetch_add(static_cast<std::int64_t>(bytes), std::memory_order_relaxed);
     if (!o->done) return;
     status out{s == UCS_OK, o->peer, bytes, {}};
     if (s == UCS_ERR_MESSAGE_TRUNCATED) {
@@ -535,6 +539,7 @@ ucx_transport::ucx_transport(int rank, int world_size, address_exchange& exchang
   if (world_size < 1 || world_size >= (1 << rank_bits) || rank < 0 || rank >= world_size)
     throw comm_error(rank, "ucx_transport: rank " + std::to_string(rank) + " of world size " +
                                std::to_string(world_size) + " is not a valid layout");
+  impl_->traffic = &traffic_;
   impl_->init_context();
   exchange.publish(rank, impl_->published_blob());
   impl_->connect_all(exchange);

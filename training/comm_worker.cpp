@@ -3,6 +3,8 @@
 
 #include <utility>
 
+#include "comm/watched_communicator.hpp"
+
 namespace mactor::training {
 
 comm_worker::comm_worker() : thread_([this] { run(); }) {}
@@ -37,6 +39,7 @@ bool comm_worker::busy() const {
 }
 
 void comm_worker::run() {
+  comm::mark_background_thread();  // the inspector tells its collectives from the training thread's
   std::unique_lock lock(mu_);
   while (true) {
     wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "comm/collectives.hpp"
+#include "comm/watched_communicator.hpp"
 #include "comm/rendezvous.hpp"
 #include "comm/store_address_exchange.hpp"
 #include "comm/ucx_transport.hpp"
@@ -85,24 +86,28 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   impl_->rdzv = comm::open_rendezvous(env);
   impl_->exchange = std::make_unique<comm::store_address_exchange>(*impl_->rdzv.client);
   transport_ = std::make_unique<comm::ucx_transport>(env.rank, env.world_size, *impl_->exchange);
-  auto make = [&](const comm::group& g) -> std::unique_ptr<comm::communicator> {
+  // Each group's communicator says what it is doing (the inspector's activity and stall report).
+  auto make = [&](const comm::group& g, const char* name) -> std::unique_ptr<comm::communicator> {
     if (g.ranks.size() < 2) return nullptr;
-    return std::make_unique<comm::transport_communicator>(*transport_, g.ranks, g.id);
+    auto watched = std::make_unique<comm::watched_communicator>(
+        std::make_unique<comm::transport_communicator>(*transport_, g.ranks, g.id), name, g.ranks, env.rank);
+    watched_.push_back(watched.get());
+    return watched;
   };
-  if (auto tp = make(groups_.tp_group()))
+  if (auto tp = make(groups_.tp_group(), "tensor-parallel"))
     tp_group_ = std::make_unique<owning_group>(std::move(tp));
   else
     tp_group_ = std::make_unique<model::single_group>();
-  dp_ = make(groups_.dp_group());
-  mp_ = make(groups_.model_parallel_group());
+  dp_ = make(groups_.dp_group(), "data-parallel");
+  mp_ = make(groups_.model_parallel_group(), "model-parallel");
   if (groups_.pp() > 1 && (groups_.is_first_stage() || groups_.is_last_stage())) {
     comm::group g{{pipeline_rank_of(0), pipeline_rank_of(groups_.pp() - 1)}, 0};
     g.id = (embedding_kind << 12) | (static_cast<std::uint32_t>(g.ranks[0]) & 0xFFF);
-    embedding_ = make(g);
+    embedding_ = make(g, "embedding");
   }
   comm::group all{std::vector<int>(static_cast<std::size_t>(env.world_size)), world_kind << 12};
   std::iota(all.ranks.begin(), all.ranks.end(), 0);
-  world_ = make(all);
+  world_ = make(all, "world");
 }
 
 int parallel_context::pipeline_rank_of(int stage) const {
@@ -120,6 +125,7 @@ void parallel_context::shutdown() {
 parallel_context::~parallel_context() {
   // Communicators refer to the transport: drop them first. A transport that was not shut down
   // cleanly force-closes in its destructor.
+  watched_.clear();
   tp_group_.reset();
   dp_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
   transport_.reset();

@@ -14,6 +14,10 @@
 #include "config/megatron_args.hpp"
 #include "model/group.hpp"
 
+namespace mactor::comm {
+class watched_communicator;
+}
+
 namespace mactor::training {
 
 class parallel_context {
@@ -42,6 +46,8 @@ class parallel_context {
   comm::communicator* model_parallel() { return mp_.get(); }   ///< tp x pp: grad norms
   comm::communicator* embedding() { return embedding_.get(); } ///< first and last stage (tied embeddings)
   comm::communicator* world() { return world_.get(); }
+  /// Every group's communicator, each able to say which collective it is in now.
+  const std::vector<const comm::watched_communicator*>& watched() const { return watched_; }
   /// Global rank of pipeline stage `stage` in this rank's pipeline (same tp, cp, dp).
   int pipeline_rank_of(int stage) const;
 
@@ -58,6 +64,7 @@ class parallel_context {
   std::unique_ptr<comm::transport> transport_;
   std::unique_ptr<model::group> tp_group_;
   std::unique_ptr<comm::communicator> dp_, mp_, embedding_, world_;
+  std::vector<const comm::watched_communicator*> watched_;
 };
 
 /// A model::group over a communicator (the model's tensor-parallel collectives on the data plane).

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "comm/watched_communicator.hpp"
 #include "model/grad_clip.hpp"
 #include "training/model_spec.hpp"
 
@@ -241,6 +242,26 @@ std::uint64_t stage_engine::tag(bool gradient, int virtual_stage, int microbatch
          (std::uint64_t(virtual_stage) << 24) | std::uint64_t(microbatch & 0xFFFFFF);
 }
 
+std::int64_t stage_engine::bytes_sent() const {
+  const auto* t = ctx_.transport();
+  return t ? t->traffic().sent.load(std::memory_order_relaxed) : 0;
+}
+
+std::int64_t stage_engine::bytes_received() const {
+  const auto* t = ctx_.transport();
+  return t ? t->traffic().received.load(std::memory_order_relaxed) : 0;
+}
+
+void stage_engine::wait_background(const std::string& what) {
+  set_activity("awaiting " + what);
+  waiting_background_.store(true, std::memory_order_release);
+  struct done {
+    std::atomic<bool>& flag;
+    ~done() { flag.store(false, std::memory_order_release); }
+  } reset{waiting_background_};
+  comm_->wait();
+}
+
 void stage_engine::set_activity(std::string what) {
   std::lock_guard lock(activity_mutex_);
   activity_ = std::move(what);
@@ -248,8 +269,21 @@ void stage_engine::set_activity(std::string what) {
 }
 
 std::pair<std::string, clock_type::time_point> stage_engine::activity() const {
-  std::lock_guard lock(activity_mutex_);
-  return {activity_, activity_since_};
+  std::pair<std::string, clock_type::time_point> now;
+  {
+    std::lock_guard lock(activity_mutex_);
+    now = {activity_, activity_since_};
+  }
+  // Inside a collective, the collective is what this stage waits for: on the training thread
+  // it is the activity itself; on the background thread, when the training thread waits for it.
+  const bool waiting_background = waiting_background_.load(std::memory_order_acquire);
+  for (const auto* w : ctx_.watched()) {
+    auto call = w->current();
+    if (!call) continue;
+    if (!call->background) return {"awaiting " + call->what, call->since};
+    if (waiting_background) return {"awaiting " + call->what + " (" + now.first.substr(9) + ")", now.second};
+  }
+  return now;
 }
 
 std::vector<timeline_entry> stage_engine::last_timeline() const {
@@ -303,11 +337,6 @@ void stage_engine::check(const transfer& t) const {
 // Records the outcome in the transfer, then wakes the driver (runs on the transport's thread).
 comm::completion stage_engine::completion_of(transfer* t) {
   return [this, t](const comm::status& s) {
-    if (s.ok) {
-      const bool send = t->what.kind == op::send_forward || t->what.kind == op::send_backward;
-      const std::size_t n = s.bytes > 0 ? s.bytes : t->buffer.size() * sizeof(float);
-      (send ? bytes_sent_ : bytes_received_).fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
-    }
     t->status = s;
     t->done.store(true, std::memory_order_release);
     if (wakeup_) wakeup_();
@@ -370,7 +399,7 @@ bool stage_engine::execute(const action& a) {
   }
   const bool forward = a.kind == op::forward;
   if (params_pending_) {  // --overlap-param-gather: the updated parameters must have arrived
-    comm_->wait();
+    wait_background("the overlapped parameter all-gather");
     params_pending_ = false;
   }
   transfer* input = nullptr;
@@ -493,7 +522,7 @@ void stage_engine::finalize_grads() {
       const auto timed = timers_.time(step_timer::all_grads_sync);
       launch_ready_buckets(-1, std::numeric_limits<int>::min());
       next_bucket_ = 0;
-      comm_->wait();
+      wait_background("the overlapped gradient reduction");
     }
     for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
     return;
@@ -569,7 +598,7 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
 
 void stage_engine::sync_params() {
   if (!params_pending_) return;
-  comm_->wait();
+  wait_background("the overlapped parameter all-gather");
   params_pending_ = false;
 }
 

@@ -64,10 +64,10 @@ class stage_engine {
   std::pair<std::string, std::chrono::steady_clock::time_point> activity() const;
   /// The last finished schedule's operations.
   std::vector<timeline_entry> last_timeline() const;
-  /// Pipeline data-plane bytes this rank has sent and received so far (completed transfers; the
-  /// data-parallel collectives are not counted). Any thread.
-  std::int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
-  std::int64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
+  /// Data-plane bytes this rank has sent and received so far: pipeline transfers and every
+  /// group's collectives (the transport's count of completed operations). Any thread.
+  std::int64_t bytes_sent() const;
+  std::int64_t bytes_received() const;
 
   void zero_grad();
   /// The tensor-parallel sum of sequence-parallel gradients (with --sequence-parallel), the
@@ -118,6 +118,9 @@ class stage_engine {
   void check(const transfer& t) const;
   std::uint64_t tag(bool gradient, int virtual_stage, int microbatch) const;
   void set_activity(std::string what);
+  /// Waits for the background collectives; `what` (e.g. "the overlapped gradient reduction")
+  /// is the activity meanwhile, with the collective in progress named.
+  void wait_background(const std::string& what);
   void reduce_stats(std::span<double> values);
 
   const config::megatron_args& args_;
@@ -153,8 +156,8 @@ class stage_engine {
   std::vector<timeline_entry> timeline_, last_timeline_;
   mutable std::mutex activity_mutex_;
   std::string activity_ = "idle";
+  std::atomic<bool> waiting_background_{false};
   std::chrono::steady_clock::time_point activity_since_ = std::chrono::steady_clock::now();
-  std::atomic<std::int64_t> bytes_sent_{0}, bytes_received_{0};
 };
 
 }  // namespace mactor::training

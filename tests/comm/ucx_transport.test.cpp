@@ -64,10 +64,17 @@ TEST_CASE("messages with one tag between two processes arrive in posting order")
     }
     int bad = 0;
     for (auto& f : fs) bad += f.get().ok ? 0 : 1;
-    for (int i = 0; i < messages; ++i)
+    std::int64_t total = 0;
+    for (int i = 0; i < messages; ++i) {
+      total += static_cast<std::int64_t>(bufs[i].size() * 4);
       for (int v : bufs[i]) bad += v != i;
+    }
+    // The traffic counters (the inspector's data-plane bytes) count exactly what completed.
+    const std::int64_t sent = t.traffic().sent, received = t.traffic().received;
     t.shutdown();
-    return bad == 0 ? 0 : 1;
+    if (bad) return 1;
+    if (r == 0 ? (sent != total || received != 0) : (received != total || sent != 0)) return 2;
+    return 0;
   });
   CHECK(testing::wait_rank(pids[0], 30s) == 0);
   CHECK(testing::wait_rank(pids[1], 30s) == 0);

@@ -119,7 +119,7 @@ class live_job {
     done_ = true;
   }
 
- private:
+  /// Whether the job has ended (its status is then kept for wait()).
   bool ended() {
     if (done_) return true;
     int st = 0;
@@ -129,6 +129,7 @@ class live_job {
     return true;
   }
 
+ private:
   std::filesystem::path dir_;
   pid_t pid_ = -1;
   bool done_ = false;

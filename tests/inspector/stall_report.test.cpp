@@ -58,3 +58,34 @@ TEST_CASE("find_stalls falls back to another kind of actor on the peer rank") {
         std::vector<std::string>{"rank 4 stage waits 30.0 s: awaiting recv_forward mb 0 chunk 0 from "
                                  "rank 5 (rank 5 checkpointer is: writing shard 2 of 4, for 1.3 s)"});
 }
+
+TEST_CASE("find_stalls names the members a collective waits for and leaves out those in the same call") {
+  job_snapshot s;
+  s.actors = {actor("stage", 0, "awaiting data-parallel all-reduce of 1.5 MiB with ranks 2, 4, 6", 8.0),
+              actor("stage", 2, "awaiting data-parallel all-reduce of 1.5 MiB with ranks 0, 4, 6", 7.9),
+              actor("stage", 4, "backward mb 3 chunk 0", 8.1),
+              actor("stage", 6, "awaiting data-parallel all-reduce of 1.5 MiB with ranks 0, 2, 4", 7.5)};
+  auto lines = find_stalls(s, 5.0);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] == "rank 0 stage waits 8.0 s: awaiting data-parallel all-reduce of 1.5 MiB with ranks 2, 4, 6 "
+                    "(rank 4 stage is: backward mb 3 chunk 0, for 8.1 s)");
+  CHECK(lines[2] == "rank 6 stage waits 7.5 s: awaiting data-parallel all-reduce of 1.5 MiB with ranks 0, 2, 4 "
+                    "(rank 4 stage is: backward mb 3 chunk 0, for 8.1 s)");
+  // Everyone in the call: the report says so (the hang is inside the collective itself).
+  s.actors[2] = actor("stage", 4, "awaiting data-parallel all-reduce of 1.5 MiB with ranks 0, 2, 6", 8.1);
+  lines = find_stalls(s, 5.0);
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[0] == "rank 4 stage waits 8.1 s: awaiting data-parallel all-reduce of 1.5 MiB with ranks 0, 2, 6 "
+                    "(ranks 0, 2, 6 are in it too)");
+  // A member with no actor in the snapshot is named.
+  s.actors.pop_back();
+  lines = find_stalls(s, 5.0);
+  CHECK(lines[0] == "rank 4 stage waits 8.1 s: awaiting data-parallel all-reduce of 1.5 MiB with ranks 0, 2, 6 "
+                    "(no actor in the snapshot for rank(s) 6)");
+  // Two members: "with rank 1" is a single peer, described as a pair.
+  s.actors = {actor("stage", 0, "awaiting tensor-parallel all-reduce of 4.0 KiB with rank 1", 6.0),
+              actor("stage", 1, "stalled by the test hook", 6.2)};
+  CHECK(find_stalls(s, 5.0) == std::vector<std::string>{"rank 0 stage waits 6.0 s: awaiting tensor-parallel all-reduce "
+                                                        "of 4.0 KiB with rank 1 (rank 1 stage is: stalled by the test "
+                                                        "hook, for 6.2 s)"});
+}
