@@ -70,7 +70,7 @@ void send_logger(coordinator_actor* self, Message&& m) {
 }
 
 void log(coordinator_actor* self, std::string text, bool datetime = false) {
-  send_logger(self, log_line{std::move(text), datetime});
+  send_logger(self, log_line{std::move(text), datetime, {}});
 }
 
 // The logger's handled count, as the logger (or the one swapped in) publishes it.
@@ -426,7 +426,7 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
         s.result.grad_norm.push_back(m.has_grad_norm ? m.grad_norm : 0.0);
         s.result.learning_rate.push_back(m.learning_rate);
         s.result.consumed_train_samples = s.consumed;
-        log_iteration_record(self, log_iteration{m, s.consumed});
+        log_iteration_record(self, log_iteration{m, s.consumed, {}, 0.0});
         plan_evaluations(self, /*final=*/false);
       },
       [=](training::evaluation_report& r) {

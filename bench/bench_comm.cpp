@@ -4,9 +4,13 @@
 // perftest polling, then perftest sleeping, at one size and window, and each number is the best
 // of --repeats such rounds. The window is how many messages may be in flight; ucx_perftest
 // gets the same as -O so both stream alike.
-// Usage: bench_comm [--sizes MIB,MIB,...] [--iters-scale X] [--repeats N] [--huge-pages]
+// Usage: bench_comm [--sizes MIB,MIB,...] [--iters-scale X] [--repeats N] [--small-pages]
 //                   [--no-perftest]
-// --huge-pages gives mactor's buffers transparent huge pages (perftest keeps 4 KiB pages).
+// Both sides use the same kind of memory: by default mactor's own data-plane buffers
+// (comm/data_buffer.hpp: transparent huge pages from 1 MiB) against ucx_perftest allocating
+// with UCX_ALLOC_PRIO=thp,heap; with --small-pages, 4 KiB pages on both (MACTOR_HUGE_PAGES=off,
+// UCX_ALLOC_PRIO=heap). ucx_perftest's own default (UCX_ALLOC_PRIO=md:sysv,...) is sysv shared
+// memory, which neither training nor this comparison uses.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <signal.h>
@@ -26,6 +30,7 @@
 #include <vector>
 
 #include "comm/collectives.hpp"
+#include "comm/data_buffer.hpp"
 #include "comm/file_address_exchange.hpp"
 #include "comm/ucx_transport.hpp"
 
@@ -42,38 +47,13 @@ struct options {
   double iters_scale = 1.0;
   int repeats = 3;
   bool perftest = true;
-  bool huge_pages = false;
+  bool small_pages = false;
 };
 
 int iterations(std::size_t size, const options& o) {
   const int base = size <= mib ? 400 : size <= 2 * mib ? 200 : size <= 4 * mib ? 100 : 40;
   return std::max(4, static_cast<int>(base * o.iters_scale));
 }
-
-// A message buffer: plain heap memory like ucx_perftest's, or 2 MiB-aligned and advised for
-// transparent huge pages (--huge-pages; this kernel's THP mode is "madvise").
-class message_buffer {
- public:
-  message_buffer(std::size_t size, bool huge) {
-    const std::size_t huge_page = 2 * mib;
-    if (huge) {
-      const std::size_t rounded = (size + huge_page - 1) / huge_page * huge_page;
-      data_ = static_cast<std::byte*>(std::aligned_alloc(huge_page, rounded));
-      ::madvise(data_, rounded, MADV_HUGEPAGE);
-    } else {
-      data_ = static_cast<std::byte*>(std::malloc(size));
-    }
-    if (!data_) throw std::bad_alloc();
-    std::memset(data_, 1, size);
-  }
-  ~message_buffer() { std::free(data_); }
-  message_buffer(const message_buffer&) = delete;
-  message_buffer& operator=(const message_buffer&) = delete;
-  std::byte* data() { return data_; }
-
- private:
-  std::byte* data_ = nullptr;
-};
 
 struct rates {
   double overall = 0;  // bytes / wall time of the whole stream
@@ -104,9 +84,8 @@ double median_of(std::vector<double> v) {
 // Streams `iters` messages from rank 0 to rank 1 with up to `window` in flight; the clock
 // stops when rank 1's one-byte acknowledgement of the last one arrives. The median, like
 // ucx_perftest's 50th percentile, is robust to other programs taking the cores for a while.
-rates p2p_gib_per_s(transport& t, transport_communicator& c, std::size_t size, int iters,
-                    int window, bool huge_pages) {
-  message_buffer buf(size, huge_pages);
+rates p2p_gib_per_s(transport& t, transport_communicator& c, std::size_t size, int iters, int window) {
+  data_vector<std::byte> buf(size, std::byte{1});  // training's kind of buffer
   std::vector<double> gaps;
   c.barrier();
   const double cpu_start = cpu_seconds(RUSAGE_SELF);
@@ -143,7 +122,7 @@ rates p2p_gib_per_s(transport& t, transport_communicator& c, std::size_t size, i
 }
 
 double all_reduce_gib_per_s(transport_communicator& c, std::size_t size, int iters) {
-  std::vector<float> x(size / sizeof(float), 1.0f);
+  data_vector<float> x(size / sizeof(float), 1.0f);
   c.all_reduce(std::span<float>(x));  // warm-up
   c.barrier();
   const auto start = clock_type::now();
@@ -155,8 +134,7 @@ double all_reduce_gib_per_s(transport_communicator& c, std::size_t size, int ite
 // One rank of the mactor side, run in a forked child. It serves the parent's commands, one a
 // line: "p2p SIZE WINDOW ITERS", "ar SIZE ITERS" or "quit"; rank 0 answers each measurement
 // with one line (GiB/s) and "quit" with its endpoint description.
-int run_rank(int rank, const std::filesystem::path& dir, bool huge_pages, std::FILE* commands,
-             std::FILE* answers) {
+int run_rank(int rank, const std::filesystem::path& dir, std::FILE* commands, std::FILE* answers) {
   file_address_exchange exchange(dir);
   ucx_transport t(rank, 2, exchange);
   transport_communicator c(t, {0, 1}, 1);
@@ -169,7 +147,7 @@ int run_rank(int rank, const std::filesystem::path& dir, bool huge_pages, std::F
     in >> what >> size >> a >> b;
     rates result;
     if (what == "p2p") {
-      result = p2p_gib_per_s(t, c, size, b, a, huge_pages);
+      result = p2p_gib_per_s(t, c, size, b, a);
     } else if (what == "ar") {
       result.overall = all_reduce_gib_per_s(c, size, a);
     } else {
@@ -213,6 +191,9 @@ struct ranks {
 // bandwidth in GiB/s (perftest's "MB/s" are MiB/s) and size / its 50th-percentile time per
 // message, or -1s when it could not run. cpu_us: here the CPU time of the whole run (both
 // processes, start-up included), for perftest_cpu_us_per_message.
+// The memory ucx_perftest allocates: the same kind as mactor's buffers in this run.
+std::string perftest_alloc() { return huge_pages_enabled() ? "UCX_ALLOC_PRIO=thp,heap " : "UCX_ALLOC_PRIO=heap "; }
+
 rates perftest_gib_per_s(std::size_t size, int iters, int window, const std::string& wait_mode) {
   const double cpu_start = cpu_seconds(RUSAGE_CHILDREN);
   static int runs = 0;
@@ -223,12 +204,12 @@ rates perftest_gib_per_s(std::size_t size, int iters, int window, const std::str
                              std::to_string(port);
   const pid_t server = ::fork();
   if (server == 0) {
-    const std::string cmd = "exec ucx_perftest" + common + " >/dev/null 2>&1";
+    const std::string cmd = "exec env " + perftest_alloc() + "ucx_perftest" + common + " >/dev/null 2>&1";
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const std::string cmd = "ucx_perftest localhost -f" + common + " 2>/dev/null";
+  const std::string cmd = perftest_alloc() + "ucx_perftest localhost -f" + common + " 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   rates bandwidth{-1, -1};
   char line[1024];
@@ -285,14 +266,14 @@ options parse(int argc, char** argv) {
       }
     } else if (a == "--repeats" && i + 1 < argc) {
       o.repeats = std::max(1, std::atoi(argv[++i]));
-    } else if (a == "--huge-pages") {
-      o.huge_pages = true;
+    } else if (a == "--small-pages") {
+      o.small_pages = true;
     } else if (a == "--no-perftest") {
       o.perftest = false;
     } else {
       std::fprintf(stderr,
                    "error: unknown argument %s\n  usage: bench_comm [--sizes MIB,MIB,...] "
-                   "[--iters-scale X] [--repeats N] [--huge-pages] [--no-perftest]\n",
+                   "[--iters-scale X] [--repeats N] [--small-pages] [--no-perftest]\n",
                    a.c_str());
       std::exit(2);
     }
@@ -304,6 +285,7 @@ options parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
+  if (o.small_pages) ::setenv("MACTOR_HUGE_PAGES", "off", 1);  // before anything reads it
   std::string pattern = (std::filesystem::temp_directory_path() / "bench_comm_XXXXXX").string();
   const std::filesystem::path dir = ::mkdtemp(pattern.data());
 
@@ -321,8 +303,7 @@ int main(int argc, char** argv) {
       for (int k = 0; k < rank; ++k) std::fclose(r.to[k]);
       int code = 1;
       try {
-        code = run_rank(rank, dir, o.huge_pages, ::fdopen(command_pipe[0], "r"),
-                        ::fdopen(answer_pipe[1], "w"));
+        code = run_rank(rank, dir, ::fdopen(command_pipe[0], "r"), ::fdopen(answer_pipe[1], "w"));
       } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_comm rank %d: %s\n", rank, e.what());
       }
@@ -335,8 +316,12 @@ int main(int argc, char** argv) {
   ::close(answer_pipe[1]);
   r.from = ::fdopen(answer_pipe[0], "r");
 
-  std::printf("UCX data plane, 2 processes on this host, GiB/s, best of %d interleaved rounds\n",
-              o.repeats);
+  std::printf("UCX data plane, 2 processes on this host, GiB/s, best of %d interleaved rounds;\n"
+              "memory on both sides: %s\n",
+              o.repeats,
+              huge_pages_enabled() ? "transparent huge pages from 1 MiB (mactor's data-plane buffers; perftest "
+                                     "UCX_ALLOC_PRIO=thp,heap)"
+                                   : "4 KiB pages (MACTOR_HUGE_PAGES=off; perftest UCX_ALLOC_PRIO=heap)");
   std::printf("%12s %17s %17s %17s %16s %6s %9s %15s\n", "", "mactor p2p", "perftest poll",
               "perftest sleep", "mactor/perftest", "", "mactor", "CPU us/message");
   std::printf("%8s %3s %8s %7s %8s %7s %8s %7s %8s %7s %6s %9s %7s %7s\n", "size", "win", "overall",

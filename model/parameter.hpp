@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/data_buffer.hpp"
+
 namespace mactor::model {
 
 /// How a [rows, cols] tensor is divided over tp ranks (the full tensor is the tp=1 one).
@@ -62,7 +64,8 @@ class parameter_store {
   };
   std::vector<parameter<T>> params_;
   std::vector<init_spec> inits_;
-  std::vector<T> values_, grads_;
+  // The data plane all-reduces the gradients and all-gathers the values: huge pages.
+  comm::data_vector<T> values_, grads_;
 };
 
 /// Local shape of a full [rows, cols] (or [n]) tensor under split.
