@@ -5,12 +5,15 @@
 // of --repeats such rounds. The window is how many messages may be in flight; ucx_perftest
 // gets the same as -O so both stream alike.
 // Usage: bench_comm [--sizes MIB,MIB,...] [--iters-scale X] [--repeats N] [--small-pages]
-//                   [--no-perftest]
+//                   [--untouched-send] [--no-perftest]
 // Both sides use the same kind of memory: by default mactor's own data-plane buffers
 // (comm/data_buffer.hpp: transparent huge pages from 1 MiB) against ucx_perftest allocating
 // with UCX_ALLOC_PRIO=thp,heap; with --small-pages, 4 KiB pages on both (MACTOR_HUGE_PAGES=off,
 // UCX_ALLOC_PRIO=heap). ucx_perftest's own default (UCX_ALLOC_PRIO=md:sysv,...) is sysv shared
 // memory, which neither training nor this comparison uses.
+// ucx_perftest never writes its send buffer (ucp_mem_map ALLOCATE, no memset), so the kernel copies
+// from the zero page, which is always in cache; --untouched-send does the same on mactor's side
+// (the transport's own overhead), the default sends data it wrote (what training does).
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <signal.h>
@@ -48,6 +51,7 @@ struct options {
   int repeats = 3;
   bool perftest = true;
   bool small_pages = false;
+  bool untouched_send = false;
 };
 
 int iterations(std::size_t size, const options& o) {
@@ -84,8 +88,26 @@ double median_of(std::vector<double> v) {
 // Streams `iters` messages from rank 0 to rank 1 with up to `window` in flight; the clock
 // stops when rank 1's one-byte acknowledgement of the last one arrives. The median, like
 // ucx_perftest's 50th percentile, is robust to other programs taking the cores for a while.
-rates p2p_gib_per_s(transport& t, transport_communicator& c, std::size_t size, int iters, int window) {
-  data_vector<std::byte> buf(size, std::byte{1});  // training's kind of buffer
+// A message buffer of training's kind (data_buffer.hpp); written unless `untouched` (the sender's
+// pages are then all the zero page, as ucx_perftest's are).
+class message_buffer {
+ public:
+  message_buffer(std::size_t size, bool untouched) : size_(size), data_(huge_page_allocator<std::byte>().allocate(size)) {
+    if (!untouched) std::memset(data_, 1, size);
+  }
+  ~message_buffer() { huge_page_allocator<std::byte>().deallocate(data_, size_); }
+  message_buffer(const message_buffer&) = delete;
+  message_buffer& operator=(const message_buffer&) = delete;
+  std::byte* data() { return data_; }
+
+ private:
+  std::size_t size_;
+  std::byte* data_;
+};
+
+rates p2p_gib_per_s(transport& t, transport_communicator& c, std::size_t size, int iters, int window,
+                    bool untouched_send) {
+  message_buffer buf(size, untouched_send && t.rank() == 0);
   std::vector<double> gaps;
   c.barrier();
   const double cpu_start = cpu_seconds(RUSAGE_SELF);
@@ -134,7 +156,8 @@ double all_reduce_gib_per_s(transport_communicator& c, std::size_t size, int ite
 // One rank of the mactor side, run in a forked child. It serves the parent's commands, one a
 // line: "p2p SIZE WINDOW ITERS", "ar SIZE ITERS" or "quit"; rank 0 answers each measurement
 // with one line (GiB/s) and "quit" with its endpoint description.
-int run_rank(int rank, const std::filesystem::path& dir, std::FILE* commands, std::FILE* answers) {
+int run_rank(int rank, const std::filesystem::path& dir, bool untouched_send, std::FILE* commands,
+             std::FILE* answers) {
   file_address_exchange exchange(dir);
   ucx_transport t(rank, 2, exchange);
   transport_communicator c(t, {0, 1}, 1);
@@ -147,7 +170,7 @@ int run_rank(int rank, const std::filesystem::path& dir, std::FILE* commands, st
     in >> what >> size >> a >> b;
     rates result;
     if (what == "p2p") {
-      result = p2p_gib_per_s(t, c, size, b, a);
+      result = p2p_gib_per_s(t, c, size, b, a, untouched_send);
     } else if (what == "ar") {
       result.overall = all_reduce_gib_per_s(c, size, a);
     } else {
@@ -268,12 +291,14 @@ options parse(int argc, char** argv) {
       o.repeats = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--small-pages") {
       o.small_pages = true;
+    } else if (a == "--untouched-send") {
+      o.untouched_send = true;
     } else if (a == "--no-perftest") {
       o.perftest = false;
     } else {
       std::fprintf(stderr,
                    "error: unknown argument %s\n  usage: bench_comm [--sizes MIB,MIB,...] "
-                   "[--iters-scale X] [--repeats N] [--small-pages] [--no-perftest]\n",
+                   "[--iters-scale X] [--repeats N] [--small-pages] [--untouched-send] [--no-perftest]\n",
                    a.c_str());
       std::exit(2);
     }
@@ -303,7 +328,7 @@ int main(int argc, char** argv) {
       for (int k = 0; k < rank; ++k) std::fclose(r.to[k]);
       int code = 1;
       try {
-        code = run_rank(rank, dir, ::fdopen(command_pipe[0], "r"), ::fdopen(answer_pipe[1], "w"));
+        code = run_rank(rank, dir, o.untouched_send, ::fdopen(command_pipe[0], "r"), ::fdopen(answer_pipe[1], "w"));
       } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_comm rank %d: %s\n", rank, e.what());
       }
@@ -317,8 +342,10 @@ int main(int argc, char** argv) {
   r.from = ::fdopen(answer_pipe[0], "r");
 
   std::printf("UCX data plane, 2 processes on this host, GiB/s, best of %d interleaved rounds;\n"
-              "memory on both sides: %s\n",
+              "mactor sends %s; memory on both sides: %s\n",
               o.repeats,
+              o.untouched_send ? "from a buffer it never wrote, as ucx_perftest does (--untouched-send)"
+                               : "data it wrote (ucx_perftest sends a buffer it never wrote)",
               huge_pages_enabled() ? "transparent huge pages from 1 MiB (mactor's data-plane buffers; perftest "
                                      "UCX_ALLOC_PRIO=thp,heap)"
                                    : "4 KiB pages (MACTOR_HUGE_PAGES=off; perftest UCX_ALLOC_PRIO=heap)");
