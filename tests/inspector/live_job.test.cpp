@@ -286,6 +286,11 @@ TEST_CASE("MACTOR_INSPECT=off serves nothing, and a bad setting ends the job wit
   INFO(threshold.err);
   CHECK(threshold.status == 2);
   CHECK(threshold.err.find("MACTOR_STALL_THRESHOLD='soon' is not a number of seconds") != std::string::npos);
+  const auto queue = run_process("MACTOR_LOGGER_QUEUE=0 " + job);
+  INFO(queue.err);
+  CHECK(queue.status == 2);
+  CHECK(queue.err.find("MACTOR_LOGGER_QUEUE='0' is not a positive number of messages (e.g. MACTOR_LOGGER_QUEUE=1000)") !=
+        std::string::npos);
 }
 
 TEST_CASE("a slow logger does not hold training back and its mailbox stays within MACTOR_LOGGER_QUEUE") {
