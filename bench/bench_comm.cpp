@@ -88,20 +88,36 @@ double median_of(std::vector<double> v) {
 // Streams `iters` messages from rank 0 to rank 1 with up to `window` in flight; the clock
 // stops when rank 1's one-byte acknowledgement of the last one arrives. The median, like
 // ucx_perftest's 50th percentile, is robust to other programs taking the cores for a while.
-// A message buffer of training's kind (data_buffer.hpp); written unless `untouched` (the sender's
-// pages are then all the zero page, as ucx_perftest's are).
+// A message buffer of training's kind (data_buffer.hpp), written; or, `untouched`, fresh pages
+// straight from mmap that are never written (all of them the zero page, as ucx_perftest's send
+// buffer is; the heap could hand back pages an earlier round wrote).
 class message_buffer {
  public:
-  message_buffer(std::size_t size, bool untouched) : size_(size), data_(huge_page_allocator<std::byte>().allocate(size)) {
-    if (!untouched) std::memset(data_, 1, size);
+  message_buffer(std::size_t size, bool untouched) : size_(size), untouched_(untouched) {
+    if (untouched) {
+      mapped_ = (size + huge_page_size - 1) / huge_page_size * huge_page_size;
+      void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      if (huge_pages_enabled()) ::madvise(p, mapped_, MADV_HUGEPAGE);
+      data_ = static_cast<std::byte*>(p);
+    } else {
+      data_ = huge_page_allocator<std::byte>().allocate(size);
+      std::memset(data_, 1, size);
+    }
   }
-  ~message_buffer() { huge_page_allocator<std::byte>().deallocate(data_, size_); }
+  ~message_buffer() {
+    if (untouched_)
+      ::munmap(data_, mapped_);
+    else
+      huge_page_allocator<std::byte>().deallocate(data_, size_);
+  }
   message_buffer(const message_buffer&) = delete;
   message_buffer& operator=(const message_buffer&) = delete;
   std::byte* data() { return data_; }
 
  private:
-  std::size_t size_;
+  std::size_t size_, mapped_ = 0;
+  bool untouched_;
   std::byte* data_;
 };
 
