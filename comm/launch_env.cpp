@@ -181,7 +181,24 @@ env_getter process_env() {
   };
 }
 
+// mactor's data-plane settings (comm/data_buffer.hpp, comm/ucx_transport.cpp), checked before
+// anything reads them.
+void check_data_plane_settings(const env_getter& get) {
+  if (auto v = get("MACTOR_HUGE_PAGES"); v && *v != "on" && *v != "off" && *v != "1" && *v != "0" && *v != "yes" &&
+                                         *v != "no")
+    throw launch_env_error("environment variable MACTOR_HUGE_PAGES='" + *v + "' is not one of on, off (or 1, 0, yes, no)");
+  if (auto v = get("MACTOR_UCX_SPIN_US")) {
+    errno = 0;
+    char* end = nullptr;
+    const long x = std::strtol(v->c_str(), &end, 10);
+    if (v->empty() || *end != '\0' || errno == ERANGE || x < 0 || x > 1'000'000)
+      throw launch_env_error("environment variable MACTOR_UCX_SPIN_US='" + *v +
+                             "' is not a number of microseconds from 0 to 1000000 (e.g. MACTOR_UCX_SPIN_US=200)");
+  }
+}
+
 launch_env detect_launch_env(const env_getter& get) {
+  check_data_plane_settings(get);
   if (get("MACTOR_RANK") || get("MACTOR_WORLD_SIZE")) return from_mactor(get);
   if (get("OMPI_COMM_WORLD_RANK") || get("OMPI_COMM_WORLD_SIZE")) return from_open_mpi(get);
   // torchrun's variables win over Slurm's: torchrun is often started by srun, one per node.

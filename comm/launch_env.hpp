@@ -42,7 +42,8 @@ env_getter process_env();
 
 /// Finds the launcher by its variables, most specific first: MACTOR_*, OMPI_COMM_WORLD_*,
 /// torchrun's (RANK with LOCAL_RANK or TORCHELASTIC_RUN_ID), SLURM_PROCID, PMI_RANK.
-/// Throws launch_env_error naming the variable when a value is malformed or inconsistent.
+/// Throws launch_env_error naming the variable when a value is malformed or inconsistent, and
+/// when mactor's data-plane settings (MACTOR_HUGE_PAGES, MACTOR_UCX_SPIN_US) are malformed.
 launch_env detect_launch_env(const env_getter& get);
 
 /// One line for logs: "rank 3/8 (local 1/2 on node 1) via mpirun".

@@ -47,7 +47,7 @@ constexpr auto waiter_linger = std::chrono::milliseconds(2);
 std::chrono::microseconds spin_budget() {
   static const std::chrono::microseconds budget = [] {
     const char* v = std::getenv("MACTOR_UCX_SPIN_US");
-    return std::chrono::microseconds(v && *v ? std::max(0, std::atoi(v)) : 0);
+    return std::chrono::microseconds(v && *v ? std::atol(v) : 0);  // checked by detect_launch_env
   }();
   return budget;
 }

@@ -97,3 +97,15 @@ TEST_CASE("malformed or inconsistent launcher variables are refused by name") {
                                             {"SLURM_NODEID", "5"}, {"SLURM_TASKS_PER_NODE", "2"}})),
                     Catch::Contains("no entry for node 5"));
 }
+
+TEST_CASE("malformed data-plane settings are errors naming the variable") {
+  CHECK_NOTHROW(detect_launch_env(fake({{"MACTOR_HUGE_PAGES", "off"}, {"MACTOR_UCX_SPIN_US", "200"}})));
+  CHECK_THROWS_WITH(detect_launch_env(fake({{"MACTOR_HUGE_PAGES", "maybe"}})),
+                    "environment variable MACTOR_HUGE_PAGES='maybe' is not one of on, off (or 1, 0, yes, no)");
+  for (const char* bad : {"fast", "-5", "2000000", ""}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(detect_launch_env(fake({{"MACTOR_UCX_SPIN_US", bad}})),
+                      "environment variable MACTOR_UCX_SPIN_US='" + std::string(bad) +
+                          "' is not a number of microseconds from 0 to 1000000 (e.g. MACTOR_UCX_SPIN_US=200)");
+  }
+}
