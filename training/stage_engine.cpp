@@ -254,12 +254,19 @@ std::int64_t stage_engine::bytes_received() const {
 }
 
 void stage_engine::wait_background(const std::string& what) {
-  set_activity("awaiting " + what);
-  waiting_background_.store(true, std::memory_order_release);
+  {
+    std::lock_guard lock(activity_mutex_);
+    activity_ = "awaiting " + what;
+    activity_since_ = clock_type::now();
+    background_wait_ = what;
+  }
   struct done {
-    std::atomic<bool>& flag;
-    ~done() { flag.store(false, std::memory_order_release); }
-  } reset{waiting_background_};
+    stage_engine& e;
+    ~done() {
+      std::lock_guard lock(e.activity_mutex_);
+      e.background_wait_.clear();
+    }
+  } reset{*this};
   comm_->wait();
 }
 
@@ -271,18 +278,19 @@ void stage_engine::set_activity(std::string what) {
 
 std::pair<std::string, clock_type::time_point> stage_engine::activity() const {
   std::pair<std::string, clock_type::time_point> now;
+  std::string background_wait;
   {
     std::lock_guard lock(activity_mutex_);
     now = {activity_, activity_since_};
+    background_wait = background_wait_;
   }
   // Inside a collective, the collective is what this stage waits for: on the training thread
   // it is the activity itself; on the background thread, when the training thread waits for it.
-  const bool waiting_background = waiting_background_.load(std::memory_order_acquire);
   for (const auto* w : ctx_.watched()) {
     auto call = w->current();
     if (!call) continue;
     if (!call->background) return {"awaiting " + call->what, call->since};
-    if (waiting_background) return {"awaiting " + call->what + " (" + now.first.substr(9) + ")", now.second};
+    if (!background_wait.empty()) return {"awaiting " + call->what + " (" + background_wait + ")", now.second};
   }
   return now;
 }

@@ -157,7 +157,7 @@ class stage_engine {
   std::vector<timeline_entry> timeline_, last_timeline_;
   mutable std::mutex activity_mutex_;
   std::string activity_ = "idle";
-  std::atomic<bool> waiting_background_{false};
+  std::string background_wait_;  // what wait_background waits for (empty: not waiting)
   std::chrono::steady_clock::time_point activity_since_ = std::chrono::steady_clock::now();
 };
 

@@ -252,6 +252,19 @@ TEST_CASE("a rank that stalls before a data-parallel all-reduce is named by the 
   CHECK(std::regex_search(job.out(), std::regex(R"(iteration +30/ +30 \|)")));
 }
 
+TEST_CASE("with --overlap-grad-reduce the stall report names the background all-reduce the training thread waits for") {
+  live_job job("stall_dp_overlap", pipeline_flags(30) + " --pipeline-model-parallel-size 1 --overlap-grad-reduce",
+               {{"MACTOR_TEST_STALL_RANK", "2"}, {"MACTOR_TEST_STALL_AT_ITERATION", "3"},
+                {"MACTOR_TEST_STALL_SECONDS", "5"}, {"MACTOR_STALL_THRESHOLD", "1"}});
+  const std::regex named(
+      R"(rank 0 stage waits [0-9.]+ s: awaiting data-parallel all-reduce of [0-9.]+ (B|KiB|MiB) with ranks 1, 2, 3 \(the overlapped gradient reduction\) \(rank 2 stage is: stalled by the test hook)");
+  const std::string view = job.inspect_until(named);
+  INFO("mactor inspect said:\n" << view << "\njob stderr:\n" << job.err());
+  CHECK(std::regex_search(view, named));
+  REQUIRE(job.wait() == 0);
+  CHECK(std::regex_search(job.err(), std::regex(R"(mactor: stall: rank [013] stage waits [0-9.]+ s: awaiting data-parallel all-reduce [^\n]*\(the overlapped gradient reduction\) \(rank 2 stage is: stalled)")));
+}
+
 TEST_CASE("mactor inspect shows every rank's checkpointer while it writes an asynchronous save") {
   // Each save is held 3 s before its first byte (the test hook), while training goes on.
   const std::string save = (std::filesystem::path(MACTOR_BINARY_DIR) / "tests/inspector/live/checkpointer_save").string();
