@@ -20,7 +20,8 @@ logger_queue logger_queue::from_env() {
 }
 
 bool logger_queue::admit(std::int64_t iteration, std::int64_t handled, std::optional<std::string>* started) {
-  if (waiting(handled) < capacity_) return true;
+  // After a gap the record goes with the notice naming it: room for both.
+  if (waiting(handled) + (dropped_ > 0 ? 1 : 0) < capacity_) return true;
   if (dropped_ == 0) {
     first_ = iteration;
     if (started)

@@ -25,8 +25,9 @@ class logger_queue {
   /// Messages sent and not yet handled, given how many the logger has handled.
   std::int64_t waiting(std::int64_t handled) const { return sent_ - handled; }
 
-  /// Whether iteration `iteration`'s record may be sent now. A refusal is counted; the first of
-  /// a run of refusals returns the line to print on the job's stderr at once (in `started`).
+  /// Whether iteration `iteration`'s record may be sent now (after a gap: with the notice, so
+  /// both must fit). A refusal is counted; the first of a run of refusals returns the line to
+  /// print on the job's stderr at once (in `started`).
   bool admit(std::int64_t iteration, std::int64_t handled, std::optional<std::string>* started = nullptr);
   /// The log line naming the iterations left out since the last notice (nullopt when none).
   std::optional<std::string> take_notice();

@@ -24,23 +24,28 @@ TEST_CASE("the logger queue sends while fewer than its capacity wait and names e
   started.reset();
   CHECK_FALSE(q.admit(5, handled, &started));
   CHECK_FALSE(started);  // said once per run of refusals
-  // The logger catches up by one: the sixth goes, and the notice names 4-5.
+  // The logger catches up by one: still no room for the record and the notice naming the gap.
   handled = 1;
-  CHECK(q.admit(6, handled));
+  CHECK_FALSE(q.admit(6, handled));
+  // By two: the seventh goes, and the notice names 4-6.
+  handled = 2;
+  CHECK(q.admit(7, handled));
   const auto notice = q.take_notice();
   REQUIRE(notice);
-  CHECK(*notice == "mactor: the logger fell behind (MACTOR_LOGGER_QUEUE=3): 2 iteration records (iterations 4-5) were "
+  CHECK(*notice == "mactor: the logger fell behind (MACTOR_LOGGER_QUEUE=3): 3 iteration records (iterations 4-6) were "
                    "not logged; the next line averages over the iterations it saw");
   CHECK_FALSE(q.take_notice());
-  q.sent();
+  q.sent();  // the notice
+  q.sent();  // the record
+  CHECK(q.waiting(handled) == 3);
   // A single refusal is named in the singular.
-  CHECK_FALSE(q.admit(7, handled));
-  handled = 4;
-  CHECK(q.admit(8, handled));
+  CHECK_FALSE(q.admit(8, handled));
+  handled = 5;
+  CHECK(q.admit(9, handled));
   CHECK(q.take_notice() == std::optional<std::string>("mactor: the logger fell behind (MACTOR_LOGGER_QUEUE=3): 1 iteration "
-                                                      "record (iteration 7) was not logged; the next line averages over "
+                                                      "record (iteration 8) was not logged; the next line averages over "
                                                       "the iterations it saw"));
-  CHECK(q.dropped_total() == 3);
+  CHECK(q.dropped_total() == 4);
 }
 
 TEST_CASE("MACTOR_LOGGER_QUEUE must be a positive integer") {
