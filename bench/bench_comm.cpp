@@ -198,6 +198,8 @@ int run_rank(int rank, const std::filesystem::path& dir, bool untouched_send, st
     }
   }
   if (rank == 0) {
+    std::fprintf(answers, "rank 0 waits by polling %lld us, then sleeping (MACTOR_UCX_SPIN_US to change)\n",
+                 static_cast<long long>(t.wait_spin().count()));
     std::fputs(t.describe_lanes().c_str(), answers);
     std::fclose(answers);
   }

@@ -11,6 +11,7 @@
 #include "comm/ucx_transport.hpp"
 
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,18 +40,6 @@ constexpr auto watchdog_period = std::chrono::milliseconds(200);
 // operations (which their owners wait for) are outstanding: a loop of post-then-wait keeps the
 // progress thread asleep, and a future nobody waits on through wait_for still completes.
 constexpr auto waiter_linger = std::chrono::milliseconds(2);
-
-// How long a thread in wait_for keeps polling the worker before it sleeps on the event
-// descriptor (MACTOR_UCX_SPIN_US; default 0: sleep at once). With a core per rank, ~200 us
-// saves the wake-up (tens of microseconds here; a 2 MiB message takes about a hundred); on
-// shared cores the spinning thread takes the core its peer needs, so it is off by default.
-std::chrono::microseconds spin_budget() {
-  static const std::chrono::microseconds budget = [] {
-    const char* v = std::getenv("MACTOR_UCX_SPIN_US");
-    return std::chrono::microseconds(v && *v ? std::atol(v) : 0);  // checked by detect_launch_env
-  }();
-  return budget;
-}
 
 std::uint64_t wire_tag(std::uint64_t tag, int sender) {
   return (tag << rank_bits) | static_cast<std::uint64_t>(sender);
@@ -103,6 +92,8 @@ bool process_alive(int pid) {
 
 struct ucx_transport::impl {
   traffic_counters* traffic = nullptr;  // the transport's (transport.hpp)
+  int local_ranks = 0;                  // ranks on this host, this one included
+  std::chrono::microseconds spin{0};    // wait_spin_policy's choice
   struct op {
     impl* self;
     int peer;
@@ -224,6 +215,7 @@ struct ucx_transport::impl {
       throw comm_error(peer, "rank " + std::to_string(peer) +
                                  "'s published address is not a mactor UCX address");
     peers[peer] = {this, peer, them.pid, options.same_host_fast_path && me.same_host_as(them)};
+    if (me.same_host_as(them)) ++local_ranks;
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -504,7 +496,7 @@ struct ucx_transport::impl {
       while (ucp_worker_progress(worker) != 0) {
       }
       // Poll a little before sleeping: the next event often comes within a wake-up's cost.
-      for (const auto spin_end = std::chrono::steady_clock::now() + spin_budget();
+      for (const auto spin_end = std::chrono::steady_clock::now() + spin;
            !ready(f) && std::chrono::steady_clock::now() < spin_end;)
         ucp_worker_progress(worker);
       watch_same_host_peers();
@@ -559,6 +551,10 @@ ucx_transport::ucx_transport(int rank, int world_size, address_exchange& exchang
   impl_->init_context();
   exchange.publish(rank, impl_->published_blob());
   impl_->connect_all(exchange);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int cores = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  impl_->spin = wait_spin_policy(impl_->local_ranks, cores, std::getenv("MACTOR_UCX_SPIN_US"));
   impl_->progress_thread = std::thread([this] { impl_->progress_loop(); });
 }
 
@@ -683,6 +679,14 @@ bool ucx_transport::wait_for(std::future<status>& f, std::chrono::milliseconds t
                                                               : now + timeout;
   return impl_->wait_for(f, deadline);
 }
+
+std::chrono::microseconds wait_spin_policy(int local_ranks, int cores, const char* setting) {
+  if (setting && *setting) return std::chrono::microseconds(std::atol(setting));  // checked by detect_launch_env
+  // A training thread and a progress thread per rank: with a core for each, polling is free.
+  return local_ranks * 2 <= cores ? default_wait_spin : std::chrono::microseconds(0);
+}
+
+std::chrono::microseconds ucx_transport::wait_spin() const { return impl_->spin; }
 
 std::string ucx_transport::describe_lanes() const {
   auto out = std::make_shared<std::promise<std::string>>();

@@ -37,6 +37,14 @@ struct ucx_options {
 /// a single-threaded UCX program does. Completions run on whichever thread is
 /// driving the worker: the progress thread, a posting thread, or a thread inside wait_for.
 /// A completion may post new operations; it must not block.
+/// How long a thread in wait_for keeps polling the worker before it sleeps on the event
+/// descriptor. A wake-up costs tens of microseconds; a 2 MiB message takes about a hundred. By
+/// default it polls default_wait_spin when every rank on this host has two cores (its training
+/// and progress threads), and never on shared cores, where the polling thread would take the
+/// core its peer needs. `setting`: MACTOR_UCX_SPIN_US (microseconds, 0 = never), which wins.
+inline constexpr std::chrono::microseconds default_wait_spin{200};
+std::chrono::microseconds wait_spin_policy(int local_ranks, int cores, const char* setting);
+
 class ucx_transport final : public transport {
  public:
   /// Publishes this rank's worker address, then fetches every peer's and connects.
@@ -60,6 +68,8 @@ class ucx_transport final : public transport {
 
   /// The UCX transports each endpoint uses, e.g. "rank 1: cma/memory sysv/memory", for logs.
   std::string describe_lanes() const;
+  /// How long a thread in wait_for polls the worker before it sleeps (wait_spin_policy).
+  std::chrono::microseconds wait_spin() const;
 
   struct impl;
 

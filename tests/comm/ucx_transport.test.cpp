@@ -219,3 +219,14 @@ TEST_CASE("operations outstanding when a waiting thread leaves still complete wi
   CHECK(testing::wait_rank(pids[0], 60s) == 0);
   CHECK(testing::wait_rank(pids[1], 60s) == 0);
 }
+
+TEST_CASE("a waiting thread polls before it sleeps only when every rank on the host has two cores") {
+  using std::chrono::microseconds;
+  CHECK(wait_spin_policy(4, 8, nullptr) == default_wait_spin);
+  CHECK(wait_spin_policy(4, 7, nullptr) == microseconds(0));
+  CHECK(wait_spin_policy(2, 2, nullptr) == microseconds(0));  // the CI machine: 2 cores
+  CHECK(wait_spin_policy(1, 2, "") == default_wait_spin);
+  // MACTOR_UCX_SPIN_US wins either way.
+  CHECK(wait_spin_policy(4, 2, "150") == microseconds(150));
+  CHECK(wait_spin_policy(1, 64, "0") == microseconds(0));
+}
