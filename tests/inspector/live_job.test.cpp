@@ -310,8 +310,9 @@ TEST_CASE("MACTOR_INSPECT=off serves nothing, and a bad setting ends the job wit
 }
 
 TEST_CASE("a slow logger does not hold training back and its mailbox stays within MACTOR_LOGGER_QUEUE") {
-  // The test hook makes the logger take 300 ms over each iteration record; it may have 4 waiting.
-  live_job job("slow_logger", pipeline_flags(40), {{"MACTOR_TEST_SLOW_LOGGER_MS", "300"}, {"MACTOR_LOGGER_QUEUE", "4"}});
+  // The test hook makes the logger take 600 ms over each iteration record (20x an iteration here);
+  // it may have 4 waiting.
+  live_job job("slow_logger", pipeline_flags(100), {{"MACTOR_TEST_SLOW_LOGGER_MS", "600"}, {"MACTOR_LOGGER_QUEUE", "4"}});
   const std::regex row(R"(mactor job: iteration (\d+) /(.|\n)*\nlogger +0 +printing the records it is sent +[0-9.]+ +(\d+) )");
   std::smatch m;
   std::int64_t most_trained = 0, most_queued = 0, views = 0;
@@ -319,7 +320,7 @@ TEST_CASE("a slow logger does not hold training back and its mailbox stays withi
     const auto view = job.mactor("inspect", "--once --width 200");
     // While training runs, only iteration records flow to the logger (the final evaluation's
     // blocks and lines come after the last iteration and are never left out).
-    if (std::regex_search(view.out, m, row) && std::stoll(m[1].str()) < 40) {
+    if (std::regex_search(view.out, m, row) && std::stoll(m[1].str()) < 100) {
       ++views;
       most_trained = std::max<std::int64_t>(most_trained, std::stoll(m[1].str()));
       most_queued = std::max<std::int64_t>(most_queued, std::stoll(m[3].str()));
@@ -331,12 +332,12 @@ TEST_CASE("a slow logger does not hold training back and its mailbox stays withi
   INFO("job stdout:\n" << out << "\njob stderr:\n" << err);
   std::printf("slow logger: %lld views while training (up to iteration %lld), the logger's mailbox held at most %lld\n",
               static_cast<long long>(views), static_cast<long long>(most_trained), static_cast<long long>(most_queued));
-  CHECK(views >= 3);
+  CHECK(views >= 1);  // a fast machine trains the 100 iterations in about a second
   CHECK(most_queued <= 4);
   // Training ran ahead: iterations went unlogged, said on stderr when it began.
   CHECK(std::regex_search(err, std::regex(R"(mactor: the logger has 4 messages waiting \(MACTOR_LOGGER_QUEUE=4\): iteration \d+ and later ones go unlogged)")));
   // Every iteration is either logged once or named once in a notice in the log, in order.
-  std::map<int, int> seen = count_matches(out, std::regex(R"(\] iteration +(\d+)/ +40 \|)"));
+  std::map<int, int> seen = count_matches(out, std::regex(R"(\] iteration +(\d+)/ +100 \|)"));
   const std::size_t logged = seen.size();
   const std::regex notice(R"(mactor: the logger fell behind \(MACTOR_LOGGER_QUEUE=4\): (\d+) iteration records? \(iterations? (\d+)(-(\d+))?\) w)");
   std::int64_t notices = 0;
@@ -346,15 +347,15 @@ TEST_CASE("a slow logger does not hold training back and its mailbox stays withi
     CHECK(std::stoi((*it)[1].str()) == last - first + 1);
     for (int i = first; i <= last; ++i) ++seen[i];
   }
-  std::printf("slow logger: 40 iterations trained, %zu logged, the rest named in %lld notices\n", logged,
+  std::printf("slow logger: 100 iterations trained, %zu logged, the rest named in %lld notices\n", logged,
               static_cast<long long>(notices));
   CHECK(notices >= 1);
-  CHECK(logged < 40);
-  CHECK(seen.size() == 40);
-  for (int i = 1; i <= 40; ++i) {
+  CHECK(logged < 100);
+  CHECK(seen.size() == 100);
+  for (int i = 1; i <= 100; ++i) {
     INFO("iteration " << i);
     CHECK(seen[i] == 1);
   }
   // The final validation and test blocks are never left out.
-  CHECK(out.find("validation loss at iteration 40 on test set") != std::string::npos);
+  CHECK(out.find("validation loss at iteration 100 on test set") != std::string::npos);
 }
