@@ -196,7 +196,7 @@ TEST_CASE("swapping the logger and the evaluator mid-run: every record printed e
 
 TEST_CASE("a stalled stage is named by mactor inspect and by the coordinator's stall report") {
   // Rank 2 sleeps 6 s before iteration 3; a wait of more than 1 s is a stall.
-  live_job job("stall", pipeline_flags(30),
+  live_job job("stall", pipeline_flags(80),  // long enough after the stall for "stall over"
                {{"MACTOR_TEST_STALL_RANK", "2"}, {"MACTOR_TEST_STALL_AT_ITERATION", "3"},
                 {"MACTOR_TEST_STALL_SECONDS", "6"}, {"MACTOR_STALL_THRESHOLD", "1"}});
   const std::regex named(R"(STALLED:\n(.|\n)*rank 3 stage waits [0-9.]+ s: awaiting recv_forward mb 0 chunk 0 from rank 2 )");
@@ -223,13 +223,13 @@ TEST_CASE("a stalled stage is named by mactor inspect and by the coordinator's s
   // The report names this stall once, when it passes the threshold (not every refresh).
   CHECK(std::distance(std::sregex_iterator(err.begin(), err.end(), report), std::sregex_iterator()) == 1);
   // Training went on after it: all 30 iterations logged.
-  CHECK(std::regex_search(job.out(), std::regex(R"(iteration +30/ +30 \|)")));
+  CHECK(std::regex_search(job.out(), std::regex(R"(iteration +80/ +80 \|)")));
 }
 
 TEST_CASE("a rank that stalls before a data-parallel all-reduce is named by the others' stall report") {
   // Four data-parallel replicas; rank 2 sleeps 6 s before iteration 3, so the other three wait
   // for it inside the gradient all-reduce.
-  live_job job("stall_dp", pipeline_flags(30) + " --pipeline-model-parallel-size 1",
+  live_job job("stall_dp", pipeline_flags(80) + " --pipeline-model-parallel-size 1",
                {{"MACTOR_TEST_STALL_RANK", "2"}, {"MACTOR_TEST_STALL_AT_ITERATION", "3"},
                 {"MACTOR_TEST_STALL_SECONDS", "6"}, {"MACTOR_STALL_THRESHOLD", "1"}});
   const std::regex named(R"(STALLED:\n(.|\n)*rank 0 stage waits [0-9.]+ s: awaiting data-parallel all-reduce of [0-9.]+ (KiB|MiB) with ranks 1, 2, 3 )");
@@ -252,7 +252,7 @@ TEST_CASE("a rank that stalls before a data-parallel all-reduce is named by the 
   INFO("job stderr:\n" << err);
   CHECK(std::regex_search(err, std::regex(R"(mactor: stall: rank [013] stage waits [0-9.]+ s: awaiting data-parallel all-reduce of [0-9.]+ (KiB|MiB) with ranks [0-9, ]+ \(rank 2 stage is: stalled by the test hook)")));
   CHECK(std::regex_search(err, std::regex(R"(mactor: stall over: rank [013] stage goes on)")));
-  CHECK(std::regex_search(job.out(), std::regex(R"(iteration +30/ +30 \|)")));
+  CHECK(std::regex_search(job.out(), std::regex(R"(iteration +80/ +80 \|)")));
 }
 
 TEST_CASE("with --overlap-grad-reduce the stall report names the background all-reduce the training thread waits for") {
