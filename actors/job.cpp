@@ -28,14 +28,17 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& a) {
 
 job_outcome run_job(const config::megatron_args& args, const comm::launch_env& env, training::parallel_context& ctx,
                     std::FILE* out) {
-  caf::actor_system_config cfg;
+  // The system keeps a reference to its config and reads it when a detached actor's thread ends
+  // (actor_system::thread_terminates), which may be after this function returns: the config
+  // lives as long as the system.
+  auto* cfg = new caf::actor_system_config;
   const bool distributed = ctx.world_size() > 1;
-  if (distributed) cfg.load<caf::io::middleman>();
-  register_message_types(cfg);
+  if (distributed) cfg->load<caf::io::middleman>();
+  register_message_types(*cfg);
   // Ranks share cores with compute: a small scheduler (the stage actor has its own thread).
-  cfg.set("scheduler.max-threads", 2);
+  cfg->set("scheduler.max-threads", 2);
   // Left running on failure (see job.hpp); deleted after a clean end.
-  auto* sys = new caf::actor_system(cfg);
+  auto* sys = new caf::actor_system(*cfg);
   auto control = std::make_shared<job_control>();
   const int rank = ctx.rank();
 
@@ -122,6 +125,7 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
     return outcome;
   }
   delete sys;
+  delete cfg;
   return outcome;
 }
 
