@@ -1,5 +1,5 @@
-// The live inspector: the coordinator's store and server, the stall report, hot swap, and the
-// stages' status reports (see inspection.hpp).
+// The live inspector, coordinator side: the store and server, the stall report and hot swap
+// (see inspection.hpp; the stages' side is in stage_reporting.cpp).
 #include "actors/inspection.hpp"
 
 #include <sys/stat.h>
@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "actors/env_settings.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
 #include "comm/launch_env.hpp"
@@ -27,31 +28,8 @@ namespace mactor::actors {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-std::string env_or(const char* name, const std::string& fallback = "") {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-double parse_seconds(const char* name, const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size() && v >= 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument(std::string(name) + "='" + text + "' is not a number of seconds (e.g. " + name + "=30)");
-}
-
-std::int64_t parse_count(const char* name, const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size() && v >= 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw std::invalid_argument(std::string(name) + "='" + text + "' is not a non-negative integer");
-}
+using settings::env_or;
+using settings::parse_seconds;
 
 // MACTOR_INSPECT: "off", "HOST:PORT", "HOST", or "PORT".
 std::optional<inspector::server_options> server_options_from_env() {
@@ -170,184 +148,6 @@ observer_counters& counters_of(const std::string& kind) {
 bool inspection_enabled() {
   const std::string v = env_or("MACTOR_INSPECT");
   return !(v == "off" || v == "0" || v == "no");
-}
-
-// ---------------------------------------------------------------- stage side
-
-stage_reporter::stage_reporter() {
-  const std::string rank = env_or("MACTOR_TEST_STALL_RANK"), at = env_or("MACTOR_TEST_STALL_AT_ITERATION");
-  if (rank.empty() || at.empty()) return;
-  try {
-    stall_rank_ = static_cast<int>(parse_count("MACTOR_TEST_STALL_RANK", rank));
-    stall_iteration_ = parse_count("MACTOR_TEST_STALL_AT_ITERATION", at);
-    stall_seconds_ = parse_seconds("MACTOR_TEST_STALL_SECONDS", env_or("MACTOR_TEST_STALL_SECONDS", "10"));
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "mactor: test stall hook ignored: %s\n", e.what());
-    stall_rank_ = -1;
-  }
-}
-
-void side_activity::set(std::string what, std::int64_t mailbox_depth) {
-  std::lock_guard lock(mu_);
-  activity_ = std::move(what);
-  since_ = std::chrono::steady_clock::now();
-  mailbox_ = mailbox_depth;
-  ++handled_;
-}
-
-side_status side_activity::report() const {
-  std::lock_guard lock(mu_);
-  return {kind_, activity_, std::chrono::duration<double>(std::chrono::steady_clock::now() - since_).count(), mailbox_,
-          handled_};
-}
-
-void stage_reporter::add_side(std::shared_ptr<const side_activity> side) {
-  std::lock_guard lock(mu_);
-  sides_.push_back(std::move(side));
-}
-
-void stage_reporter::attach(const training::stage_engine* engine) {
-  std::lock_guard lock(mu_);
-  engine_ = engine;
-  started_ = true;
-}
-
-bool stage_reporter::started() const {
-  std::lock_guard lock(mu_);
-  return started_;
-}
-
-void stage_reporter::iteration_begun(std::int64_t iteration) {
-  std::lock_guard lock(mu_);
-  iteration_ = iteration;
-  iteration_start_ = clock::now();
-}
-
-void stage_reporter::step_begun() {
-  std::lock_guard lock(mu_);
-  step_start_ = clock::now();
-}
-
-void stage_reporter::step_done() {
-  const auto step_end = clock::now();
-  std::lock_guard lock(mu_);
-  if (!engine_) return;
-  stage_status t;
-  t.timeline_iteration = iteration_;
-  for (const auto& e : engine_->last_timeline()) {
-    const bool forward = e.what.kind == schedules::op::forward;
-    t.ops.push_back(e.waiting ? (forward ? "RF" : "RB") : (forward ? "F" : "B"));
-    t.microbatches.push_back(e.what.microbatch);
-    t.chunks.push_back(e.what.chunk);
-    t.starts.push_back(e.start_s);
-    t.ends.push_back(e.end_s);
-  }
-  // The step after the schedule: gradient sync and the optimizer, on the schedule's clock.
-  t.ops.push_back("opt");
-  t.microbatches.push_back(-1);
-  t.chunks.push_back(0);
-  t.starts.push_back(std::chrono::duration<double>(step_start_ - iteration_start_).count());
-  t.ends.push_back(std::chrono::duration<double>(step_end - iteration_start_).count());
-  if (iteration_ == wanted_) kept_ = t;  // the one asked for ahead of time is kept until sent
-  recent_.push_back(std::move(t));
-  while (recent_.size() > 16) recent_.pop_front();
-}
-
-void stage_reporter::handled(std::int64_t mailbox_depth) {
-  std::lock_guard lock(mu_);
-  ++handled_;
-  mailbox_ = mailbox_depth;
-}
-
-void stage_reporter::set_wanted(std::int64_t iteration) {
-  std::lock_guard lock(mu_);
-  wanted_ = iteration;
-}
-
-std::optional<double> stage_reporter::test_stall(int rank, std::int64_t iteration) const {
-  if (rank == stall_rank_ && iteration == stall_iteration_) return stall_seconds_;
-  return std::nullopt;
-}
-
-void stage_reporter::override_activity(std::optional<std::string> what) {
-  std::lock_guard lock(mu_);
-  override_ = std::move(what);
-  override_since_ = clock::now();
-}
-
-stage_status stage_reporter::make(int rank) {
-  std::lock_guard lock(mu_);
-  stage_status s;
-  s.rank = rank;
-  s.mailbox_depth = mailbox_;
-  s.messages_handled = handled_;
-  const auto now = clock::now();
-  if (override_) {
-    s.activity = *override_;
-    s.activity_age_s = std::chrono::duration<double>(now - override_since_).count();
-  } else if (engine_) {
-    auto [what, since] = engine_->activity();
-    s.activity = std::move(what);
-    s.activity_age_s = std::chrono::duration<double>(now - since).count();
-  } else {
-    s.activity = "building the model";
-  }
-  if (engine_) {
-    s.bytes_sent = engine_->bytes_sent();
-    s.bytes_received = engine_->bytes_received();
-  }
-  for (const auto& side : sides_) s.sides.push_back(side->report());
-  if (wanted_ > 0 && wanted_ != sent_) {
-    const stage_status* found = kept_.timeline_iteration == wanted_ ? &kept_ : nullptr;
-    for (auto& t : recent_)
-      if (t.timeline_iteration == wanted_) found = &t;
-    if (found) {
-      sent_ = wanted_;
-      s.timeline_iteration = wanted_;
-      s.ops = found->ops;
-      s.microbatches = found->microbatches;
-      s.chunks = found->chunks;
-      s.starts = found->starts;
-      s.ends = found->ends;
-    }
-  }
-  return s;
-}
-
-namespace {
-
-struct stage_status_state {
-  // Not an aggregate: CAF 0.17 constructs a state from the actor pointer when it can, and C++20's
-  // parenthesized aggregate initialization would turn that pointer into in_flight = true.
-  stage_status_state() = default;
-  bool in_flight = false;
-  static inline const char* name = "stage-status";
-};
-
-caf::behavior stage_status_reporting(caf::stateful_actor<stage_status_state>* self, std::shared_ptr<stage_reporter> reporter,
-                                     int rank, caf::actor coordinator) {
-  self->send(self, status_tick_atom::value);
-  return {
-      [=](status_tick_atom) {
-        self->delayed_send(self, status_interval, status_tick_atom::value);
-        if (self->state.in_flight || !reporter->started()) return;
-        self->state.in_flight = true;
-        self->request(coordinator, std::chrono::seconds(10), reporter->make(rank))
-            .then(
-                [=](std::int64_t wanted) {
-                  self->state.in_flight = false;
-                  reporter->set_wanted(wanted);
-                },
-                [=](caf::error&) { self->state.in_flight = false; });
-      },
-  };
-}
-
-}  // namespace
-
-caf::actor spawn_stage_status(caf::actor_system& sys, std::shared_ptr<stage_reporter> reporter, int rank,
-                              const caf::actor& coordinator) {
-  return sys.spawn(stage_status_reporting, std::move(reporter), rank, coordinator);
 }
 
 // ---------------------------------------------------------------- coordinator side
