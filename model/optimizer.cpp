@@ -41,11 +41,21 @@ std::unique_ptr<optimizer> make_optimizer(std::vector<optim_param> params,
 }
 
 optimizer_step_result clip_and_step(optimizer& opt, double clip_grad, bool count_zeros,
-                                    const sum_reducer& reduce) {
+                                    const sum_reducer& reduce, const step_part_runner& run) {
+  const auto part = [&](step_part which, const std::function<void()>& work) {
+    if (run)
+      run(which, work);
+    else
+      work();
+  };
   optimizer_step_result result;
-  if (clip_grad > 0.0) result.grad_norm = clip_grad_norm(opt.params(), clip_grad, reduce);
-  if (count_zeros) result.num_zeros_in_grad = count_zeros_in_grads(opt.params(), reduce);
-  opt.step();
+  part(step_part::clip_main_grad, [&] {
+    if (clip_grad > 0.0) result.grad_norm = clip_grad_norm(opt.params(), clip_grad, reduce);
+  });
+  part(step_part::count_zeros, [&] {
+    if (count_zeros) result.num_zeros_in_grad = count_zeros_in_grads(opt.params(), reduce);
+  });
+  part(step_part::inner_step, [&] { opt.step(); });
   return result;
 }
 

@@ -2,6 +2,7 @@
 // the order Megatron-Core's FP32Optimizer.step runs it: clip, count zeros, update.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -66,9 +67,15 @@ struct optimizer_step_result {
   std::optional<double> num_zeros_in_grad; ///< set when counting zeros
 };
 
+/// The parts of a step, in order (Megatron times each one).
+enum class step_part { clip_main_grad, count_zeros, inner_step };
+/// Runs one part of a step, e.g. inside a timer: `run(part, work)` must call `work` once.
+using step_part_runner = std::function<void(step_part part, const std::function<void()>& work)>;
+
 /// Megatron's fp32 step: with clip_grad > 0 the grad norm is measured and the grads clipped;
-/// with count_zeros the zeros are counted (after clipping); then the params are updated.
+/// with count_zeros the zeros are counted (after clipping); then the params are updated. Each
+/// part goes through `run` when given, also a part with nothing to do.
 optimizer_step_result clip_and_step(optimizer& opt, double clip_grad, bool count_zeros,
-                                    const sum_reducer& reduce = {});
+                                    const sum_reducer& reduce = {}, const step_part_runner& run = {});
 
 }  // namespace mactor::model

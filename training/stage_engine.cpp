@@ -407,10 +407,7 @@ bool stage_engine::execute(const action& a) {
     case op::backward: break;
   }
   const bool forward = a.kind == op::forward;
-  if (params_pending_) {  // --overlap-param-gather: the updated parameters must have arrived
-    wait_background("the overlapped parameter all-gather");
-    params_pending_ = false;
-  }
+  sync_params();  // --overlap-param-gather: the updated parameters must have arrived
   transfer* input = nullptr;
   if (forward ? !layout.pre_process : !layout.post_process) {
     input = arrived(a, /*gradient=*/!forward);
@@ -464,13 +461,12 @@ bool stage_engine::execute(const action& a) {
   } else {
     comm::data_vector<float> grad_input;
     if (!layout.pre_process) grad_input.resize(n);
-    if (comm_ && a.microbatch == num_microbatches_ - 1) {
-      // The chunk's last backward of the iteration: reduce each bucket as soon as it is complete.
-      chunk.backward(a.microbatch, input ? input->buffer.data() : nullptr, grad_input.empty() ? nullptr : grad_input.data(),
-                     [this, c = a.chunk](int event) { launch_ready_buckets(c, event); });
-    } else {
-      chunk.backward(a.microbatch, input ? input->buffer.data() : nullptr, grad_input.empty() ? nullptr : grad_input.data());
-    }
+    // The chunk's last backward of the iteration reduces each bucket as soon as it is complete.
+    std::function<void(int)> progress;
+    if (comm_ && a.microbatch == num_microbatches_ - 1)
+      progress = [this, c = a.chunk](int event) { launch_ready_buckets(c, event); };
+    chunk.backward(a.microbatch, input ? input->buffer.data() : nullptr, grad_input.empty() ? nullptr : grad_input.data(),
+                   progress);
     if (!layout.pre_process) outputs_[{true, a.microbatch, a.chunk}] = std::move(grad_input);
     if (input) recvs_.erase({true, a.microbatch, a.chunk});
   }
@@ -563,21 +559,16 @@ void stage_engine::reduce_stats(std::span<double> values) {
 model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool count_zeros) {
   set_activity("optimizer step");
   const auto timed = timers_.time(step_timer::optimizer);
-  // model::clip_and_step's three parts, timed one by one as Megatron's optimizer step does.
-  const model::sum_reducer reduce = [this](std::span<double> v) { reduce_stats(v); };
-  model::optimizer_step_result result;
-  {
-    const auto clip = timers_.time(step_timer::optimizer_clip_main_grad);
-    if (clip_grad > 0.0) result.grad_norm = model::clip_grad_norm(optimizer_->params(), clip_grad, reduce);
-  }
-  {
-    const auto zeros = timers_.time(step_timer::optimizer_count_zeros);
-    if (count_zeros) result.num_zeros_in_grad = model::count_zeros_in_grads(optimizer_->params(), reduce);
-  }
-  {
-    const auto inner = timers_.time(step_timer::optimizer_inner_step);
-    optimizer_->step();
-  }
+  // Each part of the step timed on its own, as Megatron's optimizer step does.
+  const auto result = model::clip_and_step(
+      *optimizer_, clip_grad, count_zeros, [this](std::span<double> v) { reduce_stats(v); },
+      [this](model::step_part part, const std::function<void()>& work) {
+        const auto timer = part == model::step_part::clip_main_grad ? step_timer::optimizer_clip_main_grad
+                           : part == model::step_part::count_zeros  ? step_timer::optimizer_count_zeros
+                                                                    : step_timer::optimizer_inner_step;
+        const auto timed_part = timers_.time(timer);
+        work();
+      });
   // Megatron's distributed optimizer times its all-gather even over one replica.
   // (With --overlap-param-gather it times the posting only, as Megatron's does.)
   std::optional<step_timers::scope> gather_timer;
