@@ -173,6 +173,17 @@ std::string iteration_field(std::int64_t iteration) {
   return text;
 }
 
+// The layout Megatron names after a checkpoint's path: " [ t 1/TP, p 1/PP ]".
+std::string layout_field(const comm::process_groups& g) {
+  return " [ t 1/" + std::to_string(g.tp()) + ", p 1/" + std::to_string(g.pp()) + " ]";
+}
+
+// Whether --save-interval saves after this iteration (validation makes the interval > 0 with --save).
+bool interval_save_at(const config::megatron_args& a, std::int64_t iteration) {
+  return a.checkpointing.save && a.checkpointing.save_interval.value_or(0) > 0 &&
+         iteration % *a.checkpointing.save_interval == 0;
+}
+
 // Megatron's save_checkpoint: every rank snapshots its state and its checkpointer writes it.
 // `then` runs once training may go on: when every rank's snapshot is taken with --async-save,
 // when every rank's shards are durable and the iteration committed without.
@@ -213,9 +224,8 @@ void maybe_go_on(coordinator_actor* self) {
 
 void save_done(coordinator_actor* self) {
   auto& s = self->state;
-  const auto& g = *s.groups;
   log(self, "  successfully saved checkpoint from iteration " + iteration_field(s.save_iteration) + " to " +
-                *s.args.checkpointing.save + " [ t 1/" + std::to_string(g.tp()) + ", p 1/" + std::to_string(g.pp()) + " ]");
+                *s.args.checkpointing.save + layout_field(*s.groups));
   s.saving = false;
   maybe_go_on(self);
   if (s.finished) return;
@@ -234,8 +244,7 @@ void after_iteration(coordinator_actor* self) {
   auto& s = self->state;
   const auto& a = s.args;
   const bool saving = a.checkpointing.save.has_value();
-  const bool interval_save = saving && a.checkpointing.save_interval.value_or(0) > 0 &&
-                             s.iteration % *a.checkpointing.save_interval == 0;
+  const bool interval_save = interval_save_at(a, s.iteration);
   auto decide = [self, saving, interval_save] {
     auto& s = self->state;
     const auto& a = s.args;
@@ -298,8 +307,7 @@ void finish_training(coordinator_actor* self) {
   auto& s = self->state;
   if (!s.args.validation.skip_train) log(self, "after training is done", true);
   // Megatron's pretrain saves the last iteration unless the interval just did, then evaluates.
-  const auto& ck = s.args.checkpointing;
-  if (!s.args.validation.skip_train && ck.save && s.iteration != 0 && s.iteration % ck.save_interval.value_or(1) != 0) {
+  if (!s.args.validation.skip_train && s.args.checkpointing.save && s.iteration != 0 && !interval_save_at(s.args, s.iteration)) {
     save_then(self, [self] { plan_evaluations(self, /*final=*/true); });
     return;
   }
@@ -317,11 +325,10 @@ void all_ready(coordinator_actor* self) {
     return;
   }
   if (const auto& load = s.args.checkpointing.load) {
-    const auto& g = *s.groups;
-    const std::string where = " [ t 1/" + std::to_string(g.tp()) + ", p 1/" + std::to_string(g.pp()) + " ]";
     if (s.loaded) {
       log(self, " loading distributed checkpoint from " + *load + " at iteration " + std::to_string(s.loaded->saved_iteration));
-      log(self, " successfully loaded checkpoint from " + *load + where + " at iteration " + std::to_string(s.loaded->iteration));
+      log(self, " successfully loaded checkpoint from " + *load + layout_field(*s.groups) + " at iteration " +
+                    std::to_string(s.loaded->iteration));
       s.iteration = s.loaded->iteration;
       s.consumed = s.loaded->consumed;
       s.result.consumed_train_samples = s.consumed;

@@ -44,7 +44,8 @@ void count(logger_actor* self) {
 
 training::record_time time_of(const log_time& t) {
   training::record_time r;
-  r.steady = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(t.steady_ns));
+  r.steady = std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(t.steady_ns)));
   r.wall = std::chrono::system_clock::time_point(
       std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::nanoseconds(t.wall_ns)));
   return r;

@@ -96,14 +96,16 @@ struct abort_job {
   std::string message;
 };
 
-/// Lines and records for the logger (all sent by the coordinator, so they print in order).
 /// When the coordinator saw a record's event (the logger may print it later): nanoseconds of
 /// steady_clock and system_clock. Both actors live on rank 0, so the steady clock is shared.
 struct log_time {
-  std::int64_t steady_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::int64_t steady_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch()).count();
   std::int64_t wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count();
 };
+
+/// Lines and records for the logger (all sent by the coordinator, so they print in order).
 struct log_line {
   std::string text;
   bool datetime = false;  ///< print as Megatron's print_datetime("text")
