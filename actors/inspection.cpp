@@ -251,7 +251,11 @@ std::int64_t job_inspection::stage_reported(const stage_status& s) {
   a.bytes_sent = s.bytes_sent;
   a.bytes_received = s.bytes_received;
   const auto now = clock::now();
-  store_->report(a, now - std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s.activity_age_s)));
+  // When an activity began, from its age when the report left.
+  const auto began = [now](double age_s) {
+    return now - std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(age_s));
+  };
+  store_->report(a, began(s.activity_age_s));
   for (const auto& side : s.sides) {
     inspector::actor_status b;
     b.name = side.kind + "/" + std::to_string(s.rank);
@@ -260,7 +264,7 @@ std::int64_t job_inspection::stage_reported(const stage_status& s) {
     b.activity = side.activity;
     b.mailbox_depth = side.mailbox_depth;
     b.messages_per_second = rate_of(b.name, side.messages_handled);
-    store_->report(b, now - std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(side.activity_age_s)));
+    store_->report(b, began(side.activity_age_s));
   }
   if (s.timeline_iteration > 0 && s.timeline_iteration == wanted_) {
     auto& events = timelines_[s.rank];
