@@ -14,9 +14,11 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -40,6 +42,14 @@ constexpr auto watchdog_period = std::chrono::milliseconds(200);
 // operations (which their owners wait for) are outstanding: a loop of post-then-wait keeps the
 // progress thread asleep, and a future nobody waits on through wait_for still completes.
 constexpr auto waiter_linger = std::chrono::milliseconds(2);
+// How long a waiting thread polls before it checks whether it has its core to itself.
+constexpr auto shared_core_check = std::chrono::microseconds(40);
+
+std::chrono::nanoseconds thread_cpu_time() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+}
 
 std::uint64_t wire_tag(std::uint64_t tag, int sender) {
   return (tag << rank_bits) | static_cast<std::uint64_t>(sender);
@@ -93,7 +103,7 @@ bool process_alive(int pid) {
 struct ucx_transport::impl {
   traffic_counters* traffic = nullptr;  // the transport's (transport.hpp)
   int local_ranks = 0;                  // ranks on this host, this one included
-  std::chrono::microseconds spin{0};    // wait_spin_policy's choice
+  comm::wait_spin spin;                 // wait_spin_policy's choice, adapting
   struct op {
     impl* self;
     int peer;
@@ -482,6 +492,8 @@ struct ucx_transport::impl {
           self->linger_until = std::chrono::steady_clock::now() + waiter_linger;
       }
     } on_exit{this};
+    const auto began = std::chrono::steady_clock::now();
+    const auto spin_for = spin.next();
     for (;;) {
       if (ready(f)) break;
       const auto now = std::chrono::steady_clock::now();
@@ -496,9 +508,21 @@ struct ucx_transport::impl {
       while (ucp_worker_progress(worker) != 0) {
       }
       // Poll a little before sleeping: the next event often comes within a wake-up's cost.
-      for (const auto spin_end = std::chrono::steady_clock::now() + spin;
-           !ready(f) && std::chrono::steady_clock::now() < spin_end;)
-        ucp_worker_progress(worker);
+      // An idle poll yields the core. When this thread got less than 3/4 of the time it
+      // polled, another thread wants this core (another rank's kernel thread, or the rank this
+      // one waits for, put on the same core by the scheduler): polling on would only take
+      // turns with it, so the wait sleeps instead.
+      const auto spin_start = std::chrono::steady_clock::now();
+      const auto cpu_start = thread_cpu_time();
+      int idle_polls = 0;
+      for (const auto spin_end = spin_start + spin_for;
+           !ready(f) && std::chrono::steady_clock::now() < spin_end;) {
+        if (ucp_worker_progress(worker) != 0) continue;
+        ::sched_yield();
+        if (++idle_polls % 16 != 0) continue;
+        const auto polled = std::chrono::steady_clock::now() - spin_start;
+        if (polled > shared_core_check && (thread_cpu_time() - cpu_start) * 4 < polled * 3) break;
+      }
       watch_same_host_peers();
       handle_failures();
       if (ready(f)) {
@@ -511,7 +535,9 @@ struct ucx_transport::impl {
       // Leaving with the worker armed (f timed out) is fine: the progress thread polls again
       // within waiter_linger.
     }
-    return ready(f);
+    if (!ready(f)) return false;
+    spin.record(std::chrono::steady_clock::now() - began);
+    return true;
   }
 
   void check_peer(int peer, std::uint64_t tag) const {
@@ -554,7 +580,8 @@ ucx_transport::ucx_transport(int rank, int world_size, address_exchange& exchang
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int cores = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  impl_->spin = wait_spin_policy(impl_->local_ranks, cores, std::getenv("MACTOR_UCX_SPIN_US"));
+  const char* setting = std::getenv("MACTOR_UCX_SPIN_US");
+  impl_->spin = wait_spin(wait_spin_policy(impl_->local_ranks, cores, setting), !(setting && *setting));
   impl_->progress_thread = std::thread([this] { impl_->progress_loop(); });
 }
 
@@ -682,11 +709,34 @@ bool ucx_transport::wait_for(std::future<status>& f, std::chrono::milliseconds t
 
 std::chrono::microseconds wait_spin_policy(int local_ranks, int cores, const char* setting) {
   if (setting && *setting) return std::chrono::microseconds(std::atol(setting));  // checked by detect_launch_env
-  // A training thread and a progress thread per rank: with a core for each, polling is free.
-  return local_ranks * 2 <= cores ? default_wait_spin : std::chrono::microseconds(0);
+  // The waiting thread is its rank's one running thread (the progress thread is parked): with
+  // a core per rank, polling takes nothing another rank needs.
+  return local_ranks <= cores ? default_wait_spin : std::chrono::microseconds(0);
 }
 
-std::chrono::microseconds ucx_transport::wait_spin() const { return impl_->spin; }
+wait_spin& wait_spin::operator=(const wait_spin& other) {
+  base_ = other.base_;
+  adaptive_ = other.adaptive_;
+  recent_ns_.store(other.recent_ns_.load());
+  return *this;
+}
+
+std::chrono::microseconds wait_spin::next() const {
+  if (!adaptive_) return base_;
+  const std::chrono::nanoseconds recent(recent_ns_.load(std::memory_order_relaxed));
+  if (recent > max_adaptive_spin) return base_;
+  return std::clamp(std::chrono::round<std::chrono::microseconds>(recent * 5 / 4), base_,
+                    max_adaptive_spin);
+}
+
+void wait_spin::record(std::chrono::nanoseconds waited) {
+  if (!adaptive_) return;
+  // Average over the last few waits (weight 1/4); a race between two waiters loses one sample.
+  const std::int64_t old = recent_ns_.load(std::memory_order_relaxed);
+  recent_ns_.store(old + (waited.count() - old) / 4, std::memory_order_relaxed);
+}
+
+const wait_spin& ucx_transport::spin() const { return impl_->spin; }
 
 std::string ucx_transport::describe_lanes() const {
   auto out = std::make_shared<std::promise<std::string>>();

@@ -220,13 +220,38 @@ TEST_CASE("operations outstanding when a waiting thread leaves still complete wi
   CHECK(testing::wait_rank(pids[1], 60s) == 0);
 }
 
-TEST_CASE("a waiting thread polls before it sleeps only when every rank on the host has two cores") {
+TEST_CASE("a waiting thread polls before it sleeps only when every rank on the host has a core") {
   using std::chrono::microseconds;
   CHECK(wait_spin_policy(4, 8, nullptr) == default_wait_spin);
-  CHECK(wait_spin_policy(4, 7, nullptr) == microseconds(0));
-  CHECK(wait_spin_policy(2, 2, nullptr) == microseconds(0));  // the CI machine: 2 cores
+  CHECK(wait_spin_policy(4, 4, nullptr) == default_wait_spin);
+  CHECK(wait_spin_policy(4, 3, nullptr) == microseconds(0));
+  CHECK(wait_spin_policy(2, 2, nullptr) == default_wait_spin);  // the CI machine: 2 cores
+  CHECK(wait_spin_policy(4, 2, nullptr) == microseconds(0));    // CI's 4-rank jobs
   CHECK(wait_spin_policy(1, 2, "") == default_wait_spin);
   // MACTOR_UCX_SPIN_US wins either way.
   CHECK(wait_spin_policy(4, 2, "150") == microseconds(150));
   CHECK(wait_spin_policy(1, 64, "0") == microseconds(0));
+}
+
+TEST_CASE("the poll before a sleep stretches to recent waits up to its cap and no further") {
+  using std::chrono::microseconds;
+  wait_spin spin(microseconds(200), true);
+  CHECK(spin.next() == microseconds(200));  // nothing seen yet
+  for (int i = 0; i < 40; ++i) spin.record(microseconds(800));
+  CHECK(std::chrono::abs(spin.next() - microseconds(1000)) <= microseconds(1));  // 5/4 of them
+  for (int i = 0; i < 40; ++i) spin.record(microseconds(1900));
+  CHECK(spin.next() == wait_spin::max_adaptive_spin);  // 5/4 of 1.9 ms, capped
+  for (int i = 0; i < 40; ++i) spin.record(microseconds(20'000));
+  CHECK(spin.next() == microseconds(200));  // waits for a computing peer: the base poll only
+  for (int i = 0; i < 40; ++i) spin.record(microseconds(10));
+  CHECK(spin.next() == microseconds(200));  // never below the base
+  // A fixed setting, or a base of 0 (shared cores), does not adapt.
+  wait_spin fixed(microseconds(150), false), never(microseconds(0), true);
+  for (int i = 0; i < 40; ++i) {
+    fixed.record(microseconds(800));
+    never.record(microseconds(800));
+  }
+  CHECK(fixed.next() == microseconds(150));
+  CHECK(never.next() == microseconds(0));
+  CHECK_FALSE(never.adaptive());
 }
