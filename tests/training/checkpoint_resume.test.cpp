@@ -232,12 +232,14 @@ TEST_CASE("bad --load and --save input ends with exit status 2 and names the fil
     const auto shard = dir / "iter_0000002" / "__0_0.distcp";
     fs::resize_file(shard, fs::file_size(shard) - 7);
     const auto r = run_shell(launch_command(1, one + " --load " + dir.string()));
+    INFO("exit status " << r.status << ", stderr:\n" << r.err);
     CHECK(r.status == 2);
     CHECK(r.err.find(shard.filename().string()) != std::string::npos);
     CHECK(r.err.find("--ckpt-step") != std::string::npos);
   }
   SECTION("a missing checkpoint with --exit-on-missing-checkpoint") {
     const auto r = run_shell(launch_command(1, one + " --load " + (dir / "nothing").string() + " --exit-on-missing-checkpoint"));
+    INFO("exit status " << r.status << ", stderr:\n" << r.err);
     CHECK(r.status == 2);
     CHECK(r.err.find("latest_checkpointed_iteration.txt") != std::string::npos);
   }
@@ -249,6 +251,7 @@ TEST_CASE("bad --load and --save input ends with exit status 2 and names the fil
   }
   SECTION("another optimizer's state") {
     const auto r = run_shell(launch_command(1, one + " --optimizer sgd --load " + dir.string()));
+    INFO("exit status " << r.status << ", stderr:\n" << r.err);
     CHECK(r.status == 2);
     CHECK(r.err.find("--no-load-optim") != std::string::npos);
   }
@@ -257,6 +260,7 @@ TEST_CASE("bad --load and --save input ends with exit status 2 and names the fil
     const auto tp2 = scratch("tp2_vocabulary");
     launch(2, one + " --vocab-size 8192 --tensor-model-parallel-size 2 --save " + tp2.string() + " --save-interval 2");
     const auto r = run_shell(launch_command(1, one + " --vocab-size 8192 --load " + tp2.string()));
+    INFO("exit status " << r.status << ", stderr:\n" << r.err);
     CHECK(r.status == 2);
     CHECK(r.err.find("embedding.word_embeddings.weight as [8448, 32] but this model has [8320, 32]") != std::string::npos);
     CHECK(r.err.find("pass --make-vocab-size-divisible-by 256") != std::string::npos);
@@ -267,6 +271,7 @@ TEST_CASE("bad --load and --save input ends with exit status 2 and names the fil
   }
   SECTION("an unwritable --save") {
     const auto r = run_shell(launch_command(1, one + " --save /proc/mactor_cannot_write --save-interval 1"));
+    INFO("exit status " << r.status << ", stderr:\n" << r.err);
     CHECK(r.status == 2);
     CHECK(r.err.find("--save /proc/mactor_cannot_write") != std::string::npos);
   }
