@@ -222,7 +222,7 @@ TEST_CASE("a stalled stage is named by mactor inspect and by the coordinator's s
   CHECK(err.find("mactor: stall over: rank 3 stage goes on") != std::string::npos);
   // The report names this stall once, when it passes the threshold (not every refresh).
   CHECK(std::distance(std::sregex_iterator(err.begin(), err.end(), report), std::sregex_iterator()) == 1);
-  // Training went on after it: all 30 iterations logged.
+  // Training went on after it: all 80 iterations logged.
   CHECK(std::regex_search(job.out(), std::regex(R"(iteration +80/ +80 \|)")));
 }
 
