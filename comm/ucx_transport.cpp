@@ -580,8 +580,7 @@ ucx_transport::ucx_transport(int rank, int world_size, address_exchange& exchang
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int cores = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  const char* setting = std::getenv("MACTOR_UCX_SPIN_US");
-  impl_->spin = wait_spin(wait_spin_policy(impl_->local_ranks, cores, setting), !(setting && *setting));
+  impl_->spin = wait_spin_policy(impl_->local_ranks, cores, std::getenv("MACTOR_UCX_SPIN_US"));
   impl_->progress_thread = std::thread([this] { impl_->progress_loop(); });
 }
 
@@ -707,11 +706,12 @@ bool ucx_transport::wait_for(std::future<status>& f, std::chrono::milliseconds t
   return impl_->wait_for(f, deadline);
 }
 
-std::chrono::microseconds wait_spin_policy(int local_ranks, int cores, const char* setting) {
-  if (setting && *setting) return std::chrono::microseconds(std::atol(setting));  // checked by detect_launch_env
+wait_spin wait_spin_policy(int local_ranks, int cores, const char* setting) {
+  if (setting && *setting)  // checked by detect_launch_env
+    return wait_spin(std::chrono::microseconds(std::atol(setting)), false);
   // The waiting thread is its rank's one running thread (the progress thread is parked): with
   // a core per rank, polling takes nothing another rank needs.
-  return local_ranks <= cores ? default_wait_spin : std::chrono::microseconds(0);
+  return wait_spin(local_ranks <= cores ? default_wait_spin : std::chrono::microseconds(0), true);
 }
 
 wait_spin& wait_spin::operator=(const wait_spin& other) {

@@ -29,26 +29,6 @@ struct ucx_options {
   bool issue_from_caller = true;
 };
 
-/// One UCP context and worker per process, an endpoint to every rank (itself included), and a
-/// progress thread that sleeps on the worker's event descriptor. A dead peer turns every
-/// operation with it into an error naming its rank (within ~1 s here, a few s across hosts).
-/// send/recv never wait for the network: they issue to UCX at once when the worker is idle
-/// and otherwise queue for the progress thread. A thread in wait_for drives the worker itself;
-/// meanwhile (and for 2 ms after, while only future operations are outstanding) the progress
-/// thread stays off the worker's event fd, so a blocking caller pays one wake-up per event, as
-/// a single-threaded UCX program does. Completions run on whichever thread is
-/// driving the worker: the progress thread, a posting thread, or a thread inside wait_for.
-/// A completion may post new operations; it must not block.
-/// How long a thread in wait_for keeps polling the worker before it sleeps on the event
-/// descriptor. A wake-up costs tens of microseconds; a 2 MiB message takes about a hundred. By
-/// default it polls default_wait_spin when every rank on this host has a core of its own: while
-/// a thread waits the progress thread is parked, so the poller is its rank's one running thread
-/// (it yields the core between polls to any other thread that wants it). With more ranks than
-/// cores it never polls: the poller would hold a core the rank it waits for needs.
-/// `setting`: MACTOR_UCX_SPIN_US (microseconds, 0 = never), which wins.
-inline constexpr std::chrono::microseconds default_wait_spin{200};
-std::chrono::microseconds wait_spin_policy(int local_ranks, int cores, const char* setting);
-
 /// The poll before a sleep, stretched to the waits this rank has been seeing: a stream of 8 MiB
 /// messages completes every ~400 us, so a 200 us poll ends just before each completion and pays
 /// the wake-up anyway. While recent waits (an exponential average) end within
@@ -60,9 +40,7 @@ class wait_spin {
   static constexpr std::chrono::microseconds max_adaptive_spin{2000};
   explicit wait_spin(std::chrono::microseconds base = {}, bool adaptive = false)
       : base_(base), adaptive_(adaptive && base.count() > 0) {}
-  wait_spin(const wait_spin& other)
-      : base_(other.base_), adaptive_(other.adaptive_), recent_ns_(other.recent_ns_.load()) {}
-  wait_spin& operator=(const wait_spin& other);
+  wait_spin& operator=(const wait_spin& other);  // the transport sets its own once it knows the host
 
   /// How long the next wait polls before it sleeps.
   std::chrono::microseconds next() const;
@@ -77,6 +55,26 @@ class wait_spin {
   std::atomic<std::int64_t> recent_ns_{0};
 };
 
+/// How long a thread in wait_for keeps polling the worker before it sleeps on the event
+/// descriptor. A wake-up costs tens of microseconds; a 2 MiB message takes about a hundred. By
+/// default it polls default_wait_spin when every rank on this host has a core of its own: while
+/// a thread waits the progress thread is parked, so the poller is its rank's one running thread
+/// (it yields the core between polls to any other thread that wants it). With more ranks than
+/// cores it never polls: the poller would hold a core the rank it waits for needs.
+/// `setting`: MACTOR_UCX_SPIN_US (microseconds, 0 = never), which wins and does not adapt.
+inline constexpr std::chrono::microseconds default_wait_spin{200};
+wait_spin wait_spin_policy(int local_ranks, int cores, const char* setting);
+
+/// One UCP context and worker per process, an endpoint to every rank (itself included), and a
+/// progress thread that sleeps on the worker's event descriptor. A dead peer turns every
+/// operation with it into an error naming its rank (within ~1 s here, a few s across hosts).
+/// send/recv never wait for the network: they issue to UCX at once when the worker is idle
+/// and otherwise queue for the progress thread. A thread in wait_for drives the worker itself;
+/// meanwhile (and for 2 ms after, while only future operations are outstanding) the progress
+/// thread stays off the worker's event fd, so a blocking caller pays one wake-up per event, as
+/// a single-threaded UCX program does. Completions run on whichever thread is
+/// driving the worker: the progress thread, a posting thread, or a thread inside wait_for.
+/// A completion may post new operations; it must not block.
 class ucx_transport final : public transport {
  public:
   /// Publishes this rank's worker address, then fetches every peer's and connects.

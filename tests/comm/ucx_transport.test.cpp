@@ -222,15 +222,18 @@ TEST_CASE("operations outstanding when a waiting thread leaves still complete wi
 
 TEST_CASE("a waiting thread polls before it sleeps only when every rank on the host has a core") {
   using std::chrono::microseconds;
-  CHECK(wait_spin_policy(4, 8, nullptr) == default_wait_spin);
-  CHECK(wait_spin_policy(4, 4, nullptr) == default_wait_spin);
-  CHECK(wait_spin_policy(4, 3, nullptr) == microseconds(0));
-  CHECK(wait_spin_policy(2, 2, nullptr) == default_wait_spin);  // the CI machine: 2 cores
-  CHECK(wait_spin_policy(4, 2, nullptr) == microseconds(0));    // CI's 4-rank jobs
-  CHECK(wait_spin_policy(1, 2, "") == default_wait_spin);
+  CHECK(wait_spin_policy(4, 8, nullptr).base() == default_wait_spin);
+  CHECK(wait_spin_policy(4, 4, nullptr).base() == default_wait_spin);
+  CHECK(wait_spin_policy(4, 3, nullptr).base() == microseconds(0));
+  CHECK(wait_spin_policy(2, 2, nullptr).base() == default_wait_spin);  // the CI machine: 2 cores
+  CHECK(wait_spin_policy(4, 2, nullptr).base() == microseconds(0));    // CI's 4-rank jobs
+  CHECK(wait_spin_policy(1, 2, "").base() == default_wait_spin);
   // MACTOR_UCX_SPIN_US wins either way.
-  CHECK(wait_spin_policy(4, 2, "150") == microseconds(150));
-  CHECK(wait_spin_policy(1, 64, "0") == microseconds(0));
+  CHECK(wait_spin_policy(4, 2, "150").base() == microseconds(150));
+  CHECK(wait_spin_policy(1, 64, "0").base() == microseconds(0));
+  // The default adapts to the waits seen; a fixed setting does not.
+  CHECK(wait_spin_policy(2, 2, nullptr).adaptive());
+  CHECK_FALSE(wait_spin_policy(2, 2, "200").adaptive());
 }
 
 TEST_CASE("the poll before a sleep stretches to recent waits up to its cap and no further") {
