@@ -200,9 +200,10 @@ int run_rank(int rank, const std::filesystem::path& dir, bool untouched_send, st
   }
   if (rank == 0) {
     const auto& spin = t.spin();
+    const std::string adapting = " or up to 5/4 of its recent waits, at most " +
+                                 std::to_string(wait_spin::max_adaptive_spin.count()) + " us";
     std::fprintf(answers, "rank 0 waits by polling %lld us%s, then sleeping (MACTOR_UCX_SPIN_US to change)\n",
-                 static_cast<long long>(spin.base().count()),
-                 spin.adaptive() ? " or up to 5/4 of its recent waits, at most 2000 us" : "");
+                 static_cast<long long>(spin.base().count()), spin.adaptive() ? adapting.c_str() : "");
     std::fputs(t.describe_lanes().c_str(), answers);
     std::fclose(answers);
   }
