@@ -7,7 +7,7 @@
 // Usage: bench_comm [--sizes MIB,MIB,...] [--iters-scale X] [--repeats N] [--small-pages]
 //                   [--untouched-send] [--no-perftest]
 // Both sides use the same kind of memory: by default mactor's own data-plane buffers
-// (comm/data_buffer.hpp: transparent huge pages from 1 MiB) against ucx_perftest allocating
+// (tensor/host_buffer.hpp: transparent huge pages from 1 MiB) against ucx_perftest allocating
 // with UCX_ALLOC_PRIO=thp,heap; with --small-pages, 4 KiB pages on both (MACTOR_HUGE_PAGES=off,
 // UCX_ALLOC_PRIO=heap). ucx_perftest's own default (UCX_ALLOC_PRIO=md:sysv,...) is sysv shared
 // memory, which neither training nor this comparison uses.
@@ -33,11 +33,12 @@
 #include <vector>
 
 #include "comm/collectives.hpp"
-#include "comm/data_buffer.hpp"
+#include "tensor/host_buffer.hpp"
 #include "comm/file_address_exchange.hpp"
 #include "comm/ucx_transport.hpp"
 
 using namespace mactor::comm;
+namespace tensor = mactor::tensor;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -89,20 +90,20 @@ double median_of(std::vector<double> v) {
 // Streams `iters` messages from rank 0 to rank 1 with up to `window` in flight; the clock
 // stops when rank 1's one-byte acknowledgement of the last one arrives. The median, like
 // ucx_perftest's 50th percentile, is robust to other programs taking the cores for a while.
-// A message buffer of training's kind (data_buffer.hpp), written; or, `untouched`, fresh pages
+// A message buffer of training's kind (tensor/host_buffer.hpp), written; or, `untouched`, fresh pages
 // straight from mmap that are never written (all of them the zero page, as ucx_perftest's send
 // buffer is; the heap could hand back pages an earlier round wrote).
 class message_buffer {
  public:
   message_buffer(std::size_t size, bool untouched) : size_(size), untouched_(untouched) {
     if (untouched) {
-      mapped_ = (size + huge_page_size - 1) / huge_page_size * huge_page_size;
+      mapped_ = (size + tensor::huge_page_size - 1) / tensor::huge_page_size * tensor::huge_page_size;
       void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
-      if (huge_pages_enabled()) ::madvise(p, mapped_, MADV_HUGEPAGE);
+      if (tensor::huge_pages_enabled()) ::madvise(p, mapped_, MADV_HUGEPAGE);
       data_ = static_cast<std::byte*>(p);
     } else {
-      data_ = huge_page_allocator<std::byte>().allocate(size);
+      data_ = tensor::huge_page_allocator<std::byte>().allocate(size);
       std::memset(data_, 1, size);
     }
   }
@@ -110,7 +111,7 @@ class message_buffer {
     if (untouched_)
       ::munmap(data_, mapped_);
     else
-      huge_page_allocator<std::byte>().deallocate(data_, size_);
+      tensor::huge_page_allocator<std::byte>().deallocate(data_, size_);
   }
   message_buffer(const message_buffer&) = delete;
   message_buffer& operator=(const message_buffer&) = delete;
@@ -161,7 +162,7 @@ rates p2p_gib_per_s(transport& t, transport_communicator& c, std::size_t size, i
 }
 
 double all_reduce_gib_per_s(transport_communicator& c, std::size_t size, int iters) {
-  data_vector<float> x(size / sizeof(float), 1.0f);
+  tensor::host_vector<float> x(size / sizeof(float), 1.0f);
   c.all_reduce(std::span<float>(x));  // warm-up
   c.barrier();
   const auto start = clock_type::now();
@@ -237,7 +238,7 @@ struct ranks {
 // message, or -1s when it could not run. cpu_us: here the CPU time of the whole run (both
 // processes, start-up included), for perftest_cpu_us_per_message.
 // The memory ucx_perftest allocates: the same kind as mactor's buffers in this run.
-std::string perftest_alloc() { return huge_pages_enabled() ? "UCX_ALLOC_PRIO=thp,heap " : "UCX_ALLOC_PRIO=heap "; }
+std::string perftest_alloc() { return tensor::huge_pages_enabled() ? "UCX_ALLOC_PRIO=thp,heap " : "UCX_ALLOC_PRIO=heap "; }
 
 rates perftest_gib_per_s(std::size_t size, int iters, int window, const std::string& wait_mode) {
   const double cpu_start = cpu_seconds(RUSAGE_CHILDREN);
@@ -368,7 +369,7 @@ int main(int argc, char** argv) {
               o.repeats,
               o.untouched_send ? "from a buffer it never wrote, as ucx_perftest does (--untouched-send)"
                                : "data it wrote (ucx_perftest sends a buffer it never wrote)",
-              huge_pages_enabled() ? "transparent huge pages from 1 MiB (mactor's data-plane buffers; perftest "
+              tensor::huge_pages_enabled() ? "transparent huge pages from 1 MiB (mactor's data-plane buffers; perftest "
                                      "UCX_ALLOC_PRIO=thp,heap)"
                                    : "4 KiB pages (MACTOR_HUGE_PAGES=off; perftest UCX_ALLOC_PRIO=heap)");
   std::printf("%12s %17s %17s %17s %16s %6s %6s %9s %15s\n", "", "mactor p2p", "perftest poll",

@@ -105,7 +105,7 @@ void transport_communicator::ring_reduce_scatter(T* data, const std::vector<std:
       exchange(next(), data + bounds[send_chunk], send_count * sizeof(T), prev(),
                incoming, recv_count * sizeof(T), tag);
     } catch (...) {
-      retire_scratch(std::make_shared<data_vector<std::byte>>(std::move(scratch_)));
+      retire_scratch(std::make_shared<tensor::host_vector<std::byte>>(std::move(scratch_)));
       scratch_ = {};
       throw;
     }
@@ -148,7 +148,7 @@ void transport_communicator::reduce_scatter_impl(std::span<const T> in, std::spa
                  std::to_string(n) + " x " + std::to_string(out.size()) +
                  " (group size x output size)");
   const std::uint64_t tag = next_tag();
-  data_vector<T> work(in.begin(), in.end());
+  tensor::host_vector<T> work(in.begin(), in.end());
   const auto bounds = chunk_bounds(work.size(), n);
   ring_reduce_scatter(work.data(), bounds, -1, tag);
   std::copy(work.begin() + bounds[me_], work.begin() + bounds[me_ + 1], out.begin());

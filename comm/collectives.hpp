@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
-#include "comm/data_buffer.hpp"
+#include "tensor/host_buffer.hpp"
 #include "comm/transport.hpp"
 
 namespace mactor::comm {
@@ -71,7 +71,7 @@ class transport_communicator final : public communicator {
   std::uint32_t group_id_;
   std::chrono::milliseconds timeout_;
   std::uint32_t seq_ = 0;
-  data_vector<std::byte> scratch_;  // reduce-scatter's incoming chunk (huge pages: data_buffer.hpp)
+  tensor::host_vector<std::byte> scratch_;  // reduce-scatter's incoming chunk (huge pages: tensor/host_buffer.hpp)
 };
 
 }  // namespace mactor::comm

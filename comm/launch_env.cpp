@@ -181,7 +181,7 @@ env_getter process_env() {
   };
 }
 
-// mactor's data-plane settings (comm/data_buffer.hpp, comm/ucx_transport.cpp), checked before
+// mactor's data-plane settings (tensor/host_buffer.hpp, comm/ucx_transport.cpp), checked before
 // anything reads them.
 void check_data_plane_settings(const env_getter& get) {
   if (auto v = get("MACTOR_HUGE_PAGES"); v && *v != "on" && *v != "off" && *v != "1" && *v != "0" && *v != "yes" &&

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/data_buffer.hpp"
+#include "tensor/host_buffer.hpp"
 
 namespace mactor::model {
 
@@ -65,7 +65,7 @@ class parameter_store {
   std::vector<parameter<T>> params_;
   std::vector<init_spec> inits_;
   // The data plane all-reduces the gradients and all-gathers the values: huge pages.
-  comm::data_vector<T> values_, grads_;
+  tensor::host_vector<T> values_, grads_;
 };
 
 /// Local shape of a full [rows, cols] (or [n]) tensor under split.

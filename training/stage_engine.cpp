@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "comm/data_buffer.hpp"
+#include "tensor/host_buffer.hpp"
 #include "comm/watched_communicator.hpp"
 #include "model/grad_clip.hpp"
 #include "training/model_spec.hpp"
@@ -50,7 +50,7 @@ std::vector<model::chunk_layout> chunk_layouts(int num_layers, int pp, int vp, i
 
 // One posted transfer; the completion writes status, then sets done.
 struct stage_engine::transfer {
-  comm::data_vector<float> buffer;
+  tensor::host_vector<float> buffer;
   comm::status status;
   std::atomic<bool> done{false};
   int peer = -1;
@@ -60,8 +60,8 @@ struct stage_engine::transfer {
 // The distributed optimizer's view of one chunk: this rank's slice of the chunk's flat buffers.
 struct stage_engine::chunk_shard {
   std::size_t numel = 0, padded = 0, begin = 0, end = 0;  // [begin, end) of the padded buffer
-  comm::data_vector<float> grads;                          // reduce-scattered grads of the slice
-  comm::data_vector<float> scratch;                        // padded copy for the collectives
+  tensor::host_vector<float> grads;                          // reduce-scattered grads of the slice
+  tensor::host_vector<float> scratch;                        // padded copy for the collectives
 };
 
 stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx, std::int64_t padded)
@@ -445,7 +445,7 @@ bool stage_engine::execute(const action& a) {
       // Megatron divides each micro-batch's loss by its token count and by the micro-batch count.
       scale = count > 0 ? static_cast<float>(1.0 / (count * num_microbatches_)) : 0.0f;
     }
-    comm::data_vector<float> output;
+    tensor::host_vector<float> output;
     if (!layout.post_process) output.resize(n);
     // The same dropout masks as one process: the micro-batch's index in the global sample order.
     const std::uint64_t step = static_cast<std::uint64_t>(consumed_ / mbs_ + a.microbatch * dp_ + dp_rank_);
@@ -459,7 +459,7 @@ bool stage_engine::execute(const action& a) {
     }
     if (input) recvs_.erase({false, a.microbatch, a.chunk});
   } else {
-    comm::data_vector<float> grad_input;
+    tensor::host_vector<float> grad_input;
     if (!layout.pre_process) grad_input.resize(n);
     // The chunk's last backward of the iteration reduces each bucket as soon as it is complete.
     std::function<void(int)> progress;
@@ -580,7 +580,7 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
       auto gather = [this, c] {
         auto& s = shards_[c];
         auto values = chunks_[c].store().values();
-        comm::data_vector<float> mine(s.end - s.begin, 0.0f);
+        tensor::host_vector<float> mine(s.end - s.begin, 0.0f);
         for (std::size_t i = s.begin; i < std::min(s.end, s.numel); ++i) mine[i - s.begin] = values[i];
         ctx_.data_parallel()->all_gather(std::span<const float>(mine), std::span<float>(s.scratch));
         std::copy_n(s.scratch.begin(), s.numel, values.begin());

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/data_buffer.hpp"
+#include "tensor/host_buffer.hpp"
 #include "config/megatron_args.hpp"
 #include "model/gpt_chunk.hpp"
 #include "model/optimizer.hpp"
@@ -149,7 +149,7 @@ class stage_engine {
   int num_microbatches_ = 0;
   std::map<int, batch_buffers> batches_;
   std::map<std::tuple<bool, int, int>, std::unique_ptr<transfer>> recvs_;    // (gradient, mb, chunk)
-  std::map<std::tuple<bool, int, int>, comm::data_vector<float>> outputs_;         // waiting for their send
+  std::map<std::tuple<bool, int, int>, tensor::host_vector<float>> outputs_;         // waiting for their send
   std::vector<std::unique_ptr<transfer>> sends_;
   model::loss_and_count totals_;
   std::chrono::steady_clock::time_point schedule_start_;

@@ -2,7 +2,7 @@
 // collectives' scratch. Buffers of 1 MiB and more are 2 MiB-aligned, rounded up to whole 2 MiB
 // pages and advised for transparent huge pages (MADV_HUGEPAGE), because UCX's shared-memory path (CMA, process_vm_readv) copies
 // them 2-3x faster than 4 KiB pages (bench_comm: ~4 -> ~12-18 GiB/s at 4-16 MiB on this machine).
-// Header-only, so model/ can keep its flat parameter and gradient buffers in it.
+// The lowest layer (tensor/), so model/, comm/ and checkpoint/ all keep their buffers in it.
 //   MACTOR_HUGE_PAGES=off   plain allocations (for comparisons)
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <new>
 #include <vector>
 
-namespace mactor::comm {
+namespace mactor::tensor {
 
 inline constexpr std::size_t huge_page_size = std::size_t{2} << 20;
 /// Smaller buffers keep 4 KiB pages (rounding them up would waste more than they gain).
@@ -59,6 +59,6 @@ struct huge_page_allocator {
 
 /// A vector whose large storage is in huge pages.
 template <class T>
-using data_vector = std::vector<T, huge_page_allocator<T>>;
+using host_vector = std::vector<T, huge_page_allocator<T>>;
 
-}  // namespace mactor::comm
+}  // namespace mactor::tensor
