@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <span>
 
+#include "tensor/tensor.hpp"
+
 namespace mactor::comm {
 
 /// Blocking collectives over the members of one group, called by every member in the same
@@ -33,6 +35,12 @@ class communicator {
   /// Pipeline point-to-point, blocking; `peer` is a group position.
   virtual void send_bytes(std::span<const std::byte> data, int peer) = 0;
   virtual void recv_bytes(std::span<std::byte> data, int peer) = 0;
+
+  /// The collectives on tensors of any dtype the group can reduce (fp32, fp64 today); throws
+  /// tensor::tensor_error for another dtype, a device the transport cannot reach, or a mismatch.
+  void all_reduce(tensor::tensor_view data);
+  void reduce_scatter(tensor::const_tensor_view in, tensor::tensor_view out);
+  void all_gather(tensor::const_tensor_view in, tensor::tensor_view out);
 
   template <class T>
   void all_gather(std::span<const T> in, std::span<T> out) {

@@ -33,8 +33,11 @@ std::array<std::shared_ptr<data::sample_dataset>, 3> datasets_from_args(const co
 }
 
 // The loss sum and token count over every data-parallel replica, in place.
-void sum_over_replicas(parallel_context& ctx, double (&totals)[2]) {
-  if (auto* dp = ctx.data_parallel()) dp->all_reduce(std::span<double>(totals));
+// The loss sum and token count over the data-parallel replicas.
+model::loss_and_count sum_over_replicas(parallel_context& ctx, model::loss_and_count totals) {
+  std::array<double, 2> sums{totals.loss_sum, totals.num_tokens};
+  if (auto* dp = ctx.data_parallel()) dp->all_reduce(std::span<double>(sums));
+  return {sums[0], sums[1]};
 }
 
 }  // namespace
@@ -91,7 +94,7 @@ bool rank_worker::begin_next_eval_pass() {
   if (eval_passes_left_ == 0) return false;
   --eval_passes_left_;
   const std::int64_t gbs = *args_.training.global_batch_size;
-  const std::int64_t step = *args_.training.micro_batch_size * ctx_.groups().dp();
+  const std::int64_t step = *args_.training.micro_batch_size * args_.derived.data_parallel_size;
   engine_.begin_schedule(/*forward_only=*/true, *loaders_[eval_split_], eval_consumed_[eval_split_], static_cast<int>(gbs / step),
                          /*cyclic=*/true);
   eval_consumed_[eval_split_] += gbs;
@@ -103,7 +106,7 @@ void rank_worker::begin_evaluation(int split) {
   evaluation_start_ = std::chrono::steady_clock::now();
   eval_split_ = split;
   eval_passes_left_ = args_.validation.eval_iters;
-  eval_sums_[0] = eval_sums_[1] = 0;
+  eval_totals_ = {};
   if (split == 2) eval_consumed_[2] = 0;  // Megatron evaluates the test set from its start
   begin_next_eval_pass();
 }
@@ -111,8 +114,8 @@ void rank_worker::begin_evaluation(int split) {
 bool rank_worker::pump() {
   while (engine_.pump()) {
     if (eval_split_ == 0) return true;
-    eval_sums_[0] += engine_.loss_totals().loss_sum;
-    eval_sums_[1] += engine_.loss_totals().num_tokens;
+    eval_totals_.loss_sum += engine_.loss_totals().loss_sum;
+    eval_totals_.num_tokens += engine_.loss_totals().num_tokens;
     if (!begin_next_eval_pass()) return true;
   }
   return false;
@@ -123,16 +126,15 @@ iteration_report rank_worker::finish_iteration() {
   // Megatron's forward-backward timer spans the schedule and finalize_model_grads.
   engine_.timers().add(step_timer::forward_backward, forward_backward_start_);
   // The loss lives on the last pipeline stage; sum it over the replicas there.
-  double totals[2] = {engine_.loss_totals().loss_sum, engine_.loss_totals().num_tokens};
-  sum_over_replicas(ctx_, totals);
+  const auto totals = sum_over_replicas(ctx_, engine_.loss_totals());
   const auto step = engine_.optimizer_step(args_.regularization.clip_grad, args_.logging.log_num_zeros_in_grad);
   scheduler_.step(*args_.training.global_batch_size);
   iteration_report r;
   r.rank = ctx_.rank();
   r.iteration = iteration_;
   r.has_loss = engine_.is_last_stage();
-  r.loss_sum = totals[0];
-  r.num_tokens = totals[1];
+  r.loss_sum = totals.loss_sum;
+  r.num_tokens = totals.num_tokens;
   r.update_successful = step.update_successful;
   if (step.grad_norm) r.has_grad_norm = true, r.grad_norm = *step.grad_norm;
   if (step.num_zeros_in_grad) r.has_num_zeros = true, r.num_zeros = *step.num_zeros_in_grad;
@@ -146,14 +148,13 @@ iteration_report rank_worker::finish_iteration() {
 }
 
 evaluation_report rank_worker::finish_evaluation() {
-  double totals[2] = {eval_sums_[0], eval_sums_[1]};
-  sum_over_replicas(ctx_, totals);
+  const auto totals = sum_over_replicas(ctx_, eval_totals_);
   evaluation_report r;
   r.rank = ctx_.rank();
   r.split = eval_split_;
   r.has_loss = engine_.is_last_stage();
-  r.loss_sum = totals[0];
-  r.num_tokens = totals[1];
+  r.loss_sum = totals.loss_sum;
+  r.num_tokens = totals.num_tokens;
   // Megatron's level-0 'evaluate' timer spans the whole evaluate() call.
   r.timings.push_back({ctx_.rank(), {std::chrono::duration<double>(std::chrono::steady_clock::now() - evaluation_start_).count()}});
   eval_split_ = 0;

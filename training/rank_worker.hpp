@@ -75,7 +75,7 @@ class rank_worker {
   int eval_split_ = 0;
   std::int64_t eval_passes_left_ = 0;
   std::array<std::int64_t, 3> eval_consumed_{0, 0, 0};
-  double eval_sums_[2] = {0, 0};
+  model::loss_and_count eval_totals_;
 };
 
 }  // namespace mactor::training

@@ -1,0 +1,54 @@
+// The communicator's collectives on tensors: checked, then handed to the typed ones.
+#include "comm/communicator.hpp"
+
+#include <string>
+
+namespace mactor::comm {
+namespace {
+
+void check_pair(const char* what, const tensor::const_tensor_view& in, const tensor::const_tensor_view& out) {
+  if (in.type != out.type || in.where != out.where)
+    throw tensor::tensor_error(std::string(what) + ": a " + std::string(tensor::short_name(in.type)) + " input and a " +
+                               std::string(tensor::short_name(out.type)) + " output");
+}
+
+void check_host(const char* what, const tensor::const_tensor_view& v) {
+  if (v.where != tensor::cpu)
+    throw tensor::tensor_error(std::string(what) + " of a tensor on " + tensor::to_string(v.where) +
+                               ": this communicator moves host memory");
+}
+
+[[noreturn]] void unsupported(const char* what, tensor::dtype t) {
+  throw tensor::tensor_error(std::string(what) + " of a " + std::string(tensor::short_name(t)) +
+                             " tensor: the group reduces fp32 and fp64");
+}
+
+}  // namespace
+
+void communicator::all_reduce(tensor::tensor_view data) {
+  check_host("all-reduce", data);
+  switch (data.type) {
+    case tensor::dtype::float32: return all_reduce(data.host<float>());
+    case tensor::dtype::float64: return all_reduce(data.host<double>());
+    default: unsupported("all-reduce", data.type);
+  }
+}
+
+void communicator::reduce_scatter(tensor::const_tensor_view in, tensor::tensor_view out) {
+  check_pair("reduce-scatter", in, out);
+  check_host("reduce-scatter", in);
+  switch (in.type) {
+    case tensor::dtype::float32: return reduce_scatter(in.host<float>(), out.host<float>());
+    case tensor::dtype::float64: return reduce_scatter(in.host<double>(), out.host<double>());
+    default: unsupported("reduce-scatter", in.type);
+  }
+}
+
+void communicator::all_gather(tensor::const_tensor_view in, tensor::tensor_view out) {
+  check_pair("all-gather", in, out);
+  check_host("all-gather", in);
+  all_gather_bytes({static_cast<const std::byte*>(in.data), in.nbytes()},
+                   {static_cast<std::byte*>(out.data), out.nbytes()});
+}
+
+}  // namespace mactor::comm

@@ -1,0 +1,113 @@
+// Tensors and views: allocation on the host (the GPU backend adds CUDA's), counting, checks.
+#include "tensor/tensor.hpp"
+
+#include <cstring>
+#include <utility>
+
+#include "tensor/host_buffer.hpp"
+
+namespace mactor::tensor {
+
+std::int64_t numel_of(const shape_type& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string to_string(const shape_type& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+void detail::throw_mismatch(dtype have, device where, dtype want) {
+  throw tensor_error("a " + std::string(short_name(have)) + " tensor on " + to_string(where) + " used as " +
+                     std::string(short_name(want)) + " on the host");
+}
+
+namespace {
+
+shape_type row_shape(const shape_type& shape, std::int64_t begin, std::int64_t end) {
+  if (shape.empty() || begin < 0 || end < begin || end > shape[0])
+    throw tensor_error("rows [" + std::to_string(begin) + ", " + std::to_string(end) + ") of a tensor of shape " +
+                       to_string(shape));
+  shape_type s = shape;
+  s[0] = end - begin;
+  return s;
+}
+
+std::size_t row_bytes(const shape_type& shape, dtype type) {
+  return static_cast<std::size_t>(numel_of(shape) / (shape[0] ? shape[0] : 1)) * size_of(type);
+}
+
+}  // namespace
+
+tensor_view tensor_view::rows(std::int64_t begin, std::int64_t end) const {
+  return {static_cast<std::byte*>(data) + begin * row_bytes(shape, type), row_shape(shape, begin, end), type, where};
+}
+
+const_tensor_view const_tensor_view::rows(std::int64_t begin, std::int64_t end) const {
+  return {static_cast<const std::byte*>(data) + begin * row_bytes(shape, type), row_shape(shape, begin, end), type,
+          where};
+}
+
+tensor::tensor(shape_type shape, dtype type, memory_kind kind, device where)
+    : shape_(std::move(shape)), type_(type), where_(where), kind_(kind) {
+  if (where_.type != device_type::cpu)
+    throw tensor_error("a tensor on " + to_string(where_) + ": this build has no CUDA device memory yet");
+  for (auto d : shape_)
+    if (d < 0) throw tensor_error("a tensor of negative shape " + to_string(shape_));
+  bytes_ = static_cast<std::size_t>(numel_of(shape_)) * size_of(type_);
+  if (bytes_ == 0) return;
+  data_ = huge_page_allocator<std::byte>().allocate(bytes_);
+  std::memset(data_, 0, bytes_);
+  memory_ledger::host().allocated(kind_, static_cast<std::int64_t>(bytes_));
+}
+
+void tensor::release() noexcept {
+  if (!data_) return;
+  huge_page_allocator<std::byte>().deallocate(static_cast<std::byte*>(data_), bytes_);
+  memory_ledger::host().freed(kind_, static_cast<std::int64_t>(bytes_));
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+tensor::~tensor() { release(); }
+
+tensor::tensor(tensor&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)),
+      shape_(std::move(other.shape_)), type_(other.type_), where_(other.where_), kind_(other.kind_) {
+  other.shape_.clear();
+}
+
+tensor& tensor::operator=(tensor&& other) noexcept {
+  if (this != &other) {
+    release();
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    shape_ = std::move(other.shape_);
+    other.shape_.clear();
+    type_ = other.type_;
+    where_ = other.where_;
+    kind_ = other.kind_;
+  }
+  return *this;
+}
+
+tensor tensor::clone() const {
+  tensor copy(shape_, type_, kind_, where_);
+  if (bytes_) std::memcpy(copy.data_, data_, bytes_);
+  return copy;
+}
+
+void tensor::reshape(shape_type shape) {
+  if (numel_of(shape) != numel())
+    throw tensor_error("cannot reshape a tensor of shape " + to_string(shape_) + " to " + to_string(shape));
+  shape_ = std::move(shape);
+}
+
+void tensor::zero() {
+  if (bytes_) std::memset(data_, 0, bytes_);
+}
+
+}  // namespace mactor::tensor

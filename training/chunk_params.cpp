@@ -1,0 +1,84 @@
+// The model chunks' parameters as grad sync and the optimizer see them.
+#include "training/chunk_params.hpp"
+
+#include <algorithm>
+
+namespace mactor::training {
+namespace {
+
+// The backward event after which a parameter's gradient is complete (see gpt_chunk::backward).
+int ready_event(const model::gpt_chunk<float>& chunk, const std::string& name) {
+  const std::string layers = "decoder.layers.";
+  if (name.rfind(layers, 0) == 0) return std::stoi(name.substr(layers.size())) - chunk.layout().layer_begin;
+  if (name.rfind("embedding.", 0) == 0 && chunk.layout().pre_process) return model::gpt_chunk<float>::backward_done_embedding;
+  return chunk.backward_done_final_norm();  // final norm, output layer, the tied embedding's copy
+}
+
+}  // namespace
+
+grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool distributed_optimizer, bool sequence_parallel) {
+  grad_sync_options o;
+  o.distributed_optimizer = distributed_optimizer;
+  // With the distributed optimizer and sequence parallelism, the tensor-parallel sum must
+  // precede the reduce-scatter, on the stage's thread: those gradients are reduced at finalize.
+  o.overlap_grad_reduce = a.distributed.overlap_grad_reduce && !(distributed_optimizer && sequence_parallel);
+  o.overlap_param_gather = a.distributed.overlap_grad_reduce && a.distributed.overlap_param_gather;
+  // Megatron's default bucket: max(40M, 1M x dp) elements.
+  o.bucket_size = a.distributed.ddp_bucket_size.value_or(
+      std::max<std::int64_t>(40000000, 1000000LL * a.derived.data_parallel_size));
+  return o;
+}
+
+std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk<float>>& chunks) {
+  std::vector<synced_chunk> out;
+  for (auto& chunk : chunks) {
+    auto& store = chunk.store();
+    synced_chunk s{tensor::view_of(store.values()), tensor::view_of(store.grads()), {}};
+    const bool tied_here = !chunk.config().untie_embeddings_and_output_weights &&
+                           (chunk.layout().pre_process || chunk.layout().post_process);
+    for (const auto& p : chunk.parameters())
+      s.params.push_back({p.offset, p.numel, ready_event(chunk, p.name),
+                          tied_here && p.name == "embedding.word_embeddings.weight"});
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// The optimizer's view of the parameters: whole, or with the distributed optimizer this rank's
+// slice of each chunk's flat buffer (its gradients are the reduce-scattered shard).
+std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk<float>>& chunks, grad_sync& sync,
+                                                const config::megatron_args& args, int tp_rank) {
+  const bool decoupled = args.learning_rate.decoupled_lr.has_value();
+  const bool tp_first = tp_rank == 0;
+  std::vector<model::optim_param> params;
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    auto& chunk = chunks[c];
+    auto* shard = sync.shard_of(c);
+    for (auto& p : chunk.parameters()) {
+      std::size_t lo = p.offset, hi = p.offset + p.numel;
+      float* grad = p.grad;
+      if (shard) {
+        lo = std::max(p.offset, shard->begin), hi = std::min(p.offset + p.numel, shard->end);
+        if (lo >= hi) continue;
+        grad = shard->grads.host<float>().data() + (lo - shard->begin);
+      }
+      model::optim_param o;
+      o.name = p.name;
+      o.value = p.value + (lo - p.offset);
+      o.grad = grad;
+      o.numel = hi - lo;
+      o.no_weight_decay = p.no_weight_decay;
+      // Megatron applies --decoupled-lr to the embedding and the output layer.
+      o.decoupled_lr = decoupled && (p.name.rfind("embedding.", 0) == 0 || p.name.rfind("output_layer.", 0) == 0);
+      // Counted once: tensor-parallel duplicates on tp rank 0 only, the tied embedding on the
+      // first stage only (Megatron's param_is_not_tensor_parallel_duplicate / param_is_not_shared).
+      const bool duplicate = p.split == model::tp_split::replicated && !tp_first;
+      const bool shared_copy = !chunk.layout().pre_process && p.name == "embedding.word_embeddings.weight";
+      o.in_grad_stats = !duplicate && !shared_copy;
+      params.push_back(std::move(o));
+    }
+  }
+  return params;
+}
+
+}  // namespace mactor::training

@@ -1,0 +1,25 @@
+// The model chunks' parameters as the other parts of a stage see them: grad sync (flat buffers,
+// when each gradient is complete, the tied embedding) and the optimizer (whole parameters, or
+// this rank's slices with the distributed optimizer).
+#pragma once
+
+#include <vector>
+
+#include "config/megatron_args.hpp"
+#include "model/gpt_chunk.hpp"
+#include "model/optimizer_param.hpp"
+#include "training/grad_sync.hpp"
+
+namespace mactor::training {
+
+/// Megatron's DDP settings for this stage (buckets, overlap) from the flags.
+grad_sync_options grad_sync_options_of(const config::megatron_args& args, bool distributed_optimizer,
+                                       bool sequence_parallel);
+/// Each chunk's flat buffers and its parameters' places and readiness events.
+std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk<float>>& chunks);
+/// The optimizer's parameters: whole, or with the distributed optimizer this rank's slice of each
+/// chunk's flat buffer (its gradients are the reduce-scattered shard).
+std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk<float>>& chunks, grad_sync& sync,
+                                                const config::megatron_args& args, int tp_rank);
+
+}  // namespace mactor::training

@@ -1,0 +1,157 @@
+// The pipeline port: transfer actions to posted transfers, and arrivals back to the engine.
+#include "training/pipeline_port.hpp"
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+namespace mactor::training {
+
+using schedules::action;
+using schedules::op;
+
+namespace {
+
+const char* op_name(op kind) {
+  switch (kind) {
+    case op::forward: return "forward";
+    case op::backward: return "backward";
+    case op::recv_forward: return "recv_forward";
+    case op::send_forward: return "send_forward";
+    case op::recv_backward: return "recv_backward";
+    case op::send_backward: return "send_backward";
+  }
+  return "?";
+}
+
+std::string of(const action& a) {
+  return "micro-batch " + std::to_string(a.microbatch) + " chunk " + std::to_string(a.chunk);
+}
+
+}  // namespace
+
+pipeline_port::pipeline_port(comm::transport* transport, pipeline_position where, std::function<void()> wakeup)
+    : transport_(transport), where_(std::move(where)), wakeup_(std::move(wakeup)) {
+  if (static_cast<int>(where_.stage_ranks.size()) != where_.pipeline_size)
+    throw std::invalid_argument("pipeline_port: " + std::to_string(where_.stage_ranks.size()) + " stage ranks for " +
+                                std::to_string(where_.pipeline_size) + " stages");
+}
+
+bool pipeline_port::outstanding() const {
+  for (const auto& [k, t] : recvs_)
+    if (!t->done.load()) return true;
+  for (const auto& t : sends_)
+    if (!t->done.load()) return true;
+  return false;
+}
+
+pipeline_port::~pipeline_port() {
+  // Transfers still in flight (a failed schedule) must not complete into freed buffers: the
+  // transport is closed by its owner after this; wait briefly for what is outstanding.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (outstanding() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+std::uint64_t pipeline_port::tag(bool gradient, bool forward_only, int virtual_stage, int microbatch) {
+  return (std::uint64_t(gradient) << 38) | (std::uint64_t(forward_only) << 37) | (std::uint64_t(virtual_stage) << 24) |
+         std::uint64_t(microbatch & 0xFFFFFF);
+}
+
+pipeline_port::key pipeline_port::key_of(const action& a) {
+  const bool gradient = a.kind == op::backward || a.kind == op::recv_backward || a.kind == op::send_backward;
+  return {gradient, a.microbatch, a.chunk};
+}
+
+int pipeline_port::peer(bool downstream) const {
+  const int p = where_.pipeline_size;
+  return where_.stage_ranks[downstream ? (where_.pipeline_rank + 1) % p : (where_.pipeline_rank + p - 1) % p];
+}
+
+void pipeline_port::begin(bool forward_only) { forward_only_ = forward_only; }
+
+void pipeline_port::check(const transfer& t) const {
+  if (!t.status.ok)
+    throw comm::comm_error(t.peer, "pipeline " + std::string(op_name(t.what.kind)) + " of " + of(t.what) + " with rank " +
+                                       std::to_string(t.peer) + " failed: " + t.status.message);
+}
+
+// Records the outcome in the transfer, then wakes the driver (runs on the transport's thread).
+comm::completion pipeline_port::completion_of(transfer* t) {
+  return [this, t](const comm::status& s) {
+    t->status = s;
+    t->done.store(true, std::memory_order_release);
+    if (wakeup_) wakeup_();
+  };
+}
+
+void pipeline_port::post_recv(const action& a, tensor::shape_type shape, tensor::dtype type) {
+  auto t = std::make_unique<transfer>();
+  t->what = a;
+  const bool gradient = a.kind == op::recv_backward;
+  // Activations come from the previous virtual stage; gradients from the next one.
+  t->peer = peer(/*downstream=*/gradient);
+  t->buffer = tensor::tensor(std::move(shape), type, tensor::memory_kind::activations);
+  transfer* raw = t.get();
+  recvs_[key_of(a)] = std::move(t);
+  transport_->recv(raw->peer, tag(gradient, forward_only_, virtual_stage(a.chunk), a.microbatch), raw->buffer.data(),
+                   raw->buffer.nbytes(), completion_of(raw));
+}
+
+void pipeline_port::keep_output(const action& compute, tensor::tensor output) {
+  outputs_[key_of(compute)] = std::move(output);
+}
+
+void pipeline_port::post_send(const action& a) {
+  auto it = outputs_.find(key_of(a));
+  if (it == outputs_.end())
+    throw std::logic_error(std::string("schedule sends ") + op_name(a.kind) + " of " + of(a) + " before computing it");
+  auto t = std::make_unique<transfer>();
+  t->what = a;
+  t->buffer = std::move(it->second);
+  outputs_.erase(it);
+  const bool gradient = a.kind == op::send_backward;
+  // An activation feeds virtual stage v + 1; a gradient goes back to virtual stage v - 1.
+  t->peer = peer(/*downstream=*/!gradient);
+  const int consumer = virtual_stage(a.chunk) + (gradient ? -1 : 1);
+  transfer* raw = t.get();
+  sends_.push_back(std::move(t));
+  transport_->send(raw->peer, tag(gradient, forward_only_, consumer, a.microbatch), raw->buffer.data(),
+                   raw->buffer.nbytes(), completion_of(raw));
+}
+
+tensor::tensor* pipeline_port::input(const action& compute) {
+  auto it = recvs_.find(key_of(compute));
+  if (it == recvs_.end())
+    throw std::logic_error(std::string("schedule runs ") + op_name(compute.kind) + " of " + of(compute) +
+                           " without receiving its input");
+  if (!it->second->done.load(std::memory_order_acquire)) return nullptr;
+  check(*it->second);
+  return &it->second->buffer;
+}
+
+void pipeline_port::release_input(const action& compute) { recvs_.erase(key_of(compute)); }
+
+std::string pipeline_port::awaited(const action& compute) const {
+  const bool forward = compute.kind == op::forward;
+  const int v = virtual_stage(compute.chunk);
+  return std::string(forward ? "recv_forward" : "recv_backward") + " mb " + std::to_string(compute.microbatch) +
+         " chunk " + std::to_string(compute.chunk) + " from rank " + std::to_string(peer(/*downstream=*/!forward)) +
+         " (virtual stage " + std::to_string(forward ? v - 1 : v + 1) + ")";
+}
+
+std::optional<std::string> pipeline_port::unfinished_send() {
+  for (auto& t : sends_) {
+    if (!t->done.load(std::memory_order_acquire))
+      return "send of mb " + std::to_string(t->what.microbatch) + " chunk " + std::to_string(t->what.chunk) +
+             " to rank " + std::to_string(t->peer);
+    check(*t);
+  }
+  sends_.clear();
+  if (!recvs_.empty() || !outputs_.empty())
+    throw std::logic_error("the schedule finished with " + std::to_string(recvs_.size()) + " receives and " +
+                           std::to_string(outputs_.size()) + " sends unmatched");
+  return std::nullopt;
+}
+
+}  // namespace mactor::training

@@ -1,0 +1,91 @@
+// The pipeline port: turns a schedule's transfer actions (recv_forward, send_forward,
+// recv_backward, send_backward) into receives and sends posted on the data plane, and tells the
+// engine when a compute action's input has arrived. It knows tags, peers and virtual stages;
+// it knows nothing of models or optimizers. Sends are never awaited inside the schedule (that
+// deadlocks 1F1B above the rendezvous threshold): their buffers live here until completion,
+// and the schedule's end waits for them all.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "comm/transport.hpp"
+#include "schedules/action.hpp"
+#include "tensor/tensor.hpp"
+
+namespace mactor::training {
+
+/// Where this rank sits in its pipeline.
+struct pipeline_position {
+  int pipeline_size = 1;         ///< pp
+  int pipeline_rank = 0;         ///< this rank's stage
+  int virtual_size = 1;          ///< model chunks per rank (vp)
+  std::vector<int> stage_ranks;  ///< the global rank of every stage of this pipeline, by stage
+};
+
+class pipeline_port {
+ public:
+  /// `transport` may be null when the pipeline has one stage (no transfers then). `wakeup` is
+  /// called from any thread when a transfer completes.
+  pipeline_port(comm::transport* transport, pipeline_position where, std::function<void()> wakeup);
+  /// Waits (2 s at most) for transfers in flight, so none completes into freed memory.
+  ~pipeline_port();
+  pipeline_port(const pipeline_port&) = delete;
+  pipeline_port& operator=(const pipeline_port&) = delete;
+
+  /// Starts a schedule; training and evaluation (forward_only) transfers never match each other.
+  void begin(bool forward_only);
+  /// recv_forward / recv_backward: posts a receive of a tensor of `shape` and `type`.
+  void post_recv(const schedules::action& a, tensor::shape_type shape, tensor::dtype type);
+  /// Keeps a forward's output (or a backward's input gradient) until its send action.
+  void keep_output(const schedules::action& compute, tensor::tensor output);
+  /// send_forward / send_backward: sends what the matching compute action kept.
+  void post_send(const schedules::action& a);
+  /// A forward's activation or a backward's output gradient, once it has arrived; null while
+  /// it has not. Throws comm::comm_error naming the peer when its transfer failed.
+  tensor::tensor* input(const schedules::action& compute);
+  /// Frees the input of a compute action that has run.
+  void release_input(const schedules::action& compute);
+  /// What a compute action waits for: "recv_forward mb 3 chunk 1 from rank 2 (virtual stage 4)".
+  std::string awaited(const schedules::action& compute) const;
+  /// At the schedule's end: the first send still in flight ("send of mb 7 chunk 0 to rank 3"),
+  /// or nullopt once all have left, which also checks that every receive and kept output was
+  /// used (throws std::logic_error otherwise) and clears the schedule's transfers.
+  std::optional<std::string> unfinished_send();
+
+  /// The message tag of a transfer into `virtual_stage`: the stage that consumes it.
+  static std::uint64_t tag(bool gradient, bool forward_only, int virtual_stage, int microbatch);
+
+ private:
+  struct transfer {
+    tensor::tensor buffer;
+    comm::status status;
+    std::atomic<bool> done{false};
+    int peer = -1;
+    schedules::action what;
+  };
+  using key = std::tuple<bool, int, int>;  // (gradient, micro-batch, chunk)
+  static key key_of(const schedules::action& a);
+  int virtual_stage(int chunk) const { return chunk * where_.pipeline_size + where_.pipeline_rank; }
+  int peer(bool downstream) const;
+  comm::completion completion_of(transfer* t);
+  void check(const transfer& t) const;
+  bool outstanding() const;
+
+  comm::transport* transport_;
+  pipeline_position where_;
+  std::function<void()> wakeup_;
+  bool forward_only_ = false;
+  std::map<key, std::unique_ptr<transfer>> recvs_;
+  std::map<key, tensor::tensor> outputs_;  // computed, waiting for their send action
+  std::vector<std::unique_ptr<transfer>> sends_;
+};
+
+}  // namespace mactor::training

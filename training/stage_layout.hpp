@@ -1,0 +1,27 @@
+// Where a rank's stage sits and what it runs: the layers of its model chunks, its pipeline and
+// data-parallel positions, with sizes taken from the config message.
+#pragma once
+
+#include <vector>
+
+#include "config/megatron_args.hpp"
+#include "model/gpt_chunk.hpp"
+#include "training/parallel_context.hpp"
+
+namespace mactor::training {
+
+/// The layers of every local chunk of pipeline rank `pipeline_rank`: chunk c runs virtual stage
+/// c * pipeline_size + pipeline_rank, each virtual stage an equal run of layers.
+std::vector<model::chunk_layout> chunk_layouts(int num_layers, int pipeline_size, int virtual_size, int pipeline_rank);
+
+/// Where this rank's stage sits and what it runs: sizes from the config message, positions from
+/// the process groups. Throws std::invalid_argument when the two disagree (a rank started with
+/// other flags than rank 0's).
+struct stage_layout {
+  int pipeline_size = 1, pipeline_rank = 0, virtual_size = 1;
+  int data_parallel_size = 1, data_parallel_rank = 0;
+  int micro_batch_size = 1;
+};
+stage_layout stage_layout_of(const config::megatron_args& args, const parallel_context& ctx);
+
+}  // namespace mactor::training
