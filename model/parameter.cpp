@@ -96,13 +96,14 @@ void parameter_store<T>::allocate(std::uint64_t seed, int tp_rank, int tp_size) 
     p.offset = total;
     total += p.numel;
   }
-  values_.assign(total, T(0));
-  grads_.assign(total, T(0));
+  const tensor::shape_type flat{static_cast<std::int64_t>(total)};
+  values_ = tensor::tensor(flat, tensor::dtype_of<T>(), tensor::memory_kind::parameters);
+  grads_ = tensor::tensor(flat, tensor::dtype_of<T>(), tensor::memory_kind::gradients);
   std::vector<double> full;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i];
-    p.value = values_.data() + p.offset;
-    p.grad = grads_.data() + p.offset;
+    p.value = values().data() + p.offset;
+    p.grad = grads().data() + p.offset;
     if (inits_[i].kind == init_kind::zeros) continue;
     if (inits_[i].kind == init_kind::ones) {
       std::fill_n(p.value, p.numel, T(1));
@@ -119,7 +120,7 @@ void parameter_store<T>::allocate(std::uint64_t seed, int tp_rank, int tp_size) 
 
 template <typename T>
 void parameter_store<T>::zero_grad() {
-  std::fill(grads_.begin(), grads_.end(), T(0));
+  grads_.zero();
 }
 
 template class parameter_store<float>;

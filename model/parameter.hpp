@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/host_buffer.hpp"
+#include "tensor/tensor.hpp"
 
 namespace mactor::model {
 
@@ -53,8 +53,11 @@ class parameter_store {
   T* value(int id) const { return params_[id].value; }
   T* grad(int id) const { return params_[id].grad; }
   std::vector<parameter<T>>& all() { return params_; }
-  std::span<T> values() { return values_; }
-  std::span<T> grads() { return grads_; }
+  std::span<T> values() { return values_.template host<T>(); }
+  std::span<T> grads() { return grads_.template host<T>(); }
+  /// The flat buffers as tensors (dtype T), counted as parameters and gradients.
+  tensor::tensor& value_tensor() { return values_; }
+  tensor::tensor& grad_tensor() { return grads_; }
   void zero_grad();
 
  private:
@@ -64,8 +67,8 @@ class parameter_store {
   };
   std::vector<parameter<T>> params_;
   std::vector<init_spec> inits_;
-  // The data plane all-reduces the gradients and all-gathers the values: huge pages.
-  tensor::host_vector<T> values_, grads_;
+  // The data plane all-reduces the gradients and all-gathers the values (huge pages).
+  tensor::tensor values_, grads_;
 };
 
 /// Local shape of a full [rows, cols] (or [n]) tensor under split.

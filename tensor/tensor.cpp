@@ -77,7 +77,7 @@ tensor::~tensor() { release(); }
 tensor::tensor(tensor&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)),
       shape_(std::move(other.shape_)), type_(other.type_), where_(other.where_), kind_(other.kind_) {
-  other.shape_.clear();
+  other.shape_ = {0};
 }
 
 tensor& tensor::operator=(tensor&& other) noexcept {
@@ -86,7 +86,7 @@ tensor& tensor::operator=(tensor&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     shape_ = std::move(other.shape_);
-    other.shape_.clear();
+    other.shape_ = {0};
     type_ = other.type_;
     where_ = other.where_;
     kind_ = other.kind_;

@@ -109,7 +109,8 @@ class tensor {
   /// A copy with its own bytes (same kind).
   tensor clone() const;
 
-  bool defined() const { return data_ != nullptr || numel_of(shape_) == 0; }
+  /// False for a default-constructed (or moved-from) tensor, which has shape [0].
+  bool defined() const { return data_ != nullptr; }
   const shape_type& shape() const { return shape_; }
   dtype type() const { return type_; }
   device where() const { return where_; }
@@ -137,7 +138,7 @@ class tensor {
 
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
-  shape_type shape_;
+  shape_type shape_{0};
   dtype type_ = dtype::float32;
   device where_ = cpu;
   memory_kind kind_ = memory_kind::other;

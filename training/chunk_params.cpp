@@ -33,7 +33,7 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk<float>>& ch
   std::vector<synced_chunk> out;
   for (auto& chunk : chunks) {
     auto& store = chunk.store();
-    synced_chunk s{tensor::view_of(store.values()), tensor::view_of(store.grads()), {}};
+    synced_chunk s{store.value_tensor().view(), store.grad_tensor().view(), {}};
     const bool tied_here = !chunk.config().untie_embeddings_and_output_weights &&
                            (chunk.layout().pre_process || chunk.layout().post_process);
     for (const auto& p : chunk.parameters())

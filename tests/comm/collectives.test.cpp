@@ -131,3 +131,38 @@ TEST_CASE("a member that never joins the collective is named after the group's t
   }
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
+
+TEST_CASE("collectives on tensors equal the typed collectives, and refuse a dtype the group cannot reduce") {
+  const auto failures = run_threads(3, [&](int rank, transport& t) -> std::string {
+    transport_communicator c(t, iota_ranks(3), 1);
+    communicator& group = c;
+    namespace tn = mactor::tensor;
+    tn::tensor x({5}, tn::dtype::float64, tn::memory_kind::communication);
+    std::vector<double> y(5);
+    for (int i = 0; i < 5; ++i) x.host<double>()[i] = y[i] = rank * 10.0 + i;
+    group.all_reduce(x.view());
+    group.all_reduce(std::span<double>(y));
+    for (int i = 0; i < 5; ++i)
+      if (x.host<double>()[i] != y[i]) return "all-reduce element " + std::to_string(i);
+    tn::tensor in({6}, tn::dtype::float32, tn::memory_kind::communication), out({2}, tn::dtype::float32, tn::memory_kind::communication);
+    for (int i = 0; i < 6; ++i) in.host<float>()[i] = static_cast<float>(i + rank);
+    group.reduce_scatter(in.view(), out.view());
+    // Block `rank` of every member's input, summed: (2 rank + j) + (2 rank + j + 1) + (2 rank + j + 2).
+    for (int j = 0; j < 2; ++j)
+      if (out.host<float>()[j] != 3.0f * (2 * rank + j) + 3.0f) return "reduce-scatter element " + std::to_string(j);
+    tn::tensor gathered({6}, tn::dtype::float32, tn::memory_kind::communication);
+    group.all_gather(out.view(), gathered.view());
+    for (int j = 0; j < 6; ++j)
+      if (gathered.host<float>()[j] != 3.0f * j + 3.0f) return "all-gather element " + std::to_string(j);
+    tn::tensor half({4}, tn::dtype::bfloat16, tn::memory_kind::communication);
+    try {
+      group.all_reduce(half.view());
+      return "a bf16 all-reduce ran";
+    } catch (const tn::tensor_error& e) {
+      if (std::string(e.what()) != "all-reduce of a bf16 tensor: the group reduces fp32 and fp64") return e.what();
+    }
+    return "";
+  });
+  CHECK(failures.empty());
+  for (const auto& f : failures) FAIL_CHECK(f);
+}
