@@ -1,15 +1,13 @@
-# mactor_optim: optimizers, gradient clipping, the LR/WD scheduler and the training log text.
-# Included from model/CMakeLists.txt; it depends only on config/ (Python's float repr).
+# mactor_optim: optimizers, gradient clipping and the LR/WD scheduler.
+# Included from model/CMakeLists.txt; it depends on nothing else in the project.
 add_library(mactor_optim
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_param.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_adam.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_sgd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/grad_clip.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/lr_scheduler.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/training_log.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/lr_scheduler.cpp)
 target_include_directories(mactor_optim PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(mactor_optim PUBLIC mactor_config)
 # Fused multiply-adds only where written (std::fma), as in the torch kernels we match.
 target_compile_options(mactor_optim PRIVATE -ffp-contract=off)
 # The update and norm loops vectorize at -O3 once sqrt sets no errno (IEEE sqrt and div, so the

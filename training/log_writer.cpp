@@ -32,7 +32,7 @@ void log_writer::print(const std::string& line) {
 }
 
 void log_writer::print_datetime(const std::string& what, record_time at) {
-  print("[" + what + "] datetime: " + model::log_timestamp(at.wall) + " ");
+  print("[" + what + "] datetime: " + log_timestamp(at.wall) + " ");
 }
 
 void log_writer::write_args() {
@@ -53,13 +53,13 @@ void log_writer::add_timings(const iteration_report& r) {
 }
 
 // The timers mactor keeps, in the order of training_log's timers_to_log, each with every rank's sum.
-std::vector<model::timer_reading> log_writer::timer_readings() const {
+std::vector<timer_reading> log_writer::timer_readings() const {
   const auto& sums = state_.timer_seconds;
-  std::vector<model::timer_reading> out;
-  for (const std::string_view name : model::megatron_training_timer_names()) {
+  std::vector<timer_reading> out;
+  for (const std::string_view name : megatron_training_timer_names()) {
     for (std::size_t t = 0; t < num_step_timers; ++t) {
       if (step_timer_name(static_cast<step_timer>(t)) != name) continue;
-      model::timer_reading reading{std::string(name), std::vector<double>(sums.size(), 0.0)};
+      timer_reading reading{std::string(name), std::vector<double>(sums.size(), 0.0)};
       for (std::size_t rank = 0; rank < sums.size(); ++rank)
         if (t < sums[rank].size()) reading.seconds_by_rank[rank] = sums[rank][t];
       out.push_back(std::move(reading));
@@ -70,8 +70,8 @@ std::vector<model::timer_reading> log_writer::timer_readings() const {
 
 namespace {
 
-model::timing_log_option timing_option(const config::megatron_args& a) {
-  const auto option = model::parse_timing_log_option(a.logging.timing_log_option);
+timing_log_option timing_option(const config::megatron_args& a) {
+  const auto option = parse_timing_log_option(a.logging.timing_log_option);
   if (!option) throw std::invalid_argument("--timing-log-option " + a.logging.timing_log_option + " is not one of max, minmax, all");
   return *option;
 }
@@ -79,13 +79,13 @@ model::timing_log_option timing_option(const config::megatron_args& a) {
 }  // namespace
 
 std::optional<std::string> log_writer::timers_block() const {
-  return model::format_timers_block(timer_readings(), timing_option(args_), static_cast<double>(args_.training.log_interval));
+  return format_timers_block(timer_readings(), timing_option(args_), static_cast<double>(args_.training.log_interval));
 }
 
 void log_writer::timers(const std::vector<std::string>& names, const std::vector<rank_timings>& timings) {
-  std::vector<model::timer_reading> readings;
+  std::vector<timer_reading> readings;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    model::timer_reading reading{names[i], std::vector<double>(static_cast<std::size_t>(world_size_), 0.0)};
+    timer_reading reading{names[i], std::vector<double>(static_cast<std::size_t>(world_size_), 0.0)};
     for (const auto& t : timings) {
       if (t.rank < 0 || i >= t.seconds.size()) continue;
       const auto rank = static_cast<std::size_t>(t.rank);
@@ -94,7 +94,7 @@ void log_writer::timers(const std::vector<std::string>& names, const std::vector
     }
     readings.push_back(std::move(reading));
   }
-  if (const auto block = model::format_timers_block(readings, timing_option(args_), 1.0)) print(*block);
+  if (const auto block = format_timers_block(readings, timing_option(args_), 1.0)) print(*block);
 }
 
 // Megatron's timers.write (with --log-timers-to-tensorboard: the max over ranks, in seconds per
@@ -143,8 +143,8 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
   }
   if (r.iteration % a.training.log_interval == 0) {
     const auto now = at.steady;
-    model::training_log_inputs in;
-    in.timestamp = model::log_timestamp(at.wall);
+    training_log_inputs in;
+    in.timestamp = log_timestamp(at.wall);
     in.iteration = r.iteration;
     in.train_iters = *a.training.train_iters;
     in.consumed_train_samples = consumed;
@@ -157,7 +157,7 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
     in.grad_norm = grad_norm;
     in.num_zeros_in_grad = zeros;
     in.params_norm = params_norm;
-    print(model::training_log_interval(in, state_.accumulator));
+    print(training_log_interval(in, state_.accumulator));
     if (tb_ && a.logging.log_timers_to_tensorboard) {
       const double per_iteration = in.interval_seconds / static_cast<double>(a.training.log_interval);
       tb_->add_scalar("iteration-time", per_iteration, r.iteration);
@@ -182,7 +182,7 @@ void log_writer::validation(const std::string& prefix, double loss, std::int64_t
     tb_->flush();
   }
   const std::pair<std::string, float> v{"lm loss", static_cast<float>(loss)};
-  print(model::format_validation_block(prefix, std::span(&v, 1)));
+  print(format_validation_block(prefix, std::span(&v, 1)));
 }
 
 }  // namespace mactor::training

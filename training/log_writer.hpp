@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "config/megatron_args.hpp"
-#include "model/training_log.hpp"
+#include "training/training_log.hpp"
 #include "training/reports.hpp"
 #include "training/tensorboard_writer.hpp"
 
@@ -20,7 +20,7 @@ namespace mactor::training {
 
 /// What a logger carries from one log line to the next (handed over on a swap).
 struct log_interval_state {
-  model::training_log_accumulator accumulator;
+  training_log_accumulator accumulator;
   std::chrono::steady_clock::time_point interval_start = std::chrono::steady_clock::now();
   /// The training timers' seconds since the last log line: [global rank][step_timer].
   std::vector<std::vector<double>> timer_seconds;
@@ -70,7 +70,7 @@ class log_writer {
 
  private:
   void add_timings(const iteration_report& r);
-  std::vector<model::timer_reading> timer_readings() const;
+  std::vector<timer_reading> timer_readings() const;
   void log_timers(std::int64_t iteration);
 
   config::megatron_args args_;

@@ -10,7 +10,7 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/layout.hpp"
 #include "config/validate.hpp"
-#include "model/training_log.hpp"
+#include "training/training_log.hpp"
 #include "training/model_spec.hpp"
 
 namespace mactor::training {

@@ -19,8 +19,9 @@ inline std::string reference_python() {
   return std::filesystem::exists(venv) ? venv.string() : std::string("/usr/bin/python3");
 }
 
+/// Runs `folder`/`script` (relative to the source tree) in `mode` on `input`; returns its output.
 inline nlohmann::json run_python_reference(const std::string& script, const std::string& mode,
-                                           const nlohmann::json& input) {
+                                           const nlohmann::json& input, const std::string& folder = "tests/model") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "optim_test_io";
   fs::create_directories(dir);
@@ -29,7 +30,7 @@ inline nlohmann::json run_python_reference(const std::string& script, const std:
   const fs::path out = dir / (stem + ".out.json");
   std::ofstream(in) << input.dump();
   const std::string command = "'" + reference_python() + "' '" + MACTOR_SOURCE_DIR +
-                              "/tests/model/" + script + "' " + mode + " '" + in.string() + "' '" +
+                              "/" + folder + "/" + script + "' " + mode + " '" + in.string() + "' '" +
                               out.string() + "'";
   const int status = std::system(command.c_str());
   if (status != 0)

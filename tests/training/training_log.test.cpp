@@ -1,7 +1,7 @@
 // Megatron's training log text: the number formats against Python's own str.format, the timers
 // block against megatron-core's Timers, and whole log lines and validation blocks against
 // strings written out by hand from shared/megatron/log_format.md.
-#include "model/training_log.hpp"
+#include "training/training_log.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -11,9 +11,9 @@
 #include <limits>
 #include <random>
 
-#include "optimizer_python_reference.hpp"
+#include "../model/optimizer_python_reference.hpp"
 
-using namespace mactor::model;
+using namespace mactor::training;
 using mactor::test::run_python_reference;
 using nlohmann::json;
 
@@ -60,7 +60,7 @@ TEST_CASE("number formats equal Python's str.format for the log's specs") {
   const std::vector<double> values = format_probe_values();
   json in = {{"values", json::array()}};
   for (double v : values) in["values"].push_back(hex(v));
-  const json ref = run_python_reference("training_log_reference.py", "formats", in);
+  const json ref = run_python_reference("training_log_reference.py", "formats", in, "tests/training");
   std::size_t mismatches = 0;
   for (std::size_t i = 0; i < values.size(); ++i) {
     const json& want = ref["formats"][i];
@@ -210,7 +210,7 @@ TEST_CASE("the timers block equals megatron-core's Timers output for each option
                     {"normalizer", normalizer}});
   jobs.push_back({{"option", "minmax"}, {"names", {"a", "b"}}, {"seconds", none},
                   {"normalizer", 1.0}});
-  const json ref = run_python_reference("training_log_reference.py", "timers", {{"jobs", jobs}});
+  const json ref = run_python_reference("training_log_reference.py", "timers", {{"jobs", jobs}}, "tests/training");
   const timing_log_option options[] = {timing_log_option::minmax, timing_log_option::max,
                                        timing_log_option::all};
   for (int i = 0; i < 3; ++i) {

@@ -17,7 +17,10 @@ def run_formats(spec):
 
 
 def run_timers(spec):
+    import os
     import torch
+    # The megatron-core importer sits beside the optimizer references in tests/model.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model"))
     from optim_megatron_import import import_megatron_core_module
 
     timers_module = import_megatron_core_module("timers")

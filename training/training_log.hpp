@@ -14,7 +14,7 @@
 
 #include "config/python_text.hpp"
 
-namespace mactor::model {
+namespace mactor::training {
 
 /// Python's format(v, '.{precision}E'): "1.500000E-04", "INF", "NAN".
 std::string python_format_exp(double v, int precision);
@@ -146,4 +146,4 @@ std::optional<std::string> format_timers_block(std::span<const timer_reading> ti
 /// The timer names training_log asks for, in its order.
 std::span<const std::string_view> megatron_training_timer_names();
 
-}  // namespace mactor::model
+}  // namespace mactor::training

@@ -1,6 +1,6 @@
 // Megatron's training log text. Python's format specs are reproduced with printf (both round
 // the exact binary value correctly) plus Python's spellings of inf and nan.
-#include "model/training_log.hpp"
+#include "training/training_log.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -10,7 +10,7 @@
 #include <limits>
 #include <stdexcept>
 
-namespace mactor::model {
+namespace mactor::training {
 
 std::string python_format_exp(double v, int precision) {
   if (std::isnan(v)) return "NAN";
@@ -283,4 +283,4 @@ std::span<const std::string_view> megatron_training_timer_names() {
   return names;
 }
 
-}  // namespace mactor::model
+}  // namespace mactor::training
