@@ -351,9 +351,10 @@ void all_ready(coordinator_actor* self) {
     finish_training(self);  // the loaded checkpoint is already at --train-iters
 }
 
-caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, comm::process_groups groups,
-                          training::vocabulary vocab, caf::actor logger, caf::actor evaluator,
-                          std::shared_ptr<job_control> control) {
+// Sets up the coordinator's state, its inspector and the handler for ranks that vanish.
+void start_coordinator(coordinator_actor* self, config::megatron_args args, comm::process_groups groups,
+                       training::vocabulary vocab, caf::actor logger, caf::actor evaluator,
+                       std::shared_ptr<job_control> control) {
   auto& s = self->state;
   s.args = std::move(args);
   s.vocab = vocab;
@@ -382,75 +383,96 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
     fail(self, 1, "rank 0: communication with rank " + std::to_string(rank) +
                       " failed: its actors are gone (the process exited or the connection broke)");
   });
+}
+
+// A rank's actors have introduced themselves; once every rank has, the config goes to every stage
+// and each replica gets its pipeline's stages.
+void on_hello(coordinator_actor* self, const hello_message& h) {
+  auto& s = self->state;
+    s.stages[h.rank] = h.stage;
+    s.agents[h.rank] = h.agent;
+    if (h.replica) s.replicas[s.groups->coords_of(h.rank).dp] = h.replica;
+    if (s.inspect) s.inspect->rank_joined(h.rank, h.replica ? s.groups->coords_of(h.rank).dp : -1);
+    for (const auto& a : {h.stage, h.agent}) {
+      s.rank_of[a.address()] = h.rank;
+      if (h.rank != 0) self->monitor(a);
+    }
+    if (++s.hellos < static_cast<int>(s.stages.size())) return;
+    // Everyone is here: the config to every stage, each replica its pipeline's stages.
+    for (std::size_t d = 0; d < s.replicas.size(); ++d) {
+      replica_setup setup{static_cast<int>(d), {}};
+      for (int r = 0; r < static_cast<int>(s.stages.size()); ++r)
+        if (s.groups->coords_of(r).dp == static_cast<int>(d)) setup.stages.push_back(s.stages[r]);
+      self->send(s.replicas[d], setup);
+    }
+    broadcast(self, s.stages, config_message{s.args});
+}
+
+// A stage has built its model (and loaded the checkpoint, if any): every rank must agree on what it loaded.
+void on_stage_ready(coordinator_actor* self, const stage_ready& r) {
+  auto& s = self->state;
+    s.has_valid = s.has_valid && r.has_valid;
+    s.has_test = s.has_test && r.has_test;
+    if (s.ready == 0) {
+      if (r.loaded) s.loaded = r;
+    } else if (r.loaded != s.loaded.has_value() ||
+               (r.loaded && (r.iteration != s.loaded->iteration || r.consumed != s.loaded->consumed))) {
+      if (s.load_mismatch.empty())
+        s.load_mismatch = "rank " + std::to_string(r.rank) + " loaded " +
+                          (r.loaded ? "iteration " + std::to_string(r.saved_iteration) : std::string("no checkpoint")) +
+                          " but another rank " +
+                          (s.loaded ? "iteration " + std::to_string(s.loaded->saved_iteration) : std::string("none")) +
+                          "; was the --load directory changed while the job started?";
+    }
+    if (++s.ready == static_cast<int>(s.stages.size())) all_ready(self);
+}
+
+// A stage's share of an iteration; the last one completes it: the log record, then evaluations.
+void on_iteration_report(coordinator_actor* self, const training::iteration_report& r) {
+  auto& s = self->state;
+    s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
+    if (r.has_loss) s.merged = r;  // every replica's last stage holds the same total
+    if (--s.pending > 0) return;
+    s.merged.timings = std::exchange(s.timings, {});
+    s.consumed += *s.args.training.global_batch_size;
+    s.iteration_end = clock_type::now();
+    const auto& m = s.merged;
+    s.result.lm_loss.push_back(m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0);
+    s.result.grad_norm.push_back(m.has_grad_norm ? m.grad_norm : 0.0);
+    s.result.learning_rate.push_back(m.learning_rate);
+    s.result.consumed_train_samples = s.consumed;
+    log_iteration_record(self, log_iteration{m, s.consumed, {}, 0.0});
+    plan_evaluations(self, /*final=*/false);
+}
+
+// A stage's share of an evaluation; the last one hands the result to the evaluator, whose block
+// goes to the logger before the next evaluation starts.
+void on_evaluation_report(coordinator_actor* self, const training::evaluation_report& r) {
+  auto& s = self->state;
+    s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
+    if (r.has_loss) s.eval_merged = r;
+    if (--s.pending > 0) return;
+    const auto& m = s.eval_merged;
+    evaluation_result result{m.split, s.plan.prefixes[s.plan_index], m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0,
+                             s.iteration, s.consumed};
+    send_logger(self, log_timers{{"evaluate"}, std::exchange(s.timings, {})});  // Megatron's level-0 timer
+    self->request(s.evaluator, caf::infinite, result).then([=](log_validation& block) {
+      send_logger(self, block);
+      ++self->state.plan_index;
+      next_evaluation(self);
+    });
+}
+
+caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, comm::process_groups groups,
+                          training::vocabulary vocab, caf::actor logger, caf::actor evaluator,
+                          std::shared_ptr<job_control> control) {
+  start_coordinator(self, std::move(args), std::move(groups), vocab, std::move(logger), std::move(evaluator),
+                    std::move(control));
   return {
-      [=](hello_message& h) {
-        auto& s = self->state;
-        s.stages[h.rank] = h.stage;
-        s.agents[h.rank] = h.agent;
-        if (h.replica) s.replicas[s.groups->coords_of(h.rank).dp] = h.replica;
-        if (s.inspect) s.inspect->rank_joined(h.rank, h.replica ? s.groups->coords_of(h.rank).dp : -1);
-        for (const auto& a : {h.stage, h.agent}) {
-          s.rank_of[a.address()] = h.rank;
-          if (h.rank != 0) self->monitor(a);
-        }
-        if (++s.hellos < static_cast<int>(s.stages.size())) return;
-        // Everyone is here: the config to every stage, each replica its pipeline's stages.
-        for (std::size_t d = 0; d < s.replicas.size(); ++d) {
-          replica_setup setup{static_cast<int>(d), {}};
-          for (int r = 0; r < static_cast<int>(s.stages.size()); ++r)
-            if (s.groups->coords_of(r).dp == static_cast<int>(d)) setup.stages.push_back(s.stages[r]);
-          self->send(s.replicas[d], setup);
-        }
-        broadcast(self, s.stages, config_message{s.args});
-      },
-      [=](stage_ready& r) {
-        auto& s = self->state;
-        s.has_valid = s.has_valid && r.has_valid;
-        s.has_test = s.has_test && r.has_test;
-        if (s.ready == 0) {
-          if (r.loaded) s.loaded = r;
-        } else if (r.loaded != s.loaded.has_value() ||
-                   (r.loaded && (r.iteration != s.loaded->iteration || r.consumed != s.loaded->consumed))) {
-          if (s.load_mismatch.empty())
-            s.load_mismatch = "rank " + std::to_string(r.rank) + " loaded " +
-                              (r.loaded ? "iteration " + std::to_string(r.saved_iteration) : std::string("no checkpoint")) +
-                              " but another rank " +
-                              (s.loaded ? "iteration " + std::to_string(s.loaded->saved_iteration) : std::string("none")) +
-                              "; was the --load directory changed while the job started?";
-        }
-        if (++s.ready == static_cast<int>(s.stages.size())) all_ready(self);
-      },
-      [=](training::iteration_report& r) {
-        auto& s = self->state;
-        s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
-        if (r.has_loss) s.merged = r;  // every replica's last stage holds the same total
-        if (--s.pending > 0) return;
-        s.merged.timings = std::exchange(s.timings, {});
-        s.consumed += *s.args.training.global_batch_size;
-        s.iteration_end = clock_type::now();
-        const auto& m = s.merged;
-        s.result.lm_loss.push_back(m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0);
-        s.result.grad_norm.push_back(m.has_grad_norm ? m.grad_norm : 0.0);
-        s.result.learning_rate.push_back(m.learning_rate);
-        s.result.consumed_train_samples = s.consumed;
-        log_iteration_record(self, log_iteration{m, s.consumed, {}, 0.0});
-        plan_evaluations(self, /*final=*/false);
-      },
-      [=](training::evaluation_report& r) {
-        auto& s = self->state;
-        s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
-        if (r.has_loss) s.eval_merged = r;
-        if (--s.pending > 0) return;
-        const auto& m = s.eval_merged;
-        evaluation_result result{m.split, s.plan.prefixes[s.plan_index], m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0,
-                                 s.iteration, s.consumed};
-        send_logger(self, log_timers{{"evaluate"}, std::exchange(s.timings, {})});  // Megatron's level-0 timer
-        self->request(s.evaluator, caf::infinite, result).then([=](log_validation& block) {
-          send_logger(self, block);
-          ++self->state.plan_index;
-          next_evaluation(self);
-        });
-      },
+      [=](hello_message& h) { on_hello(self, h); },
+      [=](stage_ready& r) { on_stage_ready(self, r); },
+      [=](training::iteration_report& r) { on_iteration_report(self, r); },
+      [=](training::evaluation_report& r) { on_evaluation_report(self, r); },
       [=](checkpoint_captured& c) {
         auto& s = self->state;
         if (!s.saving || c.iteration != s.save_iteration) return;
