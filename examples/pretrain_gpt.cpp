@@ -32,8 +32,8 @@ void print_layout(const mactor::config::megatron_args& a) {
 
 int main(int argc, char** argv) {
   // libgomp reads OMP_WAIT_POLICY once, when it loads. Ranks that share cores must sleep rather than
-  // spin between kernels (spinning made a step 1.6-2.2x slower here: README, "Notes for users"), so unless the user chose a
-  // policy, set it and start this program again before any OpenMP code runs.
+  // spin between kernels (spinning made a step 1.6-2.2x slower here: README, "Notes for users"),
+  // so unless the user chose a policy, set it and start this program again before any OpenMP code runs.
   if (!std::getenv("OMP_WAIT_POLICY")) {
     ::setenv("OMP_WAIT_POLICY", "passive", 1);
     ::execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
