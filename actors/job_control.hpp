@@ -24,6 +24,11 @@ class job_control {
     o.error = std::move(message);
     finish(std::move(o));
   }
+  /// True once the outcome is decided (a test's deterministic scheduler cannot block in wait()).
+  bool done() {
+    std::lock_guard lock(m_);
+    return done_;
+  }
   job_outcome wait() {
     std::unique_lock lock(m_);
     cv_.wait(lock, [&] { return done_; });
