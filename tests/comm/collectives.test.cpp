@@ -3,41 +3,14 @@
 #include "comm/collectives.hpp"
 
 #include <catch2/catch.hpp>
-#include <mutex>
-#include <thread>
 
 #include "collective_reference.hpp"
 #include "comm/local_transport.hpp"
+#include "in_process_ranks.hpp"
 
 using namespace mactor::comm;
 
 namespace {
-
-// Runs body(rank, transport) on `world` threads and returns the failures they reported.
-std::vector<std::string> run_threads(int world,
-                                     const std::function<std::string(int, transport&)>& body) {
-  local_fabric fabric(world);
-  std::vector<std::string> failures;
-  std::mutex mu;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      auto t = fabric.connect(r);
-      std::string failure;
-      try {
-        failure = body(r, *t);
-        t->shutdown();
-      } catch (const std::exception& e) {
-        failure = std::string("exception: ") + e.what();
-      }
-      if (!failure.empty()) {
-        std::lock_guard lock(mu);
-        failures.push_back("rank " + std::to_string(r) + ": " + failure);
-      }
-    });
-  for (auto& t : threads) t.join();
-  return failures;
-}
 
 std::vector<int> iota_ranks(int n) {
   std::vector<int> v(n);
@@ -52,7 +25,7 @@ TEST_CASE("collectives match the naive reference on 1, 2, 3 and 4 in-process ran
     for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000003}}) {
       if (count == 1000003 && world == 1) continue;
       INFO("world " << world << ", " << count << " elements");
-      const auto failures = run_threads(world, [&](int, transport& t) {
+      const auto failures = testing::run_on_ranks(world, [&](int, transport& t) {
         transport_communicator c(t, iota_ranks(world), 1);
         return testing::exercise_collectives(c, count);
       });
@@ -65,7 +38,7 @@ TEST_CASE("collectives match the naive reference on 1, 2, 3 and 4 in-process ran
 TEST_CASE("subgroups of one world run their collectives concurrently without mixing messages") {
   // World 6: groups {0,2,4} and {1,3,5} (stride), then {0,1},{2,3},{4,5}, then a reversed
   // order group {5,4,3,2,1,0}; all share ranks across kinds, told apart by their ids.
-  const auto failures = run_threads(6, [](int r, transport& t) -> std::string {
+  const auto failures = testing::run_on_ranks(6, [](int r, transport& t) -> std::string {
     std::vector<int> stride = r % 2 == 0 ? std::vector<int>{0, 2, 4} : std::vector<int>{1, 3, 5};
     std::vector<int> pair{r - r % 2, r - r % 2 + 1};
     transport_communicator a(t, stride, 10 + r % 2);
@@ -133,7 +106,7 @@ TEST_CASE("a member that never joins the collective is named after the group's t
 }
 
 TEST_CASE("collectives on tensors equal the typed collectives, and refuse a dtype the group cannot reduce") {
-  const auto failures = run_threads(3, [&](int rank, transport& t) -> std::string {
+  const auto failures = testing::run_on_ranks(3, [&](int rank, transport& t) -> std::string {
     transport_communicator c(t, iota_ranks(3), 1);
     communicator& group = c;
     namespace tn = mactor::tensor;

@@ -5,42 +5,15 @@
 #include "training/grad_sync.hpp"
 
 #include <catch2/catch.hpp>
-#include <functional>
-#include <mutex>
 #include <random>
-#include <thread>
 
 #include "comm/collectives.hpp"
 #include "comm/local_transport.hpp"
+#include "../comm/in_process_ranks.hpp"
 
 using namespace mactor;
 
 namespace {
-
-// Runs body(rank, transport) on `world` threads; returns the failures they reported.
-std::vector<std::string> on_ranks(int world, const std::function<std::string(int, comm::transport&)>& body) {
-  comm::local_fabric fabric(world);
-  std::vector<std::string> failures;
-  std::mutex mu;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      auto t = fabric.connect(r);
-      std::string failure;
-      try {
-        failure = body(r, *t);
-        t->shutdown();
-      } catch (const std::exception& e) {
-        failure = std::string("exception: ") + e.what();
-      }
-      if (!failure.empty()) {
-        std::lock_guard lock(mu);
-        failures.push_back("rank " + std::to_string(r) + ": " + failure);
-      }
-    });
-  for (auto& t : threads) t.join();
-  return failures;
-}
 
 std::vector<int> all_ranks(int n) {
   std::vector<int> v(n);
@@ -95,7 +68,7 @@ TEST_CASE("grad sync leaves every replica the data-parallel mean a plain all-red
   for (int world : {2, 3, 4})
     for (bool overlap : {false, true}) {
       INFO(world << " ranks" << (overlap ? ", buckets reduced during the backward" : ""));
-      const auto failures = on_ranks(world, [&](int rank, comm::transport& t) -> std::string {
+      const auto failures = comm::testing::run_on_ranks(world, [&](int rank, comm::transport& t) -> std::string {
         comm::transport_communicator dp(t, all_ranks(world), 1), reference_dp(t, all_ranks(world), 2);
         std::vector<fake_chunk> chunks{{layer_sizes, rank, 1}, {layer_sizes, rank, 2}};
         std::vector<std::vector<float>> want;
@@ -130,7 +103,7 @@ TEST_CASE("the distributed optimizer's shards hold the mean of their slice, and 
   for (int world : {2, 3, 4})
     for (bool overlap : {false, true}) {
       INFO(world << " ranks" << (overlap ? ", overlapped parameter all-gather" : ""));
-      const auto failures = on_ranks(world, [&](int rank, comm::transport& t) -> std::string {
+      const auto failures = comm::testing::run_on_ranks(world, [&](int rank, comm::transport& t) -> std::string {
         comm::transport_communicator dp(t, all_ranks(world), 1), reference_dp(t, all_ranks(world), 2);
         fake_chunk chunk(layer_sizes, rank, 3);
         const auto want = plain_mean(reference_dp, chunk.grads);
@@ -172,7 +145,7 @@ TEST_CASE("the tied embedding's gradient is summed between the first and last st
   // Four ranks: two pipeline stages of two replicas each; ranks r and r + 2 share an embedding.
   for (bool overlap : {false, true}) {
     INFO((overlap ? "in the embedding's bucket during the backward" : "at finish"));
-    const auto failures = on_ranks(4, [&](int rank, comm::transport& t) -> std::string {
+    const auto failures = comm::testing::run_on_ranks(4, [&](int rank, comm::transport& t) -> std::string {
       const int stage = rank / 2, replica = rank % 2;
       comm::transport_communicator dp(t, {2 * stage, 2 * stage + 1}, 10 + static_cast<std::uint32_t>(stage));
       comm::transport_communicator embedding(t, {replica, replica + 2}, 20 + static_cast<std::uint32_t>(replica));
