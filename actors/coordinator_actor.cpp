@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "actors/config_message.hpp"
+#include "actors/coordinator_state.hpp"
 #include "actors/inspect.hpp"
 #include "actors/inspection.hpp"
 #include "actors/logger_queue.hpp"
@@ -17,59 +18,11 @@
 #include "config/python_text.hpp"
 #include "training/rank_worker.hpp"
 
-namespace mactor::actors {
-namespace {
+namespace mactor::actors::coordination {
 
-using clock_type = std::chrono::steady_clock;
 
-struct coordinator_state {
-  config::megatron_args args;
-  std::unique_ptr<comm::process_groups> groups;
-  training::vocabulary vocab;
-  caf::actor logger, evaluator;
-  logger_queue to_logger;  // the bound on the logger's mailbox (logger_queue.hpp)
-  std::shared_ptr<job_control> control;
-  std::vector<caf::actor> stages, agents, replicas;
-  std::map<caf::actor_addr, int> rank_of;
-  int hellos = 0, ready = 0;
-  bool has_valid = true, has_test = true;
-  std::int64_t iteration = 0, consumed = 0;
-  std::size_t pending = 0;
-  training::iteration_report merged;
-  std::vector<training::rank_timings> timings;  // every replica's, for the logger
-  training::evaluation_report eval_merged;
-  evaluation_plan plan;
-  std::size_t plan_index = 0;
-  bool final_phase = false, finished = false;
-  training::training_result result;
-  clock_type::time_point train_start;
-  std::unique_ptr<job_inspection> inspect;  // the inspector's endpoint and stall report (inspection.hpp)
-  std::optional<clock_type::time_point> iteration_end;  // the last iteration's report arrived
-  clock_type::time_point iteration_start;
-  double excluded_seconds = 0;  // not training time, since the last iteration record sent (log_iteration)
-  // --load: what the stages found (every rank must agree).
-  std::optional<stage_ready> loaded;
-  std::string load_mismatch;
-  // The save in flight (at most one: the next waits for it), and what runs once it allows.
-  bool saving = false;
-  std::int64_t save_iteration = 0;
-  int captured_left = 0, saved_left = 0;
-  std::vector<double> capture_seconds, write_seconds;  // per rank, of the save in flight
-  std::function<void()> after_save, queued_save;
-  std::optional<job_outcome> finish_when_saved;
-  static inline const char* name = "coordinator";
-};
 
-using coordinator_actor = caf::stateful_actor<coordinator_state>;
-
-// Every message to the logger goes through here, so the coordinator knows how many wait.
-template <class Message>
-void send_logger(coordinator_actor* self, Message&& m) {
-  self->state.to_logger.sent();
-  self->send(self->state.logger, std::forward<Message>(m));
-}
-
-void log(coordinator_actor* self, std::string text, bool datetime = false) {
+void log(coordinator_actor* self, std::string text, bool datetime) {
   send_logger(self, log_line{std::move(text), datetime, {}});
 }
 
@@ -95,10 +48,6 @@ void log_iteration_record(coordinator_actor* self, log_iteration record) {
   send_logger(self, std::move(record));
 }
 
-void broadcast(coordinator_actor* self, const std::vector<caf::actor>& to, const auto& message) {
-  for (const auto& a : to)
-    if (a) self->send(a, message);
-}
 
 // Ends the job: every rank's agent learns the outcome; stages, replicas and observers quit.
 void finish(coordinator_actor* self, job_outcome outcome) {
@@ -133,12 +82,6 @@ void fail(coordinator_actor* self, int exit_code, std::string message) {
   finish(self, std::move(o));
 }
 
-void start_iteration(coordinator_actor* self);
-void finish_training(coordinator_actor* self);
-void finish_ok(coordinator_actor* self);
-void after_iteration(coordinator_actor* self);
-void save_then(coordinator_actor* self, std::function<void()> then);
-std::string iteration_field(std::int64_t iteration);
 
 // Runs the next split of the current evaluation plan, or goes on when the plan is done.
 void next_evaluation(coordinator_actor* self) {
@@ -178,66 +121,9 @@ std::string layout_field(const comm::process_groups& g) {
   return " [ t 1/" + std::to_string(g.tp()) + ", p 1/" + std::to_string(g.pp()) + " ]";
 }
 
-// Whether --save-interval saves after this iteration (validation makes the interval > 0 with --save).
-bool interval_save_at(const config::megatron_args& a, std::int64_t iteration) {
-  return a.checkpointing.save && a.checkpointing.save_interval.value_or(0) > 0 &&
-         iteration % *a.checkpointing.save_interval == 0;
-}
 
-// Megatron's save_checkpoint: every rank snapshots its state and its checkpointer writes it.
-// `then` runs once training may go on: when every rank's snapshot is taken with --async-save,
-// when every rank's shards are durable and the iteration committed without.
-void save_then(coordinator_actor* self, std::function<void()> then) {
-  auto& s = self->state;
-  if (s.saving) {  // the next save waits for the previous one
-    s.queued_save = [self, then = std::move(then)]() mutable { save_then(self, std::move(then)); };
-    return;
-  }
-  log(self, "saving checkpoint at iteration " + iteration_field(s.iteration) + " to " + *s.args.checkpointing.save +
-                " in " + s.args.checkpointing.ckpt_format + " format");
-  s.saving = true;
-  s.save_iteration = s.iteration;
-  if (s.inspect) s.inspect->coordinator_activity("saving the checkpoint of iteration " + std::to_string(s.iteration), s.iteration);
-  s.captured_left = s.saved_left = static_cast<int>(s.stages.size());
-  s.capture_seconds.assign(s.stages.size(), 0.0);
-  s.write_seconds.assign(s.stages.size(), 0.0);
-  s.after_save = std::move(then);
-  broadcast(self, s.stages, save_checkpoint{s.iteration, s.consumed});
-}
 
-// Runs the continuation of the save in flight once the save allows it.
-void maybe_go_on(coordinator_actor* self) {
-  auto& s = self->state;
-  if (!s.after_save || s.captured_left > 0) return;
-  const bool async = s.args.checkpointing.async_save.value_or(false);
-  if (!async && s.saved_left > 0) return;
-  // Megatron's save-checkpoint timer (level 0, printed after every save): what each rank spent
-  // before it could train again (the snapshot, and without --async-save the write and commit too).
-  std::vector<training::rank_timings> timings;
-  for (std::size_t r = 0; r < s.capture_seconds.size(); ++r)
-    timings.push_back({static_cast<int>(r), {s.capture_seconds[r] + (async ? 0.0 : s.write_seconds[r])}});
-  send_logger(self, log_timers{{"save-checkpoint"}, std::move(timings)});
-  auto then = std::move(s.after_save);
-  s.after_save = nullptr;
-  then();
-}
 
-void save_done(coordinator_actor* self) {
-  auto& s = self->state;
-  log(self, "  successfully saved checkpoint from iteration " + iteration_field(s.save_iteration) + " to " +
-                *s.args.checkpointing.save + layout_field(*s.groups));
-  s.saving = false;
-  maybe_go_on(self);
-  if (s.finished) return;
-  if (auto next = std::move(s.queued_save)) {
-    s.queued_save = nullptr;
-    next();
-  } else if (s.finish_when_saved) {
-    auto outcome = std::move(*s.finish_when_saved);
-    s.finish_when_saved.reset();
-    finish(self, std::move(outcome));
-  }
-}
 
 // Megatron's checkpoint_and_decide_exit, then the next iteration or the end of training.
 void after_iteration(coordinator_actor* self) {
@@ -473,23 +359,8 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
       [=](stage_ready& r) { on_stage_ready(self, r); },
       [=](training::iteration_report& r) { on_iteration_report(self, r); },
       [=](training::evaluation_report& r) { on_evaluation_report(self, r); },
-      [=](checkpoint_captured& c) {
-        auto& s = self->state;
-        if (!s.saving || c.iteration != s.save_iteration) return;
-        if (c.rank >= 0 && c.rank < static_cast<int>(s.capture_seconds.size())) s.capture_seconds[c.rank] = c.seconds;
-        --s.captured_left;
-        maybe_go_on(self);
-      },
-      [=](checkpoint_saved& c) {
-        auto& s = self->state;
-        if (!c.ok) {
-          fail(self, 1, c.error);
-          return;
-        }
-        if (!s.saving || c.iteration != s.save_iteration) return;
-        if (c.rank >= 0 && c.rank < static_cast<int>(s.write_seconds.size())) s.write_seconds[c.rank] = c.seconds;
-        if (--s.saved_left == 0) save_done(self);
-      },
+      [=](checkpoint_captured& c) { on_checkpoint_captured(self, c); },
+      [=](checkpoint_saved& c) { on_checkpoint_saved(self, c); },
       [=](abort_job& a) { fail(self, a.exit_code, a.message); },
       // The inspector (inspection.hpp): stage reports, the periodic refresh, hot swap.
       [=](stage_status& st) -> std::int64_t {
@@ -511,12 +382,14 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
   };
 }
 
-}  // namespace
+}  // namespace mactor::actors::coordination
+
+namespace mactor::actors {
 
 caf::actor spawn_coordinator(caf::actor_system& sys, const config::megatron_args& args, const comm::process_groups& groups,
                              training::vocabulary vocab, caf::actor logger, caf::actor evaluator,
                              std::shared_ptr<job_control> control) {
-  return sys.spawn(coordinator, args, groups, vocab, std::move(logger), std::move(evaluator), std::move(control));
+  return sys.spawn(coordination::coordinator, args, groups, vocab, std::move(logger), std::move(evaluator), std::move(control));
 }
 
 }  // namespace mactor::actors

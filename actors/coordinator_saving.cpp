@@ -1,0 +1,92 @@
+// The coordinator's checkpoints: Megatron's save_checkpoint over every rank's checkpointer, one
+// save at a time, and what training waits for before it goes on.
+#include <caf/all.hpp>
+
+#include "actors/coordinator_state.hpp"
+
+namespace mactor::actors::coordination {
+namespace {
+
+// Runs the continuation of the save in flight once the save allows it.
+void maybe_go_on(coordinator_actor* self) {
+  auto& s = self->state;
+  if (!s.after_save || s.captured_left > 0) return;
+  const bool async = s.args.checkpointing.async_save.value_or(false);
+  if (!async && s.saved_left > 0) return;
+  // Megatron's save-checkpoint timer (level 0, printed after every save): what each rank spent
+  // before it could train again (the snapshot, and without --async-save the write and commit too).
+  std::vector<training::rank_timings> timings;
+  for (std::size_t r = 0; r < s.capture_seconds.size(); ++r)
+    timings.push_back({static_cast<int>(r), {s.capture_seconds[r] + (async ? 0.0 : s.write_seconds[r])}});
+  send_logger(self, log_timers{{"save-checkpoint"}, std::move(timings)});
+  auto then = std::move(s.after_save);
+  s.after_save = nullptr;
+  then();
+}
+
+void save_done(coordinator_actor* self) {
+  auto& s = self->state;
+  log(self, "  successfully saved checkpoint from iteration " + iteration_field(s.save_iteration) + " to " +
+                *s.args.checkpointing.save + layout_field(*s.groups));
+  s.saving = false;
+  maybe_go_on(self);
+  if (s.finished) return;
+  if (auto next = std::move(s.queued_save)) {
+    s.queued_save = nullptr;
+    next();
+  } else if (s.finish_when_saved) {
+    auto outcome = std::move(*s.finish_when_saved);
+    s.finish_when_saved.reset();
+    finish(self, std::move(outcome));
+  }
+}
+
+}  // namespace
+
+// Whether --save-interval saves after this iteration (validation makes the interval > 0 with --save).
+bool interval_save_at(const config::megatron_args& a, std::int64_t iteration) {
+  return a.checkpointing.save && a.checkpointing.save_interval.value_or(0) > 0 &&
+         iteration % *a.checkpointing.save_interval == 0;
+}
+
+// Megatron's save_checkpoint: every rank snapshots its state and its checkpointer writes it.
+// `then` runs once training may go on: when every rank's snapshot is taken with --async-save,
+// when every rank's shards are durable and the iteration committed without.
+void save_then(coordinator_actor* self, std::function<void()> then) {
+  auto& s = self->state;
+  if (s.saving) {  // the next save waits for the previous one
+    s.queued_save = [self, then = std::move(then)]() mutable { save_then(self, std::move(then)); };
+    return;
+  }
+  log(self, "saving checkpoint at iteration " + iteration_field(s.iteration) + " to " + *s.args.checkpointing.save +
+                " in " + s.args.checkpointing.ckpt_format + " format");
+  s.saving = true;
+  s.save_iteration = s.iteration;
+  if (s.inspect) s.inspect->coordinator_activity("saving the checkpoint of iteration " + std::to_string(s.iteration), s.iteration);
+  s.captured_left = s.saved_left = static_cast<int>(s.stages.size());
+  s.capture_seconds.assign(s.stages.size(), 0.0);
+  s.write_seconds.assign(s.stages.size(), 0.0);
+  s.after_save = std::move(then);
+  broadcast(self, s.stages, save_checkpoint{s.iteration, s.consumed});
+}
+
+void on_checkpoint_captured(coordinator_actor* self, const checkpoint_captured& c) {
+  auto& s = self->state;
+  if (!s.saving || c.iteration != s.save_iteration) return;
+  if (c.rank >= 0 && c.rank < static_cast<int>(s.capture_seconds.size())) s.capture_seconds[c.rank] = c.seconds;
+  --s.captured_left;
+  maybe_go_on(self);
+}
+
+void on_checkpoint_saved(coordinator_actor* self, const checkpoint_saved& c) {
+  auto& s = self->state;
+  if (!c.ok) {
+    fail(self, 1, c.error);
+    return;
+  }
+  if (!s.saving || c.iteration != s.save_iteration) return;
+  if (c.rank >= 0 && c.rank < static_cast<int>(s.write_seconds.size())) s.write_seconds[c.rank] = c.seconds;
+  if (--s.saved_left == 0) save_done(self);
+}
+
+}  // namespace mactor::actors::coordination

@@ -1,0 +1,95 @@
+// The coordinator's state and the functions its parts share: coordinator_actor.cpp (meeting the
+// ranks, the iteration loop, evaluations, the end of the job) and coordinator_saving.cpp
+// (checkpoints). Private to actors/.
+#pragma once
+
+#include <caf/all.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+
+#include "actors/inspection.hpp"
+#include "actors/logger_queue.hpp"
+#include "actors/messages.hpp"
+#include "actors/spawn.hpp"
+#include "training/rank_worker.hpp"
+
+namespace mactor::actors::coordination {
+
+using clock_type = std::chrono::steady_clock;
+
+struct coordinator_state {
+  config::megatron_args args;
+  std::unique_ptr<comm::process_groups> groups;
+  training::vocabulary vocab;
+  caf::actor logger, evaluator;
+  logger_queue to_logger;  // the bound on the logger's mailbox (logger_queue.hpp)
+  std::shared_ptr<job_control> control;
+  std::vector<caf::actor> stages, agents, replicas;
+  std::map<caf::actor_addr, int> rank_of;
+  int hellos = 0, ready = 0;
+  bool has_valid = true, has_test = true;
+  std::int64_t iteration = 0, consumed = 0;
+  std::size_t pending = 0;
+  training::iteration_report merged;
+  std::vector<training::rank_timings> timings;  // every replica's, for the logger
+  training::evaluation_report eval_merged;
+  evaluation_plan plan;
+  std::size_t plan_index = 0;
+  bool final_phase = false, finished = false;
+  training::training_result result;
+  clock_type::time_point train_start;
+  std::unique_ptr<job_inspection> inspect;  // the inspector's endpoint and stall report (inspection.hpp)
+  std::optional<clock_type::time_point> iteration_end;  // the last iteration's report arrived
+  clock_type::time_point iteration_start;
+  double excluded_seconds = 0;  // not training time, since the last iteration record sent (log_iteration)
+  // --load: what the stages found (every rank must agree).
+  std::optional<stage_ready> loaded;
+  std::string load_mismatch;
+  // The save in flight (at most one: the next waits for it), and what runs once it allows.
+  bool saving = false;
+  std::int64_t save_iteration = 0;
+  int captured_left = 0, saved_left = 0;
+  std::vector<double> capture_seconds, write_seconds;  // per rank, of the save in flight
+  std::function<void()> after_save, queued_save;
+  std::optional<job_outcome> finish_when_saved;
+  static inline const char* name = "coordinator";
+};
+
+using coordinator_actor = caf::stateful_actor<coordinator_state>;
+
+// Every message to the logger goes through here, so the coordinator knows how many wait.
+template <class Message>
+void send_logger(coordinator_actor* self, Message&& m) {
+  self->state.to_logger.sent();
+  self->send(self->state.logger, std::forward<Message>(m));
+}
+
+/// A line for the log (with Megatron's datetime stamp when `datetime`).
+void log(coordinator_actor* self, std::string text, bool datetime = false);
+
+void broadcast(coordinator_actor* self, const std::vector<caf::actor>& to, const auto& message) {
+  for (const auto& a : to)
+    if (a) self->send(a, message);
+}
+
+/// Ends the job with `outcome`: every rank's agent learns it; stages, replicas and observers quit.
+void finish(coordinator_actor* self, job_outcome outcome);
+void fail(coordinator_actor* self, int exit_code, std::string message);
+void finish_ok(coordinator_actor* self);
+void start_iteration(coordinator_actor* self);
+void finish_training(coordinator_actor* self);
+void after_iteration(coordinator_actor* self);
+/// "%7lld", as Megatron prints an iteration in checkpoint lines.
+std::string iteration_field(std::int64_t iteration);
+/// The layout Megatron names after a checkpoint's path: " [ t 1/TP, p 1/PP ]".
+std::string layout_field(const comm::process_groups& g);
+
+// Checkpoints (coordinator_saving.cpp).
+bool interval_save_at(const config::megatron_args& a, std::int64_t iteration);
+void save_then(coordinator_actor* self, std::function<void()> then);
+void on_checkpoint_captured(coordinator_actor* self, const checkpoint_captured& c);
+void on_checkpoint_saved(coordinator_actor* self, const checkpoint_saved& c);
+
+}  // namespace mactor::actors::coordination
