@@ -49,6 +49,9 @@ void fail(stage_actor* self, training::parallel_context& ctx, job_control& contr
   } catch (const checkpoint::checkpoint_error& x) {
     a.exit_code = 2;  // --load / --save point at something unusable
     a.message = "rank " + std::to_string(ctx.rank()) + ": " + x.what();
+  } catch (const training::layout_mismatch& x) {
+    a.exit_code = 2;  // the ranks were started with different flags
+    a.message = x.what();
   } catch (const std::exception& x) {
     a.message = "rank " + std::to_string(ctx.rank()) + ": training failed: " + x.what();
   }

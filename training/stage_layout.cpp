@@ -37,9 +37,8 @@ stage_layout stage_layout_of(const config::megatron_args& a, const parallel_cont
   if (a.distributed.tensor_model_parallel_size != groups.tp())
     errors += "\n  " + mismatch("--tensor-model-parallel-size", a.distributed.tensor_model_parallel_size, groups.tp());
   if (!errors.empty())
-    throw std::invalid_argument("rank " + std::to_string(ctx.rank()) +
-                                " was started with another parallel layout than rank 0:" + errors +
-                                "\n  give every rank the same flags");
+    throw layout_mismatch("rank " + std::to_string(ctx.rank()) + " was started with another parallel layout than rank 0:" +
+                          errors + "\n  give every rank the same flags");
   stage_layout l;
   l.pipeline_size = static_cast<int>(pp);
   l.pipeline_rank = ctx.pp_rank();

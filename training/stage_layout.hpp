@@ -2,6 +2,7 @@
 // data-parallel positions, with sizes taken from the config message.
 #pragma once
 
+#include <stdexcept>
 #include <vector>
 
 #include "config/megatron_args.hpp"
@@ -14,9 +15,15 @@ namespace mactor::training {
 /// c * pipeline_size + pipeline_rank, each virtual stage an equal run of layers.
 std::vector<model::chunk_layout> chunk_layouts(int num_layers, int pipeline_size, int virtual_size, int pipeline_rank);
 
+/// A rank started with another parallel layout than rank 0's: a user error (exit status 2).
+class layout_mismatch : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 /// Where this rank's stage sits and what it runs: sizes from the config message, positions from
-/// the process groups. Throws std::invalid_argument when the two disagree (a rank started with
-/// other flags than rank 0's).
+/// the process groups. Throws layout_mismatch when the two disagree (a rank started with other
+/// flags than rank 0's).
 struct stage_layout {
   int pipeline_size = 1, pipeline_rank = 0, virtual_size = 1;
   int data_parallel_size = 1, data_parallel_rank = 0;

@@ -2,6 +2,7 @@
 // at fault, before any training starts.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "tests/tools/run_command.hpp"
@@ -98,4 +99,20 @@ TEST_CASE("pretrain_gpt with any Weights & Biases flag exits 2 naming the flag a
   for (const char* flag : {"--wandb-project", "--wandb-exp-name", "--wandb-save-dir", "--wandb-entity"})
     expect_user_error(pretrain_gpt() + model_flags + null_tokenizer + " --mock-data " + flag + " x",
                       {flag, "not implemented", "--tensorboard-dir"});
+}
+
+TEST_CASE("mactor -np 2 with rank 1 started with another --pipeline-model-parallel-size exits 2 naming both layouts") {
+  // The config message is rank 0's flags; rank 1 built its process groups from its own.
+  const auto script = scratch("mixed_layouts") / "rank.sh";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\nif [ \"$MACTOR_RANK\" = 1 ]; then exec " << pretrain_gpt() << model_flags << null_tokenizer
+        << " --mock-data --global-batch-size 4 --pipeline-model-parallel-size 2; fi\nexec " << pretrain_gpt()
+        << model_flags << null_tokenizer << " --mock-data\n";
+  }
+  fs::permissions(script, fs::perms::owner_all);
+  expect_user_error(mactor::test::mactor_bin() + " -np 2 " + script.string(),
+                    {"rank 1 was started with another parallel layout than rank 0",
+                     "--pipeline-model-parallel-size is 1 in rank 0's flags but 2 in this rank's process groups",
+                     "give every rank the same flags"});
 }

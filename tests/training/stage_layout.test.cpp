@@ -46,6 +46,7 @@ TEST_CASE("a stage's layout comes from the config message and must agree with it
   CHECK(l.data_parallel_size == 1);
   // Rank 0 was started with --pipeline-model-parallel-size 2 on 2 ranks; this process was not.
   const auto other = args_with({"--pipeline-model-parallel-size", "2"}, 2);
+  CHECK_THROWS_AS(training::stage_layout_of(other, ctx), training::layout_mismatch);
   CHECK_THROWS_WITH(training::stage_layout_of(other, ctx),
                     Catch::Contains("--pipeline-model-parallel-size is 2 in rank 0's flags but 1 in this rank's "
                                     "process groups") &&
