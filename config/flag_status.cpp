@@ -264,12 +264,12 @@ std::string flag_status_table() {
   return out.str();
 }
 
-support_report check_support(const megatron_args& args) {
+support_report check_support(const megatron_args& args, const support_scope& scope) {
   support_report report;
   const megatron_args defaults;
   for_each_flag_field(
       [&](std::string_view dest, const auto& value, const auto& default_value) {
-        if (value == default_value) return;
+        if (value == default_value || !scope(dest)) return;
         const auto st = support_of(dest);
         const auto* spec = find_dest(dest);
         const std::string flag = spec ? spec->options.front() : std::string(dest);

@@ -1,6 +1,7 @@
 // The support status of every Megatron flag in mactor: the one table users read with --flag-status.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,8 +33,14 @@ struct support_report {
   std::vector<std::string> warnings;  // one line per accepted-without-effect flag that was set
 };
 
-/// Compares `args` with Megatron's defaults and reports every flag set to a non-default value
-/// whose status is not `implemented`.
-support_report check_support(const megatron_args& args);
+/// Which flags a program holds to this table, by dest. pretrain_gpt trains with every flag it is
+/// given, so it holds them all; a tool that reads only part of the config (mactor schedule) holds
+/// only the flags that part depends on, and a script's other flags need only pass validation.
+using support_scope = std::function<bool(std::string_view dest)>;
+inline bool every_flag(std::string_view) { return true; }
+
+/// Compares `args` with Megatron's defaults and reports every flag in `scope` set to a non-default
+/// value whose status is not `implemented`.
+support_report check_support(const megatron_args& args, const support_scope& scope = every_flag);
 
 }  // namespace mactor::config

@@ -18,7 +18,8 @@ resolution fail(std::string_view prog, const std::vector<std::string>& errors, s
 
 }  // namespace
 
-resolution resolve(std::span<const std::string> arguments, std::string_view prog, const process_placement& placement) {
+resolution resolve(std::span<const std::string> arguments, std::string_view prog, const process_placement& placement,
+                   const support_scope& scope) {
   parsed_command_line parsed;
   try {
     parsed = parse_command_line(arguments, prog);
@@ -35,7 +36,7 @@ resolution resolve(std::span<const std::string> arguments, std::string_view prog
     return r;
   }
   // Support is judged on the flags as given, before validation fills in derived values.
-  const auto support = check_support(parsed.args);
+  const auto support = check_support(parsed.args, scope);
   if (!parsed.program.dump_config && !support.errors.empty()) return fail(prog, support.errors);
   r.args = std::move(parsed.args);
   const auto report = validate(r.args, placement);

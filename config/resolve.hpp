@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "config/flag_status.hpp"
 #include "config/megatron_args.hpp"
 #include "config/validate.hpp"
 
@@ -22,6 +23,8 @@ struct resolution {
 
 /// Runs the whole front end of pretrain_gpt. Error texts follow argparse: "PROG: error: ...";
 /// every violation is listed. Warnings (Megatron's and accepted-without-effect flags) go to `err`.
-resolution resolve(std::span<const std::string> arguments, std::string_view prog, const process_placement& placement);
+/// Only the flags in `scope` are held to mactor's support table (config/flag_status.hpp).
+resolution resolve(std::span<const std::string> arguments, std::string_view prog, const process_placement& placement,
+                   const support_scope& scope = every_flag);
 
 }  // namespace mactor::config

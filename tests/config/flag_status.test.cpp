@@ -55,3 +55,13 @@ TEST_CASE("the timing flags are implemented") {
   CHECK(report.errors.empty());
   CHECK(report.warnings.empty());
 }
+
+TEST_CASE("a program holding only some flags to the table hears nothing of the others") {
+  const std::vector<std::string> words{"--retro-add-retriever", "--use-flash-attn", "--fp16"};
+  const auto args = parse_command_line(words, "pretrain_gpt").args;
+  const auto report = check_support(args, [](std::string_view dest) { return dest == "fp16"; });
+  REQUIRE(report.errors.size() == 1);
+  CHECK(report.errors[0] == "--fp16 is recognized but not implemented by mactor yet");
+  CHECK(report.warnings.empty());
+  CHECK(check_support(args).errors.size() == 2);
+}
