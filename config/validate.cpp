@@ -15,6 +15,11 @@ validation_report validate(megatron_args& args, const process_placement& placeme
   return report;
 }
 
+std::int64_t replica_size(const megatron_args& args) {
+  const auto& d = args.distributed;
+  return d.tensor_model_parallel_size * d.pipeline_model_parallel_size * d.context_parallel_size;
+}
+
 std::int64_t padded_vocab_size(std::int64_t vocab_size, const megatron_args& args) {
   const std::int64_t multiple =
       args.network_size.make_vocab_size_divisible_by * args.distributed.tensor_model_parallel_size;

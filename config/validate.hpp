@@ -26,6 +26,10 @@ struct validation_report {
 /// All violations are collected in one pass; `args` is only meaningful when the report is ok().
 validation_report validate(megatron_args& args, const process_placement& placement);
 
+/// The ranks in one data-parallel replica, tp x pp x cp: Megatron's data-parallel size is the world
+/// size divided by this (validate() reports a world size it does not divide).
+std::int64_t replica_size(const megatron_args& args);
+
 /// Megatron's `_vocab_size_with_padding`: rounds up to a multiple of divisible_by * tp.
 std::int64_t padded_vocab_size(std::int64_t vocab_size, const megatron_args& args);
 

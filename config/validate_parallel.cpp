@@ -31,7 +31,7 @@ void world_size(validation_context& c) {  // rules 8, 10, 11
                          {"--context-parallel-size", cp}})
     if (v < 1) c.error(std::string(name) + "=" + show(v) + " must be at least 1");
   if (tp < 1 || pp < 1 || cp < 1) return;
-  const std::int64_t model = tp * pp * cp;
+  const std::int64_t model = replica_size(c.a);
   if (w % model != 0) {
     c.error("world size " + show(w) + " is not divisible by --tensor-model-parallel-size=" + show(tp) +
             " x --pipeline-model-parallel-size=" + show(pp) + " x --context-parallel-size=" + show(cp) + " = " +

@@ -20,6 +20,8 @@ TEST_CASE("rule 8/11: world size must be a multiple of tp*pp*cp; dp is the rest"
   auto good = with_base({"--tensor-model-parallel-size", "2"}, 8);
   CHECK(good.report.ok());
   CHECK(good.args.derived.data_parallel_size == 4);
+  CHECK(replica_size(good.args) == 2);
+  CHECK(replica_size(with_base({"--tensor-model-parallel-size", "2", "--context-parallel-size", "2"}, 8).args) == 4);
 }
 
 TEST_CASE("rule 15: removed flags are refused; --recompute-activations means selective") {
