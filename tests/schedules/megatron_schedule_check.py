@@ -382,6 +382,12 @@ def check_cli(mactor):
     if p.returncode != 0 or p.stdout != ref.stdout:
         print("FAIL: --world-size derivation: %s %s" % (p.stdout, p.stderr))
         failures += 1
+    # --num-microbatches counts per data-parallel replica there too (dp=2 must not become 4).
+    p = run("--pipeline-model-parallel-size", 4, "--world-size", 32, "--tensor-model-parallel-size",
+            2, "--context-parallel-size", 2, "--num-microbatches", 8)
+    if p.returncode != 0 or p.stdout != ref.stdout:
+        print("FAIL: --num-microbatches with context parallelism: %s %s" % (p.stdout, p.stderr))
+        failures += 1
     # A training script's own flags (config/'s parser and validation) give the short form's schedule.
     script = ["--num-layers", 8, "--hidden-size", 64, "--num-attention-heads", 4, "--seq-length", 64,
               "--max-position-embeddings", 64, "--micro-batch-size", 1, "--global-batch-size", 8,
@@ -393,6 +399,23 @@ def check_cli(mactor):
               "--virtual-pipeline-model-parallel-size", 2)
     if p.returncode != 0 or p.stdout != ref.stdout:
         print("FAIL: a Megatron script's flags: exit %d %s %s" % (p.returncode, p.stdout, p.stderr))
+        failures += 1
+    # A script's flags that mactor's training does not implement yet but the schedule does not depend
+    # on pass (here fp16 and a batch-size ramp-up: the schedule at the full global batch size).
+    # dp = 16 / (tp 2 x pp 4) = 2, so gbs 32 with mbs 1 gives m = 16.
+    gpt3 = ["--num-layers", 24, "--hidden-size", 256, "--num-attention-heads", 8, "--seq-length", 128,
+            "--max-position-embeddings", 128, "--micro-batch-size", 1, "--global-batch-size", 32,
+            "--rampup-batch-size", 8, 8, 1000, "--train-samples", 100000, "--lr", "6e-5",
+            "--lr-decay-style", "cosine", "--lr-decay-samples", 90000, "--lr-warmup-samples", 100,
+            "--fp16", "--attention-backend", "auto", "--use-flash-attn", "--data-path", "/nonexistent",
+            "--split", "949,50,1", "--tensor-model-parallel-size", 2, "--pipeline-model-parallel-size", 4,
+            "--world-size", 16]
+    p = run(*gpt3)
+    ref = run("--pipeline-model-parallel-size", 4, "--num-microbatches", 16)
+    if p.returncode != 0 or p.stdout != ref.stdout or "--rampup-batch-size" not in p.stderr or \
+            "not implemented" in p.stderr:
+        print("FAIL: a script with flags mactor does not train with yet: exit %d %s %s" %
+              (p.returncode, p.stdout, p.stderr))
         failures += 1
     # Megatron's --num-virtual-stages-per-pipeline-rank is the same vp.
     a = run("--pipeline-model-parallel-size", 2, "--num-microbatches", 4,
@@ -413,6 +436,13 @@ def check_cli(mactor):
         failures += 1
 
     bad = [
+        # The script above with a Megatron rule broken, and with a flag Megatron does not have.
+        (["--num-layers", 10] + script[2:], "number of layers (10) must be divisible by --pipeline-model-parallel-size=4"),
+        (script + ["--not-a-megatron-flag"], "unrecognized arguments: --not-a-megatron-flag"),
+        # A flag that changes Megatron's op order in a way mactor's schedules do not model.
+        (["--pipeline-model-parallel-size", 4, "--num-microbatches", 8, "--num-virtual-stages-per-pipeline-rank",
+          2, "--overlap-p2p-communication-warmup-flush"],
+         "--overlap-p2p-communication-warmup-flush is recognized but not implemented"),
         (["--pipeline-model-parallel-size", 3, "--num-microbatches", 6, "--num-layers", 16,
           "--num-layers-per-virtual-pipeline-stage", 2], "number of layers (16)"),
         (["--pipeline-model-parallel-size", 2, "--num-microbatches", 6, "--num-layers", 16,

@@ -2,14 +2,17 @@
 // the real schedule coroutines through the trace port; then the warmup counts and the ideal bubble.
 // The Megatron flags go through config/'s parser, validation and derived values, as pretrain_gpt's
 // do, so a user can paste a training script's flags; the model flags a schedule does not depend on
-// get small defaults when absent.
+// get small defaults when absent, and only flags that change the op order must be built in mactor.
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/parser.hpp"
 #include "config/resolve.hpp"
+#include "config/validate.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/trace_port.hpp"
 #include "tools/subcommands.hpp"
@@ -28,19 +31,22 @@ constexpr const char* usage =
 constexpr const char* help_text =
     "Print each pipeline rank's forward/backward order (F3.1 = forward of microbatch 3 on local model\n"
     "chunk 1) as Megatron-Core runs it.\n\n"
-    "Any pretrain_gpt (Megatron) flags: the pipeline layout comes from --pipeline-model-parallel-size,\n"
-    "--virtual-pipeline-model-parallel-size / --num-virtual-stages-per-pipeline-rank /\n"
-    "--num-layers-per-virtual-pipeline-stage, --microbatch-group-size-per-virtual-pipeline-stage and\n"
-    "--no-overlap-p2p-communication; the number of microbatches from --global-batch-size,\n"
-    "--micro-batch-size and the data-parallel size, all checked by Megatron's rules. Model flags the\n"
-    "schedule does not depend on may be left out (--num-layers defaults to pp x vp, --micro-batch-size\n"
-    "and --train-iters to 1, a small model otherwise).\n\n"
+    "Takes a training script's pretrain_gpt (Megatron) flags as they are, checked by pretrain_gpt's\n"
+    "parser and Megatron's rules. The pipeline comes from --pipeline-model-parallel-size,\n"
+    "--num-layers-per-virtual-pipeline-stage / --num-virtual-stages-per-pipeline-rank,\n"
+    "--microbatch-group-size-per-virtual-pipeline-stage and --no-overlap-p2p-communication; the number of\n"
+    "microbatches from --global-batch-size, --micro-batch-size and the data-parallel size (tp, pp and cp\n"
+    "divide the world size). With --rampup-batch-size it is the schedule at the full global batch size.\n"
+    "Flags the schedule does not depend on need not be implemented by mactor's training (--fp16,\n"
+    "--use-flash-attn, ...); those that change Megatron's op order in ways mactor does not model\n"
+    "(--overlap-p2p-communication-warmup-flush, --overlap-moe-expert-parallel-comm, --delay-wgrad-compute)\n"
+    "are refused. Flags pretrain_gpt requires but a schedule does not depend on may be left out:\n"
+    "--num-layers defaults to pp x vp, --num-attention-heads to tp, --hidden-size to 64 x heads,\n"
+    "--seq-length and --max-position-embeddings to 64 x cp, --micro-batch-size and --train-iters to 1,\n"
+    "--lr to 1e-4. --dump-config prints the resolved config, these defaults included, as JSON.\n\n"
     "mactor schedule's own flags:\n"
-    "  --world-size W          ranks in the job; dp = W / (tp x pp x cp) (default: dp = 1)\n"
+    "  --world-size W          ranks in the job (default: tp x pp x cp, one data-parallel replica)\n"
     "  --data-parallel-size DP the data-parallel size instead of a world size\n"
-    "  --context-parallel-size CP\n"
-    "                          divides the world size only (mactor does not train with context\n"
-    "                          parallelism yet)\n"
     "  --num-microbatches M    microbatches per iteration (sets --global-batch-size to M x mbs x dp)\n"
     "  --virtual-pipeline-model-parallel-size VP\n"
     "                          --num-virtual-stages-per-pipeline-rank under its older name\n"
@@ -60,11 +66,18 @@ struct usage_error {
 struct schedule_flags {
   std::optional<int> world_size, data_parallel_size, num_microbatches;
   std::optional<int> virtual_size;  // --virtual-pipeline-model-parallel-size (Megatron's older name)
-  int context_parallel_size = 1;    // only to derive dp: mactor does not train with it yet
   sch::schedule_kind kind = sch::schedule_kind::megatron;
   bool forward_only = false, with_p2p = false, help = false;
   std::vector<std::string> megatron;
 };
+
+// The Megatron flags that change Megatron-Core's op order in ways the schedules do not model
+// (schedules/README.md): held to mactor's support table, so setting one is an error naming it. A
+// script's other flags need only pass Megatron's validation; the schedule does not depend on them.
+bool changes_the_schedule(std::string_view dest) {
+  return dest == "overlap_p2p_comm_warmup_flush" || dest == "overlap_moe_expert_parallel_comm" ||
+         dest == "delay_wgrad_compute";
+}
 
 int positive(const std::string& flag, const std::string& value) {
   try {
@@ -101,7 +114,6 @@ schedule_flags split_flags(int argc, char** argv) {
     else if (flag == "--data-parallel-size") f.data_parallel_size = positive(flag, take());
     else if (flag == "--num-microbatches") f.num_microbatches = positive(flag, take());
     else if (flag == "--virtual-pipeline-model-parallel-size") f.virtual_size = positive(flag, take());
-    else if (flag == "--context-parallel-size") f.context_parallel_size = positive(flag, take());
     else if (flag == "--schedule") f.kind = parse_kind(take());
     else if (flag == "--forward-only") f.forward_only = true;
     else if (flag == "--with-p2p") f.with_p2p = true;
@@ -118,20 +130,11 @@ bool given(const config::parsed_command_line& p, const char* dest) {
   return false;
 }
 
-// The Megatron flags, with defaults for what the schedule does not depend on and the global batch
-// from --num-microbatches; and the world size they imply.
-std::vector<std::string> completed_flags(const schedule_flags& f, std::int64_t& world) {
-  const auto parsed = config::parse_command_line(f.megatron, prog);  // throws config::usage_error
+// The Megatron flags, with --virtual-pipeline-model-parallel-size under its Megatron name and small
+// defaults for the flags pretrain_gpt requires but a schedule does not depend on.
+std::vector<std::string> completed_flags(const schedule_flags& f, const config::parsed_command_line& parsed) {
   const auto& a = parsed.args;
   const auto& d = a.distributed;
-  // The world config/ checks holds tp x pp x dp ranks: context parallelism only divides it here.
-  const std::int64_t model = d.tensor_model_parallel_size * d.pipeline_model_parallel_size;
-  const std::int64_t dp = f.data_parallel_size.value_or(1);
-  const int cp = f.context_parallel_size;
-  if (f.world_size && *f.world_size % cp != 0)
-    fail("--world-size=" + std::to_string(*f.world_size) + " is not divisible by --context-parallel-size=" +
-         std::to_string(cp));
-  world = f.world_size ? *f.world_size / cp : dp * model;
   std::vector<std::string> out = f.megatron;
   if (f.virtual_size) {
     if (d.num_virtual_stages_per_pipeline_rank && *d.num_virtual_stages_per_pipeline_rank != *f.virtual_size)
@@ -148,30 +151,35 @@ std::vector<std::string> completed_flags(const schedule_flags& f, std::int64_t& 
   const std::int64_t heads = given(parsed, "num_attention_heads") ? *a.network_size.num_attention_heads : d.tensor_model_parallel_size;
   add("num_attention_heads", "--num-attention-heads", heads);
   add("hidden_size", "--hidden-size", 64 * heads);
-  add("seq_length", "--seq-length", 64);
-  add("max_position_embeddings", "--max-position-embeddings", given(parsed, "seq_length") ? *a.data.seq_length : 64);
+  const std::int64_t seq = given(parsed, "seq_length") ? *a.data.seq_length : 64 * d.context_parallel_size;
+  add("seq_length", "--seq-length", seq);
+  add("max_position_embeddings", "--max-position-embeddings", seq);
   add("micro_batch_size", "--micro-batch-size", 1);
-  add("train_iters", "--train-iters", 1);
+  if (!given(parsed, "train_samples")) add("train_iters", "--train-iters", 1);
   if (!given(parsed, "lr")) out.insert(out.end(), {"--lr", "1e-4"});
-  if (f.num_microbatches) {
-    if (given(parsed, "global_batch_size"))
-      fail("give either --num-microbatches or --global-batch-size, not both");
-    const std::int64_t mbs = a.training.micro_batch_size.value_or(1);
-    const std::int64_t replicas = f.world_size ? (model > 0 && *f.world_size % model == 0 ? *f.world_size / model : 1) : dp;
-    out.insert(out.end(), {"--global-batch-size", std::to_string(*f.num_microbatches * mbs * replicas)});
-  } else if (!given(parsed, "global_batch_size") && !given(parsed, "micro_batch_size")) {
+  if (f.num_microbatches && given(parsed, "global_batch_size"))
+    fail("give either --num-microbatches or --global-batch-size, not both");
+  if (!f.num_microbatches && !given(parsed, "global_batch_size") && !given(parsed, "micro_batch_size"))
     fail("the number of microbatches is unknown: give --num-microbatches M, or --global-batch-size with "
          "--micro-batch-size (and --data-parallel-size or --world-size)");
-  }
   return out;
 }
 
-sch::schedule_shape shape_from(const schedule_flags& f) {
-  std::int64_t world = 1;
-  const auto flags = completed_flags(f, world);
-  auto r = config::resolve(flags, prog, {0, world});
-  if (r.exit_status) throw r;
-  const auto& a = r.args;
+// The Megatron flags through config/'s parser, validation and derived values, as pretrain_gpt's.
+config::resolution resolved(const schedule_flags& f) {
+  const auto parsed = config::parse_command_line(f.megatron, prog);  // throws config::usage_error
+  auto flags = completed_flags(f, parsed);
+  const std::int64_t replica = config::replica_size(parsed.args);
+  const std::int64_t world = f.world_size.value_or(f.data_parallel_size.value_or(1) * replica);
+  if (f.num_microbatches) {
+    const std::int64_t dp = replica > 0 && world % replica == 0 ? world / replica : 1;  // else config says why
+    const std::int64_t mbs = parsed.args.training.micro_batch_size.value_or(1);
+    flags.insert(flags.end(), {"--global-batch-size", std::to_string(*f.num_microbatches * mbs * dp)});
+  }
+  return config::resolve(flags, prog, {0, world}, changes_the_schedule);
+}
+
+sch::schedule_shape shape_from(const config::megatron_args& a, const schedule_flags& f) {
   sch::schedule_shape s;
   s.pipeline_model_parallel_size = static_cast<int>(a.distributed.pipeline_model_parallel_size);
   s.virtual_pipeline_model_parallel_size = static_cast<int>(a.derived.virtual_pipeline_model_parallel_size.value_or(1));
@@ -214,11 +222,16 @@ void print_schedule(const sch::schedule_shape& shape, bool with_p2p) {
               sch::to_string(sch::resolved_kind(shape)));
 }
 
-// config/'s messages open with pretrain_gpt's usage line; mactor schedule prints its own.
+// config/'s messages carry pretrain_gpt's usage line (after any warnings); mactor schedule prints its own.
 std::string without_usage_line(const std::string& text) {
-  if (text.rfind("usage:", 0) != 0) return text;
-  const auto newline = text.find('\n');
-  return newline == std::string::npos ? std::string() : text.substr(newline + 1);
+  std::size_t start = 0;
+  if (text.rfind("usage: ", 0) != 0) {
+    start = text.find("\nusage: ");
+    if (start == std::string::npos) return text;
+    ++start;
+  }
+  const auto end = text.find('\n', start);
+  return text.substr(0, start) + (end == std::string::npos ? std::string() : text.substr(end + 1));
 }
 
 }  // namespace
@@ -230,15 +243,25 @@ int schedule_main(int argc, char** argv) {
       std::printf("%s\n%s", usage, help_text);
       return 0;
     }
-    print_schedule(shape_from(flags), flags.with_p2p);
+    const auto r = resolved(flags);
+    if (r.exit_status == 2) {
+      std::fprintf(stderr, "%s%s", usage, without_usage_line(r.err).c_str());
+      return 2;
+    }
+    std::fputs(r.out.c_str(), stdout);  // --dump-config's JSON
+    std::fputs(r.err.c_str(), stderr);  // Megatron's warnings and notices, as pretrain_gpt prints them
+    if (r.exit_status) return *r.exit_status;
+    if (r.args.training.rampup_batch_size)
+      std::fprintf(stderr, "%s: note: the schedule at the full --global-batch-size=%lld; the --rampup-batch-size "
+                           "iterations before it run fewer microbatches\n",
+                   prog, static_cast<long long>(r.args.training.global_batch_size.value_or(0)));
+    print_schedule(shape_from(r.args, flags), flags.with_p2p);
     return 0;
   } catch (const usage_error& e) {
     std::fputs(usage, stderr);
     for (const auto& m : e.messages) std::fprintf(stderr, "%s: error: %s\n", prog, m.c_str());
   } catch (const config::usage_error& e) {
     std::fprintf(stderr, "%s%s\n", usage, without_usage_line(e.what()).c_str());
-  } catch (const config::resolution& r) {
-    std::fprintf(stderr, "%s%s", usage, without_usage_line(r.err).c_str());
   }
   return 2;
 }
