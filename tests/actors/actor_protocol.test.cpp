@@ -78,7 +78,7 @@ std::vector<std::string> events_of(const std::vector<std::string>& events, const
 
 }  // namespace
 
-TEST_CASE("every stage gets the config, then each iteration in order, then stop; the log has every iteration") {
+TEST_CASE("every stage gets the config, then each iteration in order, then stop, and the log has every iteration") {
   actor_fixture f;
   job j(f, 2, 3);
   j.hello();
