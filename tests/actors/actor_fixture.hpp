@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -200,27 +201,37 @@ inline caf::behavior fake_stage(caf::event_based_actor* self, fake_stage_script 
   };
 }
 
-/// Flags of a tiny GPT job on mock data: `world` ranks, pipelines of `pp` stages, one micro batch
-/// per replica per iteration, a log line every iteration, plus `extra`.
-inline config::megatron_args args_for(int world, int train_iters, int pp = 1, std::vector<std::string> extra = {}) {
-  std::vector<std::string> flags{"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4",
-                                 "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "1",
-                                 "--global-batch-size", std::to_string(world / pp), "--train-iters",
-                                 std::to_string(train_iters), "--lr", "1e-3", "--mock-data", "--tokenizer-type",
-                                 "NullTokenizer", "--vocab-size", "4096", "--log-interval", "1",
-                                 "--pipeline-model-parallel-size", std::to_string(pp)};
-  flags.insert(flags.end(), extra.begin(), extra.end());
+/// The flags of a tiny GPT job on mock data: `world` ranks, pipelines of `pp` stages, one micro
+/// batch per replica per iteration, a log line every iteration.
+inline std::vector<std::string> tiny_gpt_flags(int world, int train_iters, int pp = 1) {
+  return {"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+          "--max-position-embeddings", "32", "--micro-batch-size", "1", "--global-batch-size", std::to_string(world / pp),
+          "--train-iters", std::to_string(train_iters), "--lr", "1e-3", "--mock-data", "--tokenizer-type",
+          "NullTokenizer", "--vocab-size", "4096", "--log-interval", "1", "--pipeline-model-parallel-size",
+          std::to_string(pp)};
+}
+
+/// `flags` resolved and validated as pretrain_gpt does on rank 0 of `world`.
+inline config::megatron_args resolve_flags(const std::vector<std::string>& flags, int world) {
   auto r = config::resolve(flags, "pretrain_gpt", {0, world});
   INFO(r.err);
   REQUIRE_FALSE(r.exit_status.has_value());
   return r.args;
 }
 
+/// tiny_gpt_flags plus `extra`, resolved.
+inline config::megatron_args args_for(int world, int train_iters, int pp = 1, std::vector<std::string> extra = {}) {
+  auto flags = tiny_gpt_flags(world, train_iters, pp);
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return resolve_flags(flags, world);
+}
+
 /// A job as run_job builds it on each rank, all in one actor system: the real coordinator (no
 /// inspector), logger (into a temporary file) and evaluator of rank 0; on every rank a real agent
 /// with its own job_control (rank 0's is the coordinator's, as in run_job), a real replica on each
-/// pipeline's first rank, and a scripted stage (a test may put a real one in `stages` before
-/// hello()). Names: "coordinator", "logger", "evaluator", "replica D", "rank R stage", "rank R agent".
+/// pipeline's first rank, and a scripted stage (or, given `real_stage`, the stage it makes for a
+/// rank and that rank's job_control). Names: "coordinator", "logger", "evaluator", "replica D",
+/// "rank R stage", "rank R agent".
 struct test_job {
   actor_fixture& f;
   config::megatron_args args;
@@ -231,7 +242,10 @@ struct test_job {
   caf::actor coordinator, logger, evaluator;
   std::vector<caf::actor> stages, agents, replicas;  // replicas[r]: invalid where no replica lives
 
-  test_job(actor_fixture& fixture, config::megatron_args a, std::vector<fake_stage_script> scripts = {})
+  using stage_maker = std::function<caf::actor(int rank, std::shared_ptr<job_control> rank_control)>;
+
+  test_job(actor_fixture& fixture, config::megatron_args a, std::vector<fake_stage_script> scripts = {},
+           stage_maker real_stage = {})
       : f(fixture), args(std::move(a)),
         groups(static_cast<int>(args.derived.world_size), 0, {1, static_cast<int>(args.distributed.pipeline_model_parallel_size)}) {
     ::setenv("MACTOR_INSPECT", "off", 1);
@@ -249,8 +263,8 @@ struct test_job {
       script.coordinator = coordinator;
       const auto c = comm::process_groups(world, r, {1, groups.pp()}).coords();
       script.last_stage = c.pp == groups.pp() - 1;
-      stages.push_back(f.sys().spawn(fake_stage, script));
       rank_controls.push_back(r == 0 ? control : std::make_shared<job_control>());
+      stages.push_back(real_stage ? real_stage(r, rank_controls[r]) : f.sys().spawn(fake_stage, script));
       agents.push_back(spawn_agent(f.sys(), rank_controls[r], r, r == 0 ? caf::actor{} : coordinator));
       replicas.push_back(c.pp == 0 ? spawn_replica(f.sys(), c.dp) : caf::actor{});
       f.name(stages[r], "rank " + std::to_string(r) + " stage");
