@@ -29,6 +29,10 @@ struct checkpoint_job_settings {
 /// what it does in `reporter` (inspection.hpp), which its status actor reports.
 caf::actor spawn_stage(caf::actor_system& sys, training::parallel_context& ctx, std::shared_ptr<job_control> control,
                        caf::actor checkpointer, std::shared_ptr<stage_reporter> reporter);
+/// The same stage on the actor system's scheduler instead of a thread of its own: for a test that
+/// drives one rank (world size 1, so it never waits in a collective) with CAF's test scheduler.
+caf::actor spawn_scheduled_stage(caf::actor_system& sys, training::parallel_context& ctx, std::shared_ptr<job_control> control,
+                                 caf::actor checkpointer, std::shared_ptr<stage_reporter> reporter);
 /// This rank's checkpointer (detached: it writes files): saves the snapshots its stage hands it,
 /// one after another, and reports each to the coordinator.
 /// What it does is kept in `activity` for the inspector.

@@ -166,4 +166,9 @@ caf::actor spawn_stage(caf::actor_system& sys, training::parallel_context& ctx, 
   return sys.spawn<caf::detached>(stage, &ctx, std::move(control), std::move(checkpointer), std::move(reporter));
 }
 
+caf::actor spawn_scheduled_stage(caf::actor_system& sys, training::parallel_context& ctx, std::shared_ptr<job_control> control,
+                                 caf::actor checkpointer, std::shared_ptr<stage_reporter> reporter) {
+  return sys.spawn(stage, &ctx, std::move(control), std::move(checkpointer), std::move(reporter));
+}
+
 }  // namespace mactor::actors
