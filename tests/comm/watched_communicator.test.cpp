@@ -67,7 +67,7 @@ TEST_CASE("a watched communicator names the collective it is in and the members 
   }
 }
 
-TEST_CASE("a watched point-to-point call names its one peer; sizes read as B, KiB and MiB") {
+TEST_CASE("a watched point-to-point call names its one peer, and sizes read as B, KiB and MiB") {
   local_fabric fabric(2);
   auto t0 = fabric.connect(0), t1 = fabric.connect(1);
   watched_communicator c0(std::make_unique<transport_communicator>(*t0, std::vector<int>{0, 1}, 6), "embedding",

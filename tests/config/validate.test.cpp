@@ -13,7 +13,7 @@ TEST_CASE("the base configuration is valid") {
   CHECK(v.args.derived.num_microbatches == 4);
 }
 
-TEST_CASE("rule 8/11: world size must be a multiple of tp*pp*cp; dp is the rest") {
+TEST_CASE("rule 8/11: world size must be a multiple of tp*pp*cp, and dp is the rest") {
   auto bad = with_base({"--tensor-model-parallel-size", "4"}, 6);
   CHECK(bad.has_error("world size 6 is not divisible by --tensor-model-parallel-size=4"));
   CHECK(bad.has_error("1, 2, 3 or 6"));
@@ -24,7 +24,7 @@ TEST_CASE("rule 8/11: world size must be a multiple of tp*pp*cp; dp is the rest"
   CHECK(replica_size(with_base({"--tensor-model-parallel-size", "2", "--context-parallel-size", "2"}, 8).args) == 4);
 }
 
-TEST_CASE("rule 15: removed flags are refused; --recompute-activations means selective") {
+TEST_CASE("rule 15: removed flags are refused, and --recompute-activations means selective") {
   CHECK(with_base({"--batch-size", "4"}).has_error("--batch-size argument is no longer valid"));
   CHECK(with_base({"--checkpoint-activations"}).has_error("--checkpoint-activations is no longer valid"));
   auto v = with_base({"--recompute-activations"});
@@ -50,7 +50,7 @@ TEST_CASE("rule 18/19/68: data sources") {
   CHECK(with_base({"--data-args-path", "a", "--data-path", "b"}).has_error("mutually exclusive"));
 }
 
-TEST_CASE("rule 20: micro batch size is required; the global batch defaults to mbs*dp") {
+TEST_CASE("rule 20: micro batch size is required, and the global batch defaults to mbs*dp") {
   auto flags = base_flags();
   auto it = std::find(flags.begin(), flags.end(), "--global-batch-size");
   flags.erase(it, it + 2);
@@ -72,7 +72,7 @@ TEST_CASE("rules 21-24: virtual pipeline sizes") {
   CHECK_FALSE(one.args.derived.virtual_pipeline_model_parallel_size.has_value());  // vp == 1 becomes None
 }
 
-TEST_CASE("rule 25: interleaving needs pp > 2 without p2p overlap; overlap is off without interleaving") {
+TEST_CASE("rule 25: interleaving needs pp > 2 without p2p overlap, and overlap is off without interleaving") {
   CHECK(with_base({"--pipeline-model-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "2",
                    "--no-overlap-p2p-communication"}, 2)
             .has_error("pipeline-model-parallel size should be greater than 2"));
@@ -85,7 +85,7 @@ TEST_CASE("rule 26: parameter-gather overlap needs the distributed optimizer and
   CHECK(with_base({"--overlap-param-gather", "--use-distributed-optimizer", "--overlap-grad-reduce"}).report.ok());
 }
 
-TEST_CASE("rule 33: precision sets params_dtype; fp16 and bf16 exclude each other") {
+TEST_CASE("rule 33: precision sets params_dtype, and fp16 and bf16 exclude each other") {
   auto h = with_base({"--fp16"});
   CHECK(h.args.derived.params_dtype == "float16");
   CHECK_FALSE(h.args.training.check_for_nan_in_loss_and_grad);

@@ -34,7 +34,7 @@ TEST_CASE("a default or moved-from tensor is empty and undefined") {
   CHECK(moved.host<float>()[1] == 7);
 }
 
-TEST_CASE("clone copies the bytes; reshape keeps them and refuses another element count") {
+TEST_CASE("clone copies the bytes, and reshape keeps them and refuses another element count") {
   tensor t({2, 3}, dtype::float32, memory_kind::other);
   for (int i = 0; i < 6; ++i) t.host<float>()[i] = static_cast<float>(i);
   tensor c = t.clone();
