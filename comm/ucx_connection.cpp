@@ -22,7 +22,7 @@ void ucx_transport::impl::init_context() {
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   check_ucx(ucp_worker_create(context, &wp, &worker), "ucp_worker_create");
-  check_ucx(ucp_worker_get_efd(worker, &efd), "ucp_worker_get_efd");
+  check_ucx(ucp_worker_get_efd(worker, &event_fd), "ucp_worker_get_efd");
 }
 
 std::vector<std::byte> ucx_transport::impl::published_blob() {
@@ -77,14 +77,14 @@ void ucx_transport::impl::connect_one(int peer, const std::vector<std::byte>& bl
   ep.err_mode = peers[peer].same_host ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
   ep.err_handler.cb = &impl::on_ep_error;
   ep.err_handler.arg = &peers[peer];
-  const ucs_status_t s = ucp_ep_create(worker, &ep, &eps[peer]);
+  const ucs_status_t s = ucp_ep_create(worker, &ep, &endpoints[peer]);
   if (s != UCS_OK)
     throw comm_error(peer, "rank " + std::to_string(rank) + " cannot connect to rank " +
                                std::to_string(peer) + ": " + ucs_status_string(s));
 }
 
 void ucx_transport::impl::connect_all(address_exchange& exchange) {
-  eps.assign(world_size, nullptr);
+  endpoints.assign(world_size, nullptr);
   peers.assign(world_size, {});
   const host_identity me = host_identity::mine();
   for (int p = 0; p < world_size; ++p) {
@@ -94,13 +94,13 @@ void ucx_transport::impl::connect_all(address_exchange& exchange) {
 }
 
 void ucx_transport::impl::close_endpoint(int peer, bool force) {
-  if (!eps[peer]) return;
+  if (!endpoints[peer]) return;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-  ucs_status_ptr_t r = ucp_ep_close_nbx(eps[peer], &param);
+  ucs_status_ptr_t r = ucp_ep_close_nbx(endpoints[peer], &param);
   if (r && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
-  eps[peer] = nullptr;
+  endpoints[peer] = nullptr;
 }
 
 void ucx_transport::impl::handle_failures() {

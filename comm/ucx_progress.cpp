@@ -51,7 +51,7 @@ void ucx_transport::impl::on_recv(void* request, ucs_status_t s, const ucp_tag_r
 }
 
 void ucx_transport::impl::issue(op* o) {
-  if (!failure_of(o->peer).empty() || !eps[o->peer]) {
+  if (!failure_of(o->peer).empty() || !endpoints[o->peer]) {
     finish(o, UCS_ERR_CONNECTION_RESET, 0);
     delete o;
     return;
@@ -69,7 +69,7 @@ void ucx_transport::impl::issue(op* o) {
                          ~std::uint64_t{0}, &param);
   } else {
     param.cb.send = &impl::on_send;
-    r = ucp_tag_send_nbx(eps[o->peer], o->send_data, o->size, wire_tag(o->tag, rank), &param);
+    r = ucp_tag_send_nbx(endpoints[o->peer], o->send_data, o->size, wire_tag(o->tag, rank), &param);
   }
   if (r == nullptr) {
     finish(o, UCS_OK, o->size);
@@ -134,7 +134,7 @@ void ucx_transport::impl::progress_loop() {
       if (stopping) return;
       if (ucp_worker_arm(worker) == UCS_ERR_BUSY) continue;
     }
-    pollfd fd{efd, POLLIN, 0};
+    pollfd fd{event_fd, POLLIN, 0};
     // The timeout paces the watchdog; posts and network events wake the poll at once.
     ::poll(&fd, 1, static_cast<int>(watchdog_period.count()));
   }
@@ -178,16 +178,7 @@ bool ucx_transport::impl::wait_for(std::future<status>& f, std::chrono::steady_c
   }
   struct leave {
     impl* self;
-    ~leave() {
-      std::lock_guard lock(self->mu);
-      if (--self->waiters > 0) return;
-      // Callback operations are outstanding (or the wait timed out on its own): the progress
-      // thread takes over now. Otherwise the next wait_for most likely follows at once.
-      if (self->unwaited_pending.load(std::memory_order_relaxed) > 0 || !self->posted.empty())
-        self->unpark_locked();
-      else
-        self->linger_until = std::chrono::steady_clock::now() + waiter_linger;
-    }
+    ~leave() { self->waiter_left(); }
   } on_exit{this};
   const auto began = std::chrono::steady_clock::now();
   const auto spin_for = spin.next();
@@ -204,22 +195,7 @@ bool ucx_transport::impl::wait_for(std::future<status>& f, std::chrono::steady_c
     drain_posted();
     while (ucp_worker_progress(worker) != 0) {
     }
-    // Poll a little before sleeping: the next event often comes within a wake-up's cost.
-    // An idle poll yields the core. When this thread got less than 3/4 of the time it
-    // polled, another thread wants this core (another rank's kernel thread, or the rank this
-    // one waits for, put on the same core by the scheduler): polling on would only take
-    // turns with it, so the wait sleeps instead.
-    const auto spin_start = std::chrono::steady_clock::now();
-    const auto cpu_start = thread_cpu_time();
-    int idle_polls = 0;
-    for (const auto spin_end = spin_start + spin_for;
-         !ready(f) && std::chrono::steady_clock::now() < spin_end;) {
-      if (ucp_worker_progress(worker) != 0) continue;
-      ::sched_yield();
-      if (++idle_polls % 16 != 0) continue;
-      const auto polled = std::chrono::steady_clock::now() - spin_start;
-      if (polled > shared_core_check && (thread_cpu_time() - cpu_start) * 4 < polled * 3) break;
-    }
+    poll_before_sleep(f, spin_for);
     watch_same_host_peers();
     handle_failures();
     if (ready(f)) {
@@ -227,7 +203,7 @@ bool ucx_transport::impl::wait_for(std::future<status>& f, std::chrono::steady_c
       break;
     }
     if (ucp_worker_arm(worker) == UCS_ERR_BUSY) continue;
-    pollfd fd{efd, POLLIN, 0};
+    pollfd fd{event_fd, POLLIN, 0};
     ::poll(&fd, 1, static_cast<int>(std::min(left, watchdog_period).count()) + 1);
     // Leaving with the worker armed (f timed out) is fine: the progress thread polls again
     // within waiter_linger.
@@ -235,6 +211,35 @@ bool ucx_transport::impl::wait_for(std::future<status>& f, std::chrono::steady_c
   if (!ready(f)) return false;
   spin.record(std::chrono::steady_clock::now() - began);
   return true;
+}
+
+void ucx_transport::impl::waiter_left() {
+  std::lock_guard lock(mu);
+  if (--waiters > 0) return;
+  // Callback operations are outstanding (or the wait timed out on its own): the progress
+  // thread takes over now. Otherwise the next wait_for most likely follows at once.
+  if (unwaited_pending.load(std::memory_order_relaxed) > 0 || !posted.empty())
+    unpark_locked();
+  else
+    linger_until = std::chrono::steady_clock::now() + waiter_linger;
+}
+
+// Poll a little before sleeping: the next event often comes within a wake-up's cost. An idle
+// poll yields the core. When this thread got less than 3/4 of the time it polled, another thread
+// wants this core (another rank's kernel thread, or the rank this one waits for, put on the same
+// core by the scheduler): polling on would only take turns with it, so the wait sleeps instead.
+void ucx_transport::impl::poll_before_sleep(std::future<status>& f, std::chrono::microseconds spin_for) {
+  const auto spin_start = std::chrono::steady_clock::now();
+  const auto cpu_start = thread_cpu_time();
+  int idle_polls = 0;
+  for (const auto spin_end = spin_start + spin_for;
+       !ready(f) && std::chrono::steady_clock::now() < spin_end;) {
+    if (ucp_worker_progress(worker) != 0) continue;
+    ::sched_yield();
+    if (++idle_polls % 16 != 0) continue;
+    const auto polled = std::chrono::steady_clock::now() - spin_start;
+    if (polled > shared_core_check && (thread_cpu_time() - cpu_start) * 4 < polled * 3) break;
+  }
 }
 
 }  // namespace mactor::comm

@@ -64,8 +64,8 @@ std::pair<completion, std::future<status>> promised() {
 
 // Every operation starts here: one op, issued by the caller or the progress thread. `waited`:
 // a future operation, driven by its owner's wait_for.
-void ucx_transport::start(int peer, std::uint64_t tag, bool is_recv, const void* send_data, void* recv_data,
-                          std::size_t size, completion done, bool waited) {
+void ucx_transport::start(int peer, std::uint64_t tag, bool is_recv, const void* send_data,
+                          void* recv_data, std::size_t size, completion done, bool waited) {
   impl_->check_peer(peer, tag);
   auto* o = new impl::op{impl_.get(), peer, is_recv, std::move(done)};
   o->send_data = send_data;
@@ -163,7 +163,7 @@ std::string ucx_transport::describe_lanes() const {
       char* buffer = nullptr;
       std::size_t length = 0;
       FILE* f = open_memstream(&buffer, &length);
-      if (self->eps[p]) ucp_ep_print_info(self->eps[p], f);
+      if (self->endpoints[p]) ucp_ep_print_info(self->endpoints[p], f);
       std::fclose(f);
       text += "rank " + std::to_string(p) +
               (self->peers[p].same_host ? " (this host, pid watchdog):\n"

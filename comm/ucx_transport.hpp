@@ -69,8 +69,8 @@ class ucx_transport final : public transport {
   struct impl;
 
  private:
-  void start(int peer, std::uint64_t tag, bool is_recv, const void* send_data, void* recv_data, std::size_t size,
-             completion done, bool waited);
+  void start(int peer, std::uint64_t tag, bool is_recv, const void* send_data, void* recv_data,
+             std::size_t size, completion done, bool waited);
   std::unique_ptr<impl> impl_;
 };
 

@@ -125,8 +125,8 @@ struct ucx_transport::impl {
   ucx_options options;
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
-  int efd = -1;
-  std::vector<ucp_ep_h> eps;
+  int event_fd = -1;                // the worker's, for ucp_worker_arm + poll
+  std::vector<ucp_ep_h> endpoints;  // by rank; null once closed
   std::vector<peer_info> peers;
 
   // Touched only by the thread holding worker_mu.
@@ -156,64 +156,39 @@ struct ucx_transport::impl {
     failure.assign(n, {});
   }
 
-
-
-
-
-
-
-
-  // --- operations, run on the progress thread -------------------------------------------
+  // --- connections, dead peers and closing (ucx_connection.cpp) ----------------------------
 
   void init_context();
-
   std::vector<std::byte> published_blob();
+  void connect_one(int peer, const std::vector<std::byte>& blob, const ucx_detail::host_identity& me);
+  void connect_all(address_exchange& exchange);
+  void check_peer(int peer, std::uint64_t tag) const;
 
   // Runs inside ucp_worker_progress; the real work waits until progress returns.
   static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t s);
-
   void mark_failed(int peer, const std::string& why);
-
   std::string failure_of(int peer);
-
-  void connect_one(int peer, const std::vector<std::byte>& blob, const ucx_detail::host_identity& me);
-
-  void connect_all(address_exchange& exchange);
-
-  static void finish(op* o, ucs_status_t s, std::size_t bytes);
-
-  static void complete_request(void* request, ucs_status_t s, op* o, std::size_t bytes);
-
-  static void on_send(void* request, ucs_status_t s, void* user);
-
-  static void on_recv(void* request, ucs_status_t s, const ucp_tag_recv_info_t* info,
-                      void* user);
-
-  // Issues `o`. A send may return NULL: UCX finished it inline and will not call back.
-  void issue(op* o);
-
-  void close_endpoint(int peer, bool force);
-
+  void watch_same_host_peers();
   // Receives are posted on the worker, not an endpoint, so UCX never fails them when a peer
   // dies: cancel those waiting on a failed peer. With peer error handling, force-closing the
   // endpoint fails its sends. Without it (same-host peers) UCX keeps a rendezvous send waiting
   // forever, so report the failure now and leave the idle request to the worker's teardown.
   void handle_failures();
 
-  void watch_same_host_peers();
+  void close_endpoint(int peer, bool force);
+  // After the progress thread stopped: cancel what is pending, close every endpoint (flushing
+  // live ones, which the shutdown barrier made idle) and wait a bounded time for the closes.
+  void close_all();
 
-  // Issues everything queued so far, in order. Caller holds worker_mu.
-  bool drain_posted();
+  // --- operations, the progress thread and waiting (ucx_progress.cpp) -----------------------
 
-  // The progress thread's sleep while wait_for drives the worker: a second thread woken by
-  // every event of the worker's fd would only queue on worker_mu behind the waiter (and
-  // preempt it on a machine with few cores). Returns when the progress thread is needed again.
-  void park_while_waited();
-
-  // Caller holds mu: the progress thread must look at the worker now.
-  void unpark_locked();
-
-  void progress_loop();
+  static void finish(op* o, ucs_status_t s, std::size_t bytes);
+  static void complete_request(void* request, ucs_status_t s, op* o, std::size_t bytes);
+  static void on_send(void* request, ucs_status_t s, void* user);
+  static void on_recv(void* request, ucs_status_t s, const ucp_tag_recv_info_t* info,
+                      void* user);
+  // Issues `o`. A send may return NULL: UCX finished it inline and will not call back.
+  void issue(op* o);
 
   // When the worker is free (the progress thread is asleep), the caller issues the operation
   // itself, saving a thread hop per message; otherwise it queues it for the progress thread.
@@ -221,23 +196,30 @@ struct ucx_transport::impl {
   // `waited`: the work is a future operation whose owner will drive it through wait_for, so a
   // parked progress thread may stay parked.
   void post(std::function<void()> work, bool waited = false);
+  // Issues everything queued so far, in order. Caller holds worker_mu.
+  bool drain_posted();
 
+  void progress_loop();
+  // The progress thread's sleep while wait_for drives the worker: a second thread woken by
+  // every event of the worker's fd would only queue on worker_mu behind the waiter (and
+  // preempt it on a machine with few cores). Returns when the progress thread is needed again.
+  void park_while_waited();
+  // Caller holds mu: the progress thread must look at the worker now.
+  void unpark_locked();
   // After another thread used the worker (caller holds worker_mu): the sleeping progress
   // thread hears of new network events only through an armed worker, so arm it, or wake the
   // progress thread when events are already pending.
   void hand_back_to_progress_thread();
 
   static bool ready(std::future<status>& f);
-
   // Becomes the progress engine while the worker is free: progress, arm, sleep on the event
   // fd, all under worker_mu so no event is consumed by a thread that then fails to look.
   bool wait_for(std::future<status>& f, std::chrono::steady_clock::time_point deadline);
-
-  void check_peer(int peer, std::uint64_t tag) const;
-
-  // After the progress thread stopped: cancel what is pending, close every endpoint (flushing
-  // live ones, which the shutdown barrier made idle) and wait a bounded time for the closes.
-  void close_all();
+  // The last waiter to leave hands the worker back to the progress thread, now or after
+  // waiter_linger.
+  void waiter_left();
+  // wait_for's poll before it sleeps, at most `spin_for`; caller holds worker_mu.
+  void poll_before_sleep(std::future<status>& f, std::chrono::microseconds spin_for);
 };
 
 }  // namespace mactor::comm
