@@ -20,8 +20,6 @@
 
 namespace mactor::actors::coordination {
 
-
-
 void log(coordinator_actor* self, std::string text, bool datetime) {
   send_logger(self, log_line{std::move(text), datetime, {}});
 }
@@ -47,7 +45,6 @@ void log_iteration_record(coordinator_actor* self, log_iteration record) {
   record.excluded_seconds = std::exchange(s.excluded_seconds, 0.0);
   send_logger(self, std::move(record));
 }
-
 
 // Ends the job: every rank's agent learns the outcome; stages, replicas and observers quit.
 void finish(coordinator_actor* self, job_outcome outcome) {
@@ -82,14 +79,13 @@ void fail(coordinator_actor* self, int exit_code, std::string message) {
   finish(self, std::move(o));
 }
 
-
 // Runs the next split of the current evaluation plan, or goes on when the plan is done.
 void next_evaluation(coordinator_actor* self) {
   auto& s = self->state;
   while (s.plan_index < s.plan.splits.size()) {
     const int split = s.plan.splits[s.plan_index];
-    if ((split == 1 && s.has_valid) || (split == 2 && s.has_test)) {
-      s.pending = s.replicas.size();
+    if ((split == validation_split && s.has_valid) || (split == test_split && s.has_test)) {
+      s.reports_pending = s.replicas.size();
       if (s.inspect) s.inspect->coordinator_activity("evaluating split " + std::to_string(split) + " after iteration " +
                                                      std::to_string(s.iteration), s.iteration);
       broadcast(self, s.replicas, run_evaluation{split});
@@ -120,10 +116,6 @@ std::string iteration_field(std::int64_t iteration) {
 std::string layout_field(const comm::process_groups& g) {
   return " [ t 1/" + std::to_string(g.tp()) + ", p 1/" + std::to_string(g.pp()) + " ]";
 }
-
-
-
-
 
 // Megatron's checkpoint_and_decide_exit, then the next iteration or the end of training.
 void after_iteration(coordinator_actor* self) {
@@ -184,7 +176,7 @@ void start_iteration(coordinator_actor* self) {
   }
   s.iteration_start = now;
   ++s.iteration;
-  s.pending = s.replicas.size();
+  s.reports_pending = s.replicas.size();
   if (s.inspect) s.inspect->coordinator_activity("running iteration " + std::to_string(s.iteration), s.iteration - 1);
   broadcast(self, s.replicas, run_iteration{s.iteration, s.consumed});
 }
@@ -275,78 +267,78 @@ void start_coordinator(coordinator_actor* self, config::megatron_args args, comm
 // and each replica gets its pipeline's stages.
 void on_hello(coordinator_actor* self, const hello_message& h) {
   auto& s = self->state;
-    s.stages[h.rank] = h.stage;
-    s.agents[h.rank] = h.agent;
-    if (h.replica) s.replicas[s.groups->coords_of(h.rank).dp] = h.replica;
-    if (s.inspect) s.inspect->rank_joined(h.rank, h.replica ? s.groups->coords_of(h.rank).dp : -1);
-    for (const auto& a : {h.stage, h.agent}) {
-      s.rank_of[a.address()] = h.rank;
-      if (h.rank != 0) self->monitor(a);
-    }
-    if (++s.hellos < static_cast<int>(s.stages.size())) return;
-    // Everyone is here: the config to every stage, each replica its pipeline's stages.
-    for (std::size_t d = 0; d < s.replicas.size(); ++d) {
-      replica_setup setup{static_cast<int>(d), {}};
-      for (int r = 0; r < static_cast<int>(s.stages.size()); ++r)
-        if (s.groups->coords_of(r).dp == static_cast<int>(d)) setup.stages.push_back(s.stages[r]);
-      self->send(s.replicas[d], setup);
-    }
-    broadcast(self, s.stages, config_message{s.args});
+  s.stages[h.rank] = h.stage;
+  s.agents[h.rank] = h.agent;
+  if (h.replica) s.replicas[s.groups->coords_of(h.rank).dp] = h.replica;
+  if (s.inspect) s.inspect->rank_joined(h.rank, h.replica ? s.groups->coords_of(h.rank).dp : -1);
+  for (const auto& a : {h.stage, h.agent}) {
+    s.rank_of[a.address()] = h.rank;
+    if (h.rank != 0) self->monitor(a);
+  }
+  if (++s.hellos < static_cast<int>(s.stages.size())) return;
+  // Everyone is here: the config to every stage, each replica its pipeline's stages.
+  for (std::size_t d = 0; d < s.replicas.size(); ++d) {
+    replica_setup setup{static_cast<int>(d), {}};
+    for (int r = 0; r < static_cast<int>(s.stages.size()); ++r)
+      if (s.groups->coords_of(r).dp == static_cast<int>(d)) setup.stages.push_back(s.stages[r]);
+    self->send(s.replicas[d], setup);
+  }
+  broadcast(self, s.stages, config_message{s.args});
 }
 
 // A stage has built its model (and loaded the checkpoint, if any): every rank must agree on what it loaded.
 void on_stage_ready(coordinator_actor* self, const stage_ready& r) {
   auto& s = self->state;
-    s.has_valid = s.has_valid && r.has_valid;
-    s.has_test = s.has_test && r.has_test;
-    if (s.ready == 0) {
-      if (r.loaded) s.loaded = r;
-    } else if (r.loaded != s.loaded.has_value() ||
-               (r.loaded && (r.iteration != s.loaded->iteration || r.consumed != s.loaded->consumed))) {
-      if (s.load_mismatch.empty())
-        s.load_mismatch = "rank " + std::to_string(r.rank) + " loaded " +
-                          (r.loaded ? "iteration " + std::to_string(r.saved_iteration) : std::string("no checkpoint")) +
-                          " but another rank " +
-                          (s.loaded ? "iteration " + std::to_string(s.loaded->saved_iteration) : std::string("none")) +
-                          "; was the --load directory changed while the job started?";
-    }
-    if (++s.ready == static_cast<int>(s.stages.size())) all_ready(self);
+  s.has_valid = s.has_valid && r.has_valid;
+  s.has_test = s.has_test && r.has_test;
+  if (s.stages_ready == 0) {
+    if (r.loaded) s.loaded = r;
+  } else if (r.loaded != s.loaded.has_value() ||
+             (r.loaded && (r.iteration != s.loaded->iteration || r.consumed != s.loaded->consumed))) {
+    if (s.load_mismatch.empty())
+      s.load_mismatch = "rank " + std::to_string(r.rank) + " loaded " +
+                        (r.loaded ? "iteration " + std::to_string(r.saved_iteration) : std::string("no checkpoint")) +
+                        " but another rank " +
+                        (s.loaded ? "iteration " + std::to_string(s.loaded->saved_iteration) : std::string("none")) +
+                        "; was the --load directory changed while the job started?";
+  }
+  if (++s.stages_ready == static_cast<int>(s.stages.size())) all_ready(self);
 }
 
 // A stage's share of an iteration; the last one completes it: the log record, then evaluations.
 void on_iteration_report(coordinator_actor* self, const training::iteration_report& r) {
   auto& s = self->state;
-    s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
-    if (r.has_loss) s.merged = r;  // every replica's last stage holds the same total
-    if (--s.pending > 0) return;
-    s.merged.timings = std::exchange(s.timings, {});
-    s.consumed += *s.args.training.global_batch_size;
-    s.iteration_end = clock_type::now();
-    const auto& m = s.merged;
-    s.result.lm_loss.push_back(m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0);
-    s.result.grad_norm.push_back(m.has_grad_norm ? m.grad_norm : 0.0);
-    s.result.learning_rate.push_back(m.learning_rate);
-    s.result.consumed_train_samples = s.consumed;
-    log_iteration_record(self, log_iteration{m, s.consumed, {}, 0.0});
-    plan_evaluations(self, /*final=*/false);
+  s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
+  if (r.has_loss) s.merged = r;  // every replica's last stage holds the same total
+  if (--s.reports_pending > 0) return;
+  s.merged.timings = std::exchange(s.timings, {});
+  s.consumed += *s.args.training.global_batch_size;
+  s.iteration_end = clock_type::now();
+  const auto& m = s.merged;
+  s.result.lm_loss.push_back(m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0);
+  s.result.grad_norm.push_back(m.has_grad_norm ? m.grad_norm : 0.0);
+  s.result.learning_rate.push_back(m.learning_rate);
+  s.result.consumed_train_samples = s.consumed;
+  log_iteration_record(self, log_iteration{m, s.consumed, {}, 0.0});
+  plan_evaluations(self, /*final=*/false);
 }
 
 // A stage's share of an evaluation; the last one hands the result to the evaluator, whose block
 // goes to the logger before the next evaluation starts.
 void on_evaluation_report(coordinator_actor* self, const training::evaluation_report& r) {
   auto& s = self->state;
-    s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
-    if (r.has_loss) s.eval_merged = r;
-    if (--s.pending > 0) return;
-    const auto& m = s.eval_merged;
-    evaluation_result result{m.split, s.plan.prefixes[s.plan_index], m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0,
-                             s.iteration, s.consumed};
-    send_logger(self, log_timers{{"evaluate"}, std::exchange(s.timings, {})});  // Megatron's level-0 timer
-    self->request(s.evaluator, caf::infinite, result).then([=](log_validation& block) {
-      send_logger(self, block);
-      ++self->state.plan_index;
-      next_evaluation(self);
-    });
+  s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
+  if (r.has_loss) s.eval_merged = r;
+  if (--s.reports_pending > 0) return;
+  const auto& m = s.eval_merged;
+  evaluation_result result{m.split, s.plan.prefixes[s.plan_index], m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0,
+                           s.iteration, s.consumed};
+  send_logger(self, log_timers{{"evaluate"}, std::exchange(s.timings, {})});  // Megatron's level-0 timer
+  self->request(s.evaluator, caf::infinite, result).then([=](log_validation& block) {
+    send_logger(self, block);
+    ++self->state.plan_index;
+    next_evaluation(self);
+  });
 }
 
 caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, comm::process_groups groups,

@@ -28,10 +28,10 @@ struct coordinator_state {
   std::shared_ptr<job_control> control;
   std::vector<caf::actor> stages, agents, replicas;
   std::map<caf::actor_addr, int> rank_of;
-  int hellos = 0, ready = 0;
+  int hellos = 0, stages_ready = 0;  // ranks met, stages that sent stage_ready
   bool has_valid = true, has_test = true;
   std::int64_t iteration = 0, consumed = 0;
-  std::size_t pending = 0;
+  std::size_t reports_pending = 0;  // replicas yet to report this iteration or evaluation
   training::iteration_report merged;
   std::vector<training::rank_timings> timings;  // every replica's, for the logger
   training::evaluation_report eval_merged;

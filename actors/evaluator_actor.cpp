@@ -16,10 +16,10 @@ caf::behavior evaluator(caf::event_based_actor* self, std::int64_t eval_interval
         evaluation_plan plan;
         const std::string at = "iteration " + std::to_string(m.iteration);
         if (m.final) {
-          plan.splits = {1, 2};
+          plan.splits = {validation_split, test_split};
           plan.prefixes = {at + " on validation set", at + " on test set"};
         } else if (eval_interval > 0 && m.iteration % eval_interval == 0) {
-          plan.splits = {1};
+          plan.splits = {validation_split};
           plan.prefixes = {at};
         }
         return plan;

@@ -47,9 +47,13 @@ struct run_iteration {
   std::int64_t consumed = 0;
 };
 
-/// Evaluate one split (1 validation, 2 test) over --eval-iters global batches.
+/// Megatron's evaluation splits, numbered as its datasets are (0 is the training split).
+inline constexpr int validation_split = 1;
+inline constexpr int test_split = 2;
+
+/// Evaluate one split (validation_split or test_split) over --eval-iters global batches.
 struct run_evaluation {
-  int split = 1;
+  int split = validation_split;
 };
 
 /// Coordinator -> every stage: snapshot this rank's state after `iteration` (`consumed` samples)
@@ -141,15 +145,15 @@ struct iteration_done {
   std::int64_t iteration = 0;
   bool final = false;  ///< training is over: the final validation and test evaluations
 };
-/// Evaluator -> coordinator: the splits to evaluate now (1 validation, 2 test), with the prefix
-/// of each block.
+/// Evaluator -> coordinator: the splits to evaluate now (validation_split, test_split), with
+/// the prefix of each block.
 struct evaluation_plan {
   std::vector<int> splits;
   std::vector<std::string> prefixes;
 };
 /// Coordinator -> evaluator: one evaluation's loss (reply: log_validation).
 struct evaluation_result {
-  int split = 1;
+  int split = validation_split;
   std::string prefix;
   double loss = 0;
   std::int64_t iteration = 0;
