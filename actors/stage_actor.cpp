@@ -76,6 +76,53 @@ void pump(stage_actor* self) {
   }
 }
 
+// The config: build this rank's model and worker, read --load, and tell the coordinator what
+// this rank can evaluate and where it resumes.
+void configure(stage_actor* self, training::parallel_context& ctx, config_message& m) {
+  auto& s = self->state;
+  s.args = std::make_unique<config::megatron_args>(std::move(m.args));
+  s.worker = std::make_unique<training::rank_worker>(*s.args, ctx);
+  s.worker->set_wakeup([me = caf::actor_cast<caf::actor>(self)] { caf::anon_send(me, resume_message{}); });
+  s.reporter->attach(&s.worker->engine());  // the status actor starts reporting
+  stage_ready ready;
+  ready.rank = ctx.rank();
+  ready.has_valid = s.worker->has_split(validation_split);
+  ready.has_test = s.worker->has_split(test_split);
+  if (const auto loaded = s.worker->load_checkpoint()) {
+    ready.loaded = true;
+    ready.saved_iteration = loaded->saved_iteration;
+    ready.iteration = loaded->position.iteration;
+    ready.consumed = loaded->position.consumed_train_samples;
+    ready.load_directory = loaded->directory;
+  }
+  self->send(s.coordinator, ready);
+}
+
+void begin_iteration(stage_actor* self, int rank, const run_iteration& m) {
+  auto& r = *self->state.reporter;
+  if (auto seconds = r.test_stall(rank, m.iteration)) {  // test hook (inspection.hpp)
+    r.override_activity("stalled by the test hook MACTOR_TEST_STALL_RANK: sleeping " +
+                        std::to_string(static_cast<int>(*seconds)) + " s before iteration " +
+                        std::to_string(m.iteration));
+    std::this_thread::sleep_for(std::chrono::duration<double>(*seconds));
+    r.override_activity(std::nullopt);
+  }
+  r.iteration_begun(m.iteration);
+  self->state.worker->begin_iteration(m.iteration, m.consumed);
+  self->state.job = job_kind::iteration;
+  pump(self);
+}
+
+// Between iterations: the copy is all the training waits for; the checkpointer writes.
+void capture_checkpoint(stage_actor* self, int rank, const save_checkpoint& m) {
+  auto& s = self->state;
+  const auto start = std::chrono::steady_clock::now();
+  auto snapshot = std::make_shared<checkpoint::rank_state>(s.worker->capture_checkpoint(m.iteration, m.consumed));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  self->send(s.checkpointer, checkpoint_write{std::move(snapshot), m.iteration, s.coordinator});
+  self->send(s.coordinator, checkpoint_captured{rank, m.iteration, seconds});
+}
+
 caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::shared_ptr<job_control> control,
                     caf::actor checkpointer, std::shared_ptr<stage_reporter> reporter) {
   self->state.checkpointer = std::move(checkpointer);
@@ -93,42 +140,11 @@ caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::sha
   return {
       [=](config_message& m) {
         self->state.coordinator = caf::actor_cast<caf::actor>(self->current_sender());
-        guarded([&] {
-          auto& s = self->state;
-          s.args = std::make_unique<config::megatron_args>(std::move(m.args));
-          s.worker = std::make_unique<training::rank_worker>(*s.args, *ctx);
-          s.worker->set_wakeup([me = caf::actor_cast<caf::actor>(self)] { caf::anon_send(me, resume_message{}); });
-          s.reporter->attach(&s.worker->engine());  // the status actor starts reporting
-          stage_ready ready;
-          ready.rank = ctx->rank();
-          ready.has_valid = s.worker->has_split(1);
-          ready.has_test = s.worker->has_split(2);
-          if (const auto loaded = s.worker->load_checkpoint()) {
-            ready.loaded = true;
-            ready.saved_iteration = loaded->saved_iteration;
-            ready.iteration = loaded->position.iteration;
-            ready.consumed = loaded->position.consumed_train_samples;
-            ready.load_directory = loaded->directory;
-          }
-          self->send(s.coordinator, ready);
-        });
+        guarded([&] { configure(self, *ctx, m); });
       },
       [=](run_iteration& m) {
         self->state.replica = caf::actor_cast<caf::actor>(self->current_sender());
-        guarded([&] {
-          auto& r = *self->state.reporter;
-          if (auto seconds = r.test_stall(ctx->rank(), m.iteration)) {  // test hook (inspection.hpp)
-            r.override_activity("stalled by the test hook MACTOR_TEST_STALL_RANK: sleeping " +
-                                std::to_string(static_cast<int>(*seconds)) + " s before iteration " +
-                                std::to_string(m.iteration));
-            std::this_thread::sleep_for(std::chrono::duration<double>(*seconds));
-            r.override_activity(std::nullopt);
-          }
-          r.iteration_begun(m.iteration);
-          self->state.worker->begin_iteration(m.iteration, m.consumed);
-          self->state.job = job_kind::iteration;
-          pump(self);
-        });
+        guarded([&] { begin_iteration(self, ctx->rank(), m); });
       },
       [=](run_evaluation& m) {
         self->state.replica = caf::actor_cast<caf::actor>(self->current_sender());
@@ -138,16 +154,7 @@ caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::sha
           pump(self);
         });
       },
-      [=](save_checkpoint& m) {
-        guarded([&] {
-          // Between iterations: the copy is all the training waits for; the checkpointer writes.
-          const auto start = std::chrono::steady_clock::now();
-          auto snapshot = std::make_shared<checkpoint::rank_state>(self->state.worker->capture_checkpoint(m.iteration, m.consumed));
-          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          self->send(self->state.checkpointer, checkpoint_write{std::move(snapshot), m.iteration, self->state.coordinator});
-          self->send(self->state.coordinator, checkpoint_captured{ctx->rank(), m.iteration, seconds});
-        });
-      },
+      [=](save_checkpoint& m) { guarded([&] { capture_checkpoint(self, ctx->rank(), m); }); },
       [=](resume_message&) { guarded([&] { pump(self); }); },
       [=](stop_message&) {
         // The worker's wakeup holds a handle to this actor: drop it, or the actor never dies.
