@@ -24,6 +24,104 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& a) {
   return {a.substr(0, colon), static_cast<std::uint16_t>(std::stoi(a.substr(colon + 1)))};
 }
 
+// How this rank reaches rank 0's coordinator; on rank 0 also the logger, waited for at a clean end.
+struct coordinator_link {
+  caf::actor coordinator, logger;
+  std::string error;  // not empty: the job ends here with exit status 1
+};
+
+// Rank 0: the coordinator, logger and evaluator; in a multi-rank job the coordinator is published
+// and its address put in the rendezvous store.
+coordinator_link host_coordinator(caf::actor_system& sys, const config::megatron_args& args,
+                                  const comm::launch_env& env, training::parallel_context& ctx, std::FILE* out,
+                                  std::shared_ptr<job_control> control) {
+  coordinator_link link;
+  const auto vocab = training::vocabulary_from_args(args);
+  link.logger = spawn_logger(sys, args, out, ctx.world_size(), vocab.padded);
+  auto evaluator = spawn_evaluator(sys, args);
+  link.coordinator = spawn_coordinator(sys, args, ctx.groups(), vocab, link.logger, evaluator, std::move(control));
+  if (ctx.world_size() == 1) return link;
+  // Ranks on one node reach the coordinator over loopback; across nodes, over the host name.
+  const bool one_node = env.local_world_size == env.world_size;
+  const std::string host = one_node ? "127.0.0.1" : (env.master_addr.empty() ? "0.0.0.0" : env.master_addr);
+  auto port = sys.middleman().publish(link.coordinator, 0, one_node ? "127.0.0.1" : nullptr);
+  if (!port) {
+    link.error = "rank 0: cannot publish the coordinator: " + sys.render(port.error());
+    return link;
+  }
+  ctx.store()->set(coordinator_key, (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" + std::to_string(*port));
+  return link;
+}
+
+// Every other rank: the coordinator at the address rank 0 put in the store.
+coordinator_link reach_coordinator(caf::actor_system& sys, training::parallel_context& ctx) {
+  coordinator_link link;
+  const auto address = ctx.store()->get(coordinator_key, std::chrono::seconds(120));
+  const auto [host, port] = split_address(address);
+  auto remote = sys.middleman().remote_actor(host, port);
+  if (!remote)
+    link.error = "rank " + std::to_string(ctx.rank()) + ": communication with rank 0 failed: cannot reach the coordinator at " +
+                 address + ": " + sys.render(remote.error());
+  else
+    link.coordinator = *remote;
+  return link;
+}
+
+// This rank's own actors (the replica only on a replica's first rank, the checkpointer only with
+// --save, the status actor only while the inspector is on).
+struct rank_actors {
+  caf::actor stage, status, agent, replica, checkpointer;
+};
+
+rank_actors spawn_rank_actors(caf::actor_system& sys, const config::megatron_args& args, const comm::launch_env& env,
+                              training::parallel_context& ctx, std::shared_ptr<job_control> control,
+                              const caf::actor& coordinator) {
+  rank_actors actors;
+  const int rank = ctx.rank();
+  auto reporter = std::make_shared<stage_reporter>();
+  if (args.checkpointing.save) {
+    checkpoint_job_settings settings;
+    settings.save_dir = *args.checkpointing.save;
+    settings.rank = rank;
+    settings.world_size = ctx.world_size();
+    settings.attempt_id = env.job_id;
+    auto activity = std::make_shared<side_activity>("checkpointer");
+    reporter->add_side(activity);
+    actors.checkpointer = spawn_checkpointer(sys, std::move(settings), std::move(activity));
+  }
+  actors.stage = spawn_stage(sys, ctx, control, actors.checkpointer, reporter);
+  if (inspection_enabled()) actors.status = spawn_stage_status(sys, reporter, rank, coordinator);
+  actors.agent = spawn_agent(sys, control, rank, rank == 0 ? caf::actor{} : coordinator);
+  const auto c = ctx.groups().coords();
+  if (c.tp == 0 && c.cp == 0 && c.pp == 0) actors.replica = spawn_replica(sys, c.dp);
+  return actors;
+}
+
+// Clean end. The stop from rank 0 may not have reached this rank's stage yet; a local one always
+// does. The checkpointer and the logger are waited for, so every save is durable and every line
+// out before this rank moves on.
+void stop_rank_actors(caf::actor_system& sys, const rank_actors& actors, const caf::actor& logger) {
+  caf::anon_send(actors.stage, stop_message{});
+  if (actors.status) caf::anon_send_exit(actors.status, caf::exit_reason::user_shutdown);
+  if (actors.checkpointer) {
+    // The coordinator ends a job only after every save it asked for is durable.
+    caf::anon_send(actors.checkpointer, stop_message{});
+    caf::scoped_actor self{sys};
+    self->wait_for(actors.checkpointer);
+  }
+  if (logger) {
+    // Every line and TensorBoard event is out before this rank moves on.
+    // A swapped-in logger (actors/inspection.hpp) is waited for too.
+    caf::scoped_actor self{sys};
+    for (auto l = logger;;) {
+      self->wait_for(l);
+      auto next = current_logger(sys, l);
+      if (next == l) break;
+      l = next;
+    }
+  }
+}
+
 }  // namespace
 
 job_outcome run_job(const config::megatron_args& args, const comm::launch_env& env, training::parallel_context& ctx,
@@ -42,82 +140,21 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   auto control = std::make_shared<job_control>();
   const int rank = ctx.rank();
 
-  caf::actor coordinator, logger;
-  if (rank == 0) {
-    const auto vocab = training::vocabulary_from_args(args);
-    logger = spawn_logger(*sys, args, out, ctx.world_size(), vocab.padded);
-    auto evaluator = spawn_evaluator(*sys, args);
-    coordinator = spawn_coordinator(*sys, args, ctx.groups(), vocab, logger, evaluator, control);
-    if (distributed) {
-      // Ranks on one node reach the coordinator over loopback; across nodes, over the host name.
-      const bool one_node = env.local_world_size == env.world_size;
-      const std::string host = one_node ? "127.0.0.1" : (env.master_addr.empty() ? "0.0.0.0" : env.master_addr);
-      auto port = sys->middleman().publish(coordinator, 0, one_node ? "127.0.0.1" : nullptr);
-      if (!port) {
-        job_outcome o{1, "rank 0: cannot publish the coordinator: " + sys->render(port.error()), {}};
-        return o;
-      }
-      ctx.store()->set(coordinator_key, (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" + std::to_string(*port));
-    }
-  } else {
-    const auto address = ctx.store()->get(coordinator_key, std::chrono::seconds(120));
-    const auto [host, port] = split_address(address);
-    auto remote = sys->middleman().remote_actor(host, port);
-    if (!remote)
-      return job_outcome{1, "rank " + std::to_string(rank) + ": communication with rank 0 failed: cannot reach the coordinator at " +
-                                address + ": " + sys->render(remote.error()), {}};
-    coordinator = *remote;
-  }
-
-  auto reporter = std::make_shared<stage_reporter>();
-  caf::actor checkpointer;
-  if (args.checkpointing.save) {
-    checkpoint_job_settings settings;
-    settings.save_dir = *args.checkpointing.save;
-    settings.rank = rank;
-    settings.world_size = ctx.world_size();
-    settings.attempt_id = env.job_id;
-    auto activity = std::make_shared<side_activity>("checkpointer");
-    reporter->add_side(activity);
-    checkpointer = spawn_checkpointer(*sys, std::move(settings), std::move(activity));
-  }
-  auto stage = spawn_stage(*sys, ctx, control, checkpointer, reporter);
-  caf::actor status;  // the stage's status reports for the inspector
-  if (inspection_enabled()) status = spawn_stage_status(*sys, reporter, rank, coordinator);
-  auto agent = spawn_agent(*sys, control, rank, rank == 0 ? caf::actor{} : coordinator);
-  const auto c = ctx.groups().coords();
-  caf::actor replica;
-  if (c.tp == 0 && c.cp == 0 && c.pp == 0) replica = spawn_replica(*sys, c.dp);
-  caf::anon_send(coordinator, hello_message{rank, stage, agent, replica});
+  auto link = rank == 0 ? host_coordinator(*sys, args, env, ctx, out, control) : reach_coordinator(*sys, ctx);
+  if (!link.error.empty()) return job_outcome{1, link.error, {}};
+  auto actors = spawn_rank_actors(*sys, args, env, ctx, control, link.coordinator);
+  caf::anon_send(link.coordinator, hello_message{rank, actors.stage, actors.agent, actors.replica});
 
   auto outcome = control->wait();
   remove_inspector_token_file();  // rank 0's inspector token (actors/inspection.hpp)
   if (outcome.exit_code != 0) return outcome;  // the system stays up: a stage may be blocked
-  // Clean end. The stop from rank 0 may not have reached this rank's stage yet; a local one
-  // always does. Every rank passes the data plane's barrier before any closes its actor system,
-  // so no rank's connections vanish while another still waits for its stop messages.
-  caf::anon_send(stage, stop_message{});
-  if (status) caf::anon_send_exit(status, caf::exit_reason::user_shutdown);
-  if (checkpointer) {
-    // The coordinator ends a job only after every save it asked for is durable.
-    caf::anon_send(checkpointer, stop_message{});
-    caf::scoped_actor self{*sys};
-    self->wait_for(checkpointer);
-  }
-  if (logger) {
-    // Every line and TensorBoard event is out before this rank moves on.
-    // A swapped-in logger (actors/inspection.hpp) is waited for too.
-    caf::scoped_actor self{*sys};
-    for (auto l = logger;;) {
-      self->wait_for(l);
-      auto next = current_logger(*sys, l);
-      if (next == l) break;
-      l = next;
-    }
-  }
+  // Every rank passes the data plane's barrier before any closes its actor system, so no rank's
+  // connections vanish while another still waits for its stop messages.
+  stop_rank_actors(*sys, actors, link.logger);
   ctx.shutdown();
   // An actor lives while any handle does: drop ours.
-  stage = agent = replica = coordinator = logger = checkpointer = status = caf::actor{};
+  actors = {};
+  link = {};
   if (distributed) {
     // CAF 0.17's middleman can keep a remote-referenced detached actor alive after its peers
     // exit (seen here: ~actor_system waiting forever). The job is over and its output flushed,
