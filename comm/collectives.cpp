@@ -42,11 +42,11 @@ void check_size(bool ok, const std::string& what) {
 transport_communicator::transport_communicator(transport& t, std::vector<int> members,
                                                std::uint32_t group_id,
                                                std::chrono::milliseconds timeout)
-    : t_(t), members_(std::move(members)), group_id_(group_id & 0xFFFF), timeout_(timeout) {
+    : transport_(t), members_(std::move(members)), group_id_(group_id & 0xFFFF), timeout_(timeout) {
   for (std::size_t i = 0; i < members_.size(); ++i)
-    if (members_[i] == t_.rank()) me_ = static_cast<int>(i);
-  if (me_ < 0)
-    throw comm_error(t_.rank(), "rank " + std::to_string(t_.rank()) +
+    if (members_[i] == transport_.rank()) position_ = static_cast<int>(i);
+  if (position_ < 0)
+    throw comm_error(transport_.rank(), "rank " + std::to_string(transport_.rank()) +
                                     " built a communicator for a group it is not a member of");
 }
 
@@ -65,17 +65,17 @@ void transport_communicator::fail_timeout(int peer_position, const char* what) c
 }
 
 void transport_communicator::wait(std::future<status>& f, int peer_position, const char* what) {
-  if (!t_.wait_for(f, timeout_)) fail_timeout(peer_position, what);
+  if (!transport_.wait_for(f, timeout_)) fail_timeout(peer_position, what);
   wait_ok(f);
 }
 
 void transport_communicator::exchange(int to, const void* send_data, std::size_t send_size,
                                       int from, void* recv_data, std::size_t recv_size,
                                       std::uint64_t tag) {
-  auto r = t_.recv_future(members_[from], tag, recv_data, recv_size);
-  auto s = t_.send_future(members_[to], tag, send_data, send_size);
+  auto r = transport_.recv_future(members_[from], tag, recv_data, recv_size);
+  auto s = transport_.send_future(members_[to], tag, send_data, send_size);
   wait(s, to, "sending");
-  if (!t_.wait_for(r, timeout_)) fail_timeout(from, "receiving");
+  if (!transport_.wait_for(r, timeout_)) fail_timeout(from, "receiving");
   const status got = r.get();
   if (!got.ok) throw comm_error(got.peer, got.message);
   if (got.bytes != recv_size)
@@ -97,8 +97,8 @@ void transport_communicator::ring_reduce_scatter(T* data, const std::vector<std:
   if (scratch_.size() < largest * sizeof(T)) scratch_.resize(largest * sizeof(T));
   T* incoming = reinterpret_cast<T*>(scratch_.data());
   for (int s = 0; s < n - 1; ++s) {
-    const int send_chunk = wrap(me_ + offset - s, n);
-    const int recv_chunk = wrap(me_ + offset - s - 1, n);
+    const int send_chunk = wrap(position_ + offset - s, n);
+    const int recv_chunk = wrap(position_ + offset - s - 1, n);
     const std::size_t send_count = bounds[send_chunk + 1] - bounds[send_chunk];
     const std::size_t recv_count = bounds[recv_chunk + 1] - bounds[recv_chunk];
     try {
@@ -121,8 +121,8 @@ void transport_communicator::ring_all_gather(std::byte* data,
                                              std::uint64_t tag) {
   const int n = size();
   for (int s = 0; s < n - 1; ++s) {
-    const int send_chunk = wrap(me_ + offset + 1 - s, n);
-    const int recv_chunk = wrap(me_ + offset - s, n);
+    const int send_chunk = wrap(position_ + offset + 1 - s, n);
+    const int recv_chunk = wrap(position_ + offset - s, n);
     exchange(next(), data + bounds[send_chunk], bounds[send_chunk + 1] - bounds[send_chunk],
              prev(), data + bounds[recv_chunk], bounds[recv_chunk + 1] - bounds[recv_chunk], tag);
   }
@@ -151,7 +151,7 @@ void transport_communicator::reduce_scatter_impl(std::span<const T> in, std::spa
   tensor::host_vector<T> work(in.begin(), in.end());
   const auto bounds = chunk_bounds(work.size(), n);
   ring_reduce_scatter(work.data(), bounds, -1, tag);
-  std::copy(work.begin() + bounds[me_], work.begin() + bounds[me_ + 1], out.begin());
+  std::copy(work.begin() + bounds[position_], work.begin() + bounds[position_ + 1], out.begin());
 }
 
 void transport_communicator::all_reduce(std::span<float> data) { all_reduce_impl(data); }
@@ -170,7 +170,7 @@ void transport_communicator::all_gather_bytes(std::span<const std::byte> in,
              "all_gather: output has " + std::to_string(out.size()) + " bytes but needs " +
                  std::to_string(n) + " x " + std::to_string(in.size()));
   const std::uint64_t tag = next_tag();
-  if (!in.empty()) std::memcpy(out.data() + in.size() * me_, in.data(), in.size());
+  if (!in.empty()) std::memcpy(out.data() + in.size() * position_, in.data(), in.size());
   ring_all_gather(out.data(), chunk_bounds(out.size(), n), -1, tag);
 }
 
@@ -179,14 +179,15 @@ void transport_communicator::broadcast_bytes(std::span<std::byte> data, int root
                                              " is not a position in a group of " +
                                              std::to_string(size()));
   const std::uint64_t tag = next_tag();
-  if (me_ != root) {
-    auto r = t_.recv_future(members_[root], tag, data.data(), data.size());
+  if (position_ != root) {
+    auto r = transport_.recv_future(members_[root], tag, data.data(), data.size());
     wait(r, root, "broadcast");
     return;
   }
   std::vector<std::future<status>> sends;
   for (int p = 0; p < size(); ++p)
-    if (p != root) sends.push_back(t_.send_future(members_[p], tag, data.data(), data.size()));
+    if (p != root)
+      sends.push_back(transport_.send_future(members_[p], tag, data.data(), data.size()));
   for (int p = 0, i = 0; p < size(); ++p)
     if (p != root) wait(sends[i++], p, "broadcast");
 }
@@ -202,16 +203,16 @@ void transport_communicator::all_to_all_bytes(std::span<const std::byte> in,
   const std::size_t block = in.size() / n;
   std::vector<std::future<status>> recvs, sends;
   for (int k = 1; k < n; ++k) {
-    const int from = wrap(me_ - k, n);
-    recvs.push_back(t_.recv_future(members_[from], tag, out.data() + block * from, block));
+    const int from = wrap(position_ - k, n);
+    recvs.push_back(transport_.recv_future(members_[from], tag, out.data() + block * from, block));
   }
   for (int k = 1; k < n; ++k) {
-    const int to = wrap(me_ + k, n);
-    sends.push_back(t_.send_future(members_[to], tag, in.data() + block * to, block));
+    const int to = wrap(position_ + k, n);
+    sends.push_back(transport_.send_future(members_[to], tag, in.data() + block * to, block));
   }
-  if (block) std::memcpy(out.data() + block * me_, in.data() + block * me_, block);
-  for (int k = 1; k < n; ++k) wait(sends[k - 1], wrap(me_ + k, n), "all_to_all");
-  for (int k = 1; k < n; ++k) wait(recvs[k - 1], wrap(me_ - k, n), "all_to_all");
+  if (block) std::memcpy(out.data() + block * position_, in.data() + block * position_, block);
+  for (int k = 1; k < n; ++k) wait(sends[k - 1], wrap(position_ + k, n), "all_to_all");
+  for (int k = 1; k < n; ++k) wait(recvs[k - 1], wrap(position_ - k, n), "all_to_all");
 }
 
 // Dissemination barrier: ceil(log2 n) rounds; in round k each member signals me + 2^k.
@@ -219,19 +220,20 @@ void transport_communicator::barrier() {
   const std::uint64_t tag = next_tag();
   const int n = size();
   unsigned char out = 1, in = 0;
-  for (int d = 1; d < n; d *= 2) exchange(wrap(me_ + d, n), &out, 1, wrap(me_ - d, n), &in, 1, tag);
+  for (int d = 1; d < n; d *= 2)
+    exchange(wrap(position_ + d, n), &out, 1, wrap(position_ - d, n), &in, 1, tag);
 }
 
 void transport_communicator::send_bytes(std::span<const std::byte> data, int peer) {
   const std::uint64_t tag = collective_tag_bit | (std::uint64_t{group_id_} << seq_bits) | p2p_seq;
-  auto s = t_.send_future(members_.at(peer), tag, data.data(), data.size());
+  auto s = transport_.send_future(members_.at(peer), tag, data.data(), data.size());
   wait(s, peer, "send");
 }
 
 void transport_communicator::recv_bytes(std::span<std::byte> data, int peer) {
   const std::uint64_t tag = collective_tag_bit | (std::uint64_t{group_id_} << seq_bits) | p2p_seq;
-  auto r = t_.recv_future(members_.at(peer), tag, data.data(), data.size());
-  if (!t_.wait_for(r, timeout_)) fail_timeout(peer, "receive");
+  auto r = transport_.recv_future(members_.at(peer), tag, data.data(), data.size());
+  if (!transport_.wait_for(r, timeout_)) fail_timeout(peer, "receive");
   const status got = r.get();
   if (!got.ok) throw comm_error(got.peer, got.message);
   if (got.bytes != data.size())

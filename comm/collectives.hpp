@@ -30,7 +30,7 @@ class transport_communicator final : public communicator {
   transport_communicator(transport& t, std::vector<int> members, std::uint32_t group_id,
                          std::chrono::milliseconds timeout = default_collective_timeout);
 
-  int rank() const override { return me_; }
+  int rank() const override { return position_; }
   int size() const override { return static_cast<int>(members_.size()); }
   const std::vector<int>& members() const { return members_; }
 
@@ -62,12 +62,12 @@ class transport_communicator final : public communicator {
   void wait(std::future<status>& f, int peer_position, const char* what);
   [[noreturn]] void fail_timeout(int peer_position, const char* what) const;
   std::uint64_t next_tag();
-  int next() const { return (me_ + 1) % size(); }
-  int prev() const { return (me_ + size() - 1) % size(); }
+  int next() const { return (position_ + 1) % size(); }
+  int prev() const { return (position_ + size() - 1) % size(); }
 
-  transport& t_;
+  transport& transport_;
   std::vector<int> members_;
-  int me_ = -1;
+  int position_ = -1;  // this rank's index in members_, the group rank
   std::uint32_t group_id_;
   std::chrono::milliseconds timeout_;
   std::uint32_t seq_ = 0;

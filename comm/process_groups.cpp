@@ -26,7 +26,8 @@ std::vector<int> enumerate(const std::array<int, 4>& dims, const std::array<int,
   return out;
 }
 
-std::array<int, 4> split(int rank, const std::array<int, 4>& dims) {
+// `rank`'s mixed-radix digits over `dims`, dimension 0 fastest.
+std::array<int, 4> digits(int rank, const std::array<int, 4>& dims) {
   std::array<int, 4> c{};
   for (int d = 0; d < 4; ++d) {
     c[d] = rank % dims[d];
@@ -38,18 +39,20 @@ std::array<int, 4> split(int rank, const std::array<int, 4>& dims) {
 }  // namespace
 
 process_groups::process_groups(int world_size, int rank, parallel_sizes sizes)
-    : world_(world_size), rank_(rank), s_(sizes) {
-  if (s_.etp == 0) s_.etp = s_.tp;
-  if (s_.tp < 1 || s_.pp < 1 || s_.cp < 1 || s_.ep < 1 || s_.etp < 1 || world_size < 1)
-    throw std::invalid_argument("parallel sizes must be >= 1 (tp=" + std::to_string(s_.tp) +
-                                " pp=" + std::to_string(s_.pp) + " cp=" + std::to_string(s_.cp) +
-                                " ep=" + std::to_string(s_.ep) + ")");
-  const int model = s_.tp * s_.pp * s_.cp;
+    : world_(world_size), rank_(rank), sizes_(sizes) {
+  if (sizes_.etp == 0) sizes_.etp = sizes_.tp;
+  if (sizes_.tp < 1 || sizes_.pp < 1 || sizes_.cp < 1 || sizes_.ep < 1 || sizes_.etp < 1 ||
+      world_size < 1)
+    throw std::invalid_argument("parallel sizes must be >= 1 (tp=" + std::to_string(sizes_.tp) +
+                                " pp=" + std::to_string(sizes_.pp) +
+                                " cp=" + std::to_string(sizes_.cp) +
+                                " ep=" + std::to_string(sizes_.ep) + ")");
+  const int model = sizes_.tp * sizes_.pp * sizes_.cp;
   if (world_size % model != 0)
     throw std::invalid_argument(
         "world size " + std::to_string(world_size) + " is not divisible by tp*pp*cp = " +
         std::to_string(model) + "; start a multiple of " + std::to_string(model) + " ranks");
-  const int expert_model = s_.etp * s_.ep * s_.pp;
+  const int expert_model = sizes_.etp * sizes_.ep * sizes_.pp;
   if (world_size % expert_model != 0)
     throw std::invalid_argument("world size " + std::to_string(world_size) +
                                 " is not divisible by etp*ep*pp = " +
@@ -63,25 +66,25 @@ process_groups::process_groups(int world_size, int rank, parallel_sizes sizes)
 }
 
 rank_coords process_groups::coords_of(int rank) const {
-  const auto c = split(rank, {s_.tp, s_.cp, dp_, s_.pp});
+  const auto c = digits(rank, {sizes_.tp, sizes_.cp, dp_, sizes_.pp});
   return {c[0], c[1], c[2], c[3]};
 }
 
 int process_groups::rank_of(rank_coords c) const {
-  return c.tp + s_.tp * (c.cp + s_.cp * (c.dp + dp_ * c.pp));
+  return c.tp + sizes_.tp * (c.cp + sizes_.cp * (c.dp + dp_ * c.pp));
 }
 
 group process_groups::dense_group(kind k, unsigned vary_mask) const {
-  const std::array<int, 4> dims{s_.tp, s_.cp, dp_, s_.pp};
-  group g{enumerate(dims, split(rank_, dims), vary_mask), 0};
+  const std::array<int, 4> dims{sizes_.tp, sizes_.cp, dp_, sizes_.pp};
+  group g{enumerate(dims, digits(rank_, dims), vary_mask), 0};
   // Groups of one kind are disjoint, so (kind, first member) identifies a group.
   g.id = (static_cast<std::uint32_t>(k) << 12) | (static_cast<std::uint32_t>(g.ranks[0]) & 0xFFF);
   return g;
 }
 
 group process_groups::expert_group(kind k, unsigned vary_mask) const {
-  const std::array<int, 4> dims{s_.etp, s_.ep, expert_dp_, s_.pp};
-  group g{enumerate(dims, split(rank_, dims), vary_mask), 0};
+  const std::array<int, 4> dims{sizes_.etp, sizes_.ep, expert_dp_, sizes_.pp};
+  group g{enumerate(dims, digits(rank_, dims), vary_mask), 0};
   g.id = (static_cast<std::uint32_t>(k) << 12) | (static_cast<std::uint32_t>(g.ranks[0]) & 0xFFF);
   return g;
 }
@@ -98,13 +101,13 @@ group process_groups::expert_dp_group() const { return expert_group(kind::edp, 0
 
 int process_groups::pipeline_next() const {
   rank_coords c = coords();
-  c.pp = (c.pp + 1) % s_.pp;
+  c.pp = (c.pp + 1) % sizes_.pp;
   return rank_of(c);
 }
 
 int process_groups::pipeline_prev() const {
   rank_coords c = coords();
-  c.pp = (c.pp + s_.pp - 1) % s_.pp;
+  c.pp = (c.pp + sizes_.pp - 1) % sizes_.pp;
   return rank_of(c);
 }
 

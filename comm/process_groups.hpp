@@ -39,12 +39,12 @@ class process_groups {
 
   int world_size() const { return world_; }
   int rank() const { return rank_; }
-  int tp() const { return s_.tp; }
-  int pp() const { return s_.pp; }
-  int cp() const { return s_.cp; }
+  int tp() const { return sizes_.tp; }
+  int pp() const { return sizes_.pp; }
+  int cp() const { return sizes_.cp; }
   int dp() const { return dp_; }
-  int ep() const { return s_.ep; }
-  int etp() const { return s_.etp; }
+  int ep() const { return sizes_.ep; }
+  int etp() const { return sizes_.etp; }
   int expert_dp() const { return expert_dp_; }
 
   rank_coords coords() const { return coords_of(rank_); }
@@ -64,7 +64,7 @@ class process_groups {
   group expert_dp_group() const;
 
   bool is_first_stage() const { return coords().pp == 0; }
-  bool is_last_stage() const { return coords().pp == s_.pp - 1; }
+  bool is_last_stage() const { return coords().pp == sizes_.pp - 1; }
   /// Neighbours in the pipeline, wrapping around like Megatron's next/prev rank.
   int pipeline_next() const;
   int pipeline_prev() const;
@@ -76,7 +76,7 @@ class process_groups {
 
   int world_;
   int rank_;
-  parallel_sizes s_;
+  parallel_sizes sizes_;
   int dp_;
   int expert_dp_;
 };
