@@ -12,7 +12,7 @@ class job_control {
  public:
   /// The first call decides the outcome; later ones are ignored (a failure seen twice).
   void finish(job_outcome outcome) {
-    std::lock_guard lock(m_);
+    std::lock_guard lock(mu_);
     if (done_) return;
     done_ = true;
     outcome_ = std::move(outcome);
@@ -26,17 +26,17 @@ class job_control {
   }
   /// True once the outcome is decided (a test's deterministic scheduler cannot block in wait()).
   bool done() {
-    std::lock_guard lock(m_);
+    std::lock_guard lock(mu_);
     return done_;
   }
   job_outcome wait() {
-    std::unique_lock lock(m_);
+    std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return done_; });
     return outcome_;
   }
 
  private:
-  std::mutex m_;
+  std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
   job_outcome outcome_;
