@@ -216,6 +216,7 @@ int run_rank(int rank, const std::filesystem::path& dir, bool untouched_send, st
 struct ranks {
   std::FILE* to[2];
   std::FILE* from;
+  std::vector<pid_t> pids;
 
   rates ask(const std::string& command) {
     for (std::FILE* f : to) {
@@ -329,21 +330,14 @@ options parse(int argc, char** argv) {
   return o;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const options o = parse(argc, argv);
-  if (o.small_pages) ::setenv("MACTOR_HUGE_PAGES", "off", 1);  // before anything reads it
-  std::string pattern = (std::filesystem::temp_directory_path() / "bench_comm_XXXXXX").string();
-  const std::filesystem::path dir = ::mkdtemp(pattern.data());
-
+// Forks the two mactor ranks; each serves the parent's commands (run_rank).
+ranks start_ranks(const options& o, const std::filesystem::path& dir) {
   int answer_pipe[2];
-  if (::pipe(answer_pipe) != 0) return 1;
+  if (::pipe(answer_pipe) != 0) std::exit(1);
   ranks r{};
-  std::vector<pid_t> pids;
   for (int rank = 0; rank < 2; ++rank) {
     int command_pipe[2];
-    if (::pipe(command_pipe) != 0) return 1;
+    if (::pipe(command_pipe) != 0) std::exit(1);
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::close(command_pipe[1]);
@@ -359,11 +353,32 @@ int main(int argc, char** argv) {
     }
     ::close(command_pipe[0]);
     r.to[rank] = ::fdopen(command_pipe[1], "w");
-    pids.push_back(pid);
+    r.pids.push_back(pid);
   }
   ::close(answer_pipe[1]);
   r.from = ::fdopen(answer_pipe[0], "r");
+  return r;
+}
 
+// Tells both ranks to quit; returns rank 0's endpoint description, and whether any rank failed.
+std::pair<std::string, bool> stop_ranks(ranks& r) {
+  for (std::FILE* f : r.to) {
+    std::fputs("quit\n", f);
+    std::fclose(f);
+  }
+  std::string lanes;
+  char line[1024];
+  while (std::fgets(line, sizeof line, r.from)) lanes += line;
+  bool failed = false;
+  for (pid_t pid : r.pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    failed = failed || !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  return {lanes, failed};
+}
+
+void print_header(const options& o) {
   std::printf("UCX data plane, 2 processes on this host, GiB/s, best of %d interleaved rounds;\n"
               "mactor sends %s; memory on both sides: %s\n",
               o.repeats,
@@ -378,86 +393,80 @@ int main(int argc, char** argv) {
               "median", "overall", "median", "overall", "median", "overall", "median", "target",
               "spread", "all-red.", "mactor", "sleep");
   std::fflush(stdout);
-  for (std::size_t size : o.sizes) {
-    const int iters = iterations(size, o);
-    const std::string sz = std::to_string(size) + " ";
-    // The all-reduce and every window's rounds alternate with perftest's, so a passing
-    // disturbance (the cores' state after a busy-polling perftest run) costs one round of each.
-    double ar = 0;
-    r.ask("ar " + sz + std::to_string(1));  // warm-up
-    struct measured {
-      rates p2p, poll{-1, -1}, sleep{-1, -1};
-    };
-    std::vector<measured> rows(std::size(windows));
-    auto keep_best = [](rates& best, const rates& x) {
-      best.overall = std::max(best.overall, x.overall);
-      best.median = std::max(best.median, x.median);
-      auto worst = [](double& w, double v) { if (v > 0) w = w < 0 ? v : std::min(w, v); };
-      worst(best.worst_overall, x.overall);
-      worst(best.worst_median, x.median);
-      if (x.cpu_us > 0 && (best.cpu_us < 0 || x.cpu_us < best.cpu_us)) best.cpu_us = x.cpu_us;
-    };
-    for (int window : windows)
-      r.ask("p2p " + sz + std::to_string(window) + " " + std::to_string(std::max(2, iters / 10)));  // warm-up
-    for (int k = 0; k < o.repeats; ++k) {
-      ar = std::max(ar, r.ask("ar " + sz + std::to_string(std::max(2, iters / 4))).overall);
-      for (std::size_t wi = 0; wi < std::size(windows); ++wi) {
-        const int window = windows[wi];
-        keep_best(rows[wi].p2p, r.ask("p2p " + sz + std::to_string(window) + " " + std::to_string(iters)));
-        if (!o.perftest) continue;
-        keep_best(rows[wi].poll, perftest_gib_per_s(size, iters, window, "poll"));
-        keep_best(rows[wi].sleep, perftest_gib_per_s(size, iters, window, "sleep"));
-      }
-    }
+}
+
+// One window's best rounds at one size: mactor's, and perftest's in both modes.
+struct measured {
+  rates p2p, poll{-1, -1}, sleep{-1, -1};
+};
+
+void keep_best(rates& best, const rates& x) {
+  best.overall = std::max(best.overall, x.overall);
+  best.median = std::max(best.median, x.median);
+  auto worst = [](double& w, double v) { if (v > 0) w = w < 0 ? v : std::min(w, v); };
+  worst(best.worst_overall, x.overall);
+  worst(best.worst_median, x.median);
+  if (x.cpu_us > 0 && (best.cpu_us < 0 || x.cpu_us < best.cpu_us)) best.cpu_us = x.cpu_us;
+}
+
+// Every window's rounds at one size (filling `rows`, one per window); returns the all-reduce's
+// best rate. The all-reduce and every window's rounds alternate with perftest's, so a passing
+// disturbance (the cores' state after a busy-polling perftest run) costs one round of each.
+double measure_size(ranks& r, std::size_t size, const options& o, std::vector<measured>& rows) {
+  const int iters = iterations(size, o);
+  const std::string sz = std::to_string(size) + " ";
+  double all_reduce = 0;
+  r.ask("ar " + sz + std::to_string(1));  // warm-up
+  rows.assign(std::size(windows), {});
+  for (int window : windows)
+    r.ask("p2p " + sz + std::to_string(window) + " " + std::to_string(std::max(2, iters / 10)));  // warm-up
+  for (int k = 0; k < o.repeats; ++k) {
+    all_reduce = std::max(all_reduce, r.ask("ar " + sz + std::to_string(std::max(2, iters / 4))).overall);
     for (std::size_t wi = 0; wi < std::size(windows); ++wi) {
       const int window = windows[wi];
-      auto& [p2p, poll, sleep] = rows[wi];
-      // CPU per message barely depends on other programs' load, unlike the rates.
-      sleep.cpu_us = o.perftest ? perftest_cpu_us_per_message(size, iters, window) : -1;
-      // Against the better of perftest's two modes, per measure.
-      const double ref_overall = std::max(poll.overall, sleep.overall);
-      const double ref_median = std::max(poll.median, sleep.median);
-      auto pct = [](double x, double ref) { return ref > 0 ? 100 * x / ref : 0.0; };
-      // The machine's noise, seen on one program: perftest's worst round against its best, in
-      // the mode and measure the target is judged on.
-      const bool by_median = ref_median > 0;
-      const rates& ref = by_median ? (poll.median >= sleep.median ? poll : sleep)
-                                   : (poll.overall >= sleep.overall ? poll : sleep);
-      const double spread = o.repeats < 2 || ref.overall <= 0 ? -1
-                            : by_median ? pct(ref.worst_median, ref.median)
-                                        : pct(ref.worst_overall, ref.overall);
-      // "-": no per-message median with a window (perftest's percentile times a post; completions
-      // come in bursts).
-      auto num = [](double x, const char* f) {
-        char b[32];
-        if (x < 0) return std::string("-");
-        std::snprintf(b, sizeof b, f, x);
-        return std::string(b);
-      };
-      std::printf("%5.3g MiB %3d %8.2f %7s %8s %7s %8s %7s %8s %7s %6s %6s %9.2f %7s %7s\n",
-                  static_cast<double>(size) / mib, window, p2p.overall, num(p2p.median > 0 ? p2p.median : -1, "%.2f").c_str(),
-                  num(poll.overall, "%.2f").c_str(), num(poll.median, "%.2f").c_str(),
-                  num(sleep.overall, "%.2f").c_str(), num(sleep.median, "%.2f").c_str(),
-                  num(ref_overall > 0 ? pct(p2p.overall, ref_overall) : -1, "%.0f%%").c_str(),
-                  num(ref_median > 0 ? pct(p2p.median, ref_median) : -1, "%.0f%%").c_str(),
-                  target_met(p2p, ref_overall, ref_median), num(spread, "%.0f%%").c_str(), ar, num(p2p.cpu_us, "%.0f").c_str(),
-                  num(sleep.cpu_us, "%.0f").c_str());
-      std::fflush(stdout);
+      keep_best(rows[wi].p2p, r.ask("p2p " + sz + std::to_string(window) + " " + std::to_string(iters)));
+      if (!o.perftest) continue;
+      keep_best(rows[wi].poll, perftest_gib_per_s(size, iters, window, "poll"));
+      keep_best(rows[wi].sleep, perftest_gib_per_s(size, iters, window, "sleep"));
     }
   }
-  for (std::FILE* f : r.to) {
-    std::fputs("quit\n", f);
-    std::fclose(f);
-  }
-  std::string lanes;
-  char line[1024];
-  while (std::fgets(line, sizeof line, r.from)) lanes += line;
-  int failed = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+  return all_reduce;
+}
+
+// One row of the table: mactor against the better of perftest's two modes, per measure.
+void print_row(std::size_t size, int window, const measured& m, double all_reduce, int repeats) {
+  const auto& [p2p, poll, sleep] = m;
+  const double ref_overall = std::max(poll.overall, sleep.overall);
+  const double ref_median = std::max(poll.median, sleep.median);
+  auto pct = [](double x, double ref) { return ref > 0 ? 100 * x / ref : 0.0; };
+  // The machine's noise, seen on one program: perftest's worst round against its best, in
+  // the mode and measure the target is judged on.
+  const bool by_median = ref_median > 0;
+  const rates& ref = by_median ? (poll.median >= sleep.median ? poll : sleep)
+                               : (poll.overall >= sleep.overall ? poll : sleep);
+  const double spread = repeats < 2 || ref.overall <= 0 ? -1
+                        : by_median ? pct(ref.worst_median, ref.median)
+                                    : pct(ref.worst_overall, ref.overall);
+  // "-": no per-message median with a window (perftest's percentile times a post; completions
+  // come in bursts).
+  auto num = [](double x, const char* f) {
+    char b[32];
+    if (x < 0) return std::string("-");
+    std::snprintf(b, sizeof b, f, x);
+    return std::string(b);
+  };
+  std::printf("%5.3g MiB %3d %8.2f %7s %8s %7s %8s %7s %8s %7s %6s %6s %9.2f %7s %7s\n",
+              static_cast<double>(size) / mib, window, p2p.overall, num(p2p.median > 0 ? p2p.median : -1, "%.2f").c_str(),
+              num(poll.overall, "%.2f").c_str(), num(poll.median, "%.2f").c_str(),
+              num(sleep.overall, "%.2f").c_str(), num(sleep.median, "%.2f").c_str(),
+              num(ref_overall > 0 ? pct(p2p.overall, ref_overall) : -1, "%.0f%%").c_str(),
+              num(ref_median > 0 ? pct(p2p.median, ref_median) : -1, "%.0f%%").c_str(),
+              target_met(p2p, ref_overall, ref_median), num(spread, "%.0f%%").c_str(), all_reduce,
+              num(p2p.cpu_us, "%.0f").c_str(), num(sleep.cpu_us, "%.0f").c_str());
+  std::fflush(stdout);
+}
+
+void print_legend(const std::string& lanes) {
   std::printf("win: messages in flight (ucx_perftest -t tag_bw -O win). overall: bytes / wall "
               "time of the stream;\n median: size / the median time per message (perftest's "
               "50th percentile), robust to\n other programs taking the cores. perftest poll "
@@ -476,6 +485,28 @@ int main(int argc, char** argv) {
   while (std::getline(in, l))
     if (l.find("lane[") != std::string::npos || l.rfind("rank", 0) == 0)
       std::printf("  %s\n", l.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  if (o.small_pages) ::setenv("MACTOR_HUGE_PAGES", "off", 1);  // before anything reads it
+  std::string pattern = (std::filesystem::temp_directory_path() / "bench_comm_XXXXXX").string();
+  const std::filesystem::path dir = ::mkdtemp(pattern.data());
+  ranks r = start_ranks(o, dir);
+  print_header(o);
+  std::vector<measured> rows;
+  for (std::size_t size : o.sizes) {
+    const double all_reduce = measure_size(r, size, o, rows);
+    for (std::size_t wi = 0; wi < std::size(windows); ++wi) {
+      // CPU per message barely depends on other programs' load, unlike the rates.
+      rows[wi].sleep.cpu_us = o.perftest ? perftest_cpu_us_per_message(size, iterations(size, o), windows[wi]) : -1;
+      print_row(size, windows[wi], rows[wi], all_reduce, o.repeats);
+    }
+  }
+  const auto [lanes, failed] = stop_ranks(r);
+  print_legend(lanes);
   std::filesystem::remove_all(dir);
   if (failed) {
     std::fprintf(stderr, "error: a benchmark rank failed (see above)\n");
