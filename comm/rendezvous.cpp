@@ -15,7 +15,9 @@ rendezvous_endpoint resolve_rendezvous(const launch_env& env) {
   }
   if (env.world_size == 1) return {{"127.0.0.1", 0}, true};
   if (env.local_world_size == env.world_size && !env.job_id.empty()) {
-    int port = 20000 + static_cast<int>(std::hash<std::string>{}(env.job_id) % 20000);
+    // Below Linux's ephemeral range (32768-60999 by default), where a busy host's outgoing
+    // connections would otherwise take the port now and then.
+    int port = 20000 + static_cast<int>(std::hash<std::string>{}(env.job_id) % 12000);
     return {{"127.0.0.1", port}, env.rank == 0};
   }
   throw rendezvous_error(std::string("cannot find the rendezvous store for a job that spans nodes "
