@@ -58,7 +58,7 @@ double cpu_seconds() {
 int run_ours(const bench_case& b, bool llama, int threads) {
   mactor::kernels::set_kernel_threads(threads);
   mactor::model::single_group tp;
-  mactor::model::gpt_model<float> m(make_config(b, llama), tp);
+  mactor::model::gpt_model m(make_config(b, llama), tp);
   std::mt19937 rng(0);
   std::uniform_int_distribution<int> token(0, b.vocab - 1);
   std::vector<std::int32_t> tokens(b.batch * b.seq), labels(tokens.size());
@@ -70,8 +70,8 @@ int run_ours(const bench_case& b, bool llama, int threads) {
   auto step = [&] {
     m.zero_grad();
     m.forward_backward(mb, 1.0f / float(tokens.size()));
-    auto values = m.store().values();
-    auto grads = m.store().grads();
+    auto values = m.store().values<float>();
+    auto grads = m.store().grads<float>();
     for (std::size_t i = 0; i < values.size(); ++i) values[i] -= 1e-3f * grads[i];
   };
   for (int i = 0; i < 2; ++i) step();

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tensor/tensor.hpp"
+
 namespace mactor::kernels {
 
 struct attention_dims {
@@ -30,6 +32,16 @@ void attention_forward(T* out, T* probs, const T* qkv, const attention_dims& dim
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs,
                         const attention_dims& dims, T scale, float dropout_p,
+                        std::uint64_t dropout_stream);
+
+
+// Tensor entry points: dispatch on dtype and device (every tensor the same), sizes checked.
+void attention_forward(tensor::tensor_view out, tensor::tensor_view probs,
+                       tensor::const_tensor_view qkv, const attention_dims& dims, double scale,
+                       float dropout_p, std::uint64_t dropout_stream);
+void attention_backward(tensor::tensor_view dqkv, tensor::const_tensor_view dout,
+                        tensor::const_tensor_view qkv, tensor::const_tensor_view probs,
+                        const attention_dims& dims, double scale, float dropout_p,
                         std::uint64_t dropout_stream);
 
 }  // namespace mactor::kernels

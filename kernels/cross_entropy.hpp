@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tensor/tensor.hpp"
+
 namespace mactor::kernels {
 
 /// row_max[n] = max over this shard's logits.
@@ -26,5 +28,19 @@ void cross_entropy_loss(T* loss, const T* sum_exp, const T* row_max, const T* ta
 template <typename T>
 void cross_entropy_backward(T* exps, const T* sum_exp, const std::int32_t* labels,
                             const T* grad_scale, int n, int v, int vocab_start);
+
+
+// Tensor entry points: dispatch on dtype and device (every tensor the same), sizes checked.
+void cross_entropy_row_max(tensor::tensor_view row_max, tensor::const_tensor_view logits, int n,
+                           int v);
+void cross_entropy_shard_sums(tensor::tensor_view sum_exp, tensor::tensor_view target_logit,
+                              tensor::tensor_view logits, tensor::const_tensor_view row_max,
+                              const std::int32_t* labels, int n, int v, int vocab_start);
+void cross_entropy_loss(tensor::tensor_view loss, tensor::const_tensor_view sum_exp,
+                        tensor::const_tensor_view row_max, tensor::const_tensor_view target_logit,
+                        int n);
+void cross_entropy_backward(tensor::tensor_view exps, tensor::const_tensor_view sum_exp,
+                            const std::int32_t* labels, tensor::const_tensor_view grad_scale,
+                            int n, int v, int vocab_start);
 
 }  // namespace mactor::kernels

@@ -32,7 +32,7 @@ decltype(auto) dispatch_floating(const char* kernel, tensor::dtype t, tensor::de
   throw unsupported_kernel(kernel, t, d);
 }
 
-/// Checks that every view shares the first's dtype and device (kernels do not mix them unless
+/// Checks that every non-empty view shares the first one's dtype and device (kernels do not mix them unless
 /// their signature says so); throws tensor::tensor_error naming the kernel otherwise.
 void check_same_type(const char* kernel, std::initializer_list<tensor::const_tensor_view> views);
 

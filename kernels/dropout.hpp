@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tensor/tensor.hpp"
+
 namespace mactor::kernels {
 
 /// Uniform [0, 1) number for (seed, index); deterministic across runs and threads.
@@ -31,5 +33,14 @@ void dropout_apply(T* y, const T* x, std::int64_t n, float p, std::uint64_t stre
 template <typename T>
 void bias_dropout_add(T* out, const T* residual, const T* x, const T* bias, int n, int w, float p,
                       std::uint64_t stream, std::uint64_t first_index = 0);
+
+
+// Tensor entry points: dispatch on dtype and device (every tensor the same), sizes checked;
+// bias may be an empty view.
+void dropout_apply(tensor::tensor_view y, tensor::const_tensor_view x, std::int64_t n, float p,
+                   std::uint64_t stream, std::uint64_t first_index = 0);
+void bias_dropout_add(tensor::tensor_view out, tensor::const_tensor_view residual,
+                      tensor::const_tensor_view x, tensor::const_tensor_view bias, int n, int w,
+                      float p, std::uint64_t stream, std::uint64_t first_index = 0);
 
 }  // namespace mactor::kernels

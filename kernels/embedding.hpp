@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tensor/tensor.hpp"
+
 namespace mactor::kernels {
 
 /// out[n, hidden] = beta * out + table[ids[i] - vocab_start] (zero row when outside the shard).
@@ -15,5 +17,14 @@ void embedding_forward(T* out, const T* table, const std::int32_t* ids, int n, i
 template <typename T>
 void embedding_backward(T* dtable, const T* dout, const std::int32_t* ids, int n, int hidden,
                         int vocab_start, int vocab_end);
+
+
+// Tensor entry points: dispatch on dtype and device (every tensor the same), sizes checked.
+void embedding_forward(tensor::tensor_view out, tensor::const_tensor_view table,
+                       const std::int32_t* ids, int n, int hidden, int vocab_start, int vocab_end,
+                       double beta = 0);
+void embedding_backward(tensor::tensor_view dtable, tensor::const_tensor_view dout,
+                        const std::int32_t* ids, int n, int hidden, int vocab_start,
+                        int vocab_end);
 
 }  // namespace mactor::kernels

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tensor/tensor.hpp"
+
 namespace mactor::kernels {
 
 /// c[m, n] = alpha * op(a) · op(b) + beta * c, all row-major with leading dimensions lda/ldb/ldc.
@@ -33,5 +35,14 @@ struct gemm_stats {
 };
 gemm_stats gemm_stats_read();
 void gemm_stats_reset();
+
+
+// Tensor entry points: dispatch on dtype and device (every tensor the same), sizes checked.
+void linear_forward(tensor::const_tensor_view x, tensor::const_tensor_view w, tensor::tensor_view y,
+                    int rows, int in, int out, double beta = 0);
+void linear_backward_input(tensor::const_tensor_view dy, tensor::const_tensor_view w,
+                           tensor::tensor_view dx, int rows, int in, int out, double beta = 0);
+void linear_backward_weight(tensor::const_tensor_view dy, tensor::const_tensor_view x,
+                            tensor::tensor_view dw, int rows, int in, int out);
 
 }  // namespace mactor::kernels

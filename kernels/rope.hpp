@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "tensor/tensor.hpp"
+
 namespace mactor::kernels {
 
 /// cos, sin: [seq, rot_dim / 2] for positions 0..seq-1, angle = pos / base^(2i / rot_dim),
@@ -18,5 +20,13 @@ template <typename T>
 void rope_apply(T* x, const T* cos, const T* sin, int seq, int batch, int groups,
                 int heads_per_group, int head_dim, int rot_dim, std::int64_t row_stride,
                 std::int64_t group_stride, bool inverse);
+
+
+// Tensor entry points: dispatch on dtype and device (every tensor the same), sizes checked.
+void rope_tables(tensor::tensor_view cos, tensor::tensor_view sin, int seq, int rot_dim,
+                 double base);
+void rope_apply(tensor::tensor_view x, tensor::const_tensor_view cos, tensor::const_tensor_view sin,
+                int seq, int batch, int groups, int heads_per_group, int head_dim, int rot_dim,
+                std::int64_t row_stride, std::int64_t group_stride, bool inverse);
 
 }  // namespace mactor::kernels

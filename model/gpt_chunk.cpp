@@ -6,6 +6,8 @@
 #include <string>
 
 #include "kernels/dropout.hpp"
+#include "kernels/tensor_ops.hpp"
+#include "model/activation.hpp"
 
 namespace mactor::model {
 namespace {
@@ -32,9 +34,9 @@ constexpr std::uint64_t embedding_dropout_site = 3;
 
 }  // namespace
 
-template <typename T>
-gpt_chunk<T>::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout)
-    : config_(checked(config, tp, layout)), tp_(tp), layout_(layout) {
+gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout)
+    : config_(checked(config, tp, layout)), tp_(tp), layout_(layout),
+      store_(config_.params_dtype) {
   // Registration order (Megatron's module order) fixes only the flat buffer layout.
   if (layout_.pre_process) {
     embedding_.emplace(store_, config_, tp.rank(), tp.size());
@@ -54,38 +56,44 @@ gpt_chunk<T>::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout 
                                       tp_split::rows, init_kind::normal, config_.init_method_std);
       tied = word_embeddings_;
     }
-    output_ = std::make_unique<output_layer_loss<T>>(store_, config_, tp.rank(), tp.size(), tied);
+    output_ = std::make_unique<output_layer_loss>(store_, config_, tp.rank(), tp.size(), tied);
   }
   store_.allocate(config_.seed, tp.rank(), tp.size());
 }
 
-template <typename T>
-std::size_t gpt_chunk<T>::activation_numel(int micro_batch_size) const {
+std::size_t gpt_chunk::activation_numel(int micro_batch_size) const {
   return std::size_t(local_rows(micro_batch_size)) * config_.hidden_size;
 }
 
-template <typename T>
-int gpt_chunk<T>::local_rows(int micro_batch_size) const {
+int gpt_chunk::local_rows(int micro_batch_size) const {
   const int rows = config_.seq_length * micro_batch_size;
   return config_.sequence_parallel ? rows / config_.tensor_model_parallel_size : rows;
 }
 
-template <typename T>
-void gpt_chunk<T>::all_reduce_sequence_parallel_grads() {
+void gpt_chunk::all_reduce_sequence_parallel_grads() {
   if (!config_.sequence_parallel) return;
   // One coalesced all-reduce, as Megatron's _allreduce_layernorm_grads flattens its buffers.
-  std::vector<T> flat;
+  std::int64_t total = 0;
   for (const auto& p : store_.all())
-    if (p.sequence_parallel) flat.insert(flat.end(), p.grad, p.grad + p.numel);
-  if (flat.empty()) return;
-  tp_.all_reduce_sum(flat.data(), flat.size());
-  std::size_t at = 0;
+    if (p.sequence_parallel) total += std::int64_t(p.numel);
+  if (total == 0) return;
+  tensor::tensor flat({total}, store_.type(), tensor::memory_kind::communication);
+  std::int64_t at = 0;
+  for (const auto& p : store_.all())
+    if (p.sequence_parallel) {
+      kernels::copy(elements(flat.view(), at, std::int64_t(p.numel)), p.grad);
+      at += std::int64_t(p.numel);
+    }
+  tp_.all_reduce_sum(flat);
+  at = 0;
   for (auto& p : store_.all())
-    if (p.sequence_parallel) std::copy_n(flat.data() + at, p.numel, p.grad), at += p.numel;
+    if (p.sequence_parallel) {
+      kernels::copy(p.grad, elements(flat.view(), at, std::int64_t(p.numel)));
+      at += std::int64_t(p.numel);
+    }
 }
 
-template <typename T>
-void gpt_chunk<T>::load_batch(const micro_batch& b, saved& s) const {
+void gpt_chunk::load_batch(const micro_batch& b, saved& s) const {
   if (b.micro_batch_size <= 0)
     throw std::invalid_argument("micro_batch needs micro_batch_size > 0 (got " +
                                 std::to_string(b.micro_batch_size) + ")");
@@ -128,33 +136,29 @@ void gpt_chunk<T>::load_batch(const micro_batch& b, saved& s) const {
 }
 
 // Embedding (or the kept input), the layers and the final norm; fills stream_ and final_.
-template <typename T>
-void gpt_chunk<T>::run_forward(const saved& s, bool training) {
+void gpt_chunk::run_forward(const saved& s, bool training) {
   const int seq = config_.seq_length, mb = s.micro_batch_size, rows = seq * mb;
-  const int local = local_rows(mb);
-  const std::size_t n = std::size_t(local) * config_.hidden_size;
+  const int local = local_rows(mb), hidden = config_.hidden_size;
+  const auto type = store_.type();
   stream_.resize(layers_.size() + 1);
-  for (auto& v : stream_) v.resize(n);
+  for (auto& t : stream_) ensure_activation(t, local, hidden, type);
   if (layout_.pre_process)
-    embedding_->forward(store_, tp_, s.ids.data(), s.positions.data(), stream_[0].data(), rows,
+    embedding_->forward(store_, tp_, s.ids.data(), s.positions.data(), stream_[0], rows,
                         training,
                         kernels::dropout_stream(config_.seed, config_.num_layers,
                                                 embedding_dropout_site, s.step));
   else
-    std::copy_n(s.input.data(), n, stream_[0].data());
+    kernels::copy(stream_[0], s.input);
   for (std::size_t i = 0; i < layers_.size(); ++i)
-    layers_[i].forward(store_, tp_, stream_[i].data(), stream_[i + 1].data(), seq, mb, training,
-                       s.step);
-  if (layout_.post_process) {
-    final_.resize(n);
-    final_layernorm_->forward(store_, stream_.back().data(), final_.data(), local);
-  }
+    layers_[i].forward(store_, tp_, stream_[i], stream_[i + 1], seq, mb, training, s.step);
+  if (layout_.post_process)
+    final_layernorm_->forward(store_, stream_.back(), ensure_activation(final_, local, hidden, type),
+                              local);
 }
 
-template <typename T>
-loss_and_count gpt_chunk<T>::forward(int slot, const micro_batch& b, const T* input, T* output,
-                                     bool training, bool keep, T grad_scale,
-                                     std::uint64_t dropout_step) {
+loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_tensor_view input,
+                                  tensor::tensor_view output, bool training, bool keep,
+                                  double grad_scale, std::uint64_t dropout_step) {
   if (keep && slots_.count(slot))
     throw std::logic_error("gpt_chunk: slot " + std::to_string(slot) +
                            " already holds a micro-batch waiting for its backward");
@@ -162,21 +166,23 @@ loss_and_count gpt_chunk<T>::forward(int slot, const micro_batch& b, const T* in
   s.step = dropout_step;
   load_batch(b, s);
   const int rows = config_.seq_length * s.micro_batch_size;
-  const std::size_t n = activation_numel(s.micro_batch_size);
+  const int local = local_rows(s.micro_batch_size), hidden = config_.hidden_size;
+  const std::int64_t n = std::int64_t(activation_numel(s.micro_batch_size));
   if (!layout_.pre_process) {
-    if (!input) throw std::invalid_argument("a stage without the embedding needs an input activation");
-    s.input.assign(input, input + n);
+    if (!input.data)
+      throw std::invalid_argument("a stage without the embedding needs an input activation");
+    kernels::copy(ensure_activation(s.input, local, hidden, store_.type()), elements(input, 0, n));
   }
   run_forward(s, training);
   loss_and_count result;
   if (layout_.post_process) {
     for (float m : s.mask) result.num_tokens += m;
-    if (keep) s.loss_grad.resize(n);
-    result.loss_sum = output_->forward_backward(store_, tp_, final_.data(), s.labels.data(),
-                                                s.mask.data(), grad_scale,
-                                                keep ? s.loss_grad.data() : nullptr, rows);
-  } else if (output) {
-    std::copy_n(stream_.back().data(), n, output);
+    tensor::tensor_view loss_grad;
+    if (keep) loss_grad = ensure_activation(s.loss_grad, local, hidden, store_.type());
+    result.loss_sum = output_->forward_backward(store_, tp_, final_, s.labels.data(),
+                                                s.mask.data(), grad_scale, loss_grad, rows);
+  } else if (output.data) {
+    kernels::copy(elements(output, 0, n), stream_.back());
   }
   if (keep) {
     // Moving the vectors keeps their buffers, which the embedding's backward still points into.
@@ -188,8 +194,8 @@ loss_and_count gpt_chunk<T>::forward(int slot, const micro_batch& b, const T* in
   return result;
 }
 
-template <typename T>
-void gpt_chunk<T>::backward(int slot, const T* grad_output, T* grad_input, const std::function<void(int)>& progress) {
+void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
+                         tensor::tensor_view grad_input, const std::function<void(int)>& progress) {
   auto it = slots_.find(slot);
   if (it == slots_.end())
     throw std::logic_error("gpt_chunk: backward of slot " + std::to_string(slot) +
@@ -197,30 +203,28 @@ void gpt_chunk<T>::backward(int slot, const T* grad_output, T* grad_input, const
   const saved& s = it->second;
   if (resident_ != slot) run_forward(s, /*training=*/true);  // recompute the activations
   const int rows = local_rows(s.micro_batch_size);
-  const std::size_t n = activation_numel(s.micro_batch_size);
-  grad_a_.resize(n);
+  const std::int64_t n = std::int64_t(activation_numel(s.micro_batch_size));
+  auto grad = ensure_activation(grad_a_, rows, config_.hidden_size, store_.type());
   if (layout_.post_process) {
-    final_layernorm_->backward(store_, s.loss_grad.data(), stream_.back().data(), grad_a_.data(),
-                               rows, false);
+    final_layernorm_->backward(store_, s.loss_grad, stream_.back(), grad, rows, false);
     if (progress) progress(backward_done_final_norm());
   } else {
-    if (!grad_output) throw std::invalid_argument("a stage without the loss needs an output gradient");
-    std::copy_n(grad_output, n, grad_a_.data());
+    if (!grad_output.data)
+      throw std::invalid_argument("a stage without the loss needs an output gradient");
+    kernels::copy(grad, elements(grad_output, 0, n));
   }
   for (std::size_t i = layers_.size(); i-- > 0;) {
-    layers_[i].backward(store_, tp_, stream_[i].data(), grad_a_.data(), grad_a_.data());
+    layers_[i].backward(store_, tp_, stream_[i], grad, grad);
     if (progress) progress(static_cast<int>(i));
   }
   if (layout_.pre_process) {
-    embedding_->backward(store_, tp_, grad_a_.data());
+    embedding_->backward(store_, tp_, grad);
     if (progress) progress(backward_done_embedding);
-  } else if (grad_input)
-    std::copy_n(grad_a_.data(), n, grad_input);
+  } else if (grad_input.data) {
+    kernels::copy(elements(grad_input, 0, n), grad);
+  }
   slots_.erase(it);
   resident_ = -1;
 }
-
-template class gpt_chunk<float>;
-template class gpt_chunk<double>;
 
 }  // namespace mactor::model

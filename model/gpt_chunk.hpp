@@ -48,7 +48,6 @@ struct chunk_layout {
   bool post_process = true;     ///< holds final norm, output layer and loss (the last one)
 };
 
-template <typename T>
 class gpt_chunk {
  public:
   /// Throws std::invalid_argument listing every config problem, a bad layer range, or a group
@@ -60,18 +59,22 @@ class gpt_chunk {
 
   /// Forward of one micro-batch into `slot`. `input` is the previous stage's output [seq * mb,
   /// hidden] ([seq / tp * mb, hidden] with sequence parallelism; ignored with pre_process);
-  /// `output` receives this chunk's output, of the same shape (ignored with post_process). With post_process the loss is computed and returned; when `keep` is set its
-  /// gradient, scaled by grad_scale, is made at once (the output layer's weight gradient
-  /// accumulates now) and kept for backward(slot). `keep` also keeps the slot for backward.
+  /// `output` receives this chunk's output, of the same shape (ignored with post_process or
+  /// when empty). Both are of the model's dtype. With post_process the loss is computed and
+  /// returned; when `keep` is set its gradient, scaled by grad_scale, is made at once (the
+  /// output layer's weight gradient accumulates now) and kept for backward(slot). `keep` also
+  /// keeps the slot for backward.
   /// `dropout_step` picks the dropout masks; `training` turns dropout on.
-  loss_and_count forward(int slot, const micro_batch& batch, const T* input, T* output,
-                         bool training, bool keep, T grad_scale, std::uint64_t dropout_step);
+  loss_and_count forward(int slot, const micro_batch& batch, tensor::const_tensor_view input,
+                         tensor::tensor_view output, bool training, bool keep, double grad_scale,
+                         std::uint64_t dropout_step);
   /// Backward of the micro-batch kept in `slot`: from `grad_output` (ignored with post_process)
   /// to `grad_input` (ignored with pre_process); accumulates weight gradients; frees the slot.
   /// `progress`, when given, is told as each part's weight gradients are complete, in this
   /// order: backward_done_final_norm (post_process: the final norm and the output layer), each
   /// local layer index from the last to 0, then backward_done_embedding (pre_process).
-  void backward(int slot, const T* grad_output, T* grad_input, const std::function<void(int)>& progress = {});
+  void backward(int slot, tensor::const_tensor_view grad_output, tensor::tensor_view grad_input,
+                const std::function<void(int)>& progress = {});
   static constexpr int backward_done_embedding = -1;
   /// The final norm's event: the number of local layers.
   int backward_done_final_norm() const { return static_cast<int>(layers_.size()); }
@@ -89,8 +92,10 @@ class gpt_chunk {
 
   const chunk_layout& layout() const { return layout_; }
   const gpt_model_config& config() const { return config_; }
-  std::vector<parameter<T>>& parameters() { return store_.all(); }
-  parameter_store<T>& store() { return store_; }
+  std::vector<parameter>& parameters() { return store_.all(); }
+  parameter_store& store() { return store_; }
+  /// The dtype of parameters, gradients and activations (config.params_dtype).
+  tensor::dtype dtype() const { return store_.type(); }
   void zero_grad() { store_.zero_grad(); }
   /// The id of the word-embedding parameter (this chunk's own or its tied copy), or -1.
   int word_embeddings_id() const { return word_embeddings_; }
@@ -101,7 +106,7 @@ class gpt_chunk {
     int micro_batch_size = 1;
     std::vector<std::int32_t> ids, positions, labels;
     std::vector<float> mask;
-    std::vector<T> input, loss_grad;
+    tensor::tensor input, loss_grad;
   };
   void load_batch(const micro_batch& batch, saved& s) const;
   int local_rows(int micro_batch_size) const;
@@ -110,17 +115,17 @@ class gpt_chunk {
   gpt_model_config config_;
   group& tp_;
   chunk_layout layout_;
-  parameter_store<T> store_;
-  std::optional<language_model_embedding<T>> embedding_;
-  std::vector<transformer_layer<T>> layers_;
-  std::optional<norm<T>> final_layernorm_;
-  std::unique_ptr<output_layer_loss<T>> output_;
+  parameter_store store_;
+  std::optional<language_model_embedding> embedding_;
+  std::vector<transformer_layer> layers_;
+  std::optional<norm> final_layernorm_;
+  std::unique_ptr<output_layer_loss> output_;
   int word_embeddings_ = -1;
   std::unordered_map<int, saved> slots_;
   int resident_ = -1;  // the slot whose activations the layers hold now
   // The residual stream entering each layer (and leaving the last), the final norm's output.
-  std::vector<std::vector<T>> stream_;
-  std::vector<T> final_, grad_a_;
+  std::vector<tensor::tensor> stream_;
+  tensor::tensor final_, grad_a_;
 };
 
 }  // namespace mactor::model

@@ -10,7 +10,6 @@
 
 namespace mactor::model {
 
-template <typename T>
 class gpt_model {
  public:
   /// Throws std::invalid_argument listing every config problem, or when the group's size and
@@ -20,15 +19,15 @@ class gpt_model {
   /// Forward and backward of one micro-batch. Accumulates into the grads the gradient of
   /// grad_scale * loss_sum (Megatron passes 1 / (num_tokens * num_microbatches) unless
   /// --calculate-per-token-loss). Dropout is on; each call draws fresh masks.
-  loss_and_count forward_backward(const micro_batch& batch, T grad_scale);
+  loss_and_count forward_backward(const micro_batch& batch, double grad_scale);
   /// Forward only (evaluation); dropout off unless asked, gradients untouched.
   loss_and_count forward_only(const micro_batch& batch, bool apply_dropout = false);
 
   /// With sequence parallelism, sums the norm and row-parallel-bias gradients over the group;
   /// call once after the last forward_backward of a step (see gpt_chunk).
   void all_reduce_sequence_parallel_grads() { chunk_.all_reduce_sequence_parallel_grads(); }
-  std::vector<parameter<T>>& parameters() { return chunk_.parameters(); }
-  parameter_store<T>& store() { return chunk_.store(); }
+  std::vector<parameter>& parameters() { return chunk_.parameters(); }
+  parameter_store& store() { return chunk_.store(); }
   void zero_grad() { chunk_.zero_grad(); }
   const gpt_model_config& config() const { return chunk_.config(); }
   /// The dropout mask generation; forward_backward advances it by one.
@@ -36,7 +35,7 @@ class gpt_model {
   void set_dropout_step(std::uint64_t step) { step_ = step; }
 
  private:
-  gpt_chunk<T> chunk_;
+  gpt_chunk chunk_;
   std::uint64_t step_ = 0;
 };
 

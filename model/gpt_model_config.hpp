@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "tensor/dtype.hpp"
+
 namespace mactor::model {
 
 enum class normalization_kind { layer_norm, rms_norm };             // --normalization
@@ -42,6 +44,9 @@ struct gpt_model_config {
   /// Megatron's --sequence-parallel: outside the tensor-parallel regions (norms, dropouts,
   /// residuals) each rank holds seq_length / tp positions of the [seq, batch, hidden] activations.
   bool sequence_parallel = false;
+  /// The dtype of the parameters, their gradients and the activations (Megatron's params_dtype):
+  /// float32 for training today, float64 for gradient checks.
+  tensor::dtype params_dtype = tensor::dtype::float32;
 
   int query_groups() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
   int head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }

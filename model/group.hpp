@@ -1,8 +1,11 @@
-// The collective interface model/ needs from a tensor-parallel group, over float and double
-// buffers: comm/ provides real ones; single_group is the tp=1 case.
+// The collective interface model/ needs from a tensor-parallel group. Layers call it with
+// tensors; an implementation provides the typed collectives (float and double buffers today):
+// comm/ provides real ones; single_group is the tp=1 case.
 #pragma once
 #include <algorithm>
 #include <cstddef>
+
+#include "tensor/tensor.hpp"
 
 namespace mactor::model {
 
@@ -11,6 +14,14 @@ class group {
   virtual ~group() = default;
   virtual int size() const = 0;
   virtual int rank() const = 0;
+
+  /// data = sum over ranks of data, in place.
+  void all_reduce_sum(tensor::tensor_view data);
+  /// out = concatenation of every rank's in, in rank order (out holds size() * in.numel()).
+  void all_gather(tensor::const_tensor_view in, tensor::tensor_view out);
+  /// out = this rank's block of the sum over ranks of in (in holds size() * out.numel()).
+  void reduce_scatter_sum(tensor::const_tensor_view in, tensor::tensor_view out);
+
   /// data[n] = sum over ranks of data[n], in place.
   virtual void all_reduce_sum(float* data, std::size_t n) = 0;
   virtual void all_reduce_sum(double* data, std::size_t n) = 0;

@@ -3,13 +3,13 @@
 
 #include "kernels/dropout.hpp"
 #include "kernels/embedding.hpp"
+#include "model/activation.hpp"
 
 namespace mactor::model {
 
-template <typename T>
-language_model_embedding<T>::language_model_embedding(parameter_store<T>& store,
-                                                      const gpt_model_config& c, int tp_rank,
-                                                      int tp_size)
+language_model_embedding::language_model_embedding(parameter_store& store,
+                                                   const gpt_model_config& c, int tp_rank,
+                                                   int tp_size)
     : hidden_(c.hidden_size), vocab_start_(tp_rank * (c.padded_vocab_size / tp_size)),
       vocab_end_(vocab_start_ + c.padded_vocab_size / tp_size),
       max_positions_(c.max_position_embeddings), dropout_(c.hidden_dropout),
@@ -22,56 +22,53 @@ language_model_embedding<T>::language_model_embedding(parameter_store<T>& store,
                           init_kind::normal, c.init_method_std);
 }
 
-template <typename T>
-void language_model_embedding<T>::forward(const parameter_store<T>& store, group& tp,
-                                          const std::int32_t* ids, const std::int32_t* positions,
-                                          T* out, int rows, bool training, std::uint64_t stream) {
+void language_model_embedding::forward(const parameter_store& store, group& tp,
+                                       const std::int32_t* ids, const std::int32_t* positions,
+                                       tensor::tensor_view out, int rows, bool training,
+                                       std::uint64_t stream) {
   rows_ = rows, ids_ = ids, positions_ = positions, stream_ = stream;
   p_ = training ? dropout_ : 0.0f;
   // The rows this rank keeps: all of them, or its sequence shard (contiguous in [seq, batch]).
   const int local_rows = sequence_parallel_ ? rows / tp.size() : rows;
   const int first_row = sequence_parallel_ ? local_rows * tp.rank() : 0;
+  const std::int64_t local = std::int64_t(local_rows) * hidden_;
   first_index_ = std::uint64_t(first_row) * hidden_;
   if (sequence_parallel_) {
     // The vocab-parallel sum lands reduce-scattered on the sequence shards.
-    full_.resize(std::size_t(rows) * hidden_);
-    kernels::embedding_forward<T>(full_.data(), store.value(word_), ids, rows, hidden_,
-                                  vocab_start_, vocab_end_);
-    tp.reduce_scatter_sum(full_.data(), out, std::size_t(local_rows) * hidden_);
+    auto full = ensure_activation(full_, rows, hidden_, out.type);
+    kernels::embedding_forward(full, store.value(word_), ids, rows, hidden_, vocab_start_,
+                               vocab_end_);
+    tp.reduce_scatter_sum(full, elements(out, 0, local));
   } else {
-    kernels::embedding_forward<T>(out, store.value(word_), ids, rows, hidden_, vocab_start_,
-                                  vocab_end_);
-    if (tp.size() > 1) tp.all_reduce_sum(out, std::size_t(rows) * hidden_);
+    kernels::embedding_forward(out, store.value(word_), ids, rows, hidden_, vocab_start_,
+                               vocab_end_);
+    if (tp.size() > 1) tp.all_reduce_sum(elements(out, 0, local));
   }
   if (position_ >= 0)
-    kernels::embedding_forward<T>(out, store.value(position_), positions + first_row, local_rows,
-                                  hidden_, 0, max_positions_, T(1));
-  kernels::dropout_apply<T>(out, out, std::int64_t(local_rows) * hidden_, p_, stream_,
-                            first_index_);
+    kernels::embedding_forward(out, store.value(position_), positions + first_row, local_rows,
+                               hidden_, 0, max_positions_, 1.0);
+  kernels::dropout_apply(out, out, local, p_, stream_, first_index_);
 }
 
-template <typename T>
-void language_model_embedding<T>::backward(parameter_store<T>& store, group& tp, const T* dout) {
+void language_model_embedding::backward(parameter_store& store, group& tp,
+                                        tensor::const_tensor_view dout) {
   const std::int64_t n = std::int64_t(rows_) * hidden_;
-  dmasked_.resize(n);
+  auto dmasked = ensure_activation(dmasked_, rows_, hidden_, dout.type);
   if (sequence_parallel_) {
     // Dropout on this rank's shard, then the shards all-gathered: every rank needs every row's
     // gradient for its vocabulary block and for the (replicated) position table.
-    const std::int64_t shard = n / tp.size();
-    full_.resize(shard);
-    kernels::dropout_apply<T>(full_.data(), dout, shard, p_, stream_, first_index_);
-    tp.all_gather(full_.data(), dmasked_.data(), std::size_t(shard));
+    const int shard_rows = rows_ / tp.size();
+    auto shard = ensure_activation(full_, shard_rows, hidden_, dout.type);
+    kernels::dropout_apply(shard, dout, shard.numel(), p_, stream_, first_index_);
+    tp.all_gather(shard, dmasked);
   } else {
-    kernels::dropout_apply<T>(dmasked_.data(), dout, n, p_, stream_);
+    kernels::dropout_apply(dmasked, dout, n, p_, stream_);
   }
-  kernels::embedding_backward<T>(store.grad(word_), dmasked_.data(), ids_, rows_, hidden_,
-                                 vocab_start_, vocab_end_);
+  kernels::embedding_backward(store.grad(word_), dmasked, ids_, rows_, hidden_, vocab_start_,
+                              vocab_end_);
   if (position_ >= 0)
-    kernels::embedding_backward<T>(store.grad(position_), dmasked_.data(), positions_, rows_,
-                                   hidden_, 0, max_positions_);
+    kernels::embedding_backward(store.grad(position_), dmasked, positions_, rows_, hidden_, 0,
+                                max_positions_);
 }
-
-template class language_model_embedding<float>;
-template class language_model_embedding<double>;
 
 }  // namespace mactor::model

@@ -5,7 +5,6 @@
 // (Megatron's scatter_to_sequence_parallel_region), and dropout runs on that shard.
 #pragma once
 #include <cstdint>
-#include <vector>
 
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
@@ -13,22 +12,21 @@
 
 namespace mactor::model {
 
-template <typename T>
 class language_model_embedding {
  public:
   /// Registers embedding.word_embeddings.weight [vocab, hidden] (rows split) and, for learned
   /// absolute positions, embedding.position_embeddings.weight [max_positions, hidden].
-  language_model_embedding(parameter_store<T>& store, const gpt_model_config& config,
+  language_model_embedding(parameter_store& store, const gpt_model_config& config,
                            int tp_rank, int tp_size);
   int word_embeddings_id() const { return word_; }
   /// out[rows, hidden] for token ids and position ids, both in [seq, batch] row order (all rows
   /// of the ids; out holds only this rank's rows / tp with sequence parallelism).
-  void forward(const parameter_store<T>& store, group& tp, const std::int32_t* ids,
-               const std::int32_t* positions, T* out, int rows, bool training,
+  void forward(const parameter_store& store, group& tp, const std::int32_t* ids,
+               const std::int32_t* positions, tensor::tensor_view out, int rows, bool training,
                std::uint64_t stream);
   /// Accumulates the embedding gradients from dout [rows, hidden] (the ids of the last forward;
   /// this rank's shard with sequence parallelism).
-  void backward(parameter_store<T>& store, group& tp, const T* dout);
+  void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout);
 
  private:
   int hidden_, vocab_start_, vocab_end_, word_, position_ = -1, max_positions_;
@@ -38,7 +36,7 @@ class language_model_embedding {
   int rows_ = 0;
   const std::int32_t* ids_ = nullptr;
   const std::int32_t* positions_ = nullptr;
-  std::vector<T> dmasked_, full_;
+  tensor::tensor dmasked_, full_;
 };
 
 }  // namespace mactor::model

@@ -5,12 +5,11 @@
 
 #include "kernels/gelu.hpp"
 #include "kernels/swiglu.hpp"
+#include "model/activation.hpp"
 
 namespace mactor::model {
 
-template <typename T>
-mlp<T>::mlp(parameter_store<T>& store, const std::string& name, const gpt_model_config& c,
-            int tp_size)
+mlp::mlp(parameter_store& store, const std::string& name, const gpt_model_config& c, int tp_size)
     : swiglu_(c.swiglu), tanh_gelu_(c.gelu_tanh_approximation),
       ffn_local_(c.ffn_hidden_size / tp_size),
       linear_fc1_(store, name + ".linear_fc1", c.hidden_size,
@@ -21,34 +20,29 @@ mlp<T>::mlp(parameter_store<T>& store, const std::string& name, const gpt_model_
                   c.add_bias_linear, c.init_method_std / std::sqrt(2.0 * c.num_layers), tp_size,
                   c.sequence_parallel) {}
 
-template <typename T>
-void mlp<T>::forward(const parameter_store<T>& store, group& tp, const T* x, T* out, int rows) {
+void mlp::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
+                  tensor::tensor_view out, int rows) {
   rows_ = rows;
-  fc1_.resize(std::size_t(rows) * linear_fc1_.out_local());
-  act_.resize(std::size_t(rows) * ffn_local_);
-  linear_fc1_.forward(store, tp, x, fc1_.data(), rows);
+  auto fc1 = ensure_activation(fc1_, rows, linear_fc1_.out_local(), x.type);
+  auto act = ensure_activation(act_, rows, ffn_local_, x.type);
+  linear_fc1_.forward(store, tp, x, fc1, rows);
   if (swiglu_)
-    kernels::swiglu_forward<T>(act_.data(), fc1_.data(), rows, ffn_local_);
+    kernels::swiglu_forward(act, fc1, rows, ffn_local_);
   else
-    kernels::gelu_forward<T>(act_.data(), fc1_.data(), std::int64_t(rows) * ffn_local_,
-                             tanh_gelu_);
-  linear_fc2_.forward(store, tp, act_.data(), out, rows);
+    kernels::gelu_forward(act, fc1, std::int64_t(rows) * ffn_local_, tanh_gelu_);
+  linear_fc2_.forward(store, tp, act, out, rows);
 }
 
-template <typename T>
-void mlp<T>::backward(parameter_store<T>& store, group& tp, const T* dout, const T* x, T* dx) {
-  dact_.resize(act_.size());
-  dfc1_.resize(fc1_.size());
-  linear_fc2_.backward(store, tp, dout, act_.data(), dact_.data(), rows_);
+void mlp::backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
+                   tensor::const_tensor_view x, tensor::tensor_view dx) {
+  auto dact = ensure_activation(dact_, rows_, ffn_local_, dout.type);
+  auto dfc1 = ensure_activation(dfc1_, rows_, linear_fc1_.out_local(), dout.type);
+  linear_fc2_.backward(store, tp, dout, act_, dact, rows_);
   if (swiglu_)
-    kernels::swiglu_backward<T>(dfc1_.data(), dact_.data(), fc1_.data(), rows_, ffn_local_);
+    kernels::swiglu_backward(dfc1, dact, fc1_, rows_, ffn_local_);
   else
-    kernels::gelu_backward<T>(dfc1_.data(), dact_.data(), fc1_.data(),
-                              std::int64_t(rows_) * ffn_local_, tanh_gelu_);
-  linear_fc1_.backward(store, tp, dfc1_.data(), x, dx, rows_);
+    kernels::gelu_backward(dfc1, dact, fc1_, std::int64_t(rows_) * ffn_local_, tanh_gelu_);
+  linear_fc1_.backward(store, tp, dfc1, x, dx, rows_);
 }
-
-template class mlp<float>;
-template class mlp<double>;
 
 }  // namespace mactor::model

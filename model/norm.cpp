@@ -3,12 +3,12 @@
 
 #include "kernels/layernorm.hpp"
 #include "kernels/rmsnorm.hpp"
+#include "model/activation.hpp"
 
 namespace mactor::model {
 
-template <typename T>
-norm<T>::norm(parameter_store<T>& store, const std::string& name, const gpt_model_config& c)
-    : kind_(c.normalization), eps_(T(c.norm_epsilon)), one_p_(c.apply_layernorm_1p),
+norm::norm(parameter_store& store, const std::string& name, const gpt_model_config& c)
+    : kind_(c.normalization), eps_(c.norm_epsilon), one_p_(c.apply_layernorm_1p),
       hidden_(c.hidden_size) {
   weight_ = store.add(name + ".weight", {hidden_}, tp_split::replicated,
                       one_p_ ? init_kind::zeros : init_kind::ones);
@@ -20,31 +20,27 @@ norm<T>::norm(parameter_store<T>& store, const std::string& name, const gpt_mode
   if (bias_ >= 0) store[bias_].sequence_parallel = c.sequence_parallel;
 }
 
-template <typename T>
-void norm<T>::forward(const parameter_store<T>& store, const T* x, T* y, int rows) {
-  mean_.resize(rows);
-  rstd_.resize(rows);
+void norm::forward(const parameter_store& store, tensor::const_tensor_view x,
+                   tensor::tensor_view y, int rows) {
+  auto rstd = ensure_activation(rstd_, rows, 1, x.type);
   if (kind_ == normalization_kind::layer_norm)
-    kernels::layernorm_forward<T>(y, mean_.data(), rstd_.data(), x, store.value(weight_),
-                                  store.value(bias_), rows, hidden_, eps_, one_p_);
+    kernels::layernorm_forward(y, ensure_activation(mean_, rows, 1, x.type), rstd, x,
+                               store.value(weight_), store.value(bias_), rows, hidden_, eps_,
+                               one_p_);
   else
-    kernels::rmsnorm_forward<T>(y, rstd_.data(), x, store.value(weight_), rows, hidden_, eps_,
-                                one_p_);
+    kernels::rmsnorm_forward(y, rstd, x, store.value(weight_), rows, hidden_, eps_, one_p_);
 }
 
-template <typename T>
-void norm<T>::backward(parameter_store<T>& store, const T* dy, const T* x, T* dx, int rows,
-                       bool accumulate) {
+void norm::backward(parameter_store& store, tensor::const_tensor_view dy,
+                    tensor::const_tensor_view x, tensor::tensor_view dx, int rows,
+                    bool accumulate) {
   if (kind_ == normalization_kind::layer_norm)
-    kernels::layernorm_backward<T>(dx, store.grad(weight_), store.grad(bias_), dy, x,
-                                   store.value(weight_), mean_.data(), rstd_.data(), rows,
-                                   hidden_, one_p_, accumulate);
+    kernels::layernorm_backward(dx, store.grad(weight_), store.grad(bias_), dy, x,
+                                store.value(weight_), mean_, rstd_, rows, hidden_, one_p_,
+                                accumulate);
   else
-    kernels::rmsnorm_backward<T>(dx, store.grad(weight_), dy, x, store.value(weight_),
-                                 rstd_.data(), rows, hidden_, one_p_, accumulate);
+    kernels::rmsnorm_backward(dx, store.grad(weight_), dy, x, store.value(weight_), rstd_, rows,
+                              hidden_, one_p_, accumulate);
 }
-
-template class norm<float>;
-template class norm<double>;
 
 }  // namespace mactor::model

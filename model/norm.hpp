@@ -2,31 +2,31 @@
 // statistics its backward needs. Weights are replicated across tensor-parallel ranks.
 #pragma once
 #include <string>
-#include <vector>
 
 #include "model/gpt_model_config.hpp"
 #include "model/parameter.hpp"
+#include "tensor/tensor.hpp"
 
 namespace mactor::model {
 
-template <typename T>
 class norm {
  public:
   /// Registers name.weight [hidden] (ones, or zeros with apply_layernorm_1p) and, for
   /// LayerNorm, name.bias [hidden].
-  norm(parameter_store<T>& store, const std::string& name, const gpt_model_config& config);
+  norm(parameter_store& store, const std::string& name, const gpt_model_config& config);
   /// y[rows, hidden] = norm(x); keeps the row statistics.
-  void forward(const parameter_store<T>& store, const T* x, T* y, int rows);
+  void forward(const parameter_store& store, tensor::const_tensor_view x, tensor::tensor_view y,
+               int rows);
   /// dx (= or += when accumulate) and the weight gradients, from the last forward's statistics.
-  void backward(parameter_store<T>& store, const T* dy, const T* x, T* dx, int rows,
-                bool accumulate);
+  void backward(parameter_store& store, tensor::const_tensor_view dy, tensor::const_tensor_view x,
+                tensor::tensor_view dx, int rows, bool accumulate);
 
  private:
   normalization_kind kind_;
-  T eps_;
+  double eps_;
   bool one_p_;
   int hidden_, weight_, bias_ = -1;
-  std::vector<T> mean_, rstd_;
+  tensor::tensor mean_, rstd_;
 };
 
 }  // namespace mactor::model

@@ -6,6 +6,8 @@
 #include <functional>
 #include <random>
 
+#include "kernels/dispatch.hpp"
+
 namespace mactor::model {
 namespace {
 
@@ -73,10 +75,9 @@ void place_shard(const T* local, T* full, const std::vector<std::int64_t>& full_
                });
 }
 
-template <typename T>
-int parameter_store<T>::add(std::string name, std::vector<std::int64_t> full_shape,
+int parameter_store::add(std::string name, std::vector<std::int64_t> full_shape,
                             tp_split split, init_kind init, double std) {
-  parameter<T> p;
+  parameter p;
   p.no_weight_decay = full_shape.size() == 1 || name.ends_with(".bias");
   p.name = std::move(name);
   p.full_shape = std::move(full_shape);
@@ -86,8 +87,7 @@ int parameter_store<T>::add(std::string name, std::vector<std::int64_t> full_sha
   return int(params_.size()) - 1;
 }
 
-template <typename T>
-void parameter_store<T>::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
+void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
   std::size_t total = 0;
   for (auto& p : params_) {
     p.shape = shard_shape(p.full_shape, p.split, tp_size);
@@ -97,34 +97,38 @@ void parameter_store<T>::allocate(std::uint64_t seed, int tp_rank, int tp_size) 
     total += p.numel;
   }
   const tensor::shape_type flat{static_cast<std::int64_t>(total)};
-  values_ = tensor::tensor(flat, tensor::dtype_of<T>(), tensor::memory_kind::parameters);
-  grads_ = tensor::tensor(flat, tensor::dtype_of<T>(), tensor::memory_kind::gradients);
-  std::vector<double> full;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    auto& p = params_[i];
-    p.value = values().data() + p.offset;
-    p.grad = grads().data() + p.offset;
-    if (inits_[i].kind == init_kind::zeros) continue;
-    if (inits_[i].kind == init_kind::ones) {
-      std::fill_n(p.value, p.numel, T(1));
-      continue;
+  values_ = tensor::tensor(flat, type_, tensor::memory_kind::parameters);
+  grads_ = tensor::tensor(flat, type_, tensor::memory_kind::gradients);
+  const auto piece = [&](tensor::tensor& buffer, const parameter& p) {
+    auto v = buffer.view().rows(std::int64_t(p.offset), std::int64_t(p.offset + p.numel));
+    v.shape = p.shape;
+    return v;
+  };
+  for (auto& p : params_) p.value = piece(values_, p), p.grad = piece(grads_, p);
+  kernels::dispatch_floating("parameter_store::allocate", type_, tensor::cpu, [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<double> full;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      auto& p = params_[i];
+      T* value = p.value.template host<T>().data();
+      if (inits_[i].kind == init_kind::zeros) continue;
+      if (inits_[i].kind == init_kind::ones) {
+        std::fill_n(value, p.numel, T(1));
+        continue;
+      }
+      std::mt19937_64 rng(name_seed(seed, p.name));
+      std::normal_distribution<double> normal(0.0, inits_[i].std);
+      full.resize(std::size_t(rows_of(p.full_shape) * cols_of(p.full_shape)));
+      for (auto& v : full) v = double(float(normal(rng)));  // the same values in every dtype
+      std::vector<T> typed(full.begin(), full.end());
+      copy_shard(typed.data(), value, p.full_shape, p.split, tp_rank, tp_size);
     }
-    std::mt19937_64 rng(name_seed(seed, p.name));
-    std::normal_distribution<double> normal(0.0, inits_[i].std);
-    full.resize(std::size_t(rows_of(p.full_shape) * cols_of(p.full_shape)));
-    for (auto& v : full) v = double(float(normal(rng)));  // the same values in float and double
-    std::vector<T> typed(full.begin(), full.end());
-    copy_shard(typed.data(), p.value, p.full_shape, p.split, tp_rank, tp_size);
-  }
+  });
 }
 
-template <typename T>
-void parameter_store<T>::zero_grad() {
+void parameter_store::zero_grad() {
   grads_.zero();
 }
-
-template class parameter_store<float>;
-template class parameter_store<double>;
 template void copy_shard<float>(const float*, float*, const std::vector<std::int64_t>&, tp_split,
                                 int, int);
 template void copy_shard<double>(const double*, double*, const std::vector<std::int64_t>&,

@@ -1,5 +1,6 @@
-// Named model parameters in two flat buffers (values, grads), with how each is split across
-// tensor-parallel ranks and how Megatron initializes it. Names follow Megatron-Core's state dict.
+// Named model parameters in two flat buffers (values, grads) of the model's dtype, with how each
+// is split across tensor-parallel ranks and how Megatron initializes it. Names follow
+// Megatron-Core's state dict.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -20,7 +21,6 @@ enum class tp_split {
 
 enum class init_kind { normal, zeros, ones };
 
-template <typename T>
 struct parameter {
   std::string name;
   std::vector<std::int64_t> shape;       // this rank's shape
@@ -33,13 +33,20 @@ struct parameter {
   bool sequence_parallel = false;
   std::size_t offset = 0;        // into the flat buffers
   std::size_t numel = 0;
-  T* value = nullptr;
-  T* grad = nullptr;
+  tensor::tensor_view value;  // this rank's shape, inside the store's flat buffers
+  tensor::tensor_view grad;
+
+  /// The elements as T* (throws tensor::tensor_error unless T is the store's dtype).
+  template <class T>
+  T* value_as() const { return value.host<T>().data(); }
+  template <class T>
+  T* grad_as() const { return grad.host<T>().data(); }
 };
 
-template <typename T>
 class parameter_store {
  public:
+  explicit parameter_store(tensor::dtype type = tensor::dtype::float32) : type_(type) {}
+  tensor::dtype type() const { return type_; }
   /// Registers a parameter before allocate(); returns its id.
   int add(std::string name, std::vector<std::int64_t> full_shape, tp_split split, init_kind init,
           double std = 0.0);
@@ -48,14 +55,19 @@ class parameter_store {
   /// from the same model.
   void allocate(std::uint64_t seed, int tp_rank, int tp_size);
 
-  parameter<T>& operator[](int id) { return params_[id]; }
-  const parameter<T>& operator[](int id) const { return params_[id]; }
-  T* value(int id) const { return params_[id].value; }
-  T* grad(int id) const { return params_[id].grad; }
-  std::vector<parameter<T>>& all() { return params_; }
+  parameter& operator[](int id) { return params_[id]; }
+  const parameter& operator[](int id) const { return params_[id]; }
+  /// A parameter's value or gradient (an empty view for id -1, an absent optional parameter).
+  tensor::tensor_view value(int id) const { return id < 0 ? tensor::tensor_view{} : params_[id].value; }
+  tensor::tensor_view grad(int id) const { return id < 0 ? tensor::tensor_view{} : params_[id].grad; }
+  std::vector<parameter>& all() { return params_; }
+  const std::vector<parameter>& all() const { return params_; }
+  /// The flat buffers' elements as T (throws tensor_error unless T is the store's dtype).
+  template <class T>
   std::span<T> values() { return values_.template host<T>(); }
+  template <class T>
   std::span<T> grads() { return grads_.template host<T>(); }
-  /// The flat buffers as tensors (dtype T), counted as parameters and gradients.
+  /// The flat buffers as tensors, counted as parameters and gradients.
   tensor::tensor& value_tensor() { return values_; }
   tensor::tensor& grad_tensor() { return grads_; }
   void zero_grad();
@@ -65,7 +77,8 @@ class parameter_store {
     init_kind kind;
     double std;
   };
-  std::vector<parameter<T>> params_;
+  tensor::dtype type_;
+  std::vector<parameter> params_;
   std::vector<init_spec> inits_;
   // The data plane all-reduces the gradients and all-gathers the values (huge pages).
   tensor::tensor values_, grads_;
@@ -74,7 +87,7 @@ class parameter_store {
 /// Local shape of a full [rows, cols] (or [n]) tensor under split.
 std::vector<std::int64_t> shard_shape(const std::vector<std::int64_t>& full, tp_split split,
                                       int tp_size);
-/// local = this rank's part of full.
+/// local = this rank's part of full (T: float or double).
 template <typename T>
 void copy_shard(const T* full, T* local, const std::vector<std::int64_t>& full_shape,
                 tp_split split, int tp_rank, int tp_size);

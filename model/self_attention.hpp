@@ -4,7 +4,6 @@
 #pragma once
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "kernels/attention.hpp"
 #include "model/gpt_model_config.hpp"
@@ -13,34 +12,35 @@
 
 namespace mactor::model {
 
-template <typename T>
 class self_attention {
  public:
   /// Registers name.linear_qkv.* and name.linear_proj.*.
-  self_attention(parameter_store<T>& store, const std::string& name,
+  self_attention(parameter_store& store, const std::string& name,
                  const gpt_model_config& config, int tp_rank, int tp_size);
   /// out[rows, hidden] = all-reduced projection of attention(x), without linear_proj's bias
   /// (returned by proj_bias() for bias-dropout-add). x: [seq, batch, hidden] input-norm output.
   /// With sequence parallelism x and out are this rank's [seq / tp, batch, hidden] shards.
-  void forward(const parameter_store<T>& store, group& tp, const T* x, T* out, int seq, int batch,
-               float attention_dropout, std::uint64_t dropout_stream);
-  const T* proj_bias(const parameter_store<T>& store) const { return linear_proj_.bias(store); }
+  void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
+               tensor::tensor_view out, int seq, int batch, float attention_dropout,
+               std::uint64_t dropout_stream);
+  tensor::const_tensor_view proj_bias(const parameter_store& store) const { return linear_proj_.bias(store); }
   /// dout: gradient of the biased projection output; dx[rows, hidden] = all-reduced input grad
   /// (both shards with sequence parallelism, dx reduce-scattered).
-  void backward(parameter_store<T>& store, group& tp, const T* dout, const T* x, T* dx);
+  void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
+                tensor::const_tensor_view x, tensor::tensor_view dx);
 
  private:
-  column_parallel_linear<T> linear_qkv_;
-  row_parallel_linear<T> linear_proj_;
+  column_parallel_linear linear_qkv_;
+  row_parallel_linear linear_proj_;
   kernels::attention_dims dims_;
   bool rope_;
   int rot_dim_;
-  T scale_;
+  double scale_;
   float dropout_ = 0;
   std::uint64_t stream_ = 0;
-  std::vector<T> cos_, sin_;           // [seq_length, rot_dim / 2]
-  std::vector<T> qkv_, probs_, context_;  // saved activations of the last forward
-  std::vector<T> dqkv_, dcontext_;     // backward scratch
+  tensor::tensor cos_, sin_;              // [seq_length, rot_dim / 2]
+  tensor::tensor qkv_, probs_, context_;  // saved activations of the last forward
+  tensor::tensor dqkv_, dcontext_;        // backward scratch
 };
 
 }  // namespace mactor::model

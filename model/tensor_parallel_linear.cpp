@@ -3,53 +3,50 @@
 
 #include "kernels/bias.hpp"
 #include "kernels/gemm.hpp"
+#include "model/activation.hpp"
 
 namespace mactor::model {
 
-template <typename T>
-column_parallel_linear<T>::column_parallel_linear(parameter_store<T>& store,
-                                                  const std::string& name, int in, int out,
-                                                  bool bias, tp_split split, double init_std,
-                                                  int tp_size, bool sequence_parallel)
+column_parallel_linear::column_parallel_linear(parameter_store& store, const std::string& name,
+                                               int in, int out, bool bias, tp_split split,
+                                               double init_std, int tp_size,
+                                               bool sequence_parallel)
     : in_(in), out_local_(out / tp_size), sequence_parallel_(sequence_parallel && tp_size > 1) {
   weight_ = store.add(name + ".weight", {out, in}, split, init_kind::normal, init_std);
   if (bias) bias_ = store.add(name + ".bias", {out}, split, init_kind::zeros);
 }
 
-template <typename T>
-void column_parallel_linear<T>::forward(const parameter_store<T>& store, group& tp, const T* x,
-                                        T* y, int rows) {
+void column_parallel_linear::forward(const parameter_store& store, group& tp,
+                                     tensor::const_tensor_view x, tensor::tensor_view y,
+                                     int rows) {
   if (sequence_parallel_) {
-    gathered_.resize(std::size_t(rows) * in_);
-    tp.all_gather(x, gathered_.data(), std::size_t(rows / tp.size()) * in_);
-    x = gathered_.data();
+    tp.all_gather(elements(x, 0, std::int64_t(rows / tp.size()) * in_),
+                  ensure_activation(gathered_, rows, in_, x.type));
+    x = gathered_;
   }
-  kernels::linear_forward<T>(x, store.value(weight_), y, rows, in_, out_local_);
-  if (bias_ >= 0) kernels::bias_add<T>(y, store.value(bias_), rows, out_local_);
+  kernels::linear_forward(x, store.value(weight_), y, rows, in_, out_local_);
+  if (bias_ >= 0) kernels::bias_add(y, store.value(bias_), rows, out_local_);
 }
 
-template <typename T>
-void column_parallel_linear<T>::backward(parameter_store<T>& store, group& tp, const T* dy,
-                                         const T* x, T* dx, int rows) {
-  const std::size_t full = std::size_t(rows) * in_;
-  if (sequence_parallel_) x = gathered_.data();
-  kernels::linear_backward_weight<T>(dy, x, store.grad(weight_), rows, in_, out_local_);
-  if (bias_ >= 0) kernels::bias_backward<T>(store.grad(bias_), dy, rows, out_local_);
+void column_parallel_linear::backward(parameter_store& store, group& tp,
+                                      tensor::const_tensor_view dy, tensor::const_tensor_view x,
+                                      tensor::tensor_view dx, int rows) {
+  if (sequence_parallel_) x = gathered_;
+  kernels::linear_backward_weight(dy, x, store.grad(weight_), rows, in_, out_local_);
+  if (bias_ >= 0) kernels::bias_backward(store.grad(bias_), dy, rows, out_local_);
   if (sequence_parallel_) {
-    scratch_.resize(full);
-    kernels::linear_backward_input<T>(dy, store.value(weight_), scratch_.data(), rows, in_,
-                                      out_local_);
-    tp.reduce_scatter_sum(scratch_.data(), dx, full / tp.size());
+    auto full = ensure_activation(scratch_, rows, in_, dy.type);
+    kernels::linear_backward_input(dy, store.value(weight_), full, rows, in_, out_local_);
+    tp.reduce_scatter_sum(full, elements(dx, 0, std::int64_t(rows / tp.size()) * in_));
     return;
   }
-  kernels::linear_backward_input<T>(dy, store.value(weight_), dx, rows, in_, out_local_);
-  if (tp.size() > 1) tp.all_reduce_sum(dx, full);
+  kernels::linear_backward_input(dy, store.value(weight_), dx, rows, in_, out_local_);
+  if (tp.size() > 1) tp.all_reduce_sum(elements(dx, 0, std::int64_t(rows) * in_));
 }
 
-template <typename T>
-row_parallel_linear<T>::row_parallel_linear(parameter_store<T>& store, const std::string& name,
-                                            int in, int out, bool bias, double init_std,
-                                            int tp_size, bool sequence_parallel)
+row_parallel_linear::row_parallel_linear(parameter_store& store, const std::string& name, int in,
+                                         int out, bool bias, double init_std, int tp_size,
+                                         bool sequence_parallel)
     : in_local_(in / tp_size), out_(out), sequence_parallel_(sequence_parallel && tp_size > 1) {
   weight_ = store.add(name + ".weight", {out, in}, tp_split::columns, init_kind::normal, init_std);
   if (bias) {
@@ -58,39 +55,32 @@ row_parallel_linear<T>::row_parallel_linear(parameter_store<T>& store, const std
   }
 }
 
-template <typename T>
-void row_parallel_linear<T>::forward(const parameter_store<T>& store, group& tp, const T* x, T* y,
-                                     int rows) {
-  const std::size_t full = std::size_t(rows) * out_;
+void row_parallel_linear::forward(const parameter_store& store, group& tp,
+                                  tensor::const_tensor_view x, tensor::tensor_view y, int rows) {
   if (sequence_parallel_) {
-    full_.resize(full);
-    kernels::linear_forward<T>(x, store.value(weight_), full_.data(), rows, in_local_, out_);
-    tp.reduce_scatter_sum(full_.data(), y, full / tp.size());
+    auto full = ensure_activation(full_, rows, out_, x.type);
+    kernels::linear_forward(x, store.value(weight_), full, rows, in_local_, out_);
+    tp.reduce_scatter_sum(full, elements(y, 0, std::int64_t(rows / tp.size()) * out_));
     return;
   }
-  kernels::linear_forward<T>(x, store.value(weight_), y, rows, in_local_, out_);
-  if (tp.size() > 1) tp.all_reduce_sum(y, full);
+  kernels::linear_forward(x, store.value(weight_), y, rows, in_local_, out_);
+  if (tp.size() > 1) tp.all_reduce_sum(elements(y, 0, std::int64_t(rows) * out_));
 }
 
-template <typename T>
-void row_parallel_linear<T>::backward(parameter_store<T>& store, group& tp, const T* dy,
-                                      const T* x, T* dx, int rows) {
+void row_parallel_linear::backward(parameter_store& store, group& tp,
+                                   tensor::const_tensor_view dy, tensor::const_tensor_view x,
+                                   tensor::tensor_view dx, int rows) {
   if (sequence_parallel_) {
-    const std::size_t shard = std::size_t(rows / tp.size()) * out_;
-    if (bias_ >= 0) kernels::bias_backward<T>(store.grad(bias_), dy, rows / tp.size(), out_);
-    full_.resize(shard * tp.size());
-    tp.all_gather(dy, full_.data(), shard);
-    dy = full_.data();
+    const int shard_rows = rows / tp.size();
+    if (bias_ >= 0) kernels::bias_backward(store.grad(bias_), dy, shard_rows, out_);
+    auto full = ensure_activation(full_, rows, out_, dy.type);
+    tp.all_gather(elements(dy, 0, std::int64_t(shard_rows) * out_), full);
+    dy = full;
   } else if (bias_ >= 0) {
-    kernels::bias_backward<T>(store.grad(bias_), dy, rows, out_);
+    kernels::bias_backward(store.grad(bias_), dy, rows, out_);
   }
-  kernels::linear_backward_weight<T>(dy, x, store.grad(weight_), rows, in_local_, out_);
-  kernels::linear_backward_input<T>(dy, store.value(weight_), dx, rows, in_local_, out_);
+  kernels::linear_backward_weight(dy, x, store.grad(weight_), rows, in_local_, out_);
+  kernels::linear_backward_input(dy, store.value(weight_), dx, rows, in_local_, out_);
 }
-
-template class column_parallel_linear<float>;
-template class column_parallel_linear<double>;
-template class row_parallel_linear<float>;
-template class row_parallel_linear<double>;
 
 }  // namespace mactor::model

@@ -8,56 +8,52 @@
 // in [seq, batch] order, so shard r is the contiguous block of rows [r * rows / tp, ...).
 #pragma once
 #include <string>
-#include <vector>
 
 #include "model/group.hpp"
 #include "model/parameter.hpp"
+#include "tensor/tensor.hpp"
 
 namespace mactor::model {
 
-template <typename T>
 class column_parallel_linear {
  public:
   /// Registers name.weight [out, in] (and name.bias [out]); split is rows or row_halves.
-  column_parallel_linear(parameter_store<T>& store, const std::string& name, int in, int out,
+  column_parallel_linear(parameter_store& store, const std::string& name, int in, int out,
                          bool bias, tp_split split, double init_std, int tp_size,
                          bool sequence_parallel = false);
   int out_local() const { return out_local_; }
   /// y[rows, out_local] = x[rows, in] W^T + b. With sequence parallelism x is this rank's
   /// [rows / tp, in] shard; the gathered input is kept for backward.
-  void forward(const parameter_store<T>& store, group& tp, const T* x, T* y, int rows);
+  void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x, tensor::tensor_view y, int rows);
   /// dW += dy^T x, db += colsum(dy), dx[rows, in] = all_reduce(dy W) (sequence parallel:
   /// dx[rows / tp, in] = reduce_scatter(dy W), x the shard given to the last forward).
-  void backward(parameter_store<T>& store, group& tp, const T* dy, const T* x, T* dx, int rows);
+  void backward(parameter_store& store, group& tp, tensor::const_tensor_view dy, tensor::const_tensor_view x, tensor::tensor_view dx, int rows);
 
  private:
   int weight_, bias_ = -1, in_, out_local_;
   bool sequence_parallel_;
-  std::vector<T> gathered_, scratch_;  // the all-gathered input; the full input gradient
+  tensor::tensor gathered_, scratch_;  // the all-gathered input; the full input gradient
 };
 
-template <typename T>
 class row_parallel_linear {
  public:
   /// Registers name.weight [out, in] (columns split) and name.bias [out] (replicated).
-  row_parallel_linear(parameter_store<T>& store, const std::string& name, int in, int out,
+  row_parallel_linear(parameter_store& store, const std::string& name, int in, int out,
                       bool bias, double init_std, int tp_size, bool sequence_parallel = false);
   int in_local() const { return in_local_; }
   /// y[rows, out] = all_reduce(x[rows, in_local] W^T), without the bias (sequence parallel:
   /// y[rows / tp, out] = reduce_scatter(x W^T)).
-  void forward(const parameter_store<T>& store, group& tp, const T* x, T* y, int rows);
-  /// The bias to add after the reduction, or null.
-  const T* bias(const parameter_store<T>& store) const {
-    return bias_ < 0 ? nullptr : store.value(bias_);
-  }
+  void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x, tensor::tensor_view y, int rows);
+  /// The bias to add after the reduction, or an empty view.
+  tensor::const_tensor_view bias(const parameter_store& store) const { return store.value(bias_); }
   /// dy: gradient of the biased output ([rows / tp, out] with sequence parallelism, all-gathered
   /// here). db += colsum(dy) (a partial sum under sequence parallelism), dW += dy^T x, dx = dy W.
-  void backward(parameter_store<T>& store, group& tp, const T* dy, const T* x, T* dx, int rows);
+  void backward(parameter_store& store, group& tp, tensor::const_tensor_view dy, tensor::const_tensor_view x, tensor::tensor_view dx, int rows);
 
  private:
   int weight_, bias_ = -1, in_local_, out_;
   bool sequence_parallel_;
-  std::vector<T> full_;  // the output before its reduce-scatter, or the gathered gradient
+  tensor::tensor full_;  // the output before its reduce-scatter, or the gathered gradient
 };
 
 }  // namespace mactor::model

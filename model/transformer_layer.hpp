@@ -6,7 +6,6 @@
 #pragma once
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "model/mlp.hpp"
 #include "model/norm.hpp"
@@ -14,19 +13,19 @@
 
 namespace mactor::model {
 
-template <typename T>
 class transformer_layer {
  public:
   /// Registers decoder.layers.<number>.{input_layernorm, self_attention, pre_mlp_layernorm, mlp}.
-  transformer_layer(parameter_store<T>& store, int number, const gpt_model_config& config,
+  transformer_layer(parameter_store& store, int number, const gpt_model_config& config,
                     int tp_rank, int tp_size);
   /// y[seq * batch, hidden] from x ([seq / tp * batch, hidden] shards with sequence
   /// parallelism); keeps what the backward needs. Dropout only when training; step selects the
   /// dropout masks (one value per forward).
-  void forward(const parameter_store<T>& store, group& tp, const T* x, T* y, int seq, int batch,
-               bool training, std::uint64_t step);
+  void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
+               tensor::tensor_view y, int seq, int batch, bool training, std::uint64_t step);
   /// dx from dy and the forward input x (dx may alias dy); accumulates weight gradients.
-  void backward(parameter_store<T>& store, group& tp, const T* x, const T* dy, T* dx);
+  void backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
+                tensor::const_tensor_view dy, tensor::tensor_view dx);
 
  private:
   int number_, hidden_, rows_ = 0, local_rows_ = 0;
@@ -36,12 +35,12 @@ class transformer_layer {
   float attention_dropout_, hidden_dropout_;
   float hidden_p_ = 0;
   std::uint64_t attention_stream_ = 0, mlp_stream_ = 0;
-  norm<T> input_layernorm_;
-  self_attention<T> self_attention_;
-  norm<T> pre_mlp_layernorm_;
-  mlp<T> mlp_;
-  std::vector<T> ln1_, x1_, ln2_;       // saved activations
-  std::vector<T> branch_, dx1_, dln_;  // scratch: a branch output or its gradient
+  norm input_layernorm_;
+  self_attention self_attention_;
+  norm pre_mlp_layernorm_;
+  mlp mlp_;
+  tensor::tensor ln1_, x1_, ln2_;      // saved activations
+  tensor::tensor branch_, dx1_, dln_;  // scratch: a branch output or its gradient
 };
 
 }  // namespace mactor::model

@@ -29,7 +29,7 @@ struct segment {
 };
 
 // The local (tensor-parallel shard) tensor of p as slices of its global tensor, in local order.
-std::vector<segment> segments_of(const model::parameter<float>& p, int t, int tp) {
+std::vector<segment> segments_of(const model::parameter& p, int t, int tp) {
   const auto& full = p.full_shape;
   const auto local = model::shard_shape(full, p.split, tp);
   std::vector<std::int64_t> zero(full.size(), 0);
@@ -63,7 +63,7 @@ std::vector<segment> segments_of(const model::parameter<float>& p, int t, int tp
 
 // Pieces covering elements [begin, end) of p's local tensor, with data from `local` (indexed
 // from the local tensor's start); `local` may be null for load requests.
-std::vector<tensor_piece> pieces_of(const std::string& name, const model::parameter<float>& p, int t, int tp,
+std::vector<tensor_piece> pieces_of(const std::string& name, const model::parameter& p, int t, int tp,
                                     std::size_t begin, std::size_t end, const float* local) {
   std::vector<tensor_piece> out;
   for (const auto& s : segments_of(p, t, tp)) {
@@ -83,14 +83,14 @@ std::vector<tensor_piece> pieces_of(const std::string& name, const model::parame
 }
 
 // The tied embedding's copy on the last stage: the first stage's tensor is the saved one.
-bool is_shared_copy(const model::gpt_chunk<float>& chunk, const model::parameter<float>& p) {
+bool is_shared_copy(const model::gpt_chunk& chunk, const model::parameter& p) {
   return !chunk.layout().pre_process && p.name == "embedding.word_embeddings.weight";
 }
 
 // Where one optimizer param lives: its model parameter and the local elements it covers.
 struct optim_slot {
-  const model::gpt_chunk<float>* chunk = nullptr;
-  const model::parameter<float>* param = nullptr;
+  const model::gpt_chunk* chunk = nullptr;
+  const model::parameter* param = nullptr;
   std::size_t begin = 0, end = 0;
 };
 
@@ -100,10 +100,10 @@ std::vector<optim_slot> optimizer_slots(stage_engine& engine) {
     optim_slot slot;
     for (auto& chunk : engine.chunks())
       for (const auto& p : chunk.parameters())
-        if (o.value >= p.value && o.value < p.value + p.numel) {
+        if (const float* v = p.value_as<float>(); o.value >= v && o.value < v + p.numel) {
           slot.chunk = &chunk;
           slot.param = &p;
-          slot.begin = static_cast<std::size_t>(o.value - p.value);
+          slot.begin = static_cast<std::size_t>(o.value - v);
           slot.end = slot.begin + o.numel;
         }
     if (!slot.param) throw std::logic_error("optimizer parameter " + o.name + " is not in this rank's model");
@@ -168,7 +168,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 // Why a saved tensor does not fit this model, and what to change. The vocabulary tensors differ
 // when the layouts pad the vocabulary differently (to a multiple of
 // --make-vocab-size-divisible-by x tensor-parallel size).
-std::string shape_mismatch(const std::string& where, const model::parameter<float>& p, const std::vector<std::int64_t>& saved,
+std::string shape_mismatch(const std::string& where, const model::parameter& p, const std::vector<std::int64_t>& saved,
                            const json& common, const config::megatron_args& a, int tp) {
   std::string m = where + " holds " + p.name + " as " + shape_text(saved) + " but this model has " + shape_text(p.full_shape);
   const bool vocabulary = p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
@@ -200,7 +200,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   for (auto& chunk : engine.chunks())
     for (const auto& p : chunk.parameters()) {
       if (!first_replica || is_shared_copy(chunk, p) || (p.split == model::tp_split::replicated && t != 0)) continue;
-      for (auto& q : pieces_of(p.name, p, t, tp, 0, p.numel, p.value)) state.pieces.push_back(std::move(q));
+      for (auto& q : pieces_of(p.name, p, t, tp, 0, p.numel, p.value_as<float>())) state.pieces.push_back(std::move(q));
     }
   if (!a.checkpointing.no_save_optim.value_or(false)) {
     // Whole optimizer state from the first replica; the distributed optimizer's shards from each.
@@ -265,7 +265,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
   const json& common = reader.common();
   const int t = ctx.tp_rank(), tp = ctx.groups().tp();
 
-  auto read_into = [&](const std::string& name, const model::parameter<float>& p, std::size_t begin, std::size_t end,
+  auto read_into = [&](const std::string& name, const model::parameter& p, std::size_t begin, std::size_t end,
                        float* dest) {
     if (!reader.has(name))
       throw checkpoint_error(where + " has no tensor " + name + "; was it saved by a different model (check --num-layers, "
@@ -281,7 +281,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
     for (auto& p : chunk.parameters()) {
       if (reader.has(p.name) && reader.global_shape(p.name) != p.full_shape)
         throw checkpoint_error(shape_mismatch(where, p, reader.global_shape(p.name), common, a, tp));
-      read_into(p.name, p, 0, p.numel, p.value);
+      read_into(p.name, p, 0, p.numel, p.value_as<float>());
     }
 
   const bool load_optim = !a.checkpointing.finetune && !a.checkpointing.no_load_optim.value_or(false);

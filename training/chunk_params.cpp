@@ -7,10 +7,10 @@ namespace mactor::training {
 namespace {
 
 // The backward event after which a parameter's gradient is complete (see gpt_chunk::backward).
-int ready_event(const model::gpt_chunk<float>& chunk, const std::string& name) {
+int ready_event(const model::gpt_chunk& chunk, const std::string& name) {
   const std::string layers = "decoder.layers.";
   if (name.rfind(layers, 0) == 0) return std::stoi(name.substr(layers.size())) - chunk.layout().layer_begin;
-  if (name.rfind("embedding.", 0) == 0 && chunk.layout().pre_process) return model::gpt_chunk<float>::backward_done_embedding;
+  if (name.rfind("embedding.", 0) == 0 && chunk.layout().pre_process) return model::gpt_chunk::backward_done_embedding;
   return chunk.backward_done_final_norm();  // final norm, output layer, the tied embedding's copy
 }
 
@@ -29,7 +29,7 @@ grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool dist
   return o;
 }
 
-std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk<float>>& chunks) {
+std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks) {
   std::vector<synced_chunk> out;
   for (auto& chunk : chunks) {
     auto& store = chunk.store();
@@ -46,7 +46,7 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk<float>>& ch
 
 // The optimizer's view of the parameters: whole, or with the distributed optimizer this rank's
 // slice of each chunk's flat buffer (its gradients are the reduce-scattered shard).
-std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk<float>>& chunks, grad_sync& sync,
+std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, grad_sync& sync,
                                                 const config::megatron_args& args, int tp_rank) {
   const bool decoupled = args.learning_rate.decoupled_lr.has_value();
   const bool tp_first = tp_rank == 0;
@@ -56,7 +56,7 @@ std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk<fl
     auto* shard = sync.shard_of(c);
     for (auto& p : chunk.parameters()) {
       std::size_t lo = p.offset, hi = p.offset + p.numel;
-      float* grad = p.grad;
+      float* grad = p.grad_as<float>();
       if (shard) {
         lo = std::max(p.offset, shard->begin), hi = std::min(p.offset + p.numel, shard->end);
         if (lo >= hi) continue;
@@ -64,7 +64,7 @@ std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk<fl
       }
       model::optim_param o;
       o.name = p.name;
-      o.value = p.value + (lo - p.offset);
+      o.value = p.value_as<float>() + (lo - p.offset);
       o.grad = grad;
       o.numel = hi - lo;
       o.no_weight_decay = p.no_weight_decay;

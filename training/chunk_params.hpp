@@ -16,10 +16,10 @@ namespace mactor::training {
 grad_sync_options grad_sync_options_of(const config::megatron_args& args, bool distributed_optimizer,
                                        bool sequence_parallel);
 /// Each chunk's flat buffers and its parameters' places and readiness events.
-std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk<float>>& chunks);
+std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks);
 /// The optimizer's parameters: whole, or with the distributed optimizer this rank's slice of each
 /// chunk's flat buffer (its gradients are the reduce-scattered shard).
-std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk<float>>& chunks, grad_sync& sync,
+std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, grad_sync& sync,
                                                 const config::megatron_args& args, int tp_rank);
 
 }  // namespace mactor::training

@@ -155,9 +155,8 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
   // The same dropout masks as one process: the micro-batch's index in the global sample order.
   const auto step = static_cast<std::uint64_t>(consumed_ / layout_.micro_batch_size +
                                                a.microbatch * layout_.data_parallel_size + layout_.data_parallel_rank);
-  const auto r = chunk.forward(a.microbatch, b.view(), input ? input->host<float>().data() : nullptr,
-                               output.defined() ? output.host<float>().data() : nullptr, !forward_only_, !forward_only_,
-                               scale, step);
+  const auto r = chunk.forward(a.microbatch, b.view(), input ? input->view() : tensor::const_tensor_view{},
+                               output.view(), !forward_only_, !forward_only_, scale, step);
   if (chunk.layout().post_process) {
     totals_.loss_sum += r.loss_sum;
     totals_.num_tokens += r.num_tokens;
@@ -169,8 +168,8 @@ void stage_engine::run_backward(const action& a, const tensor::tensor* input, te
   std::function<void(int)> progress;
   if (grad_sync_->overlapped() && a.microbatch == num_microbatches_ - 1)
     progress = [this, c = a.chunk](int event) { grad_sync_->backward_progress(c, event); };
-  chunks_[a.chunk].backward(a.microbatch, input ? input->host<float>().data() : nullptr,
-                            grad_input.defined() ? grad_input.host<float>().data() : nullptr, progress);
+  chunks_[a.chunk].backward(a.microbatch, input ? input->view() : tensor::const_tensor_view{},
+                            grad_input.view(), progress);
 }
 
 bool stage_engine::pump() {

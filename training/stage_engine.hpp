@@ -83,7 +83,7 @@ class stage_engine {
   /// optimizer parts, recorded for training schedules only (Megatron stops its timers in evaluate).
   step_timers& timers() { return timers_; }
 
-  std::vector<model::gpt_chunk<float>>& chunks() { return chunks_; }
+  std::vector<model::gpt_chunk>& chunks() { return chunks_; }
   bool is_last_stage() const { return layout_.pipeline_rank == layout_.pipeline_size - 1; }
   bool is_first_stage() const { return layout_.pipeline_rank == 0; }
   int num_microbatches_in_flight() const;
@@ -102,7 +102,7 @@ class stage_engine {
   parallel_context& ctx_;
   stage_layout layout_;
   bool distributed_optimizer_;  // --use-distributed-optimizer over more than one replica
-  std::vector<model::gpt_chunk<float>> chunks_;
+  std::vector<model::gpt_chunk> chunks_;
   std::function<void()> wakeup_;
   step_timers timers_;
   stage_activity activity_;

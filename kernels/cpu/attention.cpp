@@ -1,6 +1,7 @@
 // Attention core on the CPU: one OpenMP task per (batch, query group), so the heads sharing a
 // key/value head accumulate its gradient in one thread; GEMMs run single-threaded inside.
 #include "kernels/attention.hpp"
+#include "kernels/cpu/typed.hpp"
 
 #include <omp.h>
 
@@ -184,5 +185,45 @@ template void attention_backward<float>(float*, const float*, const float*, cons
                                         const attention_dims&, float, float, std::uint64_t);
 template void attention_backward<double>(double*, const double*, const double*, const double*,
                                          const attention_dims&, double, float, std::uint64_t);
+
+
+namespace {
+std::int64_t rows_of(const attention_dims& d) { return std::int64_t(d.seq) * d.batch; }
+std::int64_t probs_of(const attention_dims& d) {
+  return std::int64_t(d.batch) * d.heads * d.seq * d.seq;
+}
+}  // namespace
+
+void attention_forward(tensor::tensor_view out, tensor::tensor_view probs,
+                       tensor::const_tensor_view qkv, const attention_dims& dims, double scale,
+                       float dropout_p, std::uint64_t dropout_stream) {
+  const char* k = "attention_forward";
+  check_same_type(k, {out, probs, qkv});
+  detail::need(k, "out", out, rows_of(dims) * dims.heads * dims.head_dim);
+  detail::need(k, "probs", probs, probs_of(dims));
+  detail::need(k, "qkv", qkv, rows_of(dims) * dims.qkv_width());
+  dispatch_floating(k, out.type, out.where, [&](auto zero) {
+    using T = decltype(zero);
+    attention_forward<T>(detail::typed<T>(out), detail::typed<T>(probs), detail::typed<T>(qkv),
+                         dims, T(scale), dropout_p, dropout_stream);
+  });
+}
+
+void attention_backward(tensor::tensor_view dqkv, tensor::const_tensor_view dout,
+                        tensor::const_tensor_view qkv, tensor::const_tensor_view probs,
+                        const attention_dims& dims, double scale, float dropout_p,
+                        std::uint64_t dropout_stream) {
+  const char* k = "attention_backward";
+  check_same_type(k, {dqkv, dout, qkv, probs});
+  detail::need(k, "dqkv", dqkv, rows_of(dims) * dims.qkv_width());
+  detail::need(k, "dout", dout, rows_of(dims) * dims.heads * dims.head_dim);
+  detail::need(k, "qkv", qkv, rows_of(dims) * dims.qkv_width());
+  detail::need(k, "probs", probs, probs_of(dims));
+  dispatch_floating(k, dqkv.type, dqkv.where, [&](auto zero) {
+    using T = decltype(zero);
+    attention_backward<T>(detail::typed<T>(dqkv), detail::typed<T>(dout), detail::typed<T>(qkv),
+                          detail::typed<T>(probs), dims, T(scale), dropout_p, dropout_stream);
+  });
+}
 
 }  // namespace mactor::kernels

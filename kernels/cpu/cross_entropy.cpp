@@ -1,6 +1,7 @@
 // Vocab-shard cross-entropy steps; each row is independent, so rows are split across threads.
 // Float rows go through the SIMD helpers in vector_math; double keeps std::exp.
 #include "kernels/cross_entropy.hpp"
+#include "kernels/cpu/typed.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -88,5 +89,60 @@ template void cross_entropy_backward<float>(float*, const float*, const std::int
                                             const float*, int, int, int);
 template void cross_entropy_backward<double>(double*, const double*, const std::int32_t*,
                                              const double*, int, int, int);
+
+
+void cross_entropy_row_max(tensor::tensor_view row_max, tensor::const_tensor_view logits, int n,
+                           int v) {
+  const char* k = "cross_entropy_row_max";
+  check_same_type(k, {row_max, logits});
+  detail::need(k, "row_max", row_max, n), detail::need(k, "logits", logits, std::int64_t(n) * v);
+  dispatch_floating(k, logits.type, logits.where, [&](auto zero) {
+    using T = decltype(zero);
+    cross_entropy_row_max<T>(detail::typed<T>(row_max), detail::typed<T>(logits), n, v);
+  });
+}
+
+void cross_entropy_shard_sums(tensor::tensor_view sum_exp, tensor::tensor_view target_logit,
+                              tensor::tensor_view logits, tensor::const_tensor_view row_max,
+                              const std::int32_t* labels, int n, int v, int vocab_start) {
+  const char* k = "cross_entropy_shard_sums";
+  check_same_type(k, {sum_exp, target_logit, logits, row_max});
+  detail::need(k, "sum_exp", sum_exp, n), detail::need(k, "target_logit", target_logit, n);
+  detail::need(k, "logits", logits, std::int64_t(n) * v), detail::need(k, "row_max", row_max, n);
+  dispatch_floating(k, logits.type, logits.where, [&](auto zero) {
+    using T = decltype(zero);
+    cross_entropy_shard_sums<T>(detail::typed<T>(sum_exp), detail::typed<T>(target_logit),
+                                detail::typed<T>(logits), detail::typed<T>(row_max), labels, n, v,
+                                vocab_start);
+  });
+}
+
+void cross_entropy_loss(tensor::tensor_view loss, tensor::const_tensor_view sum_exp,
+                        tensor::const_tensor_view row_max, tensor::const_tensor_view target_logit,
+                        int n) {
+  const char* k = "cross_entropy_loss";
+  check_same_type(k, {loss, sum_exp, row_max, target_logit});
+  detail::need(k, "loss", loss, n), detail::need(k, "sum_exp", sum_exp, n);
+  detail::need(k, "row_max", row_max, n), detail::need(k, "target_logit", target_logit, n);
+  dispatch_floating(k, loss.type, loss.where, [&](auto zero) {
+    using T = decltype(zero);
+    cross_entropy_loss<T>(detail::typed<T>(loss), detail::typed<T>(sum_exp),
+                          detail::typed<T>(row_max), detail::typed<T>(target_logit), n);
+  });
+}
+
+void cross_entropy_backward(tensor::tensor_view exps, tensor::const_tensor_view sum_exp,
+                            const std::int32_t* labels, tensor::const_tensor_view grad_scale,
+                            int n, int v, int vocab_start) {
+  const char* k = "cross_entropy_backward";
+  check_same_type(k, {exps, sum_exp, grad_scale});
+  detail::need(k, "exps", exps, std::int64_t(n) * v), detail::need(k, "sum_exp", sum_exp, n);
+  detail::need(k, "grad_scale", grad_scale, n);
+  dispatch_floating(k, exps.type, exps.where, [&](auto zero) {
+    using T = decltype(zero);
+    cross_entropy_backward<T>(detail::typed<T>(exps), detail::typed<T>(sum_exp), labels,
+                              detail::typed<T>(grad_scale), n, v, vocab_start);
+  });
+}
 
 }  // namespace mactor::kernels

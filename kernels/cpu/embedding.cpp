@@ -1,6 +1,7 @@
 // Embedding gather and scatter-add. The backward splits the hidden dimension across threads,
 // so two tokens with the same id never race on one row.
 #include "kernels/embedding.hpp"
+#include "kernels/cpu/typed.hpp"
 
 #include <omp.h>
 
@@ -52,5 +53,34 @@ template void embedding_backward<float>(float*, const float*, const std::int32_t
                                         int);
 template void embedding_backward<double>(double*, const double*, const std::int32_t*, int, int,
                                          int, int);
+
+
+void embedding_forward(tensor::tensor_view out, tensor::const_tensor_view table,
+                       const std::int32_t* ids, int n, int hidden, int vocab_start, int vocab_end,
+                       double beta) {
+  check_same_type("embedding_forward", {out, table});
+  detail::need("embedding_forward", "out", out, std::int64_t(n) * hidden);
+  detail::need("embedding_forward", "table", table,
+               std::int64_t(vocab_end - vocab_start) * hidden);
+  dispatch_floating("embedding_forward", out.type, out.where, [&](auto zero) {
+    using T = decltype(zero);
+    embedding_forward<T>(detail::typed<T>(out), detail::typed<T>(table), ids, n, hidden,
+                         vocab_start, vocab_end, T(beta));
+  });
+}
+
+void embedding_backward(tensor::tensor_view dtable, tensor::const_tensor_view dout,
+                        const std::int32_t* ids, int n, int hidden, int vocab_start,
+                        int vocab_end) {
+  check_same_type("embedding_backward", {dtable, dout});
+  detail::need("embedding_backward", "dtable", dtable,
+               std::int64_t(vocab_end - vocab_start) * hidden);
+  detail::need("embedding_backward", "dout", dout, std::int64_t(n) * hidden);
+  dispatch_floating("embedding_backward", dtable.type, dtable.where, [&](auto zero) {
+    using T = decltype(zero);
+    embedding_backward<T>(detail::typed<T>(dtable), detail::typed<T>(dout), ids, n, hidden,
+                          vocab_start, vocab_end);
+  });
+}
 
 }  // namespace mactor::kernels

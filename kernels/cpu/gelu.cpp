@@ -1,5 +1,6 @@
 // GeLU forward/backward (erf and tanh forms).
 #include "kernels/gelu.hpp"
+#include "kernels/cpu/typed.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -69,5 +70,30 @@ template void gelu_forward<float>(float*, const float*, std::int64_t, bool);
 template void gelu_forward<double>(double*, const double*, std::int64_t, bool);
 template void gelu_backward<float>(float*, const float*, const float*, std::int64_t, bool);
 template void gelu_backward<double>(double*, const double*, const double*, std::int64_t, bool);
+
+
+void gelu_forward(tensor::tensor_view y, tensor::const_tensor_view x, std::int64_t n,
+                  bool tanh_approximation) {
+  check_same_type("gelu_forward", {y, x});
+  detail::need("gelu_forward", "y", y, n);
+  detail::need("gelu_forward", "x", x, n);
+  dispatch_floating("gelu_forward", y.type, y.where, [&](auto zero) {
+    using T = decltype(zero);
+    gelu_forward<T>(detail::typed<T>(y), detail::typed<T>(x), n, tanh_approximation);
+  });
+}
+
+void gelu_backward(tensor::tensor_view dx, tensor::const_tensor_view dy,
+                   tensor::const_tensor_view x, std::int64_t n, bool tanh_approximation) {
+  check_same_type("gelu_backward", {dx, dy, x});
+  detail::need("gelu_backward", "dx", dx, n);
+  detail::need("gelu_backward", "dy", dy, n);
+  detail::need("gelu_backward", "x", x, n);
+  dispatch_floating("gelu_backward", dx.type, dx.where, [&](auto zero) {
+    using T = decltype(zero);
+    gelu_backward<T>(detail::typed<T>(dx), detail::typed<T>(dy), detail::typed<T>(x), n,
+                     tanh_approximation);
+  });
+}
 
 }  // namespace mactor::kernels

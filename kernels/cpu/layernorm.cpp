@@ -1,5 +1,6 @@
 // LayerNorm forward/backward; statistics are accumulated in double for float inputs.
 #include "kernels/layernorm.hpp"
+#include "kernels/cpu/typed.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -81,5 +82,45 @@ template void layernorm_backward<float>(float*, float*, float*, const float*, co
 template void layernorm_backward<double>(double*, double*, double*, const double*, const double*,
                                          const double*, const double*, const double*, int, int,
                                          bool, bool);
+
+
+void layernorm_forward(tensor::tensor_view y, tensor::tensor_view mean, tensor::tensor_view rstd,
+                       tensor::const_tensor_view x, tensor::const_tensor_view gamma,
+                       tensor::const_tensor_view beta, int n, int h, double eps,
+                       bool zero_centered_gamma) {
+  const char* k = "layernorm_forward";
+  check_same_type(k, {y, mean, rstd, x, gamma, beta});
+  const std::int64_t nh = std::int64_t(n) * h;
+  detail::need(k, "y", y, nh), detail::need(k, "x", x, nh);
+  detail::need(k, "mean", mean, n), detail::need(k, "rstd", rstd, n);
+  detail::need(k, "gamma", gamma, h), detail::need_optional(k, "beta", beta, h);
+  dispatch_floating(k, y.type, y.where, [&](auto zero) {
+    using T = decltype(zero);
+    layernorm_forward<T>(detail::typed<T>(y), detail::typed<T>(mean), detail::typed<T>(rstd),
+                         detail::typed<T>(x), detail::typed<T>(gamma), detail::typed<T>(beta), n,
+                         h, T(eps), zero_centered_gamma);
+  });
+}
+
+void layernorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
+                        tensor::tensor_view dbeta, tensor::const_tensor_view dy,
+                        tensor::const_tensor_view x, tensor::const_tensor_view gamma,
+                        tensor::const_tensor_view mean, tensor::const_tensor_view rstd, int n,
+                        int h, bool zero_centered_gamma, bool accumulate_dx) {
+  const char* k = "layernorm_backward";
+  check_same_type(k, {dx, dgamma, dbeta, dy, x, gamma, mean, rstd});
+  const std::int64_t nh = std::int64_t(n) * h;
+  detail::need(k, "dx", dx, nh), detail::need(k, "dy", dy, nh), detail::need(k, "x", x, nh);
+  detail::need(k, "dgamma", dgamma, h), detail::need_optional(k, "dbeta", dbeta, h);
+  detail::need(k, "gamma", gamma, h);
+  detail::need(k, "mean", mean, n), detail::need(k, "rstd", rstd, n);
+  dispatch_floating(k, dx.type, dx.where, [&](auto zero) {
+    using T = decltype(zero);
+    layernorm_backward<T>(detail::typed<T>(dx), detail::typed<T>(dgamma), detail::typed<T>(dbeta),
+                          detail::typed<T>(dy), detail::typed<T>(x), detail::typed<T>(gamma),
+                          detail::typed<T>(mean), detail::typed<T>(rstd), n, h,
+                          zero_centered_gamma, accumulate_dx);
+  });
+}
 
 }  // namespace mactor::kernels

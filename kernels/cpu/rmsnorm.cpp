@@ -1,5 +1,6 @@
 // RMSNorm forward/backward; the mean square is accumulated in double for float inputs.
 #include "kernels/rmsnorm.hpp"
+#include "kernels/cpu/typed.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -63,5 +64,39 @@ template void rmsnorm_backward<float>(float*, float*, const float*, const float*
                                       const float*, int, int, bool, bool);
 template void rmsnorm_backward<double>(double*, double*, const double*, const double*,
                                        const double*, const double*, int, int, bool, bool);
+
+
+void rmsnorm_forward(tensor::tensor_view y, tensor::tensor_view rstd, tensor::const_tensor_view x,
+                     tensor::const_tensor_view gamma, int n, int h, double eps,
+                     bool zero_centered_gamma) {
+  const char* k = "rmsnorm_forward";
+  check_same_type(k, {y, rstd, x, gamma});
+  const std::int64_t nh = std::int64_t(n) * h;
+  detail::need(k, "y", y, nh), detail::need(k, "x", x, nh);
+  detail::need(k, "rstd", rstd, n), detail::need(k, "gamma", gamma, h);
+  dispatch_floating(k, y.type, y.where, [&](auto zero) {
+    using T = decltype(zero);
+    rmsnorm_forward<T>(detail::typed<T>(y), detail::typed<T>(rstd), detail::typed<T>(x),
+                       detail::typed<T>(gamma), n, h, T(eps), zero_centered_gamma);
+  });
+}
+
+void rmsnorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
+                      tensor::const_tensor_view dy, tensor::const_tensor_view x,
+                      tensor::const_tensor_view gamma, tensor::const_tensor_view rstd, int n,
+                      int h, bool zero_centered_gamma, bool accumulate_dx) {
+  const char* k = "rmsnorm_backward";
+  check_same_type(k, {dx, dgamma, dy, x, gamma, rstd});
+  const std::int64_t nh = std::int64_t(n) * h;
+  detail::need(k, "dx", dx, nh), detail::need(k, "dy", dy, nh), detail::need(k, "x", x, nh);
+  detail::need(k, "dgamma", dgamma, h), detail::need(k, "gamma", gamma, h);
+  detail::need(k, "rstd", rstd, n);
+  dispatch_floating(k, dx.type, dx.where, [&](auto zero) {
+    using T = decltype(zero);
+    rmsnorm_backward<T>(detail::typed<T>(dx), detail::typed<T>(dgamma), detail::typed<T>(dy),
+                        detail::typed<T>(x), detail::typed<T>(gamma), detail::typed<T>(rstd), n,
+                        h, zero_centered_gamma, accumulate_dx);
+  });
+}
 
 }  // namespace mactor::kernels

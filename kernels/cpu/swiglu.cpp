@@ -1,5 +1,6 @@
 // SwiGLU forward/backward.
 #include "kernels/swiglu.hpp"
+#include "kernels/cpu/typed.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -42,5 +43,28 @@ template void swiglu_forward<float>(float*, const float*, int, int);
 template void swiglu_forward<double>(double*, const double*, int, int);
 template void swiglu_backward<float>(float*, const float*, const float*, int, int);
 template void swiglu_backward<double>(double*, const double*, const double*, int, int);
+
+
+void swiglu_forward(tensor::tensor_view y, tensor::const_tensor_view x, int n, int f) {
+  check_same_type("swiglu_forward", {y, x});
+  detail::need("swiglu_forward", "y", y, std::int64_t(n) * f);
+  detail::need("swiglu_forward", "x", x, std::int64_t(n) * 2 * f);
+  dispatch_floating("swiglu_forward", y.type, y.where, [&](auto zero) {
+    using T = decltype(zero);
+    swiglu_forward<T>(detail::typed<T>(y), detail::typed<T>(x), n, f);
+  });
+}
+
+void swiglu_backward(tensor::tensor_view dx, tensor::const_tensor_view dy,
+                     tensor::const_tensor_view x, int n, int f) {
+  check_same_type("swiglu_backward", {dx, dy, x});
+  detail::need("swiglu_backward", "dx", dx, std::int64_t(n) * 2 * f);
+  detail::need("swiglu_backward", "dy", dy, std::int64_t(n) * f);
+  detail::need("swiglu_backward", "x", x, std::int64_t(n) * 2 * f);
+  dispatch_floating("swiglu_backward", dx.type, dx.where, [&](auto zero) {
+    using T = decltype(zero);
+    swiglu_backward<T>(detail::typed<T>(dx), detail::typed<T>(dy), detail::typed<T>(x), n, f);
+  });
+}
 
 }  // namespace mactor::kernels

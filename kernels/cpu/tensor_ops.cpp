@@ -4,14 +4,41 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/typed.hpp"
 #include "kernels/dispatch.hpp"
 
 namespace mactor::kernels {
 
+namespace detail {
+
+void need(const char* kernel, const char* argument, const tensor::const_tensor_view& v,
+          std::int64_t n) {
+  if (!v.data && n > 0)
+    throw tensor::tensor_error(std::string("kernel ") + kernel + ": argument " + argument +
+                               " is missing (" + std::to_string(n) + " elements needed)");
+  if (v.numel() < n)
+    throw tensor::tensor_error(std::string("kernel ") + kernel + ": argument " + argument +
+                               " holds " + std::to_string(v.numel()) + " elements " +
+                               tensor::to_string(v.shape) + ", " + std::to_string(n) +
+                               " needed");
+}
+
+void need_optional(const char* kernel, const char* argument, const tensor::const_tensor_view& v,
+                   std::int64_t n) {
+  if (v.data) need(kernel, argument, v, n);
+}
+
+}  // namespace detail
+
 void check_same_type(const char* kernel, std::initializer_list<tensor::const_tensor_view> views) {
-  const auto& first = *views.begin();
+  // An empty view is an optional argument left out: it has no type to agree on.
+  const tensor::const_tensor_view* first_ptr = nullptr;
   for (const auto& v : views)
-    if (v.type != first.type || v.where != first.where)
+    if (v.data) { first_ptr = &v; break; }
+  if (!first_ptr) return;
+  const auto& first = *first_ptr;
+  for (const auto& v : views)
+    if (v.data && (v.type != first.type || v.where != first.where))
       throw tensor::tensor_error(std::string("kernel ") + kernel + " got a " + std::string(tensor::short_name(v.type)) +
                                  " tensor on " + tensor::to_string(v.where) + " beside a " +
                                  std::string(tensor::short_name(first.type)) + " one on " +

@@ -1,4 +1,4 @@
-// The Hugging Face export against PyPI transformers: a perturbed gpt_model<float> is saved as a
+// The Hugging Face export against PyPI transformers: a perturbed gpt_model is saved as a
 // 1-rank checkpoint, converted with build/bin/convert_checkpoint to-hf, loaded by
 // GPT2LMHeadModel / LlamaForCausalLM (hf_reference.py), and its loss on a fixed batch must match
 // our forward_only loss to 1e-5; from-hf back must give bitwise equal tensors.
@@ -107,14 +107,14 @@ TEST_CASE("GPT-2 and Llama style checkpoints export to transformers with the sam
   std::vector<md::loss_and_count> ours;
   for (const auto& ec : cases()) {
     auto groups = md::make_local_groups(1);
-    md::gpt_model<float> model(ec.config, *groups[0]);
+    md::gpt_model model(ec.config, *groups[0]);
     std::mt19937 gen(7);
     std::normal_distribution<float> noise(0.0f, 0.2f);
     ck::rank_state state;
     for (auto& p : model.parameters()) {
-      for (std::size_t i = 0; i < p.numel; ++i) p.value[i] += noise(gen);  // biases and norms too
+      for (std::size_t i = 0; i < p.numel; ++i) p.value_as<float>()[i] += noise(gen);  // biases and norms too
       state.pieces.push_back(ck::whole_tensor(p.name, p.full_shape,
-                                              std::vector<float>(p.value, p.value + p.numel)));
+                                              std::vector<float>(p.value_as<float>(), p.value_as<float>() + p.numel)));
     }
     state.common = nlohmann::json{{"iteration", 3}, {"args", megatron_args(ec.config)}};
     const fs::path ckpt = root / ec.tag / "ckpt", hf = root / ec.tag / "hf";

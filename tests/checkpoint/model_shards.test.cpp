@@ -24,7 +24,7 @@ TEST_CASE("model parameters saved as two tensor-parallel ranks' shards read back
   c.position_embedding_type = md::position_embedding_kind::rope;
   c.untie_embeddings_and_output_weights = true;
   auto groups = md::make_local_groups(1);
-  md::gpt_model<float> model(c, *groups[0]);
+  md::gpt_model model(c, *groups[0]);
   const int tp = 2;
   const auto dir = ck::test::scratch_dir("tp2").string();
   std::vector<std::thread> ranks;
@@ -34,7 +34,7 @@ TEST_CASE("model parameters saved as two tensor-parallel ranks' shards read back
       for (const auto& p : model.parameters()) {
         const auto local_shape = md::shard_shape(p.full_shape, p.split, tp);
         std::vector<float> local(std::size_t(ck::numel(local_shape)));
-        md::copy_shard(p.value, local.data(), p.full_shape, p.split, t, tp);
+        md::copy_shard(p.value_as<float>(), local.data(), p.full_shape, p.split, t, tp);
         auto piece = [&](std::vector<std::int64_t> offset, std::vector<std::int64_t> shape,
                          std::size_t from) {
           ck::tensor_piece q;
@@ -78,6 +78,6 @@ TEST_CASE("model parameters saved as two tensor-parallel ranks' shards read back
   for (const auto& p : model.parameters()) {
     INFO(p.name);
     CHECK(ck::test::bitwise_equal(reader.read_whole(p.name),
-                                  std::vector<float>(p.value, p.value + p.numel)));
+                                  std::vector<float>(p.value_as<float>(), p.value_as<float>() + p.numel)));
   }
 }

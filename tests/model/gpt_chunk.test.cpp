@@ -13,9 +13,9 @@ using namespace mactor;
 
 namespace {
 
-std::map<std::string, std::vector<double>> grads_by_name(std::vector<model::parameter<double>>& ps) {
+std::map<std::string, std::vector<double>> grads_by_name(std::vector<model::parameter>& ps) {
   std::map<std::string, std::vector<double>> out;
-  for (auto& p : ps) out[p.name] = std::vector<double>(p.grad, p.grad + p.numel);
+  for (auto& p : ps) out[p.name] = test::copy_of<double>(p.grad);
   return out;
 }
 
@@ -23,7 +23,8 @@ void check_three_stages(model::gpt_model_config c) {
   c.num_layers = 3;
   c.attention_dropout = 0.2f, c.hidden_dropout = 0.15f;
   model::single_group tp;
-  model::gpt_model<double> whole(c, tp);
+  c = test::in_double(c);
+  model::gpt_model whole(c, tp);
   const int micro_batches = 3;
   std::vector<test::batch_data> batches;
   for (int i = 0; i < micro_batches; ++i) batches.push_back(test::make_batch(2, c.seq_length, c.padded_vocab_size, 11 + i));
@@ -33,24 +34,24 @@ void check_three_stages(model::gpt_model_config c) {
     whole_loss += whole.forward_backward(batches[i].view(), 0.25).loss_sum;
   }
 
-  model::gpt_chunk<double> first(c, tp, {0, 1, true, false});
-  model::gpt_chunk<double> middle(c, tp, {1, 2, false, false});
-  model::gpt_chunk<double> last(c, tp, {2, 3, false, true});
+  model::gpt_chunk first(c, tp, {0, 1, true, false});
+  model::gpt_chunk middle(c, tp, {1, 2, false, false});
+  model::gpt_chunk last(c, tp, {2, 3, false, true});
   const std::size_t n = first.activation_numel(2);
   std::vector<std::vector<double>> a(micro_batches, std::vector<double>(n)), b = a;
   double chunk_loss = 0;
   // Every forward first (GPipe order), then backwards: the first two stages must recompute.
   for (int i = 0; i < micro_batches; ++i) {
-    first.forward(i, batches[i].view(), nullptr, a[i].data(), true, true, 0.25, 100 + i);
-    middle.forward(i, batches[i].view(), a[i].data(), b[i].data(), true, true, 0.25, 100 + i);
-    chunk_loss += last.forward(i, batches[i].view(), b[i].data(), nullptr, true, true, 0.25, 100 + i).loss_sum;
+    first.forward(i, batches[i].view(), {}, test::view(a[i]), true, true, 0.25, 100 + i);
+    middle.forward(i, batches[i].view(), test::view(a[i]), test::view(b[i]), true, true, 0.25, 100 + i);
+    chunk_loss += last.forward(i, batches[i].view(), test::view(b[i]), {}, true, true, 0.25, 100 + i).loss_sum;
   }
   CHECK(first.slots_in_flight() == micro_batches);
   std::vector<double> g1(n), g2(n);
   for (int i = 0; i < micro_batches; ++i) {
-    last.backward(i, nullptr, g2.data());
-    middle.backward(i, g2.data(), g1.data());
-    first.backward(i, g1.data(), nullptr);
+    last.backward(i, {}, test::view(g2));
+    middle.backward(i, test::view(g2), test::view(g1));
+    first.backward(i, test::view(g1), {});
   }
   CHECK(first.slots_in_flight() == 0);
   CHECK(chunk_loss == Approx(whole_loss).epsilon(1e-12));
@@ -84,8 +85,8 @@ TEST_CASE("three pipeline chunks with micro-batches in flight give the whole mod
 TEST_CASE("a chunk refuses a layer range outside the model and a backward without a kept forward") {
   auto c = test::gpt2_style();
   model::single_group tp;
-  CHECK_THROWS_WITH((model::gpt_chunk<float>(c, tp, {1, c.num_layers + 1, false, true})),
+  CHECK_THROWS_WITH((model::gpt_chunk(c, tp, {1, c.num_layers + 1, false, true})),
                     Catch::Contains("are not inside the model's"));
-  model::gpt_chunk<float> last(c, tp, {0, c.num_layers, true, true});
-  CHECK_THROWS_WITH(last.backward(3, nullptr, nullptr), Catch::Contains("without a kept forward"));
+  model::gpt_chunk last(c, tp, {0, c.num_layers, true, true});
+  CHECK_THROWS_WITH(last.backward(3, {}, {}), Catch::Contains("without a kept forward"));
 }

@@ -7,8 +7,28 @@
 #include <vector>
 
 #include "model/gpt_model.hpp"
+#include "tensor/tensor.hpp"
 
 namespace mactor::test {
+
+/// c with float64 parameters and activations (the gradient checks' precision).
+inline model::gpt_model_config in_double(model::gpt_model_config c) {
+  c.params_dtype = tensor::dtype::float64;
+  return c;
+}
+
+/// A tensor's elements copied out as T (throws tensor_error unless T is its dtype).
+template <class T>
+std::vector<T> copy_of(tensor::const_tensor_view v) {
+  auto e = v.host<T>();
+  return {e.begin(), e.end()};
+}
+
+/// A vector's elements as a tensor view (activations handed between chunks in a test).
+template <class T>
+tensor::tensor_view view(std::vector<T>& v) {
+  return tensor::view_of(std::span<T>(v));
+}
 
 inline model::gpt_model_config llama_style() {
   model::gpt_model_config c;

@@ -59,12 +59,12 @@ void compare_with_pytorch(model::gpt_model_config c, const std::string& tag) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   model::single_group tp;
-  model::gpt_model<float> m(c, tp);
+  model::gpt_model m(c, tp);
   // Train-like weights: perturb norms away from their init so their gradients are exercised.
   for (auto& p : m.parameters())
     if (p.full_shape.size() == 1) {
       const auto noise = test::random_vector(p.numel, p.offset + 1, 0.1);
-      for (std::size_t i = 0; i < p.numel; ++i) p.value[i] += float(noise[i]);
+      for (std::size_t i = 0; i < p.numel; ++i) p.value_as<float>()[i] += float(noise[i]);
     }
   const int mb = 3;
   const auto batch = test::make_batch(mb, c.seq_length, c.padded_vocab_size, 9);
@@ -78,7 +78,7 @@ void compare_with_pytorch(model::gpt_model_config c, const std::string& tag) {
   for (std::size_t i = 0; i < m.parameters().size(); ++i) {
     const auto& p = m.parameters()[i];
     names << p.name << "\n";
-    write_bin(dir / ("param_" + std::to_string(i) + ".bin"), p.value, p.numel);
+    write_bin(dir / ("param_" + std::to_string(i) + ".bin"), p.value_as<float>(), p.numel);
   }
   names.close();
   write_bin(dir / "tokens.bin", batch.tokens.data(), batch.tokens.size());
@@ -94,7 +94,7 @@ void compare_with_pytorch(model::gpt_model_config c, const std::string& tag) {
     const auto& p = m.parameters()[i];
     const auto ref = read_doubles(dir / ("ref_grad_" + std::to_string(i) + ".bin"), p.numel);
     INFO(p.name);
-    CHECK(test::relative_error(std::vector<float>(p.grad, p.grad + p.numel), ref) <= 1e-4);
+    CHECK(test::relative_error(std::vector<float>(p.grad_as<float>(), p.grad_as<float>() + p.numel), ref) <= 1e-4);
   }
 }
 

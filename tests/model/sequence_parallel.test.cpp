@@ -28,7 +28,7 @@ struct run_result {
 constexpr int micro_batches = 3, micro_batch_size = 2;
 
 // One tp rank: chunks[0..stages) over the model's layers; every forward first, then backwards.
-model::loss_and_count drive(std::vector<model::gpt_chunk<float>>& chunks,
+model::loss_and_count drive(std::vector<model::gpt_chunk>& chunks,
                             const std::vector<test::batch_data>& batches) {
   model::loss_and_count total;
   const std::size_t n = chunks.front().activation_numel(micro_batch_size);
@@ -37,14 +37,14 @@ model::loss_and_count drive(std::vector<model::gpt_chunk<float>>& chunks,
                                                     std::vector<std::vector<float>>(chunks.size(), std::vector<float>(n)));
   for (int i = 0; i < micro_batches; ++i)
     for (std::size_t s = 0; s < chunks.size(); ++s) {
-      const float* in = s == 0 ? nullptr : acts[i][s - 1].data();
-      const auto r = chunks[s].forward(i, batches[i].view(), in, acts[i][s].data(), true, true, 0.05f, 100 + i);
+      const auto in = s == 0 ? tensor::tensor_view{} : test::view(acts[i][s - 1]);
+      const auto r = chunks[s].forward(i, batches[i].view(), in, test::view(acts[i][s]), true, true, 0.05f, 100 + i);
       total.loss_sum += r.loss_sum, total.num_tokens += r.num_tokens;
     }
   std::vector<float> g_out(n), g_in(n);
   for (int i = 0; i < micro_batches; ++i)
     for (std::size_t s = chunks.size(); s-- > 0;) {
-      chunks[s].backward(i, s + 1 == chunks.size() ? nullptr : g_out.data(), s == 0 ? nullptr : g_in.data());
+      chunks[s].backward(i, s + 1 == chunks.size() ? tensor::tensor_view{} : test::view(g_out), s == 0 ? tensor::tensor_view{} : test::view(g_in));
       std::swap(g_out, g_in);
     }
   for (auto& c : chunks) c.all_reduce_sequence_parallel_grads();
@@ -56,7 +56,7 @@ run_result run(model::gpt_model_config c, int tp_size, bool sequence_parallel, i
   for (int i = 0; i < micro_batches; ++i)
     batches.push_back(test::make_batch(micro_batch_size, c.seq_length, c.padded_vocab_size, 31 + i));
   auto groups = model::make_local_groups(tp_size);
-  std::vector<std::vector<model::gpt_chunk<float>>> ranks(tp_size);
+  std::vector<std::vector<model::gpt_chunk>> ranks(tp_size);
   std::vector<model::loss_and_count> losses(tp_size);
   std::vector<std::thread> threads;
   for (int r = 0; r < tp_size; ++r)
@@ -85,9 +85,9 @@ run_result run(model::gpt_model_config c, int tp_size, bool sequence_parallel, i
         const auto& p = ranks[r][s].parameters()[i];
         if (p.split == model::tp_split::replicated && r > 0) {
           INFO(p.name << " differs between tp ranks 0 and " << r);
-          CHECK(std::equal(p.grad, p.grad + p.numel, p0.grad));
+          CHECK(test::copy_of<float>(p.grad) == test::copy_of<float>(p0.grad));
         }
-        model::place_shard(p.grad, full.data(), p.full_shape, p.split, r, tp_size);
+        model::place_shard(p.grad_as<float>(), full.data(), p.full_shape, p.split, r, tp_size);
       }
       auto& sum = result.grads[p0.name];
       if (sum.empty()) sum.assign(numel, 0.0f);
@@ -153,9 +153,9 @@ TEST_CASE("sequence parallelism without the norm-gradient all-reduce leaves each
   c.seq_length = 8, c.max_position_embeddings = 8, c.padded_vocab_size = 32;
   const auto batch = test::make_batch(2, c.seq_length, c.padded_vocab_size, 5);
   model::single_group one;
-  model::gpt_chunk<float> whole(c, one, {0, c.num_layers, true, true});
-  whole.forward(0, batch.view(), nullptr, nullptr, true, true, 0.1f, 9);
-  whole.backward(0, nullptr, nullptr);
+  model::gpt_chunk whole(c, one, {0, c.num_layers, true, true});
+  whole.forward(0, batch.view(), {}, {}, true, true, 0.1f, 9);
+  whole.backward(0, {}, {});
   auto groups = model::make_local_groups(2);
   std::vector<std::vector<float>> partial(2);
   std::vector<std::thread> threads;
@@ -163,17 +163,17 @@ TEST_CASE("sequence parallelism without the norm-gradient all-reduce leaves each
     threads.emplace_back([&, r] {
       auto rc = c;
       rc.tensor_model_parallel_size = 2, rc.tensor_model_parallel_rank = r, rc.sequence_parallel = true;
-      model::gpt_chunk<float> chunk(rc, *groups[r], {0, c.num_layers, true, true});
-      chunk.forward(0, batch.view(), nullptr, nullptr, true, true, 0.1f, 9);
-      chunk.backward(0, nullptr, nullptr);
+      model::gpt_chunk chunk(rc, *groups[r], {0, c.num_layers, true, true});
+      chunk.forward(0, batch.view(), {}, {}, true, true, 0.1f, 9);
+      chunk.backward(0, {}, {});
       for (auto& p : chunk.parameters())
-        if (p.name == "decoder.final_layernorm.weight") partial[r].assign(p.grad, p.grad + p.numel);
+        if (p.name == "decoder.final_layernorm.weight") partial[r] = test::copy_of<float>(p.grad);
     });
   for (auto& t : threads) t.join();
   const auto& ref = whole.parameters();
   const auto it = std::find_if(ref.begin(), ref.end(), [](const auto& p) { return p.name == "decoder.final_layernorm.weight"; });
   REQUIRE(it != ref.end());
-  const std::vector<float> want(it->grad, it->grad + it->numel);
+  const std::vector<float> want = test::copy_of<float>(it->grad);
   std::vector<float> sum(want.size());
   for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = partial[0][i] + partial[1][i];
   CHECK(test::relative_error(partial[0], want) > 1e-2);
@@ -184,10 +184,10 @@ TEST_CASE("sequence parallelism refuses tp=1 and a sequence length that does not
   auto c = test::gpt2_style();
   c.sequence_parallel = true;
   model::single_group one;
-  CHECK_THROWS_WITH((model::gpt_chunk<float>(c, one, {0, c.num_layers, true, true})),
+  CHECK_THROWS_WITH((model::gpt_chunk(c, one, {0, c.num_layers, true, true})),
                     Catch::Contains("sequence_parallel needs tensor_model_parallel_size > 1"));
   auto groups = model::make_local_groups(2);
   c.tensor_model_parallel_size = 2;  // seq_length 5
-  CHECK_THROWS_WITH((model::gpt_chunk<float>(c, *groups[0], {0, c.num_layers, true, true})),
+  CHECK_THROWS_WITH((model::gpt_chunk(c, *groups[0], {0, c.num_layers, true, true})),
                     Catch::Contains("seq_length=5 is not divisible by tensor_model_parallel_size=2"));
 }

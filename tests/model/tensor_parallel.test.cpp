@@ -22,14 +22,14 @@ run_result run(model::gpt_model_config c, int tp_size) {
   const auto b1 = test::make_batch(3, c.seq_length, c.padded_vocab_size, 22);
   auto groups = model::make_local_groups(tp_size);
   run_result result;
-  std::vector<std::unique_ptr<model::gpt_model<float>>> models(tp_size);
+  std::vector<std::unique_ptr<model::gpt_model>> models(tp_size);
   std::vector<model::loss_and_count> losses(tp_size);
   std::vector<std::thread> ranks;
   for (int r = 0; r < tp_size; ++r)
     ranks.emplace_back([&, r] {
       auto rc = c;
       rc.tensor_model_parallel_size = tp_size, rc.tensor_model_parallel_rank = r;
-      models[r] = std::make_unique<model::gpt_model<float>>(rc, *groups[r]);
+      models[r] = std::make_unique<model::gpt_model>(rc, *groups[r]);
       const auto first = models[r]->forward_backward(b0.view(), 0.05f);
       const auto second = models[r]->forward_backward(b1.view(), 0.05f);
       losses[r] = {first.loss_sum + second.loss_sum, first.num_tokens + second.num_tokens};
@@ -44,7 +44,7 @@ run_result run(model::gpt_model_config c, int tp_size) {
     std::vector<float> full(numel);
     for (int r = 0; r < tp_size; ++r) {
       const auto& p = models[r]->parameters()[i];
-      model::place_shard(p.grad, full.data(), p.full_shape, p.split, r, tp_size);
+      model::place_shard(p.grad_as<float>(), full.data(), p.full_shape, p.split, r, tp_size);
     }
     result.full_grads.push_back(std::move(full));
   }
@@ -54,7 +54,7 @@ run_result run(model::gpt_model_config c, int tp_size) {
 void check_against_tp1(const model::gpt_model_config& c) {
   const auto reference = run(c, 1);
   model::single_group one;
-  model::gpt_model<float> names(c, one);
+  model::gpt_model names(c, one);
   for (int tp : {2, 4}) {
     INFO("tp=" << tp);
     const auto got = run(c, tp);

@@ -84,13 +84,13 @@ std::vector<double> dump_inputs(const config::megatron_args& a, const std::vecto
   }();
   const auto tok = training::tokenizer_from_args(a);
   model::single_group tp;
-  model::gpt_model<float> m(training::model_config_from_args(a, config::padded_vocab_size(tok->vocab_size(), a)), tp);
+  model::gpt_model m(training::model_config_from_args(a, config::padded_vocab_size(tok->vocab_size(), a)), tp);
   std::ofstream names(dir / "params.txt");
   for (std::size_t i = 0; i < m.parameters().size(); ++i) {
     const auto& p = m.parameters()[i];
     names << p.name << "\n";
     std::ofstream bin(dir / ("param_" + std::to_string(i) + ".bin"), std::ios::binary);
-    bin.write(reinterpret_cast<const char*>(p.value), static_cast<std::streamsize>(p.numel * sizeof(float)));
+    bin.write(reinterpret_cast<const char*>(p.value_as<float>()), static_cast<std::streamsize>(p.numel * sizeof(float)));
   }
   const auto datasets = data::build_gpt_datasets(training::dataset_config_from_args(a, *tok),
                                                  training::split_sample_counts(a));
