@@ -2,6 +2,7 @@
 #include "tensor/tensor.hpp"
 
 #include <cstring>
+#include <new>
 #include <utility>
 
 #include "tensor/host_buffer.hpp"
@@ -51,6 +52,28 @@ const_tensor_view const_tensor_view::rows(std::int64_t begin, std::int64_t end) 
           where};
 }
 
+namespace {
+
+// Activations stay on the rank (the pipeline sends copies from its own buffers): they get plain
+// 64-byte-aligned memory, not huge pages, whose 2 MiB rounding would cost a layer's many buffers
+// real memory. Everything else may be moved by the data plane and takes huge pages when large.
+bool huge_page_kind(memory_kind kind) { return kind != memory_kind::activations; }
+constexpr std::align_val_t activation_alignment{64};
+
+void* allocate_bytes(std::size_t bytes, memory_kind kind) {
+  if (huge_page_kind(kind)) return huge_page_allocator<std::byte>().allocate(bytes);
+  return ::operator new(bytes, activation_alignment);
+}
+
+void free_bytes(void* data, std::size_t bytes, memory_kind kind) noexcept {
+  if (huge_page_kind(kind))
+    huge_page_allocator<std::byte>().deallocate(static_cast<std::byte*>(data), bytes);
+  else
+    ::operator delete(data, activation_alignment);
+}
+
+}  // namespace
+
 tensor::tensor(shape_type shape, dtype type, memory_kind kind, device where)
     : shape_(std::move(shape)), type_(type), where_(where), kind_(kind) {
   if (where_.type != device_type::cpu)
@@ -59,14 +82,14 @@ tensor::tensor(shape_type shape, dtype type, memory_kind kind, device where)
     if (d < 0) throw tensor_error("a tensor of negative shape " + to_string(shape_));
   bytes_ = static_cast<std::size_t>(numel_of(shape_)) * size_of(type_);
   if (bytes_ == 0) return;
-  data_ = huge_page_allocator<std::byte>().allocate(bytes_);
+  data_ = allocate_bytes(bytes_, kind_);
   std::memset(data_, 0, bytes_);
   memory_ledger::host().allocated(kind_, static_cast<std::int64_t>(bytes_));
 }
 
 void tensor::release() noexcept {
   if (!data_) return;
-  huge_page_allocator<std::byte>().deallocate(static_cast<std::byte*>(data_), bytes_);
+  free_bytes(data_, bytes_, kind_);
   memory_ledger::host().freed(kind_, static_cast<std::int64_t>(bytes_));
   data_ = nullptr;
   bytes_ = 0;

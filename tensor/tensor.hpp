@@ -93,8 +93,9 @@ const_tensor_view view_of(std::span<const T> elements) {
 }
 
 /// An owning tensor. Host tensors of 1 MiB and more sit in huge pages (tensor/host_buffer.hpp),
-/// since the data plane moves them; every byte is counted in the device's memory ledger under
-/// the tensor's memory_kind.
+/// since the data plane moves them, except activations, which stay on the rank (plain 64-byte
+/// aligned memory); every byte is counted in the device's memory ledger under the tensor's
+/// memory_kind.
 class tensor {
  public:
   tensor() = default;

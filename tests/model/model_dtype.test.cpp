@@ -50,7 +50,7 @@ TEST_CASE("activations are counted in the memory ledger, and a second micro-batc
   const auto params_before = ledger.usage(tensor::memory_kind::parameters).current;
   model::gpt_model m(c, tp);
   CHECK(ledger.usage(tensor::memory_kind::parameters).current - params_before ==
-        m.store().value_tensor().nbytes());
+        std::int64_t(m.store().value_tensor().nbytes()));
   const auto batch = test::make_batch(2, c.seq_length, c.padded_vocab_size, 4);
   m.forward_backward(batch.view(), 0.1);
   const auto after_one = ledger.usage(tensor::memory_kind::activations).current;
