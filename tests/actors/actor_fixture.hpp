@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "actors/config_message.hpp"
+#include "actors/job.hpp"
 #include "actors/job_control.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
@@ -145,6 +146,17 @@ inline std::size_t position(const std::vector<std::string>& trace, const std::st
   INFO("trace entry: " << entry);
   REQUIRE(it != trace.end());
   return static_cast<std::size_t>(it - trace.begin());
+}
+
+/// The abort_job an agent receives, as the trace writes it ("abort_job exit 1 \"...\"").
+inline std::string abort_entry(int exit_code, const std::string& error) {
+  return "abort_job exit " + std::to_string(exit_code) + " \"" + error + "\"";
+}
+
+/// The error rank 0's coordinator ends the job with when rank `r`'s actors are gone.
+inline std::string lost_rank_error(int r) {
+  return "rank 0: communication with rank " + std::to_string(r) +
+         " failed: its actors are gone (the process exited or the connection broke)";
 }
 
 /// What a scripted stage does: answer the config with stage_ready, each run_iteration with an
@@ -278,6 +290,21 @@ struct test_job {
   void hello(int r) { caf::anon_send(coordinator, hello_message{r, stages[r], agents[r], replicas[r]}); }
   void hello() {
     for (int r = 0; r < static_cast<int>(stages.size()); ++r) hello(r);
+  }
+  /// How the job ended; fails the test if rank 0's job_control has no outcome yet.
+  job_outcome outcome() {
+    REQUIRE(control->done());
+    return control->wait();
+  }
+  /// Checks that `o` has `exit_code` and that the agent of each of `ranks` received the abort
+  /// carrying `o`'s error, and nothing else.
+  void check_aborted(const job_outcome& o, int exit_code, const std::vector<int>& ranks) {
+    CHECK(o.exit_code == exit_code);
+    for (int r : ranks) {
+      const std::string agent = "rank " + std::to_string(r) + " agent";
+      INFO(agent);
+      CHECK(received_by(f.trace, agent) == std::vector<std::string>{abort_entry(exit_code, o.error)});
+    }
   }
   std::string log_text() {
     std::fflush(log);

@@ -33,8 +33,7 @@ TEST_CASE("a real stage builds its model from the config, answers each iteration
   j.hello();
   f.run();
   INFO(trace_text(f.trace));
-  REQUIRE(j.control->done());
-  const auto outcome = j.control->wait();
+  const auto outcome = j.outcome();
   CHECK(outcome.exit_code == 0);
   CHECK(outcome.error.empty());
   CHECK(received_by(f.trace, "rank 0 stage") == std::vector<std::string>{"config", "run_iteration 1", "run_iteration 2",
@@ -70,14 +69,12 @@ TEST_CASE("a real stage that cannot read its data ends the job with exit status 
   j.hello();
   f.run();
   INFO(trace_text(f.trace));
-  REQUIRE(j.control->done());
-  const auto outcome = j.control->wait();
-  CHECK(outcome.exit_code == 2);
+  const auto outcome = j.outcome();
   CHECK_THAT(outcome.error, Catch::Contains(missing));
   // The stage's error goes to the coordinator, which passes it to every agent and ends the job.
-  const std::string abort = "abort_job exit 2 \"" + outcome.error + "\"";
+  j.check_aborted(outcome, 2, {0});
+  const std::string abort = abort_entry(2, outcome.error);
   CHECK(received_by(f.trace, "rank 0 stage") == std::vector<std::string>{"config"});
-  CHECK(received_by(f.trace, "rank 0 agent") == std::vector<std::string>{abort});
   CHECK(position(f.trace, "rank 0 stage -> coordinator: " + abort) < position(f.trace, "coordinator -> rank 0 agent: " + abort));
   const auto logged = received_by(f.trace, "logger");
   CHECK(std::find(logged.begin(), logged.end(), "log_line \"training ...\"") == logged.end());
