@@ -32,6 +32,29 @@ decltype(auto) dispatch_floating(const char* kernel, tensor::dtype t, tensor::de
   throw unsupported_kernel(kernel, t, d);
 }
 
+/// Calls f(C{}) with C the type a CPU kernel computes in for dtype t: double for fp64, float for
+/// fp32, bf16 and fp16. A kernel reads and writes 16-bit tensors through detail::fp32_stage
+/// (kernels/cpu/typed.hpp): widened exactly, computed on in fp32, rounded back to nearest-even,
+/// as a GPU kernel loads, computes and stores.
+template <class F>
+decltype(auto) dispatch_compute(const char* kernel, tensor::dtype t, tensor::device d, F&& f) {
+  if (d.type == tensor::device_type::cpu) {
+    switch (t) {
+      case tensor::dtype::float32:
+      case tensor::dtype::bfloat16:
+      case tensor::dtype::float16: return std::forward<F>(f)(float{});
+      case tensor::dtype::float64: return std::forward<F>(f)(double{});
+      default: break;
+    }
+  }
+  throw unsupported_kernel(kernel, t, d);
+}
+
+/// Checks that the non-empty views can meet in one kernel: on one device, and either all fp64
+/// or all of fp32, bf16 and fp16 (computed in fp32); throws tensor::tensor_error naming the
+/// kernel otherwise.
+void check_compatible(const char* kernel, std::initializer_list<tensor::const_tensor_view> views);
+
 /// Checks that every non-empty view shares the first one's dtype and device (kernels do not mix them unless
 /// their signature says so); throws tensor::tensor_error naming the kernel otherwise.
 void check_same_type(const char* kernel, std::initializer_list<tensor::const_tensor_view> views);

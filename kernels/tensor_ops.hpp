@@ -7,7 +7,7 @@ namespace mactor::kernels {
 
 /// x *= factor.
 void scale(tensor::tensor_view x, double factor);
-/// dst = src (same dtype, device and numel).
+/// dst = src (same dtype, device and numel; kernels/convert.hpp converts between dtypes).
 void copy(tensor::tensor_view dst, tensor::const_tensor_view src);
 /// x = 0.
 void fill_zero(tensor::tensor_view x);

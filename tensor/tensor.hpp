@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tensor/dtype.hpp"
+#include "tensor/half_float.hpp"
 #include "tensor/memory_ledger.hpp"
 
 namespace mactor::tensor {
@@ -24,13 +25,17 @@ std::int64_t numel_of(const shape_type& shape);
 /// "[2, 3, 4]".
 std::string to_string(const shape_type& shape);
 
-/// The dtype of a C++ element type (float, double; the 16- and 8-bit types come with their kernels).
+/// The dtype of a C++ element type (the 8-bit types come with their kernels).
 template <class T>
 constexpr dtype dtype_of();
 template <>
 constexpr dtype dtype_of<float>() { return dtype::float32; }
 template <>
 constexpr dtype dtype_of<double>() { return dtype::float64; }
+template <>
+constexpr dtype dtype_of<bfloat16>() { return dtype::bfloat16; }
+template <>
+constexpr dtype dtype_of<float16>() { return dtype::float16; }
 
 /// A use of a tensor as the wrong type or on the wrong device: names both.
 class tensor_error : public std::logic_error {

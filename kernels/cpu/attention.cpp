@@ -198,13 +198,14 @@ void attention_forward(tensor::tensor_view out, tensor::tensor_view probs,
                        tensor::const_tensor_view qkv, const attention_dims& dims, double scale,
                        float dropout_p, std::uint64_t dropout_stream) {
   const char* k = "attention_forward";
-  check_same_type(k, {out, probs, qkv});
+  check_compatible(k, {out, probs, qkv});
   detail::need(k, "out", out, rows_of(dims) * dims.heads * dims.head_dim);
   detail::need(k, "probs", probs, probs_of(dims));
   detail::need(k, "qkv", qkv, rows_of(dims) * dims.qkv_width());
-  dispatch_floating(k, out.type, out.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute(k, out.type, out.where, [&](auto zero) {
     using T = decltype(zero);
-    attention_forward<T>(detail::typed<T>(out), detail::typed<T>(probs), detail::typed<T>(qkv),
+    attention_forward<T>(stage.typed<T>(out), stage.typed<T>(probs), stage.typed<T>(qkv),
                          dims, T(scale), dropout_p, dropout_stream);
   });
 }
@@ -214,15 +215,16 @@ void attention_backward(tensor::tensor_view dqkv, tensor::const_tensor_view dout
                         const attention_dims& dims, double scale, float dropout_p,
                         std::uint64_t dropout_stream) {
   const char* k = "attention_backward";
-  check_same_type(k, {dqkv, dout, qkv, probs});
+  check_compatible(k, {dqkv, dout, qkv, probs});
   detail::need(k, "dqkv", dqkv, rows_of(dims) * dims.qkv_width());
   detail::need(k, "dout", dout, rows_of(dims) * dims.heads * dims.head_dim);
   detail::need(k, "qkv", qkv, rows_of(dims) * dims.qkv_width());
   detail::need(k, "probs", probs, probs_of(dims));
-  dispatch_floating(k, dqkv.type, dqkv.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute(k, dqkv.type, dqkv.where, [&](auto zero) {
     using T = decltype(zero);
-    attention_backward<T>(detail::typed<T>(dqkv), detail::typed<T>(dout), detail::typed<T>(qkv),
-                          detail::typed<T>(probs), dims, T(scale), dropout_p, dropout_stream);
+    attention_backward<T>(stage.typed<T>(dqkv), stage.typed<T>(dout), stage.typed<T>(qkv),
+                          stage.typed<T>(probs), dims, T(scale), dropout_p, dropout_stream);
   });
 }
 

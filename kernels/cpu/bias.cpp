@@ -40,22 +40,24 @@ template void bias_backward<double>(double*, const double*, int, int);
 
 
 void bias_add(tensor::tensor_view y, tensor::const_tensor_view bias, int n, int w) {
-  check_same_type("bias_add", {y, bias});
+  check_compatible("bias_add", {y, bias});
   detail::need("bias_add", "y", y, std::int64_t(n) * w);
   detail::need("bias_add", "bias", bias, w);
-  dispatch_floating("bias_add", y.type, y.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("bias_add", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    bias_add<T>(detail::typed<T>(y), detail::typed<T>(bias), n, w);
+    bias_add<T>(stage.typed<T>(y), stage.typed<T>(bias), n, w);
   });
 }
 
 void bias_backward(tensor::tensor_view dbias, tensor::const_tensor_view dy, int n, int w) {
-  check_same_type("bias_backward", {dbias, dy});
+  check_compatible("bias_backward", {dbias, dy});
   detail::need("bias_backward", "dbias", dbias, w);
   detail::need("bias_backward", "dy", dy, std::int64_t(n) * w);
-  dispatch_floating("bias_backward", dy.type, dy.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("bias_backward", dy.type, dy.where, [&](auto zero) {
     using T = decltype(zero);
-    bias_backward<T>(detail::typed<T>(dbias), detail::typed<T>(dy), n, w);
+    bias_backward<T>(stage.typed<T>(dbias), stage.typed<T>(dy), n, w);
   });
 }
 

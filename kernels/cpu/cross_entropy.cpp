@@ -94,11 +94,12 @@ template void cross_entropy_backward<double>(double*, const double*, const std::
 void cross_entropy_row_max(tensor::tensor_view row_max, tensor::const_tensor_view logits, int n,
                            int v) {
   const char* k = "cross_entropy_row_max";
-  check_same_type(k, {row_max, logits});
+  check_compatible(k, {row_max, logits});
   detail::need(k, "row_max", row_max, n), detail::need(k, "logits", logits, std::int64_t(n) * v);
-  dispatch_floating(k, logits.type, logits.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute(k, logits.type, logits.where, [&](auto zero) {
     using T = decltype(zero);
-    cross_entropy_row_max<T>(detail::typed<T>(row_max), detail::typed<T>(logits), n, v);
+    cross_entropy_row_max<T>(stage.typed<T>(row_max), stage.typed<T>(logits), n, v);
   });
 }
 
@@ -106,13 +107,14 @@ void cross_entropy_shard_sums(tensor::tensor_view sum_exp, tensor::tensor_view t
                               tensor::tensor_view logits, tensor::const_tensor_view row_max,
                               const std::int32_t* labels, int n, int v, int vocab_start) {
   const char* k = "cross_entropy_shard_sums";
-  check_same_type(k, {sum_exp, target_logit, logits, row_max});
+  check_compatible(k, {sum_exp, target_logit, logits, row_max});
   detail::need(k, "sum_exp", sum_exp, n), detail::need(k, "target_logit", target_logit, n);
   detail::need(k, "logits", logits, std::int64_t(n) * v), detail::need(k, "row_max", row_max, n);
-  dispatch_floating(k, logits.type, logits.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute(k, logits.type, logits.where, [&](auto zero) {
     using T = decltype(zero);
-    cross_entropy_shard_sums<T>(detail::typed<T>(sum_exp), detail::typed<T>(target_logit),
-                                detail::typed<T>(logits), detail::typed<T>(row_max), labels, n, v,
+    cross_entropy_shard_sums<T>(stage.typed<T>(sum_exp), stage.typed<T>(target_logit),
+                                stage.typed<T>(logits), stage.typed<T>(row_max), labels, n, v,
                                 vocab_start);
   });
 }
@@ -121,13 +123,14 @@ void cross_entropy_loss(tensor::tensor_view loss, tensor::const_tensor_view sum_
                         tensor::const_tensor_view row_max, tensor::const_tensor_view target_logit,
                         int n) {
   const char* k = "cross_entropy_loss";
-  check_same_type(k, {loss, sum_exp, row_max, target_logit});
+  check_compatible(k, {loss, sum_exp, row_max, target_logit});
   detail::need(k, "loss", loss, n), detail::need(k, "sum_exp", sum_exp, n);
   detail::need(k, "row_max", row_max, n), detail::need(k, "target_logit", target_logit, n);
-  dispatch_floating(k, loss.type, loss.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute(k, loss.type, loss.where, [&](auto zero) {
     using T = decltype(zero);
-    cross_entropy_loss<T>(detail::typed<T>(loss), detail::typed<T>(sum_exp),
-                          detail::typed<T>(row_max), detail::typed<T>(target_logit), n);
+    cross_entropy_loss<T>(stage.typed<T>(loss), stage.typed<T>(sum_exp),
+                          stage.typed<T>(row_max), stage.typed<T>(target_logit), n);
   });
 }
 
@@ -135,13 +138,14 @@ void cross_entropy_backward(tensor::tensor_view exps, tensor::const_tensor_view 
                             const std::int32_t* labels, tensor::const_tensor_view grad_scale,
                             int n, int v, int vocab_start) {
   const char* k = "cross_entropy_backward";
-  check_same_type(k, {exps, sum_exp, grad_scale});
+  check_compatible(k, {exps, sum_exp, grad_scale});
   detail::need(k, "exps", exps, std::int64_t(n) * v), detail::need(k, "sum_exp", sum_exp, n);
   detail::need(k, "grad_scale", grad_scale, n);
-  dispatch_floating(k, exps.type, exps.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute(k, exps.type, exps.where, [&](auto zero) {
     using T = decltype(zero);
-    cross_entropy_backward<T>(detail::typed<T>(exps), detail::typed<T>(sum_exp), labels,
-                              detail::typed<T>(grad_scale), n, v, vocab_start);
+    cross_entropy_backward<T>(stage.typed<T>(exps), stage.typed<T>(sum_exp), labels,
+                              stage.typed<T>(grad_scale), n, v, vocab_start);
   });
 }
 

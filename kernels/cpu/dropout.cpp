@@ -61,11 +61,12 @@ template void bias_dropout_add<double>(double*, const double*, const double*, co
 
 void dropout_apply(tensor::tensor_view y, tensor::const_tensor_view x, std::int64_t n, float p,
                    std::uint64_t stream, std::uint64_t first_index) {
-  check_same_type("dropout_apply", {y, x});
+  check_compatible("dropout_apply", {y, x});
   detail::need("dropout_apply", "y", y, n), detail::need("dropout_apply", "x", x, n);
-  dispatch_floating("dropout_apply", y.type, y.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("dropout_apply", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    dropout_apply<T>(detail::typed<T>(y), detail::typed<T>(x), n, p, stream, first_index);
+    dropout_apply<T>(stage.typed<T>(y), stage.typed<T>(x), n, p, stream, first_index);
   });
 }
 
@@ -73,14 +74,15 @@ void bias_dropout_add(tensor::tensor_view out, tensor::const_tensor_view residua
                       tensor::const_tensor_view x, tensor::const_tensor_view bias, int n, int w,
                       float p, std::uint64_t stream, std::uint64_t first_index) {
   const char* k = "bias_dropout_add";
-  check_same_type(k, {out, residual, x, bias});
+  check_compatible(k, {out, residual, x, bias});
   const std::int64_t nw = std::int64_t(n) * w;
   detail::need(k, "out", out, nw), detail::need(k, "residual", residual, nw);
   detail::need(k, "x", x, nw), detail::need_optional(k, "bias", bias, w);
-  dispatch_floating(k, out.type, out.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute(k, out.type, out.where, [&](auto zero) {
     using T = decltype(zero);
-    bias_dropout_add<T>(detail::typed<T>(out), detail::typed<T>(residual), detail::typed<T>(x),
-                        detail::typed<T>(bias), n, w, p, stream, first_index);
+    bias_dropout_add<T>(stage.typed<T>(out), stage.typed<T>(residual), stage.typed<T>(x),
+                        stage.typed<T>(bias), n, w, p, stream, first_index);
   });
 }
 

@@ -58,13 +58,14 @@ template void embedding_backward<double>(double*, const double*, const std::int3
 void embedding_forward(tensor::tensor_view out, tensor::const_tensor_view table,
                        const std::int32_t* ids, int n, int hidden, int vocab_start, int vocab_end,
                        double beta) {
-  check_same_type("embedding_forward", {out, table});
+  check_compatible("embedding_forward", {out, table});
   detail::need("embedding_forward", "out", out, std::int64_t(n) * hidden);
   detail::need("embedding_forward", "table", table,
                std::int64_t(vocab_end - vocab_start) * hidden);
-  dispatch_floating("embedding_forward", out.type, out.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("embedding_forward", out.type, out.where, [&](auto zero) {
     using T = decltype(zero);
-    embedding_forward<T>(detail::typed<T>(out), detail::typed<T>(table), ids, n, hidden,
+    embedding_forward<T>(stage.typed<T>(out), stage.typed<T>(table), ids, n, hidden,
                          vocab_start, vocab_end, T(beta));
   });
 }
@@ -72,13 +73,14 @@ void embedding_forward(tensor::tensor_view out, tensor::const_tensor_view table,
 void embedding_backward(tensor::tensor_view dtable, tensor::const_tensor_view dout,
                         const std::int32_t* ids, int n, int hidden, int vocab_start,
                         int vocab_end) {
-  check_same_type("embedding_backward", {dtable, dout});
+  check_compatible("embedding_backward", {dtable, dout});
   detail::need("embedding_backward", "dtable", dtable,
                std::int64_t(vocab_end - vocab_start) * hidden);
   detail::need("embedding_backward", "dout", dout, std::int64_t(n) * hidden);
-  dispatch_floating("embedding_backward", dtable.type, dtable.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("embedding_backward", dtable.type, dtable.where, [&](auto zero) {
     using T = decltype(zero);
-    embedding_backward<T>(detail::typed<T>(dtable), detail::typed<T>(dout), ids, n, hidden,
+    embedding_backward<T>(stage.typed<T>(dtable), stage.typed<T>(dout), ids, n, hidden,
                           vocab_start, vocab_end);
   });
 }

@@ -74,24 +74,26 @@ template void gelu_backward<double>(double*, const double*, const double*, std::
 
 void gelu_forward(tensor::tensor_view y, tensor::const_tensor_view x, std::int64_t n,
                   bool tanh_approximation) {
-  check_same_type("gelu_forward", {y, x});
+  check_compatible("gelu_forward", {y, x});
   detail::need("gelu_forward", "y", y, n);
   detail::need("gelu_forward", "x", x, n);
-  dispatch_floating("gelu_forward", y.type, y.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("gelu_forward", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    gelu_forward<T>(detail::typed<T>(y), detail::typed<T>(x), n, tanh_approximation);
+    gelu_forward<T>(stage.typed<T>(y), stage.typed<T>(x), n, tanh_approximation);
   });
 }
 
 void gelu_backward(tensor::tensor_view dx, tensor::const_tensor_view dy,
                    tensor::const_tensor_view x, std::int64_t n, bool tanh_approximation) {
-  check_same_type("gelu_backward", {dx, dy, x});
+  check_compatible("gelu_backward", {dx, dy, x});
   detail::need("gelu_backward", "dx", dx, n);
   detail::need("gelu_backward", "dy", dy, n);
   detail::need("gelu_backward", "x", x, n);
-  dispatch_floating("gelu_backward", dx.type, dx.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("gelu_backward", dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);
-    gelu_backward<T>(detail::typed<T>(dx), detail::typed<T>(dy), detail::typed<T>(x), n,
+    gelu_backward<T>(stage.typed<T>(dx), stage.typed<T>(dy), stage.typed<T>(x), n,
                      tanh_approximation);
   });
 }

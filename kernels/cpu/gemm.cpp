@@ -121,39 +121,42 @@ template void linear_backward_weight<double>(const double*, const double*, doubl
 
 void linear_forward(tensor::const_tensor_view x, tensor::const_tensor_view w, tensor::tensor_view y,
                     int rows, int in, int out, double beta) {
-  check_same_type("linear_forward", {x, w, y});
+  check_compatible("linear_forward", {x, w, y});
   detail::need("linear_forward", "x", x, std::int64_t(rows) * in);
   detail::need("linear_forward", "w", w, std::int64_t(out) * in);
   detail::need("linear_forward", "y", y, std::int64_t(rows) * out);
-  dispatch_floating("linear_forward", y.type, y.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("linear_forward", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    linear_forward<T>(detail::typed<T>(x), detail::typed<T>(w), detail::typed<T>(y), rows, in,
+    linear_forward<T>(stage.typed<T>(x), stage.typed<T>(w), stage.typed<T>(y), rows, in,
                       out, T(beta));
   });
 }
 
 void linear_backward_input(tensor::const_tensor_view dy, tensor::const_tensor_view w,
                            tensor::tensor_view dx, int rows, int in, int out, double beta) {
-  check_same_type("linear_backward_input", {dy, w, dx});
+  check_compatible("linear_backward_input", {dy, w, dx});
   detail::need("linear_backward_input", "dy", dy, std::int64_t(rows) * out);
   detail::need("linear_backward_input", "w", w, std::int64_t(out) * in);
   detail::need("linear_backward_input", "dx", dx, std::int64_t(rows) * in);
-  dispatch_floating("linear_backward_input", dx.type, dx.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("linear_backward_input", dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);
-    linear_backward_input<T>(detail::typed<T>(dy), detail::typed<T>(w), detail::typed<T>(dx),
+    linear_backward_input<T>(stage.typed<T>(dy), stage.typed<T>(w), stage.typed<T>(dx),
                              rows, in, out, T(beta));
   });
 }
 
 void linear_backward_weight(tensor::const_tensor_view dy, tensor::const_tensor_view x,
                             tensor::tensor_view dw, int rows, int in, int out) {
-  check_same_type("linear_backward_weight", {dy, x, dw});
+  check_compatible("linear_backward_weight", {dy, x, dw});
   detail::need("linear_backward_weight", "dy", dy, std::int64_t(rows) * out);
   detail::need("linear_backward_weight", "x", x, std::int64_t(rows) * in);
   detail::need("linear_backward_weight", "dw", dw, std::int64_t(out) * in);
-  dispatch_floating("linear_backward_weight", dw.type, dw.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("linear_backward_weight", dw.type, dw.where, [&](auto zero) {
     using T = decltype(zero);
-    linear_backward_weight<T>(detail::typed<T>(dy), detail::typed<T>(x), detail::typed<T>(dw),
+    linear_backward_weight<T>(stage.typed<T>(dy), stage.typed<T>(x), stage.typed<T>(dw),
                               rows, in, out);
   });
 }

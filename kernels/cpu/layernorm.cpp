@@ -89,15 +89,16 @@ void layernorm_forward(tensor::tensor_view y, tensor::tensor_view mean, tensor::
                        tensor::const_tensor_view beta, int n, int h, double eps,
                        bool zero_centered_gamma) {
   const char* k = "layernorm_forward";
-  check_same_type(k, {y, mean, rstd, x, gamma, beta});
+  check_compatible(k, {y, mean, rstd, x, gamma, beta});
   const std::int64_t nh = std::int64_t(n) * h;
   detail::need(k, "y", y, nh), detail::need(k, "x", x, nh);
   detail::need(k, "mean", mean, n), detail::need(k, "rstd", rstd, n);
   detail::need(k, "gamma", gamma, h), detail::need_optional(k, "beta", beta, h);
-  dispatch_floating(k, y.type, y.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute(k, y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    layernorm_forward<T>(detail::typed<T>(y), detail::typed<T>(mean), detail::typed<T>(rstd),
-                         detail::typed<T>(x), detail::typed<T>(gamma), detail::typed<T>(beta), n,
+    layernorm_forward<T>(stage.typed<T>(y), stage.typed<T>(mean), stage.typed<T>(rstd),
+                         stage.typed<T>(x), stage.typed<T>(gamma), stage.typed<T>(beta), n,
                          h, T(eps), zero_centered_gamma);
   });
 }
@@ -108,17 +109,18 @@ void layernorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
                         tensor::const_tensor_view mean, tensor::const_tensor_view rstd, int n,
                         int h, bool zero_centered_gamma, bool accumulate_dx) {
   const char* k = "layernorm_backward";
-  check_same_type(k, {dx, dgamma, dbeta, dy, x, gamma, mean, rstd});
+  check_compatible(k, {dx, dgamma, dbeta, dy, x, gamma, mean, rstd});
   const std::int64_t nh = std::int64_t(n) * h;
   detail::need(k, "dx", dx, nh), detail::need(k, "dy", dy, nh), detail::need(k, "x", x, nh);
   detail::need(k, "dgamma", dgamma, h), detail::need_optional(k, "dbeta", dbeta, h);
   detail::need(k, "gamma", gamma, h);
   detail::need(k, "mean", mean, n), detail::need(k, "rstd", rstd, n);
-  dispatch_floating(k, dx.type, dx.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);
-    layernorm_backward<T>(detail::typed<T>(dx), detail::typed<T>(dgamma), detail::typed<T>(dbeta),
-                          detail::typed<T>(dy), detail::typed<T>(x), detail::typed<T>(gamma),
-                          detail::typed<T>(mean), detail::typed<T>(rstd), n, h,
+    layernorm_backward<T>(stage.typed<T>(dx), stage.typed<T>(dgamma), stage.typed<T>(dbeta),
+                          stage.typed<T>(dy), stage.typed<T>(x), stage.typed<T>(gamma),
+                          stage.typed<T>(mean), stage.typed<T>(rstd), n, h,
                           zero_centered_gamma, accumulate_dx);
   });
 }

@@ -70,14 +70,15 @@ void rmsnorm_forward(tensor::tensor_view y, tensor::tensor_view rstd, tensor::co
                      tensor::const_tensor_view gamma, int n, int h, double eps,
                      bool zero_centered_gamma) {
   const char* k = "rmsnorm_forward";
-  check_same_type(k, {y, rstd, x, gamma});
+  check_compatible(k, {y, rstd, x, gamma});
   const std::int64_t nh = std::int64_t(n) * h;
   detail::need(k, "y", y, nh), detail::need(k, "x", x, nh);
   detail::need(k, "rstd", rstd, n), detail::need(k, "gamma", gamma, h);
-  dispatch_floating(k, y.type, y.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute(k, y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    rmsnorm_forward<T>(detail::typed<T>(y), detail::typed<T>(rstd), detail::typed<T>(x),
-                       detail::typed<T>(gamma), n, h, T(eps), zero_centered_gamma);
+    rmsnorm_forward<T>(stage.typed<T>(y), stage.typed<T>(rstd), stage.typed<T>(x),
+                       stage.typed<T>(gamma), n, h, T(eps), zero_centered_gamma);
   });
 }
 
@@ -86,15 +87,16 @@ void rmsnorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
                       tensor::const_tensor_view gamma, tensor::const_tensor_view rstd, int n,
                       int h, bool zero_centered_gamma, bool accumulate_dx) {
   const char* k = "rmsnorm_backward";
-  check_same_type(k, {dx, dgamma, dy, x, gamma, rstd});
+  check_compatible(k, {dx, dgamma, dy, x, gamma, rstd});
   const std::int64_t nh = std::int64_t(n) * h;
   detail::need(k, "dx", dx, nh), detail::need(k, "dy", dy, nh), detail::need(k, "x", x, nh);
   detail::need(k, "dgamma", dgamma, h), detail::need(k, "gamma", gamma, h);
   detail::need(k, "rstd", rstd, n);
-  dispatch_floating(k, dx.type, dx.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);
-    rmsnorm_backward<T>(detail::typed<T>(dx), detail::typed<T>(dgamma), detail::typed<T>(dy),
-                        detail::typed<T>(x), detail::typed<T>(gamma), detail::typed<T>(rstd), n,
+    rmsnorm_backward<T>(stage.typed<T>(dx), stage.typed<T>(dgamma), stage.typed<T>(dy),
+                        stage.typed<T>(x), stage.typed<T>(gamma), stage.typed<T>(rstd), n,
                         h, zero_centered_gamma, accumulate_dx);
   });
 }

@@ -57,25 +57,27 @@ template void rope_apply<double>(double*, const double*, const double*, int, int
 
 void rope_tables(tensor::tensor_view cos, tensor::tensor_view sin, int seq, int rot_dim,
                  double base) {
-  check_same_type("rope_tables", {cos, sin});
+  check_compatible("rope_tables", {cos, sin});
   detail::need("rope_tables", "cos", cos, std::int64_t(seq) * rot_dim / 2);
   detail::need("rope_tables", "sin", sin, std::int64_t(seq) * rot_dim / 2);
-  dispatch_floating("rope_tables", cos.type, cos.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("rope_tables", cos.type, cos.where, [&](auto zero) {
     using T = decltype(zero);
-    rope_tables<T>(detail::typed<T>(cos), detail::typed<T>(sin), seq, rot_dim, base);
+    rope_tables<T>(stage.typed<T>(cos), stage.typed<T>(sin), seq, rot_dim, base);
   });
 }
 
 void rope_apply(tensor::tensor_view x, tensor::const_tensor_view cos, tensor::const_tensor_view sin,
                 int seq, int batch, int groups, int heads_per_group, int head_dim, int rot_dim,
                 std::int64_t row_stride, std::int64_t group_stride, bool inverse) {
-  check_same_type("rope_apply", {x, cos, sin});
+  check_compatible("rope_apply", {x, cos, sin});
   detail::need("rope_apply", "x", x, std::int64_t(seq) * batch * row_stride);
   detail::need("rope_apply", "cos", cos, std::int64_t(seq) * rot_dim / 2);
   detail::need("rope_apply", "sin", sin, std::int64_t(seq) * rot_dim / 2);
-  dispatch_floating("rope_apply", x.type, x.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("rope_apply", x.type, x.where, [&](auto zero) {
     using T = decltype(zero);
-    rope_apply<T>(detail::typed<T>(x), detail::typed<T>(cos), detail::typed<T>(sin), seq, batch,
+    rope_apply<T>(stage.typed<T>(x), stage.typed<T>(cos), stage.typed<T>(sin), seq, batch,
                   groups, heads_per_group, head_dim, rot_dim, row_stride, group_stride, inverse);
   });
 }

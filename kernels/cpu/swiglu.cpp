@@ -46,24 +46,26 @@ template void swiglu_backward<double>(double*, const double*, const double*, int
 
 
 void swiglu_forward(tensor::tensor_view y, tensor::const_tensor_view x, int n, int f) {
-  check_same_type("swiglu_forward", {y, x});
+  check_compatible("swiglu_forward", {y, x});
   detail::need("swiglu_forward", "y", y, std::int64_t(n) * f);
   detail::need("swiglu_forward", "x", x, std::int64_t(n) * 2 * f);
-  dispatch_floating("swiglu_forward", y.type, y.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("swiglu_forward", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    swiglu_forward<T>(detail::typed<T>(y), detail::typed<T>(x), n, f);
+    swiglu_forward<T>(stage.typed<T>(y), stage.typed<T>(x), n, f);
   });
 }
 
 void swiglu_backward(tensor::tensor_view dx, tensor::const_tensor_view dy,
                      tensor::const_tensor_view x, int n, int f) {
-  check_same_type("swiglu_backward", {dx, dy, x});
+  check_compatible("swiglu_backward", {dx, dy, x});
   detail::need("swiglu_backward", "dx", dx, std::int64_t(n) * 2 * f);
   detail::need("swiglu_backward", "dy", dy, std::int64_t(n) * f);
   detail::need("swiglu_backward", "x", x, std::int64_t(n) * 2 * f);
-  dispatch_floating("swiglu_backward", dx.type, dx.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("swiglu_backward", dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);
-    swiglu_backward<T>(detail::typed<T>(dx), detail::typed<T>(dy), detail::typed<T>(x), n, f);
+    swiglu_backward<T>(stage.typed<T>(dx), stage.typed<T>(dy), stage.typed<T>(x), n, f);
   });
 }
 

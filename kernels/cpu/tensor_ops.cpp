@@ -46,31 +46,30 @@ void check_same_type(const char* kernel, std::initializer_list<tensor::const_ten
 }
 
 void scale(tensor::tensor_view x, double factor) {
-  dispatch_floating("scale", x.type, x.where, [&](auto zero) {
+  detail::fp32_stage stage;
+  dispatch_compute("scale", x.type, x.where, [&](auto zero) {
     using T = decltype(zero);
     const T f = static_cast<T>(factor);
-    for (T& v : x.host<T>()) v *= f;
+    T* v = stage.typed<T>(x);
+    const std::int64_t n = x.numel();
+    for (std::int64_t i = 0; i < n; ++i) v[i] *= f;
   });
 }
 
+// Copies and zeroes are byte-level: any dtype, the fp8 ones included.
 void copy(tensor::tensor_view dst, tensor::const_tensor_view src) {
   check_same_type("copy", {dst, src});
   if (dst.numel() != src.numel())
     throw tensor::tensor_error("kernel copy: " + std::to_string(src.numel()) + " elements into " +
                                std::to_string(dst.numel()));
-  dispatch_floating("copy", dst.type, dst.where, [&](auto zero) {
-    using T = decltype(zero);
-    auto in = src.host<T>();
-    std::copy(in.begin(), in.end(), dst.host<T>().begin());
-  });
+  if (dst.where.type != tensor::device_type::cpu)
+    throw unsupported_kernel("copy", dst.type, dst.where);
+  if (dst.nbytes()) std::memmove(dst.data, src.data, dst.nbytes());
 }
 
 void fill_zero(tensor::tensor_view x) {
-  dispatch_floating("fill_zero", x.type, x.where, [&](auto zero) {
-    using T = decltype(zero);
-    auto out = x.host<T>();
-    std::fill(out.begin(), out.end(), T(0));
-  });
+  if (x.where.type != tensor::device_type::cpu) throw unsupported_kernel("fill_zero", x.type, x.where);
+  if (x.nbytes()) std::memset(x.data, 0, x.nbytes());
 }
 
 }  // namespace mactor::kernels

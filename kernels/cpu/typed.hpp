@@ -1,11 +1,15 @@
 // What the tensor entry points of the CPU kernels share: typed pointers out of views (the dtype
-// and device checked), and bounds checks that name the kernel and the argument.
+// and device checked; 16-bit tensors staged in fp32), and bounds checks that name the kernel
+// and the argument.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/dispatch.hpp"
+#include "kernels/convert.hpp"
 
 namespace mactor::kernels::detail {
 
@@ -18,6 +22,45 @@ template <class T>
 const T* typed(const tensor::const_tensor_view& v) {
   return v.data ? v.host<T>().data() : nullptr;
 }
+
+/// The typed pointers of one kernel call. A view of the compute type is used in place; a 16-bit
+/// view asked for as float is widened into fp32 scratch, and a mutable one is rounded back into
+/// the view when the stage ends (after the kernel ran), so outputs, accumulated outputs and
+/// outputs that alias inputs all behave as on fp32 tensors.
+class fp32_stage {
+ public:
+  fp32_stage() = default;
+  fp32_stage(const fp32_stage&) = delete;
+  fp32_stage& operator=(const fp32_stage&) = delete;
+  ~fp32_stage();
+
+  template <class T>
+  T* typed(const tensor::tensor_view& v) {
+    if (!v.data) return nullptr;
+    if constexpr (std::is_same_v<T, float>)
+      if (is_half(v.type)) return widen(v, /*write_back=*/true);
+    return v.host<T>().data();
+  }
+  template <class T>
+  const T* typed(const tensor::const_tensor_view& v) {
+    if (!v.data) return nullptr;
+    if constexpr (std::is_same_v<T, float>)
+      if (is_half(v.type)) return widen(v, /*write_back=*/false);
+    return v.host<T>().data();
+  }
+
+ private:
+  static bool is_half(tensor::dtype t) {
+    return t == tensor::dtype::bfloat16 || t == tensor::dtype::float16;
+  }
+  float* widen(const tensor::const_tensor_view& v, bool write_back);
+
+  struct staged {
+    tensor::tensor_view target;  // null data: an input, nothing to write back
+    std::vector<float> values;
+  };
+  std::vector<staged> staged_;
+};
 
 /// Throws tensor_error naming kernel and argument unless v holds at least n elements.
 void need(const char* kernel, const char* argument, const tensor::const_tensor_view& v,

@@ -33,8 +33,8 @@ TEST_CASE("element-wise kernels run on fp32 and fp64 tensors") {
 }
 
 TEST_CASE("a kernel without an implementation for a dtype, or mixed dtypes, is an error naming the kernel") {
-  tensor::tensor half({4}, tensor::dtype::float16, tensor::memory_kind::other);
-  CHECK_THROWS_WITH(kernels::scale(half, 2.0), "kernel scale has no implementation for fp16 on cpu");
+  tensor::tensor fp8({4}, tensor::dtype::float8_e4m3, tensor::memory_kind::other);
+  CHECK_THROWS_WITH(kernels::scale(fp8, 2.0), "kernel scale has no implementation for fp8_e4m3 on cpu");
   tensor::tensor f({4}, tensor::dtype::float32, tensor::memory_kind::other);
   tensor::tensor d({4}, tensor::dtype::float64, tensor::memory_kind::other);
   CHECK_THROWS_WITH(kernels::copy(f, d), Catch::Contains("kernel copy got a fp64 tensor on cpu beside a fp32 one"));
@@ -101,10 +101,14 @@ TEST_CASE("a tensor entry point refuses short buffers, missing arguments, mixed 
   tensor::tensor bias64({3}, tensor::dtype::float64, tensor::memory_kind::other);
   CHECK_THROWS_WITH(kernels::bias_add(y, bias64, 4, 3),
                     Catch::Contains("kernel bias_add got a fp64 tensor on cpu beside a fp32 one"));
-  tensor::tensor x({4, 2}, tensor::dtype::bfloat16, tensor::memory_kind::other),
-      w({3, 2}, tensor::dtype::bfloat16, tensor::memory_kind::other),
-      out({4, 3}, tensor::dtype::bfloat16, tensor::memory_kind::other);
+  tensor::tensor x({4, 2}, tensor::dtype::float8_e5m2, tensor::memory_kind::other),
+      w({3, 2}, tensor::dtype::float8_e5m2, tensor::memory_kind::other),
+      out({4, 3}, tensor::dtype::float8_e5m2, tensor::memory_kind::other);
   CHECK_THROWS_AS(kernels::linear_forward(x, w, out, 4, 2, 3), kernels::unsupported_kernel);
   CHECK_THROWS_WITH(kernels::linear_forward(x, w, out, 4, 2, 3),
-                    "kernel linear_forward has no implementation for bf16 on cpu");
+                    "kernel linear_forward has no implementation for fp8_e5m2 on cpu");
+  // bf16 meets fp32 (computed in fp32), but not fp64.
+  tensor::tensor y16({4, 3}, tensor::dtype::bfloat16, tensor::memory_kind::other);
+  CHECK_THROWS_WITH(kernels::bias_add(y16, bias64, 4, 3),
+                    Catch::Contains("kernel bias_add got a fp64 tensor on cpu beside a bf16 one"));
 }
