@@ -50,6 +50,12 @@ decltype(auto) dispatch_compute(const char* kernel, tensor::dtype t, tensor::dev
   throw unsupported_kernel(kernel, t, d);
 }
 
+/// The dtype a CPU kernel computes in for tensors of t (fp64 for fp64, fp32 otherwise): layers
+/// keep statistics (norms' mean and rstd, the loss's row maxima and sums) in it.
+constexpr tensor::dtype compute_dtype(tensor::dtype t) {
+  return t == tensor::dtype::float64 ? tensor::dtype::float64 : tensor::dtype::float32;
+}
+
 /// Checks that the non-empty views can meet in one kernel: on one device, and either all fp64
 /// or all of fp32, bf16 and fp16 (computed in fp32); throws tensor::tensor_error naming the
 /// kernel otherwise.

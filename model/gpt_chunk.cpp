@@ -36,7 +36,7 @@ constexpr std::uint64_t embedding_dropout_site = 3;
 
 gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout)
     : config_(checked(config, tp, layout)), tp_(tp), layout_(layout),
-      store_(config_.params_dtype) {
+      store_(config_.params_dtype, config_.grads_dtype()) {
   // Registration order (Megatron's module order) fixes only the flat buffer layout.
   if (layout_.pre_process) {
     embedding_.emplace(store_, config_, tp.rank(), tp.size());
@@ -77,7 +77,7 @@ void gpt_chunk::all_reduce_sequence_parallel_grads() {
   for (const auto& p : store_.all())
     if (p.sequence_parallel) total += std::int64_t(p.numel);
   if (total == 0) return;
-  tensor::tensor flat({total}, store_.type(), tensor::memory_kind::communication);
+  tensor::tensor flat({total}, store_.grad_type(), tensor::memory_kind::communication);
   std::int64_t at = 0;
   for (const auto& p : store_.all())
     if (p.sequence_parallel) {

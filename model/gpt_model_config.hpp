@@ -44,9 +44,15 @@ struct gpt_model_config {
   /// Megatron's --sequence-parallel: outside the tensor-parallel regions (norms, dropouts,
   /// residuals) each rank holds seq_length / tp positions of the [seq, batch, hidden] activations.
   bool sequence_parallel = false;
-  /// The dtype of the parameters, their gradients and the activations (Megatron's params_dtype):
-  /// float32 for training today, float64 for gradient checks.
+  /// The dtype of the parameters and the activations (Megatron's params_dtype): fp32, bf16 or
+  /// fp16 (--bf16 / --fp16), fp64 for gradient checks.
   tensor::dtype params_dtype = tensor::dtype::float32;
+  /// The dtype the backward accumulates weight gradients in: Megatron's main_grad, fp32 for
+  /// every training dtype (its gradient-accumulation fusion adds each GEMM's weight gradient
+  /// into the fp32 buffer), fp64 for gradient checks.
+  tensor::dtype grads_dtype() const {
+    return params_dtype == tensor::dtype::float64 ? tensor::dtype::float64 : tensor::dtype::float32;
+  }
 
   int query_groups() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
   int head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }

@@ -1,6 +1,7 @@
 // LayerNorm / RMSNorm module over the kernels.
 #include "model/norm.hpp"
 
+#include "kernels/dispatch.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "model/activation.hpp"
@@ -22,9 +23,11 @@ norm::norm(parameter_store& store, const std::string& name, const gpt_model_conf
 
 void norm::forward(const parameter_store& store, tensor::const_tensor_view x,
                    tensor::tensor_view y, int rows) {
-  auto rstd = ensure_activation(rstd_, rows, 1, x.type);
+  // Statistics in the compute dtype (fp32 for a 16-bit model, as Transformer Engine keeps them).
+  const auto stats = kernels::compute_dtype(x.type);
+  auto rstd = ensure_activation(rstd_, rows, 1, stats);
   if (kind_ == normalization_kind::layer_norm)
-    kernels::layernorm_forward(y, ensure_activation(mean_, rows, 1, x.type), rstd, x,
+    kernels::layernorm_forward(y, ensure_activation(mean_, rows, 1, stats), rstd, x,
                                store.value(weight_), store.value(bias_), rows, hidden_, eps_,
                                one_p_);
   else

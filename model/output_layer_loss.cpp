@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "kernels/convert.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/gemm.hpp"
@@ -54,18 +55,30 @@ double output_layer_loss::forward_backward(parameter_store& store, group& tp,
     if (backward) dh = ensure_activation(dh_full_, rows, hidden_, type);
   }
   const int chunk = int(std::clamp<std::int64_t>(logits_chunk_elements / vocab_local_, 1, rows));
-  ensure_activation(logits_, chunk, vocab_local_, type);
-  ensure_activation(row_max_, chunk, 1, type);
-  ensure_activation(sums_, 2, chunk, type);
-  ensure_activation(loss_, chunk, 1, type);
-  ensure_activation(scale_, chunk, 1, type);
+  // The cross-entropy runs in the compute dtype: Megatron's vocab-parallel cross-entropy takes
+  // logits.float(). A 16-bit model's output layer makes 16-bit logits (logits16_), widened for
+  // the loss; their gradient is rounded back to 16 bits for the output layer's backward.
+  const auto stats = kernels::compute_dtype(type);
+  const bool half = stats != type;
+  ensure_activation(logits_, chunk, vocab_local_, stats);
+  if (half) ensure_activation(logits16_, chunk, vocab_local_, type);
+  ensure_activation(row_max_, chunk, 1, stats);
+  ensure_activation(sums_, 2, chunk, stats);
+  ensure_activation(loss_, chunk, 1, stats);
+  ensure_activation(scale_, chunk, 1, stats);
   const auto w = store.value(weight_);
   double total = 0;
   for (int r0 = 0; r0 < rows; r0 += chunk) {
     const int n = std::min(chunk, rows - r0);
     const auto hc = elements(h, std::int64_t(r0) * hidden_, std::int64_t(n) * hidden_);
     tensor::tensor_view logits = logits_;
-    kernels::linear_forward(hc, w, logits, n, hidden_, vocab_local_);
+    const auto chunk_logits = std::int64_t(n) * vocab_local_;
+    if (half) {
+      kernels::linear_forward(hc, w, logits16_, n, hidden_, vocab_local_);
+      kernels::convert(elements(logits, 0, chunk_logits), elements(logits16_.view(), 0, chunk_logits));
+    } else {
+      kernels::linear_forward(hc, w, logits, n, hidden_, vocab_local_);
+    }
     kernels::cross_entropy_row_max(row_max_, logits, n, vocab_local_);
     combine_over_ranks(tp, n);
     // sums_ holds [sum_exp[0, n); target[0, n)] contiguously, reduced in one call.
@@ -75,7 +88,7 @@ double output_layer_loss::forward_backward(parameter_store& store, group& tp,
                                       vocab_local_, vocab_start_);
     if (tp.size() > 1) tp.all_reduce_sum(elements(sums, 0, 2 * std::int64_t(n)));
     kernels::cross_entropy_loss(loss_, sum_exp, row_max_, target, n);
-    kernels::dispatch_floating("output_layer_loss", type, h.where, [&](auto zero) {
+    kernels::dispatch_floating("output_layer_loss", stats, h.where, [&](auto zero) {
       using T = decltype(zero);
       const T* loss = loss_.host<T>().data();
       for (int i = 0; i < n; ++i) total += double(loss[i]) * mask[r0 + i];
@@ -86,8 +99,13 @@ double output_layer_loss::forward_backward(parameter_store& store, group& tp,
     if (!backward) continue;
     kernels::cross_entropy_backward(logits, sum_exp, labels + r0, scale_, n, vocab_local_,
                                     vocab_start_);
-    kernels::linear_backward_weight(logits, hc, store.grad(weight_), n, hidden_, vocab_local_);
-    kernels::linear_backward_input(logits, w,
+    tensor::tensor_view dlogits = logits;
+    if (half) {
+      kernels::convert(elements(logits16_.view(), 0, chunk_logits), elements(logits, 0, chunk_logits));
+      dlogits = logits16_;
+    }
+    kernels::linear_backward_weight(dlogits, hc, store.grad(weight_), n, hidden_, vocab_local_);
+    kernels::linear_backward_input(dlogits, w,
                                    elements(dh, std::int64_t(r0) * hidden_,
                                             std::int64_t(n) * hidden_),
                                    n, hidden_, vocab_local_);

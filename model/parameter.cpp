@@ -6,7 +6,7 @@
 #include <functional>
 #include <random>
 
-#include "kernels/dispatch.hpp"
+#include "kernels/convert.hpp"
 
 namespace mactor::model {
 namespace {
@@ -98,32 +98,29 @@ void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
   }
   const tensor::shape_type flat{static_cast<std::int64_t>(total)};
   values_ = tensor::tensor(flat, type_, tensor::memory_kind::parameters);
-  grads_ = tensor::tensor(flat, type_, tensor::memory_kind::gradients);
+  grads_ = tensor::tensor(flat, grad_type_, tensor::memory_kind::gradients);
   const auto piece = [&](tensor::tensor& buffer, const parameter& p) {
     auto v = buffer.view().rows(std::int64_t(p.offset), std::int64_t(p.offset + p.numel));
     v.shape = p.shape;
     return v;
   };
   for (auto& p : params_) p.value = piece(values_, p), p.grad = piece(grads_, p);
-  kernels::dispatch_floating("parameter_store::allocate", type_, tensor::cpu, [&](auto zero) {
-    using T = decltype(zero);
-    std::vector<double> full;
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      auto& p = params_[i];
-      T* value = p.value.template host<T>().data();
-      if (inits_[i].kind == init_kind::zeros) continue;
-      if (inits_[i].kind == init_kind::ones) {
-        std::fill_n(value, p.numel, T(1));
-        continue;
-      }
+  std::vector<float> full, local;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i];
+    if (inits_[i].kind == init_kind::zeros) continue;
+    local.resize(p.numel);
+    if (inits_[i].kind == init_kind::ones) {
+      std::fill(local.begin(), local.end(), 1.0f);
+    } else {
       std::mt19937_64 rng(name_seed(seed, p.name));
       std::normal_distribution<double> normal(0.0, inits_[i].std);
       full.resize(std::size_t(rows_of(p.full_shape) * cols_of(p.full_shape)));
-      for (auto& v : full) v = double(float(normal(rng)));  // the same values in every dtype
-      std::vector<T> typed(full.begin(), full.end());
-      copy_shard(typed.data(), value, p.full_shape, p.split, tp_rank, tp_size);
+      for (auto& v : full) v = float(normal(rng));  // fp32 values, the same in every dtype
+      copy_shard(full.data(), local.data(), p.full_shape, p.split, tp_rank, tp_size);
     }
-  });
+    kernels::convert(p.value, tensor::view_of(std::span<const float>(local)));
+  }
 }
 
 void parameter_store::zero_grad() {

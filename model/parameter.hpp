@@ -45,14 +45,19 @@ struct parameter {
 
 class parameter_store {
  public:
-  explicit parameter_store(tensor::dtype type = tensor::dtype::float32) : type_(type) {}
+  /// Values of `type`, gradients of `grad_type` (fp32 main gradients for a 16-bit model).
+  explicit parameter_store(tensor::dtype type = tensor::dtype::float32,
+                           tensor::dtype grad_type = tensor::dtype::float32)
+      : type_(type), grad_type_(grad_type) {}
   tensor::dtype type() const { return type_; }
+  tensor::dtype grad_type() const { return grad_type_; }
   /// Registers a parameter before allocate(); returns its id.
   int add(std::string name, std::vector<std::int64_t> full_shape, tp_split split, init_kind init,
           double std = 0.0);
-  /// Allocates both buffers and initializes every parameter: the full tensor is drawn from a
-  /// generator seeded by (seed, name), then this rank's shard is kept, so any tp size starts
-  /// from the same model.
+  /// Allocates both buffers and initializes every parameter: the full tensor is drawn (in fp32)
+  /// from a generator seeded by (seed, name), then this rank's shard is kept, so any tp size
+  /// starts from the same model; a 16-bit store rounds those values (Megatron initializes in
+  /// fp32 and casts the module to bf16/fp16).
   void allocate(std::uint64_t seed, int tp_rank, int tp_size);
 
   parameter& operator[](int id) { return params_[id]; }
@@ -77,7 +82,7 @@ class parameter_store {
     init_kind kind;
     double std;
   };
-  tensor::dtype type_;
+  tensor::dtype type_, grad_type_;
   std::vector<parameter> params_;
   std::vector<init_spec> inits_;
   // The data plane all-reduces the gradients and all-gathers the values (huge pages).

@@ -3,7 +3,7 @@ QKV grouped by query group, non-interleaved RoPE, fp32 softmax, vocab cross-entr
 mask). It is the independent reference for tests/model/pytorch_reference.test.cpp and the
 PyTorch side of bench/bench_train_step.
 
-As a program: gpt_reference.py DIR reads DIR/config.txt, DIR/params.txt (+ one .bin per
+As a program: gpt_reference.py DIR reads DIR/config.txt (dtype=bfloat16|float16 optional), DIR/params.txt (+ one .bin per
 parameter), DIR/batch_*.bin, and writes DIR/ref_loss.bin and DIR/ref_grad_<i>.bin (float64)."""
 import math
 import os
@@ -74,14 +74,32 @@ def parameter_shapes(cfg):
     return shapes
 
 
+def linear(x, w, b=None):
+    """F.linear; in fp16 on the CPU (which has no fp16 GEMM) an fp32 GEMM rounded to fp16, as
+    a GPU's fp16 GEMM accumulates in fp32 and rounds its output once."""
+    if x.dtype != torch.float16:
+        return F.linear(x, w, b)
+    return F.linear(x.float(), w.float(), None if b is None else b.float()).half()
+
+
+def matmul(a, b):
+    if a.dtype != torch.float16:
+        return torch.matmul(a, b)
+    return torch.matmul(a.float(), b.float()).half()
+
+
 def normalize(cfg, x, params, name):
-    w = params[name + ".weight"]
+    """In fp32 whatever x's dtype (as Transformer Engine's norms), rounded back to it."""
+    w = params[name + ".weight"].float()
     if cfg["apply_layernorm_1p"]:
         w = w + 1
     eps = cfg["norm_epsilon"]
+    xf = x.float()
     if cfg["normalization"] == "LayerNorm":
-        return F.layer_norm(x, (x.shape[-1],), w, params[name + ".bias"], eps)
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+        y = F.layer_norm(xf, (x.shape[-1],), w, params[name + ".bias"].float(), eps)
+    else:
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w
+    return y.to(x.dtype)
 
 
 def rope(cfg, t):
@@ -94,14 +112,15 @@ def rope(cfg, t):
     rot, rest = t[..., :dim], t[..., dim:]
     x1, x2 = torch.chunk(rot, 2, dim=-1)
     rotated = torch.cat((-x2, x1), dim=-1)
-    return torch.cat((rot * torch.cos(emb) + rotated * torch.sin(emb), rest), dim=-1)
+    cos, sin = torch.cos(emb).to(t.dtype), torch.sin(emb).to(t.dtype)  # Megatron: .to(t.dtype)
+    return torch.cat((rot * cos + rotated * sin, rest), dim=-1)
 
 
 def attention(cfg, x, params, p):
     s, b, _ = x.shape
     heads, groups, d = cfg["num_attention_heads"], cfg["num_query_groups"], cfg["kv_channels"]
     per = heads // groups
-    qkv = F.linear(x, params[p + "linear_qkv.weight"], params.get(p + "linear_qkv.bias"))
+    qkv = linear(x, params[p + "linear_qkv.weight"], params.get(p + "linear_qkv.bias"))
     qkv = qkv.view(s, b, groups, (per + 2) * d)
     q, k, v = torch.split(qkv, [per * d, d, d], dim=3)
     q = q.reshape(s, b, heads, d)
@@ -110,22 +129,26 @@ def attention(cfg, x, params, p):
     k = k.repeat_interleave(per, dim=2)
     v = v.repeat_interleave(per, dim=2)
     q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, n, s, d]
-    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
+    scores = matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
     causal = torch.ones(s, s, dtype=torch.bool).triu(1)
     scores = scores.masked_fill(causal, float("-inf"))
-    probs = torch.softmax(scores.float(), dim=-1)
-    ctx = torch.matmul(probs, v).permute(2, 0, 1, 3).reshape(s, b, heads * d)
-    return F.linear(ctx, params[p + "linear_proj.weight"], params.get(p + "linear_proj.bias"))
+    probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    ctx = matmul(probs, v).permute(2, 0, 1, 3).reshape(s, b, heads * d)
+    return linear(ctx, params[p + "linear_proj.weight"], params.get(p + "linear_proj.bias"))
 
 
 def mlp(cfg, x, params, p):
-    y = F.linear(x, params[p + "linear_fc1.weight"], params.get(p + "linear_fc1.bias"))
+    y = linear(x, params[p + "linear_fc1.weight"], params.get(p + "linear_fc1.bias"))
+    dtype = y.dtype
+    if dtype == torch.float16:  # no fp16 activations on the CPU: in fp32, rounded once
+        y = y.float()
     if cfg["swiglu"]:
         gate, up = torch.chunk(y, 2, dim=-1)
         y = F.silu(gate) * up
     else:
         y = F.gelu(y, approximate="tanh" if cfg["gelu_tanh_approximation"] else "none")
-    return F.linear(y, params[p + "linear_fc2.weight"], params.get(p + "linear_fc2.bias"))
+    y = y.to(dtype)
+    return linear(y, params[p + "linear_fc2.weight"], params.get(p + "linear_fc2.bias"))
 
 
 def loss_sum(cfg, params, tokens, labels, mask):
@@ -142,7 +165,7 @@ def loss_sum(cfg, params, tokens, labels, mask):
         x = x + mlp(cfg, normalize(cfg, x, params, p + "pre_mlp_layernorm"), params, p + "mlp.")
     x = normalize(cfg, x, params, "decoder.final_layernorm")
     out_w = params.get("output_layer.weight", params["embedding.word_embeddings.weight"])
-    logits = F.linear(x, out_w)  # [s, b, v]
+    logits = linear(x, out_w)  # [s, b, v]
     losses = F.cross_entropy(logits.float().reshape(s * b, -1), labels.t().reshape(-1),
                              reduction="none").view(s, b).t()
     return (losses * mask).sum()
@@ -155,6 +178,9 @@ def read_bin(path, dtype, shape):
 
 def main(folder):
     cfg = read_config(os.path.join(folder, "config.txt"))
+    # dtype=bfloat16 / float16: the model in half precision as Megatron's Float16Module runs it
+    # (norms and the loss in fp32); the parameters are read as fp32 and cast.
+    dtype = getattr(torch, cfg.get("dtype", "float32"))
     shapes = parameter_shapes(cfg)
     params = {}
     with open(os.path.join(folder, "params.txt")) as f:
@@ -163,8 +189,8 @@ def main(folder):
         sys.exit(f"parameter names differ from Megatron's: got {sorted(names)}, "
                  f"expected {sorted(shapes)}")
     for i, name in enumerate(names):
-        params[name] = read_bin(os.path.join(folder, f"param_{i}.bin"), torch.float32,
-                                shapes[name]).requires_grad_(True)
+        value = read_bin(os.path.join(folder, f"param_{i}.bin"), torch.float32, shapes[name])
+        params[name] = value.to(dtype).requires_grad_(True)
     b, s = cfg["micro_batch_size"], cfg["seq_length"]
     tokens = read_bin(os.path.join(folder, "tokens.bin"), torch.int32, (b, s)).long()
     labels = read_bin(os.path.join(folder, "labels.bin"), torch.int32, (b, s)).long()
