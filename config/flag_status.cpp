@@ -135,6 +135,12 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"ckpt_format", "torch_dist only (mactor's own shard files with Megatron's directory layout; see checkpoint/README.md)"},
       {"override_opt_param_scheduler", ""},
       {"use_checkpoint_opt_param_scheduler", ""},
+      {"bf16", "bf16 weights, activations and pipeline transfers; fp32 main parameters, main gradients and optimizer "
+               "state (Megatron's Float16Module with its mixed-precision optimizer); CPU kernels compute in fp32 and "
+               "round each output to bf16 once; checkpoints hold the fp32 main parameters"},
+      {"accumulate_allreduce_grads_in_fp32", "gradients accumulate in fp32 main-grad buffers and are reduced in fp32 "
+                                             "(under --bf16 Megatron turns it on unless --grad-reduce-in-bf16)"},
+      {"attention_softmax_in_fp32", "the attention softmax is computed in fp32 whatever the model's dtype"},
   };
   return table;
 }

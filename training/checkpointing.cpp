@@ -98,9 +98,10 @@ std::vector<optim_slot> optimizer_slots(stage_engine& engine) {
   std::vector<optim_slot> slots;
   for (const auto& o : engine.optimizer().params()) {
     optim_slot slot;
-    for (auto& chunk : engine.chunks())
-      for (const auto& p : chunk.parameters())
-        if (const float* v = p.value_as<float>(); o.value >= v && o.value < v + p.numel) {
+    for (std::size_t c = 0; c < engine.chunks().size(); ++c)
+      for (const auto& p : engine.chunks()[c].parameters())
+        if (const float* v = engine.main_params().values(c) + p.offset; o.value >= v && o.value < v + p.numel) {
+          auto& chunk = engine.chunks()[c];
           slot.chunk = &chunk;
           slot.param = &p;
           slot.begin = static_cast<std::size_t>(o.value - v);
@@ -197,16 +198,31 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   checkpoint::rank_state state;
   const int t = ctx.tp_rank(), tp = ctx.groups().tp();
   const bool first_replica = ctx.dp_rank() == 0;
-  for (auto& chunk : engine.chunks())
-    for (const auto& p : chunk.parameters()) {
-      if (!first_replica || is_shared_copy(chunk, p) || (p.split == model::tp_split::replicated && t != 0)) continue;
-      for (auto& q : pieces_of(p.name, p, t, tp, 0, p.numel, p.value_as<float>())) state.pieces.push_back(std::move(q));
+  const bool sharded = a.distributed.use_distributed_optimizer && ctx.groups().dp() > 1;
+  const auto slots = optimizer_slots(engine);
+  // The model as fp32 main parameters (a 16-bit model's weights are these, rounded). A replica
+  // holds them all, except a 16-bit model's under the distributed optimizer: each replica holds
+  // (and saves, as flat ranges) the shard it updates; the all-gather brings only the 16-bit
+  // weights.
+  if (sharded && engine.main_params().separate()) {
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      const auto& s = slots[i];
+      if (is_shared_copy(*s.chunk, *s.param) || (s.param->split == model::tp_split::replicated && t != 0)) continue;
+      const float* local = engine.optimizer().params()[i].value - s.begin;
+      for (auto& q : pieces_of(s.param->name, *s.param, t, tp, s.begin, s.end, local)) state.pieces.push_back(std::move(q));
     }
+  } else {
+    for (std::size_t c = 0; c < engine.chunks().size(); ++c)
+      for (const auto& p : engine.chunks()[c].parameters()) {
+        const auto& chunk = engine.chunks()[c];
+        if (!first_replica || is_shared_copy(chunk, p) || (p.split == model::tp_split::replicated && t != 0)) continue;
+        const float* main = engine.main_params().values(c) + p.offset;
+        for (auto& q : pieces_of(p.name, p, t, tp, 0, p.numel, main)) state.pieces.push_back(std::move(q));
+      }
+  }
   if (!a.checkpointing.no_save_optim.value_or(false)) {
     // Whole optimizer state from the first replica; the distributed optimizer's shards from each.
-    const bool sharded = a.distributed.use_distributed_optimizer && ctx.groups().dp() > 1;
     auto& opt = engine.optimizer();
-    const auto slots = optimizer_slots(engine);
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
       if ((!sharded && !first_replica) || is_shared_copy(*s.chunk, *s.param) ||
@@ -277,12 +293,13 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
       at += q.data.size();
     }
   };
-  for (auto& chunk : engine.chunks())
-    for (auto& p : chunk.parameters()) {
+  for (std::size_t c = 0; c < engine.chunks().size(); ++c)
+    for (auto& p : engine.chunks()[c].parameters()) {
       if (reader.has(p.name) && reader.global_shape(p.name) != p.full_shape)
         throw checkpoint_error(shape_mismatch(where, p, reader.global_shape(p.name), common, a, tp));
-      read_into(p.name, p, 0, p.numel, p.value_as<float>());
+      read_into(p.name, p, 0, p.numel, engine.main_params().values(c) + p.offset);
     }
+  engine.main_params().copy_all_to_model();  // a 16-bit model: its weights from the fp32 ones
 
   const bool load_optim = !a.checkpointing.finetune && !a.checkpointing.no_load_optim.value_or(false);
   if (load_optim) {

@@ -46,8 +46,9 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks) {
 
 // The optimizer's view of the parameters: whole, or with the distributed optimizer this rank's
 // slice of each chunk's flat buffer (its gradients are the reduce-scattered shard).
-std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, grad_sync& sync,
-                                                const config::megatron_args& args, int tp_rank) {
+std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, main_params& main,
+                                                grad_sync& sync, const config::megatron_args& args,
+                                                int tp_rank) {
   const bool decoupled = args.learning_rate.decoupled_lr.has_value();
   const bool tp_first = tp_rank == 0;
   std::vector<model::optim_param> params;
@@ -64,7 +65,7 @@ std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& 
       }
       model::optim_param o;
       o.name = p.name;
-      o.value = p.value_as<float>() + (lo - p.offset);
+      o.value = main.values(c) + lo;
       o.grad = grad;
       o.numel = hi - lo;
       o.no_weight_decay = p.no_weight_decay;

@@ -9,6 +9,7 @@
 #include "model/gpt_chunk.hpp"
 #include "model/optimizer_param.hpp"
 #include "training/grad_sync.hpp"
+#include "training/main_params.hpp"
 
 namespace mactor::training {
 
@@ -18,8 +19,10 @@ grad_sync_options grad_sync_options_of(const config::megatron_args& args, bool d
 /// Each chunk's flat buffers and its parameters' places and readiness events.
 std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks);
 /// The optimizer's parameters: whole, or with the distributed optimizer this rank's slice of each
-/// chunk's flat buffer (its gradients are the reduce-scattered shard).
-std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, grad_sync& sync,
-                                                const config::megatron_args& args, int tp_rank);
+/// chunk's flat buffer (its gradients are the reduce-scattered shard); their values are the
+/// fp32 main parameters.
+std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, main_params& main,
+                                                grad_sync& sync, const config::megatron_args& args,
+                                                int tp_rank);
 
 }  // namespace mactor::training

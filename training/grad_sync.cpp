@@ -31,6 +31,10 @@ grad_sync::grad_sync(std::vector<synced_chunk> chunks, grad_sync_options options
       const auto type = c.grads.type;
       s.grads = tensor::tensor({static_cast<std::int64_t>(s.end - s.begin)}, type, tensor::memory_kind::gradients);
       s.scratch = tensor::tensor({static_cast<std::int64_t>(s.padded)}, type, tensor::memory_kind::communication);
+      // A 16-bit model gathers its 16-bit values: a buffer of their dtype beside the fp32 scratch.
+      if (c.values.type != type)
+        s.gathered = tensor::tensor({static_cast<std::int64_t>(s.padded)}, c.values.type,
+                                    tensor::memory_kind::communication);
     }
   }
   if (options_.overlap_grad_reduce && dp > 1)
@@ -152,8 +156,9 @@ void grad_sync::gather_params(std::size_t c) {
   const auto numel = static_cast<std::int64_t>(s.numel);
   tensor::tensor mine({end - begin}, values.type, tensor::memory_kind::communication);
   if (begin < numel) kernels::copy(mine.view().rows(0, std::min(end, numel) - begin), values.rows(begin, std::min(end, numel)));
-  data_parallel_->all_gather(mine.view(), s.scratch.view());
-  kernels::copy(values, s.scratch.view().rows(0, numel));
+  auto& gathered = s.gathered.defined() ? s.gathered : s.scratch;
+  data_parallel_->all_gather(mine.view(), gathered.view());
+  kernels::copy(values, gathered.view().rows(0, numel));
 }
 
 void grad_sync::start_param_sync() {

@@ -58,6 +58,9 @@ class grad_sync {
     std::size_t numel = 0, padded = 0, begin = 0, end = 0;
     tensor::tensor grads;    ///< reduce-scattered gradients of [begin, end)
     tensor::tensor scratch;  ///< the padded buffer the collectives run on
+    /// The padded buffer the parameter all-gather fills when the values' dtype is not the
+    /// gradients' (a 16-bit model); undefined otherwise (the scratch serves).
+    tensor::tensor gathered;
   };
   /// Null without the distributed optimizer.
   shard* shard_of(std::size_t chunk);

@@ -38,6 +38,8 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.hidden_dropout = static_cast<float>(a.regularization.hidden_dropout);
   c.untie_embeddings_and_output_weights = n.untie_embeddings_and_output_weights;
   c.init_method_std = static_cast<float>(a.initialization.init_method_std);
+  // Megatron's params_dtype (validation derives it from --bf16 / --fp16).
+  c.params_dtype = *tensor::parse_dtype("torch." + a.derived.params_dtype);
   c.seed = static_cast<std::uint64_t>(a.initialization.seed);
   c.tensor_model_parallel_size = static_cast<int>(a.distributed.tensor_model_parallel_size);
   c.tensor_model_parallel_rank = tp_rank;

@@ -40,7 +40,9 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
     chunks_.emplace_back(config, ctx.tensor_parallel(), l);
   grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel),
                                            ctx.data_parallel(), ctx.embedding(), timers_, activity_);
-  optimizer_ = model::make_optimizer(optimizer_params(chunks_, *grad_sync_, a, ctx.tp_rank()), optimizer_options_from_args(a));
+  main_params_ = std::make_unique<training::main_params>(chunks_);
+  optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *grad_sync_, a, ctx.tp_rank()),
+                                     optimizer_options_from_args(a));
 }
 
 void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader, std::int64_t consumed,
@@ -112,7 +114,7 @@ bool stage_engine::execute(const action& a) {
   };
   switch (a.kind) {
     case op::recv_forward:
-    case op::recv_backward: port_.post_recv(a, activation_shape(), tensor::dtype::float32); return true;
+    case op::recv_backward: port_.post_recv(a, activation_shape(), chunks_[a.chunk].dtype()); return true;
     case op::send_forward:
     case op::send_backward: port_.post_send(a); return true;
     case op::forward:
@@ -131,7 +133,7 @@ bool stage_engine::execute(const action& a) {
                 std::to_string(a.chunk));
   tensor::tensor output;
   if (forward ? !layout.post_process : !layout.pre_process)
-    output = tensor::tensor(activation_shape(), tensor::dtype::float32, tensor::memory_kind::activations);
+    output = tensor::tensor(activation_shape(), chunks_[a.chunk].dtype(), tensor::memory_kind::activations);
   if (forward)
     run_forward(a, input, output);
   else
@@ -255,6 +257,13 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
         const auto timed_part = timers_.time(timer);
         work();
       });
+  // A 16-bit model takes the updated main parameters, rounded: this rank's shard of each chunk
+  // with the distributed optimizer (the all-gather brings the rest), else all of them.
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const auto* shard = grad_sync_->shard_of(c);
+    main_params_->copy_to_model(c, shard ? shard->begin : 0,
+                                shard ? shard->end : static_cast<std::size_t>(chunks_[c].store().value_tensor().numel()));
+  }
   {
     // Megatron's distributed optimizer times its all-gather even over one replica (with
     // --overlap-param-gather, the posting only, as Megatron's does).

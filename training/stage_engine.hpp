@@ -24,6 +24,7 @@
 #include "schedules/schedule.hpp"
 #include "training/batch_loader.hpp"
 #include "training/grad_sync.hpp"
+#include "training/main_params.hpp"
 #include "training/parallel_context.hpp"
 #include "training/pipeline_port.hpp"
 #include "training/stage_activity.hpp"
@@ -79,6 +80,8 @@ class stage_engine {
   /// Gradient buckets reduced in the background during the last backward (--overlap-grad-reduce).
   std::size_t num_grad_buckets() const { return grad_sync_->num_buckets(); }
   model::optimizer& optimizer() { return *optimizer_; }
+  /// The fp32 main parameters (the model's values for an fp32 model): what checkpoints hold.
+  training::main_params& main_params() { return *main_params_; }
   /// The training timers (--timing-log-level) of this rank: compute, waits, gradient sync and
   /// optimizer parts, recorded for training schedules only (Megatron stops its timers in evaluate).
   step_timers& timers() { return timers_; }
@@ -103,6 +106,7 @@ class stage_engine {
   stage_layout layout_;
   bool distributed_optimizer_;  // --use-distributed-optimizer over more than one replica
   std::vector<model::gpt_chunk> chunks_;
+  std::unique_ptr<training::main_params> main_params_;
   std::function<void()> wakeup_;
   step_timers timers_;
   stage_activity activity_;

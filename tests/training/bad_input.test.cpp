@@ -63,8 +63,8 @@ TEST_CASE("pretrain_gpt with a missing --vocab-file exits 2 naming the flag and 
                     {"--vocab-file", missing});
 }
 
-TEST_CASE("pretrain_gpt with --bf16 exits 2 saying it is not implemented") {
-  expect_user_error(pretrain_gpt() + model_flags + null_tokenizer + " --mock-data --bf16", {"--bf16", "not implemented"});
+TEST_CASE("pretrain_gpt with --fp16 exits 2 saying it is not implemented") {
+  expect_user_error(pretrain_gpt() + model_flags + null_tokenizer + " --mock-data --fp16", {"--fp16", "not implemented"});
 }
 
 TEST_CASE("pretrain_gpt alone with --tensor-model-parallel-size 2 exits 2 naming the world size") {

@@ -4,6 +4,7 @@
 // of a save leaves the previous checkpoint loadable, and bad --load/--save input is refused.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -303,5 +304,43 @@ TEST_CASE("with --finetune or --no-load-optim the model alone is loaded") {
     REQUIRE(lines.size() == 1);
     REQUIRE(lines.begin()->first == 4);
     CHECK(learning_rate(lines.at(4)) == learning_rate(fresh.at(1)));
+  }
+}
+
+TEST_CASE("a bf16 checkpoint holds fp32 main parameters, resumes bitwise, and crosses to and from fp32 runs") {
+  // PP2 x DP2 with the distributed optimizer: the fp32 main parameters are sharded over replicas.
+  const std::string bf16 = model_flags() + " --bf16 --pipeline-model-parallel-size 2 --use-distributed-optimizer";
+  const auto full_dir = scratch("bf16_full"), cut_dir = scratch("bf16_cut");
+  const auto full = launch(4, bf16 + " --save " + full_dir.string() + " --save-interval 6");
+  launch(4, bf16 + " --save " + cut_dir.string() + " --save-interval 6 --exit-interval 3");
+  const auto resumed = launch(4, bf16 + " --load " + cut_dir.string() + " --save " + cut_dir.string() + " --save-interval 6");
+  const auto want = iteration_lines(full.out), got = iteration_lines(resumed.out);
+  REQUIRE(got.size() == 3);
+  for (const auto& [iteration, fields] : got) {
+    INFO("iteration " << iteration);
+    CHECK(fields == want.at(iteration));
+  }
+  check_same_tensors(full_dir, cut_dir, 6);  // main parameters and Adam moments, bit for bit
+
+  // The saved model is the fp32 main parameters: not all of them are bf16 values (a checkpoint
+  // of the rounded weights would be).
+  mactor::checkpoint::checkpoint_reader saved(full_dir.string(), 6);
+  std::size_t not_bf16 = 0;
+  for (float v : saved.read_whole("decoder.layers.0.mlp.linear_fc1.weight"))
+    not_bf16 += (std::bit_cast<std::uint32_t>(v) & 0xffffu) != 0;
+  CHECK(not_bf16 > 0);
+
+  // An fp32 run goes on from the bf16 checkpoint, and a bf16 run from an fp32 one; each first
+  // loss is close to the uninterrupted run's (the weights are the same up to bf16 rounding).
+  const auto fp32_from_bf16 = launch(1, model_flags() + " --load " + cut_dir.string() + " --ckpt-step 3 --exit-interval 4");
+  const auto fp32_dir = scratch("fp32_for_bf16");
+  launch(1, model_flags() + " --save " + fp32_dir.string() + " --save-interval 3 --exit-interval 3");
+  const auto bf16_from_fp32 = launch(1, model_flags() + " --bf16 --load " + fp32_dir.string() + " --exit-interval 4");
+  for (const auto* r : {&fp32_from_bf16, &bf16_from_fp32}) {
+    const auto lines = iteration_lines(r->out);
+    REQUIRE(lines.size() == 1);
+    REQUIRE(lines.begin()->first == 4);
+    const double rel = std::abs(logged_loss(lines.at(4)) - logged_loss(want.at(4))) / logged_loss(want.at(4));
+    CHECK(rel <= 1e-2);
   }
 }

@@ -48,12 +48,13 @@ inline logged_losses run_job(int ranks, const std::string& flags, std::size_t ev
   return l;
 }
 
-inline void check_same(const std::vector<double>& got, const std::vector<double>& want, const char* what, int ranks) {
+inline void check_same(const std::vector<double>& got, const std::vector<double>& want, const char* what, int ranks,
+                       double tolerance = 1e-5) {
   double worst = 0;
   for (std::size_t i = 0; i < want.size(); ++i) {
     const double rel = std::abs(got[i] - want[i]) / std::abs(want[i]);
     INFO(what << " " << i << " with " << ranks << " ranks: " << got[i] << " vs " << want[i] << " alone");
-    CHECK(rel <= 1e-5);
+    CHECK(rel <= tolerance);
     worst = std::max(worst, rel);
   }
   std::printf("%s with %d ranks vs 1: max relative difference %.3g\n", what, ranks, worst);

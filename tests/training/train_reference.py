@@ -3,6 +3,10 @@ the model of tests/model/gpt_reference.py, torch.optim.AdamW in Megatron's two p
 (no weight decay on biases and 1-D weights), megatron-core 0.15.0's own OptimizerParamScheduler,
 global-norm clipping and Megatron's loss scaling (each micro-batch's loss / its tokens / number of
 micro-batches). The model and schedule settings are read from the Megatron flags themselves.
+With --bf16, Megatron's Float16Module and mixed-precision optimizer: a bf16 copy of the model
+computes (norms and loss in fp32), each micro-batch's bf16 gradients accumulate into fp32 main
+gradients, and clipping and AdamW run on the fp32 main parameters, rounded into the bf16 copy
+after each step.
 
 Usage: train_reference.py DIR. DIR holds flags.txt (one Megatron argument per line),
 params.txt + param_<i>.bin (initial weights), batches.bin (every micro-batch of every iteration:
@@ -45,7 +49,7 @@ def megatron_flags(argv):
     p.add_argument("--position-embedding-type", default="learned_absolute")
     for name in ["--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
                  "--disable-bias-linear", "--apply-layernorm-1p", "--no-bias-gelu-fusion",
-                 "--openai-gelu"]:
+                 "--openai-gelu", "--bf16"]:
         p.add_argument(name, action="store_true")
     args, _ = p.parse_known_args(argv)
     return args
@@ -134,19 +138,30 @@ def main(folder):
 
     lines = []
     every = list(params.values())
+    # The parameters the model computes with: the main (fp32) ones, or their bf16 copies.
+    model = {n: p.detach().to(torch.bfloat16).requires_grad_(True) for n, p in params.items()} \
+        if a.bf16 else params
     for it in range(a.train_iters):
         for p in every:
-            p.grad = None
+            p.grad = torch.zeros_like(p) if a.bf16 else None
         total, tokens = 0.0, 0.0
         for j in range(num_micro):
             t, l, m = batches[it * num_micro + j]
             count = m.sum()
-            loss = loss_sum(cfg, params, t, l, m)
+            loss = loss_sum(cfg, model, t, l, m)
             (loss / count / num_micro).backward()
+            if a.bf16:  # Megatron's DDP hook: main_grad += param.grad
+                for n, p in model.items():
+                    params[n].grad += p.grad.float()
+                    p.grad = None
             total += loss.item()
             tokens += count.item()
         norm = torch.nn.utils.clip_grad_norm_(every, a.clip_grad).item() if a.clip_grad > 0 else 0.0
         optimizer.step()
+        if a.bf16:
+            with torch.no_grad():
+                for n, p in model.items():
+                    p.copy_(params[n].to(torch.bfloat16))
         scheduler.step(gbs)
         lines.append(f"{total / tokens!r} {norm!r} {optimizer.param_groups[0]['lr']!r}")
     with open(os.path.join(folder, "reference.txt"), "w") as f:

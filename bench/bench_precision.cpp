@@ -1,0 +1,159 @@
+// Benchmark: mixed precision on the CPU. One training step (forward + backward + an SGD update of
+// fp32 main parameters, rounded into the model) of a GPT in fp32 and in bf16, each in its own
+// process, printing step time and memory by kind from the memory ledger (the bytes each tensor
+// holds, so activation memory is measured directly rather than inferred from RSS), and peak RSS.
+//   bench_precision [--case small|124m] [--iters N] [--threads N]
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/convert.hpp"
+#include "kernels/threads.hpp"
+#include "model/gpt_model.hpp"
+#include "tensor/memory_ledger.hpp"
+
+namespace {
+
+using mactor::tensor::dtype;
+using mactor::tensor::memory_kind;
+
+struct bench_case {
+  const char* name;
+  int layers, hidden, heads, seq, vocab, batch;
+};
+// "124m": GPT-2 small's shape (124M parameters with its 50304-entry vocabulary).
+const bench_case cases[] = {{"small", 2, 128, 4, 128, 8192, 8}, {"124m", 12, 768, 12, 512, 50304, 1}};
+
+mactor::model::gpt_model_config make_config(const bench_case& b, dtype type) {
+  mactor::model::gpt_model_config c;
+  c.num_layers = b.layers, c.hidden_size = b.hidden, c.ffn_hidden_size = 4 * b.hidden;
+  c.num_attention_heads = b.heads, c.seq_length = b.seq, c.max_position_embeddings = b.seq;
+  c.padded_vocab_size = b.vocab;
+  c.attention_dropout = 0, c.hidden_dropout = 0;
+  c.params_dtype = type;
+  return c;
+}
+
+double mib(std::int64_t bytes) { return double(bytes) / (1 << 20); }
+
+// In the child: trains `iters` steps and prints one RESULT line.
+int run_child(const bench_case& b, dtype type, int iters, int threads) {
+  mactor::kernels::set_kernel_threads(threads);
+  auto& ledger = mactor::tensor::memory_ledger::host();
+  mactor::model::single_group tp;
+  mactor::model::gpt_model m(make_config(b, type), tp);
+  // fp32 main parameters: the model's own for fp32, a widened copy for bf16 (counted as
+  // optimizer state, as Megatron's mixed-precision optimizer holds them).
+  auto& values = m.store().value_tensor();
+  mactor::tensor::tensor main_copy;
+  if (type != dtype::float32) {
+    main_copy = mactor::tensor::tensor(values.shape(), dtype::float32, memory_kind::optimizer_state);
+    mactor::kernels::convert(main_copy, values);
+  }
+  auto& main = type == dtype::float32 ? values : main_copy;
+  std::mt19937 rng(0);
+  std::uniform_int_distribution<int> token(0, b.vocab - 1);
+  std::vector<std::int32_t> tokens(b.batch * b.seq), labels(tokens.size());
+  for (auto& t : tokens) t = token(rng);
+  for (auto& t : labels) t = token(rng);
+  std::vector<float> mask(tokens.size(), 1.0f);
+  const mactor::model::micro_batch mb{tokens.data(), labels.data(), mask.data(), nullptr, b.batch};
+  double loss = 0;
+  auto step = [&] {
+    m.zero_grad();
+    loss = m.forward_backward(mb, 1.0 / double(tokens.size())).loss_sum / double(tokens.size());
+    auto w = main.host<float>();
+    auto g = m.store().grads<float>();
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= 1e-3f * g[i];
+    if (type != dtype::float32) mactor::kernels::convert(values, main);
+  };
+  step();  // buffers allocated; the second step is like every later one
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) step();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / iters;
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf("RESULT ms=%.1f loss=%.5f params=%.2f grads=%.2f main_optim=%.2f act_peak=%.2f rss=%.1f\n", ms, loss,
+              mib(ledger.usage(memory_kind::parameters).current), mib(ledger.usage(memory_kind::gradients).current),
+              mib(ledger.usage(memory_kind::optimizer_state).current),
+              mib(ledger.usage(memory_kind::activations).peak), usage.ru_maxrss / 1024.0);
+  return 0;
+}
+
+std::map<std::string, double> run(const std::string& command) {
+  std::map<std::string, double> kv;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return kv;
+  char line[512];
+  while (std::fgets(line, sizeof line, pipe)) {
+    std::string s(line);
+    if (s.rfind("RESULT ", 0) != 0) continue;
+    std::istringstream in(s.substr(7));
+    std::string item;
+    while (in >> item) {
+      const auto eq = item.find('=');
+      kv[item.substr(0, eq)] = std::stod(item.substr(eq + 1));
+    }
+  }
+  if (pclose(pipe) != 0) kv.clear();
+  return kv;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string which = "small", child_dtype;
+  int iters = 3, threads = int(std::thread::hardware_concurrency());
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--case") which = value;
+    else if (flag == "--iters") iters = std::stoi(value);
+    else if (flag == "--threads") threads = std::stoi(value);
+    else if (flag == "--child-dtype") child_dtype = value;
+    else {
+      std::fprintf(stderr, "error: unknown option %s; use --case small|124m --iters N --threads N\n", flag.c_str());
+      return 2;
+    }
+  }
+  const bench_case* b = nullptr;
+  for (const auto& c : cases)
+    if (which == c.name) b = &c;
+  if (!b || iters < 1) {
+    std::fprintf(stderr, "error: --case %s --iters %d; use --case small or 124m and --iters 1 or more\n", which.c_str(), iters);
+    return 2;
+  }
+  if (!child_dtype.empty()) return run_child(*b, *mactor::tensor::parse_dtype(child_dtype), iters, threads);
+
+  std::printf("mixed precision, one step (forward + backward + SGD on fp32 main parameters), case %s: L%d h%d a%d "
+              "s%d v%d b%d, %d threads, %d timed steps; memory in MiB from the ledger\n",
+              b->name, b->layers, b->hidden, b->heads, b->seq, b->vocab, b->batch, threads, iters);
+  std::printf("%-6s %10s %10s %9s %8s %10s %9s %9s %10s %10s\n", "dtype", "ms/iter", "loss", "params", "grads",
+              "main+opt", "act-peak", "peakRSS", "act/fp32", "time/fp32");
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::map<std::string, double> fp32;
+  for (const char* type : {"fp32", "bf16"}) {
+    const auto r = run("OMP_WAIT_POLICY=passive " + self + " --case " + which + " --iters " + std::to_string(iters) +
+                       " --threads " + std::to_string(threads) + " --child-dtype " + type);
+    if (r.empty()) {
+      std::printf("%-6s failed\n", type);
+      continue;
+    }
+    if (std::string(type) == "fp32") fp32 = r;
+    const double act_ratio = fp32.empty() ? 0 : r.at("act_peak") / fp32.at("act_peak");
+    const double time_ratio = fp32.empty() ? 0 : r.at("ms") / fp32.at("ms");
+    std::printf("%-6s %10.1f %10.5f %9.1f %8.1f %10.1f %9.1f %9.1f %10.2f %10.2f\n", type, r.at("ms"), r.at("loss"),
+                r.at("params"), r.at("grads"), r.at("main_optim"), r.at("act_peak"), r.at("rss"), act_ratio, time_ratio);
+  }
+  std::printf("act-peak: the most bytes held at once by activation tensors (saved for backward, scratch); main+opt: "
+              "fp32 main parameters beside a bf16 model (no optimizer moments in this benchmark's SGD).\n");
+  return 0;
+}

@@ -1,0 +1,36 @@
+// Megatron's fp32 main parameters of a 16-bit model (its Float16OptimizerWithFloat16Params, or
+// the distributed optimizer's fp32 shards): the optimizer updates fp32 copies of the bf16/fp16
+// model weights, and after each step the updated part is rounded into the model. One fp32 flat
+// buffer per chunk, laid out as the chunk's value buffer. An fp32 model has no copy: its main
+// parameters are the model values themselves.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "model/gpt_chunk.hpp"
+#include "tensor/tensor.hpp"
+
+namespace mactor::training {
+
+class main_params {
+ public:
+  /// Widens each 16-bit chunk's values into its fp32 copy (the chunks must outlive this).
+  explicit main_params(std::vector<model::gpt_chunk>& chunks);
+
+  /// True when the model is 16-bit and the main parameters are a copy.
+  bool separate() const { return !copies_.empty(); }
+  /// Chunk c's fp32 main parameters, flat (the model's own values for an fp32 model).
+  float* values(std::size_t c);
+  /// Rounds elements [begin, end) of chunk c's main parameters into the model's values (after
+  /// the optimizer updated them); nothing for an fp32 model.
+  void copy_to_model(std::size_t c, std::size_t begin, std::size_t end);
+  /// The same for every chunk's whole buffer (after a checkpoint load into the main parameters).
+  void copy_all_to_model();
+
+ private:
+  std::vector<model::gpt_chunk>& chunks_;
+  std::vector<tensor::tensor> copies_;  // per chunk, fp32, when separate
+};
+
+}  // namespace mactor::training
