@@ -56,12 +56,11 @@ double output_layer_loss::forward_backward(parameter_store& store, group& tp,
   }
   const int chunk = int(std::clamp<std::int64_t>(logits_chunk_elements / vocab_local_, 1, rows));
   // The cross-entropy runs in the compute dtype: Megatron's vocab-parallel cross-entropy takes
-  // logits.float(). A 16-bit model's output layer makes 16-bit logits (logits16_), widened for
-  // the loss; their gradient is rounded back to 16 bits for the output layer's backward.
+  // logits.float(). A 16-bit model's output layer makes 16-bit logits and gets a 16-bit logit
+  // gradient back: the fp32 buffer holds exactly those values (round_through), so no 16-bit
+  // copy of the largest activation is needed.
   const auto stats = kernels::compute_dtype(type);
-  const bool half = stats != type;
   ensure_activation(logits_, chunk, vocab_local_, stats);
-  if (half) ensure_activation(logits16_, chunk, vocab_local_, type);
   ensure_activation(row_max_, chunk, 1, stats);
   ensure_activation(sums_, 2, chunk, stats);
   ensure_activation(loss_, chunk, 1, stats);
@@ -72,13 +71,9 @@ double output_layer_loss::forward_backward(parameter_store& store, group& tp,
     const int n = std::min(chunk, rows - r0);
     const auto hc = elements(h, std::int64_t(r0) * hidden_, std::int64_t(n) * hidden_);
     tensor::tensor_view logits = logits_;
-    const auto chunk_logits = std::int64_t(n) * vocab_local_;
-    if (half) {
-      kernels::linear_forward(hc, w, logits16_, n, hidden_, vocab_local_);
-      kernels::convert(elements(logits, 0, chunk_logits), elements(logits16_.view(), 0, chunk_logits));
-    } else {
-      kernels::linear_forward(hc, w, logits, n, hidden_, vocab_local_);
-    }
+    const auto chunk_logits = elements(logits, 0, std::int64_t(n) * vocab_local_);
+    kernels::linear_forward(hc, w, logits, n, hidden_, vocab_local_);
+    kernels::round_through(chunk_logits, type);
     kernels::cross_entropy_row_max(row_max_, logits, n, vocab_local_);
     combine_over_ranks(tp, n);
     // sums_ holds [sum_exp[0, n); target[0, n)] contiguously, reduced in one call.
@@ -99,11 +94,8 @@ double output_layer_loss::forward_backward(parameter_store& store, group& tp,
     if (!backward) continue;
     kernels::cross_entropy_backward(logits, sum_exp, labels + r0, scale_, n, vocab_local_,
                                     vocab_start_);
-    tensor::tensor_view dlogits = logits;
-    if (half) {
-      kernels::convert(elements(logits16_.view(), 0, chunk_logits), elements(logits, 0, chunk_logits));
-      dlogits = logits16_;
-    }
+    kernels::round_through(chunk_logits, type);
+    const tensor::tensor_view dlogits = logits;
     kernels::linear_backward_weight(dlogits, hc, store.grad(weight_), n, hidden_, vocab_local_);
     kernels::linear_backward_input(dlogits, w,
                                    elements(dh, std::int64_t(r0) * hidden_,

@@ -30,7 +30,7 @@ class output_layer_loss {
   void combine_over_ranks(group& tp, int n);
   int hidden_, vocab_local_, vocab_start_, weight_;
   bool sequence_parallel_;
-  tensor::tensor logits_, logits16_, row_max_, sums_, loss_, scale_, gathered_, h_full_, dh_full_;
+  tensor::tensor logits_, row_max_, sums_, loss_, scale_, gathered_, h_full_, dh_full_;
 };
 
 }  // namespace mactor::model

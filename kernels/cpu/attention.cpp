@@ -205,7 +205,8 @@ void attention_forward(tensor::tensor_view out, tensor::tensor_view probs,
   detail::fp32_stage stage;
   dispatch_compute(k, out.type, out.where, [&](auto zero) {
     using T = decltype(zero);
-    attention_forward<T>(stage.typed<T>(out), stage.typed<T>(probs), stage.typed<T>(qkv),
+    attention_forward<T>(stage.output<T>(out, rows_of(dims) * dims.heads * dims.head_dim),
+                         stage.output<T>(probs, probs_of(dims)), stage.typed<T>(qkv),
                          dims, T(scale), dropout_p, dropout_stream);
   });
 }

@@ -1,11 +1,15 @@
 // Floating-point conversions, and the fp32 staging of 16-bit tensors for the CPU kernels.
 #include "kernels/convert.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
+#include <vector>
 #include <string>
 
 #include "kernels/cpu/typed.hpp"
 #include "kernels/dispatch.hpp"
+#include "tensor/memory_ledger.hpp"
 
 namespace mactor::kernels {
 namespace {
@@ -100,6 +104,19 @@ void convert(tensor::tensor_view dst, tensor::const_tensor_view src) {
     round_from_float(static_cast<tensor::float16*>(dst.data), from, n);
 }
 
+void round_through(tensor::tensor_view x, tensor::dtype type) {
+  if (type == tensor::dtype::float32 || type == tensor::dtype::float64) return;
+  float* v = x.host<float>().data();
+  const std::int64_t n = x.numel();
+  if (type == tensor::dtype::bfloat16)
+    elementwise(v, v, n, [](float f) { return tensor::to_float(tensor::to_bfloat16(f)); });
+  else if (type == tensor::dtype::float16)
+    elementwise(v, v, n, [](float f) { return tensor::to_float(tensor::to_float16(f)); });
+  else
+    throw tensor::tensor_error(std::string("kernel round_through: to ") + std::string(tensor::short_name(type)) +
+                               " (bf16, fp16, fp32 or fp64)");
+}
+
 void check_compatible(const char* kernel, std::initializer_list<tensor::const_tensor_view> views) {
   const tensor::const_tensor_view* first = nullptr;
   for (const auto& v : views)
@@ -119,25 +136,79 @@ void check_compatible(const char* kernel, std::initializer_list<tensor::const_te
 }
 
 namespace detail {
+namespace {
 
-float* fp32_stage::widen(const tensor::const_tensor_view& v, bool write_back) {
+// fp32 scratch reused by this thread's kernel calls: a step's staging would otherwise allocate
+// (and fault in) the same large buffers again and again. Its bytes are counted in the host
+// ledger as "other" for as long as they are held (pooled or in use).
+struct scratch {
+  std::unique_ptr<float[]> data;
+  std::size_t capacity = 0;
+};
+struct scratch_list : std::vector<scratch> {
+  ~scratch_list() {
+    for (const auto& s : *this)
+      tensor::memory_ledger::host().freed(tensor::memory_kind::other, std::int64_t(s.capacity * sizeof(float)));
+  }
+};
+thread_local scratch_list scratch_pool;
+constexpr std::size_t scratch_pool_limit = 16;
+
+float* acquire_scratch(std::size_t n, std::size_t& capacity) {
+  auto best = scratch_pool.end();
+  for (auto it = scratch_pool.begin(); it != scratch_pool.end(); ++it)
+    if (it->capacity >= n && (best == scratch_pool.end() || it->capacity < best->capacity)) best = it;
+  if (best == scratch_pool.end()) {
+    capacity = n;
+    tensor::memory_ledger::host().allocated(tensor::memory_kind::other, std::int64_t(n * sizeof(float)));
+    return new float[n];  // uninitialized: always written before it is read
+  }
+  capacity = best->capacity;
+  float* data = best->data.release();
+  scratch_pool.erase(best);
+  return data;
+}
+
+void release_scratch(float* data, std::size_t capacity) {
+  if (scratch_pool.size() >= scratch_pool_limit) {
+    // Drop the smallest: large buffers are the ones worth keeping.
+    auto smallest = std::min_element(scratch_pool.begin(), scratch_pool.end(),
+                                      [](const scratch& a, const scratch& b) { return a.capacity < b.capacity; });
+    auto& ledger = tensor::memory_ledger::host();
+    if (smallest->capacity >= capacity) {
+      delete[] data;
+      ledger.freed(tensor::memory_kind::other, std::int64_t(capacity * sizeof(float)));
+      return;
+    }
+    ledger.freed(tensor::memory_kind::other, std::int64_t(smallest->capacity * sizeof(float)));
+    scratch_pool.erase(smallest);
+  }
+  scratch_pool.push_back({std::unique_ptr<float[]>(data), capacity});
+}
+
+}  // namespace
+
+float* fp32_stage::widen(const tensor::const_tensor_view& v, bool write_back, bool read) {
   staged s;
   if (write_back) s.target = {const_cast<void*>(v.data), v.shape, v.type, v.where};
-  s.values.resize(static_cast<std::size_t>(v.numel()));
-  to_float(s.values.data(), v, v.numel());
+  s.size = static_cast<std::size_t>(v.numel());
+  s.values = acquire_scratch(s.size, s.capacity);
+  if (read) to_float(s.values, v, v.numel());
   staged_.push_back(std::move(s));
-  return staged_.back().values.data();
+  return staged_.back().values;
 }
 
 fp32_stage::~fp32_stage() {
   for (auto& s : staged_) {
-    if (!s.target.data) continue;
-    const auto n = static_cast<std::int64_t>(s.values.size());
-    if (s.target.type == tensor::dtype::bfloat16)
-      round_from_float(static_cast<tensor::bfloat16*>(s.target.data), s.values.data(), n);
-    else
-      round_from_float(static_cast<tensor::float16*>(s.target.data), s.values.data(), n);
+    if (s.target.data) {
+      const auto n = static_cast<std::int64_t>(s.size);
+      if (s.target.type == tensor::dtype::bfloat16)
+        round_from_float(static_cast<tensor::bfloat16*>(s.target.data), s.values, n);
+      else
+        round_from_float(static_cast<tensor::float16*>(s.target.data), s.values, n);
+    }
   }
+  for (auto& s : staged_) release_scratch(s.values, s.capacity);
 }
 
 }  // namespace detail

@@ -129,7 +129,7 @@ void cross_entropy_loss(tensor::tensor_view loss, tensor::const_tensor_view sum_
   detail::fp32_stage stage;
   dispatch_compute(k, loss.type, loss.where, [&](auto zero) {
     using T = decltype(zero);
-    cross_entropy_loss<T>(stage.typed<T>(loss), stage.typed<T>(sum_exp),
+    cross_entropy_loss<T>(stage.output<T>(loss, n), stage.typed<T>(sum_exp),
                           stage.typed<T>(row_max), stage.typed<T>(target_logit), n);
   });
 }

@@ -66,7 +66,7 @@ void dropout_apply(tensor::tensor_view y, tensor::const_tensor_view x, std::int6
   detail::fp32_stage stage;
   dispatch_compute("dropout_apply", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    dropout_apply<T>(stage.typed<T>(y), stage.typed<T>(x), n, p, stream, first_index);
+    dropout_apply<T>(stage.output<T>(y, n), stage.typed<T>(x), n, p, stream, first_index);
   });
 }
 
@@ -81,7 +81,7 @@ void bias_dropout_add(tensor::tensor_view out, tensor::const_tensor_view residua
   detail::fp32_stage stage;
   dispatch_compute(k, out.type, out.where, [&](auto zero) {
     using T = decltype(zero);
-    bias_dropout_add<T>(stage.typed<T>(out), stage.typed<T>(residual), stage.typed<T>(x),
+    bias_dropout_add<T>(stage.output<T>(out, nw), stage.typed<T>(residual), stage.typed<T>(x),
                         stage.typed<T>(bias), n, w, p, stream, first_index);
   });
 }

@@ -80,7 +80,7 @@ void gelu_forward(tensor::tensor_view y, tensor::const_tensor_view x, std::int64
   detail::fp32_stage stage;
   dispatch_compute("gelu_forward", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    gelu_forward<T>(stage.typed<T>(y), stage.typed<T>(x), n, tanh_approximation);
+    gelu_forward<T>(stage.output<T>(y, n), stage.typed<T>(x), n, tanh_approximation);
   });
 }
 
@@ -93,7 +93,7 @@ void gelu_backward(tensor::tensor_view dx, tensor::const_tensor_view dy,
   detail::fp32_stage stage;
   dispatch_compute("gelu_backward", dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);
-    gelu_backward<T>(stage.typed<T>(dx), stage.typed<T>(dy), stage.typed<T>(x), n,
+    gelu_backward<T>(stage.output<T>(dx, n), stage.typed<T>(dy), stage.typed<T>(x), n,
                      tanh_approximation);
   });
 }

@@ -128,7 +128,8 @@ void linear_forward(tensor::const_tensor_view x, tensor::const_tensor_view w, te
   detail::fp32_stage stage;
   dispatch_compute("linear_forward", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    linear_forward<T>(stage.typed<T>(x), stage.typed<T>(w), stage.typed<T>(y), rows, in,
+    linear_forward<T>(stage.typed<T>(x), stage.typed<T>(w),
+                      beta == 0 ? stage.output<T>(y, std::int64_t(rows) * out) : stage.typed<T>(y), rows, in,
                       out, T(beta));
   });
 }
@@ -142,7 +143,8 @@ void linear_backward_input(tensor::const_tensor_view dy, tensor::const_tensor_vi
   detail::fp32_stage stage;
   dispatch_compute("linear_backward_input", dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);
-    linear_backward_input<T>(stage.typed<T>(dy), stage.typed<T>(w), stage.typed<T>(dx),
+    linear_backward_input<T>(stage.typed<T>(dy), stage.typed<T>(w),
+                             beta == 0 ? stage.output<T>(dx, std::int64_t(rows) * in) : stage.typed<T>(dx),
                              rows, in, out, T(beta));
   });
 }

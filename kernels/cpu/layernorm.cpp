@@ -97,7 +97,7 @@ void layernorm_forward(tensor::tensor_view y, tensor::tensor_view mean, tensor::
   detail::fp32_stage stage;
   dispatch_compute(k, y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    layernorm_forward<T>(stage.typed<T>(y), stage.typed<T>(mean), stage.typed<T>(rstd),
+    layernorm_forward<T>(stage.output<T>(y, nh), stage.output<T>(mean, n), stage.output<T>(rstd, n),
                          stage.typed<T>(x), stage.typed<T>(gamma), stage.typed<T>(beta), n,
                          h, T(eps), zero_centered_gamma);
   });
@@ -118,7 +118,7 @@ void layernorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
   detail::fp32_stage stage;
   dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);
-    layernorm_backward<T>(stage.typed<T>(dx), stage.typed<T>(dgamma), stage.typed<T>(dbeta),
+    layernorm_backward<T>(accumulate_dx ? stage.typed<T>(dx) : stage.output<T>(dx, nh), stage.typed<T>(dgamma), stage.typed<T>(dbeta),
                           stage.typed<T>(dy), stage.typed<T>(x), stage.typed<T>(gamma),
                           stage.typed<T>(mean), stage.typed<T>(rstd), n, h,
                           zero_centered_gamma, accumulate_dx);

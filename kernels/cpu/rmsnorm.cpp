@@ -77,7 +77,7 @@ void rmsnorm_forward(tensor::tensor_view y, tensor::tensor_view rstd, tensor::co
   detail::fp32_stage stage;
   dispatch_compute(k, y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    rmsnorm_forward<T>(stage.typed<T>(y), stage.typed<T>(rstd), stage.typed<T>(x),
+    rmsnorm_forward<T>(stage.output<T>(y, nh), stage.output<T>(rstd, n), stage.typed<T>(x),
                        stage.typed<T>(gamma), n, h, T(eps), zero_centered_gamma);
   });
 }
@@ -95,7 +95,7 @@ void rmsnorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
   detail::fp32_stage stage;
   dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);
-    rmsnorm_backward<T>(stage.typed<T>(dx), stage.typed<T>(dgamma), stage.typed<T>(dy),
+    rmsnorm_backward<T>(accumulate_dx ? stage.typed<T>(dx) : stage.output<T>(dx, nh), stage.typed<T>(dgamma), stage.typed<T>(dy),
                         stage.typed<T>(x), stage.typed<T>(gamma), stage.typed<T>(rstd), n,
                         h, zero_centered_gamma, accumulate_dx);
   });

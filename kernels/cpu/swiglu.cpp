@@ -52,7 +52,7 @@ void swiglu_forward(tensor::tensor_view y, tensor::const_tensor_view x, int n, i
   detail::fp32_stage stage;
   dispatch_compute("swiglu_forward", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
-    swiglu_forward<T>(stage.typed<T>(y), stage.typed<T>(x), n, f);
+    swiglu_forward<T>(stage.output<T>(y, std::int64_t(n) * f), stage.typed<T>(x), n, f);
   });
 }
 
@@ -65,7 +65,7 @@ void swiglu_backward(tensor::tensor_view dx, tensor::const_tensor_view dy,
   detail::fp32_stage stage;
   dispatch_compute("swiglu_backward", dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);
-    swiglu_backward<T>(stage.typed<T>(dx), stage.typed<T>(dy), stage.typed<T>(x), n, f);
+    swiglu_backward<T>(stage.output<T>(dx, std::int64_t(n) * 2 * f), stage.typed<T>(dy), stage.typed<T>(x), n, f);
   });
 }
 

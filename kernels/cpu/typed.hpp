@@ -38,14 +38,23 @@ class fp32_stage {
   T* typed(const tensor::tensor_view& v) {
     if (!v.data) return nullptr;
     if constexpr (std::is_same_v<T, float>)
-      if (is_half(v.type)) return widen(v, /*write_back=*/true);
+      if (is_half(v.type)) return widen(v, /*write_back=*/true, /*read=*/true);
+    return v.host<T>().data();
+  }
+  /// An output whose first n elements the kernel overwrites without reading them: a 16-bit one
+  /// is not widened first (its fp32 scratch starts undefined), and only those n are rounded back.
+  template <class T>
+  T* output(const tensor::tensor_view& v, std::int64_t n) {
+    if (!v.data) return nullptr;
+    if constexpr (std::is_same_v<T, float>)
+      if (is_half(v.type)) return widen({v.data, {n}, v.type, v.where}, /*write_back=*/true, /*read=*/false);
     return v.host<T>().data();
   }
   template <class T>
   const T* typed(const tensor::const_tensor_view& v) {
     if (!v.data) return nullptr;
     if constexpr (std::is_same_v<T, float>)
-      if (is_half(v.type)) return widen(v, /*write_back=*/false);
+      if (is_half(v.type)) return widen(v, /*write_back=*/false, /*read=*/true);
     return v.host<T>().data();
   }
 
@@ -53,11 +62,12 @@ class fp32_stage {
   static bool is_half(tensor::dtype t) {
     return t == tensor::dtype::bfloat16 || t == tensor::dtype::float16;
   }
-  float* widen(const tensor::const_tensor_view& v, bool write_back);
+  float* widen(const tensor::const_tensor_view& v, bool write_back, bool read);
 
   struct staged {
     tensor::tensor_view target;  // null data: an input, nothing to write back
-    std::vector<float> values;
+    float* values = nullptr;     // scratch from this thread's pool, of `capacity` floats
+    std::size_t size = 0, capacity = 0;
   };
   std::vector<staged> staged_;
 };

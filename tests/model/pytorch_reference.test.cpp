@@ -55,50 +55,6 @@ std::string python() {
   return fs::exists(venv) ? venv.string() : "/usr/bin/python3";
 }
 
-void compare_with_pytorch(model::gpt_model_config c, const std::string& tag) {
-  const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests/model/pytorch_reference" / tag;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  model::single_group tp;
-  model::gpt_model m(c, tp);
-  // Train-like weights: perturb norms away from their init so their gradients are exercised.
-  for (auto& p : m.parameters())
-    if (p.full_shape.size() == 1) {
-      const auto noise = test::random_vector(p.numel, p.offset + 1, 0.1);
-      for (std::size_t i = 0; i < p.numel; ++i) p.value_as<float>()[i] += float(noise[i]);
-    }
-  const int mb = 3;
-  const auto batch = test::make_batch(mb, c.seq_length, c.padded_vocab_size, 9);
-  double tokens = 0;
-  for (float v : batch.loss_mask) tokens += v;
-  const float scale = float(1.0 / tokens);
-  const auto ours = m.forward_backward(batch.view(), scale);
-
-  write_config(dir / "config.txt", c, mb, scale);
-  std::ofstream names(dir / "params.txt");
-  for (std::size_t i = 0; i < m.parameters().size(); ++i) {
-    const auto& p = m.parameters()[i];
-    names << p.name << "\n";
-    write_bin(dir / ("param_" + std::to_string(i) + ".bin"), p.value_as<float>(), p.numel);
-  }
-  names.close();
-  write_bin(dir / "tokens.bin", batch.tokens.data(), batch.tokens.size());
-  write_bin(dir / "labels.bin", batch.labels.data(), batch.labels.size());
-  write_bin(dir / "loss_mask.bin", batch.loss_mask.data(), batch.loss_mask.size());
-  const std::string command = python() + " " + MACTOR_SOURCE_DIR +
-                              "/tests/model/gpt_reference.py " + dir.string();
-  REQUIRE(std::system(command.c_str()) == 0);
-
-  const double ref_loss = read_doubles(dir / "ref_loss.bin", 1)[0];
-  CHECK(std::abs(ours.loss_sum - ref_loss) / std::abs(ref_loss) <= 1e-5);
-  for (std::size_t i = 0; i < m.parameters().size(); ++i) {
-    const auto& p = m.parameters()[i];
-    const auto ref = read_doubles(dir / ("ref_grad_" + std::to_string(i) + ".bin"), p.numel);
-    INFO(p.name);
-    CHECK(test::relative_error(std::vector<float>(p.grad_as<float>(), p.grad_as<float>() + p.numel), ref) <= 1e-4);
-  }
-}
-
 // One PyTorch run of gpt_reference.py on `params` (fp32 values, in m's order), in `dtype`.
 struct reference_run {
   double loss = 0;
@@ -132,6 +88,48 @@ reference_run run_reference(const fs::path& dir, const model::gpt_model_config& 
   return r;
 }
 
+// Our model on one batch: train-like weights (norms moved away from their init, so their
+// gradients are exercised), one forward and backward; the weights as fp32 for PyTorch.
+struct our_run {
+  model::single_group tp;
+  model::gpt_model m;
+  std::vector<std::string> names;
+  std::vector<std::vector<float>> params;  // the (possibly 16-bit) values PyTorch must see
+  test::batch_data batch;
+  float scale = 0;
+  model::loss_and_count loss;
+
+  explicit our_run(const model::gpt_model_config& c) : m(c, tp), batch(test::make_batch(3, c.seq_length, c.padded_vocab_size, 9)) {
+    for (auto& p : m.parameters()) {
+      std::vector<float> v(p.numel);
+      kernels::convert(test::view(v), p.value);
+      if (p.full_shape.size() == 1) {
+        const auto noise = test::random_vector(p.numel, p.offset + 1, 0.1);
+        for (std::size_t i = 0; i < p.numel; ++i) v[i] += float(noise[i]);
+        kernels::convert(p.value, test::view(v));
+        kernels::convert(test::view(v), p.value);
+      }
+      names.push_back(p.name);
+      params.push_back(std::move(v));
+    }
+    double tokens = 0;
+    for (float v : batch.loss_mask) tokens += v;
+    scale = float(1.0 / tokens);
+    loss = m.forward_backward(batch.view(), scale);
+  }
+};
+
+void compare_with_pytorch(model::gpt_model_config c, const std::string& tag) {
+  our_run run(c);
+  const auto ref = run_reference(fs::path(MACTOR_BINARY_DIR) / "tests/model/pytorch_reference" / tag, c, run.names,
+                                 run.params, run.batch, run.scale, "float32");
+  CHECK(std::abs(run.loss.loss_sum - ref.loss) / std::abs(ref.loss) <= 1e-5);
+  for (std::size_t i = 0; i < run.names.size(); ++i) {
+    INFO(run.names[i]);
+    CHECK(test::relative_error(test::copy_of<float>(run.m.parameters()[i].grad), ref.grads[i]) <= 1e-4);
+  }
+}
+
 // The model in a 16-bit dtype against PyTorch running the same weights in that dtype (norms and
 // loss in fp32, as Megatron's Float16Module; PyTorch's CPU has no fp16 GEMM, so there the
 // reference rounds fp32 GEMMs to fp16). Ours must sit within the dtype's rounding of PyTorch's
@@ -140,27 +138,13 @@ reference_run run_reference(const fs::path& dir, const model::gpt_model_config& 
 // 16-bit storage. Ours fuses more (bias-dropout-add, attention) and so rounds less often.
 void compare_half_with_pytorch(model::gpt_model_config c, tensor::dtype dtype, const std::string& tag) {
   c.params_dtype = dtype;
-  model::single_group tp;
-  model::gpt_model m(c, tp);
-  std::vector<std::string> names;
-  std::vector<std::vector<float>> params;
-  for (auto& p : m.parameters()) {
-    std::vector<float> v(p.numel);
-    kernels::convert(test::view(v), p.value);
-    if (p.full_shape.size() == 1) {  // norms away from their init, as in the fp32 test
-      const auto noise = test::random_vector(p.numel, p.offset + 1, 0.1);
-      for (std::size_t i = 0; i < p.numel; ++i) v[i] += float(noise[i]);
-      kernels::convert(p.value, test::view(v));
-      kernels::convert(test::view(v), p.value);  // the 16-bit values PyTorch must see
-    }
-    names.push_back(p.name);
-    params.push_back(std::move(v));
-  }
-  const auto batch = test::make_batch(3, c.seq_length, c.padded_vocab_size, 9);
-  double tokens = 0;
-  for (float v : batch.loss_mask) tokens += v;
-  const float scale = float(1.0 / tokens);
-  const auto ours = m.forward_backward(batch.view(), scale);
+  our_run run(c);
+  const auto& names = run.names;
+  const auto& params = run.params;
+  const auto& batch = run.batch;
+  const float scale = run.scale;
+  const auto& ours = run.loss;
+  auto& m = run.m;
   const fs::path root = fs::path(MACTOR_BINARY_DIR) / "tests/model/pytorch_reference" / tag;
   const std::string torch_dtype = dtype == tensor::dtype::bfloat16 ? "bfloat16" : "float16";
   const auto half = run_reference(root / torch_dtype, c, names, params, batch, scale, torch_dtype);
