@@ -141,6 +141,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"accumulate_allreduce_grads_in_fp32", "gradients accumulate in fp32 main-grad buffers and are reduced in fp32 "
                                              "(under --bf16 Megatron turns it on unless --grad-reduce-in-bf16)"},
       {"attention_softmax_in_fp32", "the attention softmax is computed in fp32 whatever the model's dtype"},
+      {"fp16", "fp16 weights, activations and transfers with fp32 main parameters, as --bf16, plus Megatron's "
+               "dynamic loss scaler: a step with an inf/NaN gradient is skipped and the scale backs off"},
+      {"loss_scale", "a constant loss scale (fp16, or bf16 where Megatron also honours it)"},
+      {"initial_loss_scale", ""},
+      {"min_loss_scale", ""},
+      {"loss_scale_window", ""},
+      {"hysteresis", ""},
   };
   return table;
 }

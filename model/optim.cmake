@@ -1,4 +1,4 @@
-# mactor_optim: optimizers, gradient clipping and the LR/WD scheduler.
+# mactor_optim: optimizers, gradient clipping, loss scaling and the LR/WD scheduler.
 # Included from model/CMakeLists.txt; it depends on nothing else in the project.
 add_library(mactor_optim
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_param.cpp
@@ -6,7 +6,8 @@ add_library(mactor_optim
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_adam.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_sgd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/grad_clip.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/lr_scheduler.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/lr_scheduler.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/grad_scaler.cpp)
 target_include_directories(mactor_optim PUBLIC ${PROJECT_SOURCE_DIR})
 # Fused multiply-adds only where written (std::fma), as in the torch kernels we match.
 target_compile_options(mactor_optim PRIVATE -ffp-contract=off)

@@ -94,6 +94,13 @@ struct optim_slot {
   std::size_t begin = 0, end = 0;
 };
 
+// Megatron's grad_scaler state_dict (scale, growth_tracker, hysteresis_tracker), or null.
+json scaler_json(const model::grad_scaler* scaler) {
+  if (!scaler) return nullptr;
+  const auto st = scaler->state();
+  return {{"scale", st.scale}, {"growth_tracker", st.growth_tracker}, {"hysteresis_tracker", st.hysteresis_tracker}};
+}
+
 std::vector<optim_slot> optimizer_slots(stage_engine& engine) {
   std::vector<optim_slot> slots;
   for (const auto& o : engine.optimizer().params()) {
@@ -249,7 +256,8 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
                    {"opt_param_scheduler", scheduler_json(scheduler.state())},
                    {"optimizer", {{"saved", !a.checkpointing.no_save_optim.value_or(false)},
                                   {"kind", a.training.optimizer},
-                                  {"step", optimizer_steps(engine.optimizer())}}},
+                                  {"step", optimizer_steps(engine.optimizer())},
+                                  {"grad_scaler", scaler_json(engine.scaler())}}},
                    // Dropout masks and data order derive from (--seed, sample index): the
                    // position above is the whole random state.
                    {"rng_state", {{"seed", a.initialization.seed}, {"kind", "derived from seed and sample index"}}}};
@@ -324,6 +332,12 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
     }
     if (auto* adam = dynamic_cast<model::adam_optimizer*>(&opt))
       for (auto& st : adam->state()) st.step = st.exp_avg.empty() ? 0 : steps;
+    // The loss scaler goes on from where it was (a checkpoint without one leaves it at its start).
+    if (auto* scaler = engine.scaler(); scaler && o.contains("grad_scaler") && !o["grad_scaler"].is_null()) {
+      const auto& g = o["grad_scaler"];
+      scaler->load({g.at("scale").get<float>(), g.at("growth_tracker").get<std::int64_t>(),
+                    g.at("hysteresis_tracker").get<std::int64_t>()});
+    }
     if (!common.contains("opt_param_scheduler"))
       throw checkpoint_error(where + " has no LR scheduler state; pass --no-load-optim to start the schedule anew");
     try {

@@ -135,7 +135,7 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
     if (decoupled) tb_->add_scalar("decoupled-learning-rate", *decoupled, r.iteration);
     both("batch-size", static_cast<double>(gbs));
     both("lm loss", lm_loss);
-    if (a.logging.log_loss_scale_to_tensorboard) both("loss-scale", 1.0);
+    if (a.logging.log_loss_scale_to_tensorboard) both("loss-scale", r.loss_scale);
     if (a.logging.log_world_size_to_tensorboard) both("world-size", static_cast<double>(world_size_));
     if (grad_norm) both("grad-norm", *grad_norm);
     if (zeros) both("num-zeros", *zeros);
@@ -157,6 +157,7 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
     in.grad_norm = grad_norm;
     in.num_zeros_in_grad = zeros;
     in.params_norm = params_norm;
+    in.loss_scale = r.loss_scale;
     print(training_log_interval(in, state_.accumulator));
     if (tb_ && a.logging.log_timers_to_tensorboard) {
       const double per_iteration = in.interval_seconds / static_cast<double>(a.training.log_interval);

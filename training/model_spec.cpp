@@ -140,3 +140,24 @@ model::lr_schedule_args lr_schedule_args_from_args(const config::megatron_args& 
 }
 
 }  // namespace mactor::training
+
+namespace mactor::training {
+
+std::optional<model::grad_scaler_options> grad_scaler_options_from_args(const config::megatron_args& a) {
+  const auto& m = a.mixed_precision;
+  if (!m.fp16 && !m.bf16) return std::nullopt;
+  model::grad_scaler_options o;
+  if (m.loss_scale) {
+    o.dynamic = false;
+    o.initial_scale = static_cast<float>(*m.loss_scale);
+    return o;
+  }
+  if (!m.fp16) return std::nullopt;
+  o.initial_scale = static_cast<float>(m.initial_loss_scale);
+  o.min_scale = static_cast<float>(m.min_loss_scale);
+  o.growth_interval = static_cast<std::int64_t>(m.loss_scale_window);
+  o.hysteresis = m.hysteresis;
+  return o;
+}
+
+}  // namespace mactor::training

@@ -1,5 +1,6 @@
 // Megatron's args to the plain descriptions that model/ and data/ take.
 #pragma once
+#include <optional>
 
 #include <cstdint>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "data/tokenizer.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/lr_scheduler.hpp"
+#include "model/grad_scaler.hpp"
 #include "model/optimizer.hpp"
 
 namespace mactor::training {
@@ -27,6 +29,10 @@ data::gpt_dataset_config dataset_config_from_args(const config::megatron_args& a
 std::array<std::optional<std::int64_t>, 3> split_sample_counts(const config::megatron_args& a);
 
 model::optimizer_options optimizer_options_from_args(const config::megatron_args& a);
+/// Megatron's loss scaler: constant with --loss-scale (fp16 or bf16), dynamic under --fp16
+/// otherwise (--initial-loss-scale, --min-loss-scale, --loss-scale-window, --hysteresis); none
+/// for fp32 and for bf16 without --loss-scale.
+std::optional<model::grad_scaler_options> grad_scaler_options_from_args(const config::megatron_args& a);
 model::lr_schedule_args lr_schedule_args_from_args(const config::megatron_args& a);
 
 }  // namespace mactor::training

@@ -128,7 +128,8 @@ iteration_report rank_worker::finish_iteration() {
   // The loss lives on the last pipeline stage; sum it over the replicas there.
   const auto totals = sum_over_replicas(ctx_, engine_.loss_totals());
   const auto step = engine_.optimizer_step(args_.regularization.clip_grad, args_.logging.log_num_zeros_in_grad);
-  scheduler_.step(*args_.training.global_batch_size);
+  // A skipped step (fp16 overflow) leaves the schedule where it is, as Megatron's train_step does.
+  if (step.update_successful) scheduler_.step(*args_.training.global_batch_size);
   iteration_report r;
   r.rank = ctx_.rank();
   r.iteration = iteration_;
@@ -136,6 +137,7 @@ iteration_report rank_worker::finish_iteration() {
   r.loss_sum = totals.loss_sum;
   r.num_tokens = totals.num_tokens;
   r.update_successful = step.update_successful;
+  r.loss_scale = engine_.loss_scale();
   if (step.grad_norm) r.has_grad_norm = true, r.grad_norm = *step.grad_norm;
   if (step.num_zeros_in_grad) r.has_num_zeros = true, r.num_zeros = *step.num_zeros_in_grad;
   if (args_.logging.log_params_norm) r.has_params_norm = true, r.params_norm = engine_.params_norm();

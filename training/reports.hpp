@@ -20,7 +20,8 @@ struct iteration_report {
   std::int64_t iteration = 0;
   bool has_loss = false;
   double loss_sum = 0, num_tokens = 0;
-  bool update_successful = true;
+  bool update_successful = true;  ///< false: an fp16 step skipped for an inf/NaN gradient
+  double loss_scale = 1.0;         ///< after this step's update (Megatron logs it so)
   bool has_grad_norm = false;
   double grad_norm = 0;
   bool has_num_zeros = false;

@@ -43,6 +43,7 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   main_params_ = std::make_unique<training::main_params>(chunks_);
   optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *grad_sync_, a, ctx.tp_rank()),
                                      optimizer_options_from_args(a));
+  if (auto options = grad_scaler_options_from_args(a)) scaler_.emplace(*options);
 }
 
 void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader, std::int64_t consumed,
@@ -153,6 +154,7 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
     for (float m : b.loss_mask) count += m;
     // Megatron divides each micro-batch's loss by its token count and by the micro-batch count.
     scale = count > 0 ? static_cast<float>(1.0 / (count * num_microbatches_)) : 0.0f;
+    if (scaler_) scale *= scaler_->scale();  // Megatron's grad_scale_func on the output
   }
   // The same dropout masks as one process: the micro-batch's index in the global sample order.
   const auto step = static_cast<std::uint64_t>(consumed_ / layout_.micro_batch_size +
@@ -247,6 +249,19 @@ void stage_engine::reduce_stats(std::span<double> values) {
 model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool count_zeros) {
   activity_.set("optimizer step");
   const auto timed = timers_.time(step_timer::optimizer);
+  if (scaler_) {
+    // Megatron's prepare_grads: unscale the main gradients, agree over the gradient-statistics
+    // group whether any rank saw an inf or a NaN, update the scale, and skip the step if so.
+    double found = model::unscale_and_check(optimizer_->params(), scaler_->inv_scale()) ? 1.0 : 0.0;
+    reduce_stats(std::span<double>(&found, 1));
+    scaler_->update(found > 0.0);
+    if (found > 0.0) {
+      activity_.set("idle");
+      model::optimizer_step_result skipped;
+      skipped.update_successful = false;
+      return skipped;
+    }
+  }
   // Each part of the step timed on its own, as Megatron's optimizer step does.
   const auto result = model::clip_and_step(
       *optimizer_, clip_grad, count_zeros, [this](std::span<double> v) { reduce_stats(v); },

@@ -19,6 +19,7 @@
 
 #include "config/megatron_args.hpp"
 #include "model/gpt_chunk.hpp"
+#include "model/grad_scaler.hpp"
 #include "model/optimizer.hpp"
 #include "schedules/generator.hpp"
 #include "schedules/schedule.hpp"
@@ -80,6 +81,10 @@ class stage_engine {
   /// Gradient buckets reduced in the background during the last backward (--overlap-grad-reduce).
   std::size_t num_grad_buckets() const { return grad_sync_->num_buckets(); }
   model::optimizer& optimizer() { return *optimizer_; }
+  /// The loss scale (1 without one: fp32, or bf16 without --loss-scale).
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  /// The fp16 loss scaler, or null.
+  model::grad_scaler* scaler() { return scaler_ ? &*scaler_ : nullptr; }
   /// The fp32 main parameters (the model's values for an fp32 model): what checkpoints hold.
   training::main_params& main_params() { return *main_params_; }
   /// The training timers (--timing-log-level) of this rank: compute, waits, gradient sync and
@@ -107,6 +112,7 @@ class stage_engine {
   bool distributed_optimizer_;  // --use-distributed-optimizer over more than one replica
   std::vector<model::gpt_chunk> chunks_;
   std::unique_ptr<training::main_params> main_params_;
+  std::optional<model::grad_scaler> scaler_;
   std::function<void()> wakeup_;
   step_timers timers_;
   stage_activity activity_;

@@ -5,5 +5,6 @@ mactor_add_test(optim_tests
     ${CMAKE_CURRENT_LIST_DIR}/optimizer.test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/optimizer_grad_clip.test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/lr_scheduler.test.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/grad_scaler.test.cpp
   LIBS mactor_optim nlohmann_json::nlohmann_json
   LABELS optim)
