@@ -27,7 +27,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int iterations = 8;
+constexpr int iterations = 8;  // the fp32 comparisons; others set --train-iters
+
+// flags with "--train-iters" set to n.
+std::vector<std::string> with_train_iters(std::vector<std::string> flags, int n) {
+  *(std::find(flags.begin(), flags.end(), "--train-iters") + 1) = std::to_string(n);
+  return flags;
+}
 
 std::vector<std::string> common_flags() {
   return {"--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "32",
@@ -103,7 +109,7 @@ std::vector<double> dump_inputs(const config::megatron_args& a, const std::vecto
   const training::batch_loader loader(datasets[0], mbs, config::padded_vocab_size(tok->vocab_size(), a));
   std::ofstream batches(dir / "batches.bin", std::ios::binary);
   std::vector<double> counts;
-  for (std::int64_t it = 0; it < iterations; ++it)
+  for (std::int64_t it = 0; it < *a.training.train_iters; ++it)
     for (std::int64_t j = 0; j < gbs / mbs; ++j) {
       const auto b = loader.load(it * gbs + j * mbs);
       append_bin(batches, b.tokens);
@@ -126,7 +132,7 @@ struct reference_step {
   double loss, grad_norm, lr;
 };
 
-std::vector<reference_step> run_reference(const fs::path& dir) {
+std::vector<reference_step> run_reference(const fs::path& dir, std::int64_t iterations) {
   const std::string command =
       python() + " " + MACTOR_SOURCE_DIR + "/tests/training/train_reference.py " + dir.string();
   REQUIRE(std::system(command.c_str()) == 0);
@@ -162,7 +168,8 @@ std::vector<double> compare_training(const std::vector<std::string>& flags, cons
   const auto outcome = actors::run_job(args, comm::launch_env{}, alone, nullptr);
   REQUIRE(outcome.exit_code == 0);
   const auto& ours = outcome.result;
-  const auto ref = run_reference(dir);
+  const std::int64_t iterations = *args.training.train_iters;
+  const auto ref = run_reference(dir, iterations);
   REQUIRE(ours.lm_loss.size() == ref.size());
 
   double worst_loss = 0, worst_norm = 0, worst_lr = 0;
@@ -181,7 +188,7 @@ std::vector<double> compare_training(const std::vector<std::string>& flags, cons
   }
   std::printf("%s vs PyTorch over %d iterations: max relative difference lm loss %.3g (first %.3g), grad norm %.3g, "
               "lr %.3g; %d iterations clipped; loss %.6f -> %.6f\n",
-              tag.c_str(), iterations, worst_loss, relative(ours.lm_loss[0], ref[0].loss), worst_norm, worst_lr,
+              tag.c_str(), static_cast<int>(iterations), worst_loss, relative(ours.lm_loss[0], ref[0].loss), worst_norm, worst_lr,
               clipped, ref.front().loss, ref.back().loss);
   // The comparison must exercise clipping in some iterations but not all, and the model must learn.
   CHECK(clipped > 0);
@@ -208,11 +215,13 @@ TEST_CASE("gpt2-style training (LayerNorm, learned positions, GeLU, biases, tied
   compare_training(gpt2_flags((dir / "corpus").string()), dir, "gpt2");
 }
 
-TEST_CASE("llama-style and gpt2-style training in bf16 follow PyTorch's bf16 model with fp32 main parameters") {
-  // bf16's epsilon is 2^-8: the loss agrees to a small fraction of it, the gradient norm (a
-  // sum over bf16-rounded per-micro-batch gradients in PyTorch, fp32-accumulated here) to a few.
-  const tolerances bf16{5e-4, 1e-3, 1e-2};
-  auto llama = llama_flags();
+TEST_CASE("llama-style and gpt2-style training in bf16 follow PyTorch's bf16 model with fp32 main parameters for 20 iterations") {
+  // bf16's epsilon is 2^-8 (3.9e-3). The loss stays within half of it over 20 iterations; the
+  // gradient norm drifts further (measured 1.3% at iteration 19), since PyTorch rounds each
+  // micro-batch's gradients to bf16 before adding them to the fp32 main gradient and mactor
+  // accumulates the GEMMs' fp32 results directly (Megatron's gradient-accumulation fusion).
+  const tolerances bf16{5e-4, 2e-3, 3e-2};
+  auto llama = with_train_iters(llama_flags(), 20);
   const auto fp32_losses = compare_training(llama, fresh_dir("llama_fp32"), "llama_fp32");
   llama.push_back("--bf16");
   const auto bf16_losses = compare_training(llama, fresh_dir("llama_bf16"), "llama_bf16", bf16);
@@ -222,7 +231,7 @@ TEST_CASE("llama-style and gpt2-style training in bf16 follow PyTorch's bf16 mod
   CHECK(apart > 1e-5);
   const auto dir = fresh_dir("gpt2_bf16");
   test::write_tiny_corpus((dir / "corpus").string());
-  auto gpt2 = gpt2_flags((dir / "corpus").string());
+  auto gpt2 = with_train_iters(gpt2_flags((dir / "corpus").string()), 20);
   gpt2.push_back("--bf16");
   compare_training(gpt2, dir, "gpt2_bf16", bf16);
 }
