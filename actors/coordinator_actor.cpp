@@ -318,6 +318,8 @@ void on_iteration_report(coordinator_actor* self, const training::iteration_repo
   s.result.lm_loss.push_back(m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0);
   s.result.grad_norm.push_back(m.has_grad_norm ? m.grad_norm : 0.0);
   s.result.learning_rate.push_back(m.learning_rate);
+  s.result.loss_scale.push_back(m.loss_scale);
+  s.result.skipped.push_back(!m.update_successful);
   s.result.consumed_train_samples = s.consumed;
   log_iteration_record(self, log_iteration{m, s.consumed, {}, 0.0});
   plan_evaluations(self, /*final=*/false);

@@ -53,6 +53,8 @@ struct training_result {
   std::vector<double> lm_loss;        ///< per iteration, token-weighted over the global batch
   std::vector<double> grad_norm;      ///< per iteration, before clipping (0 when --clip-grad 0)
   std::vector<double> learning_rate;  ///< per iteration, as the log prints it (after the step)
+  std::vector<double> loss_scale;     ///< per iteration, after the scaler's update (1 without one)
+  std::vector<bool> skipped;          ///< per iteration: an fp16 step skipped for an overflow
   std::int64_t consumed_train_samples = 0;
 };
 

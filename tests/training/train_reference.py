@@ -6,7 +6,9 @@ micro-batches). The model and schedule settings are read from the Megatron flags
 With --bf16, Megatron's Float16Module and mixed-precision optimizer: a bf16 copy of the model
 computes (norms and loss in fp32), each micro-batch's bf16 gradients accumulate into fp32 main
 gradients, and clipping and AdamW run on the fp32 main parameters, rounded into the bf16 copy
-after each step.
+after each step. With --fp16 the same in fp16, with megatron-core's DynamicGradScaler: the loss
+is scaled for the backward, the main gradients unscaled and checked, an overflowing step skipped
+(no update, no schedule step, its loss left out of the log).
 
 Usage: train_reference.py DIR. DIR holds flags.txt (one Megatron argument per line),
 params.txt + param_<i>.bin (initial weights), batches.bin (every micro-batch of every iteration:
@@ -45,11 +47,15 @@ def megatron_flags(argv):
                           ("--rotary-base", 10000.0), ("--rotary-percent", 1.0)]:
         p.add_argument(name, type=float, default=default)
     p.add_argument("--lr-decay-style", default="linear")
+    p.add_argument("--initial-loss-scale", type=float, default=2.0 ** 32)
+    p.add_argument("--min-loss-scale", type=float, default=1.0)
+    p.add_argument("--loss-scale-window", type=float, default=1000)
+    p.add_argument("--hysteresis", type=int, default=2)
     p.add_argument("--normalization", default="LayerNorm")
     p.add_argument("--position-embedding-type", default="learned_absolute")
     for name in ["--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
                  "--disable-bias-linear", "--apply-layernorm-1p", "--no-bias-gelu-fusion",
-                 "--openai-gelu", "--bf16"]:
+                 "--openai-gelu", "--bf16", "--fp16"]:
         p.add_argument(name, action="store_true")
     args, _ = p.parse_known_args(argv)
     return args
@@ -114,6 +120,24 @@ def read_batches(folder, count, b, s):
     return out
 
 
+def dynamic_grad_scaler(a):
+    """megatron-core's DynamicGradScaler (grad_scaler.py loaded on its own, tensors on the CPU)."""
+    import importlib.util
+    # megatron.core is optim_megatron_import's stub package here: its path is the real one.
+    path = os.path.join(list(sys.modules["megatron.core"].__path__)[0], "optimizer", "grad_scaler.py")
+    spec = importlib.util.spec_from_file_location("megatron_grad_scaler", path)
+    module = importlib.util.module_from_spec(spec)
+    tensor = torch.tensor
+    torch.tensor = lambda *args, **kwargs: tensor(*args, **{k: v for k, v in kwargs.items() if k != "device"})
+    try:
+        spec.loader.exec_module(module)
+        return module.DynamicGradScaler(
+            initial_scale=a.initial_loss_scale, min_scale=a.min_loss_scale, growth_factor=2.0,
+            backoff_factor=0.5, growth_interval=int(a.loss_scale_window), hysteresis=a.hysteresis)
+    finally:
+        torch.tensor = tensor
+
+
 def main(folder):
     with open(os.path.join(folder, "flags.txt")) as f:
         a = megatron_flags([line.rstrip("\n") for line in f if line.strip()])
@@ -138,32 +162,44 @@ def main(folder):
 
     lines = []
     every = list(params.values())
-    # The parameters the model computes with: the main (fp32) ones, or their bf16 copies.
-    model = {n: p.detach().to(torch.bfloat16).requires_grad_(True) for n, p in params.items()} \
-        if a.bf16 else params
+    half = torch.bfloat16 if a.bf16 else torch.float16 if a.fp16 else None
+    # The parameters the model computes with: the main (fp32) ones, or their 16-bit copies.
+    model = {n: p.detach().to(half).requires_grad_(True) for n, p in params.items()} if half else params
+    scaler = dynamic_grad_scaler(a) if a.fp16 else None
     for it in range(a.train_iters):
         for p in every:
-            p.grad = torch.zeros_like(p) if a.bf16 else None
+            p.grad = torch.zeros_like(p) if half else None
         total, tokens = 0.0, 0.0
         for j in range(num_micro):
             t, l, m = batches[it * num_micro + j]
             count = m.sum()
             loss = loss_sum(cfg, model, t, l, m)
-            (loss / count / num_micro).backward()
-            if a.bf16:  # Megatron's DDP hook: main_grad += param.grad
+            scale = scaler.scale.item() if scaler else 1.0
+            (loss / count / num_micro * scale).backward()
+            if half:  # Megatron's DDP hook: main_grad += param.grad
                 for n, p in model.items():
                     params[n].grad += p.grad.float()
                     p.grad = None
             total += loss.item()
             tokens += count.item()
+        if scaler:
+            found_inf = any(not torch.isfinite(p.grad).all() for p in every)
+            inv = scaler.inv_scale.item()
+            for p in every:
+                p.grad.mul_(inv)
+            scaler.update(found_inf)
+            if found_inf:
+                lines.append(f"skipped {scaler.scale.item()!r} {optimizer.param_groups[0]['lr']!r}")
+                continue
         norm = torch.nn.utils.clip_grad_norm_(every, a.clip_grad).item() if a.clip_grad > 0 else 0.0
         optimizer.step()
-        if a.bf16:
+        if half:
             with torch.no_grad():
                 for n, p in model.items():
-                    p.copy_(params[n].to(torch.bfloat16))
+                    p.copy_(params[n].to(half))
         scheduler.step(gbs)
-        lines.append(f"{total / tokens!r} {norm!r} {optimizer.param_groups[0]['lr']!r}")
+        lines.append(f"{total / tokens!r} {norm!r} {optimizer.param_groups[0]['lr']!r} "
+                     f"{scaler.scale.item() if scaler else 1.0!r}")
     with open(os.path.join(folder, "reference.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
