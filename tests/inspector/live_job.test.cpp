@@ -279,9 +279,15 @@ TEST_CASE("mactor inspect shows every rank's checkpointer while it writes an asy
   INFO("mactor inspect said:\n" << view << "\njob stderr:\n" << job.err());
   REQUIRE(std::regex_search(view, writing));
   std::printf("mactor inspect during an asynchronous save:\n%s\n", view.c_str());
-  for (int r = 0; r < 4; ++r)
-    CHECK(std::regex_search(view, std::regex("\\ncheckpointer +" + std::to_string(r) +
-                                             R"( +(writing iteration 4 \([0-9.]+ MiB\) to /|idle \(iteration 4 saved in [0-9.]+ s\)))")));
+  // Each rank's checkpointer gets its snapshot when its own stage has captured it: on a loaded
+  // machine rank 3 can be writing before rank 0's write has arrived, so each row is awaited.
+  for (int r = 0; r < 4; ++r) {
+    const std::regex row("\\ncheckpointer +" + std::to_string(r) +
+                         R"( +(writing iteration 4 \([0-9.]+ MiB\) to /|idle \(iteration 4 saved in [0-9.]+ s\)))");
+    const std::string seen = job.inspect_until(row);
+    INFO("rank " << r << ": mactor inspect said:\n" << seen);
+    CHECK(std::regex_search(seen, row));
+  }
   REQUIRE(job.wait() == 0);
   CHECK(read_text(std::filesystem::path(save) / "latest_checkpointed_iteration.txt") == "12");
 }
