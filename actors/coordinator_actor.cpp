@@ -309,9 +309,11 @@ void on_stage_ready(coordinator_actor* self, const stage_ready& r) {
 void on_iteration_report(coordinator_actor* self, const training::iteration_report& r) {
   auto& s = self->state;
   s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
+  s.memory.insert(s.memory.end(), r.memory.begin(), r.memory.end());
   if (r.has_loss) s.merged = r;  // every replica's last stage holds the same total
   if (--s.reports_pending > 0) return;
   s.merged.timings = std::exchange(s.timings, {});
+  s.merged.memory = std::exchange(s.memory, {});
   s.consumed += *s.args.training.global_batch_size;
   s.iteration_end = clock_type::now();
   const auto& m = s.merged;

@@ -34,6 +34,7 @@ struct coordinator_state {
   std::size_t reports_pending = 0;  // replicas yet to report this iteration or evaluation
   training::iteration_report merged;
   std::vector<training::rank_timings> timings;  // every replica's, for the logger
+  std::vector<training::rank_memory> memory;    // every rank's after the iteration, for the logger
   training::evaluation_report eval_merged;
   evaluation_plan plan;
   std::size_t plan_index = 0;

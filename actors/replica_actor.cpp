@@ -34,6 +34,8 @@ void merge(Report& into, const Report& r, bool first) {
   }
   if constexpr (requires { r.timings; })  // every rank's timers, for the min and max over ranks
     into.timings.insert(into.timings.end(), r.timings.begin(), r.timings.end());
+  if constexpr (requires { r.memory; })  // every rank's memory, for the report_memory lines
+    into.memory.insert(into.memory.end(), r.memory.begin(), r.memory.end());
 }
 
 template <class Message>

@@ -148,6 +148,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"min_loss_scale", ""},
       {"loss_scale_window", ""},
       {"hysteresis", ""},
+      {"log_memory_to_tensorboard", "mem-reserved-bytes (resident set), mem-allocated-bytes and mem-max-allocated-bytes "
+                                    "(the memory ledger: every tensor's bytes) of rank 0; no mem-allocated-count"},
   };
   return table;
 }

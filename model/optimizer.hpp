@@ -24,6 +24,8 @@ class optimizer {
 
   /// One update of every param (torch's optimizer.step()).
   virtual void step() = 0;
+  /// Bytes of optimizer state held now (Adam's moments, SGD's momentum), for memory reports.
+  virtual std::size_t state_bytes() const = 0;
 
   std::span<const optim_param> params() const { return params_; }
   /// The groups; the LR scheduler writes their lr and weight_decay between steps.

@@ -35,6 +35,11 @@ class adam_optimizer final : public optimizer {
   /// State of params()[i]; empty vectors and step 0 before the first step.
   std::span<adam_param_state> state() { return state_; }
   std::span<const adam_param_state> state() const { return state_; }
+  std::size_t state_bytes() const override {
+    std::size_t bytes = 0;
+    for (const auto& s : state_) bytes += (s.exp_avg.size() + s.exp_avg_sq.size()) * sizeof(float);
+    return bytes;
+  }
 
  private:
   void update(const optim_param& p, adam_param_state& s, double lr, double weight_decay);

@@ -31,6 +31,11 @@ class sgd_optimizer final : public optimizer {
   const sgd_options& options() const { return options_; }
   std::span<sgd_param_state> state() { return state_; }
   std::span<const sgd_param_state> state() const { return state_; }
+  std::size_t state_bytes() const override {
+    std::size_t bytes = 0;
+    for (const auto& s : state_) bytes += s.momentum_buffer.size() * sizeof(float);
+    return bytes;
+  }
 
  private:
   void update(const optim_param& p, sgd_param_state& s, double lr, double weight_decay);

@@ -140,6 +140,14 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
     if (grad_norm) both("grad-norm", *grad_norm);
     if (zeros) both("num-zeros", *zeros);
     if (params_norm) both("params-norm", *params_norm);
+    if (a.logging.log_memory_to_tensorboard && !r.memory.empty()) {
+      // Megatron writes the writer rank's allocator statistics; here rank 0's ledger and RSS.
+      const auto& m = *std::min_element(r.memory.begin(), r.memory.end(),
+                                        [](const rank_memory& x, const rank_memory& y) { return x.rank < y.rank; });
+      tb_->add_scalar("mem-reserved-bytes", m.reserved_bytes, r.iteration);
+      tb_->add_scalar("mem-allocated-bytes", m.allocated_bytes, r.iteration);
+      tb_->add_scalar("mem-max-allocated-bytes", m.max_allocated_bytes, r.iteration);
+    }
   }
   if (r.iteration % a.training.log_interval == 0) {
     const auto now = at.steady;
@@ -159,6 +167,14 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
     in.params_norm = params_norm;
     in.loss_scale = r.loss_scale;
     print(training_log_interval(in, state_.accumulator));
+    if (!state_.memory_reported && !r.memory.empty()) {
+      // Megatron's report_memory after the first log line, from each data-parallel-rank-0 rank.
+      auto ranks = r.memory;
+      std::sort(ranks.begin(), ranks.end(), [](const rank_memory& x, const rank_memory& y) { return x.rank < y.rank; });
+      for (const auto& m : ranks)
+        if (m.data_parallel_first) print(memory_line(m, r.iteration));
+      state_.memory_reported = true;
+    }
     if (tb_ && a.logging.log_timers_to_tensorboard) {
       const double per_iteration = in.interval_seconds / static_cast<double>(a.training.log_interval);
       tb_->add_scalar("iteration-time", per_iteration, r.iteration);

@@ -24,6 +24,8 @@ struct log_interval_state {
   std::chrono::steady_clock::time_point interval_start = std::chrono::steady_clock::now();
   /// The training timers' seconds since the last log line: [global rank][step_timer].
   std::vector<std::vector<double>> timer_seconds;
+  /// Megatron prints each rank's memory once, after the first logged iteration.
+  bool memory_reported = false;
 };
 
 /// When a record's event happened, as the coordinator saw it: a logger that lags behind still

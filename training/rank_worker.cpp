@@ -146,6 +146,8 @@ iteration_report rank_worker::finish_iteration() {
     r.has_decoupled_learning_rate = true, r.decoupled_learning_rate = *d;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   if (auto seconds = engine_.timers().take(); !seconds.empty()) r.timings.push_back({ctx_.rank(), std::move(seconds)});
+  r.memory.push_back(read_rank_memory(ctx_.rank(), ctx_.dp_rank() == 0,
+                                      static_cast<double>(engine_.optimizer().state_bytes())));
   return r;
 }
 

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "training/memory_report.hpp"
+
 namespace mactor::training {
 
 /// One rank's training timers for one iteration: seconds by step_timer (training/step_timers.hpp).
@@ -35,6 +37,8 @@ struct iteration_report {
   /// With --timing-log-level > 0: this rank's timers; the replica and the coordinator gather
   /// every rank's here (Megatron's timers report min and max over all ranks).
   std::vector<rank_timings> timings;
+  /// Every rank's memory after this iteration (gathered as the timings are).
+  std::vector<rank_memory> memory;
 };
 
 /// One rank's view of one evaluation (eval_iters global batches of one split).

@@ -1,0 +1,26 @@
+// One rank's memory as Megatron's report_memory and --log-memory-to-tensorboard show it, read on
+// the CPU: "allocated" is what the memory ledger holds (every tensor's bytes, and the kernels'
+// staging scratch) plus the optimizer's state (kept in plain vectors), "reserved" the process's
+// resident set (what the allocator and everything else took from the system), each with its
+// peak.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mactor::training {
+
+struct rank_memory {
+  int rank = 0;
+  bool data_parallel_first = true;  ///< Megatron prints the ranks of data-parallel rank 0
+  double allocated_bytes = 0, max_allocated_bytes = 0, reserved_bytes = 0, max_reserved_bytes = 0;
+};
+
+/// This process's memory now; optimizer_state_bytes is added to the ledger's counts.
+rank_memory read_rank_memory(int rank, bool data_parallel_first, double optimizer_state_bytes);
+
+/// Megatron's report_memory line: "[Rank R] (after N iterations) memory (MB) | allocated: ... |
+/// max allocated: ... | reserved: ... | max reserved: ..." (numbers as Python prints floats).
+std::string memory_line(const rank_memory& m, long long iteration);
+
+}  // namespace mactor::training
