@@ -32,7 +32,10 @@ std::vector<std::string> blocks(const std::string& out) {
   std::vector<std::string> found;
   std::size_t at = 0;
   while ((at = out.find("| number of nan iterations:", at)) != std::string::npos) {
-    std::size_t line = out.find('\n', at) + 1, end = line;
+    std::size_t line = out.find('\n', at) + 1;
+    // After the first log line Megatron prints each rank's memory report before the timers.
+    while (out.compare(line, 6, "[Rank ") == 0) line = out.find('\n', line) + 1;
+    std::size_t end = line;
     while (end < out.size() && (out.compare(end, 4, "    ") == 0 || out.compare(end, 2, "  ") == 0 ||
                                 out.compare(end, 5, "(min,") == 0 || out.compare(end, 5, "times") == 0))
       end = out.find('\n', end) + 1;

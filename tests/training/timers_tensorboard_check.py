@@ -25,7 +25,7 @@ assert run.returncode == 0, run.stderr
 
 # {iteration: {timer: printed max in ms}} from each training line's timers block.
 printed = {}
-for m in re.finditer(r"iteration +(\d+)/ +\d+ \|[^\n]*\n\(min, max\) time across ranks \(ms\):\n((?:    .*\n)+)", run.stdout):
+for m in re.finditer(r"iteration +(\d+)/ +\d+ \|[^\n]*\n(?:\[Rank \d+\] [^\n]*\n)*\(min, max\) time across ranks \(ms\):\n((?:    .*\n)+)", run.stdout):
     printed[int(m.group(1))] = {name: float(hi) for name, hi in
                                 re.findall(r"    ([a-z-]+) \.*: \([0-9.]+, ([0-9.]+)\)", m.group(2))}
 failures = []
