@@ -66,11 +66,11 @@ double output_layer_loss::forward_backward(parameter_store& store, group& tp,
   ensure_activation(loss_, chunk, 1, stats);
   ensure_activation(scale_, chunk, 1, stats);
   const auto w = store.value(weight_);
+  const tensor::tensor_view logits = logits_;
   double total = 0;
   for (int r0 = 0; r0 < rows; r0 += chunk) {
     const int n = std::min(chunk, rows - r0);
     const auto hc = elements(h, std::int64_t(r0) * hidden_, std::int64_t(n) * hidden_);
-    tensor::tensor_view logits = logits_;
     const auto chunk_logits = elements(logits, 0, std::int64_t(n) * vocab_local_);
     kernels::linear_forward(hc, w, logits, n, hidden_, vocab_local_);
     kernels::round_through(chunk_logits, type);
@@ -94,10 +94,9 @@ double output_layer_loss::forward_backward(parameter_store& store, group& tp,
     if (!backward) continue;
     kernels::cross_entropy_backward(logits, sum_exp, labels + r0, scale_, n, vocab_local_,
                                     vocab_start_);
-    kernels::round_through(chunk_logits, type);
-    const tensor::tensor_view dlogits = logits;
-    kernels::linear_backward_weight(dlogits, hc, store.grad(weight_), n, hidden_, vocab_local_);
-    kernels::linear_backward_input(dlogits, w,
+    kernels::round_through(chunk_logits, type);  // logits now hold their gradient
+    kernels::linear_backward_weight(logits, hc, store.grad(weight_), n, hidden_, vocab_local_);
+    kernels::linear_backward_input(logits, w,
                                    elements(dh, std::int64_t(r0) * hidden_,
                                             std::int64_t(n) * hidden_),
                                    n, hidden_, vocab_local_);

@@ -48,6 +48,8 @@ std::optional<dtype> parse_dtype(std::string_view name) {
 
 bool is_floating_point8(dtype t) { return t == dtype::float8_e4m3 || t == dtype::float8_e5m2; }
 
+bool is_half_precision(dtype t) { return t == dtype::bfloat16 || t == dtype::float16; }
+
 std::string to_string(const device& d) {
   return d.type == device_type::cpu ? std::string("cpu") : "cuda:" + std::to_string(d.index);
 }

@@ -21,6 +21,8 @@ std::string_view short_name(dtype t);
 /// "fp32", "bf16", "fp16", "fp64", "fp8_e4m3", "fp8_e5m2" and the torch names; nullopt otherwise.
 std::optional<dtype> parse_dtype(std::string_view name);
 bool is_floating_point8(dtype t);
+/// bf16 or fp16: the 16-bit types, stored in 16 bits and computed on in fp32.
+bool is_half_precision(dtype t);
 
 enum class device_type : std::uint8_t { cpu, cuda };
 

@@ -13,20 +13,11 @@
 
 namespace mactor::kernels::detail {
 
-/// The view's elements as T*, or null for an empty view (an optional argument left out).
-template <class T>
-T* typed(const tensor::tensor_view& v) {
-  return v.data ? v.host<T>().data() : nullptr;
-}
-template <class T>
-const T* typed(const tensor::const_tensor_view& v) {
-  return v.data ? v.host<T>().data() : nullptr;
-}
-
-/// The typed pointers of one kernel call. A view of the compute type is used in place; a 16-bit
-/// view asked for as float is widened into fp32 scratch, and a mutable one is rounded back into
-/// the view when the stage ends (after the kernel ran), so outputs, accumulated outputs and
-/// outputs that alias inputs all behave as on fp32 tensors.
+/// The typed pointers of one kernel call (null for an empty view: an optional argument left
+/// out). A view of the compute type is used in place; a 16-bit view asked for as float is
+/// widened into fp32 scratch, and a mutable one is rounded back into the view when the stage
+/// ends (after the kernel ran), so outputs, accumulated outputs and outputs that alias inputs
+/// all behave as on fp32 tensors.
 class fp32_stage {
  public:
   fp32_stage() = default;
@@ -38,7 +29,7 @@ class fp32_stage {
   T* typed(const tensor::tensor_view& v) {
     if (!v.data) return nullptr;
     if constexpr (std::is_same_v<T, float>)
-      if (is_half(v.type)) return widen(v, /*write_back=*/true, /*read=*/true);
+      if (tensor::is_half_precision(v.type)) return widen(v, /*write_back=*/true, /*read=*/true);
     return v.host<T>().data();
   }
   /// An output whose first n elements the kernel overwrites without reading them: a 16-bit one
@@ -47,21 +38,19 @@ class fp32_stage {
   T* output(const tensor::tensor_view& v, std::int64_t n) {
     if (!v.data) return nullptr;
     if constexpr (std::is_same_v<T, float>)
-      if (is_half(v.type)) return widen({v.data, {n}, v.type, v.where}, /*write_back=*/true, /*read=*/false);
+      if (tensor::is_half_precision(v.type))
+        return widen({v.data, {n}, v.type, v.where}, /*write_back=*/true, /*read=*/false);
     return v.host<T>().data();
   }
   template <class T>
   const T* typed(const tensor::const_tensor_view& v) {
     if (!v.data) return nullptr;
     if constexpr (std::is_same_v<T, float>)
-      if (is_half(v.type)) return widen(v, /*write_back=*/false, /*read=*/true);
+      if (tensor::is_half_precision(v.type)) return widen(v, /*write_back=*/false, /*read=*/true);
     return v.host<T>().data();
   }
 
  private:
-  static bool is_half(tensor::dtype t) {
-    return t == tensor::dtype::bfloat16 || t == tensor::dtype::float16;
-  }
   float* widen(const tensor::const_tensor_view& v, bool write_back, bool read);
 
   struct staged {
