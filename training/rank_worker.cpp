@@ -121,6 +121,15 @@ bool rank_worker::pump() {
   return false;
 }
 
+// Whether the logger can use this iteration's memory: Megatron's report after the first log
+// line, and --log-memory-to-tensorboard's scalars at each TensorBoard interval. Reading it costs
+// a /proc read and a larger report, so other iterations go without.
+bool rank_worker::memory_wanted() const {
+  const auto& l = args_.logging;
+  return (!memory_logged_ && iteration_ % args_.training.log_interval == 0) ||
+         (l.log_memory_to_tensorboard && iteration_ % l.tensorboard_log_interval == 0);
+}
+
 iteration_report rank_worker::finish_iteration() {
   engine_.finalize_grads();
   // Megatron's forward-backward timer spans the schedule and finalize_model_grads.
@@ -146,8 +155,11 @@ iteration_report rank_worker::finish_iteration() {
     r.has_decoupled_learning_rate = true, r.decoupled_learning_rate = *d;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   if (auto seconds = engine_.timers().take(); !seconds.empty()) r.timings.push_back({ctx_.rank(), std::move(seconds)});
-  r.memory.push_back(read_rank_memory(ctx_.rank(), ctx_.dp_rank() == 0,
-                                      static_cast<double>(engine_.optimizer().state_bytes())));
+  if (memory_wanted()) {
+    r.memory.push_back(read_rank_memory(ctx_.rank(), ctx_.dp_rank() == 0,
+                                        static_cast<double>(engine_.optimizer().state_bytes())));
+    if (iteration_ % args_.training.log_interval == 0) memory_logged_ = true;
+  }
   return r;
 }
 

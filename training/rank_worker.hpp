@@ -61,6 +61,7 @@ class rank_worker {
  private:
   rank_worker(const config::megatron_args& args, parallel_context& ctx, std::unique_ptr<data::tokenizer> tok);
   bool begin_next_eval_pass();
+  bool memory_wanted() const;
 
   const config::megatron_args& args_;
   parallel_context& ctx_;
@@ -70,6 +71,7 @@ class rank_worker {
   stage_engine engine_;
   model::lr_scheduler scheduler_;
   std::int64_t iteration_ = 0;
+  bool memory_logged_ = false;  // the report after the first log line has been sent
   std::chrono::steady_clock::time_point started_, forward_backward_start_, evaluation_start_;
   // Evaluation in progress: split, passes left, the split's consumed samples, sums so far.
   int eval_split_ = 0;
