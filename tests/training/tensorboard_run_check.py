@@ -17,7 +17,7 @@ flags = ["--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4
          "--max-position-embeddings", "32", "--micro-batch-size", "2", "--global-batch-size", "4", "--train-iters", "6",
          "--lr", "1e-3", "--lr-warmup-iters", "2", "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "8192",
          "--log-interval", "1", "--eval-interval", "3", "--eval-iters", "1", "--tensorboard-dir", str(tb),
-         "--log-validation-ppl-to-tensorboard", "--log-world-size-to-tensorboard", "--log-params-norm", "--seed", "7"]
+         "--log-validation-ppl-to-tensorboard", "--log-world-size-to-tensorboard", "--log-params-norm", "--log-memory-to-tensorboard", "--seed", "7"]
 run = subprocess.run([program, *flags], capture_output=True, text=True)
 assert run.returncode == 0, run.stderr
 printed = [float(x) for x in re.findall(r"\| lm loss: ([0-9.E+-]+) \|", run.stdout)]
@@ -31,6 +31,7 @@ tags = set(ea.Tags()["scalars"])
 expected = {"learning-rate", "batch-size", "lm loss", "loss-scale", "world-size", "grad-norm", "params-norm"}
 expected |= {t + " vs samples" for t in expected}
 expected |= {"lm loss validation", "lm loss validation vs samples", "lm loss validation ppl", "lm loss validation ppl vs samples"}
+expected |= {"mem-reserved-bytes", "mem-allocated-bytes", "mem-max-allocated-bytes"}
 failures = []
 if tags != expected:
     failures.append(f"tags differ: missing {sorted(expected - tags)}, extra {sorted(tags - expected)}")
@@ -66,6 +67,21 @@ texts = set(ea.Tags().get("tensors", []))
 for arg in ("num_layers/text_summary", "lr/text_summary", "data_parallel_size/text_summary"):
     if arg not in texts:
         failures.append(f"write_args_to_tensorboard: no {arg}")
+# The memory scalars: every iteration, the same readings as the report_memory line after iteration 1.
+memory = re.search(r"\[Rank 0\] \(after 1 iterations\) memory \(MB\) \| allocated: ([0-9.e+-]+) \| "
+                   r"max allocated: ([0-9.e+-]+) \| reserved: ([0-9.e+-]+) \|", run.stdout)
+if not memory:
+    failures.append("no memory report line after iteration 1")
+else:
+    for i, tag in enumerate(("mem-allocated-bytes", "mem-max-allocated-bytes", "mem-reserved-bytes")):
+        got = series(tag)
+        if [s for s, _ in got] != [1, 2, 3, 4, 5, 6]:
+            failures.append(f"{tag} steps {[s for s, _ in got]}")
+        elif not close(got[0][1], float(memory.group(i + 1)) * 1024 * 1024, 1e-6):
+            failures.append(f"{tag} at 1: tensorboard {got[0][1]}, log {memory.group(i + 1)} MB")
+    for (s, a), (_, m) in zip(series("mem-allocated-bytes"), series("mem-max-allocated-bytes")):
+        if not 0 < a <= m:
+            failures.append(f"memory at {s}: allocated {a}, max allocated {m}")
 if any(v != 1.0 for _, v in series("world-size")):
     failures.append("world-size should be 1")
 for f in failures:
