@@ -148,6 +148,17 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"min_loss_scale", ""},
       {"loss_scale_window", ""},
       {"hysteresis", ""},
+      {"recompute_granularity", "full: a checkpointed group keeps only its input and reruns its forward before its "
+                                "backward; selective: the modules --recompute-modules names drop their activations and "
+                                "rerun in the backward. Same losses bit for bit, less activation memory (bench/bench_precision)"},
+      {"recompute_activations", "selective recomputation of the attention core, as Megatron maps it"},
+      {"recompute_method", "uniform: groups of --recompute-num-layers layers per chunk; block: the first "
+                           "--recompute-num-layers layers of each chunk, the rest keep their activations"},
+      {"recompute_num_layers", ""},
+      {"recompute_modules", "core_attn (softmax probabilities), layernorm (both norms' outputs), mlp (fc1 output and "
+                            "activation); moe, moe_act, shared_experts and mla_up_proj name modules a dense GPT does not have"},
+      {"distribute_saved_activations", "each tensor-parallel rank keeps 1/tp of a checkpointed group's input and "
+                                       "all-gathers it before the rerun"},
       {"log_memory_to_tensorboard", "mem-reserved-bytes (resident set), mem-allocated-bytes and mem-max-allocated-bytes "
                                     "(the memory ledger: every tensor's bytes) of rank 0; no mem-allocated-count"},
   };
@@ -171,11 +182,6 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"attention_backend", "mactor has one attention implementation (the local spec's, exact softmax in fp32)"},
       {"transformer_impl", "mactor has one transformer implementation, numerically Megatron's local spec"},
       {"use_cpu_initialization", "mactor always initializes parameters on the CPU, as this flag asks"},
-      {"recompute_activations", "memory-saving only: mactor keeps activations, and the results are the same"},
-      {"recompute_granularity", "memory-saving only: mactor keeps activations, and the results are the same"},
-      {"recompute_method", "memory-saving only: mactor keeps activations, and the results are the same"},
-      {"recompute_num_layers", "memory-saving only: mactor keeps activations, and the results are the same"},
-      {"recompute_modules", "memory-saving only: mactor keeps activations, and the results are the same"},
       {"num_workers", "data loading runs in the training process; results are the same"},
       {"num_dataset_builder_threads", "index building is single-threaded here; results are the same"},
       {"mmap_bin_files", "mactor always memory-maps .bin files; results are the same"},

@@ -124,6 +124,10 @@ void recompute(validation_context& c) {  // rules 103, 104
     c.require(t.recompute_method == "block" || t.recompute_method == "uniform",
               "--recompute-granularity full needs --recompute-method uniform or block");
     c.require(t.recompute_num_layers.has_value(), "--recompute-granularity full needs --recompute-num-layers");
+    // Megatron's uniform method loops forever on 0 and block recomputes nothing: refuse both.
+    if (t.recompute_num_layers)
+      c.require(*t.recompute_num_layers >= 1, "--recompute-num-layers must be at least 1 (got " +
+                                                  std::to_string(*t.recompute_num_layers) + ")");
   } else if (g == "selective") {
     c.require(!t.recompute_num_layers, "--recompute-num-layers is only used with --recompute-granularity full");
     const std::vector<std::string> allowed = {"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"};

@@ -58,6 +58,8 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
     }
     output_ = std::make_unique<output_layer_loss>(store_, config_, tp.rank(), tp.size(), tied);
   }
+  groups_ = recompute_groups(config_.recompute, int(layers_.size()));
+  distributed_.resize(groups_.size());
   store_.allocate(config_.seed, tp.rank(), tp.size());
 }
 
@@ -135,25 +137,64 @@ void gpt_chunk::load_batch(const micro_batch& b, saved& s) const {
     }
 }
 
-// Embedding (or the kept input), the layers and the final norm; fills stream_ and final_.
+tensor::tensor_view gpt_chunk::stream(int i, const saved& s) {
+  return ensure_activation(stream_[std::size_t(i)], local_rows(s.micro_batch_size),
+                           config_.hidden_size, store_.type());
+}
+
+// Embedding (or the kept input), the layers and the final norm; fills stream_ and final_. A
+// checkpointed group frees its layers' activations and its inner stream entries as it goes.
 void gpt_chunk::run_forward(const saved& s, bool training) {
   const int seq = config_.seq_length, mb = s.micro_batch_size, rows = seq * mb;
   const int local = local_rows(mb), hidden = config_.hidden_size;
-  const auto type = store_.type();
   stream_.resize(layers_.size() + 1);
-  for (auto& t : stream_) ensure_activation(t, local, hidden, type);
   if (layout_.pre_process)
-    embedding_->forward(store_, tp_, s.ids.data(), s.positions.data(), stream_[0], rows,
+    embedding_->forward(store_, tp_, s.ids.data(), s.positions.data(), stream(0, s), rows,
                         training,
                         kernels::dropout_stream(config_.seed, config_.num_layers,
                                                 embedding_dropout_site, s.step));
   else
-    kernels::copy(stream_[0], s.input);
-  for (std::size_t i = 0; i < layers_.size(); ++i)
-    layers_[i].forward(store_, tp_, stream_[i], stream_[i + 1], seq, mb, training, s.step);
+    kernels::copy(stream(0, s), s.input);
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const auto [begin, end, checkpointed] = groups_[g];
+    for (int i = begin; i < end; ++i) {
+      layers_[std::size_t(i)].forward(store_, tp_, stream_[std::size_t(i)], stream(i + 1, s), seq,
+                                      mb, training, s.step);
+      if (!checkpointed) continue;
+      layers_[std::size_t(i)].release();
+      if (i != begin) stream_[std::size_t(i)] = tensor::tensor();
+    }
+    if (checkpointed && config_.recompute.distribute_saved_activations) distribute_group_input(g);
+  }
   if (layout_.post_process)
-    final_layernorm_->forward(store_, stream_.back(), ensure_activation(final_, local, hidden, type),
-                              local);
+    final_layernorm_->forward(store_, stream_.back(),
+                              ensure_activation(final_, local, hidden, store_.type()), local);
+}
+
+// Megatron's split_tensor_into_1d_equal_chunks: rank r keeps elements [r * part, (r + 1) * part)
+// of the flattened input (the last part padded).
+void gpt_chunk::distribute_group_input(std::size_t g) {
+  auto& input = stream_[std::size_t(groups_[g].begin)];
+  const std::int64_t n = input.numel(), ranks = tp_.size(), part = (n + ranks - 1) / ranks;
+  const std::int64_t from = std::min(n, part * tp_.rank()), count = std::min(n - from, part);
+  auto mine = ensure_activation(distributed_[g], 1, part, input.type());
+  kernels::copy(elements(mine, 0, count), elements(input.view(), from, count));
+  input = tensor::tensor();
+}
+
+void gpt_chunk::recompute_group(std::size_t g, const saved& s) {
+  const auto [begin, end, checkpointed] = groups_[g];
+  if (config_.recompute.distribute_saved_activations) {
+    const std::int64_t n = std::int64_t(activation_numel(s.micro_batch_size));
+    const std::int64_t part = distributed_[g].numel();
+    tensor::tensor gathered({part * tp_.size()}, store_.type(), tensor::memory_kind::activations);
+    tp_.all_gather(distributed_[g], gathered);
+    kernels::copy(stream(begin, s), elements(gathered.view(), 0, n));
+    distributed_[g] = tensor::tensor();
+  }
+  for (int i = begin; i < end; ++i)
+    layers_[std::size_t(i)].forward(store_, tp_, stream_[std::size_t(i)], stream(i + 1, s),
+                                    config_.seq_length, s.micro_batch_size, true, s.step);
 }
 
 loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_tensor_view input,
@@ -213,9 +254,17 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
       throw std::invalid_argument("a stage without the loss needs an output gradient");
     kernels::copy(grad, elements(grad_output, 0, n));
   }
-  for (std::size_t i = layers_.size(); i-- > 0;) {
-    layers_[i].backward(store_, tp_, stream_[i], grad, grad);
-    if (progress) progress(static_cast<int>(i));
+  for (std::size_t g = groups_.size(); g-- > 0;) {
+    const auto [begin, end, checkpointed] = groups_[g];
+    if (checkpointed) recompute_group(g, s);
+    for (int i = end; i-- > begin;) {
+      layers_[std::size_t(i)].backward(store_, tp_, stream_[std::size_t(i)], grad, grad);
+      // As autograd frees a layer's saved tensors once its backward ran (the block cache makes
+      // the next forward's allocations cheap); the next layer's recomputation reuses them.
+      layers_[std::size_t(i)].release();
+      if (checkpointed) stream_[std::size_t(i) + 1] = tensor::tensor();
+      if (progress) progress(i);
+    }
   }
   if (layout_.pre_process) {
     embedding_->backward(store_, tp_, grad);

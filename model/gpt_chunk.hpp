@@ -3,6 +3,7 @@
 // is the last. Several micro-batches can be in flight: each forward keeps its input under a slot,
 // and a backward whose slot is not the most recent forward recomputes that forward first
 // (Megatron's full activation recomputation, applied only where a schedule needs it).
+// config.recompute adds Megatron's own recomputation (model/recompute.hpp) inside a micro-batch.
 // With sequence parallelism (config.sequence_parallel) the activations between layers, and
 // those passed between stages, are this rank's [seq / tp, batch, hidden] shard.
 #pragma once
@@ -111,6 +112,11 @@ class gpt_chunk {
   void load_batch(const micro_batch& batch, saved& s) const;
   int local_rows(int micro_batch_size) const;
   void run_forward(const saved& s, bool training);
+  /// Reruns a checkpointed group's forward (its input gathered first when distributed).
+  void recompute_group(std::size_t g, const saved& s);
+  /// With distribute_saved_activations: keeps this rank's part of stream_[begin], frees the rest.
+  void distribute_group_input(std::size_t g);
+  tensor::tensor_view stream(int i, const saved& s);
 
   gpt_model_config config_;
   group& tp_;
@@ -118,12 +124,16 @@ class gpt_chunk {
   parameter_store store_;
   std::optional<language_model_embedding> embedding_;
   std::vector<transformer_layer> layers_;
+  std::vector<layer_group> groups_;  // the layers cut for full recomputation
+  std::vector<tensor::tensor> distributed_;  // per group: this rank's part of its input
   std::optional<norm> final_layernorm_;
   std::unique_ptr<output_layer_loss> output_;
   int word_embeddings_ = -1;
   std::unordered_map<int, saved> slots_;
   int resident_ = -1;  // the slot whose activations the layers hold now
   // The residual stream entering each layer (and leaving the last), the final norm's output.
+  // Under full recomputation only the checkpointed groups' inputs stay between forward and
+  // backward; the entries inside a group are freed and recomputed.
   std::vector<tensor::tensor> stream_;
   tensor::tensor final_, grad_a_;
 };

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/recompute.hpp"
 #include "tensor/dtype.hpp"
 
 namespace mactor::model {
@@ -47,6 +48,8 @@ struct gpt_model_config {
   /// The dtype of the parameters and the activations (Megatron's params_dtype): fp32, bf16 or
   /// fp16 (--bf16 / --fp16), fp64 for gradient checks.
   tensor::dtype params_dtype = tensor::dtype::float32;
+  /// What the layers keep for their backward and what they recompute (--recompute-*).
+  recompute_config recompute;
   /// The dtype the backward accumulates weight gradients in: Megatron's main_grad, fp32 for
   /// every training dtype (its gradient-accumulation fusion adds each GEMM's weight gradient
   /// into the fp32 buffer), fp64 for gradient checks.

@@ -11,6 +11,7 @@ namespace mactor::model {
 
 mlp::mlp(parameter_store& store, const std::string& name, const gpt_model_config& c, int tp_size)
     : swiglu_(c.swiglu), tanh_gelu_(c.gelu_tanh_approximation),
+      recompute_(c.recompute.selective(c.recompute.mlp)),
       ffn_local_(c.ffn_hidden_size / tp_size),
       linear_fc1_(store, name + ".linear_fc1", c.hidden_size,
                   c.swiglu ? 2 * c.ffn_hidden_size : c.ffn_hidden_size, c.add_bias_linear,
@@ -20,21 +21,27 @@ mlp::mlp(parameter_store& store, const std::string& name, const gpt_model_config
                   c.add_bias_linear, c.init_method_std / std::sqrt(2.0 * c.num_layers), tp_size,
                   c.sequence_parallel) {}
 
+void mlp::forward_inner(const parameter_store& store, group& tp, tensor::const_tensor_view x) {
+  auto fc1 = ensure_activation(fc1_, rows_, linear_fc1_.out_local(), x.type);
+  auto act = ensure_activation(act_, rows_, ffn_local_, x.type);
+  linear_fc1_.forward(store, tp, x, fc1, rows_);
+  if (swiglu_)
+    kernels::swiglu_forward(act, fc1, rows_, ffn_local_);
+  else
+    kernels::gelu_forward(act, fc1, std::int64_t(rows_) * ffn_local_, tanh_gelu_);
+}
+
 void mlp::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                   tensor::tensor_view out, int rows) {
   rows_ = rows;
-  auto fc1 = ensure_activation(fc1_, rows, linear_fc1_.out_local(), x.type);
-  auto act = ensure_activation(act_, rows, ffn_local_, x.type);
-  linear_fc1_.forward(store, tp, x, fc1, rows);
-  if (swiglu_)
-    kernels::swiglu_forward(act, fc1, rows, ffn_local_);
-  else
-    kernels::gelu_forward(act, fc1, std::int64_t(rows) * ffn_local_, tanh_gelu_);
-  linear_fc2_.forward(store, tp, act, out, rows);
+  forward_inner(store, tp, x);
+  linear_fc2_.forward(store, tp, act_, out, rows);
+  if (recompute_) fc1_ = tensor::tensor(), act_ = tensor::tensor();
 }
 
 void mlp::backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
                    tensor::const_tensor_view x, tensor::tensor_view dx) {
+  if (recompute_) forward_inner(store, tp, x);
   auto dact = ensure_activation(dact_, rows_, ffn_local_, dout.type);
   auto dfc1 = ensure_activation(dfc1_, rows_, linear_fc1_.out_local(), dout.type);
   linear_fc2_.backward(store, tp, dout, act_, dact, rows_);
@@ -43,6 +50,13 @@ void mlp::backward(parameter_store& store, group& tp, tensor::const_tensor_view 
   else
     kernels::gelu_backward(dfc1, dact, fc1_, std::int64_t(rows_) * ffn_local_, tanh_gelu_);
   linear_fc1_.backward(store, tp, dfc1, x, dx, rows_);
+  if (recompute_) fc1_ = tensor::tensor(), act_ = tensor::tensor();
+}
+
+void mlp::release() {
+  for (auto* t : {&fc1_, &act_, &dact_, &dfc1_}) *t = tensor::tensor();
+  linear_fc1_.release();
+  linear_fc2_.release();
 }
 
 }  // namespace mactor::model

@@ -20,11 +20,18 @@ class mlp {
                tensor::tensor_view out, int rows);
   tensor::const_tensor_view fc2_bias(const parameter_store& store) const { return linear_fc2_.bias(store); }
   /// dout: gradient of the biased fc2 output; dx[rows, hidden] = all-reduced input grad.
+  /// With selective mlp recomputation the forward keeps nothing and the backward reruns fc1 and
+  /// the activation from x.
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
                 tensor::const_tensor_view x, tensor::tensor_view dx);
+  /// Frees every saved activation and scratch buffer.
+  void release();
 
  private:
-  bool swiglu_, tanh_gelu_;
+  /// fc1_ = fc1(x), act_ = act(fc1_).
+  void forward_inner(const parameter_store& store, group& tp, tensor::const_tensor_view x);
+
+  bool swiglu_, tanh_gelu_, recompute_;
   int ffn_local_, rows_ = 0;
   column_parallel_linear linear_fc1_;
   row_parallel_linear linear_fc2_;

@@ -20,6 +20,8 @@ class norm {
   /// dx (= or += when accumulate) and the weight gradients, from the last forward's statistics.
   void backward(parameter_store& store, tensor::const_tensor_view dy, tensor::const_tensor_view x,
                 tensor::tensor_view dx, int rows, bool accumulate);
+  /// Frees the statistics.
+  void release() { mean_ = tensor::tensor(), rstd_ = tensor::tensor(); }
 
  private:
   normalization_kind kind_;

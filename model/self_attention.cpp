@@ -19,6 +19,7 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
                    c.init_method_std / std::sqrt(2.0 * c.num_layers), tp_size,
                    c.sequence_parallel),
       rope_(c.position_embedding_type == position_embedding_kind::rope),
+      recompute_core_(c.recompute.selective(c.recompute.core_attn)),
       rot_dim_(c.rotary_dim()),
       scale_(1.0 / std::sqrt(double(c.head_dim()))) {
   dims_.heads = c.num_attention_heads / tp_size;
@@ -56,6 +57,7 @@ void self_attention::forward(const parameter_store& store, group& tp, tensor::co
                         rot_dim_, width, group_stride, false);
   kernels::attention_forward(context, probs, qkv, dims_, scale_, dropout_, stream_);
   linear_proj_.forward(store, tp, context, out, rows);
+  if (recompute_core_) probs_ = tensor::tensor();
 }
 
 void self_attention::backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
@@ -66,6 +68,11 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
                                     dout.type);
   auto dqkv = ensure_activation(dqkv_, rows, width, dout.type);
   linear_proj_.backward(store, tp, dout, context_, dcontext, rows);
+  if (recompute_core_) {  // the context is no longer needed: the rerun may overwrite it
+    auto probs = ensure_activation(probs_, std::int64_t(dims_.batch) * dims_.heads * dims_.seq,
+                                   dims_.seq, dout.type);
+    kernels::attention_forward(context_, probs, qkv_, dims_, scale_, dropout_, stream_);
+  }
   kernels::attention_backward(dqkv, dcontext, qkv_, probs_, dims_, scale_, dropout_, stream_);
   const int per_group = dims_.heads / dims_.groups;
   if (rope_)
@@ -73,6 +80,13 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
                         dims_.head_dim, rot_dim_, width,
                         std::int64_t(per_group + 2) * dims_.head_dim, true);
   linear_qkv_.backward(store, tp, dqkv, x, dx, rows);
+  if (recompute_core_) probs_ = tensor::tensor();
+}
+
+void self_attention::release() {
+  for (auto* t : {&qkv_, &probs_, &context_, &dqkv_, &dcontext_}) *t = tensor::tensor();
+  linear_qkv_.release();
+  linear_proj_.release();
 }
 
 }  // namespace mactor::model

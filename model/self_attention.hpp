@@ -26,14 +26,19 @@ class self_attention {
   tensor::const_tensor_view proj_bias(const parameter_store& store) const { return linear_proj_.bias(store); }
   /// dout: gradient of the biased projection output; dx[rows, hidden] = all-reduced input grad
   /// (both shards with sequence parallelism, dx reduce-scattered).
+  /// With selective core_attn recomputation the forward keeps q, k, v and the context but not
+  /// the softmax probabilities, which the backward recomputes from q and k.
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
                 tensor::const_tensor_view x, tensor::tensor_view dx);
+  /// Frees every saved activation and scratch buffer (full recomputation reruns the forward).
+  void release();
 
  private:
   column_parallel_linear linear_qkv_;
   row_parallel_linear linear_proj_;
   kernels::attention_dims dims_;
   bool rope_;
+  bool recompute_core_;  // selective recomputation of the attention core
   int rot_dim_;
   double scale_;
   float dropout_ = 0;

@@ -31,7 +31,12 @@ void column_parallel_linear::forward(const parameter_store& store, group& tp,
 void column_parallel_linear::backward(parameter_store& store, group& tp,
                                       tensor::const_tensor_view dy, tensor::const_tensor_view x,
                                       tensor::tensor_view dx, int rows) {
-  if (sequence_parallel_) x = gathered_;
+  if (sequence_parallel_) {
+    // Megatron saves only the shard and gathers it again for the weight gradient.
+    tp.all_gather(elements(x, 0, std::int64_t(rows / tp.size()) * in_),
+                  ensure_activation(gathered_, rows, in_, x.type));
+    x = gathered_;
+  }
   kernels::linear_backward_weight(dy, x, store.grad(weight_), rows, in_, out_local_);
   if (bias_ >= 0) kernels::bias_backward(store.grad(bias_), dy, rows, out_local_);
   if (sequence_parallel_) {
@@ -42,6 +47,11 @@ void column_parallel_linear::backward(parameter_store& store, group& tp,
   }
   kernels::linear_backward_input(dy, store.value(weight_), dx, rows, in_, out_local_);
   if (tp.size() > 1) tp.all_reduce_sum(elements(dx, 0, std::int64_t(rows) * in_));
+}
+
+void column_parallel_linear::release() {
+  gathered_ = tensor::tensor();
+  scratch_ = tensor::tensor();
 }
 
 row_parallel_linear::row_parallel_linear(parameter_store& store, const std::string& name, int in,
@@ -82,5 +92,7 @@ void row_parallel_linear::backward(parameter_store& store, group& tp,
   kernels::linear_backward_weight(dy, x, store.grad(weight_), rows, in_local_, out_);
   kernels::linear_backward_input(dy, store.value(weight_), dx, rows, in_local_, out_);
 }
+
+void row_parallel_linear::release() { full_ = tensor::tensor(); }
 
 }  // namespace mactor::model

@@ -26,13 +26,16 @@ class column_parallel_linear {
   /// [rows / tp, in] shard; the gathered input is kept for backward.
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x, tensor::tensor_view y, int rows);
   /// dW += dy^T x, db += colsum(dy), dx[rows, in] = all_reduce(dy W) (sequence parallel:
-  /// dx[rows / tp, in] = reduce_scatter(dy W), x the shard given to the last forward).
+  /// dx[rows / tp, in] = reduce_scatter(dy W), x the shard given to the forward, gathered again
+  /// as Megatron does rather than kept whole).
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dy, tensor::const_tensor_view x, tensor::tensor_view dx, int rows);
+  /// Frees the scratch (gathered input, full input gradient); the next call allocates it again.
+  void release();
 
  private:
   int weight_, bias_ = -1, in_, out_local_;
   bool sequence_parallel_;
-  tensor::tensor gathered_, scratch_;  // the all-gathered input; the full input gradient
+  tensor::tensor gathered_, scratch_;  // scratch: the all-gathered input; the full input gradient
 };
 
 class row_parallel_linear {
@@ -49,6 +52,8 @@ class row_parallel_linear {
   /// dy: gradient of the biased output ([rows / tp, out] with sequence parallelism, all-gathered
   /// here). db += colsum(dy) (a partial sum under sequence parallelism), dW += dy^T x, dx = dy W.
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dy, tensor::const_tensor_view x, tensor::tensor_view dx, int rows);
+  /// Frees the scratch (the output before its reduce-scatter, the gathered gradient).
+  void release();
 
  private:
   int weight_, bias_ = -1, in_local_, out_;

@@ -20,6 +20,7 @@ std::string layer_name(int number) { return "decoder.layers." + std::to_string(n
 transformer_layer::transformer_layer(parameter_store& store, int number, const gpt_model_config& c,
                                      int tp_rank, int tp_size)
     : number_(number), hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel),
+      recompute_norms_(c.recompute.selective(c.recompute.layernorm)),
       seed_(c.seed),
       attention_dropout_(c.attention_dropout), hidden_dropout_(c.hidden_dropout),
       input_layernorm_(store, layer_name(number) + ".input_layernorm", c),
@@ -47,12 +48,14 @@ void transformer_layer::forward(const parameter_store& store, group& tp,
   input_layernorm_.forward(store, x, ln1, local_rows_);
   self_attention_.forward(store, tp, ln1, branch, seq, batch,
                           training ? attention_dropout_ : 0.0f, probs_stream);
+  if (recompute_norms_) ln1_ = tensor::tensor();
   kernels::bias_dropout_add(x1, x, branch, self_attention_.proj_bias(store), local_rows_, hidden_,
                             hidden_p_, attention_stream_, first_index_);
   pre_mlp_layernorm_.forward(store, x1, ln2, local_rows_);
   mlp_.forward(store, tp, ln2, branch, rows_);
   kernels::bias_dropout_add(y, x1, branch, mlp_.fc2_bias(store), local_rows_, hidden_, hidden_p_,
                             mlp_stream_, first_index_);
+  if (recompute_norms_) ln2_ = tensor::tensor();
 }
 
 void transformer_layer::backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
@@ -61,15 +64,31 @@ void transformer_layer::backward(parameter_store& store, group& tp, tensor::cons
   auto dx1 = ensure_activation(dx1_, local_rows_, hidden_, dy.type);
   auto dln = ensure_activation(dln_, local_rows_, hidden_, dy.type);
   // Through the MLP residual: dx1 = dy + norm2'(mlp'(dropout(dy))).
+  if (recompute_norms_)
+    pre_mlp_layernorm_.forward(store, x1_, ensure_activation(ln2_, local_rows_, hidden_, dy.type),
+                               local_rows_);
   kernels::dropout_apply(branch_, dy, n, hidden_p_, mlp_stream_, first_index_);
   mlp_.backward(store, tp, branch_, ln2_, dln);
+  if (recompute_norms_) ln2_ = tensor::tensor();
   kernels::copy(dx1, elements(dy, 0, n));
   pre_mlp_layernorm_.backward(store, dln, x1_, dx1, local_rows_, true);
   // Through the attention residual: dx = dx1 + norm1'(attention'(dropout(dx1))).
+  if (recompute_norms_)
+    input_layernorm_.forward(store, x, ensure_activation(ln1_, local_rows_, hidden_, dy.type),
+                             local_rows_);
   kernels::dropout_apply(branch_, dx1, n, hidden_p_, attention_stream_, first_index_);
   self_attention_.backward(store, tp, branch_, ln1_, dln);
+  if (recompute_norms_) ln1_ = tensor::tensor();
   kernels::copy(elements(dx, 0, n), dx1);
   input_layernorm_.backward(store, dln, x, dx, local_rows_, true);
+}
+
+void transformer_layer::release() {
+  for (auto* t : {&ln1_, &x1_, &ln2_, &branch_, &dx1_, &dln_}) *t = tensor::tensor();
+  input_layernorm_.release();
+  self_attention_.release();
+  pre_mlp_layernorm_.release();
+  mlp_.release();
 }
 
 }  // namespace mactor::model

@@ -24,12 +24,18 @@ class transformer_layer {
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                tensor::tensor_view y, int seq, int batch, bool training, std::uint64_t step);
   /// dx from dy and the forward input x (dx may alias dy); accumulates weight gradients.
+  /// With selective layernorm recomputation the norms' outputs were not kept: they are
+  /// recomputed here from x and the kept attention residual.
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
                 tensor::const_tensor_view dy, tensor::tensor_view dx);
+  /// Frees every activation the layer keeps and its scratch: a checkpointed layer after its
+  /// forward (the backward reruns the forward first) and after its backward.
+  void release();
 
  private:
   int number_, hidden_, rows_ = 0, local_rows_ = 0;
   bool sequence_parallel_;
+  bool recompute_norms_;  // selective layernorm recomputation
   std::uint64_t first_index_ = 0;  // the shard's first element in the full [rows, hidden]
   std::uint64_t seed_;
   float attention_dropout_, hidden_dropout_;

@@ -5,6 +5,7 @@
 #include <new>
 #include <utility>
 
+#include "tensor/block_cache.hpp"
 #include "tensor/host_buffer.hpp"
 
 namespace mactor::tensor {
@@ -55,21 +56,21 @@ const_tensor_view const_tensor_view::rows(std::int64_t begin, std::int64_t end) 
 namespace {
 
 // Activations stay on the rank (the pipeline sends copies from its own buffers): they get plain
-// 64-byte-aligned memory, not huge pages, whose 2 MiB rounding would cost a layer's many buffers
-// real memory. Everything else may be moved by the data plane and takes huge pages when large.
+// 64-byte-aligned memory from the block cache, not huge pages, whose 2 MiB rounding would cost a
+// layer's many buffers real memory. Everything else may be moved by the data plane and takes huge
+// pages when large.
 bool huge_page_kind(memory_kind kind) { return kind != memory_kind::activations; }
-constexpr std::align_val_t activation_alignment{64};
 
 void* allocate_bytes(std::size_t bytes, memory_kind kind) {
   if (huge_page_kind(kind)) return huge_page_allocator<std::byte>().allocate(bytes);
-  return ::operator new(bytes, activation_alignment);
+  return take_activation_block(bytes);
 }
 
 void free_bytes(void* data, std::size_t bytes, memory_kind kind) noexcept {
   if (huge_page_kind(kind))
     huge_page_allocator<std::byte>().deallocate(static_cast<std::byte*>(data), bytes);
   else
-    ::operator delete(data, activation_alignment);
+    give_back_activation_block(data, bytes);
 }
 
 }  // namespace

@@ -44,7 +44,30 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.tensor_model_parallel_size = static_cast<int>(a.distributed.tensor_model_parallel_size);
   c.tensor_model_parallel_rank = tp_rank;
   c.sequence_parallel = a.training.sequence_parallel;  // validation turned it off for tp == 1
+  c.recompute = recompute_from_args(a);
   return c;
+}
+
+model::recompute_config recompute_from_args(const config::megatron_args& a) {
+  const auto& t = a.training;
+  model::recompute_config r;
+  if (!t.recompute_granularity) return r;  // validation mapped --recompute-activations to selective
+  if (*t.recompute_granularity == "full") {
+    r.granularity = model::recompute_granularity::full;
+    r.method = t.recompute_method == "block" ? model::recompute_method::block : model::recompute_method::uniform;
+    r.num_layers = static_cast<int>(t.recompute_num_layers.value_or(1));
+    r.distribute_saved_activations = t.distribute_saved_activations;
+    return r;
+  }
+  r.granularity = model::recompute_granularity::selective;
+  // Megatron's default module list; moe, moe_act, shared_experts and mla_up_proj name modules a
+  // dense GPT does not have, so they change nothing here (as in Megatron for such a model).
+  for (const auto& m : t.recompute_modules.value_or(std::vector<std::string>{"core_attn"})) {
+    if (m == "core_attn") r.core_attn = true;
+    if (m == "layernorm") r.layernorm = true;
+    if (m == "mlp") r.mlp = true;
+  }
+  return r;
 }
 
 std::unique_ptr<data::tokenizer> tokenizer_from_args(const config::megatron_args& a) {
