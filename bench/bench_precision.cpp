@@ -1,7 +1,9 @@
-// Benchmark: mixed precision on the CPU. One training step (forward + backward + an SGD update of
-// fp32 main parameters, rounded into the model) of a GPT in fp32 and in bf16, each in its own
-// process, printing step time and memory by kind from the memory ledger (the bytes each tensor
-// holds, so activation memory is measured directly rather than inferred from RSS), and peak RSS.
+// Benchmark: mixed precision and activation recomputation on the CPU. One training step (forward
+// + backward + an SGD update of fp32 main parameters, rounded into the model) of a GPT in fp32, in
+// bf16, and in bf16 with full (uniform, one layer per group) and selective (core_attn)
+// recomputation, each in its own process, printing step time and memory by kind from the memory
+// ledger (the bytes each tensor holds, so activation memory is measured directly rather than
+// inferred from RSS), and peak RSS.
 //   bench_precision [--case small|124m] [--iters N] [--threads N]
 #include <sys/resource.h>
 
@@ -33,24 +35,39 @@ struct bench_case {
 // "124m": GPT-2 small's shape (124M parameters with its 50304-entry vocabulary).
 const bench_case cases[] = {{"small", 2, 128, 4, 128, 8192, 8}, {"124m", 12, 768, 12, 512, 50304, 1}};
 
-mactor::model::gpt_model_config make_config(const bench_case& b, dtype type) {
+// A row of the table: a dtype and what is recomputed.
+struct variant {
+  const char* name;
+  dtype type;
+  mactor::model::recompute_granularity granularity;
+};
+const variant variants[] = {{"fp32", dtype::float32, mactor::model::recompute_granularity::none},
+                            {"bf16", dtype::bfloat16, mactor::model::recompute_granularity::none},
+                            {"bf16+full", dtype::bfloat16, mactor::model::recompute_granularity::full},
+                            {"bf16+sel", dtype::bfloat16, mactor::model::recompute_granularity::selective}};
+
+mactor::model::gpt_model_config make_config(const bench_case& b, const variant& v) {
+  const dtype type = v.type;
   mactor::model::gpt_model_config c;
   c.num_layers = b.layers, c.hidden_size = b.hidden, c.ffn_hidden_size = 4 * b.hidden;
   c.num_attention_heads = b.heads, c.seq_length = b.seq, c.max_position_embeddings = b.seq;
   c.padded_vocab_size = b.vocab;
   c.attention_dropout = 0, c.hidden_dropout = 0;
   c.params_dtype = type;
+  c.recompute.granularity = v.granularity;  // full: uniform, one layer per group
+  c.recompute.core_attn = true;             // selective: Megatron's default module
   return c;
 }
 
 double mib(std::int64_t bytes) { return double(bytes) / (1 << 20); }
 
 // In the child: trains `iters` steps and prints one RESULT line.
-int run_child(const bench_case& b, dtype type, int iters, int threads) {
+int run_child(const bench_case& b, const variant& v, int iters, int threads) {
+  const dtype type = v.type;
   mactor::kernels::set_kernel_threads(threads);
   auto& ledger = mactor::tensor::memory_ledger::host();
   mactor::model::single_group tp;
-  mactor::model::gpt_model m(make_config(b, type), tp);
+  mactor::model::gpt_model m(make_config(b, v), tp);
   // fp32 main parameters: the model's own for fp32, a widened copy for bf16 (counted as
   // optimizer state, as Megatron's mixed-precision optimizer holds them).
   auto& values = m.store().value_tensor();
@@ -111,14 +128,14 @@ std::map<std::string, double> run(const std::string& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string which = "small", child_dtype;
+  std::string which = "small", child_variant;
   int iters = 3, threads = int(std::thread::hardware_concurrency());
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--case") which = value;
     else if (flag == "--iters") iters = std::stoi(value);
     else if (flag == "--threads") threads = std::stoi(value);
-    else if (flag == "--child-dtype") child_dtype = value;
+    else if (flag == "--child-variant") child_variant = value;
     else {
       std::fprintf(stderr, "error: unknown option %s; use --case small|124m --iters N --threads N\n", flag.c_str());
       return 2;
@@ -131,29 +148,34 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: --case %s --iters %d; use --case small or 124m and --iters 1 or more\n", which.c_str(), iters);
     return 2;
   }
-  if (!child_dtype.empty()) return run_child(*b, *mactor::tensor::parse_dtype(child_dtype), iters, threads);
+  for (const auto& v : variants)
+    if (child_variant == v.name) return run_child(*b, v, iters, threads);
 
   std::printf("mixed precision, one step (forward + backward + SGD on fp32 main parameters), case %s: L%d h%d a%d "
               "s%d v%d b%d, %d threads, %d timed steps; memory in MiB from the ledger\n",
               b->name, b->layers, b->hidden, b->heads, b->seq, b->vocab, b->batch, threads, iters);
-  std::printf("%-6s %10s %10s %9s %8s %10s %9s %9s %10s %10s\n", "dtype", "ms/iter", "loss", "params", "grads",
-              "main+opt", "act-peak", "peakRSS", "act/fp32", "time/fp32");
+  std::printf("%-10s %10s %10s %9s %8s %10s %9s %9s %9s %9s %10s\n", "variant", "ms/iter", "loss", "params",
+              "grads", "main+opt", "act-peak", "peakRSS", "act/fp32", "act/bf16", "time/fp32");
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  std::map<std::string, double> fp32;
-  for (const char* type : {"fp32", "bf16"}) {
+  std::map<std::string, std::map<std::string, double>> rows;
+  for (const auto& v : variants) {
     const auto r = run("OMP_WAIT_POLICY=passive " + self + " --case " + which + " --iters " + std::to_string(iters) +
-                       " --threads " + std::to_string(threads) + " --child-dtype " + type);
+                       " --threads " + std::to_string(threads) + " --child-variant " + v.name);
     if (r.empty()) {
-      std::printf("%-6s failed\n", type);
+      std::printf("%-10s failed\n", v.name);
       continue;
     }
-    if (std::string(type) == "fp32") fp32 = r;
-    const double act_ratio = fp32.empty() ? 0 : r.at("act_peak") / fp32.at("act_peak");
-    const double time_ratio = fp32.empty() ? 0 : r.at("ms") / fp32.at("ms");
-    std::printf("%-6s %10.1f %10.5f %9.1f %8.1f %10.1f %9.1f %9.1f %10.2f %10.2f\n", type, r.at("ms"), r.at("loss"),
-                r.at("params"), r.at("grads"), r.at("main_optim"), r.at("act_peak"), r.at("rss"), act_ratio, time_ratio);
+    rows[v.name] = r;
+    auto ratio = [&](const char* base, const char* key) {
+      return rows.count(base) ? r.at(key) / rows.at(base).at(key) : 0.0;
+    };
+    std::printf("%-10s %10.1f %10.5f %9.1f %8.1f %10.1f %9.1f %9.1f %9.2f %9.2f %10.2f\n", v.name, r.at("ms"),
+                r.at("loss"), r.at("params"), r.at("grads"), r.at("main_optim"), r.at("act_peak"), r.at("rss"),
+                ratio("fp32", "act_peak"), ratio("bf16", "act_peak"), ratio("fp32", "ms"));
   }
   std::printf("act-peak: the most bytes held at once by activation tensors (saved for backward, scratch); main+opt: "
-              "fp32 main parameters beside a bf16 model (no optimizer moments in this benchmark's SGD).\n");
+              "fp32 main parameters beside a bf16 model (no optimizer moments in this benchmark's SGD); +full: "
+              "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1; +sel: "
+              "--recompute-granularity selective (core_attn). Recomputed losses equal bf16's bit for bit.\n");
   return 0;
 }

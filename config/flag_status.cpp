@@ -148,6 +148,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"min_loss_scale", ""},
       {"loss_scale_window", ""},
       {"hysteresis", ""},
+      {"fp32_residual_connection", "the residual stream (embedding output, layer inputs and outputs, their gradients, "
+                                   "pipeline transfers) in fp32; norms read it and write the model's dtype"},
       {"recompute_granularity", "full: a checkpointed group keeps only its input and reruns its forward before its "
                                 "backward; selective: the modules --recompute-modules names drop their activations and "
                                 "rerun in the backward. Same losses bit for bit, less activation memory (bench/bench_precision)"},
@@ -182,6 +184,14 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"attention_backend", "mactor has one attention implementation (the local spec's, exact softmax in fp32)"},
       {"transformer_impl", "mactor has one transformer implementation, numerically Megatron's local spec"},
       {"use_cpu_initialization", "mactor always initializes parameters on the CPU, as this flag asks"},
+      {"fp16_lm_cross_entropy", "ignored by Megatron-Core's GPTModel (core_v0.15 stores it and never reads it): the "
+                                "loss comes from fp32 logits either way, as here; it still needs --fp16"},
+      {"disable_bf16_reduced_precision_matmul", "mactor's CPU GEMMs accumulate bf16 products in fp32 and round the "
+                                                "result once: the full-precision reduction this flag asks of cuBLAS"},
+      {"apply_query_key_layer_scaling", "mactor's attention keeps Q K^T in fp32 (as Transformer Engine's fused "
+                                        "attention does), where dividing the scores by the layer number and "
+                                        "multiplying them back in the fp32 softmax changes nothing; the "
+                                        "--attention-softmax-in-fp32 it implies is always on here"},
       {"num_workers", "data loading runs in the training process; results are the same"},
       {"num_dataset_builder_threads", "index building is single-threaded here; results are the same"},
       {"mmap_bin_files", "mactor always memory-maps .bin files; results are the same"},

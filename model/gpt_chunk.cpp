@@ -139,7 +139,7 @@ void gpt_chunk::load_batch(const micro_batch& b, saved& s) const {
 
 tensor::tensor_view gpt_chunk::stream(int i, const saved& s) {
   return ensure_activation(stream_[std::size_t(i)], local_rows(s.micro_batch_size),
-                           config_.hidden_size, store_.type());
+                           config_.hidden_size, activation_dtype());
 }
 
 // Embedding (or the kept input), the layers and the final norm; fills stream_ and final_. A
@@ -187,7 +187,7 @@ void gpt_chunk::recompute_group(std::size_t g, const saved& s) {
   if (config_.recompute.distribute_saved_activations) {
     const std::int64_t n = std::int64_t(activation_numel(s.micro_batch_size));
     const std::int64_t part = distributed_[g].numel();
-    tensor::tensor gathered({part * tp_.size()}, store_.type(), tensor::memory_kind::activations);
+    tensor::tensor gathered({part * tp_.size()}, activation_dtype(), tensor::memory_kind::activations);
     tp_.all_gather(distributed_[g], gathered);
     kernels::copy(stream(begin, s), elements(gathered.view(), 0, n));
     distributed_[g] = tensor::tensor();
@@ -212,7 +212,7 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
   if (!layout_.pre_process) {
     if (!input.data)
       throw std::invalid_argument("a stage without the embedding needs an input activation");
-    kernels::copy(ensure_activation(s.input, local, hidden, store_.type()), elements(input, 0, n));
+    kernels::copy(ensure_activation(s.input, local, hidden, activation_dtype()), elements(input, 0, n));
   }
   run_forward(s, training);
   loss_and_count result;
@@ -245,7 +245,7 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
   if (resident_ != slot) run_forward(s, /*training=*/true);  // recompute the activations
   const int rows = local_rows(s.micro_batch_size);
   const std::int64_t n = std::int64_t(activation_numel(s.micro_batch_size));
-  auto grad = ensure_activation(grad_a_, rows, config_.hidden_size, store_.type());
+  auto grad = ensure_activation(grad_a_, rows, config_.hidden_size, activation_dtype());
   if (layout_.post_process) {
     final_layernorm_->backward(store_, s.loss_grad, stream_.back(), grad, rows, false);
     if (progress) progress(backward_done_final_norm());

@@ -61,7 +61,7 @@ class gpt_chunk {
   /// Forward of one micro-batch into `slot`. `input` is the previous stage's output [seq * mb,
   /// hidden] ([seq / tp * mb, hidden] with sequence parallelism; ignored with pre_process);
   /// `output` receives this chunk's output, of the same shape (ignored with post_process or
-  /// when empty). Both are of the model's dtype. With post_process the loss is computed and
+  /// when empty). Both are of activation_dtype(). With post_process the loss is computed and
   /// returned; when `keep` is set its gradient, scaled by grad_scale, is made at once (the
   /// output layer's weight gradient accumulates now) and kept for backward(slot). `keep` also
   /// keeps the slot for backward.
@@ -97,6 +97,9 @@ class gpt_chunk {
   parameter_store& store() { return store_; }
   /// The dtype of parameters, gradients and activations (config.params_dtype).
   tensor::dtype dtype() const { return store_.type(); }
+  /// The dtype of the activations and gradients passed between stages: the residual stream's
+  /// (fp32 under --fp32-residual-connection, otherwise the model's).
+  tensor::dtype activation_dtype() const { return config_.residual_dtype(); }
   void zero_grad() { store_.zero_grad(); }
   /// The id of the word-embedding parameter (this chunk's own or its tied copy), or -1.
   int word_embeddings_id() const { return word_embeddings_; }

@@ -48,6 +48,14 @@ struct gpt_model_config {
   /// The dtype of the parameters and the activations (Megatron's params_dtype): fp32, bf16 or
   /// fp16 (--bf16 / --fp16), fp64 for gradient checks.
   tensor::dtype params_dtype = tensor::dtype::float32;
+  /// Megatron's --fp32-residual-connection: with a 16-bit model, the residual stream (the
+  /// embedding's output, each layer's input and output, their gradients and the pipeline
+  /// transfers) is fp32; norms read it and write the model's dtype, and each branch's bf16 output
+  /// is added to it in fp32.
+  bool fp32_residual_connection = false;
+  tensor::dtype residual_dtype() const {
+    return fp32_residual_connection ? tensor::dtype::float32 : params_dtype;
+  }
   /// What the layers keep for their backward and what they recompute (--recompute-*).
   recompute_config recompute;
   /// The dtype the backward accumulates weight gradients in: Megatron's main_grad, fp32 for

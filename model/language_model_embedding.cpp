@@ -1,6 +1,7 @@
 // Word (+ position) embedding with dropout.
 #include "model/language_model_embedding.hpp"
 
+#include "kernels/convert.hpp"
 #include "kernels/dropout.hpp"
 #include "kernels/embedding.hpp"
 #include "model/activation.hpp"
@@ -47,6 +48,9 @@ void language_model_embedding::forward(const parameter_store& store, group& tp,
   if (position_ >= 0)
     kernels::embedding_forward(out, store.value(position_), positions + first_row, local_rows,
                                hidden_, 0, max_positions_, 1.0);
+  // Megatron adds the two embeddings in the model's dtype and widens the sum for an fp32
+  // residual stream (--fp32-residual-connection) before the dropout.
+  if (out.type != store.type()) kernels::round_through(elements(out, 0, local), store.type());
   kernels::dropout_apply(out, out, local, p_, stream_, first_index_);
 }
 

@@ -21,7 +21,7 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
                                      int tp_rank, int tp_size)
     : number_(number), hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel),
       recompute_norms_(c.recompute.selective(c.recompute.layernorm)),
-      seed_(c.seed),
+      seed_(c.seed), type_(c.params_dtype),
       attention_dropout_(c.attention_dropout), hidden_dropout_(c.hidden_dropout),
       input_layernorm_(store, layer_name(number) + ".input_layernorm", c),
       self_attention_(store, layer_name(number) + ".self_attention", c, tp_rank, tp_size),
@@ -35,10 +35,12 @@ void transformer_layer::forward(const parameter_store& store, group& tp,
   local_rows_ = sequence_parallel_ ? rows_ / tp.size() : rows_;
   const std::size_t n = std::size_t(local_rows_) * hidden_;
   first_index_ = sequence_parallel_ ? n * std::size_t(tp.rank()) : 0;
-  auto ln1 = ensure_activation(ln1_, local_rows_, hidden_, x.type);
+  // x, x1 and y are of the residual stream's dtype; the norms' outputs and the branches of the
+  // model's (they differ under --fp32-residual-connection).
+  auto ln1 = ensure_activation(ln1_, local_rows_, hidden_, type_);
   auto x1 = ensure_activation(x1_, local_rows_, hidden_, x.type);
-  auto ln2 = ensure_activation(ln2_, local_rows_, hidden_, x.type);
-  auto branch = ensure_activation(branch_, local_rows_, hidden_, x.type);
+  auto ln2 = ensure_activation(ln2_, local_rows_, hidden_, type_);
+  auto branch = ensure_activation(branch_, local_rows_, hidden_, type_);
   hidden_p_ = training ? hidden_dropout_ : 0.0f;
   const std::uint64_t probs_stream =
       kernels::dropout_stream(seed_, number_, attention_probs_site, step);
@@ -62,10 +64,10 @@ void transformer_layer::backward(parameter_store& store, group& tp, tensor::cons
                                  tensor::const_tensor_view dy, tensor::tensor_view dx) {
   const std::int64_t n = std::int64_t(local_rows_) * hidden_;
   auto dx1 = ensure_activation(dx1_, local_rows_, hidden_, dy.type);
-  auto dln = ensure_activation(dln_, local_rows_, hidden_, dy.type);
+  auto dln = ensure_activation(dln_, local_rows_, hidden_, type_);
   // Through the MLP residual: dx1 = dy + norm2'(mlp'(dropout(dy))).
   if (recompute_norms_)
-    pre_mlp_layernorm_.forward(store, x1_, ensure_activation(ln2_, local_rows_, hidden_, dy.type),
+    pre_mlp_layernorm_.forward(store, x1_, ensure_activation(ln2_, local_rows_, hidden_, type_),
                                local_rows_);
   kernels::dropout_apply(branch_, dy, n, hidden_p_, mlp_stream_, first_index_);
   mlp_.backward(store, tp, branch_, ln2_, dln);
@@ -74,7 +76,7 @@ void transformer_layer::backward(parameter_store& store, group& tp, tensor::cons
   pre_mlp_layernorm_.backward(store, dln, x1_, dx1, local_rows_, true);
   // Through the attention residual: dx = dx1 + norm1'(attention'(dropout(dx1))).
   if (recompute_norms_)
-    input_layernorm_.forward(store, x, ensure_activation(ln1_, local_rows_, hidden_, dy.type),
+    input_layernorm_.forward(store, x, ensure_activation(ln1_, local_rows_, hidden_, type_),
                              local_rows_);
   kernels::dropout_apply(branch_, dx1, n, hidden_p_, attention_stream_, first_index_);
   self_attention_.backward(store, tp, branch_, ln1_, dln);

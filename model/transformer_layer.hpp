@@ -38,6 +38,7 @@ class transformer_layer {
   bool recompute_norms_;  // selective layernorm recomputation
   std::uint64_t first_index_ = 0;  // the shard's first element in the full [rows, hidden]
   std::uint64_t seed_;
+  tensor::dtype type_;  // the model's dtype (the residual stream's may be fp32)
   float attention_dropout_, hidden_dropout_;
   float hidden_p_ = 0;
   std::uint64_t attention_stream_ = 0, mlp_stream_ = 0;

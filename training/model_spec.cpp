@@ -44,6 +44,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.tensor_model_parallel_size = static_cast<int>(a.distributed.tensor_model_parallel_size);
   c.tensor_model_parallel_rank = tp_rank;
   c.sequence_parallel = a.training.sequence_parallel;  // validation turned it off for tp == 1
+  c.fp32_residual_connection = a.mixed_precision.fp32_residual_connection;  // validation: needs --bf16/--fp16
   c.recompute = recompute_from_args(a);
   return c;
 }

@@ -115,7 +115,7 @@ bool stage_engine::execute(const action& a) {
   };
   switch (a.kind) {
     case op::recv_forward:
-    case op::recv_backward: port_.post_recv(a, activation_shape(), chunks_[a.chunk].dtype()); return true;
+    case op::recv_backward: port_.post_recv(a, activation_shape(), chunks_[a.chunk].activation_dtype()); return true;
     case op::send_forward:
     case op::send_backward: port_.post_send(a); return true;
     case op::forward:
@@ -134,7 +134,7 @@ bool stage_engine::execute(const action& a) {
                 std::to_string(a.chunk));
   tensor::tensor output;
   if (forward ? !layout.post_process : !layout.pre_process)
-    output = tensor::tensor(activation_shape(), chunks_[a.chunk].dtype(), tensor::memory_kind::activations);
+    output = tensor::tensor(activation_shape(), chunks_[a.chunk].activation_dtype(), tensor::memory_kind::activations);
   if (forward)
     run_forward(a, input, output);
   else

@@ -32,6 +32,7 @@ def read_config(path):
         out[k] = float(cfg[k])
     for k in bools:
         out[k] = cfg[k] == "1"
+    out["fp32_residual_connection"] = cfg.get("fp32_residual_connection", "0") == "1"
     return out
 
 
@@ -89,7 +90,8 @@ def matmul(a, b):
 
 
 def normalize(cfg, x, params, name):
-    """In fp32 whatever x's dtype (as Transformer Engine's norms), rounded back to it."""
+    """In fp32 whatever x's dtype (as Transformer Engine's norms), rounded to the model's dtype
+    (x's, or bf16/fp16 from an fp32 residual stream)."""
     w = params[name + ".weight"].float()
     if cfg["apply_layernorm_1p"]:
         w = w + 1
@@ -99,7 +101,7 @@ def normalize(cfg, x, params, name):
         y = F.layer_norm(xf, (x.shape[-1],), w, params[name + ".bias"].float(), eps)
     else:
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w
-    return y.to(x.dtype)
+    return y.to(params[name + ".weight"].dtype)
 
 
 def rope(cfg, t):
@@ -158,6 +160,8 @@ def loss_sum(cfg, params, tokens, labels, mask):
     if cfg["position_embedding_type"] == "learned_absolute":
         x = x + params["embedding.position_embeddings.weight"][torch.arange(s)][None]
     x = x.transpose(0, 1)  # [s, b, h]
+    if cfg["fp32_residual_connection"]:  # Megatron's LanguageModelEmbedding: embeddings.float()
+        x = x.float()
     for i in range(cfg["num_layers"]):
         p = f"decoder.layers.{i}."
         x = x + attention(cfg, normalize(cfg, x, params, p + "input_layernorm"), params,

@@ -107,6 +107,13 @@ TEST_CASE("PP2 x DP2 interleaved with the distributed optimizer and overlapped r
                   "--overlap-grad-reduce --overlap-param-gather");
 }
 
+// --fp32-residual-connection: the stages pass fp32 activations and gradients; untied, every value
+// is computed as one process computes it.
+TEST_CASE("in bf16 with an fp32 residual stream, PP2 logs the one-process losses") {
+  check_layout_bf16(2, "--untie-embeddings-and-output-weights --fp32-residual-connection",
+                    "--pipeline-model-parallel-size 2", 1e-5);
+}
+
 // Untied, a bf16 pipeline computes every value as one process does: fp32's bound holds.
 TEST_CASE("in bf16 with untied embeddings, PP4 interleaved (vp 2) logs the one-process bf16 losses") {
   check_layout_bf16(4, "--untie-embeddings-and-output-weights",
