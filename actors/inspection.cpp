@@ -57,6 +57,10 @@ std::int64_t job_inspection::stage_reported(const stage_status& s) {
   a.messages_per_second = rate_of(a.name, s.messages_handled);
   a.bytes_sent = s.bytes_sent;
   a.bytes_received = s.bytes_received;
+  a.memory_allocated = s.memory_allocated;
+  a.memory_max_allocated = s.memory_max_allocated;
+  a.memory_reserved = s.memory_reserved;
+  a.memory_activations = s.memory_activations;
   const auto now = clock::now();
   // When an activity began, from its age when the report left.
   const auto began = [now](double age_s) {

@@ -37,6 +37,7 @@ struct stage_status {
   std::int64_t mailbox_depth = 0;
   std::int64_t messages_handled = 0;
   std::int64_t bytes_sent = 0, bytes_received = 0;
+  std::int64_t memory_allocated = 0, memory_max_allocated = 0, memory_reserved = 0, memory_activations = 0;
   std::int64_t timeline_iteration = 0;  ///< 0: no timeline in this report
   // The last iteration's ops, as parallel columns (seconds from the schedule's start).
   std::vector<std::string> ops;
@@ -82,7 +83,8 @@ typename Inspector::result_type inspect(Inspector& f, side_status& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_status& x) {
   return f(caf::meta::type_name("mactor::stage_status"), x.rank, x.activity, x.activity_age_s, x.mailbox_depth,
-           x.messages_handled, x.bytes_sent, x.bytes_received, x.timeline_iteration, x.ops, x.microbatches, x.chunks,
+           x.messages_handled, x.bytes_sent, x.bytes_received, x.memory_allocated, x.memory_max_allocated,
+           x.memory_reserved, x.memory_activations, x.timeline_iteration, x.ops, x.microbatches, x.chunks,
            x.starts, x.ends, x.sides);
 }
 template <class Inspector>

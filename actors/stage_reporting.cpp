@@ -7,6 +7,8 @@
 #include "actors/env_settings.hpp"
 #include "actors/inspection.hpp"
 #include "actors/messages.hpp"
+#include "tensor/memory_ledger.hpp"
+#include "training/memory_report.hpp"
 #include "training/stage_engine.hpp"
 
 namespace mactor::actors {
@@ -136,6 +138,11 @@ stage_status stage_reporter::make(int rank) {
   if (engine_) {
     s.bytes_sent = engine_->bytes_sent();
     s.bytes_received = engine_->bytes_received();
+    const auto memory = training::read_rank_memory(rank, true, double(engine_->optimizer_state_bytes()));
+    s.memory_allocated = std::int64_t(memory.allocated_bytes);
+    s.memory_max_allocated = std::int64_t(memory.max_allocated_bytes);
+    s.memory_reserved = std::int64_t(memory.reserved_bytes);
+    s.memory_activations = tensor::memory_ledger::host().usage(tensor::memory_kind::activations).current;
   }
   for (const auto& side : sides_) s.sides.push_back(side->report());
   if (wanted_ > 0 && wanted_ != sent_) {

@@ -16,7 +16,11 @@ void to_json(nlohmann::json& j, const actor_status& a) {
        {"mailbox_depth", a.mailbox_depth},
        {"messages_per_second", a.messages_per_second},
        {"bytes_sent", a.bytes_sent},
-       {"bytes_received", a.bytes_received}};
+       {"bytes_received", a.bytes_received},
+       {"memory_allocated", a.memory_allocated},
+       {"memory_max_allocated", a.memory_max_allocated},
+       {"memory_reserved", a.memory_reserved},
+       {"memory_activations", a.memory_activations}};
 }
 
 void from_json(const nlohmann::json& j, actor_status& a) {
@@ -29,6 +33,11 @@ void from_json(const nlohmann::json& j, actor_status& a) {
   j.at("messages_per_second").get_to(a.messages_per_second);
   j.at("bytes_sent").get_to(a.bytes_sent);
   j.at("bytes_received").get_to(a.bytes_received);
+  // Absent from an older job's snapshots: 0, as for actors that are not stages.
+  a.memory_allocated = j.value("memory_allocated", std::int64_t{0});
+  a.memory_max_allocated = j.value("memory_max_allocated", std::int64_t{0});
+  a.memory_reserved = j.value("memory_reserved", std::int64_t{0});
+  a.memory_activations = j.value("memory_activations", std::int64_t{0});
 }
 
 void to_json(nlohmann::json& j, const timeline_event& e) {

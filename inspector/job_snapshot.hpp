@@ -22,6 +22,13 @@ struct actor_status {
   double messages_per_second = 0;
   std::int64_t bytes_sent = 0;         ///< data-plane bytes
   std::int64_t bytes_received = 0;
+  /// The rank's memory (stages only; 0 elsewhere), as Megatron's report_memory line reads it:
+  /// allocated (tensors and optimizer state) now and at its peak, reserved (resident set), and the
+  /// activations now.
+  std::int64_t memory_allocated = 0;
+  std::int64_t memory_max_allocated = 0;
+  std::int64_t memory_reserved = 0;
+  std::int64_t memory_activations = 0;
 };
 
 /// One op of the last iteration on one rank; times in seconds from the iteration's start.

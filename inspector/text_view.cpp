@@ -33,16 +33,19 @@ std::string actor_table(const job_snapshot& s) {
   for (const auto& a : s.actors) activity_width = std::max(activity_width, a.activity.size());
   activity_width = std::min<std::size_t>(activity_width, 70);
   const int aw = static_cast<int>(activity_width);
-  std::string out = printf_string("%-12s %4s  %-*s %8s %8s %8s %10s %10s\n", "KIND", "RANK", aw, "ACTIVITY",
-                                  "FOR (s)", "MAILBOX", "MSGS/S", "SENT", "RECEIVED");
+  std::string out = printf_string("%-12s %4s  %-*s %8s %8s %8s %10s %10s %10s %10s %10s\n", "KIND", "RANK", aw,
+                                  "ACTIVITY", "FOR (s)", "MAILBOX", "MSGS/S", "SENT", "RECEIVED", "ALLOCATED",
+                                  "MAX ALLOC", "RESERVED");
   for (const auto& a : s.actors) {
     std::string activity = a.activity.size() > activity_width
                                ? a.activity.substr(0, activity_width - 3) + "..."
                                : a.activity;
-    out += printf_string("%-12s %4d  %-*s %8.1f %8lld %8.1f %10s %10s\n", a.kind.c_str(), a.rank, aw,
+    const auto memory = [&](std::int64_t bytes) { return a.kind == "stage" ? format_bytes(bytes) : std::string("-"); };
+    out += printf_string("%-12s %4d  %-*s %8.1f %8lld %8.1f %10s %10s %10s %10s %10s\n", a.kind.c_str(), a.rank, aw,
                          activity.c_str(), a.activity_seconds, static_cast<long long>(a.mailbox_depth),
                          a.messages_per_second, format_bytes(a.bytes_sent).c_str(),
-                         format_bytes(a.bytes_received).c_str());
+                         format_bytes(a.bytes_received).c_str(), memory(a.memory_allocated).c_str(),
+                         memory(a.memory_max_allocated).c_str(), memory(a.memory_reserved).c_str());
   }
   return out;
 }

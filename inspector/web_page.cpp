@@ -28,7 +28,8 @@ tr.stalled td { background: #fde8e8; color: #b00020; }
 <div id="stalls"></div>
 <svg id="chart" width="1150" height="60" xmlns="http://www.w3.org/2000/svg"></svg>
 <table id="actors"><thead><tr><th>kind</th><th>rank</th><th>name</th><th>activity</th>
-<th>for (s)</th><th>mailbox</th><th>msgs/s</th><th>sent</th><th>received</th></tr></thead>
+<th>for (s)</th><th>mailbox</th><th>msgs/s</th><th>sent</th><th>received</th><th>allocated</th>
+<th>max allocated</th><th>reserved</th><th>activations</th></tr></thead>
 <tbody></tbody></table>
 <script>
 "use strict";
@@ -124,6 +125,8 @@ function drawActors(actors, stalls) {
     const cells = [[a.kind], [a.rank, 1], [a.name], [a.activity], [a.activity_seconds.toFixed(1), 1],
                    [a.mailbox_depth, 1], [a.messages_per_second.toFixed(1), 1], [bytes(a.bytes_sent), 1],
                    [bytes(a.bytes_received), 1]];
+    for (const k of ["memory_allocated", "memory_max_allocated", "memory_reserved", "memory_activations"])
+      cells.push([a.kind === "stage" ? bytes(a[k]) : "-", 1]);
     for (const [v, num] of cells) {
       const td = document.createElement("td");
       td.textContent = v;

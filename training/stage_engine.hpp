@@ -6,6 +6,7 @@
 // the wakeup callback when a transfer completes (an actor turns that into a message).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -66,6 +67,8 @@ class stage_engine {
   /// group's collectives (the transport's count of completed operations). Any thread.
   std::int64_t bytes_sent() const;
   std::int64_t bytes_received() const;
+  /// The optimizer's state bytes as of the last step (readable from any thread).
+  std::int64_t optimizer_state_bytes() const { return optimizer_state_bytes_.load(); }
 
   void zero_grad();
   /// Megatron's finalize_model_grads: the tensor-parallel sum of sequence-parallel gradients,
@@ -134,6 +137,7 @@ class stage_engine {
   std::vector<timeline_entry> timeline_;
   mutable std::mutex timeline_mutex_;
   std::vector<timeline_entry> last_timeline_;
+  std::atomic<std::int64_t> optimizer_state_bytes_{0};
 };
 
 }  // namespace mactor::training

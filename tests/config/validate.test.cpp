@@ -176,6 +176,7 @@ TEST_CASE("rules 95/96: heads and query groups divide over tensor parallelism") 
 TEST_CASE("rule 103: full recompute needs a method and a layer count") {
   CHECK(with_base({"--recompute-granularity", "full"}).has_error("needs --recompute-method"));
   CHECK(with_base({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"}).report.ok());
+  CHECK(with_base({"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "0"}).has_error("--recompute-num-layers must be at least 1"));
 }
 
 TEST_CASE("rule 112: top-1 softmax routing needs pre-softmax") {

@@ -14,7 +14,7 @@ job_snapshot unusual_snapshot() {
   s.train_iters = 9'000'000'000;
   s.uptime_s = 1234.5678;
   s.actors.push_back({"stage/3", "stage", 3, "awaiting recv_backward mb 7 chunk 1 from rank 12 \xc3\xa9 \"q\"",
-                      12.4, 17, 1500.25, 5'000'000'000'000, 7});
+                      12.4, 17, 1500.25, 5'000'000'000'000, 7, 3'000'000'000, 4'000'000'001, 6'000'000'002, 123});
   s.actors.push_back({"checkpointer/0", "checkpointer", 0, "", 0, 0, 0, 0, 0});
   s.last_iteration_timeline.push_back({3, "B", 7, 1, 0.125, 0.25});
   s.last_iteration_timeline.push_back({0, "dp-sync", -1, 0, 1e-6, 2e-6});
@@ -41,6 +41,10 @@ TEST_CASE("a job snapshot survives a JSON round trip field for field") {
     CHECK(b.actors[i].messages_per_second == a.actors[i].messages_per_second);
     CHECK(b.actors[i].bytes_sent == a.actors[i].bytes_sent);
     CHECK(b.actors[i].bytes_received == a.actors[i].bytes_received);
+    CHECK(b.actors[i].memory_allocated == a.actors[i].memory_allocated);
+    CHECK(b.actors[i].memory_max_allocated == a.actors[i].memory_max_allocated);
+    CHECK(b.actors[i].memory_reserved == a.actors[i].memory_reserved);
+    CHECK(b.actors[i].memory_activations == a.actors[i].memory_activations);
   }
   REQUIRE(b.last_iteration_timeline.size() == a.last_iteration_timeline.size());
   for (std::size_t i = 0; i < a.last_iteration_timeline.size(); ++i) {
@@ -59,6 +63,7 @@ TEST_CASE("the snapshot JSON uses the field names as keys") {
   const auto j = nlohmann::json::parse(to_json_text(unusual_snapshot()));
   CHECK(j["iteration"] == 5'000'000'001);
   CHECK(j["actors"][0]["bytes_sent"] == 5'000'000'000'000);
+  CHECK(j["actors"][0]["memory_max_allocated"] == 4'000'000'001);
   CHECK(j["actors"][0]["mailbox_depth"] == 17);
   CHECK(j["actors"][0]["messages_per_second"] == 1500.25);
   CHECK(j["actors"][0]["activity_seconds"] == 12.4);

@@ -55,6 +55,8 @@ TEST_CASE("mactor inspect on a live 4-rank pipeline job shows every rank's stage
     INFO("rank " << r << " row: " << row[1].str());
     CHECK(std::regex_search(row[1].str(), activity));
     CHECK(std::regex_search(row[1].str(), std::regex(R"([0-9.]+ (KiB|MiB) +[0-9.]+ (KiB|MiB))")));
+    // Then the rank's memory: allocated, max allocated and reserved, none of them empty.
+    CHECK(std::regex_search(row[1].str(), std::regex(R"(( +[0-9.]+ (KiB|MiB|GiB)){5}\s*$)")));
     CHECK(std::regex_search(view, std::regex("\\nagent +" + std::to_string(r) + " ")));
     // The timeline row of every rank has forward and backward ops.
     std::smatch line;
