@@ -160,7 +160,7 @@ def loss_sum(cfg, params, tokens, labels, mask):
     if cfg["position_embedding_type"] == "learned_absolute":
         x = x + params["embedding.position_embeddings.weight"][torch.arange(s)][None]
     x = x.transpose(0, 1)  # [s, b, h]
-    if cfg["fp32_residual_connection"]:  # Megatron's LanguageModelEmbedding: embeddings.float()
+    if cfg.get("fp32_residual_connection"):  # Megatron's LanguageModelEmbedding: embeddings.float()
         x = x.float()
     for i in range(cfg["num_layers"]):
         p = f"decoder.layers.{i}."

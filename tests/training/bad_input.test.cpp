@@ -63,9 +63,9 @@ TEST_CASE("pretrain_gpt with a missing --vocab-file exits 2 naming the flag and 
                     {"--vocab-file", missing});
 }
 
-TEST_CASE("pretrain_gpt with a flag not implemented yet (--fp32-residual-connection) exits 2 naming it") {
-  expect_user_error(pretrain_gpt() + model_flags + null_tokenizer + " --mock-data --bf16 --fp32-residual-connection",
-                    {"--fp32-residual-connection", "not implemented"});
+TEST_CASE("pretrain_gpt with a flag not implemented yet (--num-experts) exits 2 naming it") {
+  expect_user_error(pretrain_gpt() + model_flags + null_tokenizer + " --mock-data --bf16 --num-experts 4",
+                    {"--num-experts", "not implemented"});
 }
 
 TEST_CASE("pretrain_gpt alone with --tensor-model-parallel-size 2 exits 2 naming the world size") {
