@@ -141,5 +141,5 @@ TEST_CASE("in bf16 with --grad-reduce-in-bf16, DP2 with the distributed optimize
     apart = std::max(apart, std::abs(one.train[i] - fp32_grads.train[i]) / fp32_grads.train[i]);
   std::printf("bf16 gradient buffer vs fp32 one, one process: max relative lm-loss difference %.3g\n", apart);
   CHECK(apart > 1e-5);
-  check_layout_bf16(2, bf16_grads, "", 5e-3);
+  check_layout_bf16(2, bf16_grads, "", 5e-3);  // measured 6.5e-5 (training), 1.6e-4 (validation)
 }
