@@ -139,7 +139,18 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                "state (Megatron's Float16Module with its mixed-precision optimizer); CPU kernels compute in fp32 and "
                "round each output to bf16 once; checkpoints hold the fp32 main parameters"},
       {"accumulate_allreduce_grads_in_fp32", "gradients accumulate in fp32 main-grad buffers and are reduced in fp32 "
-                                             "(under --bf16 Megatron turns it on unless --grad-reduce-in-bf16)"},
+                                             "(under --bf16 Megatron turns it on unless --grad-reduce-in-bf16 or "
+                                             "--main-grads-dtype bf16)"},
+      {"grad_reduce_in_bf16", "under --bf16 the gradient buffer is bf16: the backward accumulates and the data-parallel "
+                              "all-reduce / reduce-scatter run in bf16, and the optimizer widens the reduced gradients "
+                              "to fp32"},
+      {"use_precision_aware_optimizer", "Adam with its moments stored in --exp-avg-dtype / --exp-avg-sq-dtype as "
+                                        "Transformer Engine's FusedAdam stores them (fp16 and fp8 with a per-tensor "
+                                        "scale), updated in fp32; checkpoints hold them unscaled in fp32, as Megatron's"},
+      {"main_grads_dtype", "bf16 gives a bf16 gradient buffer under --bf16 (as --grad-reduce-in-bf16)"},
+      {"main_params_dtype", "fp32 only"},
+      {"exp_avg_dtype", ""},
+      {"exp_avg_sq_dtype", ""},
       {"attention_softmax_in_fp32", "the attention softmax is computed in fp32 whatever the model's dtype"},
       {"fp16", "fp16 weights, activations and transfers with fp32 main parameters, as --bf16, plus Megatron's "
                "dynamic loss scaler: a step with an inf/NaN gradient is skipped and the scale backs off"},
@@ -253,6 +264,7 @@ const std::vector<value_limit>& value_limits() {
        {"GPT2BPETokenizer", "HuggingFaceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer", "NullTokenizer"}},
       {"dataloader_type", "--dataloader-type", {"single"}},
       {"ckpt_format", "--ckpt-format", {"torch_dist"}},
+      {"main_params_dtype", "--main-params-dtype", {"fp32"}},
   };
   return limits;
 }

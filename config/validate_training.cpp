@@ -15,12 +15,33 @@ std::string torch_dtype(const std::string& s) {  // rule 29
   return s;
 }
 
+// Megatron-Core's OptimizerConfig.__post_init__ (run when the optimizer is built; checked here
+// with the flags' own spellings, before rule 29 maps them to torch dtypes).
+void precision_aware_optimizer(validation_context& c) {
+  const auto& e = c.a.experimental;
+  if (e.use_precision_aware_optimizer) {
+    c.require(c.a.training.optimizer == "adam", "--use-precision-aware-optimizer is only supported with --optimizer adam "
+              "(got " + c.a.training.optimizer + "); use --optimizer adam or drop --use-precision-aware-optimizer");
+    c.require(c.a.distributed.use_distributed_optimizer, "--use-precision-aware-optimizer is only supported with the "
+              "distributed optimizer; add --use-distributed-optimizer");
+    return;
+  }
+  const std::pair<const char*, const std::string*> dtypes[] = {{"--main-grads-dtype", &e.main_grads_dtype},
+                                                               {"--main-params-dtype", &e.main_params_dtype},
+                                                               {"--exp-avg-dtype", &e.exp_avg_dtype},
+                                                               {"--exp-avg-sq-dtype", &e.exp_avg_sq_dtype}};
+  for (const auto& [flag, value] : dtypes)
+    c.require(torch_dtype(*value) == "float32", std::string(flag) + " " + *value + " can only be fp32 without the precision-aware "
+              "optimizer; add --use-precision-aware-optimizer (with --use-distributed-optimizer) or drop " + flag);
+}
+
 void precision(validation_context& c) {  // rules 29-34
   auto& e = c.a.experimental;
   auto& m = c.a.mixed_precision;
   auto& te = c.a.transformer_engine;
   const auto& d = c.a.distributed;
   const std::string main_grads = e.main_grads_dtype;
+  precision_aware_optimizer(c);
   for (auto* s : {&e.main_grads_dtype, &e.main_params_dtype, &e.exp_avg_dtype, &e.exp_avg_sq_dtype}) *s = torch_dtype(*s);
   if (te.fp8_param_gather)
     c.require(d.use_distributed_optimizer || d.use_torch_fsdp2 || d.use_megatron_fsdp,
@@ -41,7 +62,8 @@ void precision(validation_context& c) {  // rules 29-34
   if (m.bf16) {
     c.a.derived.params_dtype = "bfloat16";
     if (m.accumulate_allreduce_grads_in_fp32)
-      c.require(main_grads == "fp32", "--accumulate-allreduce-grads-in-fp32 requires --main-grads-dtype fp32");
+      c.require(main_grads == "fp32", "--accumulate-allreduce-grads-in-fp32 requires --main-grads-dtype fp32 (got " +
+                main_grads + "); drop one of the two");
     if (m.grad_reduce_in_bf16) m.accumulate_allreduce_grads_in_fp32 = false;
     else if (main_grads == "fp32") m.accumulate_allreduce_grads_in_fp32 = true;
   }

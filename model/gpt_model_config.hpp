@@ -58,11 +58,15 @@ struct gpt_model_config {
   }
   /// What the layers keep for their backward and what they recompute (--recompute-*).
   recompute_config recompute;
-  /// The dtype the backward accumulates weight gradients in: Megatron's main_grad, fp32 for
-  /// every training dtype (its gradient-accumulation fusion adds each GEMM's weight gradient
-  /// into the fp32 buffer), fp64 for gradient checks.
+  /// Megatron DDP's gradient buffer (main_grad) for a 16-bit model: fp32 with
+  /// grad_reduce_in_fp32 (--accumulate-allreduce-grads-in-fp32, which --bf16 turns on unless
+  /// --grad-reduce-in-bf16), else bf16: the backward accumulates and the data-parallel group
+  /// reduces in it.
+  tensor::dtype grad_buffer_dtype = tensor::dtype::float32;
+  /// The dtype the backward accumulates weight gradients in (its gradient-accumulation fusion
+  /// adds each GEMM's weight gradient into the buffer): grad_buffer_dtype, fp64 for gradient checks.
   tensor::dtype grads_dtype() const {
-    return params_dtype == tensor::dtype::float64 ? tensor::dtype::float64 : tensor::dtype::float32;
+    return params_dtype == tensor::dtype::float64 ? tensor::dtype::float64 : grad_buffer_dtype;
   }
 
   int query_groups() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }

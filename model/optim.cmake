@@ -4,6 +4,7 @@ add_library(mactor_optim
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_param.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_adam.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/optimizer_state.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_sgd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/grad_clip.cpp
   ${CMAKE_CURRENT_LIST_DIR}/lr_scheduler.cpp

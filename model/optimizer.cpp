@@ -33,7 +33,7 @@ std::unique_ptr<optimizer> make_optimizer(std::vector<optim_param> params,
   std::vector<param_group> groups = make_param_groups(params, defaults);
   if (options.optimizer == optimizer_kind::adam) {
     adam_options adam{options.adam_beta1, options.adam_beta2, options.adam_eps,
-                      options.decoupled_weight_decay};
+                      options.decoupled_weight_decay, options.exp_avg_dtype, options.exp_avg_sq_dtype};
     return std::make_unique<adam_optimizer>(std::move(params), std::move(groups), adam);
   }
   sgd_options sgd{options.sgd_momentum, 0.0, false};

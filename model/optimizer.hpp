@@ -11,6 +11,7 @@
 
 #include "model/grad_clip.hpp"
 #include "model/optimizer_param.hpp"
+#include "model/optimizer_state.hpp"
 
 namespace mactor::model {
 
@@ -56,6 +57,9 @@ struct optimizer_options {
   double sgd_momentum = 0.9;                        ///< --sgd-momentum
   /// Megatron-Core's OptimizerConfig.decoupled_weight_decay (no CLI flag; true gives AdamW).
   bool decoupled_weight_decay = true;
+  /// --exp-avg-dtype / --exp-avg-sq-dtype (with --use-precision-aware-optimizer; Adam only).
+  state_dtype exp_avg_dtype = state_dtype::fp32;
+  state_dtype exp_avg_sq_dtype = state_dtype::fp32;
 };
 
 /// Builds the optimizer over params, grouped as make_param_groups does.

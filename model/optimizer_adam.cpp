@@ -38,7 +38,8 @@ __attribute__((target_clones("fma", "default"))) void adam_update(
 adam_optimizer::adam_optimizer(std::vector<optim_param> params, std::vector<param_group> groups,
                                adam_options options)
     : optimizer(std::move(params), std::move(groups)), options_(options),
-      state_(params_.size()) {
+      state_(params_.size(), adam_param_state{0, scaled_state(options.exp_avg_dtype),
+                                              scaled_state(options.exp_avg_sq_dtype)}) {
   if (!(options_.beta1 >= 0.0 && options_.beta1 < 1.0) ||
       !(options_.beta2 >= 0.0 && options_.beta2 < 1.0))
     throw std::invalid_argument("--adam-beta1 and --adam-beta2 must lie in [0, 1); got " +
@@ -56,8 +57,8 @@ void adam_optimizer::step() {
 void adam_optimizer::update(const optim_param& p, adam_param_state& s, double lr,
                             double weight_decay) {
   if (s.exp_avg.size() != p.numel) {
-    s.exp_avg.assign(p.numel, 0.0f);
-    s.exp_avg_sq.assign(p.numel, 0.0f);
+    s.exp_avg.zero(p.numel);
+    s.exp_avg_sq.zero(p.numel);
   }
   s.step += 1;
   const double step = static_cast<double>(s.step);
@@ -75,7 +76,23 @@ void adam_optimizer::update(const optim_param& p, adam_param_state& s, double lr
   k.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
   k.eps = static_cast<float>(options_.eps);
   k.neg_step_size = static_cast<float>(-(lr / bias_correction1));
-  adam_update(p.value, p.grad, s.exp_avg.data(), s.exp_avg_sq.data(), p.numel, k);
+  // fp32 moments update in place; others as FusedAdam runs them: unscaled into fp32 copies,
+  // updated, rescaled and rounded back.
+  float* m = s.exp_avg.fp32_data();
+  float* v = s.exp_avg_sq.fp32_data();
+  if (!m) {
+    wide_exp_avg_.resize(p.numel);
+    s.exp_avg.unscale(wide_exp_avg_);
+    m = wide_exp_avg_.data();
+  }
+  if (!v) {
+    wide_exp_avg_sq_.resize(p.numel);
+    s.exp_avg_sq.unscale(wide_exp_avg_sq_);
+    v = wide_exp_avg_sq_.data();
+  }
+  adam_update(p.value, p.grad, m, v, p.numel, k);
+  if (!s.exp_avg.fp32_data()) s.exp_avg.set(std::span<const float>(m, p.numel));
+  if (!s.exp_avg_sq.fp32_data()) s.exp_avg_sq.set(std::span<const float>(v, p.numel));
 }
 
 }  // namespace mactor::model

@@ -120,11 +120,34 @@ std::vector<optim_slot> optimizer_slots(stage_engine& engine) {
   return slots;
 }
 
-// The optimizer's state tensors per param: (state name, the values), torch's names.
-std::vector<std::pair<std::string, std::vector<float>*>> state_tensors(model::optimizer& opt, std::size_t i) {
+// One optimizer state tensor of a param, under torch's name: fp32 values, or a state kept in a
+// smaller dtype (--use-precision-aware-optimizer). Megatron's distributed optimizer saves the
+// latter as TE FusedAdam's get_unscaled_state gives it, fp32, and loads it through
+// set_scaled_state, which rescales and rounds it back into its dtype: the same here. A bf16 state
+// comes back bit for bit; an fp16 or fp8 one is rescaled from its values' absmax.
+struct state_tensor {
+  std::string kind;
+  std::vector<float>* plain = nullptr;
+  model::scaled_state* scaled = nullptr;
+
+  bool empty() const { return plain ? plain->empty() : scaled->empty(); }
+  std::vector<float> values() const {
+    if (plain) return *plain;
+    std::vector<float> v(scaled->size());
+    scaled->unscale(v);
+    return v;
+  }
+  void assign(std::vector<float> v) {
+    if (plain) *plain = std::move(v);
+    else scaled->set(v);
+  }
+};
+
+std::vector<state_tensor> state_tensors(model::optimizer& opt, std::size_t i) {
   if (auto* adam = dynamic_cast<model::adam_optimizer*>(&opt))
-    return {{"exp_avg", &adam->state()[i].exp_avg}, {"exp_avg_sq", &adam->state()[i].exp_avg_sq}};
-  if (auto* sgd = dynamic_cast<model::sgd_optimizer*>(&opt)) return {{"momentum_buffer", &sgd->state()[i].momentum_buffer}};
+    return {{"exp_avg", nullptr, &adam->state()[i].exp_avg}, {"exp_avg_sq", nullptr, &adam->state()[i].exp_avg_sq}};
+  if (auto* sgd = dynamic_cast<model::sgd_optimizer*>(&opt))
+    return {{"momentum_buffer", &sgd->state()[i].momentum_buffer, nullptr}};
   return {};
 }
 
@@ -235,11 +258,12 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
       if ((!sharded && !first_replica) || is_shared_copy(*s.chunk, *s.param) ||
           (s.param->split == model::tp_split::replicated && t != 0))
         continue;
-      for (auto& [kind, values] : state_tensors(opt, i)) {
-        if (values->empty()) continue;  // before the first step (or SGD without momentum)
+      for (const auto& tensor : state_tensors(opt, i)) {
+        if (tensor.empty()) continue;  // before the first step (or SGD without momentum)
+        const auto values = tensor.values();
         // The state covers local elements [begin, end): index it from the local tensor's start.
-        const float* local = values->data() - s.begin;
-        for (auto& q : pieces_of(optimizer_name(kind, s.param->name), *s.param, t, tp, s.begin, s.end, local))
+        const float* local = values.data() - s.begin;
+        for (auto& q : pieces_of(optimizer_name(tensor.kind, s.param->name), *s.param, t, tp, s.begin, s.end, local))
           state.pieces.push_back(std::move(q));
       }
     }
@@ -323,11 +347,12 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
     const std::int64_t steps = o.value("step", std::int64_t{0});
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
-      for (auto& [kind, values] : state_tensors(opt, i)) {
-        const auto name = optimizer_name(kind, s.param->name);
+      for (auto& tensor : state_tensors(opt, i)) {
+        const auto name = optimizer_name(tensor.kind, s.param->name);
         if (!reader.has(name)) continue;  // saved before the first step, or SGD without momentum
-        values->assign(s.end - s.begin, 0.0f);
-        read_into(name, *s.param, s.begin, s.end, values->data());
+        std::vector<float> values(s.end - s.begin, 0.0f);
+        read_into(name, *s.param, s.begin, s.end, values.data());
+        tensor.assign(std::move(values));
       }
     }
     if (auto* adam = dynamic_cast<model::adam_optimizer*>(&opt))

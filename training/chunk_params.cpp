@@ -47,8 +47,8 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks) {
 // The optimizer's view of the parameters: whole, or with the distributed optimizer this rank's
 // slice of each chunk's flat buffer (its gradients are the reduce-scattered shard).
 std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, main_params& main,
-                                                grad_sync& sync, const config::megatron_args& args,
-                                                int tp_rank) {
+                                                main_grads& grads, grad_sync& sync,
+                                                const config::megatron_args& args, int tp_rank) {
   const bool decoupled = args.learning_rate.decoupled_lr.has_value();
   const bool tp_first = tp_rank == 0;
   std::vector<model::optim_param> params;
@@ -56,13 +56,13 @@ std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& 
     auto& chunk = chunks[c];
     auto* shard = sync.shard_of(c);
     for (auto& p : chunk.parameters()) {
-      std::size_t lo = p.offset, hi = p.offset + p.numel;
-      float* grad = p.grad_as<float>();
+      std::size_t lo = p.offset, hi = p.offset + p.numel, first = 0;
       if (shard) {
         lo = std::max(p.offset, shard->begin), hi = std::min(p.offset + p.numel, shard->end);
         if (lo >= hi) continue;
-        grad = shard->grads.host<float>().data() + (lo - shard->begin);
+        first = shard->begin;
       }
+      float* grad = grads.values(c) + (lo - first);
       model::optim_param o;
       o.name = p.name;
       o.value = main.values(c) + lo;

@@ -9,6 +9,7 @@
 #include "model/gpt_chunk.hpp"
 #include "model/optimizer_param.hpp"
 #include "training/grad_sync.hpp"
+#include "training/main_grads.hpp"
 #include "training/main_params.hpp"
 
 namespace mactor::training {
@@ -20,9 +21,9 @@ grad_sync_options grad_sync_options_of(const config::megatron_args& args, bool d
 std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks);
 /// The optimizer's parameters: whole, or with the distributed optimizer this rank's slice of each
 /// chunk's flat buffer (its gradients are the reduce-scattered shard); their values are the
-/// fp32 main parameters.
+/// fp32 main parameters, their gradients the fp32 main gradients.
 std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, main_params& main,
-                                                grad_sync& sync, const config::megatron_args& args,
-                                                int tp_rank);
+                                                main_grads& grads, grad_sync& sync,
+                                                const config::megatron_args& args, int tp_rank);
 
 }  // namespace mactor::training

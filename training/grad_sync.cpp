@@ -7,12 +7,36 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/convert.hpp"
 #include "kernels/tensor_ops.hpp"
 
 namespace mactor::training {
 namespace {
 constexpr int post_everything = std::numeric_limits<int>::min();
+
+// The data plane reduces fp32 and fp64: a bf16 gradient buffer (--grad-reduce-in-bf16) is
+// widened, summed in fp32 and rounded back to bf16 once.
+tensor::tensor wide_copy(tensor::const_tensor_view v) {
+  tensor::tensor wide({v.numel()}, tensor::dtype::float32, tensor::memory_kind::communication);
+  kernels::convert(wide, v);
+  return wide;
 }
+
+void all_reduce_in(comm::communicator& group, tensor::tensor_view data) {
+  if (!tensor::is_half_precision(data.type)) return group.all_reduce(data);
+  auto wide = wide_copy(data);
+  group.all_reduce(wide.view());
+  kernels::convert(data, wide);
+}
+
+void reduce_scatter_in(comm::communicator& group, tensor::const_tensor_view in, tensor::tensor_view out) {
+  if (!tensor::is_half_precision(out.type)) return group.reduce_scatter(in, out);
+  auto wide_in = wide_copy(in);
+  tensor::tensor wide_out({out.numel()}, tensor::dtype::float32, tensor::memory_kind::communication);
+  group.reduce_scatter(wide_in.view(), wide_out.view());
+  kernels::convert(out, wide_out);
+}
+}  // namespace
 
 grad_sync::grad_sync(std::vector<synced_chunk> chunks, grad_sync_options options, comm::communicator* data_parallel,
                      comm::communicator* embedding, step_timers& timers, stage_activity& activity)
@@ -80,7 +104,7 @@ void grad_sync::build_buckets(std::int64_t bucket_size) {
 
 void grad_sync::reduce_tied_embedding(std::size_t chunk, const synced_param& p) {
   const auto n = static_cast<std::int64_t>(p.offset);
-  embedding_->all_reduce(chunks_[chunk].grads.rows(n, n + static_cast<std::int64_t>(p.numel)));
+  all_reduce_in(*embedding_, chunks_[chunk].grads.rows(n, n + static_cast<std::int64_t>(p.numel)));
 }
 
 // One bucket's share of finish_grad_sync, on the background thread: the tied embedding's
@@ -97,7 +121,7 @@ void grad_sync::reduce_over_replicas(std::size_t c, std::size_t begin, std::size
   auto grads = chunks_[c].grads.rows(static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end));
   kernels::scale(grads, 1.0 / data_parallel_->size());
   if (shards_.empty()) {
-    data_parallel_->all_reduce(grads);
+    all_reduce_in(*data_parallel_, grads);
     return;
   }
   auto& s = shards_[c];
@@ -105,7 +129,7 @@ void grad_sync::reduce_over_replicas(std::size_t c, std::size_t begin, std::size
   const auto numel = static_cast<std::int64_t>(s.numel);
   kernels::copy(s.scratch.view().rows(0, numel), grads);
   kernels::fill_zero(s.scratch.view().rows(numel, static_cast<std::int64_t>(s.padded)));
-  data_parallel_->reduce_scatter(s.scratch.view(), s.grads.view());
+  reduce_scatter_in(*data_parallel_, s.scratch.view(), s.grads.view());
 }
 
 void grad_sync::backward_progress(int chunk, int event) {

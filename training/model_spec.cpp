@@ -40,6 +40,12 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.init_method_std = static_cast<float>(a.initialization.init_method_std);
   // Megatron's params_dtype (validation derives it from --bf16 / --fp16).
   c.params_dtype = *tensor::parse_dtype("torch." + a.derived.params_dtype);
+  // Megatron's DistributedDataParallelConfig.grad_reduce_in_fp32 is
+  // --accumulate-allreduce-grads-in-fp32 (validation derives it under --bf16); without it a bf16
+  // model's grad buffer is bf16. (An fp16 model keeps fp32 main grads here: Megatron would use
+  // fp16 ones unless the flag is given.)
+  if (c.params_dtype == tensor::dtype::bfloat16 && !a.mixed_precision.accumulate_allreduce_grads_in_fp32)
+    c.grad_buffer_dtype = tensor::dtype::bfloat16;
   c.seed = static_cast<std::uint64_t>(a.initialization.seed);
   c.tensor_model_parallel_size = static_cast<int>(a.distributed.tensor_model_parallel_size);
   c.tensor_model_parallel_rank = tp_rank;
@@ -133,6 +139,10 @@ model::optimizer_options optimizer_options_from_args(const config::megatron_args
   o.adam_beta2 = a.regularization.adam_beta2;
   o.adam_eps = a.regularization.adam_eps;
   o.sgd_momentum = a.regularization.sgd_momentum;
+  // --use-precision-aware-optimizer: TE FusedAdam's moment dtypes (validation mapped the flags to
+  // torch dtype names; they stay fp32 without the flag).
+  o.exp_avg_dtype = model::parse_state_dtype(a.experimental.exp_avg_dtype).value_or(model::state_dtype::fp32);
+  o.exp_avg_sq_dtype = model::parse_state_dtype(a.experimental.exp_avg_sq_dtype).value_or(model::state_dtype::fp32);
   return o;
 }
 

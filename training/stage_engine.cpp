@@ -41,7 +41,8 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel),
                                            ctx.data_parallel(), ctx.embedding(), timers_, activity_);
   main_params_ = std::make_unique<training::main_params>(chunks_);
-  optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *grad_sync_, a, ctx.tp_rank()),
+  main_grads_ = std::make_unique<training::main_grads>(chunks_, *grad_sync_);
+  optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *main_grads_, *grad_sync_, a, ctx.tp_rank()),
                                      optimizer_options_from_args(a));
   if (auto options = grad_scaler_options_from_args(a)) scaler_.emplace(*options);
 }
@@ -239,6 +240,7 @@ void stage_engine::finalize_grads() {
   grad_sync_->finish_grad_sync();
   if (grad_sync_->overlapped())
     for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
+  main_grads_->copy_from_model();  // a bf16 gradient buffer: the optimizer's fp32 main grads
 }
 
 void stage_engine::reduce_stats(std::span<double> values) {

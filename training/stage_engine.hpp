@@ -26,6 +26,7 @@
 #include "schedules/schedule.hpp"
 #include "training/batch_loader.hpp"
 #include "training/grad_sync.hpp"
+#include "training/main_grads.hpp"
 #include "training/main_params.hpp"
 #include "training/parallel_context.hpp"
 #include "training/pipeline_port.hpp"
@@ -115,6 +116,7 @@ class stage_engine {
   bool distributed_optimizer_;  // --use-distributed-optimizer over more than one replica
   std::vector<model::gpt_chunk> chunks_;
   std::unique_ptr<training::main_params> main_params_;
+  std::unique_ptr<training::main_grads> main_grads_;
   std::optional<model::grad_scaler> scaler_;
   std::function<void()> wakeup_;
   step_timers timers_;

@@ -96,7 +96,7 @@ const std::vector<rule_case>& cases() {
        {"--inference-dynamic-batching", "--inference-dynamic-batching-block-size", "512"}},
       {76, {"--moe-use-upcycling"}, "--moe-use-upcycling needs --save", {"--moe-use-upcycling", "--save", "c", "--save-interval", "5"}},
       {77, {"--optimizer-cpu-offload"}, "requires --use-precision-aware-optimizer",
-       {"--optimizer-cpu-offload", "--use-precision-aware-optimizer"}},
+       {"--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--use-distributed-optimizer"}},
       {78, {"--non-persistent-ckpt-type", "local"}, "needs --non-persistent-local-ckpt-dir",
        {"--non-persistent-ckpt-type", "local", "--non-persistent-local-ckpt-dir", "d"}},
       {78, {"--replication"}, "--replication needs --replication-jump",

@@ -3,6 +3,7 @@
 mactor_add_test(optim_tests
   SOURCES
     ${CMAKE_CURRENT_LIST_DIR}/optimizer.test.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/optimizer_precision.test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/optimizer_grad_clip.test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/lr_scheduler.test.cpp
     ${CMAKE_CURRENT_LIST_DIR}/grad_scaler.test.cpp

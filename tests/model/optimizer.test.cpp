@@ -82,6 +82,11 @@ struct comparison {
     const double scale = std::max(std::abs(ours), std::abs(ref));
     if (scale > 0) max_rel = std::max(max_rel, abs_err / std::max(scale, 1e-6));
   }
+  void add_all(const scaled_state& state, const nlohmann::json& ref) {
+    std::vector<float> values(state.size());
+    state.unscale(values);
+    add_all(values, ref);
+  }
   void add_all(const std::vector<float>& ours, const nlohmann::json& ref) {
     REQUIRE(ref.size() == ours.size());
     for (std::size_t i = 0; i < ours.size(); ++i) add(ours[i], ref[i].get<double>());

@@ -8,7 +8,10 @@ computes (norms and loss in fp32), each micro-batch's bf16 gradients accumulate 
 gradients, and clipping and AdamW run on the fp32 main parameters, rounded into the bf16 copy
 after each step. With --fp16 the same in fp16, with megatron-core's DynamicGradScaler: the loss
 is scaled for the backward, the main gradients unscaled and checked, an overflowing step skipped
-(no update, no schedule step, its loss left out of the log).
+(no update, no schedule step, its loss left out of the log). With
+--use-precision-aware-optimizer, Transformer Engine FusedAdam's storage of the two moments in
+--exp-avg-dtype / --exp-avg-sq-dtype: rounded (and rescaled) after every step
+(tests/model/te_state_storage.py).
 
 Usage: train_reference.py DIR. DIR holds flags.txt (one Megatron argument per line),
 params.txt + param_<i>.bin (initial weights), batches.bin (every micro-batch of every iteration:
@@ -24,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "model"))
 from gpt_reference import loss_sum, parameter_shapes  # noqa: E402
 from optim_megatron_import import import_megatron_core_module  # noqa: E402
+from te_state_storage import round_trip  # noqa: E402
 
 OptimizerParamScheduler = import_megatron_core_module(
     "optimizer_param_scheduler").OptimizerParamScheduler
@@ -53,9 +57,11 @@ def megatron_flags(argv):
     p.add_argument("--hysteresis", type=int, default=2)
     p.add_argument("--normalization", default="LayerNorm")
     p.add_argument("--position-embedding-type", default="learned_absolute")
+    p.add_argument("--exp-avg-dtype", default="fp32")
+    p.add_argument("--exp-avg-sq-dtype", default="fp32")
     for name in ["--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
                  "--disable-bias-linear", "--apply-layernorm-1p", "--no-bias-gelu-fusion",
-                 "--openai-gelu", "--bf16", "--fp16"]:
+                 "--openai-gelu", "--bf16", "--fp16", "--use-precision-aware-optimizer"]:
         p.add_argument(name, action="store_true")
     args, _ = p.parse_known_args(argv)
     return args
@@ -193,6 +199,12 @@ def main(folder):
                 continue
         norm = torch.nn.utils.clip_grad_norm_(every, a.clip_grad).item() if a.clip_grad > 0 else 0.0
         optimizer.step()
+        if a.use_precision_aware_optimizer:  # TE FusedAdam keeps the moments in their dtypes
+            with torch.no_grad():
+                for p in every:
+                    st = optimizer.state[p]
+                    st["exp_avg"].copy_(round_trip(st["exp_avg"], a.exp_avg_dtype))
+                    st["exp_avg_sq"].copy_(round_trip(st["exp_avg_sq"], a.exp_avg_sq_dtype))
         if half:
             with torch.no_grad():
                 for n, p in model.items():

@@ -1,0 +1,125 @@
+// Optimizer states in bf16, fp16 or fp8 with Transformer Engine FusedAdam's scaling arithmetic.
+#include "model/optimizer_state.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tensor/half_float.hpp"
+
+namespace mactor::model {
+namespace {
+
+constexpr float fp16_range = 65504.0f / 2.0f;  // FusedAdam's dtype_to_range_map[float16]
+constexpr float fp8_range = 448.0f;            // ... and [uint8]: E4M3's largest finite value
+
+float absmax(std::span<const float> values) {
+  float m = 0.0f;
+  for (float v : values) m = std::max(m, std::abs(v));
+  return m;
+}
+
+}  // namespace
+
+std::optional<state_dtype> parse_state_dtype(std::string_view text) {
+  if (text == "fp32" || text == "float32") return state_dtype::fp32;
+  if (text == "fp16" || text == "float16") return state_dtype::fp16;
+  if (text == "bf16" || text == "bfloat16") return state_dtype::bf16;
+  if (text == "fp8" || text == "uint8") return state_dtype::fp8;
+  return std::nullopt;
+}
+
+std::string_view to_string(state_dtype t) {
+  switch (t) {
+    case state_dtype::fp16: return "fp16";
+    case state_dtype::bf16: return "bf16";
+    case state_dtype::fp8: return "fp8";
+    default: return "fp32";
+  }
+}
+
+std::size_t element_bytes(state_dtype t) {
+  switch (t) {
+    case state_dtype::fp16:
+    case state_dtype::bf16: return 2;
+    case state_dtype::fp8: return 1;
+    default: return 4;
+  }
+}
+
+// E4M3: 4 exponent bits (bias 7), 3 mantissa bits, no infinities, 0x7f is NaN. Rounding is
+// nearest-even (std::nearbyint in the default mode) on exactly scaled values.
+std::uint8_t to_e4m3(float x) {
+  const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  const float a = std::abs(x);
+  if (std::isnan(a)) return sign | 0x7f;
+  if (a >= fp8_range) return sign | 0x7e;  // satfinite
+  if (a < 0x1p-6f) return sign | static_cast<std::uint8_t>(std::nearbyint(a * 0x1p9f));  // subnormal (8 is 2^-6)
+  int k = 0;
+  const float f = std::frexp(a, &k);  // a = f * 2^k, f in [0.5, 1)
+  int exponent = k - 1 + 7;
+  int mantissa = static_cast<int>(std::nearbyint((2.0f * f - 1.0f) * 8.0f));
+  if (mantissa == 8) mantissa = 0, ++exponent;
+  const int code = (exponent << 3) | mantissa;
+  return sign | static_cast<std::uint8_t>(std::min(code, 0x7e));
+}
+
+float from_e4m3(std::uint8_t code) {
+  const int e = (code >> 3) & 0xf, m = code & 0x7;
+  float a = 0.0f;
+  if (e == 0xf && m == 0x7) a = std::numeric_limits<float>::quiet_NaN();
+  else if (e == 0) a = std::ldexp(static_cast<float>(m), -9);
+  else a = std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+  return (code & 0x80) ? -a : a;
+}
+
+void scaled_state::zero(std::size_t n) {
+  size_ = n;
+  scale_ = 1.0f;
+  f32_.clear(), h16_.clear(), f8_.clear();
+  if (type_ == state_dtype::fp32) f32_.assign(n, 0.0f);
+  else if (type_ == state_dtype::fp8) f8_.assign(n, 0);
+  else h16_.assign(n, 0);  // +0 in both 16-bit formats
+}
+
+void scaled_state::unscale(std::span<float> out) const {
+  for (std::size_t i = 0; i < size_; ++i) {
+    switch (type_) {
+      case state_dtype::fp32: out[i] = f32_[i]; break;
+      case state_dtype::bf16: out[i] = tensor::to_float(tensor::bfloat16{h16_[i]}); break;
+      case state_dtype::fp16: out[i] = tensor::to_float(tensor::float16{h16_[i]}) * scale_; break;
+      case state_dtype::fp8: out[i] = from_e4m3(f8_[i]) * scale_; break;
+    }
+  }
+}
+
+void scaled_state::set(std::span<const float> values) {
+  size_ = values.size();
+  switch (type_) {
+    case state_dtype::fp32: f32_.assign(values.begin(), values.end()); return;
+    case state_dtype::bf16:
+      h16_.resize(size_);
+      for (std::size_t i = 0; i < size_; ++i) h16_[i] = tensor::to_bfloat16(values[i]).bits;
+      return;
+    case state_dtype::fp16: {
+      const float scale = absmax(values) / fp16_range;
+      const float rscale = scale > 0.0f ? 1.0f / scale : 0.0f;
+      h16_.resize(size_);
+      for (std::size_t i = 0; i < size_; ++i) h16_[i] = tensor::to_float16(values[i] * rscale).bits;
+      scale_ = scale;
+      return;
+    }
+    case state_dtype::fp8: {
+      // The quantizer's scale is 1 / (absmax / 448); the dequantizing scale_inv its reciprocal.
+      // An all-zero tensor stays zeros with scale_inv 0 (1 / 0 would make NaNs of them).
+      const float scale = absmax(values) / fp8_range;
+      const float quantize = scale > 0.0f ? 1.0f / scale : 0.0f;
+      f8_.resize(size_);
+      for (std::size_t i = 0; i < size_; ++i) f8_[i] = to_e4m3(values[i] * quantize);
+      scale_ = quantize > 0.0f ? 1.0f / quantize : 0.0f;
+      return;
+    }
+  }
+}
+
+}  // namespace mactor::model
