@@ -172,6 +172,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                             "activation); moe, moe_act, shared_experts and mla_up_proj name modules a dense GPT does not have"},
       {"distribute_saved_activations", "each tensor-parallel rank keeps 1/tp of a checkpointed group's input and "
                                        "all-gathers it before the rerun"},
+      {"record_memory_history", "every tensor allocation and free (the last 100000) with the blocks alive, by memory kind"},
+      {"memory_snapshot_path", "the last rank writes torch.cuda.memory._snapshot()'s pickled dict there at each log "
+                               "interval, for PyTorch's memory viewer (pytorch.org/memory_viz)"},
       {"log_memory_to_tensorboard", "mem-reserved-bytes (resident set), mem-allocated-bytes and mem-max-allocated-bytes "
                                     "(the memory ledger: every tensor's bytes) of rank 0; no mem-allocated-count"},
   };

@@ -56,6 +56,13 @@ std::int64_t cached_activation_bytes() {
   return c.cached;
 }
 
+void for_each_cached_activation_block(const std::function<void(const void*, std::size_t)>& f) {
+  auto& c = the_cache();
+  std::lock_guard lock(c.mutex);
+  for (const auto& [bytes, blocks] : c.free_blocks)
+    for (const void* b : blocks) f(b, bytes);
+}
+
 void empty_activation_cache() {
   auto& c = the_cache();
   std::lock_guard lock(c.mutex);

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace mactor::tensor {
 
@@ -17,5 +18,8 @@ void give_back_activation_block(void* block, std::size_t bytes) noexcept;
 std::int64_t cached_activation_bytes();
 /// Frees every cached block to the system (as torch.cuda.empty_cache()).
 void empty_activation_cache();
+/// Calls f(block, bytes) for each cached block, under the cache's lock (f must not allocate
+/// tensors).
+void for_each_cached_activation_block(const std::function<void(const void*, std::size_t)>& f);
 
 }  // namespace mactor::tensor

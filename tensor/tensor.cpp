@@ -7,6 +7,7 @@
 
 #include "tensor/block_cache.hpp"
 #include "tensor/host_buffer.hpp"
+#include "tensor/memory_history.hpp"
 
 namespace mactor::tensor {
 
@@ -86,10 +87,12 @@ tensor::tensor(shape_type shape, dtype type, memory_kind kind, device where)
   data_ = allocate_bytes(bytes_, kind_);
   std::memset(data_, 0, bytes_);
   memory_ledger::host().allocated(kind_, static_cast<std::int64_t>(bytes_));
+  record_memory_event(true, data_, static_cast<std::int64_t>(bytes_), kind_);
 }
 
 void tensor::release() noexcept {
   if (!data_) return;
+  record_memory_event(false, data_, static_cast<std::int64_t>(bytes_), kind_);
   free_bytes(data_, bytes_, kind_);
   memory_ledger::host().freed(kind_, static_cast<std::int64_t>(bytes_));
   data_ = nullptr;

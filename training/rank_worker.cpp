@@ -10,7 +10,9 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/layout.hpp"
 #include "config/validate.hpp"
+#include "tensor/memory_history.hpp"
 #include "training/training_log.hpp"
+#include "training/memory_snapshot.hpp"
 #include "training/model_spec.hpp"
 
 namespace mactor::training {
@@ -44,8 +46,17 @@ model::loss_and_count sum_over_replicas(parallel_context& ctx, model::loss_and_c
 
 vocabulary vocabulary_from_args(const config::megatron_args& a) { return vocabulary_of(*tokenizer_from_args(a), a); }
 
+namespace {
+// Megatron starts --record-memory-history (PyTorch's trace of 100000 allocations) before it
+// builds the model; so does this, before the tokenizer, the datasets and the engine.
+std::unique_ptr<data::tokenizer> tokenizer_after_recording(const config::megatron_args& a) {
+  if (a.training.record_memory_history) tensor::start_memory_history(100000);
+  return tokenizer_from_args(a);
+}
+}  // namespace
+
 rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx)
-    : rank_worker(a, ctx, tokenizer_from_args(a)) {}
+    : rank_worker(a, ctx, tokenizer_after_recording(a)) {}
 
 rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx, std::unique_ptr<data::tokenizer> tok)
     : args_(a), ctx_(ctx), vocab_(vocabulary_of(*tok, a)), datasets_(datasets_from_args(a, *tok)),
@@ -63,6 +74,13 @@ rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx, 
       throw checkpoint::checkpoint_error("--save " + *save + " is not a writable directory" +
                                          (ec ? " (" + ec.message() + ")" : std::string()) + "; pass a path you can write to");
     checkpoint::remove_interrupted_saves(*save);
+  }
+  if (a.training.record_memory_history && ctx.rank() == ctx.world_size() - 1) {
+    // Found now rather than at the first log line: the folder the snapshot goes to.
+    const auto folder = std::filesystem::absolute(a.training.memory_snapshot_path).parent_path();
+    if (!std::filesystem::is_directory(folder) || access(folder.c_str(), W_OK) != 0)
+      throw checkpoint::checkpoint_error("--memory-snapshot-path " + a.training.memory_snapshot_path + ": " +
+                                         folder.string() + " is not a writable folder; pass a path in one");
   }
 }
 
@@ -160,6 +178,10 @@ iteration_report rank_worker::finish_iteration() {
                                         static_cast<double>(engine_.optimizer().state_bytes())));
     if (iteration_ % args_.training.log_interval == 0) memory_logged_ = true;
   }
+  // Megatron's training_log: the last rank dumps the memory snapshot at every log interval.
+  if (args_.training.record_memory_history && iteration_ % args_.training.log_interval == 0 &&
+      ctx_.rank() == ctx_.world_size() - 1)
+    write_memory_snapshot(args_.training.memory_snapshot_path);
   return r;
 }
 

@@ -25,7 +25,7 @@ std::string errors_of(const validated& v) {
 
 }  // namespace
 
-TEST_CASE("--use-precision-aware-optimizer needs the distributed optimizer and Adam") {
+TEST_CASE("the precision-aware optimizer (--use-precision-aware-optimizer) needs the distributed optimizer and Adam") {
   auto alone = run({"--use-precision-aware-optimizer"});
   INFO(errors_of(alone));
   CHECK(alone.has_error("--use-precision-aware-optimizer is only supported with the distributed optimizer; "
