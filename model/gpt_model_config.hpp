@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/fp8_recipe.hpp"
 #include "tensor/dtype.hpp"
 
 namespace mactor::model {
@@ -47,6 +48,9 @@ struct gpt_model_config {
   /// The dtype of the parameters and the activations (Megatron's params_dtype): fp32, bf16 or
   /// fp16 (--bf16 / --fp16), fp64 for gradient checks.
   tensor::dtype params_dtype = tensor::dtype::float32;
+  /// fp8 GEMMs in the transformer layers' linears (--fp8-format and the recipe flags); the
+  /// embedding and the output layer stay in params_dtype, as in Megatron.
+  fp8_settings fp8;
   /// The dtype the backward accumulates weight gradients in: Megatron's main_grad, fp32 for
   /// every training dtype (its gradient-accumulation fusion adds each GEMM's weight gradient
   /// into the fp32 buffer), fp64 for gradient checks.
