@@ -21,7 +21,7 @@ struct float8_e5m2 {
 
 namespace detail {
 
-// One fp8 layout: Exp exponent bits, Man mantissa bits, the exponent's bias, the largest
+// One fp8 layout: Man mantissa bits, the exponent's bias, the largest
 // finite pattern (sign clear) and the NaN pattern this conversion writes.
 template <int Man, int Bias, std::uint8_t MaxBits, std::uint8_t NanBits>
 struct float8_layout {
