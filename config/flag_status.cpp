@@ -155,6 +155,19 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"fp16", "fp16 weights, activations and transfers with fp32 main parameters, as --bf16, plus Megatron's "
                "dynamic loss scaler: a step with an inf/NaN gradient is skipped and the scale backs off"},
       {"loss_scale", "a constant loss scale (fp16, or bf16 where Megatron also honours it)"},
+      {"fp8", "the transformer layers' linears round their GEMM operands through fp8 as Transformer Engine "
+              "quantizes them (e4m3: every operand e4m3; hybrid: gradients e5m2) and multiply in fp32 (CPU "
+              "emulation); the embedding and output layer stay in the model's dtype; amaxes are not reduced "
+              "across ranks"},
+      {"fp8_recipe", "delayed (amax history), tensorwise (current per-tensor scale), mxfp8 (E8M0 scale per "
+                     "32 elements), blockwise (power-of-two scale per 1x128 activation tile, 128x128 weight tile)"},
+      {"fp8_margin", "delayed recipe"},
+      {"fp8_amax_history_len", "delayed recipe; updated after each forward and each backward, as TE does"},
+      {"fp8_amax_compute_algo", "delayed recipe"},
+      {"fp8_wgrad", "delayed recipe only, as Megatron passes it (override_linear_precision)"},
+      {"first_last_layers_bf16", ""},
+      {"num_layers_at_start_in_bf16", ""},
+      {"num_layers_at_end_in_bf16", ""},
       {"initial_loss_scale", ""},
       {"min_loss_scale", ""},
       {"loss_scale_window", ""},

@@ -50,11 +50,13 @@ void model_parallel_config(validation_context& c) {  // rules 88-93
 void low_precision(validation_context& c) {  // rules 97, 98
   const auto& te = c.a.transformer_engine;
   if (te.fp8 && te.first_last_layers_bf16) {
-    c.require(te.fp8_recipe != "delayed", "--first-last-layers-bf16 is not supported with --fp8-recipe delayed");
+    c.require(te.fp8_recipe != "delayed", "--first-last-layers-bf16 is not supported with --fp8-recipe delayed; "
+                                          "use --fp8-recipe tensorwise, mxfp8 or blockwise");
     const std::int64_t per_stage = c.a.network_size.num_layers.value_or(0) / std::max<std::int64_t>(1, c.a.distributed.pipeline_model_parallel_size);
     for (auto [name, v] : {std::pair{"--num-layers-at-start-in-bf16", te.num_layers_at_start_in_bf16},
                            {"--num-layers-at-end-in-bf16", te.num_layers_at_end_in_bf16}})
-      c.require(v >= 0 && v <= per_stage, std::string(name) + "=" + show(v) + " must be in [0, " + show(per_stage) + "]");
+      c.require(v >= 0 && v <= per_stage, std::string(name) + "=" + show(v) + " must be in [0, " + show(per_stage) +
+                                               "] (--num-layers // --pipeline-model-parallel-size)");
   }
   if (te.fp8_param_gather) c.require(te.fp8.has_value(), "--fp8-param-gather needs --fp8-format");
 }

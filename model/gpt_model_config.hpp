@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/recompute.hpp"
+#include "model/fp8_recipe.hpp"
 #include "tensor/dtype.hpp"
 
 namespace mactor::model {
@@ -58,6 +59,9 @@ struct gpt_model_config {
   }
   /// What the layers keep for their backward and what they recompute (--recompute-*).
   recompute_config recompute;
+  /// fp8 GEMMs in the transformer layers' linears (--fp8-format and the recipe flags); the
+  /// embedding and the output layer stay in params_dtype, as in Megatron.
+  fp8_settings fp8;
   /// Megatron DDP's gradient buffer (main_grad) for a 16-bit model: fp32 with
   /// grad_reduce_in_fp32 (--accumulate-allreduce-grads-in-fp32, which --bf16 turns on unless
   /// --grad-reduce-in-bf16), else bf16: the backward accumulates and the data-parallel group

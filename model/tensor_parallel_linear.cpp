@@ -6,12 +6,35 @@
 #include "model/activation.hpp"
 
 namespace mactor::model {
+namespace {
+
+std::unique_ptr<fp8_linear> make_fp8(const fp8_settings& fp8) {
+  return fp8.enabled ? std::make_unique<fp8_linear>(fp8) : nullptr;
+}
+
+void forward_gemm(fp8_linear* fp8, tensor::const_tensor_view x, tensor::const_tensor_view w,
+                  tensor::tensor_view y, int rows, int in, int out) {
+  if (fp8) return fp8->forward(x, w, y, rows, in, out);
+  kernels::linear_forward(x, w, y, rows, in, out);
+}
+
+// dW += dy^T x, dx = dy W.
+void backward_gemms(fp8_linear* fp8, tensor::const_tensor_view dy, tensor::const_tensor_view x,
+                    tensor::const_tensor_view w, tensor::tensor_view dw, tensor::tensor_view dx,
+                    int rows, int in, int out) {
+  if (fp8) return fp8->backward(dy, x, w, dw, dx, rows, in, out);
+  kernels::linear_backward_weight(dy, x, dw, rows, in, out);
+  kernels::linear_backward_input(dy, w, dx, rows, in, out);
+}
+
+}  // namespace
 
 column_parallel_linear::column_parallel_linear(parameter_store& store, const std::string& name,
                                                int in, int out, bool bias, tp_split split,
                                                double init_std, int tp_size,
-                                               bool sequence_parallel)
-    : in_(in), out_local_(out / tp_size), sequence_parallel_(sequence_parallel && tp_size > 1) {
+                                               bool sequence_parallel, const fp8_settings& fp8)
+    : in_(in), out_local_(out / tp_size), sequence_parallel_(sequence_parallel && tp_size > 1),
+      fp8_(make_fp8(fp8)) {
   weight_ = store.add(name + ".weight", {out, in}, split, init_kind::normal, init_std);
   if (bias) bias_ = store.add(name + ".bias", {out}, split, init_kind::zeros);
 }
@@ -24,7 +47,7 @@ void column_parallel_linear::forward(const parameter_store& store, group& tp,
                   ensure_activation(gathered_, rows, in_, x.type));
     x = gathered_;
   }
-  kernels::linear_forward(x, store.value(weight_), y, rows, in_, out_local_);
+  forward_gemm(fp8_.get(), x, store.value(weight_), y, rows, in_, out_local_);
   if (bias_ >= 0) kernels::bias_add(y, store.value(bias_), rows, out_local_);
 }
 
@@ -37,27 +60,28 @@ void column_parallel_linear::backward(parameter_store& store, group& tp,
                   ensure_activation(gathered_, rows, in_, x.type));
     x = gathered_;
   }
-  kernels::linear_backward_weight(dy, x, store.grad(weight_), rows, in_, out_local_);
   if (bias_ >= 0) kernels::bias_backward(store.grad(bias_), dy, rows, out_local_);
   if (sequence_parallel_) {
     auto full = ensure_activation(scratch_, rows, in_, dy.type);
-    kernels::linear_backward_input(dy, store.value(weight_), full, rows, in_, out_local_);
+    backward_gemms(fp8_.get(), dy, x, store.value(weight_), store.grad(weight_), full, rows, in_, out_local_);
     tp.reduce_scatter_sum(full, elements(dx, 0, std::int64_t(rows / tp.size()) * in_));
     return;
   }
-  kernels::linear_backward_input(dy, store.value(weight_), dx, rows, in_, out_local_);
+  backward_gemms(fp8_.get(), dy, x, store.value(weight_), store.grad(weight_), dx, rows, in_, out_local_);
   if (tp.size() > 1) tp.all_reduce_sum(elements(dx, 0, std::int64_t(rows) * in_));
 }
 
 void column_parallel_linear::release() {
   gathered_ = tensor::tensor();
   scratch_ = tensor::tensor();
+  if (fp8_) fp8_->release();
 }
 
 row_parallel_linear::row_parallel_linear(parameter_store& store, const std::string& name, int in,
                                          int out, bool bias, double init_std, int tp_size,
-                                         bool sequence_parallel)
-    : in_local_(in / tp_size), out_(out), sequence_parallel_(sequence_parallel && tp_size > 1) {
+                                         bool sequence_parallel, const fp8_settings& fp8)
+    : in_local_(in / tp_size), out_(out), sequence_parallel_(sequence_parallel && tp_size > 1),
+      fp8_(make_fp8(fp8)) {
   weight_ = store.add(name + ".weight", {out, in}, tp_split::columns, init_kind::normal, init_std);
   if (bias) {
     bias_ = store.add(name + ".bias", {out}, tp_split::replicated, init_kind::zeros);
@@ -69,11 +93,11 @@ void row_parallel_linear::forward(const parameter_store& store, group& tp,
                                   tensor::const_tensor_view x, tensor::tensor_view y, int rows) {
   if (sequence_parallel_) {
     auto full = ensure_activation(full_, rows, out_, x.type);
-    kernels::linear_forward(x, store.value(weight_), full, rows, in_local_, out_);
+    forward_gemm(fp8_.get(), x, store.value(weight_), full, rows, in_local_, out_);
     tp.reduce_scatter_sum(full, elements(y, 0, std::int64_t(rows / tp.size()) * out_));
     return;
   }
-  kernels::linear_forward(x, store.value(weight_), y, rows, in_local_, out_);
+  forward_gemm(fp8_.get(), x, store.value(weight_), y, rows, in_local_, out_);
   if (tp.size() > 1) tp.all_reduce_sum(elements(y, 0, std::int64_t(rows) * out_));
 }
 
@@ -89,10 +113,12 @@ void row_parallel_linear::backward(parameter_store& store, group& tp,
   } else if (bias_ >= 0) {
     kernels::bias_backward(store.grad(bias_), dy, rows, out_);
   }
-  kernels::linear_backward_weight(dy, x, store.grad(weight_), rows, in_local_, out_);
-  kernels::linear_backward_input(dy, store.value(weight_), dx, rows, in_local_, out_);
+  backward_gemms(fp8_.get(), dy, x, store.value(weight_), store.grad(weight_), dx, rows, in_local_, out_);
 }
 
-void row_parallel_linear::release() { full_ = tensor::tensor(); }
+void row_parallel_linear::release() {
+  full_ = tensor::tensor();
+  if (fp8_) fp8_->release();
+}
 
 }  // namespace mactor::model

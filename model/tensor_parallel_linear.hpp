@@ -6,9 +6,12 @@
 // sequence shard and is all-gathered (its gradient reduce-scattered back), and a row-parallel
 // linear reduce-scatters its output to the shard (and all-gathers the output gradient). Rows are
 // in [seq, batch] order, so shard r is the contiguous block of rows [r * rows / tp, ...).
+// Under fp8 (a non-empty fp8_settings) the GEMMs run through model/fp8_linear.
 #pragma once
+#include <memory>
 #include <string>
 
+#include "model/fp8_linear.hpp"
 #include "model/group.hpp"
 #include "model/parameter.hpp"
 #include "tensor/tensor.hpp"
@@ -20,7 +23,7 @@ class column_parallel_linear {
   /// Registers name.weight [out, in] (and name.bias [out]); split is rows or row_halves.
   column_parallel_linear(parameter_store& store, const std::string& name, int in, int out,
                          bool bias, tp_split split, double init_std, int tp_size,
-                         bool sequence_parallel = false);
+                         bool sequence_parallel = false, const fp8_settings& fp8 = {});
   int out_local() const { return out_local_; }
   /// y[rows, out_local] = x[rows, in] W^T + b. With sequence parallelism x is this rank's
   /// [rows / tp, in] shard; the gathered input is kept for backward.
@@ -36,13 +39,15 @@ class column_parallel_linear {
   int weight_, bias_ = -1, in_, out_local_;
   bool sequence_parallel_;
   tensor::tensor gathered_, scratch_;  // scratch: the all-gathered input; the full input gradient
+  std::unique_ptr<fp8_linear> fp8_;    // null unless the layer runs in fp8
 };
 
 class row_parallel_linear {
  public:
   /// Registers name.weight [out, in] (columns split) and name.bias [out] (replicated).
   row_parallel_linear(parameter_store& store, const std::string& name, int in, int out,
-                      bool bias, double init_std, int tp_size, bool sequence_parallel = false);
+                      bool bias, double init_std, int tp_size, bool sequence_parallel = false,
+                      const fp8_settings& fp8 = {});
   int in_local() const { return in_local_; }
   /// y[rows, out] = all_reduce(x[rows, in_local] W^T), without the bias (sequence parallel:
   /// y[rows / tp, out] = reduce_scatter(x W^T)).
@@ -59,6 +64,7 @@ class row_parallel_linear {
   int weight_, bias_ = -1, in_local_, out_;
   bool sequence_parallel_;
   tensor::tensor full_;  // the output before its reduce-scatter, or the gathered gradient
+  std::unique_ptr<fp8_linear> fp8_;  // null unless the layer runs in fp8
 };
 
 }  // namespace mactor::model

@@ -7,6 +7,30 @@
 
 namespace mactor::training {
 
+namespace {
+
+// Megatron's fp8 flags as the model's fp8 settings (validation checked their values and rules).
+model::fp8_settings fp8_settings_from_args(const config::transformer_engine_args& te) {
+  model::fp8_settings f;
+  f.enabled = te.fp8.has_value();
+  f.fp8 = te.fp8.value_or("e4m3") == "hybrid" ? model::fp8_format::hybrid : model::fp8_format::e4m3;
+  f.recipe = te.fp8_recipe == "tensorwise" ? model::fp8_recipe::tensorwise
+             : te.fp8_recipe == "mxfp8"    ? model::fp8_recipe::mxfp8
+             : te.fp8_recipe == "blockwise" ? model::fp8_recipe::blockwise
+                                            : model::fp8_recipe::delayed;
+  f.fp8_margin = static_cast<int>(te.fp8_margin);
+  f.fp8_amax_history_len = static_cast<int>(te.fp8_amax_history_len);
+  f.amax_compute_algo = te.fp8_amax_compute_algo == "max" ? model::fp8_amax_compute_algo::max
+                                                          : model::fp8_amax_compute_algo::most_recent;
+  f.fp8_wgrad = te.fp8_wgrad;
+  f.first_last_layers_bf16 = te.first_last_layers_bf16;
+  f.num_layers_at_start_in_bf16 = static_cast<int>(te.num_layers_at_start_in_bf16);
+  f.num_layers_at_end_in_bf16 = static_cast<int>(te.num_layers_at_end_in_bf16);
+  return f;
+}
+
+}  // namespace
+
 model::gpt_model_config model_config_from_args(const config::megatron_args& a, std::int64_t padded_vocab_size, int tp_rank) {
   const auto& n = a.network_size;
   const auto& t = a.training;
@@ -52,6 +76,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.sequence_parallel = a.training.sequence_parallel;  // validation turned it off for tp == 1
   c.fp32_residual_connection = a.mixed_precision.fp32_residual_connection;  // validation: needs --bf16/--fp16
   c.recompute = recompute_from_args(a);
+  c.fp8 = fp8_settings_from_args(a.transformer_engine);
   return c;
 }
 

@@ -1,0 +1,114 @@
+// A linear layer's GEMMs with their operands rounded through fp8 (Transformer Engine's Linear
+// under fp8_autocast), computed by the fp32 GEMM kernels.
+#include "model/fp8_linear.hpp"
+
+#include <cstring>
+
+#include "kernels/fp8.hpp"
+#include "kernels/gemm.hpp"
+#include "model/activation.hpp"
+
+namespace mactor::model {
+namespace {
+
+// How many forwards a linear remembers for their backward: more than any schedule keeps in
+// flight; an evaluation forward (never back-propagated) ages out.
+constexpr std::size_t max_records = 64;
+
+// A 64-bit fingerprint of a tensor's bytes: a recomputed forward sees the very same input.
+std::uint64_t fingerprint(tensor::const_tensor_view v) {
+  const auto* bytes = static_cast<const unsigned char*>(v.data);
+  const std::size_t n = v.nbytes();
+  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, bytes + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+  }
+  for (; i < n; ++i) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  return h;
+}
+
+float max_of(fp8_format f, gemm_operand o) { return kernels::fp8_max(operand_type(f, o)); }
+
+}  // namespace
+
+gpt_model_config with_layer_fp8(const gpt_model_config& c, int layer) {
+  gpt_model_config out = c;
+  out.fp8.enabled = c.fp8.layer_in_fp8(layer, c.num_layers);
+  return out;
+}
+
+fp8_linear::fp8_linear(const fp8_settings& s)
+    : settings_(s),
+      input_(s.fp8_amax_history_len, s.amax_compute_algo, s.fp8_margin, max_of(s.fp8, gemm_operand::input)),
+      weight_(s.fp8_amax_history_len, s.amax_compute_algo, s.fp8_margin, max_of(s.fp8, gemm_operand::weight)),
+      grad_output_(s.fp8_amax_history_len, s.amax_compute_algo, s.fp8_margin,
+                   max_of(s.fp8, gemm_operand::grad_output)) {}
+
+std::optional<fp8_linear::forward_record> fp8_linear::take_record(std::uint64_t fingerprint, bool erase) {
+  for (auto it = forwards_.begin(); it != forwards_.end(); ++it)
+    if (it->fingerprint == fingerprint) {
+      const forward_record r = *it;
+      if (erase) forwards_.erase(it);
+      return r;
+    }
+  return std::nullopt;
+}
+
+tensor::tensor_view fp8_linear::rounded(tensor::tensor& scratch, tensor::const_tensor_view v, int rows,
+                                        int cols, gemm_operand operand, gemm_usage usage, float scale) {
+  auto out = ensure_activation(scratch, rows, cols, tensor::dtype::float32);
+  round_through_recipe(out, v, rows, cols, settings_.recipe, operand_type(settings_.fp8, operand), operand,
+                       usage, scale, 1.0f / scale);
+  return out;
+}
+
+void fp8_linear::forward(tensor::const_tensor_view x, tensor::const_tensor_view w, tensor::tensor_view y,
+                         int rows, int in, int out) {
+  const bool delayed = settings_.recipe == fp8_recipe::delayed;
+  std::optional<forward_record> seen;
+  if (delayed) seen = take_record(fingerprint(elements(x, 0, std::int64_t(rows) * in)), false);
+  const float xs = seen ? seen->input_scale : input_.scale();
+  const float ws = seen ? seen->weight_scale : weight_.scale();
+  const auto xq = rounded(x_, x, rows, in, gemm_operand::input, gemm_usage::rowwise, xs);
+  const auto wq = rounded(w_, w, out, in, gemm_operand::weight, gemm_usage::rowwise, ws);
+  kernels::linear_forward(xq, wq, y, rows, in, out);
+  if (!delayed || seen) return;
+  forwards_.push_back({fingerprint(elements(x, 0, std::int64_t(rows) * in)), xs, ws});
+  if (forwards_.size() > max_records) forwards_.pop_front();
+  input_.record(kernels::amax(elements(x, 0, std::int64_t(rows) * in)));
+  weight_.record(kernels::amax(w));
+  input_.update();
+  weight_.update();
+}
+
+void fp8_linear::backward(tensor::const_tensor_view dy, tensor::const_tensor_view x,
+                          tensor::const_tensor_view w, tensor::tensor_view dw, tensor::tensor_view dx,
+                          int rows, int in, int out) {
+  const bool delayed = settings_.recipe == fp8_recipe::delayed;
+  std::optional<forward_record> seen;
+  if (delayed) seen = take_record(fingerprint(elements(x, 0, std::int64_t(rows) * in)), true);
+  const float xs = seen ? seen->input_scale : input_.scale();
+  const float ws = seen ? seen->weight_scale : weight_.scale();
+  const float gs = grad_output_.scale();
+  // Weight gradient: the GEMM sums over the rows (tokens), so x and dy are quantized column-wise.
+  if (delayed && !settings_.fp8_wgrad) {
+    kernels::linear_backward_weight(dy, x, dw, rows, in, out);
+  } else {
+    const auto dyq = rounded(dy_, dy, rows, out, gemm_operand::grad_output, gemm_usage::columnwise, gs);
+    const auto xq = rounded(x_, x, rows, in, gemm_operand::input, gemm_usage::columnwise, xs);
+    kernels::linear_backward_weight(dyq, xq, dw, rows, in, out);
+  }
+  // Input gradient: the GEMM sums over the output features: dy row-wise, W column-wise.
+  const auto dyq = rounded(dy_, dy, rows, out, gemm_operand::grad_output, gemm_usage::rowwise, gs);
+  const auto wq = rounded(w_, w, out, in, gemm_operand::weight, gemm_usage::columnwise, ws);
+  kernels::linear_backward_input(dyq, wq, dx, rows, in, out);
+  if (!delayed) return;
+  grad_output_.record(kernels::amax(elements(dy, 0, std::int64_t(rows) * out)));
+  grad_output_.update();
+}
+
+}  // namespace mactor::model

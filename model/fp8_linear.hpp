@@ -1,0 +1,61 @@
+// The three GEMMs of a linear layer (y = x W^T, dx = dy W, dW += dy^T x) as Transformer
+// Engine's Linear runs them under fp8_autocast, emulated on the CPU: each operand is rounded
+// through fp8 as the recipe quantizes it for that GEMM (x and W in the forward type, dy in the
+// backward one), and the GEMM multiplies the rounded values in fp32 into the usual output.
+// Megatron keeps one fp8_meta per TE module; this is it, for one linear.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <optional>
+
+#include "model/fp8_recipe.hpp"
+#include "model/gpt_model_config.hpp"
+#include "tensor/tensor.hpp"
+
+namespace mactor::model {
+
+/// The config layer `layer` (global, 0-based) builds its linears from: fp8 off for a layer that
+/// --first-last-layers-bf16 keeps in the model's precision.
+gpt_model_config with_layer_fp8(const gpt_model_config& c, int layer);
+
+class fp8_linear {
+ public:
+  explicit fp8_linear(const fp8_settings& settings);
+
+  /// y[rows, out] = q(x)[rows, in] q(W)[out, in]^T. The delayed recipe quantizes with the
+  /// scales its histories gave, records x's and W's amax and then updates (TE updates at the
+  /// end of each fp8_autocast forward; one linear runs once per forward, so this is the same).
+  /// A forward of an input it has already seen and not yet back-propagated (a recomputed
+  /// forward) reuses that forward's scales and records nothing, as TE's recompute does.
+  void forward(tensor::const_tensor_view x, tensor::const_tensor_view w, tensor::tensor_view y,
+               int rows, int in, int out);
+  /// dW += q(dy)^T q(x) (in the model's precision under --no-fp8-wgrad with the delayed recipe)
+  /// and dx = q(dy) q(W), x and W quantized as in x's forward; then the delayed recipe's
+  /// gradient history is updated (TE: at the end of the region's backward).
+  void backward(tensor::const_tensor_view dy, tensor::const_tensor_view x,
+                tensor::const_tensor_view w, tensor::tensor_view dw, tensor::tensor_view dx,
+                int rows, int in, int out);
+
+  /// Frees the fp32 scratch of the rounded operands (the scales and histories stay).
+  void release() { x_ = tensor::tensor(), w_ = tensor::tensor(), dy_ = tensor::tensor(); }
+
+  const delayed_scaling& input_scaling() const { return input_; }
+  const delayed_scaling& weight_scaling() const { return weight_; }
+  const delayed_scaling& grad_output_scaling() const { return grad_output_; }
+
+ private:
+  struct forward_record {
+    std::uint64_t fingerprint;
+    float input_scale, weight_scale;
+  };
+  std::optional<forward_record> take_record(std::uint64_t fingerprint, bool erase);
+  tensor::tensor_view rounded(tensor::tensor& scratch, tensor::const_tensor_view v, int rows,
+                              int cols, gemm_operand operand, gemm_usage usage, float scale);
+
+  fp8_settings settings_;
+  delayed_scaling input_, weight_, grad_output_;
+  std::deque<forward_record> forwards_;  // delayed: the scales of forwards awaiting backward
+  tensor::tensor x_, w_, dy_;             // fp32 scratch: the rounded operands
+};
+
+}  // namespace mactor::model
