@@ -216,3 +216,21 @@ TEST_CASE("full recomputation of one layer at a time keeps far fewer activation 
   // Eight layers' activations against the eight layer inputs plus one layer's activations.
   CHECK(double(recomputed.activation_peak) < 0.4 * double(plain.activation_peak));
 }
+
+TEST_CASE("with fp8 linears (delayed and mxfp8 recipes) recomputation reuses the forward's scales: losses and gradients bit for bit") {
+  for (auto recipe : {model::fp8_recipe::delayed, model::fp8_recipe::mxfp8})
+    for (const int stages : {1, 2}) {
+      auto c = with_dropout(test::gpt2_style(), 4);
+      c.seq_length = 32, c.max_position_embeddings = 32, c.params_dtype = tensor::dtype::bfloat16;
+      c.fp8.enabled = true, c.fp8.fp8 = model::fp8_format::hybrid, c.fp8.recipe = recipe;
+      c.fp8.fp8_amax_history_len = 4, c.fp8.amax_compute_algo = model::fp8_amax_compute_algo::max;
+      const auto plain = run(c, 1, stages);
+      for (const auto& r : {full(recompute_method::uniform, 2), selective(true, true, true)}) {
+        INFO((recipe == model::fp8_recipe::delayed ? "delayed" : "mxfp8") << ", " << stages << " chunks, "
+                                                                            << (r.full() ? "full" : "selective"));
+        c.recompute = r;
+        check_bitwise(run(c, 1, stages), plain);
+        c.recompute = {};
+      }
+    }
+}
