@@ -65,11 +65,11 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   // Megatron's params_dtype (validation derives it from --bf16 / --fp16).
   c.params_dtype = *tensor::parse_dtype("torch." + a.derived.params_dtype);
   // Megatron's DistributedDataParallelConfig.grad_reduce_in_fp32 is
-  // --accumulate-allreduce-grads-in-fp32 (validation derives it under --bf16); without it a bf16
-  // model's grad buffer is bf16. (An fp16 model keeps fp32 main grads here: Megatron would use
-  // fp16 ones unless the flag is given.)
-  if (c.params_dtype == tensor::dtype::bfloat16 && !a.mixed_precision.accumulate_allreduce_grads_in_fp32)
-    c.grad_buffer_dtype = tensor::dtype::bfloat16;
+  // --accumulate-allreduce-grads-in-fp32 (validation turns it on under --bf16 unless
+  // --grad-reduce-in-bf16; under --fp16 it stays off unless given); without it a 16-bit model's
+  // grad buffer is of the model's dtype, and the optimizer widens it to fp32 main grads.
+  if (tensor::is_half_precision(c.params_dtype) && !a.mixed_precision.accumulate_allreduce_grads_in_fp32)
+    c.grad_buffer_dtype = c.params_dtype;
   c.seed = static_cast<std::uint64_t>(a.initialization.seed);
   c.tensor_model_parallel_size = static_cast<int>(a.distributed.tensor_model_parallel_size);
   c.tensor_model_parallel_rank = tp_rank;

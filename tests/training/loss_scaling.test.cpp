@@ -81,7 +81,7 @@ TEST_CASE("fp16 with an overflowing loss scale skips steps and backs off as mega
   }
   CHECK(its.front().skipped == 1);  // 2^28 overflows fp16 at once
   CHECK(skips >= 2);                // hysteresis 2: backing off needs two
-  CHECK(steps >= 12);
+  CHECK(steps >= 8);                // fp16 gradient buffers (Megatron's default) overflow again as the scale grows
   CHECK(grew >= 1);                 // four clean steps in a row double the scale
   // It trains: the last steps' loss below the first step's.
   double first = 0, last = 0;

@@ -61,7 +61,8 @@ def megatron_flags(argv):
     p.add_argument("--exp-avg-sq-dtype", default="fp32")
     for name in ["--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
                  "--disable-bias-linear", "--apply-layernorm-1p", "--no-bias-gelu-fusion",
-                 "--openai-gelu", "--bf16", "--fp16", "--use-precision-aware-optimizer"]:
+                 "--openai-gelu", "--bf16", "--fp16", "--use-precision-aware-optimizer",
+                 "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16"]:
         p.add_argument(name, action="store_true")
     args, _ = p.parse_known_args(argv)
     return args
@@ -172,9 +173,14 @@ def main(folder):
     # The parameters the model computes with: the main (fp32) ones, or their 16-bit copies.
     model = {n: p.detach().to(half).requires_grad_(True) for n, p in params.items()} if half else params
     scaler = dynamic_grad_scaler(a) if a.fp16 else None
+    # Megatron's grad buffer: fp32 with --accumulate-allreduce-grads-in-fp32 (on under --bf16
+    # unless --grad-reduce-in-bf16), else the model's dtype (fp16's default).
+    fp32_buffer = a.accumulate_allreduce_grads_in_fp32 or (a.bf16 and not a.grad_reduce_in_bf16)
+    buffer_dtype = torch.float32 if fp32_buffer or not half else half
     for it in range(a.train_iters):
         for p in every:
             p.grad = torch.zeros_like(p) if half else None
+        buffers = {n: torch.zeros_like(p, dtype=buffer_dtype) for n, p in params.items()}
         total, tokens = 0.0, 0.0
         for j in range(num_micro):
             t, l, m = batches[it * num_micro + j]
@@ -182,12 +188,18 @@ def main(folder):
             loss = loss_sum(cfg, model, t, l, m)
             scale = scaler.scale.item() if scaler else 1.0
             (loss / count / num_micro * scale).backward()
-            if half:  # Megatron's DDP hook: main_grad += param.grad
+            if half:  # Megatron's DDP hook: main_grad += param.grad, in the grad buffer's dtype
                 for n, p in model.items():
-                    params[n].grad += p.grad.float()
+                    if buffer_dtype == torch.float32:
+                        params[n].grad += p.grad.float()
+                    else:
+                        buffers[n] += p.grad.to(buffer_dtype)
                     p.grad = None
             total += loss.item()
             tokens += count.item()
+        if half and buffer_dtype != torch.float32:  # the optimizer's fp32 copy of main_grad
+            for n, p in params.items():
+                p.grad = buffers[n].float()
         if scaler:
             found_inf = any(not torch.isfinite(p.grad).all() for p in every)
             inv = scaler.inv_scale.item()
