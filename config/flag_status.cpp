@@ -185,6 +185,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                             "activation); moe, moe_act, shared_experts and mla_up_proj name modules a dense GPT does not have"},
       {"distribute_saved_activations", "each tensor-parallel rank keeps 1/tp of a checkpointed group's input and "
                                        "all-gathers it before the rerun"},
+      {"dist_ckpt_strictness", "every mode, in dist_checkpointing's terms: a tensor this model asks for that the "
+                               "checkpoint lacks fails the load (assume_ok_unexpected, raise_*), or is named and kept "
+                               "at its initial value (log_*, return_*), or not (ignore_all); *_all also names the "
+                               "checkpoint's tensors no rank uses"},
       {"record_memory_history", "every tensor allocation and free (the last 100000) with the blocks alive, by memory kind"},
       {"memory_snapshot_path", "the last rank writes torch.cuda.memory._snapshot()'s pickled dict there at each log "
                                "interval, for PyTorch's memory viewer (pytorch.org/memory_viz)"},
@@ -213,6 +217,17 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"use_cpu_initialization", "mactor always initializes parameters on the CPU, as this flag asks"},
       {"fp16_lm_cross_entropy", "ignored by Megatron-Core's GPTModel (core_v0.15 stores it and never reads it): the "
                                 "loss comes from fp32 logits either way, as here; it still needs --fp16"},
+      {"dist_ckpt_optim_fully_reshardable", "mactor's distributed-optimizer checkpoints are always fully reshardable: "
+                                            "any tensor-, pipeline- or data-parallel layout loads them"},
+      {"distrib_optim_fully_reshardable_mem_efficient", "mactor reshards optimizer state piece by piece already"},
+      {"dist_ckpt_save_pre_mcore_014", "mactor writes one checkpoint format, which every layout and version of mactor "
+                                       "reads; Megatron's loaders do not read it either way"},
+      {"ckpt_fully_parallel_save", "every rank writes only its own shards: saves are always fully parallel"},
+      {"ckpt_fully_parallel_save_deprecated", "deprecated in Megatron, which only prints a notice: saves are fully "
+                                              "parallel by default there and always here"},
+      {"ckpt_fully_parallel_load", "every rank reads only the pieces of its own shards: loads are always fully parallel"},
+      {"ckpt_assume_constant_structure", "performance-only: Megatron caches the save plan; mactor's plan is cheap "
+                                         "and the files are the same"},
       {"disable_bf16_reduced_precision_matmul", "mactor's CPU GEMMs accumulate bf16 products in fp32 and round the "
                                                 "result once: the full-precision reduction this flag asks of cuBLAS"},
       {"apply_query_key_layer_scaling", "mactor's attention keeps Q K^T in fp32 (as Transformer Engine's fused "

@@ -14,6 +14,7 @@
 #include "config/config_json.hpp"
 #include "model/optimizer_adam.hpp"
 #include "model/optimizer_sgd.hpp"
+#include "training/checkpoint_strictness.hpp"
 
 namespace mactor::training {
 namespace {
@@ -325,9 +326,21 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
       at += q.data.size();
     }
   };
+  // --dist-ckpt-strictness decides what an absent tensor (or an unused one) means.
+  const std::string& strictness = a.checkpointing.dist_ckpt_strictness;
+  checkpoint_keys keys;
+  std::vector<std::string> requested;
+  for (auto& chunk : engine.chunks())
+    for (auto& p : chunk.parameters()) {
+      requested.push_back(p.name);
+      if (!reader.has(p.name)) keys.unexpected.push_back(p.name);
+    }
+  if (strictness_checks_missing(strictness)) keys.missing = unrequested_keys(reader.names(), requested, ctx.world());
+  apply_strictness(strictness, keys, where, ctx.rank());
   for (std::size_t c = 0; c < engine.chunks().size(); ++c)
     for (auto& p : engine.chunks()[c].parameters()) {
-      if (reader.has(p.name) && reader.global_shape(p.name) != p.full_shape)
+      if (!reader.has(p.name)) continue;  // allowed by the strictness: it keeps its initial values
+      if (reader.global_shape(p.name) != p.full_shape)
         throw checkpoint_error(shape_mismatch(where, p, reader.global_shape(p.name), common, a, tp));
       read_into(p.name, p, 0, p.numel, engine.main_params().values(c) + p.offset);
     }
