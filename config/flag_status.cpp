@@ -185,6 +185,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                             "activation); moe, moe_act, shared_experts and mla_up_proj name modules a dense GPT does not have"},
       {"distribute_saved_activations", "each tensor-parallel rank keeps 1/tp of a checkpointed group's input and "
                                        "all-gathers it before the rerun"},
+      {"deterministic_mode", "Megatron's rules (no flash attention, no fused cross-entropy, NCCL_ALGO one of Tree, "
+                             "Ring, CollnetDirect, CollnetChain, ^NVLS); mactor's kernels and collectives reduce in "
+                             "a fixed order, so a job run twice logs the same bits with or without it"},
       {"dist_ckpt_strictness", "every mode, in dist_checkpointing's terms: a tensor this model asks for that the "
                                "checkpoint lacks fails the load (assume_ok_unexpected, raise_*), or is named and kept "
                                "at its initial value (log_*, return_*), or not (ignore_all); *_all also names the "
