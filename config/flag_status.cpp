@@ -172,6 +172,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"min_loss_scale", ""},
       {"loss_scale_window", ""},
       {"hysteresis", ""},
+      {"squared_relu", "relu(x)^2 as the MLP's activation (checked against PyTorch, fp32 and bf16)"},
       {"fp32_residual_connection", "the residual stream (embedding output, layer inputs and outputs, their gradients, "
                                    "pipeline transfers) in fp32; norms read it and write the model's dtype"},
       {"recompute_granularity", "full: a checkpointed group keeps only its input and reruns its forward before its "

@@ -54,6 +54,7 @@ std::vector<std::string> validate(const gpt_model_config& c) {
   need(c.attention_dropout >= 0 && c.attention_dropout < 1 && c.hidden_dropout >= 0 &&
            c.hidden_dropout < 1,
        "attention_dropout and hidden_dropout must lie in [0, 1)");
+  need(!(c.swiglu && c.squared_relu), "squared_relu cannot be combined with swiglu; pick one activation");
   if (c.fp32_residual_connection)
     need(tensor::is_half_precision(c.params_dtype),
          "fp32_residual_connection needs a 16-bit model (--bf16 or --fp16), as Megatron asserts");

@@ -31,6 +31,7 @@ struct gpt_model_config {
   double rotary_base = 10000.0;
   float rotary_percent = 1.0f;
   bool swiglu = false;
+  bool squared_relu = false;  // --squared-relu: relu(x)^2 instead of GeLU (not with swiglu)
   /// GeLU by the tanh formula: Megatron uses it under --openai-gelu and in its fused bias-gelu
   /// (bias_gelu_fusion, on by default when add_bias_linear); otherwise torch's exact erf GeLU.
   bool gelu_tanh_approximation = false;

@@ -4,13 +4,14 @@
 #include <cmath>
 
 #include "kernels/gelu.hpp"
+#include "kernels/squared_relu.hpp"
 #include "kernels/swiglu.hpp"
 #include "model/activation.hpp"
 
 namespace mactor::model {
 
 mlp::mlp(parameter_store& store, const std::string& name, const gpt_model_config& c, int tp_size)
-    : swiglu_(c.swiglu), tanh_gelu_(c.gelu_tanh_approximation),
+    : swiglu_(c.swiglu), squared_relu_(c.squared_relu), tanh_gelu_(c.gelu_tanh_approximation),
       recompute_(c.recompute.selective(c.recompute.mlp)),
       ffn_local_(c.ffn_hidden_size / tp_size),
       linear_fc1_(store, name + ".linear_fc1", c.hidden_size,
@@ -27,6 +28,8 @@ void mlp::forward_inner(const parameter_store& store, group& tp, tensor::const_t
   linear_fc1_.forward(store, tp, x, fc1, rows_);
   if (swiglu_)
     kernels::swiglu_forward(act, fc1, rows_, ffn_local_);
+  else if (squared_relu_)
+    kernels::squared_relu_forward(act, fc1, std::int64_t(rows_) * ffn_local_);
   else
     kernels::gelu_forward(act, fc1, std::int64_t(rows_) * ffn_local_, tanh_gelu_);
 }
@@ -47,6 +50,8 @@ void mlp::backward(parameter_store& store, group& tp, tensor::const_tensor_view 
   linear_fc2_.backward(store, tp, dout, act_, dact, rows_);
   if (swiglu_)
     kernels::swiglu_backward(dfc1, dact, fc1_, rows_, ffn_local_);
+  else if (squared_relu_)
+    kernels::squared_relu_backward(dfc1, dact, fc1_, std::int64_t(rows_) * ffn_local_);
   else
     kernels::gelu_backward(dfc1, dact, fc1_, std::int64_t(rows_) * ffn_local_, tanh_gelu_);
   linear_fc1_.backward(store, tp, dfc1, x, dx, rows_);

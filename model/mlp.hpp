@@ -31,7 +31,7 @@ class mlp {
   /// fc1_ = fc1(x), act_ = act(fc1_).
   void forward_inner(const parameter_store& store, group& tp, tensor::const_tensor_view x);
 
-  bool swiglu_, tanh_gelu_, recompute_;
+  bool swiglu_, squared_relu_, tanh_gelu_, recompute_;
   int ffn_local_, rows_ = 0;
   column_parallel_linear linear_fc1_;
   row_parallel_linear linear_fc2_;

@@ -53,6 +53,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.rotary_base = static_cast<double>(n.rotary_base);
   c.rotary_percent = static_cast<float>(n.rotary_percent);
   c.swiglu = n.swiglu;
+  c.squared_relu = n.squared_relu;
   // Megatron's fused bias-GeLU (on when there is a bias and --no-bias-gelu-fusion is absent) and
   // --openai-gelu both compute the tanh approximation; otherwise torch's erf GeLU runs.
   c.gelu_tanh_approximation = n.openai_gelu || (t.bias_gelu_fusion && t.add_bias_linear && !n.swiglu);

@@ -33,6 +33,7 @@ def read_config(path):
     for k in bools:
         out[k] = cfg[k] == "1"
     out["fp32_residual_connection"] = cfg.get("fp32_residual_connection", "0") == "1"
+    out["squared_relu"] = cfg.get("squared_relu", "0") == "1"
     return out
 
 
@@ -147,6 +148,8 @@ def mlp(cfg, x, params, p):
     if cfg["swiglu"]:
         gate, up = torch.chunk(y, 2, dim=-1)
         y = F.silu(gate) * up
+    elif cfg.get("squared_relu"):  # Megatron's squared_relu: pow(relu(x), 2)
+        y = torch.pow(F.relu(y), 2)
     else:
         y = F.gelu(y, approximate="tanh" if cfg["gelu_tanh_approximation"] else "none")
     y = y.to(dtype)

@@ -43,6 +43,7 @@ void write_config(const fs::path& path, const model::gpt_model_config& c, int mb
     << "\nadd_bias_linear=" << c.add_bias_linear
     << "\nuntie_embeddings_and_output_weights=" << c.untie_embeddings_and_output_weights
     << "\nfp32_residual_connection=" << c.fp32_residual_connection
+    << "\nsquared_relu=" << c.squared_relu
     << "\nnormalization="
     << (c.normalization == model::normalization_kind::layer_norm ? "LayerNorm" : "RMSNorm")
     << "\nposition_embedding_type="
@@ -246,4 +247,14 @@ TEST_CASE("gpt2-style model (LayerNorm, learned positions, GeLU, biases, tied) m
   compare_with_pytorch(c, "gpt2");
   c.apply_layernorm_1p = true, c.gelu_tanh_approximation = true;
   compare_with_pytorch(c, "gpt2_1p_tanh");
+}
+
+TEST_CASE("a gpt2-style model with squared ReLU (--squared-relu) matches PyTorch, forward and backward") {
+  auto c = test::gpt2_style();
+  c.squared_relu = true;
+  compare_with_pytorch(c, "gpt2_squared_relu");
+  c.params_dtype = tensor::dtype::bfloat16;
+  c.hidden_size = 32, c.ffn_hidden_size = 64, c.seq_length = 16, c.max_position_embeddings = 20;
+  c.padded_vocab_size = 64, c.init_method_std = 0.05f;
+  compare_half_with_pytorch(c, tensor::dtype::bfloat16, "gpt2_squared_relu_bf16");
 }
