@@ -65,26 +65,43 @@ process_groups::process_groups(int world_size, int rank, parallel_sizes sizes)
   expert_dp_ = world_size / expert_model;
 }
 
+// With tp_pp_dp_mapping the last two named dimensions (dp, pp) swap places among the digits.
+std::array<int, 4> process_groups::radices(const std::array<int, 4>& named) const {
+  if (!sizes_.tp_pp_dp_mapping) return named;
+  return {named[0], named[1], named[3], named[2]};
+}
+
+std::array<int, 4> process_groups::named_digits(int rank, const std::array<int, 4>& named) const {
+  const auto d = digits(rank, radices(named));
+  return sizes_.tp_pp_dp_mapping ? std::array<int, 4>{d[0], d[1], d[3], d[2]} : d;
+}
+
+unsigned process_groups::physical_mask(unsigned named_mask) const {
+  if (!sizes_.tp_pp_dp_mapping) return named_mask;
+  return (named_mask & 0b0011) | ((named_mask & 0b0100) << 1) | ((named_mask & 0b1000) >> 1);
+}
+
 rank_coords process_groups::coords_of(int rank) const {
-  const auto c = digits(rank, {sizes_.tp, sizes_.cp, dp_, sizes_.pp});
+  const auto c = named_digits(rank, {sizes_.tp, sizes_.cp, dp_, sizes_.pp});
   return {c[0], c[1], c[2], c[3]};
 }
 
 int process_groups::rank_of(rank_coords c) const {
+  if (sizes_.tp_pp_dp_mapping) return c.tp + sizes_.tp * (c.cp + sizes_.cp * (c.pp + sizes_.pp * c.dp));
   return c.tp + sizes_.tp * (c.cp + sizes_.cp * (c.dp + dp_ * c.pp));
 }
 
 group process_groups::dense_group(kind k, unsigned vary_mask) const {
-  const std::array<int, 4> dims{sizes_.tp, sizes_.cp, dp_, sizes_.pp};
-  group g{enumerate(dims, digits(rank_, dims), vary_mask), 0};
+  const auto dims = radices({sizes_.tp, sizes_.cp, dp_, sizes_.pp});
+  group g{enumerate(dims, digits(rank_, dims), physical_mask(vary_mask)), 0};
   // Groups of one kind are disjoint, so (kind, first member) identifies a group.
   g.id = (static_cast<std::uint32_t>(k) << 12) | (static_cast<std::uint32_t>(g.ranks[0]) & 0xFFF);
   return g;
 }
 
 group process_groups::expert_group(kind k, unsigned vary_mask) const {
-  const std::array<int, 4> dims{sizes_.etp, sizes_.ep, expert_dp_, sizes_.pp};
-  group g{enumerate(dims, digits(rank_, dims), vary_mask), 0};
+  const auto dims = radices({sizes_.etp, sizes_.ep, expert_dp_, sizes_.pp});
+  group g{enumerate(dims, digits(rank_, dims), physical_mask(vary_mask)), 0};
   g.id = (static_cast<std::uint32_t>(k) << 12) | (static_cast<std::uint32_t>(g.ranks[0]) & 0xFFF);
   return g;
 }

@@ -2,6 +2,7 @@
 // expert-parallel group, so a rank number means the same thing here as in Megatron-Core.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,6 +16,9 @@ struct parallel_sizes {
   int cp = 1;   ///< --context-parallel-size
   int ep = 1;   ///< --expert-model-parallel-size
   int etp = 0;  ///< --expert-tensor-parallel-size; 0 means "same as tp"
+  /// --use-tp-pp-dp-mapping: Megatron's order tp-cp-ep-pp-dp (data parallel slowest) instead
+  /// of tp-cp-ep-dp-pp.
+  bool tp_pp_dp_mapping = false;
 };
 
 /// One rank's coordinates in the dense layout (order tp-cp-dp-pp, tp fastest).
@@ -30,7 +34,8 @@ struct group {
 };
 
 /// The groups of one rank. Dense: global rank = tp_rank + tp*(cp_rank + cp*(dp_rank +
-/// dp*pp_rank)). Experts use the order tp-ep-dp-pp with etp in place of tp and
+/// dp*pp_rank)), or tp_rank + tp*(cp_rank + cp*(pp_rank + pp*dp_rank)) with tp_pp_dp_mapping.
+/// Experts use the order tp-ep-dp-pp (tp-ep-pp-dp) with etp in place of tp and
 /// expert_dp = world / (etp*ep*pp), without cp, exactly like Megatron's expert generator.
 class process_groups {
  public:
@@ -71,6 +76,11 @@ class process_groups {
 
  private:
   enum class kind : std::uint32_t { tp = 1, cp, dp, pp, dp_cp, mp, ep, etp, edp };
+  // Dimensions are named in the order (tp, cp, dp, pp) and its expert counterpart; these map
+  // them onto the rank's mixed-radix digits, fastest first.
+  std::array<int, 4> radices(const std::array<int, 4>& named) const;
+  std::array<int, 4> named_digits(int rank, const std::array<int, 4>& named) const;
+  unsigned physical_mask(unsigned named_mask) const;
   group dense_group(kind k, unsigned vary_mask) const;
   group expert_group(kind k, unsigned vary_mask) const;
 

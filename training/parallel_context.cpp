@@ -18,6 +18,7 @@ comm::process_groups make_groups(const config::megatron_args& a, const comm::lau
   s.tp = static_cast<int>(a.distributed.tensor_model_parallel_size);
   s.pp = static_cast<int>(a.distributed.pipeline_model_parallel_size);
   s.cp = static_cast<int>(a.distributed.context_parallel_size);
+  s.tp_pp_dp_mapping = a.distributed.use_tp_pp_dp_mapping;
   return comm::process_groups(env.world_size, env.rank, s);
 }
 

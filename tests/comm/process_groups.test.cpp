@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <map>
 #include <set>
+#include <sstream>
+#include <string>
 #include <stdexcept>
 
 using namespace mactor::comm;
@@ -99,4 +103,65 @@ TEST_CASE("a world that does not divide is refused with the sizes named") {
                     Catch::Contains("not divisible by tp*pp*cp = 4"));
   CHECK_THROWS_WITH(process_groups(6, 0, {.tp = 1, .ep = 4}),
                     Catch::Contains("etp*ep*pp = 4"));
+}
+
+namespace {
+
+// Megatron-Core's RankGenerator (its own code, from the venv) for one layout: token -> groups.
+std::map<std::string, std::vector<std::vector<int>>> megatron_groups(int world, parallel_sizes s,
+                                                                     const std::string& order) {
+  const std::string command = std::string(MACTOR_PYTHON) + " " + MACTOR_SOURCE_DIR +
+                              "/tests/comm/rank_generator_reference.py " + std::to_string(world) + " " +
+                              std::to_string(s.tp) + " " + std::to_string(s.cp) + " " + std::to_string(s.pp) +
+                              " " + order;
+  std::map<std::string, std::vector<std::vector<int>>> out;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe);
+  char line[65536];
+  while (std::fgets(line, sizeof line, pipe)) {
+    std::istringstream in(line);
+    std::string token, group;
+    in >> token;
+    while (in >> group) {
+      std::vector<int> ranks;
+      std::istringstream members(group);
+      for (std::string r; std::getline(members, r, ',');) ranks.push_back(std::stoi(r));
+      out[token].push_back(ranks);
+    }
+  }
+  REQUIRE(pclose(pipe) == 0);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every rank's groups equal Megatron-Core's RankGenerator, in both orders (--use-tp-pp-dp-mapping)") {
+  struct layout {
+    int world;
+    parallel_sizes sizes;
+  };
+  const layout layouts[] = {{16, {.tp = 2, .pp = 4}}, {16, {.tp = 2, .pp = 2, .cp = 2}}, {24, {.tp = 2, .pp = 3}},
+                            {8, {.tp = 1, .pp = 2}}, {32, {.tp = 4, .pp = 2, .cp = 2}}};
+  for (const auto& l : layouts)
+    for (bool mapping : {false, true}) {
+      auto s = l.sizes;
+      s.tp_pp_dp_mapping = mapping;
+      const auto want = megatron_groups(l.world, s, mapping ? "tp-cp-ep-pp-dp" : "tp-cp-ep-dp-pp");
+      for (int r = 0; r < l.world; ++r) {
+        INFO("world " << l.world << " tp " << s.tp << " cp " << s.cp << " pp " << s.pp << " mapping " << mapping
+                      << " rank " << r);
+        const process_groups g(l.world, r, s);
+        auto holds = [&](const std::string& token, const std::vector<int>& ranks) {
+          const auto& groups = want.at(token);
+          return std::find(groups.begin(), groups.end(), ranks) != groups.end();
+        };
+        CHECK(holds("tp", g.tp_group().ranks));
+        CHECK(holds("cp", g.cp_group().ranks));
+        CHECK(holds("dp", g.dp_group().ranks));
+        CHECK(holds("pp", g.pp_group().ranks));
+        CHECK(holds("dp-cp", g.dp_cp_group().ranks));
+        CHECK(holds("tp-pp", g.model_parallel_group().ranks));
+        CHECK(g.rank_of(g.coords()) == r);
+      }
+    }
 }

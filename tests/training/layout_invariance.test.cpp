@@ -80,6 +80,10 @@ TEST_CASE("TP2 x PP2 x DP2 logs the one-process losses") {
   check_layout(8, "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2");
 }
 
+TEST_CASE("TP2 x PP2 x DP2 in Megatron's tp-pp-dp rank order (--use-tp-pp-dp-mapping) logs the one-process losses") {
+  check_layout(8, "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-tp-pp-dp-mapping");
+}
+
 TEST_CASE("TP2 with sequence parallelism logs the one-process losses") {
   check_layout(2, "--tensor-model-parallel-size 2 --sequence-parallel");
 }
