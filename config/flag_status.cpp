@@ -174,6 +174,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"hysteresis", ""},
       {"use_tp_pp_dp_mapping", "ranks in Megatron's tp-cp-ep-pp-dp order (data parallel slowest); every group "
                                "equal to Megatron-Core's RankGenerator"},
+      {"calculate_per_token_loss", "each micro-batch's loss summed, not averaged; gradients summed over the replicas "
+                                   "and divided by the global batch's token count (Megatron's finalize_model_grads)"},
       {"squared_relu", "relu(x)^2 as the MLP's activation (checked against PyTorch, fp32 and bf16)"},
       {"fp32_residual_connection", "the residual stream (embedding output, layer inputs and outputs, their gradients, "
                                    "pipeline transfers) in fp32; norms read it and write the model's dtype"},

@@ -46,4 +46,9 @@ bool unscale_and_check(std::span<const optim_param> params, float inv_scale) {
   return found;
 }
 
+void scale_grads(std::span<const optim_param> params, float factor) {
+  for (const auto& p : params)
+    for (std::size_t i = 0; i < p.numel; ++i) p.grad[i] *= factor;
+}
+
 }  // namespace mactor::model

@@ -51,5 +51,7 @@ class grad_scaler {
 /// Multiplies every main gradient by inv_scale and returns whether any was not finite (torch's
 /// _amp_foreach_non_finite_check_and_unscale_, which Megatron's optimizer calls before clipping).
 bool unscale_and_check(std::span<const optim_param> params, float inv_scale);
+/// Multiplies every main gradient by factor.
+void scale_grads(std::span<const optim_param> params, float factor);
 
 }  // namespace mactor::model

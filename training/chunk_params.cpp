@@ -19,6 +19,7 @@ int ready_event(const model::gpt_chunk& chunk, const std::string& name) {
 grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool distributed_optimizer, bool sequence_parallel) {
   grad_sync_options o;
   o.distributed_optimizer = distributed_optimizer;
+  o.sum_over_replicas = a.training.calculate_per_token_loss;
   // With the distributed optimizer and sequence parallelism, the tensor-parallel sum must
   // precede the reduce-scatter, on the stage's thread: those gradients are reduced at finalize.
   o.overlap_grad_reduce = a.distributed.overlap_grad_reduce && !(distributed_optimizer && sequence_parallel);

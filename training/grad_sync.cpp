@@ -116,10 +116,11 @@ void grad_sync::reduce_bucket(const bucket& b) {
 
 // Megatron's DDP: scale by 1/dp, then sum over the replicas, so every replica holds the mean of
 // grads [begin, end) of chunk c (all of it with the distributed optimizer, whose reduce-scatter
-// leaves this rank's shard of the sum in shards_[c].grads).
+// leaves this rank's shard of the sum in shards_[c].grads); with --calculate-per-token-loss the
+// plain sum.
 void grad_sync::reduce_over_replicas(std::size_t c, std::size_t begin, std::size_t end) {
   auto grads = chunks_[c].grads.rows(static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end));
-  kernels::scale(grads, 1.0 / data_parallel_->size());
+  if (!options_.sum_over_replicas) kernels::scale(grads, 1.0 / data_parallel_->size());
   if (shards_.empty()) {
     all_reduce_in(*data_parallel_, grads);
     return;

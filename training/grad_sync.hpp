@@ -43,6 +43,9 @@ struct grad_sync_options {
   /// Elements per bucket with overlap_grad_reduce (the distributed optimizer shards whole
   /// chunks here, so a chunk is its one bucket then).
   std::int64_t bucket_size = 0;
+  /// Megatron DDP's gradient_scaling_factor: 1/dp (the replicas' mean), or 1 (their sum) with
+  /// --calculate-per-token-loss, whose 1/tokens comes at finalize.
+  bool sum_over_replicas = false;
 };
 
 class grad_sync {

@@ -153,8 +153,13 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
   if (chunk.layout().post_process && !forward_only_) {
     double count = 0;
     for (float m : b.loss_mask) count += m;
-    // Megatron divides each micro-batch's loss by its token count and by the micro-batch count.
-    scale = count > 0 ? static_cast<float>(1.0 / (count * num_microbatches_)) : 0.0f;
+    // Megatron divides each micro-batch's loss by its token count and by the micro-batch count;
+    // with --calculate-per-token-loss it keeps the sum and divides by the global batch's tokens
+    // at finalize.
+    if (args_.training.calculate_per_token_loss)
+      scale = 1.0f;
+    else
+      scale = count > 0 ? static_cast<float>(1.0 / (count * num_microbatches_)) : 0.0f;
     if (scaler_) scale *= scaler_->scale();  // Megatron's grad_scale_func on the output
   }
   // The same dropout masks as one process: the micro-batch's index in the global sample order.
@@ -241,6 +246,18 @@ void stage_engine::finalize_grads() {
   if (grad_sync_->overlapped())
     for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
   main_grads_->copy_from_model();  // a bf16 gradient buffer: the optimizer's fp32 main grads
+  if (args_.training.calculate_per_token_loss) scale_by_global_tokens();
+}
+
+// Megatron's finalize_model_grads with num_tokens: the last stage's token count summed over the
+// data-parallel replicas and shared with every stage, then every gradient divided by it. The
+// model-parallel sum counts each of the last stage's tensor-parallel ranks once (the others hold 0).
+void stage_engine::scale_by_global_tokens() {
+  double tokens = is_last_stage() && ctx_.tp_rank() == 0 ? totals_.num_tokens : 0.0;
+  if (auto* mp = ctx_.model_parallel()) mp->all_reduce(std::span<double>(&tokens, 1));
+  if (auto* dp = ctx_.data_parallel()) dp->all_reduce(std::span<double>(&tokens, 1));
+  if (tokens <= 0) return;  // no token to learn from: the gradients are zero already
+  model::scale_grads(optimizer_->params(), static_cast<float>(1.0 / tokens));
 }
 
 void stage_engine::reduce_stats(std::span<double> values) {

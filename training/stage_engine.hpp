@@ -140,6 +140,7 @@ class stage_engine {
   mutable std::mutex timeline_mutex_;
   std::vector<timeline_entry> last_timeline_;
   std::atomic<std::int64_t> optimizer_state_bytes_{0};
+  void scale_by_global_tokens();
 };
 
 }  // namespace mactor::training

@@ -84,6 +84,16 @@ TEST_CASE("TP2 x PP2 x DP2 in Megatron's tp-pp-dp rank order (--use-tp-pp-dp-map
   check_layout(8, "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --use-tp-pp-dp-mapping");
 }
 
+TEST_CASE("with --calculate-per-token-loss, PP2 x DP2 with the distributed optimizer logs the one-process losses") {
+  INFO("per-token loss");
+  static const logged_losses one = run_job(1, model_flags() + " --calculate-per-token-loss", 4, iterations);
+  REQUIRE(one.train.front() != one.train.back());
+  const auto spread = run_job(4, model_flags() + " --calculate-per-token-loss --pipeline-model-parallel-size 2 "
+                                 "--use-distributed-optimizer", 4, iterations);
+  check_same(spread.train, one.train, "per-token lm loss, PP2 x DP2", 4);
+  check_same(spread.validation, one.validation, "per-token validation lm loss, PP2 x DP2", 4);
+}
+
 TEST_CASE("TP2 with sequence parallelism logs the one-process losses") {
   check_layout(2, "--tensor-model-parallel-size 2 --sequence-parallel");
 }

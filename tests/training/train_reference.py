@@ -62,7 +62,7 @@ def megatron_flags(argv):
     for name in ["--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
                  "--disable-bias-linear", "--apply-layernorm-1p", "--no-bias-gelu-fusion",
                  "--openai-gelu", "--bf16", "--fp16", "--use-precision-aware-optimizer",
-                 "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16"]:
+                 "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--calculate-per-token-loss"]:
         p.add_argument(name, action="store_true")
     args, _ = p.parse_known_args(argv)
     return args
@@ -187,7 +187,9 @@ def main(folder):
             count = m.sum()
             loss = loss_sum(cfg, model, t, l, m)
             scale = scaler.scale.item() if scaler else 1.0
-            (loss / count / num_micro * scale).backward()
+            # Megatron: each micro-batch's mean over its tokens and the micro-batches, or with
+            # --calculate-per-token-loss the sum, divided by the batch's tokens below.
+            (loss * scale if a.calculate_per_token_loss else loss / count / num_micro * scale).backward()
             if half:  # Megatron's DDP hook: main_grad += param.grad, in the grad buffer's dtype
                 for n, p in model.items():
                     if buffer_dtype == torch.float32:
@@ -200,6 +202,9 @@ def main(folder):
         if half and buffer_dtype != torch.float32:  # the optimizer's fp32 copy of main_grad
             for n, p in params.items():
                 p.grad = buffers[n].float()
+        if a.calculate_per_token_loss:  # finalize_model_grads' 1/num_tokens
+            for p in every:
+                p.grad.div_(tokens)
         if scaler:
             found_inf = any(not torch.isfinite(p.grad).all() for p in every)
             inv = scaler.inv_scale.item()
