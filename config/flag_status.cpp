@@ -176,6 +176,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                "equal to Megatron-Core's RankGenerator"},
       {"calculate_per_token_loss", "each micro-batch's loss summed, not averaged; gradients summed over the replicas "
                                    "and divided by the global batch's token count (Megatron's finalize_model_grads)"},
+      {"check_weight_hash_across_dp_replicas_interval", "every replica hashes its parameters and the replicas "
+                                                        "compare them at the interval: a mismatch ends the job naming the "
+                                                        "parameters, a match prints Megatron's line"},
       {"squared_relu", "relu(x)^2 as the MLP's activation (checked against PyTorch, fp32 and bf16)"},
       {"fp32_residual_connection", "the residual stream (embedding output, layer inputs and outputs, their gradients, "
                                    "pipeline transfers) in fp32; norms read it and write the model's dtype"},

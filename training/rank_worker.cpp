@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
@@ -177,6 +178,15 @@ iteration_report rank_worker::finish_iteration() {
     r.memory.push_back(read_rank_memory(ctx_.rank(), ctx_.dp_rank() == 0,
                                         static_cast<double>(engine_.optimizer().state_bytes())));
     if (iteration_ % args_.training.log_interval == 0) memory_logged_ = true;
+  }
+  // Megatron's train loop: every replica's weights compared by hash at the interval.
+  if (const auto& every = args_.training.check_weight_hash_across_dp_replicas_interval;
+      every && *every > 0 && iteration_ % *every == 0) {
+    engine_.check_weight_hashes_across_replicas();
+    if (ctx_.rank() == 0) {
+      std::printf(">>> Weight hashes match after %lld iterations...\n", static_cast<long long>(iteration_));
+      std::fflush(stdout);
+    }
   }
   // Megatron's training_log: the last rank dumps the memory snapshot at every log interval.
   if (args_.training.record_memory_history && iteration_ % args_.training.log_interval == 0 &&

@@ -3,10 +3,12 @@
 #include "training/stage_engine.hpp"
 
 #include <stdexcept>
+#include <string>
 
 #include "model/grad_clip.hpp"
 #include "training/chunk_params.hpp"
 #include "training/model_spec.hpp"
+#include "training/weight_hash_check.hpp"
 
 namespace mactor::training {
 namespace {
@@ -263,6 +265,26 @@ void stage_engine::scale_by_global_tokens() {
 void stage_engine::reduce_stats(std::span<double> values) {
   if (auto* mp = ctx_.model_parallel()) mp->all_reduce(values);
   if (distributed_optimizer_) ctx_.data_parallel()->all_reduce(values);
+}
+
+void stage_engine::check_weight_hashes_across_replicas() {
+  sync_params();  // the distributed optimizer's all-gather must have landed
+  auto* dp = ctx_.data_parallel();
+  if (!dp) return;
+  std::vector<std::uint64_t> hashes;
+  std::vector<std::string> names;
+  for (auto& c : chunks_)
+    for (const auto& p : c.parameters()) {
+      hashes.push_back(fnv1a_hash(p.value));
+      names.push_back(p.name);
+    }
+  const auto differing = differing_hashes(hashes, dp->size(), [dp](std::span<double> v) { dp->all_reduce(v); });
+  if (differing.empty()) return;
+  std::string list;
+  for (auto i : differing) list += (list.empty() ? "" : ", ") + names[i];
+  throw std::runtime_error("parameter hashes do not match across the data-parallel replicas (rank " +
+                           std::to_string(ctx_.rank()) + ", data-parallel rank " + std::to_string(ctx_.dp_rank()) +
+                           " of " + std::to_string(dp->size()) + "): " + list);
 }
 
 model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool count_zeros) {

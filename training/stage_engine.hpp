@@ -82,6 +82,9 @@ class stage_engine {
   /// Waits for parameter all-gathers still running in the background (--overlap-param-gather):
   /// call before reading the parameters outside the schedule (checkpoints).
   void sync_params() { grad_sync_->wait_param_sync(); }
+  /// Megatron's check_param_hashes_across_dp_replicas: throws std::runtime_error naming the
+  /// parameters whose bytes differ between this rank and another data-parallel replica.
+  void check_weight_hashes_across_replicas();
   /// Gradient buckets reduced in the background during the last backward (--overlap-grad-reduce).
   std::size_t num_grad_buckets() const { return grad_sync_->num_buckets(); }
   model::optimizer& optimizer() { return *optimizer_; }

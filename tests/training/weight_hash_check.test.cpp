@@ -1,0 +1,63 @@
+// --check-weight-hash-across-dp-replicas-interval: the hash comparison over replicas (simulated
+// here by summing their vectors) finds exactly the parameters that differ, and a DP2 job prints
+// Megatron's ">>> Weight hashes match" line at each interval.
+#include "training/weight_hash_check.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <regex>
+#include <vector>
+
+#include "tests/training/launch_support.hpp"
+
+using namespace mactor;
+
+namespace {
+
+// Every replica's view of the sums: `replicas` holds each replica's hashes.
+std::vector<std::size_t> compare_as(std::size_t me, const std::vector<std::vector<std::uint64_t>>& replicas) {
+  return training::differing_hashes(replicas[me], int(replicas.size()), [&](std::span<double> v) {
+    std::vector<double> total(v.size(), 0.0);
+    for (const auto& r : replicas) {
+      std::vector<double> part(v.size());
+      // Each replica fills the vector as differing_hashes does for itself: run it on a copy.
+      training::differing_hashes(r, 1, [&](std::span<double> mine) { std::copy(mine.begin(), mine.end(), part.begin()); });
+      for (std::size_t i = 0; i < v.size(); ++i) total[i] += part[i];
+    }
+    std::copy(total.begin(), total.end(), v.begin());
+  });
+}
+
+}  // namespace
+
+TEST_CASE("weight hashes: equal replicas agree, and a parameter that differs on one replica is found by every replica") {
+  std::mt19937_64 rng(3);
+  std::vector<std::uint64_t> hashes(50);
+  for (auto& h : hashes) h = rng();
+  const std::vector<std::vector<std::uint64_t>> same(4, hashes);
+  for (std::size_t me = 0; me < 4; ++me) CHECK(compare_as(me, same).empty());
+  auto differ = same;
+  differ[2][17] ^= 1ull << 40;  // one bit of one parameter on one replica
+  differ[3][5] = hashes[6];     // another parameter's hash in its place
+  for (std::size_t me = 0; me < 4; ++me) CHECK(compare_as(me, differ) == std::vector<std::size_t>{5, 17});
+  std::vector<float> a(100, 1.0f), b = a;
+  b[99] = std::nextafter(1.0f, 2.0f);
+  CHECK(training::fnv1a_hash(tensor::view_of(std::span<float>(a))) != training::fnv1a_hash(tensor::view_of(std::span<float>(b))));
+}
+
+TEST_CASE("a DP2 job with the weight-hash check prints Megatron's match line at each interval") {
+  const auto r = test::run_shell(
+      test::mactor_bin() + " -np 2 --oversubscribe " + test::bin_dir() +
+      "/pretrain_gpt --mock-data --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 "
+      "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 8 --train-iters 4 --lr 1e-3 "
+      "--tokenizer-type NullTokenizer --vocab-size 4095 --eval-iters 0 --use-distributed-optimizer "
+      "--overlap-grad-reduce --overlap-param-gather --check-weight-hash-across-dp-replicas-interval 2");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const std::regex line(R"(>>> Weight hashes match after (\d+) iterations\.\.\.)");
+  std::vector<std::string> at;
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it)
+    at.push_back((*it)[1].str());
+  CHECK(at == std::vector<std::string>{"2", "4"});
+}
