@@ -14,19 +14,15 @@
 #include <random>
 #include <vector>
 
+#include "tests/tensor/reference_files.hpp"
+
 using namespace mactor::tensor;
+namespace test = mactor::test;
 namespace fs = std::filesystem;
 
 namespace {
 
-template <class T>
-std::vector<T> read_all(const fs::path& path, std::size_t count) {
-  std::vector<T> out(count);
-  std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(out.data()), std::streamsize(count * sizeof(T)));
-  REQUIRE(in.gcount() == std::streamsize(count * sizeof(T)));
-  return out;
-}
+using test::read_all;
 
 bool same(float a, float b) {
   return std::isnan(a) ? std::isnan(b) : std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
@@ -87,13 +83,7 @@ TEST_CASE("e4m3 and e5m2 conversions equal ml_dtypes on 200k values and all 256 
     }
   }
   while (inputs.size() < 200000) inputs.push_back(unit(rng) * 1e-3f);
-  {
-    std::ofstream out(dir / "inputs.f32", std::ios::binary);
-    out.write(reinterpret_cast<const char*>(inputs.data()), std::streamsize(inputs.size() * 4));
-  }
-  const std::string command = std::string(MACTOR_PYTHON) + " " + MACTOR_SOURCE_DIR +
-                              "/tests/tensor/float8_reference.py " + dir.string();
-  REQUIRE(std::system(command.c_str()) == 0);
+  test::run_reference_on(dir, inputs, "float8_reference.py");
 
   const auto e4m3 = read_all<std::uint8_t>(dir / "e4m3.u8", inputs.size());
   const auto e5m2 = read_all<std::uint8_t>(dir / "e5m2.u8", inputs.size());

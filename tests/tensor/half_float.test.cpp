@@ -13,19 +13,15 @@
 #include <random>
 #include <vector>
 
+#include "tests/tensor/reference_files.hpp"
+
 using namespace mactor::tensor;
+namespace test = mactor::test;
 namespace fs = std::filesystem;
 
 namespace {
 
-template <class T>
-std::vector<T> read_all(const fs::path& path, std::size_t count) {
-  std::vector<T> out(count);
-  std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(out.data()), std::streamsize(count * sizeof(T)));
-  REQUIRE(in.gcount() == std::streamsize(count * sizeof(T)));
-  return out;
-}
+using test::read_all;
 
 std::uint32_t bits(float f) { return std::bit_cast<std::uint32_t>(f); }
 
@@ -71,13 +67,7 @@ TEST_CASE("bf16 and fp16 conversions equal PyTorch's on 200k values and all 6553
   for (int i = 0; i < 50000; ++i) inputs.push_back((i % 2 ? -1.0f : 1.0f) * std::exp2(log_scale(rng)));
   for (float f : {0.0f, -0.0f, 65504.0f, 65520.0f, 65519.99f, 0x1.0p-24f, 0x1.0p-25f, 0x1.8p-25f})
     inputs.push_back(f);
-  {
-    std::ofstream out(dir / "inputs.f32", std::ios::binary);
-    out.write(reinterpret_cast<const char*>(inputs.data()), std::streamsize(inputs.size() * 4));
-  }
-  const std::string command = std::string(MACTOR_PYTHON) + " " + MACTOR_SOURCE_DIR +
-                              "/tests/tensor/half_float_reference.py " + dir.string();
-  REQUIRE(std::system(command.c_str()) == 0);
+  test::run_reference_on(dir, inputs, "half_float_reference.py");
 
   const auto bf16 = read_all<std::uint16_t>(dir / "bf16.u16", inputs.size());
   const auto fp16 = read_all<std::uint16_t>(dir / "fp16.u16", inputs.size());
