@@ -247,8 +247,8 @@ void stage_engine::finalize_grads() {
   grad_sync_->finish_grad_sync();
   if (grad_sync_->overlapped())
     for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
-  main_grads_->copy_from_model();  // a bf16 gradient buffer: the optimizer's fp32 main grads
-  if (args_.training.calculate_per_token_loss) scale_by_global_tokens();
+  // --calculate-per-token-loss: finalize_model_grads' division by the global batch's tokens
+  // (applied to the main grads at the optimizer step's start: the same values).
 }
 
 // Megatron's finalize_model_grads with num_tokens: the last stage's token count summed over the
@@ -290,11 +290,22 @@ void stage_engine::check_weight_hashes_across_replicas() {
 model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool count_zeros) {
   activity_.set("optimizer step");
   const auto timed = timers_.time(step_timer::optimizer);
+  {
+    // Megatron's prepare_grads: every optimizer times this copy (FP32Optimizer's is a pointer
+    // swap, as here for an fp32 gradient buffer).
+    const auto copy_timer = timers_.time(step_timer::optimizer_copy_to_main_grad);
+    main_grads_->copy_from_model();  // a 16-bit gradient buffer: the optimizer's fp32 main grads
+  }
+  if (args_.training.calculate_per_token_loss) scale_by_global_tokens();
   if (scaler_) {
     // Megatron's prepare_grads: unscale the main gradients, agree over the gradient-statistics
     // group whether any rank saw an inf or a NaN, update the scale, and skip the step if so.
-    double found = model::unscale_and_check(optimizer_->params(), scaler_->inv_scale()) ? 1.0 : 0.0;
-    reduce_stats(std::span<double>(&found, 1));
+    double found = 0.0;
+    {
+      const auto unscale_timer = timers_.time(step_timer::optimizer_unscale_and_check_inf);
+      found = model::unscale_and_check(optimizer_->params(), scaler_->inv_scale()) ? 1.0 : 0.0;
+      reduce_stats(std::span<double>(&found, 1));
+    }
     scaler_->update(found > 0.0);
     if (found > 0.0) {
       activity_.set("idle");
@@ -315,10 +326,17 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
       });
   // A 16-bit model takes the updated main parameters, rounded: this rank's shard of each chunk
   // with the distributed optimizer (the all-gather brings the rest), else all of them.
-  for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    const auto* shard = grad_sync_->shard_of(c);
-    main_params_->copy_to_model(c, shard ? shard->begin : 0,
-                                shard ? shard->end : static_cast<std::size_t>(chunks_[c].store().value_tensor().numel()));
+  {
+    // Megatron's mixed-precision optimizers (16-bit models, and the distributed optimizer in any
+    // dtype) time this copy; its FP32Optimizer has none.
+    std::optional<step_timers::scope> copy_timer;
+    if (tensor::is_half_precision(chunks_.front().dtype()) || distributed_optimizer_)
+      copy_timer.emplace(timers_, step_timer::optimizer_copy_main_to_model_params);
+    for (std::size_t c = 0; c < chunks_.size(); ++c) {
+      const auto* shard = grad_sync_->shard_of(c);
+      main_params_->copy_to_model(c, shard ? shard->begin : 0,
+                                  shard ? shard->end : static_cast<std::size_t>(chunks_[c].store().value_tensor().numel()));
+    }
   }
   {
     // Megatron's distributed optimizer times its all-gather even over one replica (with

@@ -20,9 +20,12 @@ constexpr timer_info infos[num_step_timers] = {
     {"embedding-grads-all-reduce", 1},
     {"all-grads-sync", 1},
     {"params-all-gather", 1},
+    {"optimizer-copy-to-main-grad", 1},
+    {"optimizer-unscale-and-check-inf", 1},
     {"optimizer-clip-main-grad", 1},
     {"optimizer-count-zeros", 1},
     {"optimizer-inner-step", 1},
+    {"optimizer-copy-main-to-model-params", 1},
     {"optimizer", 1},
 };
 static_assert(static_cast<std::size_t>(step_timer::optimizer) + 1 == num_step_timers);

@@ -13,9 +13,9 @@
 namespace mactor::training {
 
 /// The timers mactor keeps, each at the log level Megatron-LM core_v0.15.0 gives it. Megatron's
-/// other training timers time things mactor does not do (fp16 unscaling, main-grad copies,
-/// blocking combined p2p calls, 'batch-generator' and 'layernorm-grads-all-reduce', which
-/// Megatron itself never starts).
+/// other training timers time things mactor does not do (blocking combined p2p calls,
+/// 'batch-generator' and 'layernorm-grads-all-reduce', which Megatron itself never starts). A
+/// timer that never ran prints nothing, as in Megatron (its zero is filtered out).
 enum class step_timer {
   forward_backward,            ///< 1: the schedule and the gradient finalization after it
   forward_compute,             ///< 2: every forward of a micro-batch
@@ -25,12 +25,15 @@ enum class step_timer {
   embedding_grads_all_reduce,  ///< 1: the tied-embedding gradient sum (first and last stage)
   all_grads_sync,              ///< 1: the data-parallel all-reduce or reduce-scatter
   params_all_gather,           ///< 1: the distributed optimizer's parameter all-gather
+  optimizer_copy_to_main_grad,           ///< 1: model gradients into the optimizer's main grads
+  optimizer_unscale_and_check_inf,       ///< 1: the loss scaler's unscale and inf/NaN check
   optimizer_clip_main_grad,    ///< 1: grad norm and clipping
   optimizer_count_zeros,       ///< 1: --log-num-zeros-in-grad's count
   optimizer_inner_step,        ///< 1: the parameter update
+  optimizer_copy_main_to_model_params,   ///< 1: main parameters into a 16-bit or sharded model
   optimizer,                   ///< 1: the whole optimizer step
 };
-inline constexpr std::size_t num_step_timers = 12;
+inline constexpr std::size_t num_step_timers = 15;
 
 /// Megatron's name of the timer ("forward-backward") and its log level.
 std::string_view step_timer_name(step_timer t);

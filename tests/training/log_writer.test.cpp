@@ -153,8 +153,10 @@ TEST_CASE("the timers come in training_log's order whatever order the ranks repo
   // timers_to_log in training.py (core_v0.15.0), less the timers mactor does not keep.
   const std::vector<std::string> want = {"forward-backward", "forward-compute", "backward-compute",
                                          "forward-recv", "backward-recv", "embedding-grads-all-reduce",
-                                         "all-grads-sync", "params-all-gather", "optimizer-clip-main-grad",
-                                         "optimizer-count-zeros", "optimizer-inner-step", "optimizer"};
+                                         "all-grads-sync", "params-all-gather", "optimizer-copy-to-main-grad",
+                                         "optimizer-unscale-and-check-inf", "optimizer-clip-main-grad",
+                                         "optimizer-count-zeros", "optimizer-inner-step",
+                                         "optimizer-copy-main-to-model-params", "optimizer"};
   CHECK(names == want);
 }
 

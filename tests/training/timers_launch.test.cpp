@@ -118,8 +118,9 @@ TEST_CASE("two data-parallel ranks at --timing-log-level 1 print the level-1 tim
   const auto b = blocks(launch(" --use-distributed-optimizer --timing-log-level 1"));
   REQUIRE(b.size() == 2);
   const std::set<std::string> level1 = {"forward-backward", "embedding-grads-all-reduce", "all-grads-sync",
-                                        "params-all-gather", "optimizer-clip-main-grad", "optimizer-count-zeros",
-                                        "optimizer-inner-step", "optimizer"};
+                                        "params-all-gather", "optimizer-copy-to-main-grad",
+                                        "optimizer-clip-main-grad", "optimizer-count-zeros", "optimizer-inner-step",
+                                        "optimizer-copy-main-to-model-params", "optimizer"};
   for (const auto& block : b) {
     INFO(block);
     REQUIRE(block.rfind("(min, max) time across ranks (ms):\n", 0) == 0);
@@ -139,6 +140,26 @@ TEST_CASE("two data-parallel ranks at --timing-log-level 1 print the level-1 tim
     }
     CHECK(t.at("forward-backward").max >= t.at("all-grads-sync").max - 0.01);
     CHECK(t.at("optimizer").max >= t.at("params-all-gather").max - 0.01);
+    // The distributed optimizer copies its main parameters into the model, as Megatron's does;
+    // there is no loss scaler to unscale with.
+    CHECK(t.count("optimizer-copy-main-to-model-params") == 1);
+    CHECK(t.count("optimizer-unscale-and-check-inf") == 0);
+  }
+}
+
+TEST_CASE("fp16 at --timing-log-level 1 times the loss scaler's unscale and the main-parameter copy, as Megatron's Float16 optimizer") {
+  const auto b = blocks(launch(" --fp16 --initial-loss-scale 4096 --timing-log-level 1"));
+  REQUIRE(b.size() == 2);
+  for (const auto& block : b) {
+    INFO(block);
+    const auto t = parse_min_max(block);
+    for (const char* name : {"optimizer-copy-to-main-grad", "optimizer-unscale-and-check-inf",
+                             "optimizer-copy-main-to-model-params"}) {
+      INFO(name);
+      REQUIRE(t.count(name) == 1);
+      CHECK(t.at(name).max > 0.0);
+    }
+    CHECK(t.at("optimizer").max >= t.at("optimizer-unscale-and-check-inf").max - 0.01);
   }
 }
 
