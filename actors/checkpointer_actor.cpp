@@ -51,6 +51,8 @@ caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings set
         try {
           checkpoint::save_options options;
           options.attempt_id = settings.attempt_id;
+          options.retain_interval = settings.retain_interval;
+          options.on_deleted = [&reply](std::int64_t deleted) { reply.deleted_iteration = deleted; };
           if (const auto delay = test_write_delay(); delay.count() > 0)
             options.before_write = [delay] { std::this_thread::sleep_for(delay); };
           checkpoint::save(settings.save_dir, w.iteration, settings.rank, settings.world_size, std::move(*w.state), options);

@@ -28,6 +28,10 @@ void save_done(coordinator_actor* self) {
   auto& s = self->state;
   log(self, "  successfully saved checkpoint from iteration " + iteration_field(s.save_iteration) + " to " +
                 *s.args.checkpointing.save + layout_field(*s.groups));
+  if (s.deleted_iteration > 0)  // --save-retain-interval removed the checkpoint tracked before
+    log(self, "  successfully deleted checkpoint from iteration " + iteration_field(s.deleted_iteration) + " at " +
+                  *s.args.checkpointing.save);
+  s.deleted_iteration = 0;
   s.saving = false;
   maybe_go_on(self);
   if (s.finished) return;
@@ -86,6 +90,7 @@ void on_checkpoint_saved(coordinator_actor* self, const checkpoint_saved& c) {
   }
   if (!s.saving || c.iteration != s.save_iteration) return;
   if (c.rank >= 0 && c.rank < static_cast<int>(s.write_seconds.size())) s.write_seconds[c.rank] = c.seconds;
+  if (c.deleted_iteration > 0) s.deleted_iteration = c.deleted_iteration;
   if (--s.saved_left == 0) save_done(self);
 }
 

@@ -51,6 +51,7 @@ struct coordinator_state {
   // The save in flight (at most one: the next waits for it), and what runs once it allows.
   bool saving = false;
   std::int64_t save_iteration = 0;
+  std::int64_t deleted_iteration = 0;  // --save-retain-interval: the checkpoint the save removed
   int captured_left = 0, saved_left = 0;
   std::vector<double> capture_seconds, write_seconds;  // per rank, of the save in flight
   std::function<void()> after_save, queued_save;

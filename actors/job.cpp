@@ -82,6 +82,7 @@ rank_actors spawn_rank_actors(caf::actor_system& sys, const config::megatron_arg
   if (args.checkpointing.save) {
     checkpoint_job_settings settings;
     settings.save_dir = *args.checkpointing.save;
+    settings.retain_interval = args.checkpointing.save_retain_interval;
     settings.rank = rank;
     settings.world_size = ctx.world_size();
     settings.attempt_id = env.job_id;

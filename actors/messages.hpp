@@ -77,6 +77,7 @@ struct checkpoint_saved {
   std::string error;
   double seconds = 0;      ///< writing time
   std::int64_t bytes = 0;  ///< tensor bytes this rank wrote
+  std::int64_t deleted_iteration = 0;  ///< rank 0: the checkpoint --save-retain-interval removed (0: none)
 };
 
 /// Stage -> this rank's checkpointer (never leaves the process: the snapshot is shared, not
@@ -179,7 +180,8 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_captured& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_saved& x) {
-  return f(caf::meta::type_name("mactor::checkpoint_saved"), x.rank, x.iteration, x.ok, x.error, x.seconds, x.bytes);
+  return f(caf::meta::type_name("mactor::checkpoint_saved"), x.rank, x.iteration, x.ok, x.error, x.seconds, x.bytes,
+           x.deleted_iteration);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_setup& x) {

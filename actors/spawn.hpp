@@ -4,6 +4,7 @@
 #include <caf/fwd.hpp>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/job_control.hpp"
@@ -22,6 +23,7 @@ struct checkpoint_job_settings {
   std::string save_dir;
   int rank = 0, world_size = 1;
   std::string attempt_id;  ///< the job id: names the iteration's temporary directory
+  std::optional<std::int64_t> retain_interval;  ///< --save-retain-interval
 };
 
 /// The stage actor of this rank (detached: it blocks in collectives). Builds its rank_worker from

@@ -140,8 +140,17 @@ void commit(const fs::path& save_dir, const fs::path& tmp, std::int64_t iteratio
     throw checkpoint_error("cannot rename " + tmp.string() + " to " + final_dir.string() + ": " +
                            std::strerror(errno));
   fsync_directory(save_dir);
+  std::optional<std::int64_t> previous;
+  if (options.retain_interval) previous = read_tracker(save_dir.string());
   write_tracker(save_dir.string(), iteration);
   if (!old.empty()) fs::remove_all(old, ec);
+  // Megatron's save_retain_interval: the checkpoint the tracker named before goes, once the new
+  // one is tracked, unless the interval keeps it (or it is a link the user made).
+  if (previous && *previous > 0 && *previous != iteration && *previous % *options.retain_interval != 0) {
+    const fs::path previous_dir = iteration_dir(save_dir, *previous);
+    if (!fs::is_symlink(previous_dir, ec) && fs::remove_all(previous_dir, ec) > 0 && !ec && options.on_deleted)
+      options.on_deleted(*previous);
+  }
 }
 
 }  // namespace

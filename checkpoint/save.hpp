@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "checkpoint/tensor_piece.hpp"
@@ -19,6 +20,11 @@ struct save_options {
   std::chrono::milliseconds commit_timeout = std::chrono::minutes(10);
   /// Called on the saving thread before the first byte is written (tests, progress reports).
   std::function<void()> before_write;
+  /// Megatron's --save-retain-interval: once the tracker names the new iteration, rank 0 deletes
+  /// the previously tracked one unless it is a multiple of this (or a symbolic link).
+  std::optional<std::int64_t> retain_interval;
+  /// Told (on rank 0) the iteration a retain interval deleted.
+  std::function<void(std::int64_t)> on_deleted;
 };
 
 /// Writes this rank's pieces of `iteration` under save_dir; on rank 0 (which must pass

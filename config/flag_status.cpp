@@ -196,6 +196,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"deterministic_mode", "Megatron's rules (no flash attention, no fused cross-entropy, NCCL_ALGO one of Tree, "
                              "Ring, CollnetDirect, CollnetChain, ^NVLS); mactor's kernels and collectives reduce in "
                              "a fixed order, so a job run twice logs the same bits with or without it"},
+      {"save_retain_interval", "once a save is tracked, the checkpoint tracked before it is deleted unless its "
+                               "iteration is a multiple of the interval (or it is a symbolic link), as Megatron does"},
       {"dist_ckpt_strictness", "every mode, in dist_checkpointing's terms: a tensor this model asks for that the "
                                "checkpoint lacks fails the load (assume_ok_unexpected, raise_*), or is named and kept "
                                "at its initial value (log_*, return_*), or not (ignore_all); *_all also names the "

@@ -1,9 +1,10 @@
-// --dist-ckpt-strictness on load: a tied model's checkpoint lacks output_layer.weight, which an
+// --dist-ckpt-strictness on load (and --save-retain-interval on save): a tied model's checkpoint lacks output_layer.weight, which an
 // untied model asks for ("unexpected" in dist_checkpointing's terms); an untied model's checkpoint
 // holds output_layer.weight, which a tied model never asks for ("missing"). Each mode either
 // refuses the checkpoint naming the key (exit 2), or warns and trains on, or says nothing.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <unistd.h>
@@ -83,4 +84,24 @@ TEST_CASE("load strictness (--dist-ckpt-strictness): a checkpoint tensor no rank
   CHECK(raised.status == 2);
   CHECK(raised.err.find("output_layer.weight") != std::string::npos);
   CHECK(raised.err.find("raise_all") != std::string::npos);
+}
+
+TEST_CASE("save retention (--save-retain-interval) keeps the multiples of the interval and the newest checkpoint, deleting the rest once tracked") {
+  const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests/training/checkpoints" / ("retain_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const auto r = run_shell(mactor_bin() + " -np 2 --oversubscribe " + bin_dir() + "/pretrain_gpt" + flags() +
+                           " --pipeline-model-parallel-size 2 --train-iters 10 --save " + dir.string() +
+                           " --save-interval 2 --save-retain-interval 4");
+  INFO(r.out << r.err);
+  REQUIRE(r.status == 0);
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory()) kept.push_back(e.path().filename().string());
+  std::sort(kept.begin(), kept.end());
+  // 2 and 6 went once 4 and 8 were tracked; 10, the newest, stays (Megatron deletes only the
+  // previously tracked checkpoint).
+  CHECK(kept == std::vector<std::string>{"iter_0000004", "iter_0000008", "iter_0000010"});
+  CHECK(r.out.find("successfully deleted checkpoint from iteration       2 at " + dir.string()) != std::string::npos);
+  CHECK(r.out.find("successfully deleted checkpoint from iteration       6 at " + dir.string()) != std::string::npos);
+  CHECK(r.out.find("successfully deleted checkpoint from iteration       8") == std::string::npos);
 }
