@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/random_batch.hpp"
 #include "kernels/convert.hpp"
 #include "kernels/threads.hpp"
 #include "model/gpt_model.hpp"
@@ -77,13 +78,9 @@ int run_child(const bench_case& b, const variant& v, int iters, int threads) {
     mactor::kernels::convert(main_copy, values);
   }
   auto& main = type == dtype::float32 ? values : main_copy;
-  std::mt19937 rng(0);
-  std::uniform_int_distribution<int> token(0, b.vocab - 1);
-  std::vector<std::int32_t> tokens(b.batch * b.seq), labels(tokens.size());
-  for (auto& t : tokens) t = token(rng);
-  for (auto& t : labels) t = token(rng);
-  std::vector<float> mask(tokens.size(), 1.0f);
-  const mactor::model::micro_batch mb{tokens.data(), labels.data(), mask.data(), nullptr, b.batch};
+  const mactor::bench::random_batch batch(b.batch, b.seq, b.vocab);
+  const auto mb = batch.view();
+  const auto& tokens = batch.tokens;
   double loss = 0;
   auto step = [&] {
     m.zero_grad();

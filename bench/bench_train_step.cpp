@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/random_batch.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/threads.hpp"
 #include "model/gpt_model.hpp"
@@ -59,14 +60,9 @@ int run_ours(const bench_case& b, bool llama, int threads) {
   mactor::kernels::set_kernel_threads(threads);
   mactor::model::single_group tp;
   mactor::model::gpt_model m(make_config(b, llama), tp);
-  std::mt19937 rng(0);
-  std::uniform_int_distribution<int> token(0, b.vocab - 1);
-  std::vector<std::int32_t> tokens(b.batch * b.seq), labels(tokens.size());
-  for (auto& t : tokens) t = token(rng);
-  for (auto& t : labels) t = token(rng);
-  std::vector<float> mask(tokens.size(), 1.0f);
-  const mactor::model::micro_batch mb{tokens.data(), labels.data(), mask.data(), nullptr,
-                                      b.batch};
+  const mactor::bench::random_batch batch(b.batch, b.seq, b.vocab);
+  const auto mb = batch.view();
+  const auto& tokens = batch.tokens;
   auto step = [&] {
     m.zero_grad();
     m.forward_backward(mb, 1.0f / float(tokens.size()));

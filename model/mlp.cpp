@@ -55,7 +55,6 @@ void mlp::backward(parameter_store& store, group& tp, tensor::const_tensor_view 
   else
     kernels::gelu_backward(dfc1, dact, fc1_, std::int64_t(rows_) * ffn_local_, tanh_gelu_);
   linear_fc1_.backward(store, tp, dfc1, x, dx, rows_);
-  if (recompute_) fc1_ = tensor::tensor(), act_ = tensor::tensor();
 }
 
 void mlp::release() {

@@ -80,7 +80,6 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
                         dims_.head_dim, rot_dim_, width,
                         std::int64_t(per_group + 2) * dims_.head_dim, true);
   linear_qkv_.backward(store, tp, dqkv, x, dx, rows);
-  if (recompute_core_) probs_ = tensor::tensor();
 }
 
 void self_attention::release() {

@@ -81,7 +81,6 @@ void transformer_layer::backward(parameter_store& store, group& tp, tensor::cons
                              local_rows_);
   kernels::dropout_apply(branch_, dx1, n, hidden_p_, attention_stream_, first_index_);
   self_attention_.backward(store, tp, branch_, ln1_, dln);
-  if (recompute_norms_) ln1_ = tensor::tensor();
   kernels::copy(elements(dx, 0, n), dx1);
   input_layernorm_.backward(store, dln, x, dx, local_rows_, true);
 }

@@ -247,8 +247,6 @@ void stage_engine::finalize_grads() {
   grad_sync_->finish_grad_sync();
   if (grad_sync_->overlapped())
     for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
-  // --calculate-per-token-loss: finalize_model_grads' division by the global batch's tokens
-  // (applied to the main grads at the optimizer step's start: the same values).
 }
 
 // Megatron's finalize_model_grads with num_tokens: the last stage's token count summed over the
@@ -296,6 +294,8 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
     const auto copy_timer = timers_.time(step_timer::optimizer_copy_to_main_grad);
     main_grads_->copy_from_model();  // a 16-bit gradient buffer: the optimizer's fp32 main grads
   }
+  // --calculate-per-token-loss: finalize_model_grads' division by the global batch's tokens,
+  // applied to the main grads (the same values as Megatron's scaling of the model grads).
   if (args_.training.calculate_per_token_loss) scale_by_global_tokens();
   if (scaler_) {
     // Megatron's prepare_grads: unscale the main gradients, agree over the gradient-statistics

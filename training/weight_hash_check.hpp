@@ -16,6 +16,9 @@ namespace mactor::training {
 
 std::uint64_t fnv1a_hash(tensor::const_tensor_view v);
 
+/// What one replica contributes to the sums: per hash, per 16-bit part h, the pair (h, h^2).
+std::vector<double> hash_part_moments(std::span<const std::uint64_t> hashes);
+
 /// The indices of the hashes some replica holds differently. `sum_over_replicas` sums a vector
 /// element-wise over the `replicas` replicas (every one calls it with the same length).
 std::vector<std::size_t> differing_hashes(std::span<const std::uint64_t> mine, int replicas,

@@ -18,14 +18,11 @@ namespace {
 // Every replica's view of the sums: `replicas` holds each replica's hashes.
 std::vector<std::size_t> compare_as(std::size_t me, const std::vector<std::vector<std::uint64_t>>& replicas) {
   return training::differing_hashes(replicas[me], int(replicas.size()), [&](std::span<double> v) {
-    std::vector<double> total(v.size(), 0.0);
+    std::fill(v.begin(), v.end(), 0.0);
     for (const auto& r : replicas) {
-      std::vector<double> part(v.size());
-      // Each replica fills the vector as differing_hashes does for itself: run it on a copy.
-      training::differing_hashes(r, 1, [&](std::span<double> mine) { std::copy(mine.begin(), mine.end(), part.begin()); });
-      for (std::size_t i = 0; i < v.size(); ++i) total[i] += part[i];
+      const auto moments = training::hash_part_moments(r);
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] += moments[i];
     }
-    std::copy(total.begin(), total.end(), v.begin());
   });
 }
 
