@@ -2,6 +2,7 @@
 // checked on the command line so that every problem is reported before anything starts.
 #include <algorithm>
 
+#include "config/pipeline_split.hpp"
 #include "config/validation_context.hpp"
 
 namespace mactor::config::detail {
@@ -145,34 +146,12 @@ void uneven_pipeline(validation_context& c) {  // rules 105-108
   const auto& d = c.a.distributed;
   const bool uneven = d.decoder_first_pipeline_num_layers || d.decoder_last_pipeline_num_layers;
   const bool accounting = d.account_for_embedding_in_pipeline_split || d.account_for_loss_in_pipeline_split;
-  if (uneven && accounting)
-    c.error("--decoder-first/last-pipeline-num-layers cannot be combined with --account-for-embedding/loss-in-pipeline-split");
-  if (d.pipeline_model_parallel_layout && (uneven || accounting))
-    c.error("--pipeline-model-parallel-layout cannot be combined with uneven pipeline or embedding/loss accounting flags");
-  const std::int64_t pp = d.pipeline_model_parallel_size;
-  const std::int64_t vp = c.a.derived.virtual_pipeline_model_parallel_size.value_or(1);
-  const std::int64_t layers = c.a.network_size.num_layers.value_or(0);
-  if (uneven) {
-    std::int64_t rest = layers, middle = pp;
-    for (auto [name, v] : {std::pair{"--decoder-first-pipeline-num-layers", d.decoder_first_pipeline_num_layers},
-                           {"--decoder-last-pipeline-num-layers", d.decoder_last_pipeline_num_layers}}) {
-      if (!v) continue;
-      c.require(*v > 0 && *v % vp == 0, std::string(name) + "=" + show(*v) + " must be > 0 and divisible by the virtual pipeline size " + show(vp));
-      rest -= *v;
-      --middle;
-    }
-    if (middle > 0)
-      c.require(rest >= 0 && rest % middle == 0 && (rest / middle) % vp == 0,
-                "the " + show(rest) + " layers left for the " + show(middle) + " middle pipeline stages must divide evenly "
-                "(and per stage by the virtual pipeline size " + show(vp) + ")");
-    else
-      c.require(rest == 0, "--decoder-first/last-pipeline-num-layers must add up to --num-layers=" + show(layers));
-  }
-  if (accounting && pp > 0) {
-    const std::int64_t total = layers + int(d.account_for_embedding_in_pipeline_split) + int(d.account_for_loss_in_pipeline_split);
-    if (c.require(total % pp == 0, "num_layers plus embedding/loss accounting (" + show(total) + ") must be divisible by "
-                                   "--pipeline-model-parallel-size=" + show(pp)))
-      c.require((total / pp) % vp == 0, "layers per pipeline stage (" + show(total / pp) + ") must be divisible by the virtual pipeline size " + show(vp));
+  if (!uneven && !accounting && !d.pipeline_model_parallel_layout) return;  // the even split: rules 23-24
+  if (!c.a.network_size.num_layers || d.pipeline_model_parallel_size < 1) return;
+  try {
+    split_pipeline_layers(pipeline_split_settings::of(c.a));
+  } catch (const std::invalid_argument& e) {
+    c.error(e.what());
   }
 }
 

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <numeric>
 
+#include "config/pipeline_split.hpp"
 #include "config/validation_context.hpp"
 
 namespace mactor::config::detail {
@@ -153,33 +154,6 @@ std::int64_t layers_for_split(const megatron_args& a) {
   return n;
 }
 
-// Megatron's layout strings list stages separated by '|' (e.g. "Et|(tt|)*3tL").
-std::int64_t layout_stage_count(const std::string& layout) {
-  // "(tt|)*3" repeats a group; count '|' separators after expanding the repetitions.
-  std::int64_t stages = 1;
-  std::vector<std::int64_t> group_start;  // separator count when each '(' opened
-  std::int64_t separators = 0;
-  for (std::size_t i = 0; i < layout.size(); ++i) {
-    const char ch = layout[i];
-    if (ch == '|') ++separators;
-    if (ch == '(') group_start.push_back(separators);
-    if (ch == ')' && !group_start.empty()) {
-      const std::int64_t inside = separators - group_start.back();
-      group_start.pop_back();
-      std::int64_t times = 1;
-      if (i + 1 < layout.size() && layout[i + 1] == '*') {
-        std::size_t j = i + 2;
-        times = 0;
-        while (j < layout.size() && std::isdigit(static_cast<unsigned char>(layout[j]))) times = times * 10 + (layout[j++] - '0');
-        i = j - 1;
-      }
-      separators += inside * (times - 1);
-    }
-  }
-  return stages + separators;
-}
-
-
 void virtual_pipeline(validation_context& c) {  // rules 21-24
   const auto& d = c.a.distributed;
   auto& vp = c.a.derived.virtual_pipeline_model_parallel_size;
@@ -191,7 +165,13 @@ void virtual_pipeline(validation_context& c) {  // rules 21-24
     return;
   if (pp < 1) return;
   if (d.pipeline_model_parallel_layout) {
-    const std::int64_t stages = layout_stage_count(*d.pipeline_model_parallel_layout);
+    std::int64_t stages = 0;
+    try {
+      stages = std::int64_t(parse_pipeline_layout(*d.pipeline_model_parallel_layout).size());
+    } catch (const std::invalid_argument& e) {
+      c.error(e.what());
+      return;
+    }
     if (!c.require(stages % pp == 0, "--pipeline-model-parallel-layout has " + show(stages) +
                                          " stages, which is not divisible by --pipeline-model-parallel-size=" + show(pp)))
       return;

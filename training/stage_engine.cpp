@@ -38,7 +38,7 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
       }) {
   const auto config = model_config_from_args(a, padded, ctx.tp_rank());
   chunks_.reserve(layout_.virtual_size);
-  for (const auto& l : chunk_layouts(config.num_layers, layout_.pipeline_size, layout_.virtual_size, layout_.pipeline_rank))
+  for (const auto& l : layout_.chunks)
     chunks_.emplace_back(config, ctx.tensor_parallel(), l);
   grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel),
                                            ctx.data_parallel(), ctx.embedding(), timers_, activity_);

@@ -14,17 +14,10 @@ std::string mismatch(const char* what, std::int64_t in_config, int in_groups) {
 
 }  // namespace
 
-std::vector<model::chunk_layout> chunk_layouts(int num_layers, int pipeline_size, int virtual_size, int pipeline_rank) {
-  const int stages = pipeline_size * virtual_size;
-  if (num_layers % stages != 0)
-    throw std::invalid_argument("--num-layers " + std::to_string(num_layers) + " does not divide into " +
-                                std::to_string(stages) + " (virtual) pipeline stages");
-  const int per_stage = num_layers / stages;
+std::vector<model::chunk_layout> chunk_layouts(const config::pipeline_split& split, int pipeline_rank) {
   std::vector<model::chunk_layout> out;
-  for (int c = 0; c < virtual_size; ++c) {
-    const int v = c * pipeline_size + pipeline_rank;
-    out.push_back({v * per_stage, (v + 1) * per_stage, v == 0, v == stages - 1});
-  }
+  for (const auto& span : split.stages.at(std::size_t(pipeline_rank)))
+    out.push_back({span.layer_begin, span.layer_end, span.embedding, span.loss});
   return out;
 }
 
@@ -46,6 +39,7 @@ stage_layout stage_layout_of(const config::megatron_args& a, const parallel_cont
   l.data_parallel_size = static_cast<int>(dp);
   l.data_parallel_rank = ctx.dp_rank();
   l.micro_batch_size = static_cast<int>(*a.training.micro_batch_size);
+  l.chunks = chunk_layouts(config::split_pipeline_layers(config::pipeline_split_settings::of(a)), l.pipeline_rank);
   return l;
 }
 

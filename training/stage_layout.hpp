@@ -6,14 +6,15 @@
 #include <vector>
 
 #include "config/megatron_args.hpp"
+#include "config/pipeline_split.hpp"
 #include "model/gpt_chunk.hpp"
 #include "training/parallel_context.hpp"
 
 namespace mactor::training {
 
 /// The layers of every local chunk of pipeline rank `pipeline_rank`: chunk c runs virtual stage
-/// c * pipeline_size + pipeline_rank, each virtual stage an equal run of layers.
-std::vector<model::chunk_layout> chunk_layouts(int num_layers, int pipeline_size, int virtual_size, int pipeline_rank);
+/// c * pipeline_size + pipeline_rank, holding what the split gives that stage.
+std::vector<model::chunk_layout> chunk_layouts(const config::pipeline_split& split, int pipeline_rank);
 
 /// A rank started with another parallel layout than rank 0's: a user error (exit status 2).
 class layout_mismatch : public std::invalid_argument {
@@ -28,6 +29,7 @@ struct stage_layout {
   int pipeline_size = 1, pipeline_rank = 0, virtual_size = 1;
   int data_parallel_size = 1, data_parallel_rank = 0;
   int micro_batch_size = 1;
+  std::vector<model::chunk_layout> chunks;  ///< this rank's model chunks, one per virtual stage
 };
 stage_layout stage_layout_of(const config::megatron_args& args, const parallel_context& ctx);
 

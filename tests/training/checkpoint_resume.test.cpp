@@ -150,11 +150,12 @@ TEST_CASE("a TP2 x PP2 checkpoint resumes exactly and reshards on load") {
   check_same_tensors(ref.full_dir, ref.cut_dir, 6);
   }
 
-  SECTION("it resumes under TP1 x PP4 and under DP2 with the distributed optimizer") {
+  SECTION("it resumes under TP1 x PP4, an uneven PP2 layout (vp 2) with an empty stage, and DP2 with the distributed optimizer") {
   const auto want = iteration_lines(ref.full.out);
   REQUIRE(want.size() == 6);
   const std::pair<int, std::string> layouts[] = {
       {4, " --pipeline-model-parallel-size 4"},
+      {2, " --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Ettt||t|L'"},
       {2, " --use-distributed-optimizer"},
   };
   for (const auto& [ranks, layout] : layouts) {

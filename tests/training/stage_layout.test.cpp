@@ -24,15 +24,22 @@ config::megatron_args args_with(std::vector<std::string> extra, int world) {
 
 }  // namespace
 
-TEST_CASE("each virtual stage of a pipeline rank holds an equal run of layers, the ends where they belong") {
-  const auto layouts = training::chunk_layouts(8, 2, 2, 1);
+TEST_CASE("each local chunk of a pipeline rank holds its virtual stage's layers, the ends where they belong") {
+  config::pipeline_split_settings s;
+  s.num_layers = 8, s.pipeline_size = 2, s.virtual_size = 2;
+  const auto layouts = training::chunk_layouts(config::split_pipeline_layers(s), 1);
   REQUIRE(layouts.size() == 2);
   CHECK(layouts[0].layer_begin == 2);
   CHECK(layouts[0].layer_end == 4);
   CHECK_FALSE(layouts[0].pre_process);
   CHECK(layouts[1].layer_begin == 6);
   CHECK(layouts[1].post_process);
-  CHECK_THROWS_WITH(training::chunk_layouts(6, 2, 2, 0), Catch::Contains("does not divide into 4"));
+  // An uneven last stage, read from the flags the config message carries.
+  const auto uneven = args_with({"--pipeline-model-parallel-size", "2", "--decoder-last-pipeline-num-layers", "2"}, 2);
+  const auto last = training::chunk_layouts(config::split_pipeline_layers(config::pipeline_split_settings::of(uneven)), 1);
+  REQUIRE(last.size() == 1);
+  CHECK(last[0].layer_begin == 6);
+  CHECK(last[0].layer_end == 8);
 }
 
 TEST_CASE("a stage's layout comes from the config message and must agree with its process groups") {

@@ -3,6 +3,7 @@
 // The Megatron flags go through config/'s parser, validation and derived values, as pretrain_gpt's
 // do, so a user can paste a training script's flags; the model flags a schedule does not depend on
 // get small defaults when absent, and only flags that change the op order must be built in mactor.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "config/parser.hpp"
+#include "config/pipeline_split.hpp"
 #include "config/resolve.hpp"
 #include "config/validate.hpp"
 #include "schedules/schedule.hpp"
@@ -40,8 +42,11 @@ constexpr const char* help_text =
     "Flags the schedule does not depend on need not be implemented by mactor's training (--fp16,\n"
     "--use-flash-attn, ...); those that change Megatron's op order in ways mactor does not model\n"
     "(--overlap-p2p-communication-warmup-flush, --overlap-moe-expert-parallel-comm, --delay-wgrad-compute)\n"
-    "are refused. Flags pretrain_gpt requires but a schedule does not depend on may be left out:\n"
-    "--num-layers defaults to pp x vp, --num-attention-heads to tp, --hidden-size to 64 x heads,\n"
+    "are refused. The layers each stage holds come first, from --num-layers and the uneven/layout flags\n"
+    "(--decoder-first/last-pipeline-num-layers, --account-for-embedding/loss-in-pipeline-split,\n"
+    "--pipeline-model-parallel-layout), as Megatron prints a layout. Flags pretrain_gpt requires but a\n"
+    "schedule does not depend on may be left out: --num-layers defaults to pp x vp (or what the layout\n"
+    "and uneven flags place), --num-attention-heads to tp, --hidden-size to 64 x heads,\n"
     "--seq-length and --max-position-embeddings to 64 x cp, --micro-batch-size and --train-iters to 1,\n"
     "--lr to 1e-4. --dump-config prints the resolved config, these defaults included, as JSON.\n\n"
     "mactor schedule's own flags:\n"
@@ -130,6 +135,27 @@ bool given(const config::parsed_command_line& p, const char* dest) {
   return false;
 }
 
+// A --num-layers that fits the pipeline flags given: the layout's 't's, or every (virtual) stage
+// one layer (two with the embedding/loss accounted as layers), uneven first/last counts kept.
+std::int64_t default_num_layers(const config::megatron_args& a, const schedule_flags& f) {
+  const auto& d = a.distributed;
+  const std::int64_t pp = d.pipeline_model_parallel_size;
+  const std::int64_t vp = d.num_virtual_stages_per_pipeline_rank.value_or(f.virtual_size.value_or(1));
+  if (d.pipeline_model_parallel_layout) {
+    std::int64_t layers = 0;
+    for (const auto& stage : config::parse_pipeline_layout(*d.pipeline_model_parallel_layout))
+      layers += std::count(stage.begin(), stage.end(), 't');
+    return layers;
+  }
+  if (d.decoder_first_pipeline_num_layers || d.decoder_last_pipeline_num_layers) {
+    const std::int64_t ends = int(d.decoder_first_pipeline_num_layers.has_value()) + int(d.decoder_last_pipeline_num_layers.has_value());
+    return d.decoder_first_pipeline_num_layers.value_or(0) + d.decoder_last_pipeline_num_layers.value_or(0) + (pp - ends) * vp;
+  }
+  if (d.account_for_embedding_in_pipeline_split || d.account_for_loss_in_pipeline_split)
+    return 2 * pp * vp - int(d.account_for_embedding_in_pipeline_split) - int(d.account_for_loss_in_pipeline_split);
+  return pp * vp;
+}
+
 // The Megatron flags, with --virtual-pipeline-model-parallel-size under its Megatron name and small
 // defaults for the flags pretrain_gpt requires but a schedule does not depend on.
 std::vector<std::string> completed_flags(const schedule_flags& f, const config::parsed_command_line& parsed) {
@@ -146,8 +172,7 @@ std::vector<std::string> completed_flags(const schedule_flags& f, const config::
   auto add = [&](const char* dest, const char* flag, std::int64_t value) {
     if (!given(parsed, dest)) out.insert(out.end(), {flag, std::to_string(value)});
   };
-  const std::int64_t vp = d.num_virtual_stages_per_pipeline_rank.value_or(f.virtual_size.value_or(1));
-  if (!d.num_layers_per_virtual_pipeline_stage) add("num_layers", "--num-layers", d.pipeline_model_parallel_size * vp);
+  if (!d.num_layers_per_virtual_pipeline_stage) add("num_layers", "--num-layers", default_num_layers(a, f));
   const std::int64_t heads = given(parsed, "num_attention_heads") ? *a.network_size.num_attention_heads : d.tensor_model_parallel_size;
   add("num_attention_heads", "--num-attention-heads", heads);
   add("hidden_size", "--hidden-size", 64 * heads);
@@ -255,6 +280,8 @@ int schedule_main(int argc, char** argv) {
       std::fprintf(stderr, "%s: note: the schedule at the full --global-batch-size=%lld; the --rampup-batch-size "
                            "iterations before it run fewer microbatches\n",
                    prog, static_cast<long long>(r.args.training.global_batch_size.value_or(0)));
+    std::printf("layers per stage (--num-layers %lld):\n%s", static_cast<long long>(r.args.network_size.num_layers.value_or(0)),
+                config::describe_pipeline_split(config::split_pipeline_layers(config::pipeline_split_settings::of(r.args))).c_str());
     print_schedule(shape_from(r.args, flags), flags.with_p2p);
     return 0;
   } catch (const usage_error& e) {
