@@ -15,6 +15,7 @@
 #include "actors/logger_queue.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
+#include "config/microbatches.hpp"
 #include "config/python_text.hpp"
 #include "training/rank_worker.hpp"
 
@@ -167,8 +168,27 @@ void plan_evaluations(coordinator_actor* self, bool final) {
       });
 }
 
+// Megatron's RampupBatchsizeNumMicroBatchesCalculator.update(verbose=True) messages.
+void announce_batch_size(coordinator_actor* self) {
+  auto& s = self->state;
+  if (!s.args.training.rampup_batch_size) return;
+  const auto plan = config::microbatch_plan_of(s.args);
+  const std::int64_t now = plan.current_global_batch_size(s.consumed);
+  if (now == s.ramp_batch_size) return;
+  log(self, s.ramp_batch_size == 0 ? "setting initial batch size to " + std::to_string(now)
+                                   : "ramping up batch size from " + std::to_string(s.ramp_batch_size) + " to " +
+                                         std::to_string(now));
+  const std::int64_t running = plan.running_global_batch_size(s.consumed);
+  if (running != now)
+    log(self, "decreasing batch size from " + std::to_string(now) + " to " + std::to_string(running) +
+                  " to keep divisiblity by micro_batch_size=" + std::to_string(plan.micro_batch_size) +
+                  " * data_parallel_size=" + std::to_string(plan.data_parallel_size));
+  s.ramp_batch_size = now;
+}
+
 void start_iteration(coordinator_actor* self) {
   auto& s = self->state;
+  announce_batch_size(self);
   const auto now = clock_type::now();
   if (s.iteration_end) {  // evaluations and saves since the last iteration are not training time
     s.excluded_seconds += std::chrono::duration<double>(now - *s.iteration_end).count();
@@ -314,7 +334,7 @@ void on_iteration_report(coordinator_actor* self, const training::iteration_repo
   if (--s.reports_pending > 0) return;
   s.merged.timings = std::exchange(s.timings, {});
   s.merged.memory = std::exchange(s.memory, {});
-  s.consumed += *s.args.training.global_batch_size;
+  s.consumed += s.merged.global_batch_size;
   s.iteration_end = clock_type::now();
   const auto& m = s.merged;
   s.result.lm_loss.push_back(m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0);

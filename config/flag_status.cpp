@@ -52,6 +52,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"sgd_momentum", ""},
       {"micro_batch_size", ""},
       {"global_batch_size", ""},
+      {"rampup_batch_size", "each iteration's batch from Megatron's ramp-up calculator; consumed samples, LR steps and the logged global batch size follow it"},
+      {"decrease_batch_size_if_needed", "the running batch rounded down to a multiple of micro batch x data-parallel size"},
       {"train_iters", ""},
       {"train_samples", ""},
       {"log_interval", ""},

@@ -1,6 +1,8 @@
 // Megatron's ConstantNumMicroBatchesCalculator and RampupBatchsizeNumMicroBatchesCalculator, as plain arithmetic.
 #include "config/microbatches.hpp"
 
+#include "config/python_text.hpp"
+
 namespace mactor::config {
 
 std::int64_t microbatch_plan::current_global_batch_size(std::int64_t consumed_samples) const {
@@ -19,6 +21,17 @@ std::int64_t microbatch_plan::running_global_batch_size(std::int64_t consumed_sa
 
 std::int64_t microbatch_plan::num_microbatches(std::int64_t consumed_samples) const {
   return running_global_batch_size(consumed_samples) / (micro_batch_size * data_parallel_size);
+}
+
+microbatch_plan microbatch_plan_of(const megatron_args& a) {
+  const auto& t = a.training;
+  microbatch_plan p{t.micro_batch_size.value_or(1), a.derived.data_parallel_size, t.global_batch_size.value_or(1),
+                    std::nullopt, t.decrease_batch_size_if_needed};
+  if (t.rampup_batch_size && t.rampup_batch_size->size() == 3) {
+    const auto& v = *t.rampup_batch_size;
+    p.rampup = batch_rampup{*parse_python_int(v[0]), *parse_python_int(v[1]), *parse_python_int(v[2])};
+  }
+  return p;
 }
 
 std::int64_t microbatch_plan::train_iters_for_samples(std::int64_t train_samples) const {

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "config/megatron_args.hpp"
+
 namespace mactor::config {
 
 struct batch_rampup {
@@ -29,5 +31,9 @@ struct microbatch_plan {
   /// Sample-based training length with ramp-up (Megatron's update_train_iters).
   [[nodiscard]] std::int64_t train_iters_for_samples(std::int64_t train_samples) const;
 };
+
+/// The plan the resolved flags give (after validation: --rampup-batch-size's three values are
+/// integers). Every rank and the coordinator derive each iteration's batch from it.
+microbatch_plan microbatch_plan_of(const megatron_args& args);
 
 }  // namespace mactor::config

@@ -47,9 +47,14 @@ void microbatches(validation_context& c) {  // rules 118-120
                        "\n  use a multiple of " + show(unit) + " (e.g. " + show(std::max(unit, plan.global_batch_size / unit * unit)) + ")"))
       return;
   }
-  if (plan.rampup)
+  if (plan.rampup && !plan.decrease_batch_size_if_needed) {
     c.require(plan.rampup->start % unit == 0, "--rampup-batch-size start " + show(plan.rampup->start) + " must be divisible by "
                                               "--micro-batch-size x data-parallel size = " + show(unit));
+    // Megatron's calculator asserts this at the first ramp step; found here before training starts.
+    c.require(plan.rampup->increment % unit == 0,
+              "--rampup-batch-size increment " + show(plan.rampup->increment) + " must be divisible by --micro-batch-size x "
+              "data-parallel size = " + show(unit) + " (every batch of the ramp must be), or give --decrease-batch-size-if-needed");
+  }
   c.a.derived.num_microbatches = plan.num_microbatches(plan.rampup ? plan.rampup->samples + 1 : 0);
   c.require(c.a.derived.num_microbatches >= 1, "the global batch size gives no microbatch; raise --global-batch-size to at least " + show(unit));
   if (plan.rampup && t.train_samples) c.a.training.train_iters = plan.train_iters_for_samples(*t.train_samples);

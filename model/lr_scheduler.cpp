@@ -91,8 +91,10 @@ lr_scheduler_options lr_scheduler_options_from_args(const lr_schedule_args& a) {
   lr_scheduler_options o;
   if (!a.lr)
     throw std::invalid_argument("error: --lr is not set; give the peak learning rate, e.g. --lr 3e-4");
-  const bool by_iters = a.train_iters && *a.train_iters != 0;
-  const bool by_samples = !by_iters && a.train_samples && *a.train_samples != 0;
+  // Sample-based whenever --train-samples is given (Megatron's validation keeps --train-iters unset
+  // then; the iteration count config derives from the samples must not make it iteration-based).
+  const bool by_samples = a.train_samples && *a.train_samples != 0;
+  const bool by_iters = !by_samples && a.train_iters && *a.train_iters != 0;
   if (by_iters) {
     const std::int64_t gbs = a.global_batch_size;
     o.lr_decay_steps = a.lr_decay_iters.value_or(*a.train_iters) * gbs;

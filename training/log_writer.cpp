@@ -120,7 +120,7 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
   const double lm_loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
   const std::pair<std::string, float> losses[] = {{"lm loss", static_cast<float>(lm_loss)}};
   state_.accumulator.add_iteration(losses, !r.update_successful);
-  const std::int64_t gbs = *a.training.global_batch_size;
+  const std::int64_t gbs = r.global_batch_size > 0 ? r.global_batch_size : *a.training.global_batch_size;
   const std::optional<double> grad_norm = r.has_grad_norm ? std::optional(r.grad_norm) : std::nullopt;
   const std::optional<double> zeros = r.has_num_zeros ? std::optional(r.num_zeros) : std::nullopt;
   const std::optional<double> params_norm = r.has_params_norm ? std::optional(r.params_norm) : std::nullopt;

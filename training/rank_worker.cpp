@@ -62,7 +62,8 @@ rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx)
 rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx, std::unique_ptr<data::tokenizer> tok)
     : args_(a), ctx_(ctx), vocab_(vocabulary_of(*tok, a)), datasets_(datasets_from_args(a, *tok)),
       engine_(a, ctx, vocab_.padded),
-      scheduler_(model::lr_scheduler_options_from_args(lr_schedule_args_from_args(a)), engine_.optimizer().param_groups()) {
+      scheduler_(model::lr_scheduler_options_from_args(lr_schedule_args_from_args(a)), engine_.optimizer().param_groups()),
+      batches_(config::microbatch_plan_of(a)) {
   const int mbs = static_cast<int>(*a.training.micro_batch_size);
   for (int s = 0; s < 3; ++s)
     if (datasets_[s]) loaders_[s] = std::make_unique<batch_loader>(datasets_[s], mbs, vocab_.padded, ctx.dp_rank(), ctx.groups().dp());
@@ -106,7 +107,10 @@ void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed)
   started_ = std::chrono::steady_clock::now();
   engine_.zero_grad();
   forward_backward_start_ = std::chrono::steady_clock::now();
-  engine_.begin_schedule(/*forward_only=*/false, *loaders_[0], consumed, static_cast<int>(args_.derived.num_microbatches), false);
+  // Megatron's update_num_microbatches(consumed) before each train step.
+  const std::int64_t microbatches = batches_.num_microbatches(consumed);
+  iteration_batch_ = microbatches * batches_.micro_batch_size * batches_.data_parallel_size;
+  engine_.begin_schedule(/*forward_only=*/false, *loaders_[0], consumed, static_cast<int>(microbatches), false);
 }
 
 bool rank_worker::begin_next_eval_pass() {
@@ -157,7 +161,7 @@ iteration_report rank_worker::finish_iteration() {
   const auto totals = sum_over_replicas(ctx_, engine_.loss_totals());
   const auto step = engine_.optimizer_step(args_.regularization.clip_grad, args_.logging.log_num_zeros_in_grad);
   // A skipped step (fp16 overflow) leaves the schedule where it is, as Megatron's train_step does.
-  if (step.update_successful) scheduler_.step(*args_.training.global_batch_size);
+  if (step.update_successful) scheduler_.step(iteration_batch_);
   iteration_report r;
   r.rank = ctx_.rank();
   r.iteration = iteration_;
@@ -173,6 +177,7 @@ iteration_report rank_worker::finish_iteration() {
   if (auto d = model::logged_decoupled_learning_rate(engine_.optimizer().param_groups()))
     r.has_decoupled_learning_rate = true, r.decoupled_learning_rate = *d;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  r.global_batch_size = iteration_batch_;
   if (auto seconds = engine_.timers().take(); !seconds.empty()) r.timings.push_back({ctx_.rank(), std::move(seconds)});
   if (memory_wanted()) {
     r.memory.push_back(read_rank_memory(ctx_.rank(), ctx_.dp_rank() == 0,

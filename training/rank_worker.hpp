@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "config/megatron_args.hpp"
+#include "config/microbatches.hpp"
 #include "data/blended_dataset.hpp"
 #include "data/tokenizer.hpp"
 #include "model/lr_scheduler.hpp"
@@ -70,7 +71,9 @@ class rank_worker {
   std::array<std::unique_ptr<batch_loader>, 3> loaders_;
   stage_engine engine_;
   model::lr_scheduler scheduler_;
+  config::microbatch_plan batches_;  // each iteration's global batch (--rampup-batch-size)
   std::int64_t iteration_ = 0;
+  std::int64_t iteration_batch_ = 0;  // this iteration's global batch size
   bool memory_logged_ = false;  // the report after the first log line has been sent
   std::chrono::steady_clock::time_point started_, forward_backward_start_, evaluation_start_;
   // Evaluation in progress: split, passes left, the split's consumed samples, sums so far.

@@ -34,6 +34,9 @@ struct iteration_report {
   bool has_decoupled_learning_rate = false;
   double decoupled_learning_rate = 0;
   double seconds = 0;  ///< wall time of the iteration on this rank
+  /// The samples this iteration trained on: micro batch x dp x its microbatches (it follows
+  /// --rampup-batch-size); the coordinator advances the consumed samples by it.
+  std::int64_t global_batch_size = 0;
   /// With --timing-log-level > 0: this rank's timers; the replica and the coordinator gather
   /// every rank's here (Megatron's timers report min and max over all ranks).
   std::vector<rank_timings> timings;
