@@ -118,6 +118,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"num_layers_per_virtual_pipeline_stage", ""},
       {"num_virtual_stages_per_pipeline_rank", ""},
       {"microbatch_group_size_per_vp_stage", ""},
+      {"overlap_p2p_comm_warmup_flush", "the interleaved schedule posts the next warmup/flush receive before each compute, in Megatron's order"},
       {"decoder_first_pipeline_num_layers", "uneven first stage; with a virtual pipeline split over its chunks"},
       {"decoder_last_pipeline_num_layers", "uneven last stage; with a virtual pipeline split over its chunks"},
       {"account_for_embedding_in_pipeline_split", "the embedding counts as a layer of the first stage"},

@@ -91,11 +91,14 @@ generator<action> interleaved_one_f_one_b(schedule_shape s) {
 
   if (!plan.first()) co_yield action{op::recv_forward, 0, 0};
 
+  const bool prefetch_forward = s.overlap_p2p_comm_warmup_flush && !plan.first();
   for (int k = 0; k < warmup; ++k) {
-    co_yield plan.forward(k);
-    // The input of forward k + 1 arrives with the send of forward k's output.
+    // The input of forward k + 1 arrives with the send of forward k's output, or (warmup flush)
+    // its receive is posted before forward k runs.
     std::optional<action> recv = k == total - 1 ? std::nullopt : plan.recv_after_forward(k);
-    if (recv) co_yield *recv;
+    if (recv && prefetch_forward) co_yield *recv;
+    co_yield plan.forward(k);
+    if (recv && !prefetch_forward) co_yield *recv;
     if (plan.sends_forward(k)) co_yield plan.send_forward(k);
     // The first backward's gradient is requested together with the last warmup send.
     if (k == warmup - 1 && backward_pass && !plan.all_in_warmup() && !plan.last())
@@ -128,11 +131,13 @@ generator<action> interleaved_one_f_one_b(schedule_shape s) {
   if (!backward_pass) co_return;
   if (plan.all_in_warmup() && !plan.last())
     co_yield plan.recv_first_backward();
+  const bool prefetch_backward = s.overlap_p2p_comm_warmup_flush && !plan.last();
   for (int k = remaining; k < total; ++k) {
+    std::optional<action> recv = k == total - 1 ? std::nullopt : plan.recv_after_backward(k);
+    if (recv && prefetch_backward) co_yield *recv;
     co_yield plan.backward(k);
     if (plan.sends_backward(k)) co_yield plan.send_backward(k);
-    std::optional<action> recv = k == total - 1 ? std::nullopt : plan.recv_after_backward(k);
-    if (recv) co_yield *recv;
+    if (recv && !prefetch_backward) co_yield *recv;
   }
 }
 

@@ -77,6 +77,9 @@ void check_interleaving_sizes(const schedule_shape& s, std::vector<std::string>&
                      " needs --pipeline-model-parallel-size greater than 1, got " + num(pp) +
                      " (Megatron: 'When interleaved schedule is used, pipeline-model-parallel "
                      "size should be greater than 1'); raise pp or drop virtual stages");
+  if (s.overlap_p2p_comm_warmup_flush && !s.overlap_p2p_comm)
+    errors.push_back("--overlap-p2p-communication-warmup-flush needs the overlapped p2p communication; "
+                     "drop --no-overlap-p2p-communication");
   if (!s.overlap_p2p_comm && pp < 3)
     errors.push_back("--virtual-pipeline-model-parallel-size=" + num(vp) +
                      " with --no-overlap-p2p-communication needs --pipeline-model-parallel-size "

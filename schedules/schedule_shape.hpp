@@ -30,6 +30,10 @@ struct schedule_shape {
   /// Interleaving only: overlap p2p with compute (Megatron's default; --no-overlap-p2p-communication
   /// turns it off). It changes where transfers are posted, never the compute order.
   bool overlap_p2p_comm = true;
+  /// Interleaving with overlap only (--overlap-p2p-communication-warmup-flush): in the warmup every
+  /// rank but the first posts the receive of forward k + 1 before forward k, and in the flush
+  /// every rank but the last posts the receive of backward k + 1 before backward k.
+  bool overlap_p2p_comm_warmup_flush = false;
   bool forward_only = false;  ///< evaluation: forwards only, no backward, no gradient transfers
   schedule_kind kind = schedule_kind::megatron;
 };

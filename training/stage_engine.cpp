@@ -58,6 +58,7 @@ void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader,
   s.num_microbatches = num_microbatches;
   s.microbatch_group_size_per_vp_stage = static_cast<int>(args_.distributed.microbatch_group_size_per_vp_stage.value_or(0));
   s.overlap_p2p_comm = args_.distributed.overlap_p2p_comm;
+  s.overlap_p2p_comm_warmup_flush = args_.distributed.overlap_p2p_comm_warmup_flush;
   s.forward_only = forward_only;
   if (const auto errors = schedules::validate(s); !errors.empty()) {
     std::string message = "the pipeline schedule cannot run:";

@@ -115,13 +115,13 @@ class handle:
 class model_config:
     """The ModelParallelConfig fields the schedules read; anything else reads as None."""
 
-    def __init__(self, pp, vp, g, overlap):
+    def __init__(self, pp, vp, g, overlap, warmup_flush=False):
         self.pipeline_model_parallel_size = pp
         self.virtual_pipeline_model_parallel_size = vp
         self.microbatch_group_size_per_vp_stage = g if g is not None else pp
         self.overlap_p2p_comm = overlap
         self.batch_p2p_comm = not overlap  # Megatron's training code sets it this way
-        self.overlap_p2p_comm_warmup_flush = False
+        self.overlap_p2p_comm_warmup_flush = warmup_flush
         self.overlap_moe_expert_parallel_comm = False
         self.deallocate_pipeline_outputs = False
         self.sequence_parallel = False
@@ -163,14 +163,14 @@ class recorder:
         return out
 
 
-def run_megatron(pp, vp, m, g=None, overlap=None, forward_only=False):
+def run_megatron(pp, vp, m, g=None, overlap=None, forward_only=False, warmup_flush=False):
     """Megatron's op order on every pipeline rank, or the exception it raised (from rank 0)."""
     if overlap is None:
         overlap = vp is not None  # validate_args turns overlap off without interleaving
     ranks = []
     for rank in range(pp):
         rec = recorder()
-        config = model_config(pp, vp, g, overlap)
+        config = model_config(pp, vp, g, overlap, warmup_flush)
         group = fake_group(pp, rank)
 
         def forward_step(forward_step_func, data_iterator, model, num_microbatches, input_tensor,
@@ -250,7 +250,7 @@ def run_megatron(pp, vp, m, g=None, overlap=None, forward_only=False):
     return ranks
 
 
-def run_mactor(mactor, pp, vp, m, g=None, overlap=None, forward_only=False):
+def run_mactor(mactor, pp, vp, m, g=None, overlap=None, forward_only=False, warmup_flush=False):
     cmd = [mactor, "schedule", "--pipeline-model-parallel-size", str(pp), "--num-microbatches",
            str(m), "--with-p2p"]
     if vp is not None:
@@ -261,6 +261,8 @@ def run_mactor(mactor, pp, vp, m, g=None, overlap=None, forward_only=False):
         cmd += ["--no-overlap-p2p-communication"]
     if forward_only:
         cmd += ["--forward-only"]
+    if warmup_flush:
+        cmd += ["--overlap-p2p-communication-warmup-flush"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     return cmd, p
 
@@ -272,15 +274,15 @@ def mactor_ranks(stdout, pp):
 
 
 def shapes():
-    """(pp, vp, m, g, overlap, forward_only) to compare."""
+    """(pp, vp, m, g, overlap, forward_only, warmup_flush) to compare."""
     out = []
     for m in (1, 2, 3, 4, 7, 8):  # no pipelining
-        out.append((1, None, m, None, None, False))
-    out.append((1, None, 3, None, None, True))
+        out.append((1, None, m, None, None, False, False))
+    out.append((1, None, 3, None, None, True, False))
     for pp in (2, 3, 4, 8):  # 1F1B, including m < pp
         for m in (1, 2, pp - 1, pp, pp + 1, 2 * pp, 13):
-            out.append((pp, None, m, None, None, False))
-        out.append((pp, None, pp + 3, None, None, True))
+            out.append((pp, None, m, None, None, False, False))
+        out.append((pp, None, pp + 3, None, None, True, False))
     for pp, vp in ((2, 2), (2, 3), (3, 2), (4, 2), (4, 3), (4, 4), (8, 2)):  # interleaved
         for m in sorted({pp, pp + 1, 2 * pp, 2 * pp + 1, 3 * pp, 3 * pp + 2, 17}):
             for g in [None] + sorted({pp + 1, pp + 2, m}):
@@ -288,15 +290,18 @@ def shapes():
                 if not (pp <= gg <= m) or 0 < m % gg < pp:
                     continue  # rejected; the error check below covers these
                 for overlap in ((True, False) if pp > 2 else (True,)):
-                    out.append((pp, vp, m, g, overlap, False))
-        out.append((pp, vp, 2 * pp, None, True, True))
+                    out.append((pp, vp, m, g, overlap, False, False))
+                # --overlap-p2p-communication-warmup-flush (with overlap only)
+                out.append((pp, vp, m, g, True, False, True))
+        out.append((pp, vp, 2 * pp, None, True, True, False))
+        out.append((pp, vp, 2 * pp, None, True, True, True))
     return out
 
 
 def check_orders(mactor):
     failures = 0
     for shape in shapes():
-        pp, vp, m, g, overlap, forward_only = shape
+        pp, vp, m, g, overlap, forward_only, warmup_flush = shape
         expected = run_megatron(*shape)
         if isinstance(expected, Exception):
             print("FAIL: Megatron rejected a shape meant to run: %s: %s" % (shape, expected))
@@ -444,8 +449,8 @@ def check_cli(mactor):
         (script + ["--not-a-megatron-flag"], "unrecognized arguments: --not-a-megatron-flag"),
         # A flag that changes Megatron's op order in a way mactor's schedules do not model.
         (["--pipeline-model-parallel-size", 4, "--num-microbatches", 8, "--num-virtual-stages-per-pipeline-rank",
-          2, "--overlap-p2p-communication-warmup-flush"],
-         "--overlap-p2p-communication-warmup-flush is recognized but not implemented"),
+          2, "--delay-wgrad-compute"],
+         "--delay-wgrad-compute is recognized but not implemented"),
         (["--pipeline-model-parallel-size", 3, "--num-microbatches", 6, "--num-layers", 16,
           "--num-layers-per-virtual-pipeline-stage", 2], "number of layers (16)"),
         (["--pipeline-model-parallel-size", 2, "--num-microbatches", 6, "--num-layers", 16,

@@ -1,6 +1,7 @@
-// Uneven pipelines, the embedding/loss accounted as layers, and Megatron's layout strings (with
-// virtual stages and empty stages), launched with `mactor`: each logs the one-process lm loss
-// every iteration (fp32, relative difference <= 1e-5) and the same validation loss.
+// Uneven pipelines, the embedding/loss accounted as layers, Megatron's layout strings (with virtual
+// stages and empty stages) and --overlap-p2p-communication-warmup-flush, launched with `mactor`:
+// each logs the one-process lm loss every iteration (fp32, relative difference <= 1e-5) and the
+// same validation loss.
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -58,4 +59,9 @@ TEST_CASE("PP4 with a layout string (vp 2, an empty stage, a loss-only stage) lo
 TEST_CASE("PP2 x DP2 with a layout string, an empty chunk and overlapped distributed-optimizer sync logs the one-process losses") {
   check_layout(4, "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et|tt||tttttL' "
                   "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000");
+}
+
+TEST_CASE("PP4 interleaved (vp 2) with an uneven last stage and the warmup/flush receives posted early logs the one-process losses") {
+  check_layout(4, "--pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+                  "--decoder-last-pipeline-num-layers 2 --overlap-p2p-communication-warmup-flush");
 }

@@ -41,7 +41,7 @@ constexpr const char* help_text =
     "divide the world size). With --rampup-batch-size it is the schedule at the full global batch size.\n"
     "Flags the schedule does not depend on need not be implemented by mactor's training (--fp16,\n"
     "--use-flash-attn, ...); those that change Megatron's op order in ways mactor does not model\n"
-    "(--overlap-p2p-communication-warmup-flush, --overlap-moe-expert-parallel-comm, --delay-wgrad-compute)\n"
+    "(--overlap-moe-expert-parallel-comm, --delay-wgrad-compute)\n"
     "are refused. The layers each stage holds come first, from --num-layers and the uneven/layout flags\n"
     "(--decoder-first/last-pipeline-num-layers, --account-for-embedding/loss-in-pipeline-split,\n"
     "--pipeline-model-parallel-layout), as Megatron prints a layout. Flags pretrain_gpt requires but a\n"
@@ -80,7 +80,7 @@ struct schedule_flags {
 // (schedules/README.md): held to mactor's support table, so setting one is an error naming it. A
 // script's other flags need only pass Megatron's validation; the schedule does not depend on them.
 bool changes_the_schedule(std::string_view dest) {
-  return dest == "overlap_p2p_comm_warmup_flush" || dest == "overlap_moe_expert_parallel_comm" ||
+  return dest == "overlap_moe_expert_parallel_comm" ||
          dest == "delay_wgrad_compute";
 }
 
@@ -212,6 +212,7 @@ sch::schedule_shape shape_from(const config::megatron_args& a, const schedule_fl
   if (a.distributed.microbatch_group_size_per_vp_stage)
     s.microbatch_group_size_per_vp_stage = static_cast<int>(*a.distributed.microbatch_group_size_per_vp_stage);
   s.overlap_p2p_comm = a.distributed.overlap_p2p_comm;
+  s.overlap_p2p_comm_warmup_flush = a.distributed.overlap_p2p_comm_warmup_flush;
   s.forward_only = f.forward_only;
   s.kind = f.kind;
   if (auto errors = sch::validate(s); !errors.empty()) throw usage_error{errors};
