@@ -180,6 +180,16 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                                         "compare them at the interval: a mismatch ends the job naming the "
                                                         "parameters, a match prints Megatron's line"},
       {"squared_relu", "relu(x)^2 as the MLP's activation (checked against PyTorch, fp32 and bf16)"},
+      {"quick_geglu", "a gated MLP, quick_gelu(gate) * linear with quick_gelu(x) = x * sigmoid(1.702 x) (checked "
+                      "against PyTorch, fp32 and bf16, and tp = 1/2/4); like Megatron-Core's dense MLP it needs "
+                      "--no-bias-gelu-fusion or --disable-bias-linear"},
+      {"activation_func_clamp_value", "where Megatron's unfused GLU applies it (--quick-geglu, or --swiglu with "
+                                      "--no-bias-swiglu-fusion): the gate clamped to at most c and the linear half "
+                                      "to [-c, c] before the activation; the fused SwiGLU and non-gated MLPs ignore it, "
+                                      "as there"},
+      {"glu_linear_offset", "act(gate) * (linear + offset) in the unfused GLU (--quick-geglu, or --swiglu with "
+                            "--no-bias-swiglu-fusion); with a fused bias activation only --quick-geglu takes it, as "
+                            "TransformerConfig rules"},
       {"fp32_residual_connection", "the residual stream (embedding output, layer inputs and outputs, their gradients, "
                                    "pipeline transfers) in fp32; norms read it and write the model's dtype"},
       {"recompute_granularity", "full: a checkpointed group keeps only its input and reruns its forward before its "
