@@ -190,6 +190,15 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"glu_linear_offset", "act(gate) * (linear + offset) in the unfused GLU (--quick-geglu, or --swiglu with "
                             "--no-bias-swiglu-fusion); with a fused bias activation only --quick-geglu takes it, as "
                             "TransformerConfig rules"},
+      {"embedding_init_method_std", "the word and position embeddings draw normal(0, std) (the tied output weight "
+                                    "is the word embedding); given at all, every parameter named 'embedding' skips "
+                                    "weight decay, as Megatron's optimizer does"},
+      {"init_method_xavier_uniform", "uniform(+-sqrt(6 / (fan_in + fan_out))) of the full tp = 1 weight (Megatron's CPU "
+                                     "initialization) for every weight of init_method and output_layer_init_method: "
+                                     "linears, the output layer, and the embeddings unless --embedding-init-method-std "
+                                     "differs from --init-method-std. Megatron core_v0.15.0 itself stops with a "
+                                     "TypeError here (it passes TransformerConfig a 'scaled_init_method' it does not have); "
+                                     "mactor does what the flag and its config mapping intend"},
       {"fp32_residual_connection", "the residual stream (embedding output, layer inputs and outputs, their gradients, "
                                    "pipeline transfers) in fp32; norms read it and write the model's dtype"},
       {"recompute_granularity", "full: a checkpointed group keeps only its input and reruns its forward before its "

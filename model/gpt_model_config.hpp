@@ -50,6 +50,12 @@ struct gpt_model_config {
   float hidden_dropout = 0.1f;
   bool untie_embeddings_and_output_weights = false;
   float init_method_std = 0.02f;
+  /// --embedding-init-method-std (unset: init_method_std): the word and position embeddings'
+  /// normal std; when set, the embeddings also skip weight decay, as Megatron's optimizer does.
+  std::optional<float> embedding_init_method_std;
+  /// --init-method-xavier-uniform: Megatron's init_method and output_layer_init_method draw
+  /// uniform(-b, b), b = sqrt(6 / (fan_in + fan_out)) of the full (tp = 1) weight.
+  bool init_method_xavier_uniform = false;
   std::uint64_t seed = 1234;
   int tensor_model_parallel_size = 1;
   int tensor_model_parallel_rank = 0;
