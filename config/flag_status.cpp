@@ -296,6 +296,17 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"tensorboard_queue_size", "the writer flushes at every log line instead of queueing"},
       {"logging_level", "Python logging level; mactor's log lines do not depend on it"},
       {"te_rng_tracker", "Transformer Engine RNG tracker; mactor has no Transformer Engine"},
+      {"apply_residual_connection_post_layernorm",
+       "Megatron-Core's TransformerLayer never reads it (core_v0.15 keeps it in TransformerConfig; only the legacy "
+       "model, which --use-legacy-models selects and mactor does not offer, moves the residual after the norm): "
+       "GPT residuals stay pre-norm, as in Megatron"},
+      {"data_parallel_random_init",
+       "Megatron seeds each data-parallel replica's initialization with seed + 10 * dp_rank, then broadcasts replica "
+       "0's parameters (get_model), so every replica starts from the weights it has without the flag; what remains, a "
+       "different dropout stream per replica, mactor always has (masks follow each micro-batch's global sample index)"},
+      {"clone_scatter_output_in_embedding",
+       "memory only: Megatron clones the sequence-parallel scatter's output so the full embedding output can be freed; "
+       "mactor's embedding writes its shard into its own buffer already, and no value changes"},
   };
   return table;
 }
