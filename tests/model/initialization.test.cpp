@@ -57,7 +57,7 @@ void check_xavier(const model::parameter& p) {
 
 }  // namespace
 
-TEST_CASE("--embedding-init-method-std: embeddings draw with that std and skip weight decay") {
+TEST_CASE("with --embedding-init-method-std the embeddings draw with that std and skip weight decay") {
   auto c = big();
   model::single_group tp;
   model::gpt_model plain(c, tp);
@@ -88,7 +88,7 @@ TEST_CASE("--embedding-init-method-std: embeddings draw with that std and skip w
   CHECK(word(tied)->no_weight_decay);
 }
 
-TEST_CASE("--init-method-xavier-uniform: every init_method weight is xavier uniform of its full shape") {
+TEST_CASE("with --init-method-xavier-uniform every init_method weight is xavier uniform of its full shape") {
   auto c = big();
   c.init_method_xavier_uniform = true;
   model::single_group tp;
