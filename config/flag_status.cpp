@@ -188,6 +188,25 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                                         "compare them at the interval: a mismatch ends the job naming the "
                                                         "parameters, a match prints Megatron's line"},
       {"squared_relu", "relu(x)^2 as the MLP's activation (checked against PyTorch, fp32 and bf16)"},
+      {"quick_geglu", "a gated MLP, quick_gelu(gate) * linear with quick_gelu(x) = x * sigmoid(1.702 x) (checked "
+                      "against PyTorch, fp32 and bf16, and tp = 1/2/4); like Megatron-Core's dense MLP it needs "
+                      "--no-bias-gelu-fusion or --disable-bias-linear"},
+      {"activation_func_clamp_value", "where Megatron's unfused GLU applies it (--quick-geglu, or --swiglu with "
+                                      "--no-bias-swiglu-fusion): the gate clamped to at most c and the linear half "
+                                      "to [-c, c] before the activation; the fused SwiGLU and non-gated MLPs ignore it, "
+                                      "as there"},
+      {"glu_linear_offset", "act(gate) * (linear + offset) in the unfused GLU (--quick-geglu, or --swiglu with "
+                            "--no-bias-swiglu-fusion); with a fused bias activation only --quick-geglu takes it, as "
+                            "TransformerConfig rules"},
+      {"embedding_init_method_std", "the word and position embeddings draw normal(0, std) (the tied output weight "
+                                    "is the word embedding); given at all, every parameter named 'embedding' skips "
+                                    "weight decay, as Megatron's optimizer does"},
+      {"init_method_xavier_uniform", "uniform(+-sqrt(6 / (fan_in + fan_out))) of the full tp = 1 weight (Megatron's CPU "
+                                     "initialization) for every weight of init_method and output_layer_init_method: "
+                                     "linears, the output layer, and the embeddings unless --embedding-init-method-std "
+                                     "differs from --init-method-std. Megatron core_v0.15.0 itself stops with a "
+                                     "TypeError here (it passes TransformerConfig a 'scaled_init_method' it does not have); "
+                                     "mactor does what the flag and its config mapping intend"},
       {"fp32_residual_connection", "the residual stream (embedding output, layer inputs and outputs, their gradients, "
                                    "pipeline transfers) in fp32; norms read it and write the model's dtype"},
       {"recompute_granularity", "full: a checkpointed group keeps only its input and reruns its forward before its "
@@ -285,6 +304,17 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"tensorboard_queue_size", "the writer flushes at every log line instead of queueing"},
       {"logging_level", "Python logging level; mactor's log lines do not depend on it"},
       {"te_rng_tracker", "Transformer Engine RNG tracker; mactor has no Transformer Engine"},
+      {"apply_residual_connection_post_layernorm",
+       "Megatron-Core's TransformerLayer never reads it (core_v0.15 keeps it in TransformerConfig; only the legacy "
+       "model, which --use-legacy-models selects and mactor does not offer, moves the residual after the norm): "
+       "GPT residuals stay pre-norm, as in Megatron"},
+      {"data_parallel_random_init",
+       "Megatron seeds each data-parallel replica's initialization with seed + 10 * dp_rank, then broadcasts replica "
+       "0's parameters (get_model), so every replica starts from the weights it has without the flag; what remains, a "
+       "different dropout stream per replica, mactor always has (masks follow each micro-batch's global sample index)"},
+      {"clone_scatter_output_in_embedding",
+       "memory only: Megatron clones the sequence-parallel scatter's output so the full embedding output can be freed; "
+       "mactor's embedding writes its shard into its own buffer already, and no value changes"},
   };
   return table;
 }

@@ -155,12 +155,30 @@ void uneven_pipeline(validation_context& c) {  // rules 105-108
   }
 }
 
+// --quick-geglu and --glu-linear-offset against the fused bias activation (validate_args turns
+// bias-GeLU fusion off without a bias): Megatron-Core's MLP fuses only gelu and swiglu when no
+// per-token scale is given, and TransformerConfig refuses an offset for a fused non-quick_gelu unit.
+void glu_variants(validation_context& c) {
+  const auto& n = c.a.network_size;
+  const auto& t = c.a.training;
+  const bool gelu_fusion = t.bias_gelu_fusion && t.add_bias_linear;
+  const bool fused = n.swiglu ? t.bias_swiglu_fusion : gelu_fusion;
+  if (n.quick_geglu && !n.swiglu && gelu_fusion)
+    c.error("--quick-geglu with bias-GeLU fusion fails in Megatron-Core's MLP (it fuses only gelu and swiglu "
+            "for a dense model); add --no-bias-gelu-fusion (or --disable-bias-linear)");
+  if (n.glu_linear_offset != 0.0 && fused && !n.quick_geglu)
+    c.error("--glu-linear-offset=" + show(n.glu_linear_offset) + " needs --quick-geglu when the bias activation "
+            "is fused; add " + std::string(n.swiglu ? "--no-bias-swiglu-fusion" : "--no-bias-gelu-fusion") +
+            " or drop --glu-linear-offset");
+}
+
 void activations(validation_context& c) {  // rule 109
   const auto& n = c.a.network_size;
   const auto& t = c.a.training;
   const bool fusion = n.swiglu ? t.bias_swiglu_fusion : t.bias_gelu_fusion;
   if (n.swiglu && n.squared_relu) c.error("--squared-relu cannot be combined with --swiglu");
   if (n.swiglu && n.quick_geglu) c.error("--quick-geglu cannot be combined with --swiglu");
+  glu_variants(c);
   if (!fusion || n.squared_relu) return;
   if (!n.swiglu && !n.quick_geglu)
     c.require(t.add_bias_linear, "bias_gelu_fusion needs bias; add --no-bias-gelu-fusion or drop --disable-bias-linear");

@@ -37,6 +37,7 @@ constexpr std::uint64_t embedding_dropout_site = 3;
 gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout)
     : config_(checked(config, tp, layout)), tp_(tp), layout_(layout),
       store_(config_.params_dtype, config_.grads_dtype()) {
+  store_.set_xavier_uniform(config_.init_method_xavier_uniform);
   // Registration order (Megatron's module order) fixes only the flat buffer layout.
   if (layout_.pre_process) {
     embedding_.emplace(store_, config_, tp.rank(), tp.size());
@@ -51,9 +52,8 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
     if (!config_.untie_embeddings_and_output_weights) {
       // The same name draws the same initial values as the first stage's embedding.
       if (word_embeddings_ < 0)
-        word_embeddings_ = store_.add("embedding.word_embeddings.weight",
-                                      {config_.padded_vocab_size, config_.hidden_size},
-                                      tp_split::rows, init_kind::normal, config_.init_method_std);
+        word_embeddings_ = add_embedding_table(store_, "embedding.word_embeddings.weight",
+                                               config_.padded_vocab_size, tp_split::rows, config_);
       tied = word_embeddings_;
     }
     output_ = std::make_unique<output_layer_loss>(store_, config_, tp.rank(), tp.size(), tied);

@@ -55,6 +55,8 @@ std::vector<std::string> validate(const gpt_model_config& c) {
            c.hidden_dropout < 1,
        "attention_dropout and hidden_dropout must lie in [0, 1)");
   need(!(c.swiglu && c.squared_relu), "squared_relu cannot be combined with swiglu; pick one activation");
+  need(!(c.quick_geglu && (c.swiglu || c.squared_relu)),
+       "quick_geglu cannot be combined with swiglu or squared_relu; pick one activation");
   if (c.fp32_residual_connection)
     need(tensor::is_half_precision(c.params_dtype),
          "fp32_residual_connection needs a 16-bit model (--bf16 or --fp16), as Megatron asserts");

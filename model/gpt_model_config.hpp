@@ -2,6 +2,7 @@
 // exists (the integrator maps parsed flags onto it), plus this rank's tensor-parallel position.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,14 @@ struct gpt_model_config {
   float rotary_percent = 1.0f;
   bool swiglu = false;
   bool squared_relu = false;  // --squared-relu: relu(x)^2 instead of GeLU (not with swiglu)
+  /// --quick-geglu: a gated unit with quick GeLU, x * sigmoid(1.702 x), as the gate's activation
+  /// (fc1 is [gate; linear] as with swiglu; not with swiglu).
+  bool quick_geglu = false;
+  /// What Megatron-Core's unfused GLU adds (the integrator sets them only where Megatron applies
+  /// them: a gated unit computed unfused): --activation-func-clamp-value c clamps the gate to at
+  /// most c and the linear half to [-c, c]; --glu-linear-offset is added to the linear half.
+  std::optional<float> activation_func_clamp_value;
+  float glu_linear_offset = 0.0f;
   /// GeLU by the tanh formula: Megatron uses it under --openai-gelu and in its fused bias-gelu
   /// (bias_gelu_fusion, on by default when add_bias_linear); otherwise torch's exact erf GeLU.
   bool gelu_tanh_approximation = false;
@@ -41,6 +50,12 @@ struct gpt_model_config {
   float hidden_dropout = 0.1f;
   bool untie_embeddings_and_output_weights = false;
   float init_method_std = 0.02f;
+  /// --embedding-init-method-std (unset: init_method_std): the word and position embeddings'
+  /// normal std; when set, the embeddings also skip weight decay, as Megatron's optimizer does.
+  std::optional<float> embedding_init_method_std;
+  /// --init-method-xavier-uniform: Megatron's init_method and output_layer_init_method draw
+  /// uniform(-b, b), b = sqrt(6 / (fan_in + fan_out)) of the full (tp = 1) weight.
+  bool init_method_xavier_uniform = false;
   std::uint64_t seed = 1234;
   int tensor_model_parallel_size = 1;
   int tensor_model_parallel_rank = 0;
@@ -74,6 +89,7 @@ struct gpt_model_config {
     return params_dtype == tensor::dtype::float64 ? tensor::dtype::float64 : grad_buffer_dtype;
   }
 
+  bool gated_linear_unit() const { return swiglu || quick_geglu; }
   int query_groups() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
   int head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
   int rotary_dim() const { return int(head_dim() * rotary_percent); }

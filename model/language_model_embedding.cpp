@@ -8,6 +8,15 @@
 
 namespace mactor::model {
 
+int add_embedding_table(parameter_store& store, const std::string& name, std::int64_t rows,
+                        tp_split split, const gpt_model_config& c) {
+  const float std = c.embedding_init_method_std.value_or(c.init_method_std);
+  const auto kind = std != c.init_method_std ? init_kind::normal_only : init_kind::normal;
+  const int id = store.add(name, {rows, c.hidden_size}, split, kind, std);
+  if (c.embedding_init_method_std) store[id].no_weight_decay = true;
+  return id;
+}
+
 language_model_embedding::language_model_embedding(parameter_store& store,
                                                    const gpt_model_config& c, int tp_rank,
                                                    int tp_size)
@@ -15,12 +24,11 @@ language_model_embedding::language_model_embedding(parameter_store& store,
       vocab_end_(vocab_start_ + c.padded_vocab_size / tp_size),
       max_positions_(c.max_position_embeddings), dropout_(c.hidden_dropout),
       sequence_parallel_(c.sequence_parallel && tp_size > 1) {
-  word_ = store.add("embedding.word_embeddings.weight", {c.padded_vocab_size, c.hidden_size},
-                    tp_split::rows, init_kind::normal, c.init_method_std);
+  word_ = add_embedding_table(store, "embedding.word_embeddings.weight", c.padded_vocab_size,
+                              tp_split::rows, c);
   if (c.position_embedding_type == position_embedding_kind::learned_absolute)
-    position_ = store.add("embedding.position_embeddings.weight",
-                          {c.max_position_embeddings, c.hidden_size}, tp_split::replicated,
-                          init_kind::normal, c.init_method_std);
+    position_ = add_embedding_table(store, "embedding.position_embeddings.weight",
+                                    c.max_position_embeddings, tp_split::replicated, c);
 }
 
 void language_model_embedding::forward(const parameter_store& store, group& tp,

@@ -5,12 +5,21 @@
 // (Megatron's scatter_to_sequence_parallel_region), and dropout runs on that shard.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/parameter.hpp"
 
 namespace mactor::model {
+
+/// Registers an embedding table ([rows, hidden], split as given) the way Megatron initializes
+/// embeddings: its embedding_init_method is normal(--embedding-init-method-std) when that differs
+/// from --init-method-std, otherwise init_method (normal(init_method_std), or xavier uniform); with
+/// --embedding-init-method-std given the table also skips weight decay (Megatron's optimizer then
+/// exempts every parameter named "embedding"). Returns its id.
+int add_embedding_table(parameter_store& store, const std::string& name, std::int64_t rows,
+                        tp_split split, const gpt_model_config& config);
 
 class language_model_embedding {
  public:

@@ -1,8 +1,10 @@
-// Megatron-Core's MLP: column-parallel fc1 (2 * ffn rows, [gate; up], with SwiGLU), GeLU or
-// SwiGLU, row-parallel fc2 whose bias is left for bias-dropout-add.
+// Megatron-Core's MLP: column-parallel fc1 (2 * ffn rows, [gate; up], with a gated unit), GeLU,
+// squared ReLU or a gated unit (SwiGLU, quick GeGLU, with the clamp and linear offset of
+// Megatron's unfused glu), row-parallel fc2 whose bias is left for bias-dropout-add.
 #pragma once
 #include <string>
 
+#include "kernels/glu.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/tensor_parallel_linear.hpp"
@@ -31,7 +33,12 @@ class mlp {
   /// fc1_ = fc1(x), act_ = act(fc1_).
   void forward_inner(const parameter_store& store, group& tp, tensor::const_tensor_view x);
 
-  bool swiglu_, squared_relu_, tanh_gelu_, recompute_;
+  /// The activation of fc1's output (buffers sized [rows_, fc1 width] and [rows_, ffn_local_]).
+  void activation_forward(tensor::tensor_view act, tensor::const_tensor_view fc1) const;
+  void activation_backward(tensor::tensor_view dfc1, tensor::const_tensor_view dact) const;
+
+  bool gated_, plain_swiglu_, squared_relu_, tanh_gelu_, recompute_;
+  kernels::glu_options glu_;
   int ffn_local_, rows_ = 0;
   column_parallel_linear linear_fc1_;
   row_parallel_linear linear_fc2_;

@@ -87,6 +87,20 @@ int parameter_store::add(std::string name, std::vector<std::int64_t> full_shape,
   return int(params_.size()) - 1;
 }
 
+void parameter_store::draw(std::vector<float>& full, std::uint64_t seed,
+                           const std::vector<std::int64_t>& full_shape, init_spec init) const {
+  std::mt19937_64 rng(seed);
+  // fp32 values, the same in every dtype.
+  if (init.kind == init_kind::normal && xavier_uniform_) {
+    const double bound = std::sqrt(6.0 / double(rows_of(full_shape) + cols_of(full_shape)));
+    std::uniform_real_distribution<double> uniform(-bound, bound);
+    for (auto& v : full) v = float(uniform(rng));
+    return;
+  }
+  std::normal_distribution<double> normal(0.0, init.std);
+  for (auto& v : full) v = float(normal(rng));
+}
+
 void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
   std::size_t total = 0;
   for (auto& p : params_) {
@@ -113,10 +127,8 @@ void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
     if (inits_[i].kind == init_kind::ones) {
       std::fill(local.begin(), local.end(), 1.0f);
     } else {
-      std::mt19937_64 rng(name_seed(seed, p.name));
-      std::normal_distribution<double> normal(0.0, inits_[i].std);
       full.resize(std::size_t(rows_of(p.full_shape) * cols_of(p.full_shape)));
-      for (auto& v : full) v = float(normal(rng));  // fp32 values, the same in every dtype
+      draw(full, name_seed(seed, p.name), p.full_shape, inits_[i]);
       copy_shard(full.data(), local.data(), p.full_shape, p.split, tp_rank, tp_size);
     }
     kernels::convert(p.value, tensor::view_of(std::span<const float>(local)));

@@ -19,7 +19,13 @@ enum class tp_split {
   row_halves,  // [gate; up] SwiGLU fc1: each rank holds a block of each half
 };
 
-enum class init_kind { normal, zeros, ones };
+enum class init_kind {
+  normal,       // Megatron's init_method and output_layer_init_method: normal(0, std), or xavier
+                // uniform when the store is set to it (--init-method-xavier-uniform)
+  normal_only,  // normal(0, std) whatever the store's setting (an embedding with its own std)
+  zeros,
+  ones,
+};
 
 struct parameter {
   std::string name;
@@ -59,6 +65,10 @@ class parameter_store {
   /// starts from the same model; a 16-bit store rounds those values (Megatron initializes in
   /// fp32 and casts the module to bf16/fp16).
   void allocate(std::uint64_t seed, int tp_rank, int tp_size);
+  /// Megatron's --init-method-xavier-uniform: init_kind::normal weights draw uniform(-b, b),
+  /// b = sqrt(6 / (fan_in + fan_out)) with the fans of the full [out, in] weight (Megatron's CPU
+  /// initialization, which initializes the master weight before splitting it). Before allocate().
+  void set_xavier_uniform(bool on) { xavier_uniform_ = on; }
 
   parameter& operator[](int id) { return params_[id]; }
   const parameter& operator[](int id) const { return params_[id]; }
@@ -82,9 +92,14 @@ class parameter_store {
     init_kind kind;
     double std;
   };
+  /// Fills `full` (the tp = 1 tensor) with its initial values from a generator seeded by seed.
+  void draw(std::vector<float>& full, std::uint64_t seed, const std::vector<std::int64_t>& full_shape,
+            init_spec init) const;
+
   tensor::dtype type_, grad_type_;
   std::vector<parameter> params_;
   std::vector<init_spec> inits_;
+  bool xavier_uniform_ = false;
   // The data plane all-reduces the gradients and all-gathers the values (huge pages).
   tensor::tensor values_, grads_;
 };

@@ -54,15 +54,24 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.rotary_percent = static_cast<float>(n.rotary_percent);
   c.swiglu = n.swiglu;
   c.squared_relu = n.squared_relu;
+  c.quick_geglu = n.quick_geglu;
+  // Megatron-Core's MLP clamps and offsets only in its unfused glu: quick_geglu (validation refuses
+  // it fused) or swiglu under --no-bias-swiglu-fusion; the fused swiglu ignores both.
+  if (n.quick_geglu || (n.swiglu && !t.bias_swiglu_fusion)) {
+    if (n.activation_func_clamp_value) c.activation_func_clamp_value = static_cast<float>(*n.activation_func_clamp_value);
+    c.glu_linear_offset = static_cast<float>(n.glu_linear_offset);
+  }
   // Megatron's fused bias-GeLU (on when there is a bias and --no-bias-gelu-fusion is absent) and
   // --openai-gelu both compute the tanh approximation; otherwise torch's erf GeLU runs.
-  c.gelu_tanh_approximation = n.openai_gelu || (t.bias_gelu_fusion && t.add_bias_linear && !n.swiglu);
+  c.gelu_tanh_approximation = n.openai_gelu || (t.bias_gelu_fusion && t.add_bias_linear && !n.swiglu && !n.quick_geglu);
   c.add_bias_linear = t.add_bias_linear;
   c.add_qkv_bias = t.add_qkv_bias;
   c.attention_dropout = static_cast<float>(a.regularization.attention_dropout);
   c.hidden_dropout = static_cast<float>(a.regularization.hidden_dropout);
   c.untie_embeddings_and_output_weights = n.untie_embeddings_and_output_weights;
   c.init_method_std = static_cast<float>(a.initialization.init_method_std);
+  if (const auto& e = a.initialization.embedding_init_method_std) c.embedding_init_method_std = static_cast<float>(*e);
+  c.init_method_xavier_uniform = a.initialization.init_method_xavier_uniform;
   // Megatron's params_dtype (validation derives it from --bf16 / --fp16).
   c.params_dtype = *tensor::parse_dtype("torch." + a.derived.params_dtype);
   // Megatron's DistributedDataParallelConfig.grad_reduce_in_fp32 is

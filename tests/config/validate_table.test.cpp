@@ -138,6 +138,14 @@ const std::vector<rule_case>& cases() {
        {"--account-for-loss-in-pipeline-split", "--account-for-embedding-in-pipeline-split", "--pipeline-model-parallel-size", "2"}, 2},
       {109, {"--disable-bias-linear", "--add-qkv-bias"}, "", {}},  // bias_gelu_fusion is forced off: no error (see next)
       {109, {"--swiglu", "--squared-relu"}, "--squared-relu cannot be combined with --swiglu", {"--squared-relu"}},
+      // GLU variants: Megatron-Core's dense MLP has no fused quick_geglu; an offset needs quick_geglu when fused.
+      {109, {"--quick-geglu"}, "--quick-geglu with bias-GeLU fusion", {"--quick-geglu", "--no-bias-gelu-fusion"}},
+      {109, {"--swiglu", "--quick-geglu", "--no-bias-gelu-fusion"}, "--quick-geglu cannot be combined with --swiglu",
+       {"--quick-geglu", "--disable-bias-linear"}},
+      {109, {"--swiglu", "--glu-linear-offset", "1.0"}, "add --no-bias-swiglu-fusion",
+       {"--swiglu", "--glu-linear-offset", "1.0", "--no-bias-swiglu-fusion"}},
+      {109, {"--glu-linear-offset", "1.0"}, "--glu-linear-offset=1",
+       {"--quick-geglu", "--no-bias-gelu-fusion", "--glu-linear-offset", "1.0", "--activation-func-clamp-value", "7.0"}},
       {111, {"--num-experts", "4", "--moe-router-topk", "2", "--moe-router-enable-expert-bias"}, "needs --moe-router-score-function sigmoid",
        {"--num-experts", "4", "--moe-router-topk", "2", "--moe-router-enable-expert-bias", "--moe-router-score-function", "sigmoid"}},
       {112, {"--num-experts", "4", "--moe-router-topk", "2", "--moe-router-group-topk", "2"}, "needs --moe-router-num-groups",

@@ -34,7 +34,38 @@ def read_config(path):
         out[k] = cfg[k] == "1"
     out["fp32_residual_connection"] = cfg.get("fp32_residual_connection", "0") == "1"
     out["squared_relu"] = cfg.get("squared_relu", "0") == "1"
+    read_glu_variants(cfg, out)
     return out
+
+
+# --- GLU variants (--quick-geglu, --activation-func-clamp-value, --glu-linear-offset) ---------
+def read_glu_variants(cfg, out):
+    """quick_geglu=1, activation_func_clamp_value=<float> (absent or empty: none),
+    glu_linear_offset=<float>; absent keys keep Megatron's defaults."""
+    out["quick_geglu"] = cfg.get("quick_geglu", "0") == "1"
+    clamp = cfg.get("activation_func_clamp_value", "")
+    out["activation_func_clamp_value"] = float(clamp) if clamp else None
+    out["glu_linear_offset"] = float(cfg.get("glu_linear_offset", "0"))
+
+
+def gated(cfg):
+    return cfg["swiglu"] or cfg["quick_geglu"]
+
+
+def quick_gelu(x):
+    return x * torch.sigmoid(1.702 * x)
+
+
+def glu(cfg, y):
+    """Megatron-Core's unfused gated unit: act(gate clamped above) * (linear clamped + offset)."""
+    gate, lin = torch.chunk(y, 2, dim=-1)
+    c = cfg["activation_func_clamp_value"]
+    if c is not None:
+        gate = torch.clamp(gate, max=c)
+        lin = torch.clamp(lin, min=-c, max=c)
+    act = quick_gelu(gate) if cfg["quick_geglu"] else F.silu(gate)
+    return act * (lin + cfg["glu_linear_offset"])
+# --- end of GLU variants ------------------------------------------------------------------------
 
 
 def parameter_shapes(cfg):
@@ -63,7 +94,7 @@ def parameter_shapes(cfg):
         if bias:
             shapes[p + "self_attention.linear_proj.bias"] = (h,)
         norm(p + "pre_mlp_layernorm")
-        fc1 = 2 * f if cfg["swiglu"] else f
+        fc1 = 2 * f if gated(cfg) else f
         shapes[p + "mlp.linear_fc1.weight"] = (fc1, h)
         if bias:
             shapes[p + "mlp.linear_fc1.bias"] = (fc1,)
@@ -145,9 +176,8 @@ def mlp(cfg, x, params, p):
     dtype = y.dtype
     if dtype == torch.float16:  # no fp16 activations on the CPU: in fp32, rounded once
         y = y.float()
-    if cfg["swiglu"]:
-        gate, up = torch.chunk(y, 2, dim=-1)
-        y = F.silu(gate) * up
+    if gated(cfg):
+        y = glu(cfg, y)
     elif cfg.get("squared_relu"):  # Megatron's squared_relu: pow(relu(x), 2)
         y = torch.pow(F.relu(y), 2)
     else:

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "kernels/convert.hpp"
 #include "tests/kernels/gradient_check.hpp"
@@ -28,6 +29,15 @@ std::vector<double> read_doubles(const fs::path& path, std::size_t n) {
   return v;
 }
 
+// --- GLU variants' config keys (quick_geglu, activation_func_clamp_value, glu_linear_offset) ---
+std::string glu_variant_keys(const model::gpt_model_config& c) {
+  std::ostringstream o;
+  o.precision(9);
+  o << "\nquick_geglu=" << c.quick_geglu << "\nglu_linear_offset=" << c.glu_linear_offset;
+  if (c.activation_func_clamp_value) o << "\nactivation_func_clamp_value=" << *c.activation_func_clamp_value;
+  return o.str();
+}
+
 void write_config(const fs::path& path, const model::gpt_model_config& c, int mb, float scale) {
   std::ofstream o(path);
   o << "num_layers=" << c.num_layers << "\nhidden_size=" << c.hidden_size
@@ -43,7 +53,7 @@ void write_config(const fs::path& path, const model::gpt_model_config& c, int mb
     << "\nadd_bias_linear=" << c.add_bias_linear
     << "\nuntie_embeddings_and_output_weights=" << c.untie_embeddings_and_output_weights
     << "\nfp32_residual_connection=" << c.fp32_residual_connection
-    << "\nsquared_relu=" << c.squared_relu
+    << "\nsquared_relu=" << c.squared_relu << glu_variant_keys(c)
     << "\nnormalization="
     << (c.normalization == model::normalization_kind::layer_norm ? "LayerNorm" : "RMSNorm")
     << "\nposition_embedding_type="
@@ -257,4 +267,69 @@ TEST_CASE("a gpt2-style model with squared ReLU (--squared-relu) matches PyTorch
   c.hidden_size = 32, c.ffn_hidden_size = 64, c.seq_length = 16, c.max_position_embeddings = 20;
   c.padded_vocab_size = 64, c.init_method_std = 0.05f;
   compare_half_with_pytorch(c, tensor::dtype::bfloat16, "gpt2_squared_relu_bf16");
+}
+
+// --- GLU variants: --quick-geglu, --activation-func-clamp-value, --glu-linear-offset ---------------
+namespace {
+
+// compare_with_pytorch's checks, plus the largest absolute differences, printed for the record.
+// Returns PyTorch's loss.
+double compare_glu_variant(const model::gpt_model_config& c, const std::string& tag) {
+  our_run run(c);
+  const auto ref = run_reference(fs::path(MACTOR_BINARY_DIR) / "tests/model/pytorch_reference" / tag, c,
+                                 run.names, run.params, run.batch, run.scale, "float32");
+  CHECK(std::abs(run.loss.loss_sum - ref.loss) / std::abs(ref.loss) <= 1e-5);
+  double worst_abs = 0, worst_rel = 0;
+  for (std::size_t i = 0; i < run.names.size(); ++i) {
+    INFO(run.names[i]);
+    const auto got = test::copy_of<float>(run.m.parameters()[i].grad);
+    const double rel = test::relative_error(got, ref.grads[i]);
+    CHECK(rel <= 1e-4);
+    worst_rel = std::max(worst_rel, rel);
+    for (std::size_t j = 0; j < got.size(); ++j) worst_abs = std::max(worst_abs, std::abs(got[j] - ref.grads[i][j]));
+  }
+  WARN(tag << ": loss " << run.loss.loss_sum << " vs PyTorch " << ref.loss << " (|diff| "
+           << std::abs(run.loss.loss_sum - ref.loss) << "), max |grad diff| " << worst_abs
+           << ", worst relative L2 " << worst_rel);
+  return ref.loss;
+}
+
+model::gpt_model_config small(model::gpt_model_config c) {
+  c.hidden_size = 32, c.ffn_hidden_size = 64, c.seq_length = 16, c.max_position_embeddings = 20;
+  c.padded_vocab_size = 64;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a gpt2-style model with quick GeGLU (--quick-geglu) matches PyTorch, forward and backward") {
+  auto c = test::gpt2_style();
+  c.quick_geglu = true;
+  const double plain = compare_glu_variant(c, "gpt2_quick_geglu");
+  c.swiglu = true, c.quick_geglu = false;  // the gate's activation matters
+  CHECK(std::abs(compare_glu_variant(c, "gpt2_swiglu") - plain) > 1e-3 * std::abs(plain));
+  c = small(test::gpt2_style());
+  c.quick_geglu = true, c.init_method_std = 0.05f;
+  compare_half_with_pytorch(c, tensor::dtype::bfloat16, "gpt2_quick_geglu_bf16");
+}
+
+TEST_CASE("quick GeGLU with a clamp value and a linear offset (gpt-oss's MLP) matches PyTorch") {
+  auto c = test::gpt2_style();
+  c.quick_geglu = true;
+  const double plain = compare_glu_variant(c, "gpt2_quick_geglu_reference");
+  // fc1's outputs have a std near 0.8 here: a clamp of 0.5 cuts a good share of both halves.
+  c.activation_func_clamp_value = 0.5f;
+  const double clamped = compare_glu_variant(c, "gpt2_quick_geglu_clamp");
+  CHECK(std::abs(clamped - plain) > 1e-3 * std::abs(plain));
+  c.activation_func_clamp_value.reset(), c.glu_linear_offset = 1.0f;
+  const double offset = compare_glu_variant(c, "gpt2_quick_geglu_offset");
+  CHECK(std::abs(offset - plain) > 1e-3 * std::abs(plain));
+  c.activation_func_clamp_value = 0.5f;
+  compare_glu_variant(c, "gpt2_quick_geglu_clamp_offset");
+}
+
+TEST_CASE("unfused SwiGLU with a clamp value and a linear offset matches PyTorch") {
+  auto c = test::llama_style();
+  c.activation_func_clamp_value = 0.3f, c.glu_linear_offset = -0.5f;
+  compare_glu_variant(c, "llama_swiglu_clamp_offset");
 }

@@ -97,3 +97,13 @@ TEST_CASE("a bf16 model at tp=2 and tp=4 equals tp=1 within bf16's rounding, wit
     check_against_tp1(c, 0x1.0p-8, 12 * 0x1.0p-8);
   }
 }
+
+TEST_CASE("quick GeGLU with a clamp and a linear offset at tp=2 and tp=4 equals tp=1, with dropout") {
+  // fc1's [gate; linear] halves are split per rank, so each rank's clamp and gate see its own
+  // block of both halves.
+  auto c = test::gpt2_style();
+  c.padded_vocab_size = 32;
+  c.attention_dropout = 0.1f, c.hidden_dropout = 0.1f;
+  c.quick_geglu = true, c.activation_func_clamp_value = 0.5f, c.glu_linear_offset = 1.0f;
+  check_against_tp1(c);
+}

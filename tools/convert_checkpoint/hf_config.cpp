@@ -72,6 +72,13 @@ model_args args_from_megatron(const nlohmann::json& args) {
     errors.push_back("rotary_interleaved has no LlamaForCausalLM equivalent");
   if (get_or<bool>(args, "squared_relu", false) || get_or<int>(args, "num_experts", 0) > 0)
     errors.push_back("squared_relu and MoE (num_experts) are not convertible");
+  if (get_or<bool>(args, "quick_geglu", false))
+    errors.push_back("quick_geglu (a quick-GeLU gated MLP) has no GPT2LMHeadModel or LlamaForCausalLM equivalent");
+  // Megatron's fused SwiGLU ignores both; the unfused one applies them.
+  const bool unfused_swiglu = a.swiglu && !get_or<bool>(args, "bias_swiglu_fusion", true);
+  if (unfused_swiglu && (get_or<double>(args, "glu_linear_offset", 0.0) != 0.0 ||
+                         get_or<double>(args, "activation_func_clamp_value", 0.0) != 0.0))
+    errors.push_back("glu_linear_offset and activation_func_clamp_value have no LlamaForCausalLM equivalent");
   if (a.family == hf_family::gpt2 && !errors.size()) {
     if (a.num_query_groups != a.num_attention_heads)
       errors.push_back("GPT2LMHeadModel has no grouped-query attention (num_query_groups)");
