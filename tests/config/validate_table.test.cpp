@@ -132,9 +132,9 @@ const std::vector<rule_case>& cases() {
        "cannot be combined with --recompute-granularity full", {"--moe-layer-recompute"}},
       {105, {"--decoder-first-pipeline-num-layers", "1", "--account-for-embedding-in-pipeline-split", "--pipeline-model-parallel-size", "2"},
        "cannot be combined", {"--decoder-first-pipeline-num-layers", "1", "--pipeline-model-parallel-size", "2"}, 2},
-      {107, {"--decoder-first-pipeline-num-layers", "1", "--pipeline-model-parallel-size", "3"}, "must divide evenly",
+      {107, {"--decoder-first-pipeline-num-layers", "1", "--pipeline-model-parallel-size", "3"}, "do not divide evenly",
        {"--decoder-first-pipeline-num-layers", "2", "--pipeline-model-parallel-size", "3"}, 3},
-      {108, {"--account-for-loss-in-pipeline-split", "--pipeline-model-parallel-size", "2"}, "must be divisible",
+      {108, {"--account-for-loss-in-pipeline-split", "--pipeline-model-parallel-size", "2"}, "is not divisible by --pipeline-model-parallel-size=2",
        {"--account-for-loss-in-pipeline-split", "--account-for-embedding-in-pipeline-split", "--pipeline-model-parallel-size", "2"}, 2},
       {109, {"--disable-bias-linear", "--add-qkv-bias"}, "", {}},  // bias_gelu_fusion is forced off: no error (see next)
       {109, {"--swiglu", "--squared-relu"}, "--squared-relu cannot be combined with --swiglu", {"--squared-relu"}},
