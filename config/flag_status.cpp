@@ -182,6 +182,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"hysteresis", ""},
       {"use_tp_pp_dp_mapping", "ranks in Megatron's tp-cp-ep-pp-dp order (data parallel slowest); every group "
                                "equal to Megatron-Core's RankGenerator"},
+      {"ddp_average_in_collective", "the gradients' 1/dp moves into the data-parallel reduction; mactor's reduction "
+                                    "pre-multiplies each replica's gradient by 1/dp as NCCL's ncclAvg does for floats, "
+                                    "so the values equal the default's; refused with --calculate-per-token-loss as in Megatron"},
       {"calculate_per_token_loss", "each micro-batch's loss summed, not averaged; gradients summed over the replicas "
                                    "and divided by the global batch's token count (Megatron's finalize_model_grads)"},
       {"check_weight_hash_across_dp_replicas_interval", "every replica hashes its parameters and the replicas "
@@ -252,6 +255,16 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"moe_permute_fusion", performance_only},
       {"moe_router_fusion", performance_only},
       {"gradient_reduce_div_fusion", performance_only},
+      {"defer_embedding_wgrad_compute", "performance-only: Megatron defers the last stage's output-layer weight-gradient "
+                                        "GEMMs to overlap them with pipeline communication; mactor computes them at once"},
+      {"wgrad_deferral_limit", "performance-only: bounds --defer-embedding-wgrad-compute's deferral"},
+      {"tp_comm_overlap", "performance-only: Transformer Engine's userbuffers overlap of tensor-parallel communication "
+                          "with GEMMs; mactor's tensor-parallel collectives give the same values"},
+      {"tp_comm_overlap_cfg", "configures Transformer Engine's userbuffers for --tp-comm-overlap"},
+      {"use_persistent_ckpt_worker", "mactor's asynchronous saves already run in the checkpointer actor, which lives "
+                                     "for the whole job: the persistent worker this asks for"},
+      {"overlap_param_gather_with_optimizer_step", "performance-only: overlaps the distributed optimizer's parameter "
+                                                   "all-gather with the optimizer step; the parameters are the same"},
       {"attention_backend", "mactor has one attention implementation (the local spec's, exact softmax in fp32)"},
       {"transformer_impl", "mactor has one transformer implementation, numerically Megatron's local spec"},
       {"use_cpu_initialization", "mactor always initializes parameters on the CPU, as this flag asks"},

@@ -234,6 +234,13 @@ void pipeline_overlap(validation_context& c) {  // rules 25, 26, 28
   }
 }
 
+// Megatron's DistributedDataParallel asserts this when it builds its buffers.
+void gradient_reduction(validation_context& c) {
+  if (c.a.distributed.ddp_average_in_collective && c.a.training.calculate_per_token_loss)
+    c.error("--ddp-average-in-collective cannot be combined with --calculate-per-token-loss (Megatron: 'Cannot average in "
+            "collective when calculating per-token loss!'); drop one of them");
+}
+
 void torch_fsdp2(validation_context& c) {  // rule 27
   const auto& d = c.a.distributed;
   if (!d.use_torch_fsdp2) return;
@@ -271,6 +278,7 @@ void validate_parallel_layout(validation_context& c) {
   batch_sizes(c);
   virtual_pipeline(c);
   pipeline_overlap(c);
+  gradient_reduction(c);
   torch_fsdp2(c);
 }
 

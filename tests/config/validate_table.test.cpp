@@ -136,6 +136,9 @@ const std::vector<rule_case>& cases() {
        {"--decoder-first-pipeline-num-layers", "2", "--pipeline-model-parallel-size", "3"}, 3},
       {108, {"--account-for-loss-in-pipeline-split", "--pipeline-model-parallel-size", "2"}, "is not divisible by --pipeline-model-parallel-size=2",
        {"--account-for-loss-in-pipeline-split", "--account-for-embedding-in-pipeline-split", "--pipeline-model-parallel-size", "2"}, 2},
+      // Megatron's DistributedDataParallel (no rule number, shown as 0): averaging in the collective needs the 1/dp mean.
+      {0, {"--ddp-average-in-collective", "--calculate-per-token-loss"}, "cannot be combined with --calculate-per-token-loss",
+       {"--ddp-average-in-collective"}},
       {109, {"--disable-bias-linear", "--add-qkv-bias"}, "", {}},  // bias_gelu_fusion is forced off: no error (see next)
       {109, {"--swiglu", "--squared-relu"}, "--squared-relu cannot be combined with --swiglu", {"--squared-relu"}},
       // GLU variants: Megatron-Core's dense MLP has no fused quick_geglu; an offset needs quick_geglu when fused.
