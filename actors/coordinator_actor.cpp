@@ -128,7 +128,8 @@ void after_iteration(coordinator_actor* self) {
     auto& s = self->state;
     const auto& a = s.args;
     std::optional<std::string> exit_line;
-    if (a.training.exit_duration_in_mins.value_or(0) != 0) {  // Python truthiness: 0 means off
+    if (s.exit_signal) exit_line = "exiting program after receiving SIGTERM.";
+    if (!exit_line && a.training.exit_duration_in_mins.value_or(0) != 0) {  // Python truthiness: 0 means off
       const double minutes = std::chrono::duration<double>(clock_type::now() - s.train_start).count() / 60.0;
       if (minutes > static_cast<double>(*a.training.exit_duration_in_mins))
         exit_line = "exiting program after " + config::python_float_repr(minutes) + " minutes";
@@ -330,6 +331,7 @@ void on_iteration_report(coordinator_actor* self, const training::iteration_repo
   auto& s = self->state;
   s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
   s.memory.insert(s.memory.end(), r.memory.begin(), r.memory.end());
+  s.exit_signal = s.exit_signal || r.exit_signal;
   if (r.has_loss) s.merged = r;  // every replica's last stage holds the same total
   if (--s.reports_pending > 0) return;
   s.merged.timings = std::exchange(s.timings, {});

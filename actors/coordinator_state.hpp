@@ -31,7 +31,8 @@ struct coordinator_state {
   int hellos = 0, stages_ready = 0;  // ranks met, stages that sent stage_ready
   bool has_valid = true, has_test = true;
   std::int64_t iteration = 0, consumed = 0;
-  std::int64_t ramp_batch_size = 0;  // the --rampup-batch-size batch last announced
+  std::int64_t ramp_batch_size = 0;
+  bool exit_signal = false;  // --exit-signal-handler: a rank got SIGTERM  // the --rampup-batch-size batch last announced
   std::size_t reports_pending = 0;  // replicas yet to report this iteration or evaluation
   training::iteration_report merged;
   std::vector<training::rank_timings> timings;  // every replica's, for the logger

@@ -27,6 +27,7 @@ void merge(Report& into, const Report& r, bool first) {
     into = r;
     return;
   }
+  if constexpr (requires { r.exit_signal; }) into.exit_signal = into.exit_signal || r.exit_signal;
   if (r.has_loss) {
     into.has_loss = true;
     into.loss_sum = r.loss_sum;

@@ -182,6 +182,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"hysteresis", ""},
       {"use_tp_pp_dp_mapping", "ranks in Megatron's tp-cp-ep-pp-dp order (data parallel slowest); every group "
                                "equal to Megatron-Core's RankGenerator"},
+      {"exit_signal_handler", "SIGTERM is remembered; at the end of the iteration it arrived in (on any rank) the job "
+                              "saves (with --save) and exits 0 with Megatron's 'exiting program after receiving "
+                              "SIGTERM.'; give mactor a --kill-grace long enough for the save"},
       {"ddp_average_in_collective", "the gradients' 1/dp moves into the data-parallel reduction; mactor's reduction "
                                     "pre-multiplies each replica's gradient by 1/dp as NCCL's ncclAvg does for floats, "
                                     "so the values equal the default's; refused with --calculate-per-token-loss as in Megatron"},

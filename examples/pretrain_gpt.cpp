@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "training/exit_signal.hpp"
 #include "comm/launch_env.hpp"
 #include "config/config_json.hpp"
 #include "config/resolve.hpp"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   std::fputs(r.err.c_str(), stderr);
   std::fputs(r.out.c_str(), stdout);
   if (r.exit_status) return *r.exit_status;
+  if (r.args.training.exit_signal_handler) mactor::training::install_exit_signal_handler();
   if (env.rank == 0) {
     print_layout(r.args);
     std::fputs(mactor::config::arguments_block(r.args).c_str(), stdout);

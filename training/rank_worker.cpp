@@ -1,6 +1,8 @@
 // One rank's training work: data, engine, LR schedule; iterations and evaluations as pumped jobs.
 #include "training/rank_worker.hpp"
 
+#include "training/exit_signal.hpp"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -178,6 +180,7 @@ iteration_report rank_worker::finish_iteration() {
     r.has_decoupled_learning_rate = true, r.decoupled_learning_rate = *d;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   r.global_batch_size = iteration_batch_;
+  r.exit_signal = args_.training.exit_signal_handler && exit_signal_received();
   if (auto seconds = engine_.timers().take(); !seconds.empty()) r.timings.push_back({ctx_.rank(), std::move(seconds)});
   if (memory_wanted()) {
     r.memory.push_back(read_rank_memory(ctx_.rank(), ctx_.dp_rank() == 0,

@@ -37,6 +37,8 @@ struct iteration_report {
   /// The samples this iteration trained on: micro batch x dp x its microbatches (it follows
   /// --rampup-batch-size); the coordinator advances the consumed samples by it.
   std::int64_t global_batch_size = 0;
+  /// --exit-signal-handler: this rank got SIGTERM (the replica and the coordinator OR them).
+  bool exit_signal = false;
   /// With --timing-log-level > 0: this rank's timers; the replica and the coordinator gather
   /// every rank's here (Megatron's timers report min and max over all ranks).
   std::vector<rank_timings> timings;

@@ -78,6 +78,8 @@ class job_runner {
   int running_ = 0;
   bool tearing_down_ = false;
   int exit_code_ = 0;
+  int forwarded_ = 0;           // the signal mactor forwarded to the ranks (SIGINT, SIGTERM, SIGHUP)
+  bool all_exited_ok_ = true;   // every rank exited with status 0
   clock_type::time_point kill_at_ = never, deadline_ = never;
 };
 
@@ -125,6 +127,7 @@ void job_runner::on_exit(int rank, int status) {
   --running_;
   signal_group(pid, SIGKILL);  // anything the rank left behind in its process group
   bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  if (failed) all_exited_ok_ = false;
   if (!failed || tearing_down_) return;
   exit_code_ = shell_status(status);
   std::fprintf(stderr, "mactor: rank %d (%s) %s%s\n", rank, where(rank, pid).c_str(),
@@ -156,6 +159,7 @@ void job_runner::handle_signal(int sig) {
   }
   std::fprintf(stderr, "mactor: got %s; forwarding it to every rank\n", ::strsignal(sig));
   exit_code_ = 128 + sig;
+  forwarded_ = sig;
   tear_down(sig);
 }
 
@@ -231,6 +235,11 @@ int job_runner::run() {
   }
   relay_.flush_all();
   reap_leftovers(std::chrono::seconds(2));
+  if (forwarded_ && all_exited_ok_) {
+    // The ranks handled the signal (pretrain_gpt --exit-signal-handler saves and exits 0).
+    std::fprintf(stderr, "mactor: every rank exited with status 0 after %s\n", ::strsignal(forwarded_));
+    return 0;
+  }
   return exit_code_;
 }
 

@@ -210,7 +210,9 @@ MASTER_ADDR, MASTER_PORT) and mactor's (MACTOR_RANK, MACTOR_WORLD_SIZE, MACTOR_L
 MACTOR_LOCAL_SIZE, MACTOR_NODE_RANK, MACTOR_RDZV_ADDR, MACTOR_JOB_ID).
 If a rank exits non-zero or dies, the others get SIGTERM (then SIGKILL after the grace period)
 and mactor exits with that rank's status (128+signal for a signal), naming the rank.
-Ctrl-C, SIGTERM, SIGUSR1 and SIGUSR2 are forwarded to every rank; stdin goes to rank 0.
+Ctrl-C, SIGTERM, SIGUSR1 and SIGUSR2 are forwarded to every rank; stdin goes to rank 0. After a
+forwarded Ctrl-C or SIGTERM mactor exits 128+signal, or 0 when every rank then exits 0 (as
+pretrain_gpt --exit-signal-handler does after saving; give --kill-grace the time a save takes).
 )";
 }
 
