@@ -97,3 +97,17 @@ TEST_CASE("a bf16 model at tp=2 and tp=4 equals tp=1 within bf16's rounding, wit
     check_against_tp1(c, 0x1.0p-8, 12 * 0x1.0p-8);
   }
 }
+
+TEST_CASE("attention variants at tp=2 and tp=4 equal tp=1: learnable sink split by heads, per-layer window and RoPE") {
+  auto c = test::llama_style();
+  c.num_layers = 3, c.num_attention_heads = 8, c.num_query_groups = 4, c.padded_vocab_size = 32;
+  c.attention_dropout = 0.1f, c.hidden_dropout = 0.1f;
+  c.softmax_type = model::softmax_kind::learnable;
+  c.window_size = {2, 0}, c.window_attn_skip_freq.every = 3;
+  c.no_rope_freq.list = {0, 1, 0};
+  c.rotary_interleaved = true, c.rotary_seq_len_interpolation_factor = 2;
+  c.use_rope_scaling = true;
+  check_against_tp1(c);
+  c.softmax_type = model::softmax_kind::off_by_one;
+  check_against_tp1(c);
+}
