@@ -395,4 +395,5 @@ TEST_CASE("--softmax-type off-by-one and learnable match PyTorch, the sink's gra
   auto learnable = base;  // grouped queries: each head its own sink
   learnable.softmax_type = model::softmax_kind::learnable;
   compare_variant_with_pytorch(learnable, base, "llama_softmax_learnable");
+  compare_half_with_pytorch(learnable, tensor::dtype::bfloat16, "llama_softmax_learnable_bf16");
 }

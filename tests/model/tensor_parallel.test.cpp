@@ -111,3 +111,19 @@ TEST_CASE("attention variants at tp=2 and tp=4 equal tp=1: learnable sink split 
   c.softmax_type = model::softmax_kind::off_by_one;
   check_against_tp1(c);
 }
+
+TEST_CASE("the model refuses per-layer selectors of the wrong length and a non-causal window") {
+  auto c = test::llama_style();  // 2 layers
+  CHECK(model::validate(c).empty());
+  auto bad = c;
+  bad.no_rope_freq.list = {0, 1, 0};
+  CHECK(!model::validate(bad).empty());
+  bad = c, bad.window_size = {4, 0}, bad.window_attn_skip_freq.list = {1};
+  CHECK(!model::validate(bad).empty());
+  bad = c, bad.window_size = {4, 2};
+  CHECK(!model::validate(bad).empty());
+  bad = c, bad.no_rope_freq.every = 3;  // does not divide 2 layers
+  CHECK(!model::validate(bad).empty());
+  bad = c, bad.window_size = {4, 0}, bad.window_attn_skip_freq.list = {1, 0}, bad.no_rope_freq.every = 2;
+  CHECK(model::validate(bad).empty());
+}
