@@ -335,21 +335,21 @@ model::gpt_model_config small_llama() {
 
 }  // namespace
 
-TEST_CASE("--rotary-interleaved matches PyTorch, forward and backward") {
+TEST_CASE("RoPE with --rotary-interleaved matches PyTorch, forward and backward") {
   const auto base = small_llama();  // rotary_percent 0.5: pass-through channels too
   auto c = base;
   c.rotary_interleaved = true;
   compare_variant_with_pytorch(c, base, "llama_rotary_interleaved");
 }
 
-TEST_CASE("--rotary-seq-len-interpolation-factor matches PyTorch, forward and backward") {
+TEST_CASE("RoPE with --rotary-seq-len-interpolation-factor matches PyTorch, forward and backward") {
   const auto base = small_llama();
   auto c = base;
   c.rotary_seq_len_interpolation_factor = 4;
   compare_variant_with_pytorch(c, base, "llama_rope_interpolation");
 }
 
-TEST_CASE("--use-rope-scaling (Llama 3.1 frequencies) matches PyTorch, forward and backward") {
+TEST_CASE("RoPE with --use-rope-scaling (Llama 3.1 frequencies) matches PyTorch, forward and backward") {
   // Full rotary channels and a base of 1e6 put the 4 frequencies in all three bands; 256 positions
   // turn the scaled low frequencies far enough to matter.
   auto base = small_llama();
@@ -359,7 +359,7 @@ TEST_CASE("--use-rope-scaling (Llama 3.1 frequencies) matches PyTorch, forward a
   compare_variant_with_pytorch(c, base, "llama_rope_scaling");
 }
 
-TEST_CASE("--no-rope-freq (an int and a list) matches PyTorch, forward and backward") {
+TEST_CASE("per-layer RoPE skipping with --no-rope-freq (an int and a list) matches PyTorch, forward and backward") {
   auto base = small_llama();
   base.num_layers = 4;
   auto every = base;
@@ -370,7 +370,7 @@ TEST_CASE("--no-rope-freq (an int and a list) matches PyTorch, forward and backw
   compare_variant_with_pytorch(list, base, "llama_no_rope_list");
 }
 
-TEST_CASE("--window-size with --window-attn-skip-freq (an int and a list) matches PyTorch") {
+TEST_CASE("sliding-window attention with --window-size and --window-attn-skip-freq (an int and a list) matches PyTorch") {
   auto base = small_llama();
   base.num_layers = 3;
   auto all = base;
@@ -384,7 +384,7 @@ TEST_CASE("--window-size with --window-attn-skip-freq (an int and a list) matche
   compare_variant_with_pytorch(list, all, "llama_window_list");
 }
 
-TEST_CASE("--softmax-type off-by-one and learnable match PyTorch, the sink's gradient included") {
+TEST_CASE("attention softmax with --softmax-type off-by-one and learnable matches PyTorch, the sink's gradient included") {
   auto gpt2 = test::gpt2_style();
   gpt2.hidden_size = 32, gpt2.ffn_hidden_size = 64, gpt2.seq_length = 16, gpt2.max_position_embeddings = 20;
   gpt2.padded_vocab_size = 64, gpt2.init_method_std = 0.05f;

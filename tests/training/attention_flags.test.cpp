@@ -37,7 +37,7 @@ std::vector<int> windows(const model::gpt_model_config& c) {
 
 }  // namespace
 
-TEST_CASE("--no-rope-freq N skips RoPE in every N-th layer, a list in the layers it marks") {
+TEST_CASE("per-layer RoPE: --no-rope-freq N skips RoPE in every N-th layer, a list in the layers it marks") {
   CHECK(rope_layers(model_for({})) == std::vector<bool>{true, true, true, true});
   // Megatron expands N to ([0] * (N - 1) + [1]) * (num_layers / N); 1 skips RoPE.
   CHECK(rope_layers(model_for({"--no-rope-freq", "2"})) == std::vector<bool>{true, false, true, false});
@@ -45,7 +45,7 @@ TEST_CASE("--no-rope-freq N skips RoPE in every N-th layer, a list in the layers
   CHECK(rope_layers(model_for({"--no-rope-freq", "[1]+[0]*3"})) == std::vector<bool>{false, true, true, true});
 }
 
-TEST_CASE("--window-size applies to every layer unless --window-attn-skip-freq gives some full attention") {
+TEST_CASE("sliding windows: --window-size applies to every layer unless --window-attn-skip-freq gives some full attention") {
   CHECK(windows(model_for({})) == std::vector<int>{-1, -1, -1, -1});
   CHECK(windows(model_for({"--window-size", "(5,0)"})) == std::vector<int>{5, 5, 5, 5});
   // is_layer_window_attention: an int N gives layers N, 2N, ... (1-based) full attention.
