@@ -68,7 +68,7 @@ def parameter_shapes(cfg):
     for i in range(cfg["num_layers"]):
         p = f"decoder.layers.{i}."
         norm(p + "input_layernorm")
-        if cfg["softmax_type"] == "learnable":
+        if cfg.get("softmax_type") == "learnable":
             shapes[p + "self_attention.core_attention.softmax_offset"] = (heads,)
         qkv_rows = groups * (heads // groups + 2) * d
         shapes[p + "self_attention.linear_qkv.weight"] = (qkv_rows, h)
@@ -142,13 +142,13 @@ def rope(cfg, t):
     """t: [s, b, n, d]; Megatron's RotaryEmbedding + apply_rotary_pos_emb_bshd."""
     dim = int(cfg["kv_channels"] * cfg["rotary_percent"])
     inv_freq = 1.0 / (cfg["rotary_base"] ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
-    if cfg["use_rope_scaling"]:
-        inv_freq = llama3_scaled(inv_freq, cfg["rope_scaling_factor"])
-    seq = torch.arange(t.shape[0], dtype=torch.float32) / cfg["rotary_seq_len_interpolation_factor"]
+    if cfg.get("use_rope_scaling"):
+        inv_freq = llama3_scaled(inv_freq, cfg.get("rope_scaling_factor", 8.0))
+    seq = torch.arange(t.shape[0], dtype=torch.float32) / cfg.get("rotary_seq_len_interpolation_factor", 1.0)
     freqs = torch.outer(seq, inv_freq)[:, None, None, :]  # one angle per rotated pair
     cos, sin = torch.cos(freqs).to(t.dtype), torch.sin(freqs).to(t.dtype)  # Megatron: .to(t.dtype)
     rot, rest = t[..., :dim], t[..., dim:]
-    if cfg["rotary_interleaved"]:  # pairs (x[2i], x[2i+1])
+    if cfg.get("rotary_interleaved"):  # pairs (x[2i], x[2i+1])
         a, b = rot[..., 0::2], rot[..., 1::2]
         turned = torch.stack((a * cos - b * sin, b * cos + a * sin), dim=-1).flatten(-2)
     else:  # pairs (x[i], x[i + dim/2])
@@ -162,8 +162,8 @@ def attention_mask(cfg, s, layer):
     i = torch.arange(s)[:, None]
     j = torch.arange(s)[None, :]
     hidden = j > i
-    window = cfg["window_size"]
-    skip = cfg["window_attn_skip_freq"]
+    window = cfg.get("window_size")
+    skip = cfg.get("window_attn_skip_freq")
     windowed = window is not None and (
         skip is None or (not layer_marked(skip, layer) if isinstance(skip, int) else skip[layer] == 1))
     if windowed and window[0] >= 0:
@@ -173,8 +173,9 @@ def attention_mask(cfg, s, layer):
 
 def softmax(cfg, scores, params, p):
     """softmax over the last dimension, with a per-head sink logit in the denominator for
-    softmax_type off-by-one (0) and learnable (the softmax_offset parameter)."""
-    if cfg["softmax_type"] == "vanilla":
+    softmax_type off-by-one (0) and learnable (the softmax_offset parameter). Callers' configs
+    without the variant keys (train_reference.py, the benchmark) get Megatron's defaults."""
+    if cfg.get("softmax_type", "vanilla") == "vanilla":
         return torch.softmax(scores, dim=-1)
     heads = scores.shape[1]
     if cfg["softmax_type"] == "off-by-one":
@@ -195,7 +196,7 @@ def attention(cfg, x, params, p, layer):
     qkv = qkv.view(s, b, groups, (per + 2) * d)
     q, k, v = torch.split(qkv, [per * d, d, d], dim=3)
     q = q.reshape(s, b, heads, d)
-    no_rope = cfg["no_rope_freq"]
+    no_rope = cfg.get("no_rope_freq")
     if cfg["position_embedding_type"] == "rope" and not (no_rope and layer_marked(no_rope, layer)):
         q, k = rope(cfg, q), rope(cfg, k)
     k = k.repeat_interleave(per, dim=2)
