@@ -213,6 +213,33 @@ void transformer_features(validation_context& c) {  // rules 113, 115-117
   }
 }
 
+// Sliding-window attention, the softmax sink and RoPE's frequency options: Megatron checks none
+// of these values, but a GPT is causal (Transformer Engine forces the window's right side to 0,
+// the local spec would attend to later tokens) and a zero factor divides by zero.
+void attention_variants(validation_context& c) {
+  const auto& n = c.a.network_size;
+  const std::int64_t layers = n.num_layers.value_or(0);
+  if (const auto& w = n.window_size) {
+    c.require(w->size() == 2, "--window-size takes two values (left, right), e.g. --window-size 4096,0");
+    if (w->size() == 2)
+      c.require((*w)[0] >= -1 && (*w)[1] == 0,
+                "--window-size " + show((*w)[0]) + "," + show((*w)[1]) +
+                    " is not causal: give (left, 0) with left >= 0, or -1 for an unbounded window");
+  }
+  if (const auto& f = n.window_attn_skip_freq) {
+    if (const auto* every = std::get_if<std::int64_t>(&*f))
+      c.require(*every > 0, "--window-attn-skip-freq=" + show(*every) + " must be a positive layer count");
+    else
+      c.require(static_cast<std::int64_t>(std::get<std::vector<std::int64_t>>(*f).size()) == layers,
+                "--window-attn-skip-freq pattern length must equal --num-layers=" + show(layers));
+  }
+  if (const auto& factor = n.rotary_seq_len_interpolation_factor)
+    c.require(*factor >= 1, "--rotary-seq-len-interpolation-factor=" + show(*factor) +
+                                " must be at least 1 (positions are divided by it); drop the flag for none");
+  if (n.use_rope_scaling)
+    c.require(n.rope_scaling_factor > 0, "--rope-scaling-factor must be positive with --use-rope-scaling");
+}
+
 }  // namespace
 
 void validate_transformer_config(validation_context& c) {
@@ -224,6 +251,7 @@ void validate_transformer_config(validation_context& c) {
   uneven_pipeline(c);
   activations(c);
   transformer_features(c);
+  attention_variants(c);
 }
 
 }  // namespace mactor::config::detail

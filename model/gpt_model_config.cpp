@@ -3,6 +3,37 @@
 
 namespace mactor::model {
 
+namespace {
+
+// Megatron's layer selectors (1-based layer numbers): whether an int N marks layer l, l % N == 0.
+bool marked_by_every(const layer_frequency& f, int layer) { return (layer + 1) % f.every == 0; }
+
+void check_frequency(std::vector<std::string>& errors, const layer_frequency& f, int layers,
+                     const std::string& field) {
+  if (f.every < 0) errors.push_back(field + " must be a positive layer count");
+  if (!f.list.empty() && int(f.list.size()) != layers)
+    errors.push_back(field + " lists " + std::to_string(f.list.size()) +
+                     " layers; it needs one entry per layer (num_layers=" + std::to_string(layers) + ")");
+}
+
+}  // namespace
+
+bool gpt_model_config::layer_applies_rope(int layer) const {
+  if (position_embedding_type != position_embedding_kind::rope) return false;
+  if (no_rope_freq.every > 0) return !marked_by_every(no_rope_freq, layer);
+  if (!no_rope_freq.list.empty()) return no_rope_freq.list.at(std::size_t(layer)) == 0;
+  return true;
+}
+
+int gpt_model_config::layer_attention_window(int layer) const {
+  if (window_size.empty()) return -1;
+  bool windowed = true;  // Megatron's is_layer_window_attention
+  if (window_attn_skip_freq.every > 0) windowed = !marked_by_every(window_attn_skip_freq, layer);
+  else if (!window_attn_skip_freq.list.empty())
+    windowed = window_attn_skip_freq.list.at(std::size_t(layer)) != 0;
+  return windowed ? int(window_size[0]) : -1;
+}
+
 std::vector<std::string> validate(const gpt_model_config& c) {
   std::vector<std::string> errors;
   auto need = [&](bool ok, std::string message) {
@@ -60,6 +91,17 @@ std::vector<std::string> validate(const gpt_model_config& c) {
   if (c.fp32_residual_connection)
     need(tensor::is_half_precision(c.params_dtype),
          "fp32_residual_connection needs a 16-bit model (--bf16 or --fp16), as Megatron asserts");
+  check_frequency(errors, c.no_rope_freq, c.num_layers, "no_rope_freq");
+  check_frequency(errors, c.window_attn_skip_freq, c.num_layers, "window_attn_skip_freq");
+  if (c.no_rope_freq.every > 0)
+    need(c.num_layers % c.no_rope_freq.every == 0,
+         "no_rope_freq=" + std::to_string(c.no_rope_freq.every) + " must divide num_layers=" +
+             std::to_string(c.num_layers));
+  if (!c.window_size.empty())
+    need(c.window_size.size() == 2 && c.window_size[0] >= -1 && c.window_size[1] == 0,
+         "window_size must be (left, 0) with left >= 0 (or -1: unbounded); the model is causal");
+  need(c.rotary_seq_len_interpolation_factor > 0 && (!c.use_rope_scaling || c.rope_scaling_factor > 0),
+       "rotary_seq_len_interpolation_factor and rope_scaling_factor must be positive");
   for (auto& e : validate(c.recompute, tp, c.sequence_parallel)) errors.push_back(std::move(e));
   return errors;
 }

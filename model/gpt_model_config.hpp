@@ -14,6 +14,15 @@ namespace mactor::model {
 
 enum class normalization_kind { layer_norm, rms_norm };             // --normalization
 enum class position_embedding_kind { learned_absolute, rope, none };  // --position-embedding-type
+enum class softmax_kind { vanilla, off_by_one, learnable };         // --softmax-type
+
+/// Megatron's per-layer selector (moe_freq_type / no_rope_freq_type): an int N or a list with
+/// one 0/1 entry per layer. Unset (every == 0, list empty): the flag was not given.
+struct layer_frequency {
+  int every = 0;
+  std::vector<int> list;
+  bool given() const { return every > 0 || !list.empty(); }
+};
 
 struct gpt_model_config {
   int num_layers = 2;
@@ -31,6 +40,22 @@ struct gpt_model_config {
   position_embedding_kind position_embedding_type = position_embedding_kind::learned_absolute;
   double rotary_base = 10000.0;
   float rotary_percent = 1.0f;
+  bool rotary_interleaved = false;                   // --rotary-interleaved: pairs (x0, x1), (x2, x3)...
+  double rotary_seq_len_interpolation_factor = 1.0;  // RoPE positions are divided by it
+  bool use_rope_scaling = false;                     // Llama 3.1 scaling of the RoPE frequencies
+  double rope_scaling_factor = 8.0;
+  /// --no-rope-freq: N skips RoPE in layers N, 2N, ... (1-based); a list's 1s mark the layers
+  /// that skip it.
+  layer_frequency no_rope_freq;
+  /// --window-size (left, right): sliding-window attention, query i sees keys i - left .. i
+  /// (right must be 0: the model is causal; left -1 is an unbounded window). Empty: full.
+  std::vector<std::int64_t> window_size;
+  /// --window-attn-skip-freq: N gives layers N, 2N, ... (1-based) full attention and the others
+  /// the window; a list's 1s mark the window layers. Unset: every layer has the window.
+  layer_frequency window_attn_skip_freq;
+  /// --softmax-type: off_by_one adds exp(0) to each attention softmax's denominator; learnable
+  /// adds exp(softmax_offset[head]), a parameter per attention head (zeros at init).
+  softmax_kind softmax_type = softmax_kind::vanilla;
   bool swiglu = false;
   bool squared_relu = false;  // --squared-relu: relu(x)^2 instead of GeLU (not with swiglu)
   /// --quick-geglu: a gated unit with quick GeLU, x * sigmoid(1.702 x), as the gate's activation
@@ -93,6 +118,10 @@ struct gpt_model_config {
   int query_groups() const { return num_query_groups > 0 ? num_query_groups : num_attention_heads; }
   int head_dim() const { return kv_channels > 0 ? kv_channels : hidden_size / num_attention_heads; }
   int rotary_dim() const { return int(head_dim() * rotary_percent); }
+  /// Whether global layer `layer` (0-based) rotates its queries and keys.
+  bool layer_applies_rope(int layer) const;
+  /// The sliding window of global layer `layer` (0-based): keys i - window .. i; -1: all keys.
+  int layer_attention_window(int layer) const;
 };
 
 /// Every rule the config breaks, each naming the fields and a fix; empty when usable.

@@ -1,6 +1,8 @@
 // Megatron-Core's SelfAttention (local spec): fused QKV column-parallel projection in the
 // grouped layout (per query group: its query heads, one key head, one value head), optional
-// RoPE on queries and keys, causal softmax attention with dropout, row-parallel output projection.
+// RoPE on queries and keys (unless --no-rope-freq skips this layer), causal softmax attention
+// (a sliding window under --window-size, a sink logit under --softmax-type) with dropout,
+// row-parallel output projection.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,9 +16,11 @@ namespace mactor::model {
 
 class self_attention {
  public:
-  /// Registers name.linear_qkv.* and name.linear_proj.*.
+  /// Registers name.linear_qkv.*, name.linear_proj.* and, with --softmax-type learnable,
+  /// name.core_attention.softmax_offset ([num_attention_heads], split by heads over tp).
+  /// layer: the global (0-based) layer number, which picks the per-layer RoPE and window.
   self_attention(parameter_store& store, const std::string& name,
-                 const gpt_model_config& config, int tp_rank, int tp_size);
+                 const gpt_model_config& config, int layer, int tp_rank, int tp_size);
   /// out[rows, hidden] = all-reduced projection of attention(x), without linear_proj's bias
   /// (returned by proj_bias() for bias-dropout-add). x: [seq, batch, hidden] input-norm output.
   /// With sequence parallelism x and out are this rank's [seq / tp, batch, hidden] shards.
@@ -34,17 +38,26 @@ class self_attention {
   void release();
 
  private:
+  // The learnable sink logits' parameter id (-1: none), registered first as Megatron's
+  // core_attention comes before the projections.
+  int softmax_offset_;
   column_parallel_linear linear_qkv_;
   row_parallel_linear linear_proj_;
   kernels::attention_dims dims_;
   bool rope_;
+  bool rope_interleaved_;
   bool recompute_core_;  // selective recomputation of the attention core
   int rot_dim_;
+  tensor::tensor zero_sink_; // off-by-one: a sink logit of 0 for each head here
   double scale_;
   float dropout_ = 0;
   std::uint64_t stream_ = 0;
   tensor::tensor cos_, sin_;              // [seq_length, rot_dim / 2]
   tensor::tensor qkv_, probs_, context_;  // saved activations of the last forward
+
+  tensor::const_tensor_view sink(const parameter_store& store) const;
+  void core_forward(const parameter_store& store, tensor::tensor_view context,
+                    tensor::tensor_view probs);
   tensor::tensor dqkv_, dcontext_;        // backward scratch
 };
 

@@ -25,7 +25,8 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
       seed_(c.seed), type_(c.params_dtype),
       attention_dropout_(c.attention_dropout), hidden_dropout_(c.hidden_dropout),
       input_layernorm_(store, layer_name(number) + ".input_layernorm", c),
-      self_attention_(store, layer_name(number) + ".self_attention", with_layer_fp8(c, number), tp_rank, tp_size),
+      self_attention_(store, layer_name(number) + ".self_attention", with_layer_fp8(c, number), number,
+                      tp_rank, tp_size),
       pre_mlp_layernorm_(store, layer_name(number) + ".pre_mlp_layernorm", c),
       mlp_(store, layer_name(number) + ".mlp", with_layer_fp8(c, number), tp_size) {}
 

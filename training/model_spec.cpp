@@ -2,6 +2,7 @@
 #include "training/model_spec.hpp"
 
 #include <stdexcept>
+#include <variant>
 
 #include "data/dataset_request.hpp"
 
@@ -29,6 +30,22 @@ model::fp8_settings fp8_settings_from_args(const config::transformer_engine_args
   return f;
 }
 
+// Megatron's int-or-list layer selector (--no-rope-freq, --window-attn-skip-freq).
+model::layer_frequency layer_frequency_from(const std::optional<config::int_or_list>& f) {
+  model::layer_frequency out;
+  if (!f) return out;
+  if (const auto* every = std::get_if<std::int64_t>(&*f)) out.every = static_cast<int>(*every);
+  else
+    for (auto v : std::get<std::vector<std::int64_t>>(*f)) out.list.push_back(static_cast<int>(v));
+  return out;
+}
+
+model::softmax_kind softmax_kind_from(const std::string& type) {  // validation checked the choice
+  return type == "learnable"    ? model::softmax_kind::learnable
+         : type == "off-by-one" ? model::softmax_kind::off_by_one
+                                : model::softmax_kind::vanilla;
+}
+
 }  // namespace
 
 model::gpt_model_config model_config_from_args(const config::megatron_args& a, std::int64_t padded_vocab_size, int tp_rank) {
@@ -52,6 +69,14 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
                                                                     : model::position_embedding_kind::learned_absolute;
   c.rotary_base = static_cast<double>(n.rotary_base);
   c.rotary_percent = static_cast<float>(n.rotary_percent);
+  c.rotary_interleaved = n.rotary_interleaved;
+  c.rotary_seq_len_interpolation_factor = static_cast<double>(n.rotary_seq_len_interpolation_factor.value_or(1));
+  c.use_rope_scaling = n.use_rope_scaling;
+  c.rope_scaling_factor = n.rope_scaling_factor;
+  c.no_rope_freq = layer_frequency_from(n.no_rope_freq);
+  c.window_size = n.window_size.value_or(std::vector<std::int64_t>{});
+  c.window_attn_skip_freq = layer_frequency_from(n.window_attn_skip_freq);
+  c.softmax_type = softmax_kind_from(n.softmax_type);
   c.swiglu = n.swiglu;
   c.squared_relu = n.squared_relu;
   c.quick_geglu = n.quick_geglu;

@@ -159,6 +159,17 @@ const std::vector<rule_case>& cases() {
       {116, {"--no-rope-freq", "[0]*3"}, "pattern length must equal --num-layers=4", {"--no-rope-freq", "[0]*3+[1]"}},
       {117, {"--multi-latent-attention", "--rotary-interleaved"}, "not supported with --multi-latent-attention",
        {"--multi-latent-attention"}},
+      // Rule 0: mactor's own checks of values Megatron passes on unchecked (config/validate_model.cpp).
+      {0, {"--window-size", "128,4"}, "--window-size 128,4 is not causal", {"--window-size", "128,0"}},
+      {0, {"--window-size", "128"}, "--window-size takes two values", {"--window-size", "(-1,0)"}},
+      {0, {"--window-size", "8,0", "--window-attn-skip-freq", "[1,0]"}, "--window-attn-skip-freq pattern length must equal --num-layers=4",
+       {"--window-size", "8,0", "--window-attn-skip-freq", "[1,1,0,0]"}},
+      {0, {"--window-size", "8,0", "--window-attn-skip-freq", "0"}, "--window-attn-skip-freq=0 must be a positive layer count",
+       {"--window-size", "8,0", "--window-attn-skip-freq", "2"}},
+      {0, {"--rotary-seq-len-interpolation-factor", "0"}, "--rotary-seq-len-interpolation-factor=0 must be at least 1",
+       {"--rotary-seq-len-interpolation-factor", "4"}},
+      {0, {"--use-rope-scaling", "--rope-scaling-factor", "0"}, "--rope-scaling-factor must be positive",
+       {"--use-rope-scaling", "--rope-scaling-factor", "32"}},
       {124, {"--num-distributed-optimizer-instances", "3"}, "must be divisible by --num-distributed-optimizer-instances=3",
        {"--num-distributed-optimizer-instances", "2"}, 2},
   };

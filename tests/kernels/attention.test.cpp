@@ -1,5 +1,5 @@
 // Attention core against a naive reference (GQA, fused QKV layout) and its backward against
-// finite differences, with and without attention dropout.
+// finite differences, with and without attention dropout, a sliding window and a sink logit.
 #include "kernels/attention.hpp"
 
 #include <catch2/catch.hpp>
@@ -27,9 +27,11 @@ kernels::attention_dims long_dims() {
   return d;
 }
 
-// Straight from the definition: out[s, b, h] = sum_t softmax_t(q_s . k_t * scale, t <= s) v_t.
+// Straight from the definition: out[s, b, h] = sum_t softmax_t(q_s . k_t * scale, t <= s) v_t,
+// over t >= s - window with a window, and with exp(sink[h]) added to the denominator.
 std::vector<double> naive_attention(const std::vector<double>& qkv,
-                                    const kernels::attention_dims& d, double scale) {
+                                    const kernels::attention_dims& d, double scale,
+                                    const double* sink = nullptr) {
   const int pg = d.heads / d.groups, w = int(d.qkv_width());
   std::vector<double> out(std::size_t(d.seq) * d.batch * d.heads * d.head_dim);
   auto at = [&](int s, int b, int g, int slot, int c) {
@@ -39,18 +41,20 @@ std::vector<double> naive_attention(const std::vector<double>& qkv,
     for (int h = 0; h < d.heads; ++h) {
       const int g = h / pg, j = h % pg;
       for (int s = 0; s < d.seq; ++s) {
-        std::vector<double> score(s + 1);
+        std::vector<double> score(s + 1, 0.0);
+        const int first = d.window < 0 ? 0 : std::max(0, s - d.window);
         double mx = -1e300, sum = 0;
-        for (int t = 0; t <= s; ++t) {
+        for (int t = first; t <= s; ++t) {
           double dotp = 0;
           for (int c = 0; c < d.head_dim; ++c) dotp += at(s, b, g, j, c) * at(t, b, g, pg, c);
           score[t] = dotp * scale;
           mx = std::max(mx, score[t]);
         }
-        for (auto& v : score) sum += (v = std::exp(v - mx));
+        for (int t = first; t <= s; ++t) sum += (score[t] = std::exp(score[t] - mx));
+        if (sink) sum += std::exp(sink[h] - mx);
         for (int c = 0; c < d.head_dim; ++c) {
           double acc = 0;
-          for (int t = 0; t <= s; ++t) acc += score[t] / sum * at(t, b, g, pg + 1, c);
+          for (int t = first; t <= s; ++t) acc += score[t] / sum * at(t, b, g, pg + 1, c);
           out[((std::size_t(s) * d.batch + b) * d.heads + h) * d.head_dim + c] = acc;
         }
       }
@@ -87,5 +91,58 @@ TEST_CASE("attention backward matches finite differences with and without dropou
       kernels::attention_backward<double>(dqkv.data(), probe.data(), qkv.data(), probs.data(), d,
                                           0.7, p, stream);
       CHECK(test::relative_error(dqkv, test::numeric_gradient(loss, qkv)) < 1e-7);
+    }
+}
+
+// A window shorter than the sequence and a long one spanning causal row blocks.
+std::vector<kernels::attention_dims> windowed_dims() {
+  auto small = small_dims(), longer = long_dims();
+  small.window = 1, longer.window = 70;
+  return {small, longer};
+}
+
+TEST_CASE("sliding-window attention and the softmax sink match the naive definition") {
+  std::vector<kernels::attention_dims> cases = windowed_dims();
+  cases.push_back(small_dims());
+  for (const auto& d : cases)
+    for (bool with_sink : {false, true}) {
+      INFO("window " << d.window << ", sink " << with_sink);
+      const auto qkv = test::random_vector(std::size_t(d.seq) * d.batch * d.qkv_width(), 1);
+      const auto sink = test::random_vector(std::size_t(d.heads), 5);
+      const double* s = with_sink ? sink.data() : nullptr;
+      std::vector<double> out(std::size_t(d.seq) * d.batch * d.heads * d.head_dim);
+      std::vector<double> probs(std::size_t(d.batch) * d.heads * d.seq * d.seq);
+      kernels::attention_forward<double>(out.data(), probs.data(), qkv.data(), d, 0.5, 0.0f, 0, s);
+      CHECK(test::relative_error(out, naive_attention(qkv, d, 0.5, s)) < 1e-13);
+      auto full = d;
+      full.window = -1;
+      if (d.window >= 0) CHECK(test::relative_error(out, naive_attention(qkv, full, 0.5, s)) > 1e-3);
+    }
+}
+
+TEST_CASE("attention backward with a window and a sink matches finite differences, sink included") {
+  for (const auto& d : windowed_dims())
+    for (float p : {0.0f, 0.3f}) {
+      INFO("window " << d.window << ", dropout " << p);
+      const auto stream = kernels::dropout_stream(11, 0, 0, 0);
+      auto qkv = test::random_vector(std::size_t(d.seq) * d.batch * d.qkv_width(), 2);
+      auto sink = test::random_vector(std::size_t(d.heads), 6);
+      const auto probe =
+          test::random_vector(std::size_t(d.seq) * d.batch * d.heads * d.head_dim, 3);
+      std::vector<double> out(probe.size()), probs(std::size_t(d.batch) * d.heads * d.seq * d.seq);
+      auto loss = [&] {
+        kernels::attention_forward<double>(out.data(), probs.data(), qkv.data(), d, 0.7, p, stream,
+                                           sink.data());
+        return test::dot(probe, out);
+      };
+      loss();
+      std::vector<double> dqkv(qkv.size(), 123.0);
+      std::vector<double> dsink(sink.size(), 0.25);  // accumulated into
+      kernels::attention_backward<double>(dqkv.data(), probe.data(), qkv.data(), probs.data(), d,
+                                          0.7, p, stream, sink.data(), dsink.data());
+      CHECK(test::relative_error(dqkv, test::numeric_gradient(loss, qkv)) < 1e-7);
+      auto want = test::numeric_gradient(loss, sink);
+      for (auto& v : want) v += 0.25;
+      CHECK(test::relative_error(dsink, want) < 1e-7);
     }
 }

@@ -1,6 +1,8 @@
 """Pure-PyTorch GPT written from Megatron-Core's definitions (pre-norm, [s, b, h] layout, fused
-QKV grouped by query group, non-interleaved RoPE, fp32 softmax, vocab cross-entropy with a loss
-mask). It is the independent reference for tests/model/pytorch_reference.test.cpp and the
+QKV grouped by query group, RoPE in halves or interleaved, fp32 softmax, vocab cross-entropy with
+a loss mask), with Megatron's attention variants: per-layer RoPE skipping (no_rope_freq), sliding
+windows (window_size, window_attn_skip_freq), the softmax sink (softmax_type), RoPE position
+interpolation and Llama 3.1 frequency scaling. It is the independent reference for tests/model/pytorch_reference.test.cpp and the
 PyTorch side of bench/bench_train_step.
 
 As a program: gpt_reference.py DIR reads DIR/config.txt (dtype=bfloat16|float16 optional), DIR/params.txt (+ one .bin per
@@ -34,6 +36,17 @@ def read_config(path):
         out[k] = cfg[k] == "1"
     out["fp32_residual_connection"] = cfg.get("fp32_residual_connection", "0") == "1"
     out["squared_relu"] = cfg.get("squared_relu", "0") == "1"
+    out["rotary_interleaved"] = cfg.get("rotary_interleaved", "0") == "1"
+    out["rotary_seq_len_interpolation_factor"] = float(cfg.get("rotary_seq_len_interpolation_factor", "1"))
+    out["use_rope_scaling"] = cfg.get("use_rope_scaling", "0") == "1"
+    out["rope_scaling_factor"] = float(cfg.get("rope_scaling_factor", "8"))
+    # Megatron's command-line forms: an int N or a Python list expression; empty: not given.
+    for key in ("no_rope_freq", "window_attn_skip_freq"):
+        text = cfg.get(key, "")
+        out[key] = eval(text, {"__builtins__": {}}) if text else None
+    window = cfg.get("window_size", "")
+    out["window_size"] = tuple(int(v) for v in window.split(",")) if window else None
+    out["softmax_type"] = cfg.get("softmax_type", "vanilla")
     read_glu_variants(cfg, out)
     return out
 
@@ -41,7 +54,8 @@ def read_config(path):
 # --- GLU variants (--quick-geglu, --activation-func-clamp-value, --glu-linear-offset) ---------
 def read_glu_variants(cfg, out):
     """quick_geglu=1, activation_func_clamp_value=<float> (absent or empty: none),
-    glu_linear_offset=<float>; absent keys keep Megatron's defaults."""
+    glu_linear_offset=<float>; absent keys keep Megatron's defaults (so do configs without them,
+    as train_reference.py's)."""
     out["quick_geglu"] = cfg.get("quick_geglu", "0") == "1"
     clamp = cfg.get("activation_func_clamp_value", "")
     out["activation_func_clamp_value"] = float(clamp) if clamp else None
@@ -49,7 +63,7 @@ def read_glu_variants(cfg, out):
 
 
 def gated(cfg):
-    return cfg["swiglu"] or cfg["quick_geglu"]
+    return cfg["swiglu"] or cfg.get("quick_geglu", False)
 
 
 def quick_gelu(x):
@@ -59,12 +73,12 @@ def quick_gelu(x):
 def glu(cfg, y):
     """Megatron-Core's unfused gated unit: act(gate clamped above) * (linear clamped + offset)."""
     gate, lin = torch.chunk(y, 2, dim=-1)
-    c = cfg["activation_func_clamp_value"]
+    c = cfg.get("activation_func_clamp_value")
     if c is not None:
         gate = torch.clamp(gate, max=c)
         lin = torch.clamp(lin, min=-c, max=c)
-    act = quick_gelu(gate) if cfg["quick_geglu"] else F.silu(gate)
-    return act * (lin + cfg["glu_linear_offset"])
+    act = quick_gelu(gate) if cfg.get("quick_geglu", False) else F.silu(gate)
+    return act * (lin + cfg.get("glu_linear_offset", 0.0))
 # --- end of GLU variants ------------------------------------------------------------------------
 
 
@@ -86,6 +100,8 @@ def parameter_shapes(cfg):
     for i in range(cfg["num_layers"]):
         p = f"decoder.layers.{i}."
         norm(p + "input_layernorm")
+        if cfg.get("softmax_type") == "learnable":
+            shapes[p + "self_attention.core_attention.softmax_offset"] = (heads,)
         qkv_rows = groups * (heads // groups + 2) * d
         shapes[p + "self_attention.linear_qkv.weight"] = (qkv_rows, h)
         if bias:
@@ -136,21 +152,75 @@ def normalize(cfg, x, params, name):
     return y.to(params[name + ".weight"].dtype)
 
 
+def llama3_scaled(inv_freq, factor, low_freq_factor=1.0, high_freq_factor=4.0, context=8192):
+    """Llama 3.1's frequency rule: wavelengths longer than context / low_freq_factor are slowed by
+    the factor, shorter than context / high_freq_factor kept, in between a linear blend."""
+    wavelength = 2 * math.pi / inv_freq
+    blend = (context / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    blended = (1 - blend) * inv_freq / factor + blend * inv_freq
+    out = torch.where(wavelength < context / high_freq_factor, inv_freq, blended)
+    return torch.where(wavelength > context / low_freq_factor, inv_freq / factor, out)
+
+
+def layer_marked(freq, layer):
+    """Megatron's int-or-list selector for 0-based `layer`: an int N marks layers N, 2N, ...
+    (counted from 1); a list marks the layers whose entry is 1."""
+    if isinstance(freq, int):
+        return (layer + 1) % freq == 0
+    return freq[layer] == 1
+
+
 def rope(cfg, t):
-    """t: [s, b, n, d]; Megatron's RotaryEmbedding + apply_rotary_pos_emb_bshd (non-interleaved)."""
+    """t: [s, b, n, d]; Megatron's RotaryEmbedding + apply_rotary_pos_emb_bshd."""
     dim = int(cfg["kv_channels"] * cfg["rotary_percent"])
     inv_freq = 1.0 / (cfg["rotary_base"] ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
-    seq = torch.arange(t.shape[0], dtype=torch.float32)
-    freqs = torch.outer(seq, inv_freq)
-    emb = torch.cat((freqs, freqs), dim=-1)[:, None, None, :]
+    if cfg.get("use_rope_scaling"):
+        inv_freq = llama3_scaled(inv_freq, cfg.get("rope_scaling_factor", 8.0))
+    seq = torch.arange(t.shape[0], dtype=torch.float32) / cfg.get("rotary_seq_len_interpolation_factor", 1.0)
+    freqs = torch.outer(seq, inv_freq)[:, None, None, :]  # one angle per rotated pair
+    cos, sin = torch.cos(freqs).to(t.dtype), torch.sin(freqs).to(t.dtype)  # Megatron: .to(t.dtype)
     rot, rest = t[..., :dim], t[..., dim:]
-    x1, x2 = torch.chunk(rot, 2, dim=-1)
-    rotated = torch.cat((-x2, x1), dim=-1)
-    cos, sin = torch.cos(emb).to(t.dtype), torch.sin(emb).to(t.dtype)  # Megatron: .to(t.dtype)
-    return torch.cat((rot * cos + rotated * sin, rest), dim=-1)
+    if cfg.get("rotary_interleaved"):  # pairs (x[2i], x[2i+1])
+        a, b = rot[..., 0::2], rot[..., 1::2]
+        turned = torch.stack((a * cos - b * sin, b * cos + a * sin), dim=-1).flatten(-2)
+    else:  # pairs (x[i], x[i + dim/2])
+        a, b = torch.chunk(rot, 2, dim=-1)
+        turned = torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+    return torch.cat((turned, rest), dim=-1)
 
 
-def attention(cfg, x, params, p):
+def attention_mask(cfg, s, layer):
+    """True where query i may not see key j: causal, and outside a sliding window."""
+    i = torch.arange(s)[:, None]
+    j = torch.arange(s)[None, :]
+    hidden = j > i
+    window = cfg.get("window_size")
+    skip = cfg.get("window_attn_skip_freq")
+    windowed = window is not None and (
+        skip is None or (not layer_marked(skip, layer) if isinstance(skip, int) else skip[layer] == 1))
+    if windowed and window[0] >= 0:
+        hidden = hidden | (j < i - window[0])
+    return hidden
+
+
+def softmax(cfg, scores, params, p):
+    """softmax over the last dimension, with a per-head sink logit in the denominator for
+    softmax_type off-by-one (0) and learnable (the softmax_offset parameter). Callers' configs
+    without the variant keys (train_reference.py, the benchmark) get Megatron's defaults."""
+    if cfg.get("softmax_type", "vanilla") == "vanilla":
+        return torch.softmax(scores, dim=-1)
+    heads = scores.shape[1]
+    if cfg["softmax_type"] == "off-by-one":
+        sink = torch.zeros(heads, dtype=torch.float32)
+    else:
+        sink = params[p + "core_attention.softmax_offset"].float()
+    sink = sink.view(1, heads, 1, 1)
+    top = torch.maximum(scores.amax(dim=-1, keepdim=True), sink)
+    e = torch.exp(scores - top)
+    return e / (e.sum(dim=-1, keepdim=True) + torch.exp(sink - top))
+
+
+def attention(cfg, x, params, p, layer):
     s, b, _ = x.shape
     heads, groups, d = cfg["num_attention_heads"], cfg["num_query_groups"], cfg["kv_channels"]
     per = heads // groups
@@ -158,15 +228,15 @@ def attention(cfg, x, params, p):
     qkv = qkv.view(s, b, groups, (per + 2) * d)
     q, k, v = torch.split(qkv, [per * d, d, d], dim=3)
     q = q.reshape(s, b, heads, d)
-    if cfg["position_embedding_type"] == "rope":
+    no_rope = cfg.get("no_rope_freq")
+    if cfg["position_embedding_type"] == "rope" and not (no_rope and layer_marked(no_rope, layer)):
         q, k = rope(cfg, q), rope(cfg, k)
     k = k.repeat_interleave(per, dim=2)
     v = v.repeat_interleave(per, dim=2)
     q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, n, s, d]
     scores = matmul(q, k.transpose(-1, -2)) / math.sqrt(d)
-    causal = torch.ones(s, s, dtype=torch.bool).triu(1)
-    scores = scores.masked_fill(causal, float("-inf"))
-    probs = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    scores = scores.masked_fill(attention_mask(cfg, s, layer), float("-inf"))
+    probs = softmax(cfg, scores.float(), params, p).to(v.dtype)
     ctx = matmul(probs, v).permute(2, 0, 1, 3).reshape(s, b, heads * d)
     return linear(ctx, params[p + "linear_proj.weight"], params.get(p + "linear_proj.bias"))
 
@@ -198,7 +268,7 @@ def loss_sum(cfg, params, tokens, labels, mask):
     for i in range(cfg["num_layers"]):
         p = f"decoder.layers.{i}."
         x = x + attention(cfg, normalize(cfg, x, params, p + "input_layernorm"), params,
-                          p + "self_attention.")
+                          p + "self_attention.", i)
         x = x + mlp(cfg, normalize(cfg, x, params, p + "pre_mlp_layernorm"), params, p + "mlp.")
     x = normalize(cfg, x, params, "decoder.final_layernorm")
     out_w = params.get("output_layer.weight", params["embedding.word_embeddings.weight"])

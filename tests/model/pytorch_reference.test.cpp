@@ -29,6 +29,29 @@ std::vector<double> read_doubles(const fs::path& path, std::size_t n) {
   return v;
 }
 
+// Megatron's command-line form of an int-or-list layer selector; empty when not given.
+std::string megatron_text(const model::layer_frequency& f) {
+  if (f.every > 0) return std::to_string(f.every);
+  if (f.list.empty()) return "";
+  std::string out = "[";
+  for (std::size_t i = 0; i < f.list.size(); ++i) out += (i ? "," : "") + std::to_string(f.list[i]);
+  return out + "]";
+}
+
+const char* softmax_name(model::softmax_kind k) {
+  return k == model::softmax_kind::learnable ? "learnable" : k == model::softmax_kind::off_by_one ? "off-by-one" : "vanilla";
+}
+
+void write_attention_variants(std::ostream& o, const model::gpt_model_config& c) {
+  o << "rotary_interleaved=" << c.rotary_interleaved
+    << "\nrotary_seq_len_interpolation_factor=" << c.rotary_seq_len_interpolation_factor
+    << "\nuse_rope_scaling=" << c.use_rope_scaling << "\nrope_scaling_factor=" << c.rope_scaling_factor
+    << "\nno_rope_freq=" << megatron_text(c.no_rope_freq)
+    << "\nwindow_attn_skip_freq=" << megatron_text(c.window_attn_skip_freq) << "\nwindow_size=";
+  if (!c.window_size.empty()) o << c.window_size[0] << "," << c.window_size[1];
+  o << "\nsoftmax_type=" << softmax_name(c.softmax_type) << "\n";
+}
+
 // --- GLU variants' config keys (quick_geglu, activation_func_clamp_value, glu_linear_offset) ---
 std::string glu_variant_keys(const model::gpt_model_config& c) {
   std::ostringstream o;
@@ -60,6 +83,7 @@ void write_config(const fs::path& path, const model::gpt_model_config& c, int mb
     << (c.position_embedding_type == model::position_embedding_kind::rope ? "rope"
                                                                            : "learned_absolute")
     << "\n";
+  write_attention_variants(o, c);
 }
 
 std::string python() {
@@ -267,6 +291,121 @@ TEST_CASE("a gpt2-style model with squared ReLU (--squared-relu) matches PyTorch
   c.hidden_size = 32, c.ffn_hidden_size = 64, c.seq_length = 16, c.max_position_embeddings = 20;
   c.padded_vocab_size = 64, c.init_method_std = 0.05f;
   compare_half_with_pytorch(c, tensor::dtype::bfloat16, "gpt2_squared_relu_bf16");
+}
+
+// Attention and RoPE variants (--rotary-interleaved, --rotary-seq-len-interpolation-factor,
+// --use-rope-scaling, --no-rope-freq, --window-size / --window-attn-skip-freq, --softmax-type):
+// `variant` against PyTorch, loss and every gradient (the sink's included), as
+// compare_with_pytorch; and the same model without the variant (`base`, same weights by name)
+// must miss PyTorch's answer by more than those tolerances, so the check can fail.
+namespace {
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+void compare_variant_with_pytorch(const model::gpt_model_config& variant,
+                                  const model::gpt_model_config& base, const std::string& tag) {
+  our_run run(variant);
+  const auto ref = run_reference(fs::path(MACTOR_BINARY_DIR) / "tests/model/pytorch_reference" / tag,
+                                 variant, run.names, run.params, run.batch, run.scale, "float32");
+  const double loss_error = std::abs(run.loss.loss_sum - ref.loss) / std::abs(ref.loss);
+  CHECK(loss_error <= 1e-5);
+  double worst_abs = 0, worst_rel = 0;
+  for (std::size_t i = 0; i < run.names.size(); ++i) {
+    INFO(run.names[i]);
+    std::vector<double> got(run.params[i].size());
+    kernels::convert(test::view(got), run.m.parameters()[i].grad);
+    const double rel = test::relative_error(got, ref.grads[i]);
+    CHECK(rel <= 1e-4);
+    worst_rel = std::max(worst_rel, rel), worst_abs = std::max(worst_abs, max_abs_diff(got, ref.grads[i]));
+  }
+  WARN(tag << ": loss |ours - torch| " << std::abs(run.loss.loss_sum - ref.loss) << " (relative "
+           << loss_error << "), gradients max |ours - torch| " << worst_abs << " (worst relative "
+           << worst_rel << ")");
+  // Without the variant: at least one of loss and gradients outside the tolerances above.
+  our_run plain(base);
+  double plain_miss = std::abs(plain.loss.loss_sum - ref.loss) / std::abs(ref.loss) / 1e-5;
+  for (std::size_t i = 0; i < plain.names.size(); ++i)
+    for (std::size_t j = 0; j < run.names.size(); ++j)
+      if (plain.names[i] == run.names[j])
+        plain_miss = std::max(plain_miss, test::relative_error(test::copy_of<float>(plain.m.parameters()[i].grad), ref.grads[j]) / 1e-4);
+  INFO(tag << ": the model without the variant misses PyTorch by " << plain_miss << " tolerances");
+  CHECK(plain_miss > 10);
+}
+
+model::gpt_model_config small_llama() {
+  auto c = test::llama_style();
+  c.hidden_size = 32, c.ffn_hidden_size = 48, c.seq_length = 16, c.max_position_embeddings = 16;
+  c.padded_vocab_size = 64, c.init_method_std = 0.05f;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("RoPE with --rotary-interleaved matches PyTorch, forward and backward") {
+  const auto base = small_llama();  // rotary_percent 0.5: pass-through channels too
+  auto c = base;
+  c.rotary_interleaved = true;
+  compare_variant_with_pytorch(c, base, "llama_rotary_interleaved");
+}
+
+TEST_CASE("RoPE with --rotary-seq-len-interpolation-factor matches PyTorch, forward and backward") {
+  const auto base = small_llama();
+  auto c = base;
+  c.rotary_seq_len_interpolation_factor = 4;
+  compare_variant_with_pytorch(c, base, "llama_rope_interpolation");
+}
+
+TEST_CASE("RoPE with --use-rope-scaling (Llama 3.1 frequencies) matches PyTorch, forward and backward") {
+  // Full rotary channels and a base of 1e6 put the 4 frequencies in all three bands; 256 positions
+  // turn the scaled low frequencies far enough to matter.
+  auto base = small_llama();
+  base.rotary_percent = 1.0f, base.rotary_base = 1e6, base.seq_length = 256, base.max_position_embeddings = 256;
+  auto c = base;
+  c.use_rope_scaling = true, c.rope_scaling_factor = 8;
+  compare_variant_with_pytorch(c, base, "llama_rope_scaling");
+}
+
+TEST_CASE("per-layer RoPE skipping with --no-rope-freq (an int and a list) matches PyTorch, forward and backward") {
+  auto base = small_llama();
+  base.num_layers = 4;
+  auto every = base;
+  every.no_rope_freq.every = 2;  // layers 2 and 4 (1-based) skip RoPE
+  compare_variant_with_pytorch(every, base, "llama_no_rope_every_2");
+  auto list = base;
+  list.no_rope_freq.list = {1, 0, 0, 1};
+  compare_variant_with_pytorch(list, base, "llama_no_rope_list");
+}
+
+TEST_CASE("sliding-window attention with --window-size and --window-attn-skip-freq (an int and a list) matches PyTorch") {
+  auto base = small_llama();
+  base.num_layers = 3;
+  auto all = base;
+  all.window_size = {3, 0};
+  compare_variant_with_pytorch(all, base, "llama_window");
+  auto every = all;
+  every.window_attn_skip_freq.every = 2;  // layer 2 (1-based) keeps full attention
+  compare_variant_with_pytorch(every, all, "llama_window_skip_2");
+  auto list = all;
+  list.window_attn_skip_freq.list = {0, 1, 0};  // only layer 2 has the window
+  compare_variant_with_pytorch(list, all, "llama_window_list");
+}
+
+TEST_CASE("attention softmax with --softmax-type off-by-one and learnable matches PyTorch, the sink's gradient included") {
+  auto gpt2 = test::gpt2_style();
+  gpt2.hidden_size = 32, gpt2.ffn_hidden_size = 64, gpt2.seq_length = 16, gpt2.max_position_embeddings = 20;
+  gpt2.padded_vocab_size = 64, gpt2.init_method_std = 0.05f;
+  auto off_by_one = gpt2;
+  off_by_one.softmax_type = model::softmax_kind::off_by_one;
+  compare_variant_with_pytorch(off_by_one, gpt2, "gpt2_softmax_off_by_one");
+  const auto base = small_llama();
+  auto learnable = base;  // grouped queries: each head its own sink
+  learnable.softmax_type = model::softmax_kind::learnable;
+  compare_variant_with_pytorch(learnable, base, "llama_softmax_learnable");
+  compare_half_with_pytorch(learnable, tensor::dtype::bfloat16, "llama_softmax_learnable_bf16");
 }
 
 // --- GLU variants: --quick-geglu, --activation-func-clamp-value, --glu-linear-offset ---------------

@@ -234,3 +234,20 @@ TEST_CASE("with fp8 linears (delayed and mxfp8 recipes) recomputation reuses the
       }
     }
 }
+
+TEST_CASE("recomputation with the attention variants (learnable sink, window, per-layer RoPE) is bit for bit") {
+  auto c = with_dropout(test::llama_style(), 4);
+  c.seq_length = 6, c.max_position_embeddings = 8;
+  c.softmax_type = model::softmax_kind::learnable;
+  c.window_size = {2, 0}, c.window_attn_skip_freq.every = 2;
+  c.no_rope_freq.every = 2, c.rotary_interleaved = true;
+  for (int tp : {1, 2}) {
+    INFO("tp " << tp);
+    const auto plain = run(c, tp, 2);
+    for (const auto& r : {selective(true, false, false), full(recompute_method::uniform, 1)}) {
+      c.recompute = r;
+      check_bitwise(run(c, tp, 2), plain);
+      c.recompute = {};
+    }
+  }
+}

@@ -98,6 +98,36 @@ TEST_CASE("a bf16 model at tp=2 and tp=4 equals tp=1 within bf16's rounding, wit
   }
 }
 
+TEST_CASE("attention variants at tp=2 and tp=4 equal tp=1: learnable sink split by heads, per-layer window and RoPE") {
+  auto c = test::llama_style();
+  c.num_layers = 3, c.num_attention_heads = 8, c.num_query_groups = 4, c.padded_vocab_size = 32;
+  c.attention_dropout = 0.1f, c.hidden_dropout = 0.1f;
+  c.softmax_type = model::softmax_kind::learnable;
+  c.window_size = {2, 0}, c.window_attn_skip_freq.every = 3;
+  c.no_rope_freq.list = {0, 1, 0};
+  c.rotary_interleaved = true, c.rotary_seq_len_interpolation_factor = 2;
+  c.use_rope_scaling = true;
+  check_against_tp1(c);
+  c.softmax_type = model::softmax_kind::off_by_one;
+  check_against_tp1(c);
+}
+
+TEST_CASE("the model refuses per-layer selectors of the wrong length and a non-causal window") {
+  auto c = test::llama_style();  // 2 layers
+  CHECK(model::validate(c).empty());
+  auto bad = c;
+  bad.no_rope_freq.list = {0, 1, 0};
+  CHECK(!model::validate(bad).empty());
+  bad = c, bad.window_size = {4, 0}, bad.window_attn_skip_freq.list = {1};
+  CHECK(!model::validate(bad).empty());
+  bad = c, bad.window_size = {4, 2};
+  CHECK(!model::validate(bad).empty());
+  bad = c, bad.no_rope_freq.every = 3;  // does not divide 2 layers
+  CHECK(!model::validate(bad).empty());
+  bad = c, bad.window_size = {4, 0}, bad.window_attn_skip_freq.list = {1, 0}, bad.no_rope_freq.every = 2;
+  CHECK(model::validate(bad).empty());
+}
+
 TEST_CASE("quick GeGLU with a clamp and a linear offset at tp=2 and tp=4 equals tp=1, with dropout") {
   // fc1's [gate; linear] halves are split per rank, so each rank's clamp and gate see its own
   // block of both halves.
