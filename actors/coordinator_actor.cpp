@@ -223,7 +223,17 @@ void all_ready(coordinator_actor* self) {
     fail(self, 1, s.load_mismatch);
     return;
   }
-  if (const auto& load = s.args.checkpointing.load) {
+  // The ranks loaded already: a source that cannot be resolved failed there, with the reason.
+  std::optional<training::load_source> source;
+  try {
+    source = training::load_source_of(s.args);
+  } catch (const std::exception&) {
+  }
+  if (source && source->pretrained)
+    log(self, "Checkpoint file not found in load directory " + s.args.checkpointing.load.value_or("None") +
+                  " attempting to finetune with checkpoint in " + source->directory);
+  if (source) {
+    const std::string* load = &source->directory;
     if (s.loaded) {
       log(self, " loading distributed checkpoint from " + *load + " at iteration " + std::to_string(s.loaded->saved_iteration));
       log(self, " successfully loaded checkpoint from " + *load + layout_field(*s.groups) + " at iteration " +

@@ -190,6 +190,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"hysteresis", ""},
       {"use_tp_pp_dp_mapping", "ranks in Megatron's tp-cp-ep-pp-dp order (data parallel slowest); every group "
                                "equal to Megatron-Core's RankGenerator"},
+      {"pretrained_checkpoint", "loaded as with --finetune when --load holds no checkpoint (Megatron's fallback, with its "
+                                "message); neither holding one is an error naming both"},
+      {"load_main_params_from_ckpt", "with --no-load-optim a 16-bit model's fp32 main parameters come from the checkpoint; "
+                                     "without it they are rebuilt from the 16-bit weights, as Megatron's reload_model_params"},
       {"exit_signal_handler", "SIGTERM is remembered; at the end of the iteration it arrived in (on any rank) the job "
                               "saves (with --save) and exits 0 with Megatron's 'exiting program after receiving "
                               "SIGTERM.'; give mactor a --kill-grace long enough for the save"},

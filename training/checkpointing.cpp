@@ -291,10 +291,25 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   return state;
 }
 
+std::optional<load_source> load_source_of(const config::megatron_args& a) {
+  const auto& c = a.checkpointing;
+  const bool load_has_one = c.load && checkpoint::read_tracker(*c.load).has_value();
+  if (!c.pretrained_checkpoint || load_has_one) {
+    if (!c.load) return std::nullopt;
+    return load_source{*c.load, c.finetune, false};
+  }
+  if (!checkpoint::read_tracker(*c.pretrained_checkpoint))
+    throw checkpoint_error("No checkpoint found in load directory or pretrained directory: --load " + c.load.value_or("(none)") +
+                           " and --pretrained-checkpoint " + *c.pretrained_checkpoint +
+                           " have no latest_checkpointed_iteration.txt; check the paths");
+  return load_source{*c.pretrained_checkpoint, true, true};
+}
+
 std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a, parallel_context& ctx, stage_engine& engine,
                                                  model::lr_scheduler& scheduler) {
-  const std::string dir = a.checkpointing.load.value_or("");
-  if (dir.empty()) return std::nullopt;
+  const auto source = load_source_of(a);
+  if (!source) return std::nullopt;
+  const std::string& dir = source->directory;
   std::optional<std::int64_t> iteration = a.checkpointing.ckpt_step;
   if (!iteration) {
     iteration = checkpoint::read_tracker(dir);
@@ -346,7 +361,10 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
     }
   engine.main_params().copy_all_to_model();  // a 16-bit model: its weights from the fp32 ones
 
-  const bool load_optim = !a.checkpointing.finetune && !a.checkpointing.no_load_optim.value_or(false);
+  const bool load_optim = !source->finetune && !a.checkpointing.no_load_optim.value_or(false);
+  // Without the optimizer state Megatron rebuilds a 16-bit model's main parameters from its
+  // weights, unless --load-main-params-from-ckpt takes the checkpoint's fp32 ones.
+  if (!load_optim && !a.checkpointing.load_main_params_from_ckpt.value_or(false)) engine.main_params().copy_all_from_model();
   if (load_optim) {
     const auto& o = common.value("optimizer", json::object());
     if (!o.value("saved", false))
@@ -387,7 +405,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
     }
     out.optimizer_loaded = true;
   }
-  if (!a.checkpointing.finetune) {
+  if (!source->finetune) {
     const auto& args = common.value("args", json::object());
     out.position.iteration = out.saved_iteration;
     out.position.consumed_train_samples = args.value("consumed_train_samples", std::int64_t{0});

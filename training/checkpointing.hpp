@@ -32,6 +32,17 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& args, par
                                           stage_engine& engine, const model::lr_scheduler& scheduler,
                                           const training_position& at, std::int64_t padded_vocab_size);
 
+/// Where a job loads from: --load, or (Megatron's finetuning fallback) --pretrained-checkpoint
+/// when --load holds no checkpoint, which then loads as --finetune does.
+struct load_source {
+  std::string directory;
+  bool finetune = false;         ///< --finetune, or loading --pretrained-checkpoint
+  bool pretrained = false;       ///< the directory is --pretrained-checkpoint's
+};
+/// nullopt when neither flag is given. Throws checkpoint::checkpoint_error when
+/// --pretrained-checkpoint is the fallback and holds no checkpoint either.
+std::optional<load_source> load_source_of(const config::megatron_args& args);
+
 /// What --load found.
 struct loaded_checkpoint {
   std::string directory;            ///< the iteration's directory

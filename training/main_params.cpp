@@ -38,4 +38,8 @@ void main_params::copy_all_to_model() {
     copy_to_model(c, 0, static_cast<std::size_t>(copies_[c].numel()));
 }
 
+void main_params::copy_all_from_model() {
+  for (std::size_t c = 0; c < copies_.size(); ++c) kernels::convert(copies_[c], chunks_[c].store().value_tensor());
+}
+
 }  // namespace mactor::training

@@ -27,6 +27,9 @@ class main_params {
   void copy_to_model(std::size_t c, std::size_t begin, std::size_t end);
   /// The same for every chunk's whole buffer (after a checkpoint load into the main parameters).
   void copy_all_to_model();
+  /// Widens the model's 16-bit values into the main parameters (Megatron's reload_model_params
+  /// after a load without optimizer state); nothing for an fp32 model.
+  void copy_all_from_model();
 
  private:
   std::vector<model::gpt_chunk>& chunks_;
