@@ -17,6 +17,8 @@
 #include "actors/spawn.hpp"
 #include "config/microbatches.hpp"
 #include "config/python_text.hpp"
+#include "training/flops.hpp"
+#include "training/progress_log.hpp"
 #include "training/rank_worker.hpp"
 
 namespace mactor::actors::coordination {
@@ -213,6 +215,21 @@ void finish_training(coordinator_actor* self) {
   plan_evaluations(self, /*final=*/true);
 }
 
+// --log-progress: Megatron's append_to_progress_log("Starting job") (only with --save).
+void log_progress_start(coordinator_actor* self) {
+  auto& s = self->state;
+  s.job_start = clock_type::now();
+  if (!s.args.checkpointing.save) return;
+  const char* job_id = std::getenv("SLURM_JOB_ID");
+  try {
+    training::append_progress(*s.args.checkpointing.save,
+                              training::progress_line(std::chrono::system_clock::now(), job_id ? job_id : "",
+                                                      s.args.derived.world_size, "Starting job"));
+  } catch (const std::exception& e) {
+    log(self, std::string("WARNING: --log-progress: ") + e.what());
+  }
+}
+
 void all_ready(coordinator_actor* self) {
   auto& s = self->state;
   const auto& vocab = s.vocab;
@@ -240,12 +257,14 @@ void all_ready(coordinator_actor* self) {
                     std::to_string(s.loaded->iteration));
       s.iteration = s.loaded->iteration;
       s.consumed = s.loaded->consumed;
+      s.floating_point_operations = s.floating_point_operations_at_start = s.loaded->floating_point_operations;
       s.result.consumed_train_samples = s.consumed;
     } else {
       log(self, "WARNING: could not find the metadata file " + *load + "/latest_checkpointed_iteration.txt");
       log(self, "    will not load any checkpoints and will start from random");
     }
   }
+  if (s.args.logging.log_progress) log_progress_start(self);
   if (s.args.validation.skip_train) {
     log(self, "skipping training (--skip-train is on) ...");
     send_logger(self, log_drop_tensorboard{});
@@ -347,6 +366,7 @@ void on_iteration_report(coordinator_actor* self, const training::iteration_repo
   s.merged.timings = std::exchange(s.timings, {});
   s.merged.memory = std::exchange(s.memory, {});
   s.consumed += s.merged.global_batch_size;
+  s.floating_point_operations += training::num_floating_point_operations(s.args, s.vocab.padded, s.merged.global_batch_size);
   s.iteration_end = clock_type::now();
   const auto& m = s.merged;
   s.result.lm_loss.push_back(m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0);

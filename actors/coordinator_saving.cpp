@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "actors/coordinator_state.hpp"
+#include "training/progress_log.hpp"
 
 namespace mactor::actors::coordination {
 namespace {
@@ -24,6 +25,31 @@ void maybe_go_on(coordinator_actor* self) {
   then();
 }
 
+// --log-progress: Megatron's compute_throughputs_and_append_to_progress_log after a save.
+void log_progress_save(coordinator_actor* self) {
+  auto& s = self->state;
+  const std::string& dir = *s.args.checkpointing.save;
+  const char* job_id = std::getenv("SLURM_JOB_ID");
+  try {
+    const auto now = std::chrono::system_clock::now();
+    const auto start = training::progress_start_of(training::read_progress(dir), s.args.derived.world_size);
+    training::saved_progress p;
+    p.iteration = s.save_iteration;
+    p.async_save = s.args.checkpointing.async_save.value_or(false);
+    p.floating_point_operations = s.save_floating_point_operations;
+    p.floating_point_operations_at_start = s.floating_point_operations_at_start;
+    p.job_seconds = std::chrono::duration<double>(clock_type::now() - s.job_start).count();
+    p.cumulative_seconds = std::chrono::duration<double>(now - start.time).count();
+    p.cumulative_start_operations = start.floating_point_operations;
+    p.world_size = s.args.derived.world_size;
+    p.tokens = s.save_consumed * s.args.data.seq_length.value_or(0);
+    training::append_progress(dir, training::progress_line(now, job_id ? job_id : "", p.world_size,
+                                                           training::saved_progress_text(p)));
+  } catch (const std::exception& e) {
+    log(self, std::string("WARNING: --log-progress: ") + e.what());
+  }
+}
+
 void save_done(coordinator_actor* self) {
   auto& s = self->state;
   log(self, "  successfully saved checkpoint from iteration " + iteration_field(s.save_iteration) + " to " +
@@ -33,6 +59,7 @@ void save_done(coordinator_actor* self) {
                   *s.args.checkpointing.save);
   s.deleted_iteration = 0;
   s.saving = false;
+  if (s.args.logging.log_progress) log_progress_save(self);
   maybe_go_on(self);
   if (s.finished) return;
   if (auto next = std::move(s.queued_save)) {
@@ -66,12 +93,14 @@ void save_then(coordinator_actor* self, std::function<void()> then) {
                 " in " + s.args.checkpointing.ckpt_format + " format");
   s.saving = true;
   s.save_iteration = s.iteration;
+  s.save_consumed = s.consumed;
+  s.save_floating_point_operations = s.floating_point_operations;
   if (s.inspect) s.inspect->coordinator_activity("saving the checkpoint of iteration " + std::to_string(s.iteration), s.iteration);
   s.captured_left = s.saved_left = static_cast<int>(s.stages.size());
   s.capture_seconds.assign(s.stages.size(), 0.0);
   s.write_seconds.assign(s.stages.size(), 0.0);
   s.after_save = std::move(then);
-  broadcast(self, s.stages, save_checkpoint{s.iteration, s.consumed});
+  broadcast(self, s.stages, save_checkpoint{s.iteration, s.consumed, s.floating_point_operations});
 }
 
 void on_checkpoint_captured(coordinator_actor* self, const checkpoint_captured& c) {

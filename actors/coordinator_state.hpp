@@ -32,7 +32,12 @@ struct coordinator_state {
   bool has_valid = true, has_test = true;
   std::int64_t iteration = 0, consumed = 0;
   std::int64_t ramp_batch_size = 0;
-  bool exit_signal = false;  // --exit-signal-handler: a rank got SIGTERM  // the --rampup-batch-size batch last announced
+  bool exit_signal = false;  // --exit-signal-handler: a rank got SIGTERM
+  double floating_point_operations = 0;           // trained so far, checkpoints included
+  double floating_point_operations_at_start = 0;  // ... when this job started (--log-progress)
+  clock_type::time_point job_start;               // when this job's "Starting job" line was written
+  std::int64_t save_consumed = 0;                 // the save in flight's consumed samples
+  double save_floating_point_operations = 0;      // ... and FLOPs so far  // the --rampup-batch-size batch last announced
   std::size_t reports_pending = 0;  // replicas yet to report this iteration or evaluation
   training::iteration_report merged;
   std::vector<training::rank_timings> timings;  // every replica's, for the logger

@@ -32,6 +32,7 @@ struct stage_ready {
   bool loaded = false;                       ///< a checkpoint was loaded
   std::int64_t saved_iteration = 0;          ///< the loaded checkpoint's iteration
   std::int64_t iteration = 0, consumed = 0;  ///< where training resumes (0 with --finetune)
+  double floating_point_operations = 0;      ///< trained before (0 with --finetune)
   std::string load_directory;
 };
 
@@ -61,6 +62,7 @@ struct run_evaluation {
 struct save_checkpoint {
   std::int64_t iteration = 0;
   std::int64_t consumed = 0;
+  double floating_point_operations = 0;  ///< trained so far (the checkpoint keeps it)
 };
 /// Stage -> coordinator: the snapshot is taken; training may go on (--async-save).
 struct checkpoint_captured {
@@ -168,11 +170,11 @@ typename Inspector::result_type inspect(Inspector& f, hello_message& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_ready& x) {
   return f(caf::meta::type_name("mactor::stage_ready"), x.rank, x.has_valid, x.has_test, x.loaded, x.saved_iteration,
-           x.iteration, x.consumed, x.load_directory);
+           x.iteration, x.consumed, x.floating_point_operations, x.load_directory);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, save_checkpoint& x) {
-  return f(caf::meta::type_name("mactor::save_checkpoint"), x.iteration, x.consumed);
+  return f(caf::meta::type_name("mactor::save_checkpoint"), x.iteration, x.consumed, x.floating_point_operations);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_captured& x) {

@@ -194,6 +194,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                 "message); neither holding one is an error naming both"},
       {"load_main_params_from_ckpt", "with --no-load-optim a 16-bit model's fp32 main parameters come from the checkpoint; "
                                      "without it they are rebuilt from the 16-bit weights, as Megatron's reload_model_params"},
+      {"log_progress", "progress.txt in --save: 'Starting job' when training starts and, after each save, the job's and "
+                       "the cumulative throughput (model TFLOP/s per rank), FLOPs and tokens so far; the FLOPs count "
+                       "travels in checkpoints. The job's time starts when training starts (Megatron's at program start)"},
       {"exit_signal_handler", "SIGTERM is remembered; at the end of the iteration it arrived in (on any rank) the job "
                               "saves (with --save) and exits 0 with Megatron's 'exiting program after receiving "
                               "SIGTERM.'; give mactor a --kill-grace long enough for the save"},

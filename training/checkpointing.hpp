@@ -21,6 +21,7 @@ struct training_position {
   std::int64_t iteration = 0;
   std::int64_t consumed_train_samples = 0;
   std::int64_t consumed_valid_samples = 0;
+  double floating_point_operations = 0;  ///< Megatron's num_floating_point_operations_so_far
 };
 
 /// This rank's snapshot for checkpoint::save: every tensor copied, so training may go on at once.
