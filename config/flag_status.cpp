@@ -197,6 +197,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"log_progress", "progress.txt in --save: 'Starting job' when training starts and, after each save, the job's and "
                        "the cumulative throughput (model TFLOP/s per rank), FLOPs and tokens so far; the FLOPs count "
                        "travels in checkpoints. The job's time starts when training starts (Megatron's at program start)"},
+      {"use_checkpoint_args", "the model arguments --load's checkpoint saved replace the command line's as Megatron's "
+                              "load_args_from_checkpoint does (forced ones always, the others where not given), "
+                              "with its messages, before validation"},
+      {"use_mp_args_from_checkpoint_args", "with --use-checkpoint-args also the tensor-, pipeline- and expert-parallel "
+                                           "sizes and the layers per virtual stage"},
+      {"use_tokenizer_model_from_checkpoint_args", "with --use-checkpoint-args the checkpoint's --tokenizer-model too "
+                                                   "(the --no- form keeps the command line's)"},
       {"exit_signal_handler", "SIGTERM is remembered; at the end of the iteration it arrived in (on any rank) the job "
                               "saves (with --save) and exits 0 with Megatron's 'exiting program after receiving "
                               "SIGTERM.'; give mactor a --kill-grace long enough for the save"},

@@ -1,6 +1,7 @@
 // The front end shared by pretrain_gpt and the tools that take Megatron's flags.
 #include "config/resolve.hpp"
 
+#include "config/checkpoint_args.hpp"
 #include "config/config_json.hpp"
 #include "config/flag_status.hpp"
 #include "config/parser.hpp"
@@ -19,7 +20,7 @@ resolution fail(std::string_view prog, const std::vector<std::string>& errors, s
 }  // namespace
 
 resolution resolve(std::span<const std::string> arguments, std::string_view prog, const process_placement& placement,
-                   const support_scope& scope) {
+                   const support_scope& scope, const checkpoint_args_reader& checkpoint_args) {
   parsed_command_line parsed;
   try {
     parsed = parse_command_line(arguments, prog);
@@ -39,8 +40,23 @@ resolution resolve(std::span<const std::string> arguments, std::string_view prog
   const auto support = check_support(parsed.args, scope);
   if (!parsed.program.dump_config && !support.errors.empty()) return fail(prog, support.errors);
   r.args = std::move(parsed.args);
-  const auto report = validate(r.args, placement);
   std::string warnings;
+  if (r.args.checkpointing.use_checkpoint_args) {  // Megatron: before validate_args
+    if (!r.args.checkpointing.load) return fail(prog, {"--use-checkpoint-args needs --load (the checkpoint to take them from)"});
+    std::optional<std::string> saved;
+    try {
+      if (checkpoint_args) saved = checkpoint_args(*r.args.checkpointing.load);
+      if (saved) {
+        for (const auto& line : apply_checkpoint_args(r.args, *saved))
+          if (placement.rank == 0) warnings += line + "\n";
+      } else if (placement.rank == 0) {
+        warnings += "Checkpoint not found to provide arguments, using provided arguments.\n";
+      }
+    } catch (const std::exception& e) {
+      return fail(prog, {"--use-checkpoint-args: " + std::string(e.what())});
+    }
+  }
+  const auto report = validate(r.args, placement);
   if (placement.rank == 0) {
     for (const auto& w : report.warnings) warnings += w + "\n";
     for (const auto& w : support.warnings) warnings += w + "\n";

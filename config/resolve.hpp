@@ -1,6 +1,9 @@
 // From a command line to the one validated config message: parse, support check, validation, derived values.
 #pragma once
 
+#include <functional>
+#include <optional>
+
 #include <optional>
 #include <span>
 #include <string>
@@ -24,7 +27,11 @@ struct resolution {
 /// Runs the whole front end of pretrain_gpt. Error texts follow argparse: "PROG: error: ...";
 /// every violation is listed. Warnings (Megatron's and accepted-without-effect flags) go to `err`.
 /// Only the flags in `scope` are held to mactor's support table (config/flag_status.hpp).
+/// --use-checkpoint-args: the arguments saved in --load's latest checkpoint (a JSON object), or
+/// nullopt when the directory holds no checkpoint. Throws std::exception naming what is wrong.
+using checkpoint_args_reader = std::function<std::optional<std::string>(const std::string& load_dir)>;
+
 resolution resolve(std::span<const std::string> arguments, std::string_view prog, const process_placement& placement,
-                   const support_scope& scope = every_flag);
+                   const support_scope& scope = every_flag, const checkpoint_args_reader& checkpoint_args = {});
 
 }  // namespace mactor::config

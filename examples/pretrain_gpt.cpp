@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_reader.hpp"
+#include "checkpoint/layout.hpp"
 #include "training/exit_signal.hpp"
 #include "comm/launch_env.hpp"
 #include "config/config_json.hpp"
@@ -29,6 +31,16 @@ void print_layout(const mactor::config::megatron_args& a) {
               static_cast<long long>(d.pipeline_model_parallel_size));
 }
 
+// --use-checkpoint-args: the arguments --load's latest checkpoint saved.
+std::optional<std::string> saved_arguments(const std::string& load_dir) {
+  if (!mactor::checkpoint::read_tracker(load_dir)) return std::nullopt;
+  const mactor::checkpoint::checkpoint_reader reader(load_dir);
+  const auto& common = reader.common();
+  if (!common.contains("args"))
+    throw std::runtime_error(reader.directory().string() + " has no saved arguments");
+  return common["args"].dump();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,7 +59,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::vector<std::string> arguments(argv + 1, argv + argc);
-  auto r = mactor::config::resolve(arguments, prog, {env.rank, env.world_size});
+  auto r = mactor::config::resolve(arguments, prog, {env.rank, env.world_size}, mactor::config::every_flag,
+                                   saved_arguments);
   std::fputs(r.err.c_str(), stderr);
   std::fputs(r.out.c_str(), stdout);
   if (r.exit_status) return *r.exit_status;
