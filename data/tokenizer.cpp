@@ -24,13 +24,14 @@ std::unique_ptr<tokenizer> make_tokenizer(const tokenizer_options& o) {
   if (t == "GPTSentencePieceTokenizer")
     return make_gpt_sentencepiece_tokenizer(need(o.tokenizer_model, "--tokenizer-model", t));
   if (t == "Llama2Tokenizer") return make_llama2_tokenizer(need(o.tokenizer_model, "--tokenizer-model", t));
+  if (t == "TikTokenizer") return make_tiktokenizer(o);
   if (t == "NullTokenizer") {
     if (!o.vocab_size) throw data_error("--vocab-size is required with --tokenizer-type NullTokenizer");
     return make_null_tokenizer(*o.vocab_size);
   }
   throw data_error("--tokenizer-type " + (t.empty() ? std::string("(none)") : t) +
                    " is not supported by mactor yet; use GPT2BPETokenizer, HuggingFaceTokenizer, "
-                   "GPTSentencePieceTokenizer, Llama2Tokenizer or NullTokenizer");
+                   "GPTSentencePieceTokenizer, Llama2Tokenizer, TikTokenizer or NullTokenizer");
 }
 
 }  // namespace mactor::data

@@ -1,6 +1,6 @@
 // The tokenizer interface the data layer and preprocess_data use, and Megatron's tokenizer types:
 // GPT2BPETokenizer, HuggingFaceTokenizer (tokenizer.json, BPE), GPTSentencePieceTokenizer,
-// Llama2Tokenizer and NullTokenizer.
+// Llama2Tokenizer, TikTokenizer and NullTokenizer.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -47,7 +47,14 @@ struct tokenizer_options {
   std::string tokenizer_type;  // --tokenizer-type
   std::optional<std::string> vocab_file, merge_file, tokenizer_model;
   std::optional<std::int64_t> vocab_size;
+  std::optional<std::string> tiktoken_pattern;                  // --tiktoken-pattern v1|v2
+  std::int64_t tiktoken_num_special_tokens = 1000;              // --tiktoken-num-special-tokens
+  std::optional<std::vector<std::string>> tiktoken_special_tokens;  // --tiktoken-special-tokens
+  bool legacy_tokenizer = false;                                // --legacy-tokenizer
 };
+/// TikTokenizer from Megatron's tiktoken vocabulary JSON (see tiktoken_tokenizer.cpp for the
+/// two Megatron code paths --legacy-tokenizer chooses between).
+std::unique_ptr<tokenizer> make_tiktokenizer(const tokenizer_options& o);
 /// Builds the tokenizer `o.tokenizer_type` names; throws data_error naming the missing flag.
 std::unique_ptr<tokenizer> make_tokenizer(const tokenizer_options& o);
 

@@ -145,6 +145,14 @@ std::unique_ptr<data::tokenizer> tokenizer_from_args(const config::megatron_args
   o.merge_file = t.merge_file;
   o.tokenizer_model = t.tokenizer_model;
   o.vocab_size = t.vocab_size;
+  o.tiktoken_pattern = t.tiktoken_pattern;
+  o.tiktoken_num_special_tokens = t.tiktoken_num_special_tokens;
+  o.tiktoken_special_tokens = t.tiktoken_special_tokens;
+  o.legacy_tokenizer = t.legacy_tokenizer;
+  // pretrain_gpt always builds the legacy global tokenizer too (for the padded vocabulary size),
+  // and its CustomTikTokenizer asserts a pattern even when the datasets use the default path.
+  if (o.tokenizer_type == "TikTokenizer" && !o.tiktoken_pattern)
+    throw data::data_error("--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2 (Megatron asserts it)");
   if (o.tokenizer_type == "NullTokenizer" && !o.vocab_size)
     throw data::data_error("--tokenizer-type NullTokenizer needs --vocab-size (e.g. --vocab-size 8192)");
   return data::make_tokenizer(o);

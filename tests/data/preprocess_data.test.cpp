@@ -111,3 +111,40 @@ TEST_CASE("preprocess_data with NullTokenizer stores the given ids and picks uin
   CHECK(ds.get(0) == std::vector<std::int64_t>{1, 2, 3, 100000});
   CHECK(ds.get(1) == std::vector<std::int64_t>{70000, 5, 100000});
 }
+
+TEST_CASE("preprocess_data with TikTokenizer stores Megatron's ids on the default and legacy paths") {
+  auto dir = t::scratch_dir("preprocess_tiktoken");
+  const std::vector<std::string> docs = {"Hello <a,b> world <s>", "caf\xc3\xa9  \n\n\xe6\x97\xa5\xe6\x9c\xac 123 ok</s>", ""};
+  const nlohmann::json specials = {"<unk>", "<s>", "</s>", "<mask>", "<pad>", "<cls>", "<sep>", "<a,b>"};
+  nlohmann::json spec = {{"texts", docs}, {"random_texts", 0}, {"configs", nlohmann::json::array()}};
+  for (bool legacy : {false, true})
+    spec["configs"].push_back({{"legacy", legacy}, {"pattern", "v2"}, {"vocab_size", 51256},
+                               {"num_special_tokens", 1000}, {"special_tokens", specials}});
+  std::ofstream(dir + "/spec.json") << spec.dump();
+  auto ref = nlohmann::json::parse(t::run(t::python() + " " + MACTOR_SOURCE_DIR + "/tests/data/tiktoken_reference.py " +
+                                          dir + "/spec.json " + dir + " 2>/dev/null"));
+  {
+    std::ofstream in(dir + "/in.jsonl");
+    for (const auto& d : docs) in << nlohmann::json({{"text", d}}).dump() << "\n";
+  }
+  for (int legacy = 0; legacy < 2; ++legacy) {
+    const std::string prefix = dir + "/t" + std::to_string(legacy);
+    auto [rc, out] = run_tool("--input " + dir + "/in.jsonl --output-prefix " + prefix + " --tokenizer-type TikTokenizer "
+                              "--tokenizer-model " + ref["vocab"].get<std::string>() + " --vocab-size 51256 "
+                              "--tiktoken-pattern v2 --tiktoken-special-tokens '<unk>' '<s>' '</s>' '<mask>' '<pad>' "
+                              "'<cls>' '<sep>' '<a,b>' --append-eod --workers 2" + (legacy ? " --legacy-tokenizer" : ""));
+    INFO(out);
+    REQUIRE(rc == 0);
+    indexed_dataset ds(prefix + "_text_document");
+    CHECK(ds.token_dtype() == dtype::uint16);
+    const auto& r = ref["configs"][legacy];
+    std::size_t kept = 0;  // Megatron drops documents that encode to nothing
+    for (std::size_t i = 0; i < docs.size(); ++i) {
+      auto ids = r["ids"][i].get<std::vector<std::int64_t>>();
+      if (ids.empty()) continue;
+      ids.push_back(r["eod"].get<std::int64_t>());
+      CHECK(ds.get(kept++) == ids);
+    }
+    CHECK(ds.size() == kept);
+  }
+}

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ constexpr const char* usage =
     "                       [--split-sentences] [--keep-newlines] --tokenizer-type TOKENIZER_TYPE\n"
     "                       [--vocab-file VOCAB_FILE] [--merge-file MERGE_FILE]\n"
     "                       [--tokenizer-model TOKENIZER_MODEL] [--vocab-size VOCAB_SIZE]\n"
+    "                       [--tiktoken-pattern TIKTOKEN_PATTERN]\n"
+    "                       [--tiktoken-num-special-tokens TIKTOKEN_NUM_SPECIAL_TOKENS]\n"
+    "                       [--tiktoken-special-tokens TIKTOKEN_SPECIAL_TOKENS [TIKTOKEN_SPECIAL_TOKENS ...]]\n"
+    "                       [--legacy-tokenizer]\n"
     "                       [--append-eod] [--lang LANG] --output-prefix OUTPUT_PREFIX\n"
     "                       --workers WORKERS [--partitions PARTITIONS] [--log-interval LOG_INTERVAL]\n"
     "                       [--keep-sequential-samples]\n";
@@ -27,11 +32,16 @@ constexpr const char* usage =
 }
 
 // argparse's nargs='+' for --json-keys: gather the words after it into one comma-joined value.
-std::vector<std::string> join_nargs(int argc, char** argv) {
+// --tiktoken-special-tokens' words (which may hold commas) go to `special_tokens` instead.
+std::vector<std::string> join_nargs(int argc, char** argv, std::optional<std::vector<std::string>>& special_tokens) {
   std::vector<std::string> out;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--json-keys") {
+    if (a == "--tiktoken-special-tokens") {
+      special_tokens.emplace();
+      while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) special_tokens->push_back(argv[++i]);
+      if (special_tokens->empty()) fail("argument --tiktoken-special-tokens: expected at least one argument");
+    } else if (a == "--json-keys") {
       std::string v;
       while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) v += (v.empty() ? "" : ",") + std::string(argv[++i]);
       if (v.empty()) fail("argument --json-keys: expected at least one argument");
@@ -58,6 +68,10 @@ int main(int argc, char** argv) {
     ("merge-file", "Path to the BPE merge file.", cxxopts::value<std::string>())
     ("tokenizer-model", "Sentencepiece tokenizer model / HF tokenizer.", cxxopts::value<std::string>())
     ("vocab-size", "size of vocab for use with NullTokenizer", cxxopts::value<std::int64_t>())
+    ("tiktoken-pattern", "Which tiktoken pattern to use. Options: [v1, v2]", cxxopts::value<std::string>())
+    ("tiktoken-num-special-tokens", "Number of special tokens in tiktoken tokenizer",
+     cxxopts::value<std::int64_t>()->default_value("1000"))
+    ("legacy-tokenizer", "To use legacy tokenizer system.")
     ("append-eod", "Append an <eod> token to the end of a document.")
     ("lang", "Language to use for NLTK-powered sentence splitting.", cxxopts::value<std::string>()->default_value("english"))
     ("output-prefix", "Path to binary output file without suffix", cxxopts::value<std::string>())
@@ -65,7 +79,8 @@ int main(int argc, char** argv) {
     ("partitions", "Number of file partitions", cxxopts::value<int>()->default_value("1"))
     ("log-interval", "Interval between progress updates", cxxopts::value<std::int64_t>()->default_value("1000"))
     ("keep-sequential-samples", "Ensure ordering of samples (always kept here).");
-  auto args = join_nargs(argc, argv);
+  std::optional<std::vector<std::string>> special_tokens;
+  auto args = join_nargs(argc, argv, special_tokens);
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   int cargc = static_cast<int>(cargs.size());
@@ -105,6 +120,10 @@ int main(int argc, char** argv) {
   if (r.count("merge-file")) o.tokenizer.merge_file = r["merge-file"].as<std::string>();
   if (r.count("tokenizer-model")) o.tokenizer.tokenizer_model = r["tokenizer-model"].as<std::string>();
   if (r.count("vocab-size")) o.tokenizer.vocab_size = r["vocab-size"].as<std::int64_t>();
+  if (r.count("tiktoken-pattern")) o.tokenizer.tiktoken_pattern = r["tiktoken-pattern"].as<std::string>();
+  o.tokenizer.tiktoken_num_special_tokens = r["tiktoken-num-special-tokens"].as<std::int64_t>();
+  o.tokenizer.tiktoken_special_tokens = special_tokens;
+  o.tokenizer.legacy_tokenizer = r.count("legacy-tokenizer") > 0;
   o.append_eod = r.count("append-eod") > 0;
   o.workers = r["workers"].as<int>();
   o.log_interval = r["log-interval"].as<std::int64_t>();
