@@ -7,7 +7,9 @@ order, as Megatron requires), adds seeded random texts to the given ones, and fo
 configuration in SPEC encodes every text with
   - tiktoken: an Encoding built here from the pattern and the shifted ranks,
   - Megatron's default path: megatron.core.tokenizers' build_tokenizer (installed megatron-core),
-  - Megatron's legacy path: CustomTikTokenizer (tests/data/megatron_legacy_tiktokenizer.py),
+  - Megatron's legacy path (--legacy-tokenizer, megatron-training's CustomTikTokenizer, which is
+    not on PyPI): its layout restated in LegacyLayout below (special tokens are ordinary text,
+    eod is "</s>", no pad), its unique_identifiers from megatron-core's own MegatronLegacyTokenizer,
 and the pre-tokenizer pieces with the `regex` package.
 
 Usage: tiktoken_reference.py SPEC.json OUT_DIR. Prints JSON: {"vocab": path, "texts": [...],
@@ -67,6 +69,34 @@ def stub_megatron_packages():
         sys.modules[name] = m
 
 
+class LegacyLayout:
+    """What megatron-training's CustomTikTokenizer (core_v0.15.0) is, for the assertions below:
+    ids from the file's ranks shifted by num_special_tokens, special tokens never matched in text,
+    eod = id of "</s>", vocab_size = --vocab-size. Its unique_identifiers come from megatron-core's
+    MegatronLegacyTokenizer base, given the options CustomTikTokenizer passes it, in that order."""
+
+    def __init__(self, enc, vocab, pattern, a, specials):
+        from megatron.core.datasets.megatron_tokenizer import MegatronLegacyTokenizer
+
+        class CustomTikTokenizer(MegatronLegacyTokenizer):  # the class name is part of the identifiers
+            def __init__(self, *paths, **options):
+                super().__init__(*paths, **options)
+
+            # MegatronLegacyTokenizer's abstract members; the identifiers are all this is used for.
+            vocab = inv_vocab = vocab_size = None
+
+            def tokenize(self, text):
+                raise NotImplementedError
+
+        self.unique_identifiers = CustomTikTokenizer(
+            vocab, pattern=pattern, vocab_size=a.vocab_size, num_special_tokens=a.tiktoken_num_special_tokens,
+            special_tokens=a.tiktoken_special_tokens).unique_identifiers
+        self.enc, self.vocab_size, self.eod = enc, a.vocab_size, specials.index("</s>")
+
+    def tokenize(self, text):
+        return self.enc.encode_ordinary(text)
+
+
 def megatron_args(c, vocab):
     return types.SimpleNamespace(
         tokenizer_type="TikTokenizer", tokenizer_model=vocab, tiktoken_pattern=c.get("pattern"),
@@ -77,24 +107,22 @@ def megatron_args(c, vocab):
 def run_config(c, vocab, ordered, texts):
     import regex
     import tiktoken
-    from megatron_legacy_tiktokenizer import PATTERN_TIKTOKEN, PATTERN_TIKTOKEN_V2, CustomTikTokenizer
+    from megatron.core.tokenizers.text.libraries.tiktoken_tokenizer import PATTERN_TIKTOKEN_V1, PATTERN_TIKTOKEN_V2
 
     a = megatron_args(c, vocab)
-    with contextlib.redirect_stdout(sys.stderr):
-        if c["legacy"]:
-            pattern = PATTERN_TIKTOKEN if a.tiktoken_pattern == "v1" else PATTERN_TIKTOKEN_V2
-            meg = CustomTikTokenizer(path=vocab, pattern=pattern, vocab_size=a.vocab_size,
-                                     num_special_tokens=a.tiktoken_num_special_tokens,
-                                     special_tokens=a.tiktoken_special_tokens)
-            pad = None
-        else:
-            from megatron.core.tokenizers.text.utils.build_tokenizer import build_tokenizer
-
-            meg = build_tokenizer(a)
-            pattern = PATTERN_TIKTOKEN if (a.tiktoken_pattern or "v2") == "v1" else PATTERN_TIKTOKEN_V2
-            pad = meg.pad
     n_special = a.tiktoken_num_special_tokens
-    size = meg.vocab_size
+    if c["legacy"]:
+        pattern = PATTERN_TIKTOKEN_V1 if a.tiktoken_pattern == "v1" else PATTERN_TIKTOKEN_V2
+        pad, meg = None, None
+        size = a.vocab_size
+    else:
+        from megatron.core.tokenizers.text.utils.build_tokenizer import build_tokenizer
+
+        with contextlib.redirect_stdout(sys.stderr):
+            meg = build_tokenizer(a)
+        pattern = PATTERN_TIKTOKEN_V1 if (a.tiktoken_pattern or "v2") == "v1" else PATTERN_TIKTOKEN_V2
+        pad = meg.pad
+        size = meg.vocab_size
     # An Encoding of our own from the file's ranks, laid out as the docstring of tiktoken_tokenizer.cpp says.
     specials = list(a.tiktoken_special_tokens or (["<unk>", "<s>", "</s>"] if c["legacy"] else
                     ["<unk>", "<s>", "</s>", "<mask>", "<pad>", "<cls>", "<sep>"]))
@@ -102,6 +130,8 @@ def run_config(c, vocab, ordered, texts):
     enc = tiktoken.Encoding("check", pat_str=pattern,
                             mergeable_ranks={t: i + n_special for i, t in enumerate(ordered[:size - n_special])},
                             special_tokens={t: i for i, t in enumerate(specials)})
+    if c["legacy"]:
+        meg = LegacyLayout(enc, vocab, pattern, a, specials)
     own = [enc.encode_ordinary(t) if c["legacy"] else enc.encode(t, allowed_special="all") for t in texts]
     theirs = [meg.tokenize(t) for t in texts]
     assert own == theirs, "tiktoken and Megatron disagree: the test's statement of the layout is wrong"
