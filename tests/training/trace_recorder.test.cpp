@@ -121,6 +121,7 @@ TEST_CASE("the recorder records only inside its window and writes the file after
   // Nothing is recorded after the window.
   r.begin_iteration(4);
   CHECK_FALSE(r.active());
+  fs::remove_all(dir);
 }
 
 TEST_CASE("a run that ends inside the window writes what it has and an unwritable folder is refused") {
@@ -145,4 +146,5 @@ TEST_CASE("a run that ends inside the window writes what it has and an unwritabl
                     Catch::Contains("--tensorboard-dir /proc/mactor-cannot-write"));
   // A rank that is not profiled checks nothing.
   CHECK_NOTHROW(training::prepare_profile_folder(training::profile_plan_of(a, 1, 0, 0, 0)));
+  fs::remove_all(dir);
 }
