@@ -10,6 +10,7 @@ thread_local bool background_thread = false;
 }  // namespace
 
 void mark_background_thread() { background_thread = true; }
+bool on_background_thread() { return background_thread; }
 
 std::string format_size(std::size_t bytes) {
   char text[32];

@@ -18,6 +18,8 @@ namespace mactor::comm {
 /// Marks the calling thread as a background collective thread (training/comm_worker): its calls
 /// are reported as `background`, so the training thread's activity is not taken for them.
 void mark_background_thread();
+/// Whether the calling thread was so marked.
+bool on_background_thread();
 
 class watched_communicator final : public communicator {
  public:

@@ -267,6 +267,19 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"record_memory_history", "every tensor allocation and free (the last 100000) with the blocks alive, by memory kind"},
       {"memory_snapshot_path", "the last rank writes torch.cuda.memory._snapshot()'s pickled dict there at each log "
                                "interval, for PyTorch's memory viewer (pytorch.org/memory_viz)"},
+      {"profile", "a Chrome trace-event file for each profiled rank, of mactor's own spans (forward and backward of "
+                  "each micro-batch and chunk, waits for input, pipeline sends and receives with bytes and peer, "
+                  "data-parallel collectives, the timed parts of the step, each iteration), for ui.perfetto.dev or "
+                  "chrome://tracing; without --use-pytorch-profiler Megatron records with nsys, which mactor does not "
+                  "have: it writes the same trace for nsys's capture range (iterations start + 1 to end)"},
+      {"profile_step_start", "in global iterations, as its help says: --use-pytorch-profiler traces start to end - 1 "
+                             "(what torch.profiler's schedule records), without it start + 1 to end"},
+      {"profile_step_end", "must be greater than --profile-step-start (torch.profiler's schedule asserts it)"},
+      {"profile_ranks", "global ranks of the job; one that is not (Megatron then profiles nothing) is refused"},
+      {"use_pytorch_profiler", "the trace goes into --tensorboard-dir as rank<N>.<time_ns>.pt.trace.json "
+                               "(tensorboard_trace_handler's name, the rank as worker name), else to "
+                               "mactor_trace_rank<N>.json in the current folder; it holds mactor's spans, not "
+                               "PyTorch operators"},
       {"log_memory_to_tensorboard", "mem-reserved-bytes (resident set), mem-allocated-bytes and mem-max-allocated-bytes "
                                     "(the memory ledger: every tensor's bytes) of rank 0; no mem-allocated-count"},
   };

@@ -142,6 +142,29 @@ void vocabulary(validation_context& c) {  // rule 133, where the vocabulary is k
     tok.padded_vocab_size = padded_vocab_size(*tok.vocab_size + 1, c.a);  // NullTokenizer adds an EOD id
 }
 
+// --profile (training.py's profiler): torch.profiler's schedule asserts active = end - start > 0,
+// and a rank outside the job is one Megatron silently never profiles: both refused here.
+void profiling(validation_context& c) {
+  const auto& t = c.a.training;
+  if (!t.profile) {
+    if (t.use_pytorch_profiler) c.warn("--use-pytorch-profiler has no effect without --profile");
+    return;
+  }
+  c.require(t.profile_step_start >= 0, "--profile-step-start must be >= 0 (got " + show(t.profile_step_start) + ")");
+  c.require(t.profile_step_end > t.profile_step_start,
+            "--profile-step-end (" + show(t.profile_step_end) + ") must be greater than --profile-step-start (" +
+                show(t.profile_step_start) + "): the profiled iterations are [start, end)");
+  const std::int64_t world = c.a.derived.world_size;
+  for (const auto r : t.profile_ranks)
+    c.require(r >= 0 && r < world, "--profile-ranks " + show(r) + " is not a rank of this job (ranks 0.." +
+                                       show(world - 1) + "); list global ranks, e.g. --profile-ranks 0 " +
+                                       show(world - 1));
+  const auto first = t.use_pytorch_profiler ? t.profile_step_start : t.profile_step_start + 1;
+  if (t.train_iters && first > *t.train_iters)
+    c.warn("--profile: the profiled iterations start at " + show(first) + ", after the last (--train-iters " +
+           show(*t.train_iters) + "): nothing is traced");
+}
+
 }  // namespace
 
 void validate_runtime(validation_context& c) {
@@ -150,6 +173,7 @@ void validate_runtime(validation_context& c) {
   interleaved_schedule(c);
   lr_scheduler(c);
   vocabulary(c);
+  profiling(c);
 }
 
 }  // namespace mactor::config::detail

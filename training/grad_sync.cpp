@@ -104,6 +104,9 @@ void grad_sync::build_buckets(std::int64_t bucket_size) {
 
 void grad_sync::reduce_tied_embedding(std::size_t chunk, const synced_param& p) {
   const auto n = static_cast<std::int64_t>(p.offset);
+  const trace_recorder::scope traced(*trace_, "embedding grads all-reduce", "grad_sync",
+                                     {{"chunk", static_cast<std::int64_t>(chunk)},
+                                      {"bytes", static_cast<std::int64_t>(p.numel * tensor::size_of(chunks_[chunk].grads.type))}});
   all_reduce_in(*embedding_, chunks_[chunk].grads.rows(n, n + static_cast<std::int64_t>(p.numel)));
 }
 
@@ -120,6 +123,11 @@ void grad_sync::reduce_bucket(const bucket& b) {
 // plain sum.
 void grad_sync::reduce_over_replicas(std::size_t c, std::size_t begin, std::size_t end) {
   auto grads = chunks_[c].grads.rows(static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end));
+  const trace_recorder::scope traced(*trace_, shards_.empty() ? "data-parallel grads all-reduce" : "data-parallel grads reduce-scatter",
+                                     "grad_sync",
+                                     {{"chunk", static_cast<std::int64_t>(c)},
+                                      {"bytes", static_cast<std::int64_t>(grads.nbytes())},
+                                      {"group_size", data_parallel_->size()}});
   if (!options_.sum_over_replicas) kernels::scale(grads, 1.0 / data_parallel_->size());
   if (shards_.empty()) {
     all_reduce_in(*data_parallel_, grads);
@@ -144,6 +152,7 @@ void grad_sync::backward_progress(int chunk, int event) {
 
 void grad_sync::wait_background(const char* why) {
   const stage_activity::background_wait waiting(activity_, why);
+  const trace_recorder::scope traced(*trace_, "wait for background collectives", "grad_sync");
   background_->wait();
 }
 
@@ -182,6 +191,10 @@ void grad_sync::gather_params(std::size_t c) {
   tensor::tensor mine({end - begin}, values.type, tensor::memory_kind::communication);
   if (begin < numel) kernels::copy(mine.view().rows(0, std::min(end, numel) - begin), values.rows(begin, std::min(end, numel)));
   auto& gathered = s.gathered.defined() ? s.gathered : s.scratch;
+  const trace_recorder::scope traced(*trace_, "data-parallel params all-gather", "grad_sync",
+                                     {{"chunk", static_cast<std::int64_t>(c)},
+                                      {"bytes", static_cast<std::int64_t>(gathered.nbytes())},
+                                      {"group_size", data_parallel_->size()}});
   data_parallel_->all_gather(mine.view(), gathered.view());
   kernels::copy(values, gathered.view().rows(0, numel));
 }

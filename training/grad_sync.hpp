@@ -18,6 +18,7 @@
 #include "training/comm_worker.hpp"
 #include "training/stage_activity.hpp"
 #include "training/step_timers.hpp"
+#include "training/trace_recorder.hpp"
 
 namespace mactor::training {
 
@@ -82,6 +83,8 @@ class grad_sync {
   void start_param_sync();
   /// param_sync_func: waits for a background parameter all-gather, if one is running.
   void wait_param_sync();
+  /// --profile: each collective (and each wait for the background ones) is also a span there.
+  void trace_into(trace_recorder* trace) { trace_ = trace; }
 
  private:
   struct bucket {
@@ -107,6 +110,7 @@ class grad_sync {
   std::size_t next_bucket_ = 0;
   std::unique_ptr<comm_worker> background_;
   bool params_pending_ = false;
+  trace_recorder* trace_ = &no_trace();
 };
 
 }  // namespace mactor::training

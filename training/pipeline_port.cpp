@@ -79,6 +79,7 @@ void pipeline_port::check(const transfer& t) const {
 // Records the outcome in the transfer, then wakes the driver (runs on the transport's thread).
 comm::completion pipeline_port::completion_of(transfer* t) {
   return [this, t](const comm::status& s) {
+    t->completed = trace_recorder::clock::now();
     t->status = s;
     t->done.store(true, std::memory_order_release);
     if (wakeup_) wakeup_();
@@ -92,10 +93,11 @@ void pipeline_port::post_recv(const action& a, tensor::shape_type shape, tensor:
   // Activations come from the previous virtual stage; gradients from the next one.
   t->peer = peer(/*downstream=*/gradient);
   t->buffer = tensor::tensor(std::move(shape), type, tensor::memory_kind::activations);
+  t->tag = tag(gradient, forward_only_, virtual_stage(a.chunk), a.microbatch);
+  t->posted = trace_recorder::clock::now();
   transfer* raw = t.get();
   recvs_[key_of(a)] = std::move(t);
-  transport_->recv(raw->peer, tag(gradient, forward_only_, virtual_stage(a.chunk), a.microbatch), raw->buffer.data(),
-                   raw->buffer.nbytes(), completion_of(raw));
+  transport_->recv(raw->peer, raw->tag, raw->buffer.data(), raw->buffer.nbytes(), completion_of(raw));
 }
 
 void pipeline_port::keep_output(const action& compute, tensor::tensor output) {
@@ -114,10 +116,11 @@ void pipeline_port::post_send(const action& a) {
   // An activation feeds virtual stage v + 1; a gradient goes back to virtual stage v - 1.
   t->peer = peer(/*downstream=*/!gradient);
   const int consumer = virtual_stage(a.chunk) + (gradient ? -1 : 1);
+  t->tag = tag(gradient, forward_only_, consumer, a.microbatch);
+  t->posted = trace_recorder::clock::now();
   transfer* raw = t.get();
   sends_.push_back(std::move(t));
-  transport_->send(raw->peer, tag(gradient, forward_only_, consumer, a.microbatch), raw->buffer.data(),
-                   raw->buffer.nbytes(), completion_of(raw));
+  transport_->send(raw->peer, raw->tag, raw->buffer.data(), raw->buffer.nbytes(), completion_of(raw));
 }
 
 tensor::tensor* pipeline_port::input(const action& compute) {
@@ -130,7 +133,27 @@ tensor::tensor* pipeline_port::input(const action& compute) {
   return &it->second->buffer;
 }
 
-void pipeline_port::release_input(const action& compute) { recvs_.erase(key_of(compute)); }
+void pipeline_port::release_input(const action& compute) {
+  const auto it = recvs_.find(key_of(compute));
+  if (it == recvs_.end()) return;
+  trace(*it->second);
+  recvs_.erase(it);
+}
+
+// A finished transfer as a span from its post to its completion, e.g. "send activation mb 3
+// chunk 0" with its bytes, peer and tag (equal on both ends: the pair in two ranks' traces).
+void pipeline_port::trace(const transfer& t) const {
+  if (!trace_ || !trace_->active()) return;
+  const bool send = t.what.kind == op::send_forward || t.what.kind == op::send_backward;
+  const bool gradient = t.what.kind == op::send_backward || t.what.kind == op::recv_backward;
+  const auto bytes = static_cast<std::int64_t>(t.buffer.nbytes());
+  trace_->span(std::string(send ? "send " : "recv ") + (gradient ? "gradient" : "activation") + " mb " +
+                   std::to_string(t.what.microbatch) + " chunk " + std::to_string(t.what.chunk),
+               "pipeline", t.posted, t.completed,
+               {{"microbatch", t.what.microbatch}, {"chunk", t.what.chunk}, {"bytes", bytes}, {"peer", t.peer},
+                {"tag", static_cast<std::int64_t>(t.tag)}},
+               send ? trace_track::send : trace_track::recv);
+}
 
 std::string pipeline_port::awaited(const action& compute) const {
   const bool forward = compute.kind == op::forward;
@@ -147,6 +170,7 @@ std::optional<std::string> pipeline_port::unfinished_send() {
              " to rank " + std::to_string(t->peer);
     check(*t);
   }
+  for (const auto& t : sends_) trace(*t);
   sends_.clear();
   if (!recvs_.empty() || !outputs_.empty())
     throw std::logic_error("the schedule finished with " + std::to_string(recvs_.size()) + " receives and " +

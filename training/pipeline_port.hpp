@@ -19,6 +19,7 @@
 #include "comm/transport.hpp"
 #include "schedules/action.hpp"
 #include "tensor/tensor.hpp"
+#include "training/trace_recorder.hpp"
 
 namespace mactor::training {
 
@@ -60,6 +61,9 @@ class pipeline_port {
   /// used (throws std::logic_error otherwise) and clears the schedule's transfers.
   std::optional<std::string> unfinished_send();
 
+  /// --profile: every transfer also goes to `trace` as a span from its post to its completion.
+  void trace_into(trace_recorder* trace) { trace_ = trace; }
+
   /// The message tag of a transfer into `virtual_stage`: the stage that consumes it.
   static std::uint64_t tag(bool gradient, bool forward_only, int virtual_stage, int microbatch);
 
@@ -70,6 +74,8 @@ class pipeline_port {
     std::atomic<bool> done{false};
     int peer = -1;
     schedules::action what;
+    std::uint64_t tag = 0;
+    trace_recorder::clock::time_point posted, completed;  // completed is set before done
   };
   using key = std::tuple<bool, int, int>;  // (gradient, micro-batch, chunk)
   static key key_of(const schedules::action& a);
@@ -78,6 +84,7 @@ class pipeline_port {
   comm::completion completion_of(transfer* t);
   void check(const transfer& t) const;
   bool outstanding() const;
+  void trace(const transfer& t) const;
 
   comm::transport* transport_;
   pipeline_position where_;
@@ -86,6 +93,7 @@ class pipeline_port {
   std::map<key, std::unique_ptr<transfer>> recvs_;
   std::map<key, tensor::tensor> outputs_;  // computed, waiting for their send action
   std::vector<std::unique_ptr<transfer>> sends_;
+  trace_recorder* trace_ = nullptr;
 };
 
 }  // namespace mactor::training

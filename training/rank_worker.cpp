@@ -109,6 +109,7 @@ void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed)
   iteration_ = iteration;
   eval_split_ = 0;
   started_ = std::chrono::steady_clock::now();
+  engine_.trace().begin_iteration(iteration);
   engine_.zero_grad();
   forward_backward_start_ = std::chrono::steady_clock::now();
   // Megatron's update_num_microbatches(consumed) before each train step.
@@ -162,7 +163,10 @@ iteration_report rank_worker::finish_iteration() {
   // Megatron's forward-backward timer spans the schedule and finalize_model_grads.
   engine_.timers().add(step_timer::forward_backward, forward_backward_start_);
   // The loss lives on the last pipeline stage; sum it over the replicas there.
-  const auto totals = sum_over_replicas(ctx_, engine_.loss_totals());
+  const auto totals = [&] {
+    const trace_recorder::scope traced(engine_.trace(), "loss all-reduce", "step");
+    return sum_over_replicas(ctx_, engine_.loss_totals());
+  }();
   const auto step = engine_.optimizer_step(args_.regularization.clip_grad, args_.logging.log_num_zeros_in_grad);
   // A skipped step (fp16 overflow) leaves the schedule where it is, as Megatron's train_step does.
   if (step.update_successful) scheduler_.step(iteration_batch_);
@@ -202,6 +206,8 @@ iteration_report rank_worker::finish_iteration() {
   if (args_.training.record_memory_history && iteration_ % args_.training.log_interval == 0 &&
       ctx_.rank() == ctx_.world_size() - 1)
     write_memory_snapshot(args_.training.memory_snapshot_path);
+  // --profile: the iteration's span; the trace file once the window (or the run) ends.
+  engine_.trace().end_iteration(started_, args_.training.train_iters && iteration_ >= *args_.training.train_iters);
   return r;
 }
 

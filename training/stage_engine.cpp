@@ -32,16 +32,23 @@ pipeline_position position_of(const stage_layout& l, const parallel_context& ctx
 stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx, std::int64_t padded)
     : args_(a), ctx_(ctx), layout_(stage_layout_of(a, ctx)),
       distributed_optimizer_(a.distributed.use_distributed_optimizer && layout_.data_parallel_size > 1),
+      trace_(profile_plan_of(a, ctx.rank(), ctx.pp_rank(), ctx.tp_rank(), ctx.dp_rank())),
       timers_(static_cast<int>(a.logging.timing_log_level)),
       port_(ctx.transport(), position_of(layout_, ctx), [this] {
         if (wakeup_) wakeup_();
       }) {
+  prepare_profile_folder(trace_.plan());
+  timers_.trace_into(&trace_);
+  port_.trace_into(&trace_);
   const auto config = model_config_from_args(a, padded, ctx.tp_rank());
   chunks_.reserve(layout_.virtual_size);
+  if (trace_.plan().enabled && ctx.tensor_parallel().size() > 1)
+    traced_tp_ = std::make_unique<traced_group>(ctx.tensor_parallel(), trace_);
   for (const auto& l : layout_.chunks)
-    chunks_.emplace_back(config, ctx.tensor_parallel(), l);
+    chunks_.emplace_back(config, traced_tp_ ? static_cast<model::group&>(*traced_tp_) : ctx.tensor_parallel(), l);
   grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel),
                                            ctx.data_parallel(), ctx.embedding(), timers_, activity_);
+  grad_sync_->trace_into(&trace_);
   main_params_ = std::make_unique<training::main_params>(chunks_);
   main_grads_ = std::make_unique<training::main_grads>(chunks_, *grad_sync_);
   optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *main_grads_, *grad_sync_, a, ctx.tp_rank()),
@@ -89,11 +96,24 @@ const batch_buffers& stage_engine::batch(int microbatch) {
 
 void stage_engine::record(const action& a, clock_type::time_point start, bool waiting, clock_type::time_point end) {
   timeline_.push_back({a, seconds_between(schedule_start_, start), seconds_between(schedule_start_, end), waiting});
-  if (forward_only_) return;
   const bool forward = a.kind == op::forward;
+  if (trace_.active()) trace_compute(a, start, waiting, end);
+  if (forward_only_) return;
   const auto timer = waiting ? (forward ? step_timer::forward_recv : step_timer::backward_recv)
                              : (forward ? step_timer::forward_compute : step_timer::backward_compute);
   timers_.add(timer, seconds_between(start, end));
+}
+
+// A compute action, or the wait for its input, as a span: "forward mb 3 chunk 1", "wait
+// recv_backward mb 3 chunk 1", "eval forward mb 0 chunk 0".
+void stage_engine::trace_compute(const action& a, clock_type::time_point start, bool waiting, clock_type::time_point end) {
+  const bool forward = a.kind == op::forward;
+  std::string name = forward_only_ ? "eval " : "";
+  name += waiting ? (forward ? "wait recv_forward" : "wait recv_backward") : (forward ? "forward" : "backward");
+  name += " mb " + std::to_string(a.microbatch) + " chunk " + std::to_string(a.chunk);
+  trace_.span(std::move(name), forward_only_ ? "eval" : waiting ? "wait" : "compute", start, end,
+              {{"microbatch", a.microbatch}, {"chunk", a.chunk},
+               {"virtual_stage", a.chunk * layout_.pipeline_size + layout_.pipeline_rank}});
 }
 
 // Whether a compute action's input is here: the embedding's forward and the loss's backward need
@@ -239,6 +259,7 @@ void stage_engine::zero_grad() {
 }
 
 void stage_engine::finalize_grads() {
+  const trace_recorder::scope traced(trace_, "finalize model grads", "grad_sync");
   // Sequence parallelism: norm weights and row-parallel biases saw only this rank's positions;
   // their gradients are summed over the tensor-parallel group (Megatron's
   // _allreduce_layernorm_grads): before the data-parallel sync, or after the overlapped one
@@ -353,6 +374,7 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
 
 double stage_engine::params_norm() {
   sync_params();
+  const trace_recorder::scope traced(trace_, "params norm", "optimizer");
   return model::params_norm(optimizer_->params(), [this](std::span<double> v) { reduce_stats(v); });
 }
 

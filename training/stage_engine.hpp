@@ -33,6 +33,8 @@
 #include "training/stage_activity.hpp"
 #include "training/stage_layout.hpp"
 #include "training/step_timers.hpp"
+#include "training/trace_recorder.hpp"
+#include "training/traced_group.hpp"
 
 namespace mactor::training {
 
@@ -97,6 +99,9 @@ class stage_engine {
   /// The training timers (--timing-log-level) of this rank: compute, waits, gradient sync and
   /// optimizer parts, recorded for training schedules only (Megatron stops its timers in evaluate).
   step_timers& timers() { return timers_; }
+  /// --profile: this rank's trace (compute, waits, transfers, collectives and the timed parts),
+  /// recording while an iteration of its window runs.
+  trace_recorder& trace() { return trace_; }
 
   std::vector<model::gpt_chunk>& chunks() { return chunks_; }
   bool is_last_stage() const { return layout_.pipeline_rank == layout_.pipeline_size - 1; }
@@ -110,6 +115,8 @@ class stage_engine {
   void run_backward(const schedules::action& a, const tensor::tensor* input, tensor::tensor& grad_input);
   void record(const schedules::action& a, std::chrono::steady_clock::time_point start, bool waiting,
               std::chrono::steady_clock::time_point end);
+  void trace_compute(const schedules::action& a, std::chrono::steady_clock::time_point start, bool waiting,
+                     std::chrono::steady_clock::time_point end);
   const batch_buffers& batch(int microbatch);
   void reduce_stats(std::span<double> values);
 
@@ -117,6 +124,8 @@ class stage_engine {
   parallel_context& ctx_;
   stage_layout layout_;
   bool distributed_optimizer_;  // --use-distributed-optimizer over more than one replica
+  trace_recorder trace_;
+  std::unique_ptr<traced_group> traced_tp_;  // a profiled rank's tensor-parallel group (tp > 1)
   std::vector<model::gpt_chunk> chunks_;
   std::unique_ptr<training::main_params> main_params_;
   std::unique_ptr<training::main_grads> main_grads_;

@@ -1,6 +1,8 @@
 // Names and levels of mactor's training timers, as megatron-core's timer calls give them.
 #include "training/step_timers.hpp"
 
+#include "training/trace_recorder.hpp"
+
 namespace mactor::training {
 namespace {
 
@@ -34,6 +36,16 @@ static_assert(static_cast<std::size_t>(step_timer::optimizer) + 1 == num_step_ti
 
 std::string_view step_timer_name(step_timer t) { return infos[static_cast<std::size_t>(t)].name; }
 int step_timer_level(step_timer t) { return infos[static_cast<std::size_t>(t)].level; }
+
+void step_timers::add(step_timer t, clock::time_point since) {
+  const auto now = clock::now();
+  add(t, std::chrono::duration<double>(now - since).count());
+  if (trace_ && trace_->active())
+    trace_->span(std::string(step_timer_name(t)), t == step_timer::forward_backward ? "step"
+                                                  : t >= step_timer::optimizer_copy_to_main_grad ? "optimizer"
+                                                                                                 : "grad_sync",
+                 since, now);
+}
 
 std::vector<double> step_timers::take() {
   std::vector<double> out;

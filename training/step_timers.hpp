@@ -12,6 +12,8 @@
 
 namespace mactor::training {
 
+class trace_recorder;
+
 /// The timers mactor keeps, each at the log level Megatron-LM core_v0.15.0 gives it. Megatron's
 /// other training timers time things mactor does not do (blocking combined p2p calls,
 /// 'batch-generator' and 'layernorm-grads-all-reduce', which Megatron itself never starts). A
@@ -50,7 +52,10 @@ class step_timers {
   void add(step_timer t, double seconds) {
     if (enabled(t)) seconds_[static_cast<std::size_t>(t)] += seconds;
   }
-  void add(step_timer t, clock::time_point since) { add(t, std::chrono::duration<double>(clock::now() - since).count()); }
+  /// Adds the seconds since `since`, and (--profile) records them as a span named after the timer.
+  void add(step_timer t, clock::time_point since);
+  /// The trace that every timed span also goes to (null: none).
+  void trace_into(trace_recorder* trace) { trace_ = trace; }
 
   /// Times a scope: the seconds from construction to destruction go to the timer.
   class [[nodiscard]] scope {
@@ -74,6 +79,7 @@ class step_timers {
  private:
   int log_level_;
   std::array<double, num_step_timers> seconds_{};
+  trace_recorder* trace_ = nullptr;
 };
 
 }  // namespace mactor::training

@@ -247,3 +247,18 @@ TEST_CASE("every violation is reported in one pass") {
   auto v = with_base({"--global-batch-size", "7", "--min-lr", "1", "--seq-length", "64"});
   CHECK(v.report.errors.size() >= 3);
 }
+
+TEST_CASE("profile flags: the window must hold an iteration and the ranks must be the job's") {
+  CHECK(with_base({"--profile", "--profile-step-start", "2", "--profile-step-end", "4", "--profile-ranks", "0", "3"}, 4)
+            .report.ok());
+  CHECK(with_base({"--profile", "--profile-step-start", "4", "--profile-step-end", "4"})
+            .has_error("--profile-step-end (4) must be greater than --profile-step-start (4)"));
+  CHECK(with_base({"--profile", "--profile-step-start", "-1"}).has_error("--profile-step-start must be >= 0"));
+  CHECK(with_base({"--profile", "--profile-ranks", "0", "4"}, 4).has_error("--profile-ranks 4 is not a rank of this job (ranks 0..3)"));
+  CHECK(with_base({"--profile", "--profile-ranks", "-1"}, 2).has_error("--profile-ranks -1 is not a rank of this job"));
+  // Without --profile Megatron reads none of them.
+  CHECK(with_base({"--profile-step-end", "1", "--profile-ranks", "9"}).report.ok());
+  CHECK(with_base({"--use-pytorch-profiler"}).has_warning("--use-pytorch-profiler has no effect without --profile"));
+  CHECK(with_base({"--profile", "--train-iters", "5"}).has_warning("the profiled iterations start at 11, after the last"));
+  CHECK(with_base({"--profile", "--use-pytorch-profiler", "--train-iters", "10"}).report.warnings.empty());
+}
