@@ -176,8 +176,10 @@ struct fake_stage_script {
 
 /// A stage actor's stand-in: a real stage needs a process's data plane and its own thread.
 inline caf::behavior fake_stage(caf::event_based_actor* self, fake_stage_script s) {
+  auto batch = std::make_shared<std::int64_t>(0);  // the config's global batch: each iteration trains on it
   return {
-      [=](config_message&) {
+      [=](config_message& m) {
+        *batch = m.args.training.global_batch_size.value_or(0);
         stage_ready ready;
         ready.rank = s.rank;
         ready.has_valid = ready.has_test = s.evaluates;
@@ -192,6 +194,7 @@ inline caf::behavior fake_stage(caf::event_based_actor* self, fake_stage_script 
         r.rank = s.rank;
         r.iteration = m.iteration;
         r.has_loss = s.last_stage;
+        r.global_batch_size = *batch;
         if (s.last_stage) {
           r.loss_sum = s.loss_per_token * s.tokens * static_cast<double>(m.iteration);
           r.num_tokens = s.tokens;
