@@ -7,24 +7,11 @@
 #include <limits>
 
 #include "data/data_error.hpp"
+#include "data/unicode_class.hpp"
 
 namespace mactor::data {
 namespace {
 
-std::string utf8(std::uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xc0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    s += static_cast<char>(0xe0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    s += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-  return s;
-}
 
 // Unicode White_Space (what \s means to tiktoken's and HF's regex engines); RE2's \s is ASCII.
 constexpr const char* ws = "\\t\\n\\x{0B}\\f\\r\\x{85}\\p{Z}";
@@ -59,7 +46,7 @@ const std::vector<std::string>& byte_to_unicode() {
     for (int b = 0xa1; b <= 0xac; ++b) direct[b] = true;
     for (int b = 0xae; b <= 0xff; ++b) direct[b] = true;
     int n = 0;
-    for (int b = 0; b < 256; ++b) t[b] = utf8(direct[b] ? b : 256 + n++);
+    for (int b = 0; b < 256; ++b) t[b] = encode_utf8(direct[b] ? b : 256 + n++);
     return t;
   }();
   return table;

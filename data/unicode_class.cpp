@@ -25,31 +25,12 @@ struct category_matchers {
   }
 };
 
-std::string utf8_of(std::uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xc0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xe0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    s += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    s += static_cast<char>(0xf0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    s += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-  return s;
-}
 
 std::uint8_t compute_classes(std::uint32_t cp) {
   static const category_matchers m;
   std::uint8_t bits = is_unicode_whitespace(cp) ? uc_space : 0;
   if (cp >= 0xd800 && cp <= 0xdfff) return bits;  // surrogates cannot be written in UTF-8
-  const std::string s = utf8_of(cp);
+  const std::string s = encode_utf8(cp);
   for (const auto& [bit, re] : m.by_bit)
     if (re2::RE2::FullMatch(s, *re)) bits |= bit;
   return bits;
@@ -72,6 +53,26 @@ std::uint8_t unicode_classes(std::uint32_t cp) {
   const std::uint8_t bits = compute_classes(cp);
   table[cp].store(static_cast<std::uint16_t>(bits + 1), std::memory_order_relaxed);
   return bits;
+}
+
+std::string encode_utf8(std::uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    s += static_cast<char>(0xc0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    s += static_cast<char>(0xe0 | (cp >> 12));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    s += static_cast<char>(0xf0 | (cp >> 18));
+    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    s += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+  return s;
 }
 
 utf8_char decode_utf8(std::string_view s, std::size_t pos) {

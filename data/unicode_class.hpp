@@ -32,5 +32,7 @@ struct utf8_char {
   std::size_t len;
 };
 utf8_char decode_utf8(std::string_view s, std::size_t pos);
+/// The UTF-8 bytes of code point `cp` (<= U+10FFFF).
+std::string encode_utf8(std::uint32_t cp);
 
 }  // namespace mactor::data

@@ -15,16 +15,12 @@ import types
 
 import numpy
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from megatron_packages import stub_megatron_packages  # noqa: E402
+
 
 def import_megatron_datasets():
-    spec = importlib.util.find_spec("megatron")
-    if spec is None:
-        sys.exit("megatron-core is not installed: pip install megatron-core (scripts/requirements-test.txt)")
-    root = list(spec.submodule_search_locations)[0]
-    for name, path in [("megatron", root), ("megatron.core", os.path.join(root, "core"))]:
-        m = types.ModuleType(name)
-        m.__path__ = [path]
-        sys.modules[name] = m
+    stub_megatron_packages()
     utils = types.ModuleType("megatron.core.utils")
     utils.log_single_rank = lambda logger, *args, rank=0, **kwargs: logger.log(*args, **kwargs)
     sys.modules["megatron.core.utils"] = utils

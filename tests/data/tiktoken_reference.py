@@ -24,6 +24,7 @@ import sys
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from megatron_packages import stub_megatron_packages  # noqa: E402
 
 
 def whisper_ranks():
@@ -54,19 +55,6 @@ def random_texts(n, seed):
             "camelCase", "they're", "I'LL", "<s>", "</s>", "<pad>", "<SPECIAL_9>", "//", "\n/", "$", "\u20ac"])
     rng = random.Random(seed)
     return ["".join(rng.choice(pool) for _ in range(rng.randint(0, 24))) for _ in range(n)]
-
-
-def stub_megatron_packages():
-    """megatron/ and megatron/core/ as bare packages: megatron.core's __init__ imports torch
-    distributed code the tokenizers do not need (Debian's torch lacks parts of it)."""
-    spec = importlib.util.find_spec("megatron")
-    if spec is None:
-        sys.exit("megatron-core is not installed: pip install megatron-core (scripts/requirements-test.txt)")
-    root = list(spec.submodule_search_locations)[0]
-    for name, path in [("megatron", root), ("megatron.core", os.path.join(root, "core"))]:
-        m = types.ModuleType(name)
-        m.__path__ = [path]
-        sys.modules[name] = m
 
 
 class LegacyLayout:
