@@ -15,10 +15,8 @@
 #include "actors/logger_queue.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
-#include "config/microbatches.hpp"
 #include "config/python_text.hpp"
 #include "training/flops.hpp"
-#include "training/progress_log.hpp"
 #include "training/rank_worker.hpp"
 
 namespace mactor::actors::coordination {
@@ -171,24 +169,6 @@ void plan_evaluations(coordinator_actor* self, bool final) {
       });
 }
 
-// Megatron's RampupBatchsizeNumMicroBatchesCalculator.update(verbose=True) messages.
-void announce_batch_size(coordinator_actor* self) {
-  auto& s = self->state;
-  if (!s.args.training.rampup_batch_size) return;
-  const auto plan = config::microbatch_plan_of(s.args);
-  const std::int64_t now = plan.current_global_batch_size(s.consumed);
-  if (now == s.ramp_batch_size) return;
-  log(self, s.ramp_batch_size == 0 ? "setting initial batch size to " + std::to_string(now)
-                                   : "ramping up batch size from " + std::to_string(s.ramp_batch_size) + " to " +
-                                         std::to_string(now));
-  const std::int64_t running = plan.running_global_batch_size(s.consumed);
-  if (running != now)
-    log(self, "decreasing batch size from " + std::to_string(now) + " to " + std::to_string(running) +
-                  " to keep divisiblity by micro_batch_size=" + std::to_string(plan.micro_batch_size) +
-                  " * data_parallel_size=" + std::to_string(plan.data_parallel_size));
-  s.ramp_batch_size = now;
-}
-
 void start_iteration(coordinator_actor* self) {
   auto& s = self->state;
   announce_batch_size(self);
@@ -213,21 +193,6 @@ void finish_training(coordinator_actor* self) {
     return;
   }
   plan_evaluations(self, /*final=*/true);
-}
-
-// --log-progress: Megatron's append_to_progress_log("Starting job") (only with --save).
-void log_progress_start(coordinator_actor* self) {
-  auto& s = self->state;
-  s.job_start = clock_type::now();
-  if (!s.args.checkpointing.save) return;
-  const char* job_id = std::getenv("SLURM_JOB_ID");
-  try {
-    training::append_progress(*s.args.checkpointing.save,
-                              training::progress_line(std::chrono::system_clock::now(), job_id ? job_id : "",
-                                                      s.args.derived.world_size, "Starting job"));
-  } catch (const std::exception& e) {
-    log(self, std::string("WARNING: --log-progress: ") + e.what());
-  }
 }
 
 void all_ready(coordinator_actor* self) {

@@ -3,7 +3,6 @@
 #include <caf/all.hpp>
 
 #include "actors/coordinator_state.hpp"
-#include "training/progress_log.hpp"
 
 namespace mactor::actors::coordination {
 namespace {
@@ -23,31 +22,6 @@ void maybe_go_on(coordinator_actor* self) {
   auto then = std::move(s.after_save);
   s.after_save = nullptr;
   then();
-}
-
-// --log-progress: Megatron's compute_throughputs_and_append_to_progress_log after a save.
-void log_progress_save(coordinator_actor* self) {
-  auto& s = self->state;
-  const std::string& dir = *s.args.checkpointing.save;
-  const char* job_id = std::getenv("SLURM_JOB_ID");
-  try {
-    const auto now = std::chrono::system_clock::now();
-    const auto start = training::progress_start_of(training::read_progress(dir), s.args.derived.world_size);
-    training::saved_progress p;
-    p.iteration = s.save_iteration;
-    p.async_save = s.args.checkpointing.async_save.value_or(false);
-    p.floating_point_operations = s.save_floating_point_operations;
-    p.floating_point_operations_at_start = s.floating_point_operations_at_start;
-    p.job_seconds = std::chrono::duration<double>(clock_type::now() - s.job_start).count();
-    p.cumulative_seconds = std::chrono::duration<double>(now - start.time).count();
-    p.cumulative_start_operations = start.floating_point_operations;
-    p.world_size = s.args.derived.world_size;
-    p.tokens = s.save_consumed * s.args.data.seq_length.value_or(0);
-    training::append_progress(dir, training::progress_line(now, job_id ? job_id : "", p.world_size,
-                                                           training::saved_progress_text(p)));
-  } catch (const std::exception& e) {
-    log(self, std::string("WARNING: --log-progress: ") + e.what());
-  }
 }
 
 void save_done(coordinator_actor* self) {

@@ -95,6 +95,12 @@ std::string iteration_field(std::int64_t iteration);
 /// The layout Megatron names after a checkpoint's path: " [ t 1/TP, p 1/PP ]".
 std::string layout_field(const comm::process_groups& g);
 
+// Progress reports (coordinator_progress.cpp): Megatron's ramp-up messages before an iteration,
+// --log-progress's progress.txt lines when training starts and after each save.
+void announce_batch_size(coordinator_actor* self);
+void log_progress_start(coordinator_actor* self);
+void log_progress_save(coordinator_actor* self);
+
 // Checkpoints (coordinator_saving.cpp).
 bool interval_save_at(const config::megatron_args& a, std::int64_t iteration);
 void save_then(coordinator_actor* self, std::function<void()> then);
