@@ -211,6 +211,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                            "sizes and the layers per virtual stage"},
       {"use_tokenizer_model_from_checkpoint_args", "with --use-checkpoint-args the checkpoint's --tokenizer-model too "
                                                    "(the --no- form keeps the command line's)"},
+      {"padded_vocab_size", "the model's vocabulary as given, unpadded (Megatron's build_tokenizer skips its padding then)"},
       {"exit_signal_handler", "SIGTERM is remembered; at the end of the iteration it arrived in (on any rank) the job "
                               "saves (with --save) and exits 0 with Megatron's 'exiting program after receiving "
                               "SIGTERM.'; give mactor a --kill-grace long enough for the save"},

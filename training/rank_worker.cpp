@@ -25,7 +25,8 @@ namespace {
 vocabulary vocabulary_of(const data::tokenizer& tok, const config::megatron_args& a) {
   vocabulary v;
   v.size = tok.vocab_size();
-  v.padded = config::padded_vocab_size(v.size, a);
+  // Megatron pads only when --padded-vocab-size is not given (NullTokenizer's is derived in validation).
+  v.padded = a.tokenizer.padded_vocab_size.value_or(config::padded_vocab_size(v.size, a));
   return v;
 }
 

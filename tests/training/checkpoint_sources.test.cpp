@@ -96,3 +96,14 @@ TEST_CASE("a --pretrained-checkpoint loads as --finetune when --load holds no ch
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Catch::Contains("No checkpoint found in load directory or pretrained directory"));
 }
+
+TEST_CASE("a given --padded-vocab-size is the model's vocabulary, not padded further") {
+  const auto dir = scratch("padded");
+  pretrain("--padded-vocab-size 4100 --save " + dir.string() + " --save-interval 2");
+  mactor::checkpoint::checkpoint_reader r(dir.string(), 2);
+  CHECK(r.global_shape("embedding.word_embeddings.weight") == std::vector<std::int64_t>{4100, 32});  // not padded to 4224
+  const auto padded = scratch("padded_default");
+  pretrain("--save " + padded.string() + " --save-interval 2");
+  mactor::checkpoint::checkpoint_reader d(padded.string(), 2);
+  CHECK(d.global_shape("embedding.word_embeddings.weight") == std::vector<std::int64_t>{4096, 32});  // 4095 + EOD, a multiple of 128
+}
