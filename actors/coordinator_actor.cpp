@@ -187,6 +187,8 @@ void start_iteration(coordinator_actor* self) {
 void finish_training(coordinator_actor* self) {
   auto& s = self->state;
   if (!s.args.validation.skip_train) log(self, "after training is done", true);
+  if (s.args.logging.log_energy && !s.energy_missing && !s.args.validation.skip_train)
+    log(self, "Total training energy (GPU): " + config::python_float_repr(s.total_energy / 1e6) + " MJ");
   // Megatron's pretrain saves the last iteration unless the interval just did, then evaluates.
   if (!s.args.validation.skip_train && s.args.checkpointing.save && s.iteration != 0 && !interval_save_at(s.args, s.iteration)) {
     save_then(self, [self] { plan_evaluations(self, /*final=*/true); });
@@ -326,8 +328,13 @@ void on_iteration_report(coordinator_actor* self, const training::iteration_repo
   s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
   s.memory.insert(s.memory.end(), r.memory.begin(), r.memory.end());
   s.exit_signal = s.exit_signal || r.exit_signal;
+  s.iteration_energy += r.energy_joules;
+  s.energy_missing = s.energy_missing || r.energy_missing;
   if (r.has_loss) s.merged = r;  // every replica's last stage holds the same total
   if (--s.reports_pending > 0) return;
+  s.merged.energy_joules = std::exchange(s.iteration_energy, 0.0);
+  s.merged.energy_missing = s.energy_missing;
+  s.total_energy += s.merged.energy_joules;
   s.merged.timings = std::exchange(s.timings, {});
   s.merged.memory = std::exchange(s.memory, {});
   s.consumed += s.merged.global_batch_size;

@@ -33,6 +33,8 @@ struct coordinator_state {
   std::int64_t iteration = 0, consumed = 0;
   std::int64_t ramp_batch_size = 0;
   bool exit_signal = false;  // --exit-signal-handler: a rank got SIGTERM
+  double iteration_energy = 0, total_energy = 0;  // --log-energy: joules (this iteration's so far, all)
+  bool energy_missing = false;                    // --log-energy: a host has no counter
   double floating_point_operations = 0;           // trained so far, checkpoints included
   double floating_point_operations_at_start = 0;  // ... when this job started (--log-progress)
   clock_type::time_point job_start;               // when this job's "Starting job" line was written

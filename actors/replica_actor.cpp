@@ -27,7 +27,11 @@ void merge(Report& into, const Report& r, bool first) {
     into = r;
     return;
   }
-  if constexpr (requires { r.exit_signal; }) into.exit_signal = into.exit_signal || r.exit_signal;
+  if constexpr (requires { r.exit_signal; }) {
+    into.exit_signal = into.exit_signal || r.exit_signal;
+    into.energy_joules += r.energy_joules;
+    into.energy_missing = into.energy_missing || r.energy_missing;
+  }
   if (r.has_loss) {
     into.has_loss = true;
     into.loss_sum = r.loss_sum;

@@ -212,6 +212,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"use_tokenizer_model_from_checkpoint_args", "with --use-checkpoint-args the checkpoint's --tokenizer-model too "
                                                    "(the --no- form keeps the command line's)"},
       {"padded_vocab_size", "the model's vocabulary as given, unpadded (Megatron's build_tokenizer skips its padding then)"},
+      {"log_energy", "energy per GPU (J/iter/GPU) and power per GPU (W/GPU) in the log line, TensorBoard's "
+                     "iter-energy/gpu and power/gpu, and the total at the end, from the CPU packages' RAPL counters "
+                     "(one reading per host, training steps only); without readable counters a one-line warning"},
       {"exit_signal_handler", "SIGTERM is remembered; at the end of the iteration it arrived in (on any rank) the job "
                               "saves (with --save) and exits 0 with Megatron's 'exiting program after receiving "
                               "SIGTERM.'; give mactor a --kill-grace long enough for the save"},

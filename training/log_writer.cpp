@@ -1,4 +1,5 @@
 // Megatron's training_log and evaluate_and_print_results output, from merged reports.
+#include "training/energy_meter.hpp"
 #include "training/log_writer.hpp"
 
 #include <algorithm>
@@ -118,6 +119,13 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
   const auto& a = args_;
   add_timings(r);
   const double lm_loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
+  state_.energy_joules += r.energy_joules;
+  if (a.logging.log_energy && r.energy_missing && !state_.energy_warned) {
+    print("WARNING: --log-energy: a host has no readable RAPL package counter (" + energy_meter::default_root() +
+          "/intel-rapl:N/energy_uj; the kernel's powercap driver, and read access to it, are needed); energy and "
+          "power are not logged");
+    state_.energy_warned = true;
+  }
   const std::pair<std::string, float> losses[] = {{"lm loss", static_cast<float>(lm_loss)}};
   state_.accumulator.add_iteration(losses, !r.update_successful);
   const std::int64_t gbs = r.global_batch_size > 0 ? r.global_batch_size : *a.training.global_batch_size;
@@ -166,7 +174,14 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
     in.num_zeros_in_grad = zeros;
     in.params_norm = params_norm;
     in.loss_scale = r.loss_scale;
+    if (a.logging.log_energy && !r.energy_missing) in.energy_joules = state_.energy_joules;
     print(training_log_interval(in, state_.accumulator));
+    state_.energy_joules = 0;
+    if (tb_ && in.energy_joules) {
+      const double energy = *in.energy_joules / double(a.training.log_interval) / double(world_size_);
+      tb_->add_scalar("iter-energy/gpu", energy, r.iteration);
+      tb_->add_scalar("power/gpu", energy / (in.interval_seconds / double(a.training.log_interval)), r.iteration);
+    }
     if (!state_.memory_reported && !r.memory.empty()) {
       // Megatron's report_memory after the first log line, from each data-parallel-rank-0 rank.
       auto ranks = r.memory;

@@ -26,6 +26,9 @@ struct log_interval_state {
   std::vector<std::vector<double>> timer_seconds;
   /// Megatron prints each rank's memory once, after the first logged iteration.
   bool memory_reported = false;
+  /// --log-energy: joules since the last log line; whether the no-counter warning was printed.
+  double energy_joules = 0;
+  bool energy_warned = false;
 };
 
 /// When a record's event happened, as the coordinator saw it: a logger that lags behind still

@@ -1,6 +1,7 @@
 // One rank's training work: data, engine, LR schedule; iterations and evaluations as pumped jobs.
 #include "training/rank_worker.hpp"
 
+#include "comm/launch_env.hpp"
 #include "training/exit_signal.hpp"
 
 #include <unistd.h>
@@ -67,6 +68,9 @@ rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx, 
       engine_(a, ctx, vocab_.padded),
       scheduler_(model::lr_scheduler_options_from_args(lr_schedule_args_from_args(a)), engine_.optimizer().param_groups()),
       batches_(config::microbatch_plan_of(a)) {
+  // One meter per host: package counters cover every rank on it.
+  if (a.logging.log_energy && comm::detect_launch_env(comm::process_env()).local_rank == 0)
+    energy_ = std::make_unique<energy_meter>();
   const int mbs = static_cast<int>(*a.training.micro_batch_size);
   for (int s = 0; s < 3; ++s)
     if (datasets_[s]) loaders_[s] = std::make_unique<batch_loader>(datasets_[s], mbs, vocab_.padded, ctx.dp_rank(), ctx.groups().dp());
@@ -113,6 +117,7 @@ void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed)
   engine_.trace().begin_iteration(iteration);
   engine_.zero_grad();
   forward_backward_start_ = std::chrono::steady_clock::now();
+  if (energy_) energy_->lap();  // evaluations and saves between steps are not counted, as Megatron pauses
   // Megatron's update_num_microbatches(consumed) before each train step.
   const std::int64_t microbatches = batches_.num_microbatches(consumed);
   iteration_batch_ = microbatches * batches_.micro_batch_size * batches_.data_parallel_size;
@@ -188,6 +193,10 @@ iteration_report rank_worker::finish_iteration() {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   r.global_batch_size = iteration_batch_;
   r.exit_signal = args_.training.exit_signal_handler && exit_signal_received();
+  if (energy_) {
+    r.energy_joules = energy_->lap();
+    r.energy_missing = !energy_->available();
+  }
   if (auto seconds = engine_.timers().take(); !seconds.empty()) r.timings.push_back({ctx_.rank(), std::move(seconds)});
   if (memory_wanted()) {
     r.memory.push_back(read_rank_memory(ctx_.rank(), ctx_.dp_rank() == 0,

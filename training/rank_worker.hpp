@@ -17,6 +17,7 @@
 #include "model/lr_scheduler.hpp"
 #include "checkpoint/tensor_piece.hpp"
 #include "training/batch_loader.hpp"
+#include "training/energy_meter.hpp"
 #include "training/checkpointing.hpp"
 #include "training/parallel_context.hpp"
 #include "training/reports.hpp"
@@ -72,6 +73,7 @@ class rank_worker {
   stage_engine engine_;
   model::lr_scheduler scheduler_;
   config::microbatch_plan batches_;  // each iteration's global batch (--rampup-batch-size)
+  std::unique_ptr<energy_meter> energy_;  // --log-energy on the host's local rank 0
   std::int64_t iteration_ = 0;
   std::int64_t iteration_batch_ = 0;  // this iteration's global batch size
   bool memory_logged_ = false;  // the report after the first log line has been sent

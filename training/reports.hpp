@@ -39,6 +39,11 @@ struct iteration_report {
   std::int64_t global_batch_size = 0;
   /// --exit-signal-handler: this rank got SIGTERM (the replica and the coordinator OR them).
   bool exit_signal = false;
+  /// --log-energy: the host's package energy during this iteration's step, from the rank with
+  /// local rank 0 (one meter per host; the replica and the coordinator sum them), and whether
+  /// such a rank found no counter to read.
+  double energy_joules = 0;
+  bool energy_missing = false;
   /// With --timing-log-level > 0: this rank's timers; the replica and the coordinator gather
   /// every rank's here (Megatron's timers report min and max over all ranks).
   std::vector<rank_timings> timings;
