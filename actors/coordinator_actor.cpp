@@ -252,6 +252,7 @@ void start_coordinator(coordinator_actor* self, config::megatron_args args, comm
                        std::shared_ptr<job_control> control) {
   auto& s = self->state;
   s.args = std::move(args);
+  s.batches = config::microbatch_plan_of(s.args);
   s.vocab = vocab;
   s.groups = std::make_unique<comm::process_groups>(groups);
   s.logger = logger;

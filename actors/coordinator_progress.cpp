@@ -4,7 +4,6 @@
 #include <cstdlib>
 
 #include "actors/coordinator_state.hpp"
-#include "config/microbatches.hpp"
 #include "training/progress_log.hpp"
 
 namespace mactor::actors::coordination {
@@ -13,7 +12,7 @@ namespace mactor::actors::coordination {
 void announce_batch_size(coordinator_actor* self) {
   auto& s = self->state;
   if (!s.args.training.rampup_batch_size) return;
-  const auto plan = config::microbatch_plan_of(s.args);
+  const auto& plan = s.batches;
   const std::int64_t now = plan.current_global_batch_size(s.consumed);
   if (now == s.ramp_batch_size) return;
   log(self, s.ramp_batch_size == 0 ? "setting initial batch size to " + std::to_string(now)

@@ -13,6 +13,7 @@
 #include "actors/logger_queue.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
+#include "config/microbatches.hpp"
 #include "training/rank_worker.hpp"
 
 namespace mactor::actors::coordination {
@@ -31,7 +32,8 @@ struct coordinator_state {
   int hellos = 0, stages_ready = 0;  // ranks met, stages that sent stage_ready
   bool has_valid = true, has_test = true;
   std::int64_t iteration = 0, consumed = 0;
-  std::int64_t ramp_batch_size = 0;
+  config::microbatch_plan batches;    // each iteration's global batch (--rampup-batch-size)
+  std::int64_t ramp_batch_size = 0;  // the ramp-up batch size last announced
   bool exit_signal = false;  // --exit-signal-handler: a rank got SIGTERM
   double iteration_energy = 0, total_energy = 0;  // --log-energy: joules (this iteration's so far, all)
   bool energy_missing = false;                    // --log-energy: a host has no counter

@@ -27,8 +27,9 @@ void merge(Report& into, const Report& r, bool first) {
     into = r;
     return;
   }
-  if constexpr (requires { r.exit_signal; }) {
+  if constexpr (requires { r.exit_signal; })  // any rank's SIGTERM
     into.exit_signal = into.exit_signal || r.exit_signal;
+  if constexpr (requires { r.energy_joules; }) {  // one meter per host: the hosts' sum
     into.energy_joules += r.energy_joules;
     into.energy_missing = into.energy_missing || r.energy_missing;
   }

@@ -148,6 +148,10 @@ void uneven_pipeline(validation_context& c) {  // rules 105-108
   const bool accounting = d.account_for_embedding_in_pipeline_split || d.account_for_loss_in_pipeline_split;
   if (!uneven && !accounting && !d.pipeline_model_parallel_layout) return;  // the even split: rules 23-24
   if (!c.a.network_size.num_layers || d.pipeline_model_parallel_size < 1) return;
+  // Accounting alone: rules 23-24 (validate_parallel) already named layers that do not divide over pp.
+  const std::int64_t counted = *c.a.network_size.num_layers + int(d.account_for_embedding_in_pipeline_split) +
+                               int(d.account_for_loss_in_pipeline_split);
+  if (!uneven && !d.pipeline_model_parallel_layout && counted % d.pipeline_model_parallel_size != 0) return;
   try {
     split_pipeline_layers(pipeline_split_settings::of(c.a));
   } catch (const std::invalid_argument& e) {

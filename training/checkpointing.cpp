@@ -294,8 +294,8 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
 
 std::optional<load_source> load_source_of(const config::megatron_args& a) {
   const auto& c = a.checkpointing;
-  const bool load_has_one = c.load && checkpoint::read_tracker(*c.load).has_value();
-  if (!c.pretrained_checkpoint || load_has_one) {
+  // The tracker is read here only to decide the fallback; without one, --load is the source as given.
+  if (!c.pretrained_checkpoint || (c.load && checkpoint::read_tracker(*c.load))) {
     if (!c.load) return std::nullopt;
     return load_source{*c.load, c.finetune, false};
   }

@@ -175,12 +175,13 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
     in.params_norm = params_norm;
     in.loss_scale = r.loss_scale;
     if (a.logging.log_energy && !r.energy_missing) in.energy_joules = state_.energy_joules;
-    print(training_log_interval(in, state_.accumulator));
+    const training_log_line line = make_training_log_line(in, state_.accumulator);
+    print(format_training_log_line(line));
+    state_.accumulator.reset();
     state_.energy_joules = 0;
-    if (tb_ && in.energy_joules) {
-      const double energy = *in.energy_joules / double(a.training.log_interval) / double(world_size_);
-      tb_->add_scalar("iter-energy/gpu", energy, r.iteration);
-      tb_->add_scalar("power/gpu", energy / (in.interval_seconds / double(a.training.log_interval)), r.iteration);
+    if (tb_ && line.energy_per_gpu && line.power_per_gpu) {  // the logged values, as Megatron writes them
+      tb_->add_scalar("iter-energy/gpu", *line.energy_per_gpu, r.iteration);
+      tb_->add_scalar("power/gpu", *line.power_per_gpu, r.iteration);
     }
     if (!state_.memory_reported && !r.memory.empty()) {
       // Megatron's report_memory after the first log line, from each data-parallel-rank-0 rank.

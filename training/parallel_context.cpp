@@ -79,7 +79,7 @@ std::unique_ptr<model::group> make_model_group(comm::communicator& c) {
 }
 
 parallel_context::parallel_context(const config::megatron_args& a, const comm::launch_env& env)
-    : impl_(std::make_unique<impl>()), groups_(make_groups(a, env)) {
+    : impl_(std::make_unique<impl>()), groups_(make_groups(a, env)), local_rank_(env.local_rank) {
   if (env.world_size == 1) {
     tp_group_ = std::make_unique<model::single_group>();
     return;

@@ -36,6 +36,8 @@ class parallel_context {
   int tp_rank() const { return groups_.coords().tp; }
   int dp_rank() const { return groups_.coords().dp; }
   int pp_rank() const { return groups_.coords().pp; }
+  /// This process's rank among those on its node (the launcher's).
+  int local_rank() const { return local_rank_; }
 
   /// The data plane (null in a single process). Pipeline transfers use it directly.
   comm::transport* transport() { return transport_.get(); }
@@ -61,6 +63,7 @@ class parallel_context {
   struct impl;
   std::unique_ptr<impl> impl_;
   comm::process_groups groups_;
+  int local_rank_ = 0;
   std::unique_ptr<comm::transport> transport_;
   std::unique_ptr<model::group> tp_group_;
   std::unique_ptr<comm::communicator> dp_, mp_, embedding_, world_;

@@ -36,8 +36,9 @@ struct saved_progress {
 };
 std::string saved_progress_text(const saved_progress& p);
 
-/// Appends `line` to <save_dir>/progress.txt; returns the file's text before it (for progress_start_of).
+/// Appends `line` to <save_dir>/progress.txt (created with its folder when absent).
 void append_progress(const std::string& save_dir, const std::string& line);
+/// The text of <save_dir>/progress.txt (empty when absent), for progress_start_of.
 std::string read_progress(const std::string& save_dir);
 
 }  // namespace mactor::training

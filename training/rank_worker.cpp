@@ -1,7 +1,6 @@
 // One rank's training work: data, engine, LR schedule; iterations and evaluations as pumped jobs.
 #include "training/rank_worker.hpp"
 
-#include "comm/launch_env.hpp"
 #include "training/exit_signal.hpp"
 
 #include <unistd.h>
@@ -69,7 +68,7 @@ rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx, 
       scheduler_(model::lr_scheduler_options_from_args(lr_schedule_args_from_args(a)), engine_.optimizer().param_groups()),
       batches_(config::microbatch_plan_of(a)) {
   // One meter per host: package counters cover every rank on it.
-  if (a.logging.log_energy && comm::detect_launch_env(comm::process_env()).local_rank == 0)
+  if (a.logging.log_energy && ctx.local_rank() == 0)
     energy_ = std::make_unique<energy_meter>();
   const int mbs = static_cast<int>(*a.training.micro_batch_size);
   for (int s = 0; s < 3; ++s)
