@@ -129,6 +129,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"tensor_model_parallel_size", "tensor-parallel linears, vocab-parallel embedding and loss over the data plane"},
       {"sequence_parallel", "norms, dropouts and residuals on [seq / tp] shards; all-gather / reduce-scatter around the "
                             "tensor-parallel linears; pipeline messages are the shards"},
+      {"context_parallel_size", "each rank holds sequence chunks r and 2cp-1-r (Megatron's load-balanced split) of tokens, "
+                                "labels, loss mask and positions; attention all-gathers the whole sequence's keys and values "
+                                "over the context-parallel group and reduce-scatters their gradients; gradients, losses and "
+                                "the distributed optimizer reduce over data x context parallel"},
       {"pipeline_model_parallel_size", "1F1B (interleaved with a virtual pipeline); out-of-order backwards recompute the chunk's forward"},
       {"num_layers_per_virtual_pipeline_stage", ""},
       {"num_virtual_stages_per_pipeline_rank", ""},
@@ -293,6 +297,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
 const std::map<std::string_view, std::string_view>& accepted_flags() {
   static const std::map<std::string_view, std::string_view> table = {
       {"masked_softmax_fusion", performance_only},
+      {"cp_comm_type", "chooses how Megatron moves keys and values between context-parallel ranks (p2p ring, a2a, "
+                       "allgather, a2a+p2p); every choice computes the same attention, and mactor all-gathers them for each"},
+      {"hierarchical_context_parallel_sizes", "the a2a+p2p split of the context-parallel group (its product is checked); "
+                                              "mactor's all-gather needs no split"},
       {"bias_swiglu_fusion", performance_only},
       {"bias_dropout_fusion", performance_only},
       {"apply_rope_fusion", performance_only},

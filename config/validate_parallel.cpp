@@ -91,6 +91,17 @@ void context_parallel(validation_context& c) {  // rules 13, 14
                 "--hierarchical-context-parallel-sizes must be set when a2a+p2p is used in --cp-comm-type");
   auto& etp = c.a.moe.expert_tensor_parallel_size;
   if (!etp) etp = d.tensor_model_parallel_size;
+  // Megatron's get_batch_on_this_cp_rank views the sequence as 2 * cp chunks, and sequence
+  // parallelism splits each rank's positions over tp: both fail on a remainder at the first batch.
+  const auto cp = d.context_parallel_size;
+  if (cp > 1 && c.a.data.seq_length) {
+    const auto seq = *c.a.data.seq_length;
+    if (c.require(seq % (2 * cp) == 0, "--seq-length=" + show(seq) + " must be divisible by 2 * --context-parallel-size=" +
+                                           show(2 * cp) + ": each context-parallel rank holds 2 of the sequence's 2 * cp chunks"))
+      c.require(!c.a.training.sequence_parallel || (seq / cp) % d.tensor_model_parallel_size == 0,
+                "--seq-length / --context-parallel-size=" + show(seq / cp) + " must be divisible by --tensor-model-parallel-size=" +
+                    show(d.tensor_model_parallel_size) + " with --sequence-parallel");
+  }
 }
 
 void removed_flags(validation_context& c) {  // rule 15

@@ -34,8 +34,8 @@ constexpr std::uint64_t embedding_dropout_site = 3;
 
 }  // namespace
 
-gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout)
-    : config_(checked(config, tp, layout)), tp_(tp), layout_(layout),
+gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout, group* cp)
+    : config_(checked(config, tp, layout)), tp_(tp), layout_(layout), shard_(config_.shard()),
       store_(config_.params_dtype, config_.grads_dtype()) {
   store_.set_xavier_uniform(config_.init_method_xavier_uniform);
   // Registration order (Megatron's module order) fixes only the flat buffer layout.
@@ -45,7 +45,7 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   }
   layers_.reserve(layout_.layer_end - layout_.layer_begin);
   for (int i = layout_.layer_begin; i < layout_.layer_end; ++i)
-    layers_.emplace_back(store_, i, config_, tp.rank(), tp.size());
+    layers_.emplace_back(store_, i, config_, tp.rank(), tp.size(), cp);
   if (layout_.post_process) {
     final_layernorm_.emplace(store_, "decoder.final_layernorm", config_);
     int tied = -1;
@@ -67,8 +67,17 @@ std::size_t gpt_chunk::activation_numel(int micro_batch_size) const {
   return std::size_t(local_rows(micro_batch_size)) * config_.hidden_size;
 }
 
+double gpt_chunk::loss_tokens(const micro_batch& b) const {
+  double count = 0;
+  for (int bi = 0; bi < b.micro_batch_size; ++bi)
+    for (const auto& r : shard_.runs())
+      for (int si = r.global; si < r.global + r.length; ++si)
+        count += b.loss_mask ? b.loss_mask[std::size_t(bi) * config_.seq_length + si] : 1.0;
+  return count;
+}
+
 int gpt_chunk::local_rows(int micro_batch_size) const {
-  const int rows = config_.seq_length * micro_batch_size;
+  const int rows = shard_.local_length() * micro_batch_size;
   return config_.sequence_parallel ? rows / config_.tensor_model_parallel_size : rows;
 }
 
@@ -101,15 +110,17 @@ void gpt_chunk::load_batch(const micro_batch& b, saved& s) const {
                                 std::to_string(b.micro_batch_size) + ")");
   if (layout_.pre_process && !b.tokens)
     throw std::invalid_argument("the first pipeline stage needs the micro-batch's tokens");
-  const int seq = config_.seq_length, mb = b.micro_batch_size, rows = seq * mb;
+  const int seq = config_.seq_length, local_seq = shard_.local_length();
+  const int mb = b.micro_batch_size, rows = local_seq * mb;
   s.micro_batch_size = mb;
   const bool learned =
       config_.position_embedding_type == position_embedding_kind::learned_absolute;
   if (layout_.pre_process) s.ids.resize(rows), s.positions.resize(rows);
   if (layout_.post_process) s.labels.resize(rows), s.mask.resize(rows);
   for (int bi = 0; bi < mb; ++bi)
-    for (int si = 0; si < seq; ++si) {
-      const int from = bi * seq + si, to = si * mb + bi;  // [batch, seq] -> [seq, batch]
+    for (int li = 0; li < local_seq; ++li) {
+      // [batch, seq] -> [seq, batch], this rank's positions only
+      const int si = shard_.position(li), from = bi * seq + si, to = li * mb + bi;
       if (layout_.pre_process) {
         const std::int32_t token = b.tokens[from];
         if (token < 0 || token >= config_.padded_vocab_size)
@@ -145,7 +156,7 @@ tensor::tensor_view gpt_chunk::stream(int i, const saved& s) {
 // Embedding (or the kept input), the layers and the final norm; fills stream_ and final_. A
 // checkpointed group frees its layers' activations and its inner stream entries as it goes.
 void gpt_chunk::run_forward(const saved& s, bool training) {
-  const int seq = config_.seq_length, mb = s.micro_batch_size, rows = seq * mb;
+  const int seq = shard_.local_length(), mb = s.micro_batch_size, rows = seq * mb;
   const int local = local_rows(mb), hidden = config_.hidden_size;
   stream_.resize(layers_.size() + 1);
   if (layout_.pre_process)
@@ -194,7 +205,7 @@ void gpt_chunk::recompute_group(std::size_t g, const saved& s) {
   }
   for (int i = begin; i < end; ++i)
     layers_[std::size_t(i)].forward(store_, tp_, stream_[std::size_t(i)], stream(i + 1, s),
-                                    config_.seq_length, s.micro_batch_size, true, s.step);
+                                    shard_.local_length(), s.micro_batch_size, true, s.step);
 }
 
 loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_tensor_view input,
@@ -206,7 +217,7 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
   saved s;
   s.step = dropout_step;
   load_batch(b, s);
-  const int rows = config_.seq_length * s.micro_batch_size;
+  const int rows = shard_.local_length() * s.micro_batch_size;
   const int local = local_rows(s.micro_batch_size), hidden = config_.hidden_size;
   const std::int64_t n = std::int64_t(activation_numel(s.micro_batch_size));
   if (!layout_.pre_process) {

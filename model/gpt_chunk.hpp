@@ -5,7 +5,10 @@
 // (Megatron's full activation recomputation, applied only where a schedule needs it).
 // config.recompute adds Megatron's own recomputation (model/recompute.hpp) inside a micro-batch.
 // With sequence parallelism (config.sequence_parallel) the activations between layers, and
-// those passed between stages, are this rank's [seq / tp, batch, hidden] shard.
+// those passed between stages, are this rank's [seq / tp, batch, hidden] shard. Under context
+// parallelism (config.context_parallel_size > 1) every activation holds only this rank's
+// positions of the sequence (model/context_parallel.hpp), and the micro-batch's arrays are
+// sliced to them as Megatron's get_batch_on_this_cp_rank does.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -56,7 +59,8 @@ class gpt_chunk {
   /// embeddings, a last stage without the embedding registers its own copy of
   /// embedding.word_embeddings.weight (initialized identically; keep it in sync by summing its
   /// gradient with the first stage's, as Megatron's embedding group does).
-  gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout);
+  /// cp: the context-parallel group (needed when config.context_parallel_size > 1).
+  gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout, group* cp = nullptr);
 
   /// Forward of one micro-batch into `slot`. `input` is the previous stage's output [seq * mb,
   /// hidden] ([seq / tp * mb, hidden] with sequence parallelism; ignored with pre_process);
@@ -80,6 +84,8 @@ class gpt_chunk {
   /// The final norm's event: the number of local layers.
   int backward_done_final_norm() const { return static_cast<int>(layers_.size()); }
 
+  /// The loss mask's sum over this rank's positions of the micro-batch (Megatron's num_tokens).
+  double loss_tokens(const micro_batch& batch) const;
   /// Elements of one activation or gradient passed between stages for `micro_batch_size`
   /// (this rank's sequence shard with sequence parallelism).
   std::size_t activation_numel(int micro_batch_size) const;
@@ -124,6 +130,7 @@ class gpt_chunk {
   gpt_model_config config_;
   group& tp_;
   chunk_layout layout_;
+  sequence_shard shard_;
   parameter_store store_;
   std::optional<language_model_embedding> embedding_;
   std::vector<transformer_layer> layers_;

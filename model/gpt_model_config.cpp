@@ -72,6 +72,19 @@ std::vector<std::string> validate(const gpt_model_config& c) {
     need(c.rotary_dim() >= 2 && c.rotary_dim() % 2 == 0,
          "rotary_percent=" + std::to_string(c.rotary_percent) + " of kv_channels=" +
              std::to_string(c.head_dim()) + " must give an even rotary dimension of at least 2");
+  const int cp = c.context_parallel_size;
+  need(cp > 0 && c.context_parallel_rank >= 0 && c.context_parallel_rank < cp,
+       "context_parallel_rank=" + std::to_string(c.context_parallel_rank) +
+           " must lie in [0, context_parallel_size=" + std::to_string(cp) + ")");
+  if (cp > 1)
+    need(c.seq_length % (2 * cp) == 0,
+         "seq_length=" + std::to_string(c.seq_length) + " is not divisible by 2 * context_parallel_size=" +
+             std::to_string(2 * cp) + "; each context-parallel rank holds 2 of the sequence's 2 * cp chunks");
+  if (c.sequence_parallel && cp > 1)
+    need(c.seq_length / cp % tp == 0,
+         "seq_length / context_parallel_size=" + std::to_string(c.seq_length / cp) +
+             " is not divisible by tensor_model_parallel_size=" + std::to_string(tp) +
+             "; with sequence parallelism each rank holds seq_length / cp / tp positions");
   if (c.sequence_parallel) {
     // Megatron's ModelParallelConfig raises for tp <= 1; its sequence split asserts divisibility.
     need(tp > 1, "sequence_parallel needs tensor_model_parallel_size > 1 (got " + std::to_string(tp) +

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/context_parallel.hpp"
 #include "model/recompute.hpp"
 #include "model/fp8_recipe.hpp"
 #include "tensor/dtype.hpp"
@@ -84,6 +85,11 @@ struct gpt_model_config {
   std::uint64_t seed = 1234;
   int tensor_model_parallel_size = 1;
   int tensor_model_parallel_rank = 0;
+  /// --context-parallel-size and this rank's place in its group: each rank holds 2 of the
+  /// sequence's 2 * cp chunks (model/context_parallel.hpp).
+  int context_parallel_size = 1;
+  int context_parallel_rank = 0;
+  sequence_shard shard() const { return {seq_length, context_parallel_size, context_parallel_rank}; }
   /// Megatron's --sequence-parallel: outside the tensor-parallel regions (norms, dropouts,
   /// residuals) each rank holds seq_length / tp positions of the [seq, batch, hidden] activations.
   bool sequence_parallel = false;

@@ -23,7 +23,7 @@ language_model_embedding::language_model_embedding(parameter_store& store,
     : hidden_(c.hidden_size), vocab_start_(tp_rank * (c.padded_vocab_size / tp_size)),
       vocab_end_(vocab_start_ + c.padded_vocab_size / tp_size),
       max_positions_(c.max_position_embeddings), dropout_(c.hidden_dropout),
-      sequence_parallel_(c.sequence_parallel && tp_size > 1) {
+      sequence_parallel_(c.sequence_parallel && tp_size > 1), shard_(c.shard()) {
   word_ = add_embedding_table(store, "embedding.word_embeddings.weight", c.padded_vocab_size,
                               tp_split::rows, c);
   if (c.position_embedding_type == position_embedding_kind::learned_absolute)
@@ -41,7 +41,7 @@ void language_model_embedding::forward(const parameter_store& store, group& tp,
   const int local_rows = sequence_parallel_ ? rows / tp.size() : rows;
   const int first_row = sequence_parallel_ ? local_rows * tp.rank() : 0;
   const std::int64_t local = std::int64_t(local_rows) * hidden_;
-  first_index_ = std::uint64_t(first_row) * hidden_;
+  placement_ = row_placement(shard_, rows / shard_.local_length(), first_row, local_rows);
   if (sequence_parallel_) {
     // The vocab-parallel sum lands reduce-scattered on the sequence shards.
     auto full = ensure_activation(full_, rows, hidden_, out.type);
@@ -59,7 +59,7 @@ void language_model_embedding::forward(const parameter_store& store, group& tp,
   // Megatron adds the two embeddings in the model's dtype and widens the sum for an fp32
   // residual stream (--fp32-residual-connection) before the dropout.
   if (out.type != store.type()) kernels::round_through(elements(out, 0, local), store.type());
-  kernels::dropout_apply(out, out, local, p_, stream_, first_index_);
+  placement_.dropout_apply(elements(out, 0, local), elements(out, 0, local), hidden_, p_, stream_);
 }
 
 void language_model_embedding::backward(parameter_store& store, group& tp,
@@ -71,10 +71,10 @@ void language_model_embedding::backward(parameter_store& store, group& tp,
     // gradient for its vocabulary block and for the (replicated) position table.
     const int shard_rows = rows_ / tp.size();
     auto shard = ensure_activation(full_, shard_rows, hidden_, dout.type);
-    kernels::dropout_apply(shard, dout, shard.numel(), p_, stream_, first_index_);
+    placement_.dropout_apply(shard, elements(dout, 0, shard.numel()), hidden_, p_, stream_);
     tp.all_gather(shard, dmasked);
   } else {
-    kernels::dropout_apply(dmasked, dout, n, p_, stream_);
+    placement_.dropout_apply(dmasked, elements(dout, 0, n), hidden_, p_, stream_);
   }
   kernels::embedding_backward(store.grad(word_), dmasked, ids_, rows_, hidden_, vocab_start_,
                               vocab_end_);

@@ -29,7 +29,8 @@ class language_model_embedding {
                            int tp_rank, int tp_size);
   int word_embeddings_id() const { return word_; }
   /// out[rows, hidden] for token ids and position ids, both in [seq, batch] row order (all rows
-  /// of the ids; out holds only this rank's rows / tp with sequence parallelism).
+  /// of the ids; out holds only this rank's rows / tp with sequence parallelism). Under context
+  /// parallelism the rows are this rank's positions (position ids give their places).
   void forward(const parameter_store& store, group& tp, const std::int32_t* ids,
                const std::int32_t* positions, tensor::tensor_view out, int rows, bool training,
                std::uint64_t stream);
@@ -41,7 +42,9 @@ class language_model_embedding {
   int hidden_, vocab_start_, vocab_end_, word_, position_ = -1, max_positions_;
   float dropout_, p_ = 0;
   bool sequence_parallel_;
-  std::uint64_t stream_ = 0, first_index_ = 0;
+  std::uint64_t stream_ = 0;
+  sequence_shard shard_;
+  row_placement placement_;  // this rank's rows in the one-rank output (dropout masks)
   int rows_ = 0;
   const std::int32_t* ids_ = nullptr;
   const std::int32_t* positions_ = nullptr;

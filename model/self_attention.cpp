@@ -1,7 +1,10 @@
 // Self-attention block: qkv projection, rope, attention core, output projection.
 #include "model/self_attention.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/rope.hpp"
 #include "kernels/tensor_ops.hpp"
@@ -10,7 +13,8 @@
 namespace mactor::model {
 
 self_attention::self_attention(parameter_store& store, const std::string& name,
-                               const gpt_model_config& c, int layer, int tp_rank, int tp_size)
+                               const gpt_model_config& c, int layer, int tp_rank, int tp_size,
+                               group* cp)
     : softmax_offset_(c.softmax_type != softmax_kind::learnable
                           ? -1
                           : store.add(name + ".core_attention.softmax_offset",
@@ -27,7 +31,10 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
       rope_interleaved_(c.rotary_interleaved),
       recompute_core_(c.recompute.selective(c.recompute.core_attn)),
       rot_dim_(c.rotary_dim()),
-      scale_(1.0 / std::sqrt(double(c.head_dim()))) {
+      scale_(1.0 / std::sqrt(double(c.head_dim()))), shard_(c.shard()), cp_(cp) {
+  if (shard_.cp_size > 1 && (!cp_ || cp_->size() != shard_.cp_size || cp_->rank() != shard_.cp_rank))
+    throw std::invalid_argument("self_attention: context_parallel_size=" + std::to_string(shard_.cp_size) +
+                                " needs the context-parallel group of that size with this rank's place");
   dims_.heads = c.num_attention_heads / tp_size;
   dims_.groups = c.query_groups() / tp_size;
   dims_.head_dim = c.head_dim();
@@ -41,14 +48,23 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
   if (rope_) {
     // Tables of the model's dtype, computed once (they are not activations of a micro-batch).
     const tensor::shape_type table{c.seq_length, rot_dim_ / 2};
-    cos_ = tensor::tensor(table, c.params_dtype, tensor::memory_kind::other);
-    sin_ = tensor::tensor(table, c.params_dtype, tensor::memory_kind::other);
+    tensor::tensor cos(table, c.params_dtype, tensor::memory_kind::other);
+    tensor::tensor sin(table, c.params_dtype, tensor::memory_kind::other);
     kernels::rope_frequencies f;
     f.base = c.rotary_base;
     f.seq_len_interpolation_factor = c.rotary_seq_len_interpolation_factor;
     f.llama3_scaling = c.use_rope_scaling;
     f.scaling_factor = c.rope_scaling_factor;
-    kernels::rope_tables(cos_, sin_, c.seq_length, rot_dim_, f);
+    kernels::rope_tables(cos, sin, c.seq_length, rot_dim_, f);
+    // The rows of this rank's positions (all of them without context parallelism).
+    const tensor::shape_type local{shard_.local_length(), rot_dim_ / 2};
+    cos_ = tensor::tensor(local, c.params_dtype, tensor::memory_kind::other);
+    sin_ = tensor::tensor(local, c.params_dtype, tensor::memory_kind::other);
+    const std::int64_t row = rot_dim_ / 2;
+    for (const auto& r : shard_.runs()) {
+      kernels::copy(elements(cos_.view(), r.local * row, r.length * row), elements(cos.view(), r.global * row, r.length * row));
+      kernels::copy(elements(sin_.view(), r.local * row, r.length * row), elements(sin.view(), r.global * row, r.length * row));
+    }
   }
 }
 
@@ -57,22 +73,50 @@ tensor::const_tensor_view self_attention::sink(const parameter_store& store) con
   return zero_sink_;
 }
 
+void self_attention::set_dims(int seq, int batch) {
+  dims_.seq = seq;
+  dims_.batch = batch;
+  if (shard_.cp_size == 1) return;
+  dims_.kv_seq = shard_.seq_length;
+  const auto runs = shard_.runs();
+  dims_.num_runs = int(runs.size());
+  std::copy(runs.begin(), runs.end(), dims_.runs.begin());
+}
+
 void self_attention::core_forward(const parameter_store& store, tensor::tensor_view context,
                                   tensor::tensor_view probs) {
-  kernels::attention_forward(context, probs, qkv_, dims_, scale_, dropout_, stream_, sink(store));
+  kernels::attention_forward(context, probs, qkv_, dims_, scale_, dropout_, stream_, sink(store),
+                             kv_.numel() ? tensor::const_tensor_view(kv_) : tensor::const_tensor_view{});
+}
+
+void self_attention::core_backward(parameter_store& store, tensor::tensor_view dqkv) {
+  if (shard_.cp_size == 1) {
+    kernels::attention_backward(dqkv, dcontext_, qkv_, probs_, dims_, scale_, dropout_, stream_,
+                                sink(store), store.grad(softmax_offset_));
+    return;
+  }
+  // The queries' gradient lands in dqkv (its key and value parts zero); the keys' and values'
+  // in the whole sequence's dkv (its query parts zero), summed over the ranks and added.
+  auto dkv = ensure_activation(dkv_, kv_.shape()[0], kv_.shape()[1], dqkv.type);
+  kernels::fill_zero(dqkv);
+  kernels::fill_zero(dkv);
+  kernels::attention_backward(dqkv, dcontext_, qkv_, probs_, dims_, scale_, dropout_, stream_,
+                              sink(store), store.grad(softmax_offset_), kv_, dkv);
+  auto mine = ensure_activation(dkv_local_, dqkv.shape[0], dqkv.shape[1], dqkv.type);
+  reduce_scatter_sequence(*cp_, shard_, dims_.batch, dkv, mine);
+  kernels::add(dqkv, mine);
 }
 
 void self_attention::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                              tensor::tensor_view out, int seq, int batch, float attention_dropout,
                              std::uint64_t dropout_stream) {
-  dims_.seq = seq;
-  dims_.batch = batch;
+  set_dims(seq, batch);
   dropout_ = attention_dropout;
   stream_ = dropout_stream;
   const int rows = seq * batch;
   const std::int64_t width = dims_.qkv_width();
   auto qkv = ensure_activation(qkv_, rows, width, x.type);
-  auto probs = ensure_activation(probs_, std::int64_t(batch) * dims_.heads * seq, seq, x.type);
+  auto probs = ensure_activation(probs_, std::int64_t(batch) * dims_.heads * seq, dims_.keys(), x.type);
   auto context = ensure_activation(context_, rows, std::int64_t(dims_.heads) * dims_.head_dim,
                                    x.type);
   linear_qkv_.forward(store, tp, x, qkv, rows);
@@ -81,6 +125,9 @@ void self_attention::forward(const parameter_store& store, group& tp, tensor::co
   if (rope_)  // queries and the key head of each group are contiguous: rotate per_group + 1 heads
     kernels::rope_apply(qkv, cos_, sin_, seq, batch, dims_.groups, per_group + 1, dims_.head_dim,
                         rot_dim_, width, group_stride, rope_interleaved_, false);
+  if (shard_.cp_size > 1)
+    gather_sequence(*cp_, shard_, batch, qkv,
+                    ensure_activation(kv_, std::int64_t(shard_.seq_length) * batch, width, x.type));
   core_forward(store, context, probs);
   linear_proj_.forward(store, tp, context, out, rows);
   if (recompute_core_) probs_ = tensor::tensor();
@@ -96,11 +143,10 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
   linear_proj_.backward(store, tp, dout, context_, dcontext, rows);
   if (recompute_core_) {  // the context is no longer needed: the rerun may overwrite it
     auto probs = ensure_activation(probs_, std::int64_t(dims_.batch) * dims_.heads * dims_.seq,
-                                   dims_.seq, dout.type);
+                                   dims_.keys(), dout.type);
     core_forward(store, context_, probs);
   }
-  kernels::attention_backward(dqkv, dcontext, qkv_, probs_, dims_, scale_, dropout_, stream_,
-                              sink(store), store.grad(softmax_offset_));
+  core_backward(store, dqkv);
   const int per_group = dims_.heads / dims_.groups;
   if (rope_)
     kernels::rope_apply(dqkv, cos_, sin_, dims_.seq, dims_.batch, dims_.groups, per_group + 1,
@@ -110,7 +156,8 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
 }
 
 void self_attention::release() {
-  for (auto* t : {&qkv_, &probs_, &context_, &dqkv_, &dcontext_}) *t = tensor::tensor();
+  for (auto* t : {&qkv_, &probs_, &context_, &kv_, &dqkv_, &dcontext_, &dkv_, &dkv_local_})
+    *t = tensor::tensor();
   linear_qkv_.release();
   linear_proj_.release();
 }

@@ -2,7 +2,8 @@
 // grouped layout (per query group: its query heads, one key head, one value head), optional
 // RoPE on queries and keys (unless --no-rope-freq skips this layer), causal softmax attention
 // (a sliding window under --window-size, a sink logit under --softmax-type) with dropout,
-// row-parallel output projection.
+// row-parallel output projection. Under context parallelism (cp given) the queries are this
+// rank's chunks and the keys and values the whole sequence's, all-gathered over cp.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,10 +20,13 @@ class self_attention {
   /// Registers name.linear_qkv.*, name.linear_proj.* and, with --softmax-type learnable,
   /// name.core_attention.softmax_offset ([num_attention_heads], split by heads over tp).
   /// layer: the global (0-based) layer number, which picks the per-layer RoPE and window.
+  /// cp: the context-parallel group (needed when config.context_parallel_size > 1).
   self_attention(parameter_store& store, const std::string& name,
-                 const gpt_model_config& config, int layer, int tp_rank, int tp_size);
+                 const gpt_model_config& config, int layer, int tp_rank, int tp_size,
+                 group* cp = nullptr);
   /// out[rows, hidden] = all-reduced projection of attention(x), without linear_proj's bias
-  /// (returned by proj_bias() for bias-dropout-add). x: [seq, batch, hidden] input-norm output.
+  /// (returned by proj_bias() for bias-dropout-add). x: [seq, batch, hidden] input-norm output
+  /// (seq: this rank's positions under context parallelism).
   /// With sequence parallelism x and out are this rank's [seq / tp, batch, hidden] shards.
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                tensor::tensor_view out, int seq, int batch, float attention_dropout,
@@ -52,13 +56,21 @@ class self_attention {
   double scale_;
   float dropout_ = 0;
   std::uint64_t stream_ = 0;
-  tensor::tensor cos_, sin_;              // [seq_length, rot_dim / 2]
+  sequence_shard shard_;
+  group* cp_;
+  tensor::tensor cos_, sin_;              // [local sequence, rot_dim / 2]: this rank's positions
   tensor::tensor qkv_, probs_, context_;  // saved activations of the last forward
+  tensor::tensor kv_;                     // context parallelism: the whole sequence's qkv
 
   tensor::const_tensor_view sink(const parameter_store& store) const;
   void core_forward(const parameter_store& store, tensor::tensor_view context,
                     tensor::tensor_view probs);
-  tensor::tensor dqkv_, dcontext_;        // backward scratch
+  /// The query rows' dims: the whole sequence, or this rank's chunks against all keys.
+  void set_dims(int seq, int batch);
+  /// dqkv = the core's gradient: under context parallelism the queries' part from here and the
+  /// keys' and values' summed over the ranks.
+  void core_backward(parameter_store& store, tensor::tensor_view dqkv);
+  tensor::tensor dqkv_, dcontext_, dkv_, dkv_local_;  // backward scratch
 };
 
 }  // namespace mactor::model

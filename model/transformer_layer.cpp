@@ -19,14 +19,14 @@ std::string layer_name(int number) { return "decoder.layers." + std::to_string(n
 }  // namespace
 
 transformer_layer::transformer_layer(parameter_store& store, int number, const gpt_model_config& c,
-                                     int tp_rank, int tp_size)
+                                     int tp_rank, int tp_size, group* cp)
     : number_(number), hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel),
       recompute_norms_(c.recompute.selective(c.recompute.layernorm)),
-      seed_(c.seed), type_(c.params_dtype),
+      shard_(c.shard()), seed_(c.seed), type_(c.params_dtype),
       attention_dropout_(c.attention_dropout), hidden_dropout_(c.hidden_dropout),
       input_layernorm_(store, layer_name(number) + ".input_layernorm", c),
       self_attention_(store, layer_name(number) + ".self_attention", with_layer_fp8(c, number), number,
-                      tp_rank, tp_size),
+                      tp_rank, tp_size, cp),
       pre_mlp_layernorm_(store, layer_name(number) + ".pre_mlp_layernorm", c),
       mlp_(store, layer_name(number) + ".mlp", with_layer_fp8(c, number), tp_size) {}
 
@@ -35,8 +35,8 @@ void transformer_layer::forward(const parameter_store& store, group& tp,
                                 int batch, bool training, std::uint64_t step) {
   rows_ = seq * batch;
   local_rows_ = sequence_parallel_ ? rows_ / tp.size() : rows_;
-  const std::size_t n = std::size_t(local_rows_) * hidden_;
-  first_index_ = sequence_parallel_ ? n * std::size_t(tp.rank()) : 0;
+  placement_ = row_placement(shard_, batch, sequence_parallel_ ? std::int64_t(local_rows_) * tp.rank() : 0,
+                             local_rows_);
   // x, x1 and y are of the residual stream's dtype; the norms' outputs and the branches of the
   // model's (they differ under --fp32-residual-connection).
   auto ln1 = ensure_activation(ln1_, local_rows_, hidden_, type_);
@@ -53,12 +53,11 @@ void transformer_layer::forward(const parameter_store& store, group& tp,
   self_attention_.forward(store, tp, ln1, branch, seq, batch,
                           training ? attention_dropout_ : 0.0f, probs_stream);
   if (recompute_norms_) ln1_ = tensor::tensor();
-  kernels::bias_dropout_add(x1, x, branch, self_attention_.proj_bias(store), local_rows_, hidden_,
-                            hidden_p_, attention_stream_, first_index_);
+  placement_.bias_dropout_add(x1, x, branch, self_attention_.proj_bias(store), hidden_, hidden_p_,
+                              attention_stream_);
   pre_mlp_layernorm_.forward(store, x1, ln2, local_rows_);
   mlp_.forward(store, tp, ln2, branch, rows_);
-  kernels::bias_dropout_add(y, x1, branch, mlp_.fc2_bias(store), local_rows_, hidden_, hidden_p_,
-                            mlp_stream_, first_index_);
+  placement_.bias_dropout_add(y, x1, branch, mlp_.fc2_bias(store), hidden_, hidden_p_, mlp_stream_);
   if (recompute_norms_) ln2_ = tensor::tensor();
 }
 
@@ -71,7 +70,7 @@ void transformer_layer::backward(parameter_store& store, group& tp, tensor::cons
   if (recompute_norms_)
     pre_mlp_layernorm_.forward(store, x1_, ensure_activation(ln2_, local_rows_, hidden_, type_),
                                local_rows_);
-  kernels::dropout_apply(branch_, dy, n, hidden_p_, mlp_stream_, first_index_);
+  placement_.dropout_apply(branch_, elements(dy, 0, n), hidden_, hidden_p_, mlp_stream_);
   mlp_.backward(store, tp, branch_, ln2_, dln);
   if (recompute_norms_) ln2_ = tensor::tensor();
   kernels::copy(dx1, elements(dy, 0, n));
@@ -80,7 +79,7 @@ void transformer_layer::backward(parameter_store& store, group& tp, tensor::cons
   if (recompute_norms_)
     input_layernorm_.forward(store, x, ensure_activation(ln1_, local_rows_, hidden_, type_),
                              local_rows_);
-  kernels::dropout_apply(branch_, dx1, n, hidden_p_, attention_stream_, first_index_);
+  placement_.dropout_apply(branch_, dx1, hidden_, hidden_p_, attention_stream_);
   self_attention_.backward(store, tp, branch_, ln1_, dln);
   kernels::copy(elements(dx, 0, n), dx1);
   input_layernorm_.backward(store, dln, x, dx, local_rows_, true);

@@ -16,10 +16,11 @@ namespace mactor::model {
 class transformer_layer {
  public:
   /// Registers decoder.layers.<number>.{input_layernorm, self_attention, pre_mlp_layernorm, mlp}.
+  /// cp: the context-parallel group (needed when config.context_parallel_size > 1).
   transformer_layer(parameter_store& store, int number, const gpt_model_config& config,
-                    int tp_rank, int tp_size);
+                    int tp_rank, int tp_size, group* cp = nullptr);
   /// y[seq * batch, hidden] from x ([seq / tp * batch, hidden] shards with sequence
-  /// parallelism); keeps what the backward needs. Dropout only when training; step selects the
+  /// parallelism; seq is this rank's positions under context parallelism); keeps what the backward needs. Dropout only when training; step selects the
   /// dropout masks (one value per forward).
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                tensor::tensor_view y, int seq, int batch, bool training, std::uint64_t step);
@@ -36,7 +37,8 @@ class transformer_layer {
   int number_, hidden_, rows_ = 0, local_rows_ = 0;
   bool sequence_parallel_;
   bool recompute_norms_;  // selective layernorm recomputation
-  std::uint64_t first_index_ = 0;  // the shard's first element in the full [rows, hidden]
+  sequence_shard shard_;
+  row_placement placement_;  // the rows' places in the one-rank [seq * batch, hidden] (dropout)
   std::uint64_t seed_;
   tensor::dtype type_;  // the model's dtype (the residual stream's may be fp32)
   float attention_dropout_, hidden_dropout_;

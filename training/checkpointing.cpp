@@ -228,8 +228,10 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
                                           std::int64_t padded_vocab_size) {
   checkpoint::rank_state state;
   const int t = ctx.tp_rank(), tp = ctx.groups().tp();
-  const bool first_replica = ctx.dp_rank() == 0;
-  const bool sharded = a.distributed.use_distributed_optimizer && ctx.groups().dp() > 1;
+  // Context-parallel ranks hold the same parameters as their data-parallel replica's first one;
+  // the distributed optimizer shards over both (Megatron's with_context_parallel group).
+  const bool first_replica = ctx.dp_rank() == 0 && ctx.cp_rank() == 0;
+  const bool sharded = a.distributed.use_distributed_optimizer && ctx.data_parallel() != nullptr;
   const auto slots = optimizer_slots(engine);
   // The model as fp32 main parameters (a 16-bit model's weights are these, rounded). A replica
   // holds them all, except a 16-bit model's under the distributed optimizer: each replica holds

@@ -48,7 +48,8 @@ model::softmax_kind softmax_kind_from(const std::string& type) {  // validation 
 
 }  // namespace
 
-model::gpt_model_config model_config_from_args(const config::megatron_args& a, std::int64_t padded_vocab_size, int tp_rank) {
+model::gpt_model_config model_config_from_args(const config::megatron_args& a, std::int64_t padded_vocab_size, int tp_rank,
+                                               int cp_rank) {
   const auto& n = a.network_size;
   const auto& t = a.training;
   model::gpt_model_config c;
@@ -108,6 +109,8 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.seed = static_cast<std::uint64_t>(a.initialization.seed);
   c.tensor_model_parallel_size = static_cast<int>(a.distributed.tensor_model_parallel_size);
   c.tensor_model_parallel_rank = tp_rank;
+  c.context_parallel_size = static_cast<int>(a.distributed.context_parallel_size);
+  c.context_parallel_rank = cp_rank;
   c.sequence_parallel = a.training.sequence_parallel;  // validation turned it off for tp == 1
   c.fp32_residual_connection = a.mixed_precision.fp32_residual_connection;  // validation: needs --bf16/--fp16
   c.recompute = recompute_from_args(a);

@@ -82,6 +82,7 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
     : impl_(std::make_unique<impl>()), groups_(make_groups(a, env)), local_rank_(env.local_rank) {
   if (env.world_size == 1) {
     tp_group_ = std::make_unique<model::single_group>();
+    cp_group_ = std::make_unique<model::single_group>();
     return;
   }
   impl_->rdzv = comm::open_rendezvous(env);
@@ -99,7 +100,11 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
     tp_group_ = std::make_unique<owning_group>(std::move(tp));
   else
     tp_group_ = std::make_unique<model::single_group>();
-  dp_ = make(groups_.dp_group(), "data-parallel");
+  if (auto cp = make(groups_.cp_group(), "context-parallel"))
+    cp_group_ = std::make_unique<owning_group>(std::move(cp));
+  else
+    cp_group_ = std::make_unique<model::single_group>();
+  dp_ = make(groups_.dp_cp_group(), groups_.cp() > 1 ? "data-parallel (with context-parallel)" : "data-parallel");
   mp_ = make(groups_.model_parallel_group(), "model-parallel");
   if (groups_.pp() > 1 && (groups_.is_first_stage() || groups_.is_last_stage())) {
     comm::group g{{pipeline_rank_of(0), pipeline_rank_of(groups_.pp() - 1)}, 0};
@@ -128,6 +133,7 @@ parallel_context::~parallel_context() {
   // cleanly force-closes in its destructor.
   watched_.clear();
   tp_group_.reset();
+  cp_group_.reset();
   dp_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
   transport_.reset();
 }

@@ -36,6 +36,7 @@ class parallel_context {
   int tp_rank() const { return groups_.coords().tp; }
   int dp_rank() const { return groups_.coords().dp; }
   int pp_rank() const { return groups_.coords().pp; }
+  int cp_rank() const { return groups_.coords().cp; }
   /// This process's rank among those on its node (the launcher's).
   int local_rank() const { return local_rank_; }
 
@@ -43,7 +44,11 @@ class parallel_context {
   comm::transport* transport() { return transport_.get(); }
   /// The tensor-parallel group as the model takes it.
   model::group& tensor_parallel() { return *tp_group_; }
+  /// The context-parallel group as the model takes it (attention's key/value all-gather).
+  model::group& context_parallel() { return *cp_group_; }
   /// Communicators; null when the group is this rank alone.
+  /// The data-parallel group with the context-parallel ranks (Megatron's with_context_parallel
+  /// group): gradients, losses and the distributed optimizer's shards reduce over it.
   comm::communicator* data_parallel() { return dp_.get(); }
   comm::communicator* model_parallel() { return mp_.get(); }   ///< tp x pp: grad norms
   comm::communicator* embedding() { return embedding_.get(); } ///< first and last stage (tied embeddings)
@@ -65,7 +70,7 @@ class parallel_context {
   comm::process_groups groups_;
   int local_rank_ = 0;
   std::unique_ptr<comm::transport> transport_;
-  std::unique_ptr<model::group> tp_group_;
+  std::unique_ptr<model::group> tp_group_, cp_group_;
   std::unique_ptr<comm::communicator> dp_, mp_, embedding_, world_;
   std::vector<const comm::watched_communicator*> watched_;
 };

@@ -31,7 +31,7 @@ pipeline_position position_of(const stage_layout& l, const parallel_context& ctx
 
 stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx, std::int64_t padded)
     : args_(a), ctx_(ctx), layout_(stage_layout_of(a, ctx)),
-      distributed_optimizer_(a.distributed.use_distributed_optimizer && layout_.data_parallel_size > 1),
+      distributed_optimizer_(a.distributed.use_distributed_optimizer && ctx.data_parallel() != nullptr),
       trace_(profile_plan_of(a, ctx.rank(), ctx.pp_rank(), ctx.tp_rank(), ctx.dp_rank())),
       timers_(static_cast<int>(a.logging.timing_log_level)),
       port_(ctx.transport(), position_of(layout_, ctx), [this] {
@@ -40,12 +40,13 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   prepare_profile_folder(trace_.plan());
   timers_.trace_into(&trace_);
   port_.trace_into(&trace_);
-  const auto config = model_config_from_args(a, padded, ctx.tp_rank());
+  const auto config = model_config_from_args(a, padded, ctx.tp_rank(), ctx.cp_rank());
   chunks_.reserve(layout_.virtual_size);
   if (trace_.plan().enabled && ctx.tensor_parallel().size() > 1)
     traced_tp_ = std::make_unique<traced_group>(ctx.tensor_parallel(), trace_);
   for (const auto& l : layout_.chunks)
-    chunks_.emplace_back(config, traced_tp_ ? static_cast<model::group&>(*traced_tp_) : ctx.tensor_parallel(), l);
+    chunks_.emplace_back(config, traced_tp_ ? static_cast<model::group&>(*traced_tp_) : ctx.tensor_parallel(), l,
+                         &ctx.context_parallel());
   grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel),
                                            ctx.data_parallel(), ctx.embedding(), timers_, activity_);
   grad_sync_->trace_into(&trace_);
@@ -174,8 +175,8 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
   const auto& b = batch(a.microbatch);
   float scale = 0.0f;
   if (chunk.layout().post_process && !forward_only_) {
-    double count = 0;
-    for (float m : b.loss_mask) count += m;
+    // This rank's tokens (its positions under context parallelism).
+    const double count = chunk.loss_tokens(b.view());
     // Megatron divides each micro-batch's loss by its token count and by the micro-batch count;
     // with --calculate-per-token-loss it keeps the sum and divides by the global batch's tokens
     // at finalize.

@@ -56,6 +56,21 @@ void scale(tensor::tensor_view x, double factor) {
   });
 }
 
+void add(tensor::tensor_view dst, tensor::const_tensor_view src) {
+  check_same_type("add", {dst, src});
+  if (dst.numel() != src.numel())
+    throw tensor::tensor_error("kernel add: " + std::to_string(src.numel()) + " elements into " +
+                               std::to_string(dst.numel()));
+  detail::fp32_stage stage;
+  dispatch_compute("add", dst.type, dst.where, [&](auto zero) {
+    using T = decltype(zero);
+    T* d = stage.typed<T>(dst);
+    const T* s = stage.typed<T>(src);
+    const std::int64_t n = dst.numel();
+    for (std::int64_t i = 0; i < n; ++i) d[i] += s[i];
+  });
+}
+
 // Copies and zeroes are byte-level: any dtype, the fp8 ones included.
 void copy(tensor::tensor_view dst, tensor::const_tensor_view src) {
   check_same_type("copy", {dst, src});

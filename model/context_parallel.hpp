@@ -1,0 +1,64 @@
+// Megatron's context parallelism as the model sees it. The sequence is cut into 2 * cp chunks and
+// context-parallel rank r holds chunks r and 2 * cp - 1 - r (Megatron's get_batch_on_this_cp_rank),
+// so every rank has the same causal attention work. Each layer runs on those positions only;
+// attention all-gathers the keys and values of the whole sequence over the context-parallel
+// group and reduce-scatters their gradients back. Row placements keep the dropout masks of one
+// rank: a row's mask is that of its position in the whole [seq, batch, hidden] tensor.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "tensor/tensor.hpp"
+
+namespace mactor::model {
+
+class group;
+
+/// The sequence positions a context-parallel rank holds, in its row order.
+struct sequence_shard {
+  int seq_length = 0;  ///< the whole sequence
+  int cp_size = 1;
+  int cp_rank = 0;
+
+  int local_length() const { return seq_length / cp_size; }
+  /// Local positions and their global ones: [0, seq) at cp = 1, else the two chunks.
+  std::vector<kernels::query_run> runs() const;
+  /// The global position of local position `local`.
+  int position(int local) const;
+};
+
+/// Where rows [first_row, first_row + rows) of a rank's [local_length * batch, hidden]
+/// activation sit in the one-rank [seq * batch, hidden] tensor (first_row: a sequence-parallel
+/// shard's start); the dropout calls below give each row its one-rank mask.
+class row_placement {
+ public:
+  row_placement() = default;
+  row_placement(const sequence_shard& shard, int batch, std::int64_t first_row, std::int64_t rows);
+
+  /// kernels::dropout_apply over the rows (y and x: [rows, hidden]).
+  void dropout_apply(tensor::tensor_view y, tensor::const_tensor_view x, int hidden, float p,
+                     std::uint64_t stream) const;
+  /// kernels::bias_dropout_add over the rows.
+  void bias_dropout_add(tensor::tensor_view out, tensor::const_tensor_view residual,
+                        tensor::const_tensor_view x, tensor::const_tensor_view bias, int hidden,
+                        float p, std::uint64_t stream) const;
+
+ private:
+  struct span {
+    std::int64_t row = 0;         // first row, relative to first_row
+    std::int64_t global_row = 0;  // its row in the one-rank tensor
+    std::int64_t rows = 0;
+  };
+  std::vector<span> spans_;
+};
+
+/// full[seq * batch, width] (sequence order) = every context-parallel rank's
+/// local[local_length * batch, width], all-gathered over cp.
+void gather_sequence(group& cp, const sequence_shard& shard, int batch,
+                     tensor::const_tensor_view local, tensor::tensor_view full);
+/// local = this rank's rows of the sum over the context-parallel ranks of full (the reverse).
+void reduce_scatter_sequence(group& cp, const sequence_shard& shard, int batch,
+                             tensor::const_tensor_view full, tensor::tensor_view local);
+
+}  // namespace mactor::model
