@@ -199,6 +199,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"min_loss_scale", ""},
       {"loss_scale_window", ""},
       {"hysteresis", ""},
+      {"expert_tensor_parallel_size", "the expert process groups (Megatron's expert RankGenerator: etp-ep-dp-pp order, the "
+                                      "world divisible by etp x ep x pp, checked at start); a dense model has no expert "
+                                      "layer, so these groups are all it shapes"},
       {"use_tp_pp_dp_mapping", "ranks in Megatron's tp-cp-ep-pp-dp order (data parallel slowest); every group "
                                "equal to Megatron-Core's RankGenerator"},
       {"pretrained_checkpoint", "loaded as with --finetune when --load holds no checkpoint (Megatron's fallback, with its "

@@ -2,7 +2,7 @@
 
 Each flag set Megatron itself accepts runs as written apart from its data: the /data/... paths are
 dropped (--save goes to a scratch folder), --mock-data and a NullTokenizer stand in for the corpus,
-and the model is shrunk (hidden 8 x heads, seq 64, micro-batch 1, 2 iterations) on tp x pp
+and the model is shrunk (hidden 8 x heads, seq 64, micro-batch 1, 2 iterations) on tp x pp x cp
 processes (one data-parallel replica). A set with a flag mactor has not built yet must be refused
 with exit 2 naming it; every other set must train its 2 iterations. At least MIN_TRAINED sets must
 train, so a flag that stops working fails this test.
@@ -39,6 +39,7 @@ def shrunk(name, flags, scratch):
         return int(toks[toks.index(flag) + 1]) if flag in toks else default
 
     tp, pp = value("--tensor-model-parallel-size", 1), value("--pipeline-model-parallel-size", 1)
+    cp = value("--context-parallel-size", 1)
     heads = value("--num-attention-heads", 8)
     # Two microbatches per stage, or two groups where the set fixes the interleaved group size
     # (Megatron needs microbatches % group to be 0 or at least pp).
@@ -46,11 +47,13 @@ def shrunk(name, flags, scratch):
     out += ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "8191",
             "--hidden-size", str(8 * heads), "--ffn-hidden-size", str(32 * heads),
             "--seq-length", "64", "--max-position-embeddings", "64", "--micro-batch-size", "1",
-            "--global-batch-size", str(microbatches), "--train-iters", "2", "--eval-iters", "1",
+            "--global-batch-size", str(microbatches), "--eval-iters", "1",
             "--eval-interval", "2", "--exit-interval", "0", "--save-interval", "2"]
+    # A sample-based run stays sample-based (Megatron refuses --lr-warmup-samples with --train-iters).
+    out += ["--train-samples", str(2 * microbatches)] if "--train-samples" in toks else ["--train-iters", "2"]
     if "--kv-channels" in toks:
         out += ["--kv-channels", "8"]
-    return tp * pp, out
+    return tp * pp * cp, out
 
 
 def main(bin_dir, tsv, scratch):
