@@ -38,6 +38,11 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"no_rope_freq", "int N or a list: the layers that skip RoPE (checked against PyTorch)"},
       {"window_size", "(left, 0): causal sliding-window attention (checked against PyTorch)"},
       {"window_attn_skip_freq", "int N or a list: which layers keep full attention (checked against PyTorch)"},
+      {"qk_layernorm", "a norm of the model's --normalization over kv_channels on each query and key head after the "
+                       "qkv projection, before RoPE; its gradients summed over tensor parallelism (checked against PyTorch)"},
+      {"test_mode", "with --qk-layernorm, the query/key norm weights are compared by hash across the tensor- and "
+                    "data-parallel ranks before every step's forward passes (Megatron's run_realtime_tests checks in "
+                    "each attention forward; the weights only change at the step); a mismatch stops the job naming them"},
       {"softmax_type", "vanilla, off-by-one and learnable (a softmax_offset sink logit per head; checked against PyTorch)"},
       {"add_position_embedding", "with rope, as Megatron accepts it"},
       {"make_vocab_size_divisible_by", ""},

@@ -82,23 +82,23 @@ int gpt_chunk::local_rows(int micro_batch_size) const {
 }
 
 void gpt_chunk::all_reduce_sequence_parallel_grads() {
-  if (!config_.sequence_parallel) return;
+  if (tp_.size() == 1) return;
   // One coalesced all-reduce, as Megatron's _allreduce_layernorm_grads flattens its buffers.
   std::int64_t total = 0;
   for (const auto& p : store_.all())
-    if (p.sequence_parallel) total += std::int64_t(p.numel);
+    if (p.summed_over_tp()) total += std::int64_t(p.numel);
   if (total == 0) return;
   tensor::tensor flat({total}, store_.grad_type(), tensor::memory_kind::communication);
   std::int64_t at = 0;
   for (const auto& p : store_.all())
-    if (p.sequence_parallel) {
+    if (p.summed_over_tp()) {
       kernels::copy(elements(flat.view(), at, std::int64_t(p.numel)), p.grad);
       at += std::int64_t(p.numel);
     }
   tp_.all_reduce_sum(flat);
   at = 0;
   for (auto& p : store_.all())
-    if (p.sequence_parallel) {
+    if (p.summed_over_tp()) {
       kernels::copy(p.grad, elements(flat.view(), at, std::int64_t(p.numel)));
       at += std::int64_t(p.numel);
     }

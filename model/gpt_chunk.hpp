@@ -90,8 +90,9 @@ class gpt_chunk {
   /// (this rank's sequence shard with sequence parallelism).
   std::size_t activation_numel(int micro_batch_size) const;
   /// With sequence parallelism, sums over the tensor-parallel group the gradients of the
-  /// parameters used on sequence shards (norms, row-parallel biases), as Megatron's
-  /// finalize_model_grads does (_allreduce_layernorm_grads); nothing otherwise. Call once per
+  /// parameters used on sequence shards (norms, row-parallel biases), and with --qk-layernorm
+  /// those of the per-head norms, as Megatron's finalize_model_grads does
+  /// (_allreduce_non_tensor_model_parallel_grads); nothing at tp = 1. Call once per
   /// step, after the last backward and before the optimizer.
   void all_reduce_sequence_parallel_grads();
   /// Slots kept for a backward that has not run yet.

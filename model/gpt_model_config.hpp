@@ -72,6 +72,9 @@ struct gpt_model_config {
   bool gelu_tanh_approximation = false;
   bool add_bias_linear = true;
   bool add_qkv_bias = false;  // qkv bias even when add_bias_linear is off
+  /// --qk-layernorm: a norm (the model's --normalization, over kv_channels) on each query head
+  /// and one on each key head, after the qkv projection and before RoPE.
+  bool qk_layernorm = false;
   float attention_dropout = 0.1f;
   float hidden_dropout = 0.1f;
   bool untie_embeddings_and_output_weights = false;

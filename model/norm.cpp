@@ -21,6 +21,16 @@ norm::norm(parameter_store& store, const std::string& name, const gpt_model_conf
   if (bias_ >= 0) store[bias_].sequence_parallel = c.sequence_parallel;
 }
 
+norm::norm(parameter_store& store, const std::string& name, const gpt_model_config& c, int width)
+    : kind_(c.normalization), eps_(c.norm_epsilon), one_p_(c.apply_layernorm_1p), hidden_(width) {
+  weight_ = store.add(name + ".weight", {hidden_}, tp_split::replicated,
+                      one_p_ ? init_kind::zeros : init_kind::ones);
+  if (kind_ == normalization_kind::layer_norm)
+    bias_ = store.add(name + ".bias", {hidden_}, tp_split::replicated, init_kind::zeros);
+  store[weight_].partial_over_heads = true;
+  if (bias_ >= 0) store[bias_].partial_over_heads = true;
+}
+
 void norm::forward(const parameter_store& store, tensor::const_tensor_view x,
                    tensor::tensor_view y, int rows) {
   // Statistics in the compute dtype (fp32 for a 16-bit model, as Transformer Engine keeps them).

@@ -14,6 +14,10 @@ class norm {
   /// Registers name.weight [hidden] (ones, or zeros with apply_layernorm_1p) and, for
   /// LayerNorm, name.bias [hidden].
   norm(parameter_store& store, const std::string& name, const gpt_model_config& config);
+  /// A norm over `width` features (--qk-layernorm's per-head norms, width = kv_channels) whose
+  /// weights each tensor-parallel rank uses on its own heads: their gradients are partial sums
+  /// over the tensor-parallel group (Megatron's finalize_model_grads sums them).
+  norm(parameter_store& store, const std::string& name, const gpt_model_config& config, int width);
   /// y[rows, hidden] = norm(x); keeps the row statistics.
   void forward(const parameter_store& store, tensor::const_tensor_view x, tensor::tensor_view y,
                int rows);

@@ -37,6 +37,10 @@ struct parameter {
   /// weights and row-parallel biases under --sequence-parallel): each rank's gradient is a
   /// partial sum, all-reduced over the tensor-parallel group before the optimizer.
   bool sequence_parallel = false;
+  /// Replicated, but each tensor-parallel rank uses it on its own attention heads (the
+  /// --qk-layernorm weights): its gradient is summed over the tensor-parallel group too.
+  bool partial_over_heads = false;
+  bool summed_over_tp() const { return sequence_parallel || partial_over_heads; }
   std::size_t offset = 0;        // into the flat buffers
   std::size_t numel = 0;
   tensor::tensor_view value;  // this rank's shape, inside the store's flat buffers

@@ -11,6 +11,28 @@
 #include "model/activation.hpp"
 
 namespace mactor::model {
+namespace {
+
+// Moves the query heads of qkv ([rows, groups, heads / groups + 2, head_dim]) to or from
+// q [rows * heads, head_dim], and its key heads to or from k [rows * groups, head_dim].
+void move_heads(tensor::tensor_view qkv, tensor::tensor_view q, tensor::tensor_view k,
+                const kernels::attention_dims& d, int rows, bool from_qkv) {
+  const int per_group = d.heads / d.groups;
+  const std::int64_t hd = d.head_dim, width = d.qkv_width();
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int g = 0; g < d.groups; ++g) {
+      const std::int64_t at = r * width + std::int64_t(g) * (per_group + 2) * hd;
+      auto q_part = elements(qkv, at, per_group * hd), k_part = elements(qkv, at + per_group * hd, hd);
+      auto q_rows = elements(q, (r * d.heads + std::int64_t(g) * per_group) * hd, per_group * hd);
+      auto k_row = elements(k, (r * d.groups + g) * hd, hd);
+      if (from_qkv)
+        kernels::copy(q_rows, q_part), kernels::copy(k_row, k_part);
+      else
+        kernels::copy(q_part, q_rows), kernels::copy(k_part, k_row);
+    }
+}
+
+}  // namespace
 
 self_attention::self_attention(parameter_store& store, const std::string& name,
                                const gpt_model_config& c, int layer, int tp_rank, int tp_size,
@@ -41,6 +63,10 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
   dims_.head_offset = tp_rank * dims_.heads;
   dims_.total_heads = c.num_attention_heads;
   dims_.window = c.layer_attention_window(layer);
+  if (c.qk_layernorm) {
+    q_layernorm_.emplace(store, name + ".q_layernorm", c, c.head_dim());
+    k_layernorm_.emplace(store, name + ".k_layernorm", c, c.head_dim());
+  }
   if (c.softmax_type == softmax_kind::off_by_one) {
     zero_sink_ = tensor::tensor({dims_.heads}, c.params_dtype, tensor::memory_kind::other);
     kernels::fill_zero(zero_sink_);
@@ -71,6 +97,31 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
 tensor::const_tensor_view self_attention::sink(const parameter_store& store) const {
   if (softmax_offset_ >= 0) return store.value(softmax_offset_);
   return zero_sink_;
+}
+
+void self_attention::qk_norm_forward(const parameter_store& store, tensor::tensor_view qkv, int rows) {
+  const std::int64_t hd = dims_.head_dim;
+  auto q_in = ensure_activation(q_in_, std::int64_t(rows) * dims_.heads, hd, qkv.type);
+  auto k_in = ensure_activation(k_in_, std::int64_t(rows) * dims_.groups, hd, qkv.type);
+  auto q_out = ensure_activation(q_out_, std::int64_t(rows) * dims_.heads, hd, qkv.type);
+  auto k_out = ensure_activation(k_out_, std::int64_t(rows) * dims_.groups, hd, qkv.type);
+  move_heads(qkv, q_in, k_in, dims_, rows, true);
+  q_layernorm_->forward(store, q_in, q_out, rows * dims_.heads);
+  k_layernorm_->forward(store, k_in, k_out, rows * dims_.groups);
+  move_heads(qkv, q_out, k_out, dims_, rows, false);
+}
+
+void self_attention::qk_norm_backward(parameter_store& store, tensor::tensor_view dqkv, int rows) {
+  const std::int64_t hd = dims_.head_dim;
+  auto dq = ensure_activation(q_out_, std::int64_t(rows) * dims_.heads, hd, dqkv.type);
+  auto dk = ensure_activation(k_out_, std::int64_t(rows) * dims_.groups, hd, dqkv.type);
+  move_heads(dqkv, dq, dk, dims_, rows, true);
+  tensor::tensor dq_in, dk_in;
+  q_layernorm_->backward(store, dq, q_in_, ensure_activation(dq_in, dq.shape[0], hd, dqkv.type),
+                         rows * dims_.heads, false);
+  k_layernorm_->backward(store, dk, k_in_, ensure_activation(dk_in, dk.shape[0], hd, dqkv.type),
+                         rows * dims_.groups, false);
+  move_heads(dqkv, dq_in, dk_in, dims_, rows, false);
 }
 
 void self_attention::set_dims(int seq, int batch) {
@@ -120,6 +171,7 @@ void self_attention::forward(const parameter_store& store, group& tp, tensor::co
   auto context = ensure_activation(context_, rows, std::int64_t(dims_.heads) * dims_.head_dim,
                                    x.type);
   linear_qkv_.forward(store, tp, x, qkv, rows);
+  if (q_layernorm_) qk_norm_forward(store, qkv, rows);
   const int per_group = dims_.heads / dims_.groups;
   const std::int64_t group_stride = std::int64_t(per_group + 2) * dims_.head_dim;
   if (rope_)  // queries and the key head of each group are contiguous: rotate per_group + 1 heads
@@ -152,12 +204,15 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
     kernels::rope_apply(dqkv, cos_, sin_, dims_.seq, dims_.batch, dims_.groups, per_group + 1,
                         dims_.head_dim, rot_dim_, width,
                         std::int64_t(per_group + 2) * dims_.head_dim, rope_interleaved_, true);
+  if (q_layernorm_) qk_norm_backward(store, dqkv, rows);
   linear_qkv_.backward(store, tp, dqkv, x, dx, rows);
 }
 
 void self_attention::release() {
-  for (auto* t : {&qkv_, &probs_, &context_, &kv_, &dqkv_, &dcontext_, &dkv_, &dkv_local_})
+  for (auto* t : {&qkv_, &probs_, &context_, &kv_, &dqkv_, &dcontext_, &dkv_, &dkv_local_, &q_in_,
+                 &k_in_, &q_out_, &k_out_})
     *t = tensor::tensor();
+  if (q_layernorm_) q_layernorm_->release(), k_layernorm_->release();
   linear_qkv_.release();
   linear_proj_.release();
 }

@@ -6,11 +6,13 @@
 // rank's chunks and the keys and values the whole sequence's, all-gathered over cp.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "kernels/attention.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
+#include "model/norm.hpp"
 #include "model/tensor_parallel_linear.hpp"
 
 namespace mactor::model {
@@ -47,6 +49,7 @@ class self_attention {
   int softmax_offset_;
   column_parallel_linear linear_qkv_;
   row_parallel_linear linear_proj_;
+  std::optional<norm> q_layernorm_, k_layernorm_;  // --qk-layernorm
   kernels::attention_dims dims_;
   bool rope_;
   bool rope_interleaved_;
@@ -61,10 +64,16 @@ class self_attention {
   tensor::tensor cos_, sin_;              // [local sequence, rot_dim / 2]: this rank's positions
   tensor::tensor qkv_, probs_, context_;  // saved activations of the last forward
   tensor::tensor kv_;                     // context parallelism: the whole sequence's qkv
+  tensor::tensor q_in_, k_in_;            // --qk-layernorm: the heads before their norms
+  tensor::tensor q_out_, k_out_;          // --qk-layernorm scratch: normed heads, their gradients
 
   tensor::const_tensor_view sink(const parameter_store& store) const;
   void core_forward(const parameter_store& store, tensor::tensor_view context,
                     tensor::tensor_view probs);
+  /// --qk-layernorm on the query and key heads of qkv, in place (keeps their inputs).
+  void qk_norm_forward(const parameter_store& store, tensor::tensor_view qkv, int rows);
+  /// The norms' backward on the query and key parts of dqkv, in place.
+  void qk_norm_backward(parameter_store& store, tensor::tensor_view dqkv, int rows);
   /// The query rows' dims: the whole sequence, or this rank's chunks against all keys.
   void set_dims(int seq, int batch);
   /// dqkv = the core's gradient: under context parallelism the queries' part from here and the

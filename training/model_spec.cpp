@@ -78,6 +78,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.window_size = n.window_size.value_or(std::vector<std::int64_t>{});
   c.window_attn_skip_freq = layer_frequency_from(n.window_attn_skip_freq);
   c.softmax_type = softmax_kind_from(n.softmax_type);
+  c.qk_layernorm = a.vision.qk_layernorm;
   c.swiglu = n.swiglu;
   c.squared_relu = n.squared_relu;
   c.quick_geglu = n.quick_geglu;

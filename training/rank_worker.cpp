@@ -120,6 +120,8 @@ void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed)
   // Megatron's update_num_microbatches(consumed) before each train step.
   const std::int64_t microbatches = batches_.num_microbatches(consumed);
   iteration_batch_ = microbatches * batches_.micro_batch_size * batches_.data_parallel_size;
+  // Megatron checks in every attention forward; the weights only change at the optimizer step.
+  if (args_.validation.test_mode) engine_.check_qk_norms();
   engine_.begin_schedule(/*forward_only=*/false, *loaders_[0], consumed, static_cast<int>(microbatches), false);
 }
 
@@ -128,6 +130,7 @@ bool rank_worker::begin_next_eval_pass() {
   --eval_passes_left_;
   const std::int64_t gbs = *args_.training.global_batch_size;
   const std::int64_t step = *args_.training.micro_batch_size * args_.derived.data_parallel_size;
+  if (args_.validation.test_mode) engine_.check_qk_norms();
   engine_.begin_schedule(/*forward_only=*/true, *loaders_[eval_split_], eval_consumed_[eval_split_], static_cast<int>(gbs / step),
                          /*cyclic=*/true);
   eval_consumed_[eval_split_] += gbs;

@@ -8,6 +8,7 @@
 #include "model/grad_clip.hpp"
 #include "training/chunk_params.hpp"
 #include "training/model_spec.hpp"
+#include "training/qk_norm_check.hpp"
 #include "training/weight_hash_check.hpp"
 
 namespace mactor::training {
@@ -286,6 +287,11 @@ void stage_engine::scale_by_global_tokens() {
 void stage_engine::reduce_stats(std::span<double> values) {
   if (auto* mp = ctx_.model_parallel()) mp->all_reduce(values);
   if (distributed_optimizer_) ctx_.data_parallel()->all_reduce(values);
+}
+
+void stage_engine::check_qk_norms() {
+  sync_params();
+  check_qk_norms_across_ranks(chunks_, ctx_.tensor_parallel(), ctx_.data_parallel(), ctx_.rank());
 }
 
 void stage_engine::check_weight_hashes_across_replicas() {

@@ -87,6 +87,9 @@ class stage_engine {
   /// Megatron's check_param_hashes_across_dp_replicas: throws std::runtime_error naming the
   /// parameters whose bytes differ between this rank and another data-parallel replica.
   void check_weight_hashes_across_replicas();
+  /// --test-mode: the --qk-layernorm weights compared across the tensor- and data-parallel ranks
+  /// (training/qk_norm_check.hpp), after any parameter all-gather landed.
+  void check_qk_norms();
   /// Gradient buckets reduced in the background during the last backward (--overlap-grad-reduce).
   std::size_t num_grad_buckets() const { return grad_sync_->num_buckets(); }
   model::optimizer& optimizer() { return *optimizer_; }

@@ -37,6 +37,7 @@ def read_config(path):
     out["fp32_residual_connection"] = cfg.get("fp32_residual_connection", "0") == "1"
     out["squared_relu"] = cfg.get("squared_relu", "0") == "1"
     out["rotary_interleaved"] = cfg.get("rotary_interleaved", "0") == "1"
+    out["qk_layernorm"] = cfg.get("qk_layernorm", "0") == "1"
     out["rotary_seq_len_interpolation_factor"] = float(cfg.get("rotary_seq_len_interpolation_factor", "1"))
     out["use_rope_scaling"] = cfg.get("use_rope_scaling", "0") == "1"
     out["rope_scaling_factor"] = float(cfg.get("rope_scaling_factor", "8"))
@@ -92,10 +93,10 @@ def parameter_shapes(cfg):
     if cfg["position_embedding_type"] == "learned_absolute":
         shapes["embedding.position_embeddings.weight"] = (cfg["max_position_embeddings"], h)
 
-    def norm(name):
-        shapes[name + ".weight"] = (h,)
+    def norm(name, width=h):
+        shapes[name + ".weight"] = (width,)
         if layer_norm:
-            shapes[name + ".bias"] = (h,)
+            shapes[name + ".bias"] = (width,)
 
     for i in range(cfg["num_layers"]):
         p = f"decoder.layers.{i}."
@@ -109,6 +110,9 @@ def parameter_shapes(cfg):
         shapes[p + "self_attention.linear_proj.weight"] = (h, heads * d)
         if bias:
             shapes[p + "self_attention.linear_proj.bias"] = (h,)
+        if cfg.get("qk_layernorm"):
+            norm(p + "self_attention.q_layernorm", d)
+            norm(p + "self_attention.k_layernorm", d)
         norm(p + "pre_mlp_layernorm")
         fc1 = 2 * f if gated(cfg) else f
         shapes[p + "mlp.linear_fc1.weight"] = (fc1, h)
@@ -228,6 +232,9 @@ def attention(cfg, x, params, p, layer):
     qkv = qkv.view(s, b, groups, (per + 2) * d)
     q, k, v = torch.split(qkv, [per * d, d, d], dim=3)
     q = q.reshape(s, b, heads, d)
+    if cfg.get("qk_layernorm"):  # each head normalized over its d channels, before RoPE
+        q = normalize(cfg, q, params, p + "q_layernorm")
+        k = normalize(cfg, k, params, p + "k_layernorm")
     no_rope = cfg.get("no_rope_freq")
     if cfg["position_embedding_type"] == "rope" and not (no_rope and layer_marked(no_rope, layer)):
         q, k = rope(cfg, q), rope(cfg, k)
