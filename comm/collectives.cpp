@@ -215,6 +215,52 @@ void transport_communicator::all_to_all_bytes(std::span<const std::byte> in,
   for (int k = 1; k < n; ++k) wait(recvs[k - 1], wrap(position_ - k, n), "all_to_all");
 }
 
+void transport_communicator::all_to_all_v_bytes(std::span<const std::byte> in,
+                                                std::span<const std::size_t> send_counts,
+                                                std::span<std::byte> out,
+                                                std::span<const std::size_t> recv_counts) {
+  const int n = size();
+  std::vector<std::size_t> send_at(n + 1, 0), recv_at(n + 1, 0);
+  check_size(send_counts.size() == std::size_t(n) && recv_counts.size() == std::size_t(n),
+             "all_to_all_v: " + std::to_string(send_counts.size()) + " send and " +
+                 std::to_string(recv_counts.size()) + " receive counts for a group of " + std::to_string(n));
+  for (int j = 0; j < n; ++j) {
+    send_at[j + 1] = send_at[j] + send_counts[j];
+    recv_at[j + 1] = recv_at[j] + recv_counts[j];
+  }
+  check_size(send_at[n] <= in.size() && recv_at[n] <= out.size(),
+             "all_to_all_v: the counts add up to " + std::to_string(send_at[n]) + " bytes to send and " +
+                 std::to_string(recv_at[n]) + " to receive, but the buffers hold " + std::to_string(in.size()) +
+                 " and " + std::to_string(out.size()));
+  check_size(send_counts[position_] == recv_counts[position_],
+             "all_to_all_v: this member sends itself " + std::to_string(send_counts[position_]) +
+                 " bytes but expects " + std::to_string(recv_counts[position_]));
+  const std::uint64_t tag = next_tag();
+  // Every pair exchanges a message, empty or not, so a count mismatch is caught on arrival.
+  std::vector<std::future<status>> recvs, sends;
+  for (int k = 1; k < n; ++k) {
+    const int from = wrap(position_ - k, n);
+    recvs.push_back(transport_.recv_future(members_[from], tag, out.data() + recv_at[from], recv_counts[from]));
+  }
+  for (int k = 1; k < n; ++k) {
+    const int to = wrap(position_ + k, n);
+    sends.push_back(transport_.send_future(members_[to], tag, in.data() + send_at[to], send_counts[to]));
+  }
+  if (send_counts[position_])
+    std::memcpy(out.data() + recv_at[position_], in.data() + send_at[position_], send_counts[position_]);
+  for (int k = 1; k < n; ++k) wait(sends[k - 1], wrap(position_ + k, n), "all_to_all_v");
+  for (int k = 1; k < n; ++k) {
+    const int from = wrap(position_ - k, n);
+    if (!transport_.wait_for(recvs[k - 1], timeout_)) fail_timeout(from, "all_to_all_v");
+    const status got = recvs[k - 1].get();
+    if (!got.ok) throw comm_error(got.peer, got.message);
+    if (got.bytes != recv_counts[from])
+      throw comm_error(got.peer, "all_to_all_v: rank " + std::to_string(got.peer) + " sent " +
+                                     std::to_string(got.bytes) + " bytes where " +
+                                     std::to_string(recv_counts[from]) + " were expected");
+  }
+}
+
 // Dissemination barrier: ceil(log2 n) rounds; in round k each member signals me + 2^k.
 void transport_communicator::barrier() {
   const std::uint64_t tag = next_tag();

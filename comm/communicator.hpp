@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "tensor/tensor.hpp"
 
@@ -31,6 +32,12 @@ class communicator {
   virtual void broadcast_bytes(std::span<std::byte> data, int root) = 0;
   /// in and out: size() equal blocks; out block j is member j's in block rank().
   virtual void all_to_all_bytes(std::span<const std::byte> in, std::span<std::byte> out) = 0;
+  /// Variable-size all-to-all (MoE's token dispatch): in holds send_counts[j] bytes for member j
+  /// and out receives recv_counts[j] bytes from member j, both as blocks in member order.
+  /// Member j's send_counts[rank()] must equal this member's recv_counts[j] (exchange the counts
+  /// first with all_to_all); a mismatch throws comm_error naming the member.
+  virtual void all_to_all_v_bytes(std::span<const std::byte> in, std::span<const std::size_t> send_counts,
+                                  std::span<std::byte> out, std::span<const std::size_t> recv_counts) = 0;
   virtual void barrier() = 0;
   /// Pipeline point-to-point, blocking; `peer` is a group position.
   virtual void send_bytes(std::span<const std::byte> data, int peer) = 0;
@@ -53,6 +60,16 @@ class communicator {
   template <class T>
   void all_to_all(std::span<const T> in, std::span<T> out) {
     all_to_all_bytes(std::as_bytes(in), std::as_writable_bytes(out));
+  }
+  /// all_to_all_v_bytes with counts in elements of T.
+  template <class T>
+  void all_to_all_v(std::span<const T> in, std::span<const std::size_t> send_counts, std::span<T> out,
+                    std::span<const std::size_t> recv_counts) {
+    std::vector<std::size_t> send_bytes(send_counts.begin(), send_counts.end());
+    std::vector<std::size_t> recv_bytes(recv_counts.begin(), recv_counts.end());
+    for (auto& b : send_bytes) b *= sizeof(T);
+    for (auto& b : recv_bytes) b *= sizeof(T);
+    all_to_all_v_bytes(std::as_bytes(in), send_bytes, std::as_writable_bytes(out), recv_bytes);
   }
   template <class T>
   void send(std::span<const T> data, int peer) {

@@ -121,6 +121,20 @@ void nccl_communicator::all_to_all_bytes(std::span<const std::byte> in, std::spa
   impl_->sync();
 }
 
+// Variable counts: the same grouped send/recv pairs at each member's offsets.
+void nccl_communicator::all_to_all_v_bytes(std::span<const std::byte> in, std::span<const std::size_t> send_counts,
+                                           std::span<std::byte> out, std::span<const std::size_t> recv_counts) {
+  std::size_t send_at = 0, recv_at = 0;
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  for (int p = 0; p < impl_->size; ++p) {
+    check_nccl(ncclSend(in.data() + send_at, send_counts[p], ncclChar, p, impl_->comm, impl_->stream), "ncclSend");
+    check_nccl(ncclRecv(out.data() + recv_at, recv_counts[p], ncclChar, p, impl_->comm, impl_->stream), "ncclRecv");
+    send_at += send_counts[p], recv_at += recv_counts[p];
+  }
+  check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  impl_->sync();
+}
+
 void nccl_communicator::barrier() {
   float* one = nullptr;
   check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&one), sizeof(float), impl_->stream),

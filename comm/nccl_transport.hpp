@@ -25,6 +25,8 @@ class nccl_communicator final : public communicator {
   void all_gather_bytes(std::span<const std::byte> in, std::span<std::byte> out) override;
   void broadcast_bytes(std::span<std::byte> data, int root) override;
   void all_to_all_bytes(std::span<const std::byte> in, std::span<std::byte> out) override;
+  void all_to_all_v_bytes(std::span<const std::byte> in, std::span<const std::size_t> send_counts,
+                          std::span<std::byte> out, std::span<const std::size_t> recv_counts) override;
   void barrier() override;
   void send_bytes(std::span<const std::byte> data, int peer) override;
   void recv_bytes(std::span<std::byte> data, int peer) override;

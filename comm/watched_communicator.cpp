@@ -91,6 +91,13 @@ void watched_communicator::all_to_all_bytes(std::span<const std::byte> in, std::
   scope s(*this, "all-to-all", in.size_bytes());
   inner_->all_to_all_bytes(in, out);
 }
+void watched_communicator::all_to_all_v_bytes(std::span<const std::byte> in, std::span<const std::size_t> send_counts,
+                                              std::span<std::byte> out, std::span<const std::size_t> recv_counts) {
+  std::size_t bytes = 0;
+  for (auto c : send_counts) bytes += c;
+  scope s(*this, "all-to-all-v", bytes);
+  inner_->all_to_all_v_bytes(in, send_counts, out, recv_counts);
+}
 void watched_communicator::barrier() {
   scope s(*this, "barrier", 0);
   inner_->barrier();

@@ -78,6 +78,34 @@ std::string exercise_collectives(communicator& c, std::size_t count) {
         return where(c, "all_to_all", count) + ": block from member " + std::to_string(j);
     }
   }
+  {
+    // Variable sizes, empty blocks included: member i sends (i + j + count) % 3 * count elements
+    // to member j, taken from the start of its inputs; the counts are exchanged first.
+    std::vector<std::size_t> send_counts(n), recv_counts(n);
+    auto elements = [&](int from, int to) { return std::size_t((from + to + count) % 3) * count; };
+    std::size_t total = 0;
+    for (int j = 0; j < n; ++j) total += send_counts[j] = elements(me, j);
+    c.all_to_all(std::span<const std::size_t>(send_counts), std::span<std::size_t>(recv_counts));
+    std::size_t incoming = 0;
+    for (int j = 0; j < n; ++j) {
+      if (recv_counts[j] != elements(j, me)) return where(c, "all_to_all of the counts", count);
+      incoming += recv_counts[j];
+    }
+    const std::vector<float> mine = inputs(me, total, false);
+    std::vector<float> got(incoming);
+    c.all_to_all_v(std::span<const float>(mine), std::span<const std::size_t>(send_counts), std::span<float>(got),
+                   std::span<const std::size_t>(recv_counts));
+    std::size_t at = 0;
+    for (int j = 0; j < n; ++j) {
+      // Member j's block for me starts after its blocks for members 0 .. me-1.
+      std::size_t offset = 0;
+      for (int k = 0; k < me; ++k) offset += elements(j, k);
+      const std::vector<float> theirs = inputs(j, offset + recv_counts[j], false);
+      if (recv_counts[j] && std::memcmp(got.data() + at, theirs.data() + offset, recv_counts[j] * 4) != 0)
+        return where(c, "all_to_all_v", count) + ": block from member " + std::to_string(j);
+      at += recv_counts[j];
+    }
+  }
   c.barrier();
   {
     // A pipeline chain: each member forwards to the next and receives from the previous.

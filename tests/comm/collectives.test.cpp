@@ -139,3 +139,24 @@ TEST_CASE("collectives on tensors equal the typed collectives, and refuse a dtyp
   CHECK(failures.empty());
   for (const auto& f : failures) FAIL_CHECK(f);
 }
+
+TEST_CASE("all_to_all_v with counts that disagree between sender and receiver is an error naming the member") {
+  const auto failures = testing::run_on_ranks(2, [](int r, transport& t) -> std::string {
+    transport_communicator c(t, {0, 1}, 40);
+    // Member 0 sends 3 elements to member 1, which expects 5.
+    const std::vector<std::size_t> send = r == 0 ? std::vector<std::size_t>{1, 3} : std::vector<std::size_t>{5, 1};
+    const std::vector<std::size_t> recv = r == 0 ? std::vector<std::size_t>{1, 5} : std::vector<std::size_t>{5, 1};
+    std::vector<float> in(8, float(r)), out(8);
+    try {
+      c.all_to_all_v(std::span<const float>(in), std::span<const std::size_t>(send), std::span<float>(out),
+                     std::span<const std::size_t>(recv));
+    } catch (const comm_error& e) {
+      if (r == 1 && std::string(e.what()).find("rank 0 sent 12 bytes where 20 were expected") == std::string::npos)
+        return std::string("unexpected message: ") + e.what();
+      return {};
+    }
+    return r == 1 ? "member 1 received a short block without an error" : "";
+  });
+  for (const auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+}
