@@ -35,6 +35,8 @@ struct coordinator_state {
   config::microbatch_plan batches;    // each iteration's global batch (--rampup-batch-size)
   std::int64_t ramp_batch_size = 0;  // the ramp-up batch size last announced
   bool exit_signal = false;  // --exit-signal-handler: a rank got SIGTERM
+  int rerun_exit_code = 0;   // --rerun-mode: the result validation ends the job with this code
+  bool rerun_checkpoint = false;  // ... saving first
   double iteration_energy = 0, total_energy = 0;  // --log-energy: joules (this iteration's so far, all)
   bool energy_missing = false;                    // --log-energy: a host has no counter
   double floating_point_operations = 0;           // trained so far, checkpoints included
