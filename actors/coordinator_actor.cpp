@@ -323,28 +323,6 @@ void on_stage_ready(coordinator_actor* self, const stage_ready& r) {
   if (++s.stages_ready == static_cast<int>(s.stages.size())) all_ready(self);
 }
 
-// Megatron's training loop after a train_step that the result validation ended: the iteration
-// is not counted; the checkpoint (of the last completed iteration) is saved when asked, and the
-// job exits with the validation's code.
-void end_on_result_validation(coordinator_actor* self) {
-  auto& s = self->state;
-  --s.iteration;
-  s.timings.clear();
-  s.memory.clear();
-  const int code = s.rerun_exit_code;
-  auto leave = [self, code] {
-    fail(self, code,
-         "the result validation (--rerun-mode validate_results) ended the job with exit code " + std::to_string(code) +
-             (code == training::exit_code_resume_to_disambiguate
-                  ? " (EXIT_CODE_RESUME_TO_DISAMBIGUATE: resume from the checkpoint to rerun the iteration)"
-                  : " (EXIT_CODE_FAILED_ON_RESULT_VALIDATION)"));
-  };
-  if (s.rerun_checkpoint && s.args.checkpointing.save)
-    save_then(self, leave);
-  else
-    leave();
-}
-
 // A stage's share of an iteration; the last one completes it: the log record, then evaluations.
 void on_iteration_report(coordinator_actor* self, const training::iteration_report& r) {
   auto& s = self->state;

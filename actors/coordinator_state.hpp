@@ -110,6 +110,8 @@ void log_progress_save(coordinator_actor* self);
 // Checkpoints (coordinator_saving.cpp).
 bool interval_save_at(const config::megatron_args& a, std::int64_t iteration);
 void save_then(coordinator_actor* self, std::function<void()> then);
+/// --rerun-mode: the iteration's report says the result validation ends the job (saving first when asked).
+void end_on_result_validation(coordinator_actor* self);
 void on_checkpoint_captured(coordinator_actor* self, const checkpoint_captured& c);
 void on_checkpoint_saved(coordinator_actor* self, const checkpoint_saved& c);
 

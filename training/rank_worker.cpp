@@ -146,6 +146,7 @@ void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed)
   iteration_batch_ = microbatches * batches_.micro_batch_size * batches_.data_parallel_size;
   consumed_ = consumed;
   microbatches_ = static_cast<int>(microbatches);
+  concluded_ = false;
   validation_.should_run_forward_backward({});  // the initial run: never agrees anything
   begin_schedule_of_iteration();
 }
@@ -185,6 +186,7 @@ bool rank_worker::rerun_iteration() {
     return static_cast<int>(sum);
   });
   if (again) begin_schedule_of_iteration();
+  concluded_ = !again;
   return again;
 }
 
@@ -229,6 +231,7 @@ bool rank_worker::memory_wanted() const {
 }
 
 iteration_report rank_worker::finish_iteration() {
+  if (!concluded_) throw std::logic_error("finish_iteration before rerun_iteration said the iteration's runs are done");
   if (const auto end = validation_.should_checkpoint_and_exit(); end.exit) {
     iteration_report r;  // Megatron's train_step returns before the optimizer step
     r.rank = ctx_.rank();

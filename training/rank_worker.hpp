@@ -88,6 +88,7 @@ class rank_worker {
   std::int64_t iteration_batch_ = 0;  // this iteration's global batch size
   std::int64_t consumed_ = 0;         // the samples before this iteration (a rerun reads them again)
   int microbatches_ = 0;
+  bool concluded_ = false;            // rerun_iteration() has said no further run is needed
   result_validation validation_;      // --rerun-mode
   bool memory_logged_ = false;  // the report after the first log line has been sent
   std::chrono::steady_clock::time_point started_, forward_backward_start_, evaluation_start_;
