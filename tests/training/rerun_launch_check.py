@@ -4,7 +4,8 @@
   iteration is rerun, the rerun does not reproduce it: Megatron's "Possible transient error" line,
   a checkpoint of iteration 1, exit 17 (EXIT_CODE_FAILED_ON_RESULT_VALIDATION), the tracker file;
 - an injected persistent error: the rerun reproduces it, checkpoint, exit 16
-  (EXIT_CODE_RESUME_TO_DISAMBIGUATE), the tracker file's lines as Megatron's parser reads them;
+  (EXIT_CODE_RESUME_TO_DISAMBIGUATE), the tracker file's lines as Megatron's parser reads them,
+  and the checkpoint resumes at the rejected iteration;
 - a real spiky loss (--check-for-spiky-loss; a huge learning rate after 100 micro-batch losses):
   rejected, rerun on the same micro-batches with the same dropout masks, reproduced bit for bit
   (tolerance 0), exit 16;
@@ -89,6 +90,12 @@ def main():
     out = injected("persistent_error", 16, "First rerun: unexpected result is reproducible within the tolerance",
                    "FIRST_RERUN_REPRODUCIBLE")
     check("Saving a checkpoint and exiting now. Please resume the job from the checkpoint" in out, "persistent: exit line")
+    # The checkpoint resumes at the rejected iteration (mactor keeps no rerun state in it: the
+    # resumed job runs iteration 2 as a fresh one).
+    d = os.path.join(WORK, "persistent_error")
+    args = [a.replace("DIR", d) for a in BASE] + ["--load", os.path.join(d, "ckpt"), "--use-checkpoint-opt-param-scheduler"]
+    p = subprocess.run([MACTOR, "-np", "2", "--oversubscribe", PRETRAIN] + args, capture_output=True, text=True, timeout=600)
+    check(p.returncode == 0 and logged_iterations(p.stdout) == [2, 3, 4], f"persistent: the checkpoint resumes at iteration 2 ({logged_iterations(p.stdout)})")
 
     # A real spike: the first iteration is not validated and its learning rate is half the peak's;
     # iteration 2's 100 micro-batch losses set the max; after its huge step, iteration 3's loss is
