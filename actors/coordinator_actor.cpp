@@ -326,6 +326,12 @@ void on_stage_ready(coordinator_actor* self, const stage_ready& r) {
 // A stage's share of an iteration; the last one completes it: the log record, then evaluations.
 void on_iteration_report(coordinator_actor* self, const training::iteration_report& r) {
   auto& s = self->state;
+  s.rerun_exit_code = std::max(s.rerun_exit_code, r.rerun_exit_code);
+  s.rerun_checkpoint = s.rerun_checkpoint || r.rerun_checkpoint;
+  if (s.rerun_exit_code != 0) {
+    if (--s.reports_pending == 0) end_on_result_validation(self);
+    return;
+  }
   s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
   s.memory.insert(s.memory.end(), r.memory.begin(), r.memory.end());
   s.exit_signal = s.exit_signal || r.exit_signal;

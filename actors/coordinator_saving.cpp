@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "actors/coordinator_state.hpp"
+#include "training/result_validation.hpp"
 
 namespace mactor::actors::coordination {
 namespace {
@@ -95,6 +96,28 @@ void on_checkpoint_saved(coordinator_actor* self, const checkpoint_saved& c) {
   if (c.rank >= 0 && c.rank < static_cast<int>(s.write_seconds.size())) s.write_seconds[c.rank] = c.seconds;
   if (c.deleted_iteration > 0) s.deleted_iteration = c.deleted_iteration;
   if (--s.saved_left == 0) save_done(self);
+}
+
+// Megatron's training loop after a train_step that the result validation ended: the iteration
+// is not counted; the checkpoint (of the last completed iteration) is saved when asked, and the
+// job exits with the validation's code.
+void end_on_result_validation(coordinator_actor* self) {
+  auto& s = self->state;
+  --s.iteration;
+  s.timings.clear();
+  s.memory.clear();
+  const int code = s.rerun_exit_code;
+  auto leave = [self, code] {
+    fail(self, code,
+         "the result validation (--rerun-mode validate_results) ended the job with exit code " + std::to_string(code) +
+             (code == training::exit_code_resume_to_disambiguate
+                  ? " (EXIT_CODE_RESUME_TO_DISAMBIGUATE: resume from the checkpoint to rerun the iteration)"
+                  : " (EXIT_CODE_FAILED_ON_RESULT_VALIDATION)"));
+  };
+  if (s.rerun_checkpoint && s.args.checkpointing.save)
+    save_then(self, leave);
+  else
+    leave();
 }
 
 }  // namespace mactor::actors::coordination

@@ -35,6 +35,8 @@ struct coordinator_state {
   config::microbatch_plan batches;    // each iteration's global batch (--rampup-batch-size)
   std::int64_t ramp_batch_size = 0;  // the ramp-up batch size last announced
   bool exit_signal = false;  // --exit-signal-handler: a rank got SIGTERM
+  int rerun_exit_code = 0;   // --rerun-mode: the result validation ends the job with this code
+  bool rerun_checkpoint = false;  // ... saving first
   double iteration_energy = 0, total_energy = 0;  // --log-energy: joules (this iteration's so far, all)
   bool energy_missing = false;                    // --log-energy: a host has no counter
   double floating_point_operations = 0;           // trained so far, checkpoints included
@@ -108,6 +110,8 @@ void log_progress_save(coordinator_actor* self);
 // Checkpoints (coordinator_saving.cpp).
 bool interval_save_at(const config::megatron_args& a, std::int64_t iteration);
 void save_then(coordinator_actor* self, std::function<void()> then);
+/// --rerun-mode: the iteration's report says the result validation ends the job (saving first when asked).
+void end_on_result_validation(coordinator_actor* self);
 void on_checkpoint_captured(coordinator_actor* self, const checkpoint_captured& c);
 void on_checkpoint_saved(coordinator_actor* self, const checkpoint_saved& c);
 

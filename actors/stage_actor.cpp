@@ -65,6 +65,12 @@ void pump(stage_actor* self) {
   if (s.job == job_kind::idle || !s.worker->pump()) return;
   if (s.job == job_kind::iteration) {
     s.reporter->step_begun();
+    // --rerun-mode: a rejected result runs the iteration again, on every rank.
+    while (s.worker->rerun_iteration())
+      if (!s.worker->pump()) {
+        s.reporter->step_done();
+        return;
+      }
     auto report = s.worker->finish_iteration();
     s.reporter->step_done();
     s.job = job_kind::idle;
@@ -90,6 +96,7 @@ void configure(stage_actor* self, training::parallel_context& ctx, config_messag
   ready.has_test = s.worker->has_split(test_split);
   if (const auto loaded = s.worker->load_checkpoint()) {
     ready.loaded = true;
+    s.worker->set_start_iteration(loaded->position.iteration);
     ready.saved_iteration = loaded->saved_iteration;
     ready.iteration = loaded->position.iteration;
     ready.consumed = loaded->position.consumed_train_samples;

@@ -76,11 +76,13 @@ class plain_driver {
   double run(std::int64_t iteration, std::int64_t consumed) {
     const auto start = clock_type::now();
     worker_.begin_iteration(iteration, consumed);
-    while (!worker_.pump()) {
-      std::unique_lock lock(m_);
-      cv_.wait(lock, [&] { return woken_; });
-      woken_ = false;
-    }
+    do {  // until the result validation asks for no rerun
+      while (!worker_.pump()) {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return woken_; });
+        woken_ = false;
+      }
+    } while (worker_.rerun_iteration());
     worker_.finish_iteration();
     return seconds_since(start);
   }

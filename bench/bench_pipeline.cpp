@@ -43,11 +43,13 @@ int main(int argc, char** argv) {
   std::int64_t consumed = 0;
   for (std::int64_t it = 1; it <= iterations; ++it) {
     worker.begin_iteration(it, consumed);
-    while (!worker.pump()) {
-      std::unique_lock lock(m);
-      cv.wait(lock, [&] { return woken; });
-      woken = false;
-    }
+    do {  // until the result validation asks for no rerun
+      while (!worker.pump()) {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return woken; });
+        woken = false;
+      }
+    } while (worker.rerun_iteration());
     worker.finish_iteration();
     consumed += *a.training.global_batch_size;
     if (it == 1) continue;  // warm-up

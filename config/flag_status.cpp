@@ -227,6 +227,17 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"log_energy", "energy per GPU (J/iter/GPU) and power per GPU (W/GPU) in the log line, TensorBoard's "
                      "iter-energy/gpu and power/gpu, and the total at the end, from the CPU packages' RAPL counters "
                      "(one reading per host, training steps only); without readable counters a one-line warning"},
+      {"rerun_mode", "Megatron's rerun state machine (training/result_validation): validate_results checks each micro-batch's "
+                     "local loss, reruns a rejected iteration on the same micro-batches on every rank (agreed world-wide) and "
+                     "exits 17 (not reproduced; checkpoint saved) or 16 (reproduced; checkpoint saved); disabled raises on a "
+                     "rejected loss. The machine's state is not saved in checkpoints (a resumed job starts afresh)"},
+      {"error_injection_rate", "one validation in N rejected (Megatron's injector; mactor's own random stream)"},
+      {"error_injection_type", "the injected result's diagnostic, as Megatron's injector decides the reruns' comparisons"},
+      {"check_for_nan_in_loss_and_grad", "each micro-batch's local loss checked for NaN and Inf by the result validation "
+                                         "(Megatron's per-bucket gradient-norm checks are not made)"},
+      {"check_for_spiky_loss", "a local loss at or above 10x the largest of the first 100 is rejected (result validation)"},
+      {"result_rejected_tracker_filename", "Megatron's tracker lines (ts, node, device, jobID, rank, iteration, status, result, "
+                                           "message) appended on each rejection and rerun"},
       {"exit_signal_handler", "SIGTERM is remembered; at the end of the iteration it arrived in (on any rank) the job "
                               "saves (with --save) and exits 0 with Megatron's 'exiting program after receiving "
                               "SIGTERM.'; give mactor a --kill-grace long enough for the save"},
@@ -426,6 +437,7 @@ const std::vector<value_limit>& value_limits() {
       {"dataloader_type", "--dataloader-type", {"single"}},
       {"ckpt_format", "--ckpt-format", {"torch_dist"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32"}},
+      {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
   };
   return limits;
 }

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
@@ -46,6 +47,30 @@ model::loss_and_count sum_over_replicas(parallel_context& ctx, model::loss_and_c
   return {sums[0], sums[1]};
 }
 
+// --rerun-mode and its flags; Megatron's rank-0 lines come from the last stage's first rank
+// (the ranks that validate the loss).
+rerun_options rerun_options_of(const config::megatron_args& a, parallel_context& ctx) {
+  rerun_options o;
+  o.mode = a.rerun_machine.rerun_mode == "disabled" ? rerun_mode::disabled : rerun_mode::validate_results;
+  o.error_injection_rate = a.rerun_machine.error_injection_rate;
+  const auto& type = a.rerun_machine.error_injection_type;
+  o.error_injection_type = type == "correct_result"     ? rerun_diagnostic::correct_result
+                           : type == "persistent_error" ? rerun_diagnostic::persistent_error
+                                                        : rerun_diagnostic::transient_error;
+  o.tracker_filename = a.training.result_rejected_tracker_filename;
+  o.rank = ctx.rank();
+  o.device = ctx.local_rank();
+  const auto c = ctx.groups().coords();
+  o.logs_for_job = c.pp == ctx.groups().pp() - 1 && c.tp == 0 && c.cp == 0 && c.dp == 0;
+  o.seed = static_cast<std::uint64_t>(a.initialization.seed) * 1000003u + static_cast<std::uint64_t>(ctx.rank());
+  return o;
+}
+
+void print_rerun_line(const std::string& level, const std::string& text) {
+  std::fprintf(stderr, "%s:megatron.core.rerun_state_machine:%s\n", level.c_str(), text.c_str());
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 vocabulary vocabulary_from_args(const config::megatron_args& a) { return vocabulary_of(*tokenizer_from_args(a), a); }
@@ -66,7 +91,7 @@ rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx, 
     : args_(a), ctx_(ctx), vocab_(vocabulary_of(*tok, a)), datasets_(datasets_from_args(a, *tok)),
       engine_(a, ctx, vocab_.padded),
       scheduler_(model::lr_scheduler_options_from_args(lr_schedule_args_from_args(a)), engine_.optimizer().param_groups()),
-      batches_(config::microbatch_plan_of(a)) {
+      batches_(config::microbatch_plan_of(a)), validation_(rerun_options_of(a, ctx), print_rerun_line) {
   // One meter per host: package counters cover every rank on it.
   if (a.logging.log_energy && ctx.local_rank() == 0)
     energy_ = std::make_unique<energy_meter>();
@@ -114,15 +139,57 @@ void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed)
   eval_split_ = 0;
   started_ = std::chrono::steady_clock::now();
   engine_.trace().begin_iteration(iteration);
-  engine_.zero_grad();
   forward_backward_start_ = std::chrono::steady_clock::now();
   if (energy_) energy_->lap();  // evaluations and saves between steps are not counted, as Megatron pauses
   // Megatron's update_num_microbatches(consumed) before each train step.
   const std::int64_t microbatches = batches_.num_microbatches(consumed);
   iteration_batch_ = microbatches * batches_.micro_batch_size * batches_.data_parallel_size;
+  consumed_ = consumed;
+  microbatches_ = static_cast<int>(microbatches);
+  concluded_ = false;
+  validation_.should_run_forward_backward({});  // the initial run: never agrees anything
   // Megatron checks in every attention forward; the weights only change at the optimizer step.
   if (args_.validation.test_mode) engine_.check_qk_norms();
-  engine_.begin_schedule(/*forward_only=*/false, *loaders_[0], consumed, static_cast<int>(microbatches), false);
+  begin_schedule_of_iteration();
+}
+
+// One run of the iteration's forward-backward: zeroed gradients, the same micro-batches (their
+// dropout masks follow their sample index, so a rerun draws the same ones).
+void rank_worker::begin_schedule_of_iteration() {
+  engine_.zero_grad();
+  engine_.begin_schedule(/*forward_only=*/false, *loaders_[0], consumed_, microbatches_, false);
+}
+
+// pretrain_gpt.py's loss_func checks, on each micro-batch's local loss sum in order.
+void rank_worker::validate_losses() {
+  const bool nan_check = args_.training.check_for_nan_in_loss_and_grad;
+  for (const double local : engine_.microbatch_losses()) {
+    const double loss = static_cast<float>(local);  // Megatron's loss is an fp32 tensor
+    if (nan_check) {
+      validation_.validate_result(loss, [](double v) { return std::isnan(v); },
+                                  "found NaN in local forward loss calculation", 0.0, true);
+      validation_.validate_result(loss, [](double v) { return std::isinf(v); },
+                                  "found Inf in local forward loss calculation", 0.0, true);
+    }
+    if (args_.training.check_for_spiky_loss)
+      validation_.validate_result(
+          loss, [this](double v) { return validation_.is_unexpectedly_large(v, spiky_loss_factor, "loss"); },
+          "Spiky loss", 0.0, false);
+  }
+}
+
+bool rank_worker::rerun_iteration() {
+  validate_losses();
+  engine_.finalize_grads();
+  // Every rank takes the same decision: the flags are summed over the world.
+  const bool again = validation_.should_run_forward_backward([this](int flag) {
+    double sum = flag;
+    if (auto* world = ctx_.world()) world->all_reduce(std::span<double>(&sum, 1));
+    return static_cast<int>(sum);
+  });
+  if (again) begin_schedule_of_iteration();
+  concluded_ = !again;
+  return again;
 }
 
 bool rank_worker::begin_next_eval_pass() {
@@ -167,7 +234,15 @@ bool rank_worker::memory_wanted() const {
 }
 
 iteration_report rank_worker::finish_iteration() {
-  engine_.finalize_grads();
+  if (!concluded_) throw std::logic_error("finish_iteration before rerun_iteration said the iteration's runs are done");
+  if (const auto end = validation_.should_checkpoint_and_exit(); end.exit) {
+    iteration_report r;  // Megatron's train_step returns before the optimizer step
+    r.rank = ctx_.rank();
+    r.iteration = iteration_;
+    r.rerun_exit_code = end.exit_code;
+    r.rerun_checkpoint = end.checkpoint;
+    return r;
+  }
   // Megatron's forward-backward timer spans the schedule and finalize_model_grads.
   engine_.timers().add(step_timer::forward_backward, forward_backward_start_);
   // The loss lives on the last pipeline stage; sum it over the replicas there.

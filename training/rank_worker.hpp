@@ -21,6 +21,7 @@
 #include "training/checkpointing.hpp"
 #include "training/parallel_context.hpp"
 #include "training/reports.hpp"
+#include "training/result_validation.hpp"
 #include "training/stage_engine.hpp"
 
 namespace mactor::training {
@@ -46,8 +47,15 @@ class rank_worker {
   void begin_evaluation(int split);
   /// Advances the schedule(s); true once the iteration's or evaluation's schedules have all run.
   bool pump();
-  /// After pump() returned true: finalize gradients, step optimizer and LR schedule, report.
+  /// After pump() returned true for an iteration: finalize the gradients and validate the
+  /// iteration's results (--rerun-mode, Megatron's should_run_forward_backward, agreed by every
+  /// rank). True: the iteration was begun again on the same micro-batches; pump it again.
+  bool rerun_iteration();
+  /// After rerun_iteration() returned false: step optimizer and LR schedule, report; or, when the
+  /// result validation ends the job, report its exit code without stepping.
   iteration_report finish_iteration();
+  /// --load: the iteration the job resumes after (Megatron's train() sets the machine's counter).
+  void set_start_iteration(std::int64_t iteration) { validation_.set_current_iteration(iteration); }
   /// After pump() returned true for an evaluation.
   evaluation_report finish_evaluation();
 
@@ -64,6 +72,8 @@ class rank_worker {
   rank_worker(const config::megatron_args& args, parallel_context& ctx, std::unique_ptr<data::tokenizer> tok);
   bool begin_next_eval_pass();
   bool memory_wanted() const;
+  void validate_losses();
+  void begin_schedule_of_iteration();
 
   const config::megatron_args& args_;
   parallel_context& ctx_;
@@ -76,6 +86,10 @@ class rank_worker {
   std::unique_ptr<energy_meter> energy_;  // --log-energy on the host's local rank 0
   std::int64_t iteration_ = 0;
   std::int64_t iteration_batch_ = 0;  // this iteration's global batch size
+  std::int64_t consumed_ = 0;         // the samples before this iteration (a rerun reads them again)
+  int microbatches_ = 0;
+  bool concluded_ = false;            // rerun_iteration() has said no further run is needed
+  result_validation validation_;      // --rerun-mode
   bool memory_logged_ = false;  // the report after the first log line has been sent
   std::chrono::steady_clock::time_point started_, forward_backward_start_, evaluation_start_;
   // Evaluation in progress: split, passes left, the split's consumed samples, sums so far.

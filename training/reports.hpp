@@ -39,6 +39,11 @@ struct iteration_report {
   std::int64_t global_batch_size = 0;
   /// --exit-signal-handler: this rank got SIGTERM (the replica and the coordinator OR them).
   bool exit_signal = false;
+  /// --rerun-mode validate_results: the iteration's result was rejected and every rank agreed to
+  /// end the job before the optimizer step with Megatron's exit code (16 or 17), saving first
+  /// when `rerun_checkpoint` (training/result_validation.hpp). 0: the step was taken.
+  int rerun_exit_code = 0;
+  bool rerun_checkpoint = false;
   /// --log-energy: the host's package energy during this iteration's step, from the rank with
   /// local rank 0 (one meter per host; the replica and the coordinator sum them), and whether
   /// such a rank found no counter to read.

@@ -84,6 +84,7 @@ void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader,
   num_microbatches_ = num_microbatches;
   batches_.clear();
   totals_ = {};
+  microbatch_losses_.clear();
   timeline_.clear();
   wait_start_.reset();
   schedule_start_ = clock_type::now();
@@ -195,6 +196,7 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
   if (chunk.layout().post_process) {
     totals_.loss_sum += r.loss_sum;
     totals_.num_tokens += r.num_tokens;
+    microbatch_losses_.push_back(r.loss_sum);
   }
 }
 

@@ -61,6 +61,9 @@ class stage_engine {
   bool pump();
   /// Loss sum and token count of the last schedule, on the last pipeline stage (zero elsewhere).
   model::loss_and_count loss_totals() const { return totals_; }
+  /// Each micro-batch's local loss sum of the last schedule, in micro-batch order (last stage;
+  /// empty elsewhere): the results Megatron's loss_func validates before the data-parallel sum.
+  const std::vector<double>& microbatch_losses() const { return microbatch_losses_; }
   /// What the schedule is doing or waiting for right now, e.g. "awaiting recv_backward mb 7
   /// chunk 1 from rank 12", and since when.
   std::pair<std::string, std::chrono::steady_clock::time_point> activity() const;
@@ -149,6 +152,7 @@ class stage_engine {
   int num_microbatches_ = 0;
   std::map<int, batch_buffers> batches_;
   model::loss_and_count totals_;
+  std::vector<double> microbatch_losses_;
   std::chrono::steady_clock::time_point schedule_start_;
   std::optional<std::chrono::steady_clock::time_point> wait_start_;
   std::vector<timeline_entry> timeline_;
