@@ -101,6 +101,12 @@ class gpt_chunk {
   /// (fp32 under --fp32-residual-connection, otherwise the model's).
   tensor::dtype activation_dtype() const { return config_.residual_dtype(); }
   void zero_grad() { store_.zero_grad(); }
+  /// The gradient each MoE layer's auxiliary losses enter the backward with (Megatron's
+  /// MoEAuxLossAutoScaler.set_loss_scale: the loss scale / the number of micro-batches).
+  void set_moe_aux_loss_scale(double scale) {
+    for (auto& l : layers_)
+      if (auto* m = l.moe()) m->set_aux_loss_scale(scale);
+  }
   /// The id of the word-embedding parameter (this chunk's own or its tied copy), or -1.
   int word_embeddings_id() const { return word_embeddings_; }
 

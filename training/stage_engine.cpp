@@ -185,6 +185,13 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
       scale = count > 0 ? static_cast<float>(1.0 / (count * num_microbatches_)) : 0.0f;
     if (scaler_) scale *= scaler_->scale();  // Megatron's grad_scale_func on the output
   }
+  if (chunk.config().moe.enabled() && !forward_only_) {
+    // Megatron's forward_step sets MoEAuxLossAutoScaler's scale on every stage: the loss scale,
+    // divided by the micro-batch count unless the loss is per token.
+    double aux = args_.training.calculate_per_token_loss ? 1.0 : 1.0 / num_microbatches_;
+    if (scaler_) aux *= scaler_->scale();
+    chunk.set_moe_aux_loss_scale(aux);
+  }
   // The same dropout masks as one process: the micro-batch's index in the global sample order.
   const auto step = static_cast<std::uint64_t>(consumed_ / layout_.micro_batch_size +
                                                a.microbatch * layout_.data_parallel_size + layout_.data_parallel_rank);
