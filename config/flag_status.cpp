@@ -289,7 +289,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       // Mixture of experts, one expert-parallel rank (model/moe_layer).
       {"num_experts", "MoE layers (router, local token permutation, experts without bias) in place of the MLP, with "
                       "--expert-model-parallel-size 1; refused with --tensor-model-parallel-size > 1, biases "
-                      "(add --disable-bias-linear) and fp8; the auxiliary losses are not in the log line yet"},
+                      "(add --disable-bias-linear) and fp8; the log line and TensorBoard get track_moe_metrics' z_loss and "
+                      "(seq_)load_balancing_loss (per micro-batch mean, summed over the pipeline, averaged over the "
+                      "replicas and the MoE layers)"},
+      {"moe_per_layer_logging", "TensorBoard scalars moe/<name>_layer_<i> for every layer, as track_moe_metrics"},
       {"moe_layer_freq", "an int N (layers 0, N, 2N, ... 0-based) or the list form, one 0/1 per layer"},
       {"moe_ffn_hidden_size", "each expert's fc2 input width (fc1 twice that with a gated unit)"},
       {"moe_router_topk", ""},

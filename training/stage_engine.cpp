@@ -82,6 +82,7 @@ void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader,
   num_microbatches_ = num_microbatches;
   batches_.clear();
   totals_ = {};
+  moe_losses_.clear();
   timeline_.clear();
   wait_start_.reset();
   schedule_start_ = clock_type::now();
@@ -197,10 +198,20 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
                                                a.microbatch * layout_.data_parallel_size + layout_.data_parallel_rank);
   const auto r = chunk.forward(a.microbatch, b.view(), input ? input->view() : tensor::const_tensor_view{},
                                output.view(), !forward_only_, !forward_only_, scale, step);
+  if (chunk.config().moe.enabled() && !forward_only_) {
+    moe_losses_.resize(3 * std::size_t(chunk.config().num_layers), 0.0);
+    chunk.add_moe_aux_losses(moe_losses_);
+  }
   if (chunk.layout().post_process) {
     totals_.loss_sum += r.loss_sum;
     totals_.num_tokens += r.num_tokens;
   }
+}
+
+std::vector<double> stage_engine::moe_aux_losses() const {
+  std::vector<double> out = moe_losses_;
+  for (auto& v : out) v /= num_microbatches_;
+  return out;
 }
 
 void stage_engine::run_backward(const action& a, const tensor::tensor* input, tensor::tensor& grad_input) {

@@ -61,6 +61,11 @@ class stage_engine {
   bool pump();
   /// Loss sum and token count of the last schedule, on the last pipeline stage (zero elsewhere).
   model::loss_and_count loss_totals() const { return totals_; }
+  /// The MoE layers' auxiliary losses of the last training schedule, as Megatron's
+  /// track_moe_metrics takes them: per name (load_balancing_loss, seq_load_balancing_loss,
+  /// z_loss) and global layer, summed over the micro-batches and divided by their count
+  /// ([3 * num_layers], zero for the layers of other stages); empty without MoE.
+  std::vector<double> moe_aux_losses() const;
   /// What the schedule is doing or waiting for right now, e.g. "awaiting recv_backward mb 7
   /// chunk 1 from rank 12", and since when.
   std::pair<std::string, std::chrono::steady_clock::time_point> activity() const;
@@ -146,6 +151,7 @@ class stage_engine {
   int num_microbatches_ = 0;
   std::map<int, batch_buffers> batches_;
   model::loss_and_count totals_;
+  std::vector<double> moe_losses_;  // sums over the schedule's forwards (see moe_aux_losses)
   std::chrono::steady_clock::time_point schedule_start_;
   std::optional<std::chrono::steady_clock::time_point> wait_start_;
   std::vector<timeline_entry> timeline_;
