@@ -298,6 +298,11 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"moe_router_topk", ""},
       {"moe_router_pre_softmax", "softmax over all experts, then the top k (otherwise softmax over the top k logits)"},
       {"moe_router_topk_scaling_factor", "multiplies the routing probabilities"},
+      {"moe_router_score_function", "softmax, or sigmoid with the top k scores normalized by their sum (k > 1); the "
+                                    "aux loss on the sigmoid normalized over the experts"},
+      {"moe_router_num_groups", "the experts in that many equal groups for --moe-router-group-topk"},
+      {"moe_router_group_topk", "each token's groups: the top group_topk by the sum of their top (k / group_topk) "
+                                "scores, then its top k experts inside them (Megatron's group_limited_topk)"},
       {"moe_router_load_balancing_type", "aux_loss, seq_aux_loss and none (global_aux_loss, sinkhorn and lists are "
                                          "refused)"},
       {"moe_aux_loss_coeff", "one value; the loss's gradient enters the router's logits scaled by the loss scale / "

@@ -50,6 +50,12 @@ void check_moe(std::vector<std::string>& errors, const gpt_model_config& c) {
        "group) are not implemented yet; use --tensor-model-parallel-size 1");
   need(!c.add_bias_linear, "MoE experts with biases are not implemented yet; add --disable-bias-linear");
   need(!c.fp8.enabled, "MoE layers in fp8 are not implemented yet; drop --fp8-format");
+  if (m.router_group_topk > 0)
+    need(m.router_num_groups > 0 && m.num_experts % m.router_num_groups == 0 &&
+             m.router_group_topk <= m.router_num_groups && m.router_topk / m.router_group_topk >= 1 &&
+             m.router_topk / m.router_group_topk <= m.num_experts / m.router_num_groups,
+         "moe.router_group_topk needs router_num_groups dividing num_experts, group_topk <= num_groups and "
+         "1 <= topk / group_topk <= experts per group");
   if (!m.layer_freq_list.empty())
     need(int(m.layer_freq_list.size()) == c.num_layers,
          "moe.layer_freq has " + std::to_string(m.layer_freq_list.size()) + " entries; it needs one per layer (" +

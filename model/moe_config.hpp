@@ -8,6 +8,8 @@ namespace mactor::model {
 
 /// --moe-router-load-balancing-type: the auxiliary loss added to the router's logits' gradient.
 enum class moe_load_balancing { aux_loss, seq_aux_loss, none };
+/// --moe-router-score-function.
+enum class moe_score_function { softmax, sigmoid };
 
 struct moe_settings {
   int num_experts = 0;  // --num-experts; 0: a dense model
@@ -19,6 +21,9 @@ struct moe_settings {
   int router_topk = 2;      // --moe-router-topk
   bool router_pre_softmax = false;  // --moe-router-pre-softmax: softmax over all, then top-k
   std::optional<double> router_topk_scaling_factor;  // --moe-router-topk-scaling-factor
+  moe_score_function score_function = moe_score_function::softmax;
+  int router_num_groups = 0;  // --moe-router-num-groups (0: no groups)
+  int router_group_topk = 0;  // --moe-router-group-topk (0: not group-limited)
   moe_load_balancing load_balancing = moe_load_balancing::aux_loss;
   double aux_loss_coeff = 0.0;         // --moe-aux-loss-coeff (0: no auxiliary loss)
   std::optional<double> z_loss_coeff;  // --moe-z-loss-coeff

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <numeric>
 
 #include "kernels/convert.hpp"
@@ -15,6 +17,8 @@ moe_router::moe_router(parameter_store& store, const std::string& name, const gp
                         init_kind::normal, c.init_method_std)),
       experts_(c.moe.num_experts), topk_(c.moe.router_topk), hidden_(c.hidden_size),
       pre_softmax_(c.moe.router_pre_softmax), per_token_loss_(c.moe.per_token_loss),
+      sigmoid_(c.moe.score_function == moe_score_function::sigmoid), groups_(c.moe.router_num_groups),
+      group_topk_(c.moe.router_group_topk),
       scaling_(c.moe.router_topk_scaling_factor), balancing_(c.moe.load_balancing),
       aux_coeff_(c.moe.aux_loss_coeff), z_coeff_(c.moe.z_loss_coeff) {}
 
@@ -28,14 +32,50 @@ void moe_router::forward(const parameter_store& store, tensor::const_tensor_view
   route();
 }
 
+namespace {
+
+// torch.topk's selection: the k largest of v[0..n), largest first (ties to the lower index).
+void top_k(const double* v, int n, int k, int* out, std::vector<int>& order) {
+  order.resize(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+  std::copy(order.begin(), order.begin() + k, out);
+}
+
+}  // namespace
+
+void moe_router::select(const double* scores, int* top) const {
+  const int E = experts_, k = topk_;
+  std::vector<int> order;
+  if (!group_topk_) return top_k(scores, E, k, top, order);
+  // Megatron's group_limited_topk: a group's score is the sum of its top (k / group_topk)
+  // scores; the token picks its top group_topk groups, then its top k experts inside them.
+  const int per_group = E / groups_, best = k / group_topk_;
+  std::vector<double> group_score(groups_), sorted(per_group);
+  for (int g = 0; g < groups_; ++g) {
+    std::copy(scores + g * per_group, scores + (g + 1) * per_group, sorted.begin());
+    std::partial_sort(sorted.begin(), sorted.begin() + best, sorted.end(), std::greater<double>());
+    group_score[g] = std::accumulate(sorted.begin(), sorted.begin() + best, 0.0);
+  }
+  std::vector<int> chosen(group_topk_);
+  top_k(group_score.data(), groups_, group_topk_, chosen.data(), order);
+  std::vector<double> masked(E, -std::numeric_limits<double>::infinity());
+  for (int g : chosen)
+    std::copy(scores + g * per_group, scores + (g + 1) * per_group, masked.begin() + g * per_group);
+  top_k(masked.data(), E, k, top, order);
+}
+
 void moe_router::route() {
   const int E = experts_, k = topk_;
   softmax_.assign(std::size_t(rows_) * E, 0.0);
+  sigmoid_scores_.assign(sigmoid_ ? std::size_t(rows_) * E : 0, 0.0);
   lse_.assign(rows_, 0.0);
   top_.assign(std::size_t(rows_) * k, 0);
+  aux_top_.assign(std::size_t(rows_) * k, 0);
   probs_.assign(std::size_t(rows_) * k, 0.0);
   topk_softmax_.assign(std::size_t(rows_) * k, 0.0);
-  std::vector<int> order(E);
+  std::vector<int> order;
   for (int t = 0; t < rows_; ++t) {
     const double* l = &logits_[std::size_t(t) * E];
     double* s = &softmax_[std::size_t(t) * E];
@@ -44,34 +84,61 @@ void moe_router::route() {
     for (int e = 0; e < E; ++e) sum += (s[e] = std::exp(l[e] - m));
     for (int e = 0; e < E; ++e) s[e] /= sum;
     lse_[t] = m + std::log(sum);
-    // torch.topk: the k largest, largest first (ties to the lower index).
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
     int* top = &top_[std::size_t(t) * k];
     double* q = &topk_softmax_[std::size_t(t) * k];
-    std::copy(order.begin(), order.begin() + k, top);
-    const double top_max = l[top[0]];
-    double top_sum = 0;
-    for (int j = 0; j < k; ++j) top_sum += (q[j] = std::exp(l[top[j]] - top_max));
-    for (int j = 0; j < k; ++j) q[j] /= top_sum;
-    for (int j = 0; j < k; ++j)
-      probs_[std::size_t(t) * k + j] = (pre_softmax_ ? s[top[j]] : q[j]) * scaling_.value_or(1.0);
+    double* p = &probs_[std::size_t(t) * k];
+    // The aux loss's routing map: the top k of the (normalized) scores, monotone in the logits.
+    top_k(l, E, k, &aux_top_[std::size_t(t) * k], order);
+    if (sigmoid_) {
+      double* sg = &sigmoid_scores_[std::size_t(t) * E];
+      for (int e = 0; e < E; ++e) sg[e] = 1.0 / (1.0 + std::exp(-l[e]));
+      select(sg, top);
+      double z = 0;
+      for (int j = 0; j < k; ++j) z += (q[j] = sg[top[j]]);
+      for (int j = 0; j < k; ++j) p[j] = k > 1 ? q[j] / (z + 1e-20) : q[j];
+    } else if (pre_softmax_) {
+      select(s, top);
+      for (int j = 0; j < k; ++j) p[j] = s[top[j]];
+    } else {
+      select(l, top);
+      const double top_max = l[top[0]];
+      double top_sum = 0;
+      for (int j = 0; j < k; ++j) top_sum += (q[j] = std::exp(l[top[j]] - top_max));
+      for (int j = 0; j < k; ++j) p[j] = q[j] /= top_sum;
+    }
+    for (int j = 0; j < k; ++j) p[j] *= scaling_.value_or(1.0);
   }
+  aux_losses_forward();
+}
+
+const double* moe_router::aux_scores(int t) const {
+  return sigmoid_ ? &aux_scores_[std::size_t(t) * experts_] : &softmax_[std::size_t(t) * experts_];
+}
+
+void moe_router::aux_losses_forward() {
+  const int E = experts_, k = topk_;
   losses_ = {};
   tokens_per_expert_.clear();
   if (!training_) return;
   const double T = rows_;
   if (aux_coeff_ > 0 && balancing_ != moe_load_balancing::none) {
-    // The routing map of the aux loss is the top-k of the full softmax: top_ (softmax is monotone).
+    if (sigmoid_) {  // compute_routing_scores_for_aux_loss: sigmoid normalized over the experts
+      aux_scores_ = sigmoid_scores_;
+      for (int t = 0; t < rows_; ++t) {
+        double* a = &aux_scores_[std::size_t(t) * E];
+        const double z = std::accumulate(a, a + E, 0.0) + 1e-20;
+        for (int e = 0; e < E; ++e) a[e] /= z;
+      }
+    }
     const bool seq_level = balancing_ == moe_load_balancing::seq_aux_loss;
     const int groups = seq_level ? batch_ : 1;
     tokens_per_expert_.assign(std::size_t(groups) * E, 0.0);
     std::vector<double> score_sums(std::size_t(groups) * E, 0.0);
     for (int t = 0; t < rows_; ++t) {
       const int g = seq_level ? t % batch_ : 0;
-      for (int j = 0; j < k; ++j) tokens_per_expert_[std::size_t(g) * E + top_[std::size_t(t) * k + j]] += 1;
-      for (int e = 0; e < E; ++e) score_sums[std::size_t(g) * E + e] += softmax_[std::size_t(t) * E + e];
+      for (int j = 0; j < k; ++j) tokens_per_expert_[std::size_t(g) * E + aux_top_[std::size_t(t) * k + j]] += 1;
+      const double* a = aux_scores(t);
+      for (int e = 0; e < E; ++e) score_sums[std::size_t(g) * E + e] += a[e];
     }
     const double n = seq_level ? seq_ : T;
     double sum = 0;
@@ -97,6 +164,20 @@ void moe_router::add_softmax_gradient(std::vector<double>& dlogits, const std::v
   }
 }
 
+void moe_router::add_normalized_sigmoid_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const {
+  // a = u / (sum u + eps), u = sigmoid(l): dL/du_f = g_f / Z - sum_e g_e u_e / Z^2.
+  const int E = experts_;
+  for (int t = 0; t < rows_; ++t) {
+    const double* u = &sigmoid_scores_[std::size_t(t) * E];
+    const double* gt = &g[std::size_t(t) * E];
+    const double z = std::accumulate(u, u + E, 0.0) + 1e-20;
+    double dot = 0;
+    for (int e = 0; e < E; ++e) dot += gt[e] * u[e];
+    for (int e = 0; e < E; ++e)
+      dlogits[std::size_t(t) * E + e] += (gt[e] / z - dot / (z * z)) * u[e] * (1 - u[e]);
+  }
+}
+
 void moe_router::add_aux_loss_gradients(std::vector<double>& dlogits, double scale) const {
   if (!training_) return;
   const int E = experts_, k = topk_;
@@ -111,7 +192,10 @@ void moe_router::add_aux_loss_gradients(std::vector<double>& dlogits, double sca
     for (int t = 0; t < rows_; ++t)
       for (int e = 0; e < E; ++e)
         g[std::size_t(t) * E + e] = c * tokens_per_expert_[std::size_t(seq_level ? t % batch_ : 0) * E + e];
-    add_softmax_gradient(dlogits, g);
+    if (sigmoid_)
+      add_normalized_sigmoid_gradient(dlogits, g);
+    else
+      add_softmax_gradient(dlogits, g);
   }
   if (z_coeff_) {
     // z = coeff * mean_t(lse_t^2): dz/dlogits[t, e] = coeff * 2 lse_t softmax[t, e] / rows.
@@ -127,7 +211,19 @@ void moe_router::backward(parameter_store& store, const std::vector<double>& dpr
   const int E = experts_, k = topk_;
   const double sf = scaling_.value_or(1.0);
   std::vector<double> dlogits(std::size_t(rows_) * E, 0.0);
-  if (pre_softmax_) {
+  if (sigmoid_) {
+    for (int t = 0; t < rows_; ++t) {
+      const double* u = &topk_softmax_[std::size_t(t) * k];  // the top k sigmoid scores
+      const double* dp = &dprobs[std::size_t(t) * k];
+      double z = 0, dot = 0;
+      for (int j = 0; j < k; ++j) z += u[j], dot += dp[j] * sf * u[j];
+      z += 1e-20;
+      for (int j = 0; j < k; ++j) {
+        const double du = k > 1 ? dp[j] * sf / z - dot / (z * z) : dp[j] * sf;
+        dlogits[std::size_t(t) * E + top_[std::size_t(t) * k + j]] += du * u[j] * (1 - u[j]);
+      }
+    }
+  } else if (pre_softmax_) {
     std::vector<double> g(std::size_t(rows_) * E, 0.0);
     for (int t = 0; t < rows_; ++t)
       for (int j = 0; j < k; ++j)

@@ -1,5 +1,6 @@
 // Megatron-Core's top-k MoE router: logits = x W^T (W: [experts, hidden]), top-k over softmax
-// scores (after the top-k, or before it with --moe-router-pre-softmax), an optional scaling
+// scores (after the top-k, or before it with --moe-router-pre-softmax) or sigmoid scores
+// (normalized over the k), optionally group-limited (--moe-router-num-groups/-group-topk), a
 // factor, the load-balancing loss (aux_loss or seq_aux_loss) and the z-loss, whose gradients
 // enter the logits' gradient scaled as Megatron's MoEAuxLossAutoScaler scales them.
 // The routing math runs in double on the host (exact for fp32 and fp64 logits).
@@ -41,6 +42,12 @@ class moe_router {
 
  private:
   void route();
+  /// The k experts of one token from its selection scores (group-limited when configured).
+  void select(const double* scores, int* top) const;
+  void aux_losses_forward();
+  /// Token t's scores the aux loss sums: softmax, or the sigmoid normalized over the experts.
+  const double* aux_scores(int t) const;
+  void add_normalized_sigmoid_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const;
   void add_aux_loss_gradients(std::vector<double>& dlogits, double scale) const;
   /// Adds the gradient of sum_e coeff_e * sum_t scores[t, e] * weight[t, e] through the full
   /// softmax: dlogits[t] += S_t * (g_t - S_t . g_t).
@@ -48,13 +55,17 @@ class moe_router {
 
   int weight_, experts_, topk_, hidden_, rows_ = 0, seq_ = 0, batch_ = 0;
   bool pre_softmax_, per_token_loss_, training_ = false;
+  bool sigmoid_;
+  int groups_, group_topk_;
   std::optional<double> scaling_;
   moe_load_balancing balancing_;
   double aux_coeff_;
   std::optional<double> z_coeff_;
   std::vector<double> logits_;    // [rows, experts]
   std::vector<double> softmax_;   // softmax over all experts [rows, experts]
-  std::vector<double> topk_softmax_;  // softmax over the top-k logits [rows, k] (post-softmax)
+  std::vector<double> topk_softmax_;  // softmax over the top-k logits, or the top-k sigmoid scores [rows, k]
+  std::vector<double> sigmoid_scores_, aux_scores_;  // sigmoid: sigmoid(logits), normalized [rows, experts]
+  std::vector<int> aux_top_;  // the aux loss's routing map: the plain top k [rows, k]
   std::vector<int> top_;
   std::vector<double> probs_;
   std::vector<double> lse_;  // logsumexp of each row (z-loss)

@@ -54,6 +54,10 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   s.router_topk = static_cast<int>(m.moe_router_topk);
   s.router_pre_softmax = m.moe_router_pre_softmax;
   s.router_topk_scaling_factor = m.moe_router_topk_scaling_factor;
+  s.score_function = m.moe_router_score_function == "sigmoid" ? model::moe_score_function::sigmoid
+                                                               : model::moe_score_function::softmax;
+  s.router_num_groups = static_cast<int>(m.moe_router_num_groups.value_or(0));
+  s.router_group_topk = static_cast<int>(m.moe_router_group_topk.value_or(0));
   // nargs='+': a single value may arrive as a one-element list.
   const auto* types = std::get_if<std::vector<std::string>>(&m.moe_router_load_balancing_type);
   const auto* type = types && types->size() == 1 ? &types->front() : std::get_if<std::string>(&m.moe_router_load_balancing_type);

@@ -75,6 +75,8 @@ void write_config(const fs::path& path, const moe_case& k) {
   if (m.router_topk_scaling_factor) o << *m.router_topk_scaling_factor;
   o << "\nbalancing=" << balancing_name(m.load_balancing) << "\naux_coeff=" << m.aux_loss_coeff << "\nz_coeff=";
   if (m.z_loss_coeff) o << *m.z_loss_coeff;
+  o << "\nscore_function=" << (m.score_function == model::moe_score_function::sigmoid ? "sigmoid" : "softmax")
+    << "\nnum_groups=" << m.router_num_groups << "\ngroup_topk=" << m.router_group_topk;
   o << "\nper_token=" << m.per_token_loss << "\naux_scale=" << k.aux_scale << "\ntraining=" << k.training << "\n";
 }
 
@@ -216,6 +218,35 @@ TEST_CASE("MoE layer in evaluation has no auxiliary losses; load balancing none 
   layer_run run(eval);
   CHECK(run.layer.router().aux_losses().load_balancing_loss == 0);
   CHECK(run.layer.router().aux_losses().z_loss == 0);
+}
+
+TEST_CASE("MoE layer with sigmoid scores (--moe-router-score-function sigmoid) matches PyTorch, top-1 and top-2") {
+  moe_case k{mixtral_like()};
+  k.config.moe.score_function = model::moe_score_function::sigmoid;
+  k.config.moe.router_topk_scaling_factor = 2.5;
+  k.config.moe.aux_loss_coeff = 0.1;
+  compare(k, "sigmoid_top2_aux");
+  moe_case one = k;
+  one.config.moe.router_topk = 1;
+  one.config.moe.load_balancing = model::moe_load_balancing::seq_aux_loss;
+  compare(one, "sigmoid_top1_seq_aux");
+}
+
+TEST_CASE("MoE layer with group-limited routing (--moe-router-num-groups, --moe-router-group-topk) matches PyTorch") {
+  moe_case k{mixtral_like()};
+  k.config.moe.num_experts = 8, k.config.moe.router_topk = 4;
+  k.config.moe.router_num_groups = 4, k.config.moe.router_group_topk = 2;
+  k.seq = 8, k.batch = 2;
+  compare(k, "softmax_groups");
+  // The groups bind: unrestricted top-4 routing picks experts outside the chosen groups.
+  moe_case free = k;
+  free.config.moe.router_num_groups = 0, free.config.moe.router_group_topk = 0;
+  layer_run grouped(k), plain(free);
+  CHECK(grouped.layer.router().top() != plain.layer.router().top());
+  moe_case sigmoid = k;
+  sigmoid.config.moe.score_function = model::moe_score_function::sigmoid;
+  sigmoid.config.moe.router_topk_scaling_factor = 2.5;
+  compare(sigmoid, "sigmoid_groups");
 }
 
 TEST_CASE("MoE token dispatcher orders the routed pairs by expert, then by token") {

@@ -29,6 +29,9 @@ per_token = cfg["per_token"] == "1"
 scale = float(cfg["aux_scale"])
 training = cfg["training"] == "1"
 gated = act_name == "swiglu"
+score_function = cfg.get("score_function", "softmax")
+num_groups = int(cfg.get("num_groups", "0"))
+group_topk = int(cfg.get("group_topk", "0"))
 FC1 = 2 * FF if gated else FF
 
 
@@ -59,18 +62,39 @@ if training and z_coeff is not None:
     z = torch.mean(torch.square(torch.logsumexp(logits, dim=-1))) * z_coeff
     aux_total = aux_total + z * token_factor
     losses["z_loss"] = (z / z_coeff).item()
-if pre_softmax:
+
+
+def compute_topk(scores):
+    if not group_topk:
+        return torch.topk(scores, k=K, dim=1)
+    # group-limited: a group's score is the sum of its top (K // group_topk) scores
+    group_scores = scores.view(T, num_groups, -1).topk(K // group_topk, dim=-1)[0].sum(dim=-1)
+    group_idx = torch.topk(group_scores, k=group_topk, dim=-1, sorted=False)[1]
+    group_mask = torch.zeros_like(group_scores).scatter(1, group_idx, 1)
+    score_mask = group_mask.unsqueeze(-1).expand(T, num_groups, E // num_groups).reshape(T, -1)
+    return torch.topk(scores.masked_fill(~score_mask.bool(), float("-inf")), k=K, dim=-1)
+
+
+if score_function == "sigmoid":
+    sig = torch.sigmoid(logits)
+    top_scores, top = compute_topk(sig)
+    probs = top_scores / (top_scores.sum(dim=-1, keepdim=True) + 1e-20) if K > 1 else top_scores
+elif pre_softmax:
     scores = torch.softmax(logits, dim=-1)
-    probs, top = torch.topk(scores, k=K, dim=1)
+    probs, top = compute_topk(scores)
 else:
-    top_logits, top = torch.topk(logits, k=K, dim=1)
+    top_logits, top = compute_topk(logits)
     probs = torch.softmax(top_logits, dim=-1)
 if sf:
     probs = probs * sf
 routing_probs = torch.zeros_like(logits).scatter(1, top, probs)
 routing_map = torch.zeros_like(logits).int().scatter(1, top, 1).bool()
 if training and aux_coeff > 0 and balancing != "none":
-    scores_aux = torch.softmax(logits, dim=-1)
+    if score_function == "sigmoid":
+        scores_aux = torch.sigmoid(logits)
+        scores_aux = scores_aux / (scores_aux.sum(dim=-1, keepdim=True) + 1e-20)
+    else:
+        scores_aux = torch.softmax(logits, dim=-1)
     _, top_aux = torch.topk(scores_aux, k=K, dim=1)
     map_aux = torch.zeros_like(logits).int().scatter(1, top_aux, 1).bool()
     if balancing == "aux_loss":
