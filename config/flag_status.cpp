@@ -296,6 +296,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"moe_layer_freq", "an int N (layers 0, N, 2N, ... 0-based) or the list form, one 0/1 per layer"},
       {"moe_ffn_hidden_size", "each expert's fc2 input width (fc1 twice that with a gated unit)"},
       {"moe_router_topk", ""},
+      {"moe_shared_expert_intermediate_size", "a shared expert MLP (mlp.shared_experts.linear_fc{1,2}, the model's "
+                                              "activation) every token goes through, added to the routed output"},
       {"moe_router_pre_softmax", "softmax over all experts, then the top k (otherwise softmax over the top k logits)"},
       {"moe_router_topk_scaling_factor", "multiplies the routing probabilities"},
       {"moe_router_score_function", "softmax, or sigmoid with the top k scores normalized by their sum (k > 1); the "

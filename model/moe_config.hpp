@@ -18,6 +18,9 @@ struct moe_settings {
   int layer_freq_every = 1;
   std::vector<int> layer_freq_list;
   int ffn_hidden_size = 0;  // --moe-ffn-hidden-size (0: the model's ffn_hidden_size)
+  /// --moe-shared-expert-intermediate-size: a shared expert MLP of that width every token goes
+  /// through, added to the routed experts' output (0: none).
+  int shared_expert_intermediate_size = 0;
   int router_topk = 2;      // --moe-router-topk
   bool router_pre_softmax = false;  // --moe-router-pre-softmax: softmax over all, then top-k
   std::optional<double> router_topk_scaling_factor;  // --moe-router-topk-scaling-factor

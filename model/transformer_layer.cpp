@@ -61,7 +61,7 @@ void transformer_layer::forward(const parameter_store& store, group& tp,
                             hidden_p_, attention_stream_, first_index_);
   pre_mlp_layernorm_.forward(store, x1, ln2, local_rows_);
   if (moe_)
-    moe_->forward(store, ln2, branch, seq, batch, training);
+    moe_->forward(store, tp, ln2, branch, seq, batch, training);
   else
     mlp_->forward(store, tp, ln2, branch, rows_);
   const tensor::const_tensor_view mlp_bias = moe_ ? tensor::const_tensor_view{} : mlp_->fc2_bias(store);
@@ -81,7 +81,7 @@ void transformer_layer::backward(parameter_store& store, group& tp, tensor::cons
                                local_rows_);
   kernels::dropout_apply(branch_, dy, n, hidden_p_, mlp_stream_, first_index_);
   if (moe_)
-    moe_->backward(store, branch_, ln2_, dln);
+    moe_->backward(store, tp, branch_, ln2_, dln);
   else
     mlp_->backward(store, tp, branch_, ln2_, dln);
   if (recompute_norms_) ln2_ = tensor::tensor();

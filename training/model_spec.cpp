@@ -52,6 +52,7 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
     for (auto v : std::get<std::vector<std::int64_t>>(m.moe_layer_freq)) s.layer_freq_list.push_back(static_cast<int>(v));
   s.ffn_hidden_size = static_cast<int>(m.moe_ffn_hidden_size.value_or(a.network_size.ffn_hidden_size.value_or(0)));
   s.router_topk = static_cast<int>(m.moe_router_topk);
+  s.shared_expert_intermediate_size = static_cast<int>(m.moe_shared_expert_intermediate_size.value_or(0));
   s.router_pre_softmax = m.moe_router_pre_softmax;
   s.router_topk_scaling_factor = m.moe_router_topk_scaling_factor;
   s.score_function = m.moe_router_score_function == "sigmoid" ? model::moe_score_function::sigmoid

@@ -76,11 +76,12 @@ void write_config(const fs::path& path, const moe_case& k) {
   o << "\nbalancing=" << balancing_name(m.load_balancing) << "\naux_coeff=" << m.aux_loss_coeff << "\nz_coeff=";
   if (m.z_loss_coeff) o << *m.z_loss_coeff;
   o << "\nscore_function=" << (m.score_function == model::moe_score_function::sigmoid ? "sigmoid" : "softmax")
-    << "\nnum_groups=" << m.router_num_groups << "\ngroup_topk=" << m.router_group_topk;
+    << "\nshared=" << m.shared_expert_intermediate_size << "\nnum_groups=" << m.router_num_groups << "\ngroup_topk=" << m.router_group_topk;
   o << "\nper_token=" << m.per_token_loss << "\naux_scale=" << k.aux_scale << "\ntraining=" << k.training << "\n";
 }
 
 struct layer_run {
+  model::single_group tp;
   model::parameter_store store;
   model::moe_layer layer;
   std::vector<float> x, dy, out, dx;
@@ -97,9 +98,9 @@ struct layer_run {
     for (auto v : test::random_vector(std::size_t(rows) * h, 22)) dy.push_back(float(v));
     out.assign(x.size(), 0.f), dx.assign(x.size(), 0.f);
     layer.set_aux_loss_scale(k.aux_scale);
-    layer.forward(store, test::view(x), test::view(out), k.seq, k.batch, k.training);
+    layer.forward(store, tp, test::view(x), test::view(out), k.seq, k.batch, k.training);
     store.zero_grad();
-    layer.backward(store, test::view(dy), test::view(x), test::view(dx));
+    layer.backward(store, tp, test::view(dy), test::view(x), test::view(dx));
   }
   const model::parameter& param(const std::string& name) const {
     for (auto& p : store.all())
@@ -132,6 +133,11 @@ std::vector<double> compare(const moe_case& k, const std::string& tag, double to
     write_floats(dir / ("fc1_" + std::to_string(e) + ".bin"), run.param(expert_weight(k, e, 1)).value);
     write_floats(dir / ("fc2_" + std::to_string(e) + ".bin"), run.param(expert_weight(k, e, 2)).value);
   }
+  if (k.config.moe.shared_expert_intermediate_size > 0)
+    for (int fc : {1, 2}) {
+      const auto& p = run.param("decoder.layers.0.mlp.shared_experts.linear_fc" + std::to_string(fc) + ".weight");
+      write_floats(dir / ("shared_fc" + std::to_string(fc) + ".bin"), p.value);
+    }
   const std::string command = python() + " " + MACTOR_SOURCE_DIR + "/tests/model/moe_reference.py " + dir.string();
   REQUIRE(std::system(command.c_str()) == 0);
 
@@ -156,6 +162,13 @@ std::vector<double> compare(const moe_case& k, const std::string& tag, double to
       const auto& p = run.param(expert_weight(k, e, fc));
       INFO(p.name);
       const auto ref = read_doubles(dir / ("ref_dfc" + std::to_string(fc) + "_" + std::to_string(e) + ".bin"), p.numel);
+      CHECK(test::relative_error(test::copy_of<float>(p.grad), ref) <= tol);
+    }
+  if (k.config.moe.shared_expert_intermediate_size > 0)
+    for (int fc : {1, 2}) {
+      const auto& p = run.param("decoder.layers.0.mlp.shared_experts.linear_fc" + std::to_string(fc) + ".weight");
+      INFO(p.name);
+      const auto ref = read_doubles(dir / ("ref_dshared_fc" + std::to_string(fc) + ".bin"), p.numel);
       CHECK(test::relative_error(test::copy_of<float>(p.grad), ref) <= tol);
     }
   WARN(tag << ": load_balancing " << got.load_balancing_loss << " (torch " << losses[0] << "), seq "
@@ -247,6 +260,15 @@ TEST_CASE("MoE layer with group-limited routing (--moe-router-num-groups, --moe-
   sigmoid.config.moe.score_function = model::moe_score_function::sigmoid;
   sigmoid.config.moe.router_topk_scaling_factor = 2.5;
   compare(sigmoid, "sigmoid_groups");
+}
+
+TEST_CASE("MoE layer with a shared expert (--moe-shared-expert-intermediate-size) matches PyTorch") {
+  moe_case k{mixtral_like()};
+  k.config.moe.shared_expert_intermediate_size = 14;
+  compare(k, "swiglu_shared_expert");
+  moe_case gelu = k;
+  gelu.config.swiglu = false;
+  compare(gelu, "gelu_shared_expert");
 }
 
 TEST_CASE("MoE token dispatcher orders the routed pairs by expert, then by token") {

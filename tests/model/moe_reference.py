@@ -45,6 +45,10 @@ dy = torch.tensor(np.fromfile(d / "dy.bin", dtype=np.float32).astype(np.float64)
 wr = load("router.bin", E, H)
 w1 = [load(f"fc1_{e}.bin", FC1, H) for e in range(E)]
 w2 = [load(f"fc2_{e}.bin", H, FF) for e in range(E)]
+SH = int(cfg.get("shared", "0"))
+if SH:
+    s1 = load("shared_fc1.bin", 2 * SH if gated else SH, H)
+    s2 = load("shared_fc2.bin", H, SH)
 
 
 def activation(h):
@@ -115,6 +119,8 @@ for e in range(E):
     h = activation(x[idx] @ w1[e].t()) * routing_probs[idx, e].unsqueeze(-1)
     out = out.index_add(0, idx, h @ w2[e].t())
 
+if SH:
+    out = out + activation(x @ s1.t()) @ s2.t()
 objective = torch.sum(out * dy) + scale * aux_total
 objective.backward()
 
@@ -128,6 +134,9 @@ save("ref_routing_probs.bin", routing_probs)
 save("ref_losses.bin", torch.tensor([losses["load_balancing_loss"], losses["seq_load_balancing_loss"], losses["z_loss"]]))
 save("ref_dx.bin", x.grad)
 save("ref_drouter.bin", wr.grad)
+if SH:
+    save("ref_dshared_fc1.bin", s1.grad)
+    save("ref_dshared_fc2.bin", s2.grad)
 for e in range(E):
     save(f"ref_dfc1_{e}.bin", w1[e].grad if w1[e].grad is not None else torch.zeros_like(w1[e]))
     save(f"ref_dfc2_{e}.bin", w2[e].grad if w2[e].grad is not None else torch.zeros_like(w2[e]))

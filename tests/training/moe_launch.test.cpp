@@ -29,7 +29,7 @@ std::string moe_flags(const std::string& aux = "--moe-aux-loss-coeff 0.1 --moe-z
 
 struct moe_run {
   logged_losses losses;
-  std::vector<double> z_loss, load_balancing_loss;
+  std::vector<double> z_loss, load_balancing_loss, seq_load_balancing_loss;
 };
 
 std::vector<double> logged(const std::string& log, const std::string& key) {
@@ -47,11 +47,13 @@ moe_run run_moe(int ranks, const std::string& flags) {
   const auto r = run_shell(command);
   INFO(command << "\nstdout tail:\n" << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << "\nstderr:\n" << r.err);
   REQUIRE(r.status == 0);
-  moe_run m{parse_losses(r.out), logged(r.out, "z_loss"), logged(r.out, "load_balancing_loss")};
+  moe_run m{parse_losses(r.out), logged(r.out, "z_loss"), logged(r.out, "load_balancing_loss"),
+            logged(r.out, "seq_load_balancing_loss")};
   REQUIRE(m.losses.train.size() == iterations);
   REQUIRE(m.losses.validation.size() == 4);
   // Megatron's order: lm loss, then the tracker's names (z_loss saved first).
-  CHECK(std::regex_search(r.out, std::regex("\\| lm loss: [-+0-9.eE]+ \\| z_loss: [-+0-9.eE]+ \\| "
+  if (!m.z_loss.empty())
+    CHECK(std::regex_search(r.out, std::regex("\\| lm loss: [-+0-9.eE]+ \\| z_loss: [-+0-9.eE]+ \\| "
                                             "load_balancing_loss: [-+0-9.eE]+ \\| loss scale")));
   return m;
 }
@@ -99,4 +101,18 @@ TEST_CASE("a tiny MoE under DP2 logs one process's losses") { check_layout(2, ""
 
 TEST_CASE("a tiny MoE under PP2 x DP2 with the alltoall dispatcher logs one process's losses") {
   check_layout(4, "--pipeline-model-parallel-size 2 --moe-token-dispatcher-type alltoall");
+}
+
+TEST_CASE("a MoE with sigmoid group-limited routing, a shared expert and seq_aux_loss under PP2 x DP2 logs one process's losses") {
+  const std::string flags =
+      moe_flags("--moe-router-topk 4 --moe-router-num-groups 4 --moe-router-group-topk 2 --moe-router-score-function "
+                "sigmoid --moe-router-topk-scaling-factor 2.5 --moe-shared-expert-intermediate-size 48 "
+                "--moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 0.01");
+  const auto one = run_moe(1, flags);
+  const auto spread = run_moe(4, flags + " --pipeline-model-parallel-size 2");
+  REQUIRE(one.seq_load_balancing_loss.size() == iterations);
+  CHECK(one.load_balancing_loss.empty());
+  check_same(spread.losses.train, one.losses.train, "MoE (sigmoid, groups, shared) lm loss, PP2 x DP2", 4);
+  check_same(spread.seq_load_balancing_loss, one.seq_load_balancing_loss,
+             "MoE (sigmoid, groups, shared) seq_load_balancing_loss, PP2 x DP2", 4);
 }
