@@ -296,6 +296,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"moe_layer_freq", "an int N (layers 0, N, 2N, ... 0-based) or the list form, one 0/1 per layer"},
       {"moe_ffn_hidden_size", "each expert's fc2 input width (fc1 twice that with a gated unit)"},
       {"moe_router_topk", ""},
+      {"moe_expert_capacity_factor", "each expert keeps at most ceil(tokens * topk / experts * factor) routed tokens "
+                                     "(Megatron's apply_router_token_dropping); the dropped ones skip that expert"},
+      {"moe_token_drop_policy", "probs keeps an expert's highest-probability tokens, position its first ones"},
+
       {"moe_shared_expert_intermediate_size", "a shared expert MLP (mlp.shared_experts.linear_fc{1,2}, the model's "
                                               "activation) every token goes through, added to the routed output"},
       {"moe_router_pre_softmax", "softmax over all experts, then the top k (otherwise softmax over the top k logits)"},
@@ -332,6 +336,9 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"no_persist_layer_norm", performance_only},
       {"moe_permute_fusion", performance_only},
       {"moe_router_fusion", performance_only},
+      {"moe_pad_expert_input_to_capacity", "performance-only: Megatron fills each expert to capacity with "
+                                           "probability-0 tokens, whose output and gradients are zero; mactor does not "
+                                           "pad, with the same numbers"},
       {"gradient_reduce_div_fusion", performance_only},
       {"defer_embedding_wgrad_compute", "performance-only: Megatron defers the last stage's output-layer weight-gradient "
                                         "GEMMs to overlap them with pipeline communication; mactor computes them at once"},

@@ -37,6 +37,12 @@ struct moe_settings {
   /// as Megatron's router does, since the main loss is then not averaged per micro-batch.
   bool per_token_loss = false;
 
+  /// --moe-expert-capacity-factor: each expert keeps at most ceil(tokens * topk / experts *
+  /// factor) of its routed tokens, chosen by --moe-token-drop-policy (probs: the highest
+  /// probabilities; position: the first tokens); the others are dropped.
+  std::optional<double> expert_capacity_factor;
+  bool drop_by_position = false;  // --moe-token-drop-policy position
+
   bool enabled() const { return num_experts > 0; }
   /// Whether global layer `layer` (0-based) is a MoE layer.
   bool layer_is_moe(int layer) const {

@@ -27,7 +27,7 @@ void moe_layer::forward(const parameter_store& store, group& tp, tensor::const_t
                         tensor::tensor_view out, int seq, int batch, bool training) {
   rows_ = seq * batch;
   router_.forward(store, x, seq, batch, training);
-  dispatcher_.plan(router_.top(), rows_);
+  dispatcher_.plan(router_.top(), router_.kept(), rows_);
   const std::int64_t n = dispatcher_.permuted_rows();
   auto permuted = ensure_activation(permuted_, n, hidden_, x.type);
   dispatcher_.dispatch(x, permuted, hidden_);

@@ -18,7 +18,8 @@ moe_router::moe_router(parameter_store& store, const std::string& name, const gp
       experts_(c.moe.num_experts), topk_(c.moe.router_topk), hidden_(c.hidden_size),
       pre_softmax_(c.moe.router_pre_softmax), per_token_loss_(c.moe.per_token_loss),
       sigmoid_(c.moe.score_function == moe_score_function::sigmoid), groups_(c.moe.router_num_groups),
-      group_topk_(c.moe.router_group_topk),
+      group_topk_(c.moe.router_group_topk), capacity_factor_(c.moe.expert_capacity_factor),
+      drop_by_position_(c.moe.drop_by_position),
       scaling_(c.moe.router_topk_scaling_factor), balancing_(c.moe.load_balancing),
       aux_coeff_(c.moe.aux_loss_coeff), z_coeff_(c.moe.z_loss_coeff) {}
 
@@ -108,7 +109,22 @@ void moe_router::route() {
     }
     for (int j = 0; j < k; ++j) p[j] *= scaling_.value_or(1.0);
   }
+  kept_.assign(std::size_t(rows_) * k, 1);
+  if (capacity_factor_) drop_tokens();
   aux_losses_forward();
+}
+
+void moe_router::drop_tokens() {
+  const int E = experts_, k = topk_;
+  const auto capacity = std::size_t(std::ceil(double(rows_) * k / E * *capacity_factor_));
+  std::vector<std::vector<std::size_t>> routed(E);  // choice indices t * k + j, in token order
+  for (std::size_t c = 0; c < top_.size(); ++c) routed[top_[c]].push_back(c);
+  for (auto& choices : routed) {
+    if (choices.size() <= capacity) continue;
+    if (!drop_by_position_)  // the highest probabilities (ties to the earlier token)
+      std::stable_sort(choices.begin(), choices.end(), [&](std::size_t a, std::size_t b) { return probs_[a] > probs_[b]; });
+    for (std::size_t i = capacity; i < choices.size(); ++i) kept_[choices[i]] = 0;
+  }
 }
 
 const double* moe_router::aux_scores(int t) const {

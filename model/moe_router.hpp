@@ -31,6 +31,8 @@ class moe_router {
   /// top()[t * k + j]: the j-th expert of token t, probs() its probability.
   const std::vector<int>& top() const { return top_; }
   const std::vector<double>& probs() const { return probs_; }
+  /// kept()[t * k + j]: whether that choice survived the expert capacity (all without one).
+  const std::vector<char>& kept() const { return kept_; }
   int topk() const { return topk_; }
   int num_experts() const { return experts_; }
   const moe_aux_losses& aux_losses() const { return losses_; }
@@ -45,6 +47,8 @@ class moe_router {
   /// The k experts of one token from its selection scores (group-limited when configured).
   void select(const double* scores, int* top) const;
   void aux_losses_forward();
+  /// Megatron's apply_router_token_dropping: marks the choices past each expert's capacity.
+  void drop_tokens();
   /// Token t's scores the aux loss sums: softmax, or the sigmoid normalized over the experts.
   const double* aux_scores(int t) const;
   void add_normalized_sigmoid_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const;
@@ -67,6 +71,9 @@ class moe_router {
   std::vector<double> sigmoid_scores_, aux_scores_;  // sigmoid: sigmoid(logits), normalized [rows, experts]
   std::vector<int> aux_top_;  // the aux loss's routing map: the plain top k [rows, k]
   std::vector<int> top_;
+  std::vector<char> kept_;
+  std::optional<double> capacity_factor_;
+  bool drop_by_position_;
   std::vector<double> probs_;
   std::vector<double> lse_;  // logsumexp of each row (z-loss)
   std::vector<double> tokens_per_expert_;  // aux_loss: [experts]; seq_aux_loss: [batch, experts]

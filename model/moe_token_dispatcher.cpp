@@ -7,14 +7,14 @@
 
 namespace mactor::model {
 
-void moe_token_dispatcher::plan(const std::vector<int>& top, int rows) {
+void moe_token_dispatcher::plan(const std::vector<int>& top, const std::vector<char>& kept, int rows) {
   tokens_per_expert_.assign(experts_, 0);
   token_.clear(), choice_.clear();
   token_.reserve(std::size_t(rows) * topk_), choice_.reserve(std::size_t(rows) * topk_);
   for (int e = 0; e < experts_; ++e)
     for (int t = 0; t < rows; ++t)
       for (int j = 0; j < topk_; ++j)
-        if (top[std::size_t(t) * topk_ + j] == e) {
+        if (top[std::size_t(t) * topk_ + j] == e && kept[std::size_t(t) * topk_ + j]) {
           token_.push_back(t), choice_.push_back(std::int64_t(t) * topk_ + j);
           ++tokens_per_expert_[e];
         }

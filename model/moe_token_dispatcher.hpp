@@ -14,11 +14,12 @@ namespace mactor::model {
 class moe_token_dispatcher {
  public:
   moe_token_dispatcher(int num_experts, int topk) : experts_(num_experts), topk_(topk) {}
-  /// Orders the pairs of top[rows * topk] (top[t * topk + j]: token t's j-th expert).
-  void plan(const std::vector<int>& top, int rows);
+  /// Orders the pairs of top[rows * topk] (top[t * topk + j]: token t's j-th expert) that
+  /// kept marks (dropped ones go to no expert).
+  void plan(const std::vector<int>& top, const std::vector<char>& kept, int rows);
   /// Rows per expert, in expert order.
   const std::vector<std::int64_t>& tokens_per_expert() const { return tokens_per_expert_; }
-  /// The permuted row count (rows * topk).
+  /// The permuted row count (rows * topk less the dropped).
   std::int64_t permuted_rows() const { return std::int64_t(token_.size()); }
   /// Permuted row i holds choice choice_of()[i] = t * topk + j.
   const std::vector<std::int64_t>& choice_of() const { return choice_; }

@@ -70,6 +70,8 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
     s.aux_loss_coeff = coeffs.front();
   s.z_loss_coeff = m.moe_z_loss_coeff;
   s.grouped_gemm = m.moe_grouped_gemm;
+  s.expert_capacity_factor = m.moe_expert_capacity_factor;  // validation dropped a negative one
+  s.drop_by_position = m.moe_token_drop_policy == "position";
   s.per_token_loss = a.training.calculate_per_token_loss;
   return s;
 }

@@ -76,6 +76,8 @@ void write_config(const fs::path& path, const moe_case& k) {
   o << "\nbalancing=" << balancing_name(m.load_balancing) << "\naux_coeff=" << m.aux_loss_coeff << "\nz_coeff=";
   if (m.z_loss_coeff) o << *m.z_loss_coeff;
   o << "\nscore_function=" << (m.score_function == model::moe_score_function::sigmoid ? "sigmoid" : "softmax")
+    << "\ncapacity=" << (m.expert_capacity_factor ? std::to_string(*m.expert_capacity_factor) : std::string())
+    << "\ndrop_policy=" << (m.drop_by_position ? "position" : "probs")
     << "\nshared=" << m.shared_expert_intermediate_size << "\nnum_groups=" << m.router_num_groups << "\ngroup_topk=" << m.router_group_topk;
   o << "\nper_token=" << m.per_token_loss << "\naux_scale=" << k.aux_scale << "\ntraining=" << k.training << "\n";
 }
@@ -148,7 +150,8 @@ std::vector<double> compare(const moe_case& k, const std::string& tag, double to
   std::vector<double> dense(rows * E, 0.0);
   const auto& r = run.layer.router();
   for (std::size_t t = 0; t < rows; ++t)
-    for (int j = 0; j < r.topk(); ++j) dense[t * E + r.top()[t * r.topk() + j]] = r.probs()[t * r.topk() + j];
+    for (int j = 0; j < r.topk(); ++j)
+      if (r.kept()[t * r.topk() + j]) dense[t * E + r.top()[t * r.topk() + j]] = r.probs()[t * r.topk() + j];
   CHECK(test::relative_error(dense, read_doubles(dir / "ref_routing_probs.bin", rows * E)) <= tol);
   const auto losses = read_doubles(dir / "ref_losses.bin", 3);
   const auto& got = r.aux_losses();
@@ -271,9 +274,26 @@ TEST_CASE("MoE layer with a shared expert (--moe-shared-expert-intermediate-size
   compare(gelu, "gelu_shared_expert");
 }
 
+TEST_CASE("MoE layer with --moe-expert-capacity-factor drops tokens by probability or position as Megatron") {
+  moe_case k{mixtral_like()};
+  k.config.moe.expert_capacity_factor = 0.6;  // capacity ceil(12 * 2 / 4 * 0.6) = 4 of ~6 routed
+  k.seq = 6, k.batch = 2;
+  compare(k, "capacity_probs");
+  layer_run run(k);
+  std::size_t dropped = 0;
+  for (char c : run.layer.router().kept()) dropped += c ? 0 : 1;
+  CHECK(dropped >= 4);
+  moe_case position = k;
+  position.config.moe.drop_by_position = true;
+  compare(position, "capacity_position");
+}
+
 TEST_CASE("MoE token dispatcher orders the routed pairs by expert, then by token") {
   model::moe_token_dispatcher d(3, 2);
-  d.plan({2, 0, 0, 1, 2, 1}, 3);  // token 0 -> 2, 0; token 1 -> 0, 1; token 2 -> 2, 1
+  d.plan({2, 0, 0, 1, 2, 1}, {1, 1, 1, 1, 1, 1}, 3);  // token 0 -> 2, 0; token 1 -> 0, 1; token 2 -> 2, 1
   CHECK(d.tokens_per_expert() == std::vector<std::int64_t>{2, 2, 2});
   CHECK(d.choice_of() == std::vector<std::int64_t>{1, 2, 3, 5, 0, 4});
+  d.plan({2, 0, 0, 1, 2, 1}, {1, 1, 0, 1, 1, 0}, 3);  // token 1's expert 0 and token 2's expert 1 dropped
+  CHECK(d.tokens_per_expert() == std::vector<std::int64_t>{1, 1, 2});
+  CHECK(d.choice_of() == std::vector<std::int64_t>{1, 3, 0, 4});
 }

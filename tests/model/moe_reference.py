@@ -4,6 +4,7 @@ with the probabilities multiplied in after the activation. Reads dir/config.txt 
 files the C++ test writes; writes the output, the routing probabilities, the losses and every
 gradient in float64. The auxiliary losses enter the backward as MoEAuxLossAutoScaler makes
 them: d(loss)/d(loss) = aux_loss_scale."""
+import math
 import sys
 from pathlib import Path
 
@@ -93,6 +94,16 @@ if sf:
     probs = probs * sf
 routing_probs = torch.zeros_like(logits).scatter(1, top, probs)
 routing_map = torch.zeros_like(logits).int().scatter(1, top, 1).bool()
+if cfg.get("capacity"):
+    # apply_router_token_dropping: capacity = ceil(tokens * topk / experts * factor)
+    capacity = math.ceil((T * K / E) * float(cfg["capacity"]))
+    if cfg["drop_policy"] == "probs":
+        _, idx = torch.topk(routing_probs.detach(), k=capacity, dim=0, sorted=False)
+        capacity_mask = torch.zeros_like(routing_probs).scatter(0, idx, 1).bool()
+    else:  # position: each expert's first `capacity` routed tokens
+        capacity_mask = (torch.cumsum(routing_map.int(), dim=0) <= capacity) & routing_map
+    routing_map = routing_map & capacity_mask
+    routing_probs = routing_probs * routing_map
 if training and aux_coeff > 0 and balancing != "none":
     if score_function == "sigmoid":
         scores_aux = torch.sigmoid(logits)
