@@ -223,7 +223,7 @@ TEST_CASE("MoE layer under --moe-grouped-gemm has TEGroupedMLP's names and the s
   CHECK(a.dx == b.dx);
 }
 
-TEST_CASE("MoE layer in evaluation has no auxiliary losses; load balancing none adds none in training") {
+TEST_CASE("MoE layer in evaluation has no auxiliary losses, and load balancing none adds none in training") {
   moe_case eval{mixtral_like()};
   eval.training = false;
   compare(eval, "eval");
