@@ -309,6 +309,39 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                "PyTorch operators"},
       {"log_memory_to_tensorboard", "mem-reserved-bytes (resident set), mem-allocated-bytes and mem-max-allocated-bytes "
                                     "(the memory ledger: every tensor's bytes) of rank 0; no mem-allocated-count"},
+      // Mixture of experts, one expert-parallel rank (model/moe_layer).
+      {"num_experts", "MoE layers (router, local token permutation, experts without bias) in place of the MLP, with "
+                      "--expert-model-parallel-size 1; refused with --tensor-model-parallel-size > 1, biases "
+                      "(add --disable-bias-linear) and fp8; the log line and TensorBoard get track_moe_metrics' z_loss and "
+                      "(seq_)load_balancing_loss (per micro-batch mean, summed over the pipeline, averaged over the "
+                      "replicas and the MoE layers)"},
+      {"moe_per_layer_logging", "TensorBoard scalars moe/<name>_layer_<i> for every layer, as track_moe_metrics"},
+      {"moe_layer_freq", "an int N (layers 0, N, 2N, ... 0-based) or the list form, one 0/1 per layer"},
+      {"moe_ffn_hidden_size", "each expert's fc2 input width (fc1 twice that with a gated unit)"},
+      {"moe_router_topk", ""},
+      {"moe_expert_capacity_factor", "each expert keeps at most ceil(tokens * topk / experts * factor) routed tokens "
+                                     "(Megatron's apply_router_token_dropping); the dropped ones skip that expert"},
+      {"moe_token_drop_policy", "probs keeps an expert's highest-probability tokens, position its first ones"},
+
+      {"moe_shared_expert_intermediate_size", "a shared expert MLP (mlp.shared_experts.linear_fc{1,2}, the model's "
+                                              "activation) every token goes through, added to the routed output"},
+      {"moe_router_pre_softmax", "softmax over all experts, then the top k (otherwise softmax over the top k logits)"},
+      {"moe_router_topk_scaling_factor", "multiplies the routing probabilities"},
+      {"moe_router_score_function", "softmax, or sigmoid with the top k scores normalized by their sum (k > 1); the "
+                                    "aux loss on the sigmoid normalized over the experts"},
+      {"moe_router_num_groups", "the experts in that many equal groups for --moe-router-group-topk"},
+      {"moe_router_group_topk", "each token's groups: the top group_topk by the sum of their top (k / group_topk) "
+                                "scores, then its top k experts inside them (Megatron's group_limited_topk)"},
+      {"moe_router_load_balancing_type", "aux_loss, seq_aux_loss and none (global_aux_loss, sinkhorn and lists are "
+                                         "refused)"},
+      {"moe_aux_loss_coeff", "one value; the loss's gradient enters the router's logits scaled by the loss scale / "
+                             "the micro-batch count (times the local tokens with --calculate-per-token-loss), as "
+                             "MoEAuxLossAutoScaler"},
+      {"moe_z_loss_coeff", "the router z-loss mean(logsumexp(logits)^2) * coeff, its gradient scaled as the aux loss's"},
+      {"moe_grouped_gemm", "the experts' weights under TEGroupedMLP's names (experts.linear_fc1.weight<i>); on the CPU "
+                           "the grouped GEMM is one GEMM per expert, so the numbers equal SequentialMLP's"},
+      {"moe_token_dispatcher_type", "allgather and alltoall, which with one expert-parallel rank and tp 1 are the same "
+                                    "local permutation (flex is refused)"},
   };
   return table;
 }
@@ -330,6 +363,9 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"no_persist_layer_norm", performance_only},
       {"moe_permute_fusion", performance_only},
       {"moe_router_fusion", performance_only},
+      {"moe_pad_expert_input_to_capacity", "performance-only: Megatron fills each expert to capacity with "
+                                           "probability-0 tokens, whose output and gradients are zero; mactor does not "
+                                           "pad, with the same numbers"},
       {"gradient_reduce_div_fusion", performance_only},
       {"defer_embedding_wgrad_compute", "performance-only: Megatron defers the last stage's output-layer weight-gradient "
                                         "GEMMs to overlap them with pipeline communication; mactor computes them at once"},
@@ -438,6 +474,8 @@ const std::vector<value_limit>& value_limits() {
       {"ckpt_format", "--ckpt-format", {"torch_dist"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
+      {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "none"}},
+      {"moe_token_dispatcher_type", "--moe-token-dispatcher-type", {"allgather", "alltoall"}},
   };
   return limits;
 }
@@ -446,7 +484,39 @@ template <class T>
 std::optional<std::string> as_text(const T& v) {
   if constexpr (std::is_same_v<T, std::string>) return v;
   else if constexpr (std::is_same_v<T, std::optional<std::string>>) return v;
+  else if constexpr (std::is_same_v<T, one_or_many<std::string>>) {
+    if (const auto* one = std::get_if<std::string>(&v)) return *one;
+    const auto& list = std::get<std::vector<std::string>>(v);  // nargs='+': one value is that value
+    if (list.size() == 1) return list.front();
+    return std::string("(a list of ") + std::to_string(list.size()) + ")";  // never a supported value
+  }
   else return std::nullopt;
+}
+
+// Implemented flags whose combination with others mactor does not build yet: the MoE layer has
+// one expert-parallel rank, tp 1, cp 1, no expert biases and no fp8.
+void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) {
+  const auto& m = a.moe;
+  if (!m.num_experts || *m.num_experts <= 0) return;
+  const auto tp = a.distributed.tensor_model_parallel_size;
+  if (tp != 1)
+    errors.push_back("--num-experts with --tensor-model-parallel-size " + std::to_string(tp) +
+                     " is recognized but not implemented by mactor yet (experts sharded over the expert-tensor-parallel "
+                     "group); use --tensor-model-parallel-size 1");
+  if (const auto cp = a.distributed.context_parallel_size; cp != 1)
+    errors.push_back("--num-experts with --context-parallel-size " + std::to_string(cp) +
+                     " is recognized but not implemented by mactor yet (the routers' sequence-level losses would need "
+                     "the context-parallel reduction); use --context-parallel-size 1");
+  if (a.training.add_bias_linear)
+    errors.push_back("--num-experts with biases in the experts is recognized but not implemented by mactor yet; add "
+                     "--disable-bias-linear");
+  if (a.transformer_engine.fp8)
+    errors.push_back("--num-experts with --fp8-format is recognized but not implemented by mactor yet; drop --fp8-format");
+  if (const auto* list = std::get_if<std::vector<std::int64_t>>(&m.moe_layer_freq))
+    if (std::int64_t(list->size()) != a.network_size.num_layers.value_or(0))
+      errors.push_back("--moe-layer-freq lists " + std::to_string(list->size()) +
+                       " layers; it needs one 0/1 entry per layer (--num-layers=" +
+                       std::to_string(a.network_size.num_layers.value_or(0)) + ")");
 }
 
 }  // namespace
@@ -511,6 +581,7 @@ support_report check_support(const megatron_args& args, const support_scope& sco
           report.warnings.push_back("WARNING: " + flag + " is accepted without effect: " + std::string(st.reason));
       },
       static_cast<const flag_args&>(args), static_cast<const flag_args&>(defaults));
+  if (scope("num_experts")) moe_combinations(args, report.errors);
   return report;
 }
 

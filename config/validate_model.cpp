@@ -69,6 +69,10 @@ void moe_rules(validation_context& c) {  // rules 99-101, 111, 112, 114
     c.error("--moe-ffn-hidden-size needs --num-experts");
   if (!m.num_experts) return;
   c.require(*m.num_experts > 0, "--num-experts must be > 0");
+  // Megatron's router fails in torch.topk at the first forward; refused up front here.
+  c.require(m.moe_router_topk >= 1 && m.moe_router_topk <= *m.num_experts,
+            "--moe-router-topk=" + show(m.moe_router_topk) + " must lie in [1, --num-experts=" + show(*m.num_experts) +
+                "]; each token picks that many distinct experts");
   if (m.moe_enable_deepep) c.require(m.moe_token_dispatcher_type == "flex", "--moe-enable-deepep needs --moe-token-dispatcher-type flex");
   if (m.moe_token_dispatcher_type == "flex")
     c.require(!m.moe_pad_expert_input_to_capacity, "--moe-pad-expert-input-to-capacity is not supported with the flex dispatcher");

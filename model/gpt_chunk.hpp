@@ -108,6 +108,25 @@ class gpt_chunk {
   /// (fp32 under --fp32-residual-connection, otherwise the model's).
   tensor::dtype activation_dtype() const { return config_.residual_dtype(); }
   void zero_grad() { store_.zero_grad(); }
+  /// The gradient each MoE layer's auxiliary losses enter the backward with (Megatron's
+  /// MoEAuxLossAutoScaler.set_loss_scale: the loss scale / the number of micro-batches).
+  void set_moe_aux_loss_scale(double scale) {
+    for (auto& l : layers_)
+      if (auto* m = l.moe()) m->set_aux_loss_scale(scale);
+  }
+  /// Adds each local MoE layer's auxiliary losses of its last forward (divided by their
+  /// coefficients, as Megatron's tracker holds them) to totals[k * config().num_layers + layer],
+  /// k = 0 load_balancing_loss, 1 seq_load_balancing_loss, 2 z_loss; layer is global, 0-based.
+  void add_moe_aux_losses(std::vector<double>& totals) const {
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+      if (const auto* m = layers_[i].moe()) {
+        const auto& l = m->router().aux_losses();
+        const std::size_t layer = std::size_t(layout_.layer_begin) + i, n = std::size_t(config_.num_layers);
+        totals[layer] += l.load_balancing_loss;
+        totals[n + layer] += l.seq_load_balancing_loss;
+        totals[2 * n + layer] += l.z_loss;
+      }
+  }
   /// The id of the word-embedding parameter (this chunk's own or its tied copy), or -1.
   int word_embeddings_id() const { return word_embeddings_; }
 

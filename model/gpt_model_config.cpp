@@ -34,6 +34,36 @@ int gpt_model_config::layer_attention_window(int layer) const {
   return windowed ? int(window_size[0]) : -1;
 }
 
+namespace {
+
+// What the MoE layer does not build yet is refused here; Megatron's own rules are in config/.
+void check_moe(std::vector<std::string>& errors, const gpt_model_config& c) {
+  auto need = [&](bool ok, std::string message) {
+    if (!ok) errors.push_back(std::move(message));
+  };
+  const auto& m = c.moe;
+  need(m.router_topk >= 1 && m.router_topk <= m.num_experts,
+       "moe.router_topk=" + std::to_string(m.router_topk) + " must lie in [1, num_experts=" +
+           std::to_string(m.num_experts) + "]");
+  need(c.tensor_model_parallel_size == 1,
+       "MoE layers with tensor_model_parallel_size > 1 (experts sharded over the expert-tensor-parallel "
+       "group) are not implemented yet; use --tensor-model-parallel-size 1");
+  need(!c.add_bias_linear, "MoE experts with biases are not implemented yet; add --disable-bias-linear");
+  need(!c.fp8.enabled, "MoE layers in fp8 are not implemented yet; drop --fp8-format");
+  if (m.router_group_topk > 0)
+    need(m.router_num_groups > 0 && m.num_experts % m.router_num_groups == 0 &&
+             m.router_group_topk <= m.router_num_groups && m.router_topk / m.router_group_topk >= 1 &&
+             m.router_topk / m.router_group_topk <= m.num_experts / m.router_num_groups,
+         "moe.router_group_topk needs router_num_groups dividing num_experts, group_topk <= num_groups and "
+         "1 <= topk / group_topk <= experts per group");
+  if (!m.layer_freq_list.empty())
+    need(int(m.layer_freq_list.size()) == c.num_layers,
+         "moe.layer_freq has " + std::to_string(m.layer_freq_list.size()) + " entries; it needs one per layer (" +
+             std::to_string(c.num_layers) + ")");
+}
+
+}  // namespace
+
 std::vector<std::string> validate(const gpt_model_config& c) {
   std::vector<std::string> errors;
   auto need = [&](bool ok, std::string message) {
@@ -116,6 +146,7 @@ std::vector<std::string> validate(const gpt_model_config& c) {
   need(c.rotary_seq_len_interpolation_factor > 0 && (!c.use_rope_scaling || c.rope_scaling_factor > 0),
        "rotary_seq_len_interpolation_factor and rope_scaling_factor must be positive");
   for (auto& e : validate(c.recompute, tp, c.sequence_parallel)) errors.push_back(std::move(e));
+  if (c.moe.enabled()) check_moe(errors, c);
   return errors;
 }
 

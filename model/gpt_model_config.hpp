@@ -9,6 +9,7 @@
 #include "model/context_parallel.hpp"
 #include "model/recompute.hpp"
 #include "model/fp8_recipe.hpp"
+#include "model/moe_config.hpp"
 #include "tensor/dtype.hpp"
 
 namespace mactor::model {
@@ -112,6 +113,8 @@ struct gpt_model_config {
   /// fp8 GEMMs in the transformer layers' linears (--fp8-format and the recipe flags); the
   /// embedding and the output layer stay in params_dtype, as in Megatron.
   fp8_settings fp8;
+  /// Mixture-of-experts layers in place of the MLP (--num-experts, --moe-*); none by default.
+  moe_settings moe;
   /// Megatron DDP's gradient buffer (main_grad) for a 16-bit model: fp32 with
   /// grad_reduce_in_fp32 (--accumulate-allreduce-grads-in-fp32, which --bf16 turns on unless
   /// --grad-reduce-in-bf16), else bf16: the backward accumulates and the data-parallel group

@@ -27,8 +27,12 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
       input_layernorm_(store, layer_name(number) + ".input_layernorm", c),
       self_attention_(store, layer_name(number) + ".self_attention", with_layer_fp8(c, number), number,
                       tp_rank, tp_size, cp),
-      pre_mlp_layernorm_(store, layer_name(number) + ".pre_mlp_layernorm", c),
-      mlp_(store, layer_name(number) + ".mlp", with_layer_fp8(c, number), tp_size) {}
+      pre_mlp_layernorm_(store, layer_name(number) + ".pre_mlp_layernorm", c) {
+  if (c.moe.layer_is_moe(number))
+    moe_.emplace(store, layer_name(number) + ".mlp", c);
+  else
+    mlp_.emplace(store, layer_name(number) + ".mlp", with_layer_fp8(c, number), tp_size);
+}
 
 void transformer_layer::forward(const parameter_store& store, group& tp,
                                 tensor::const_tensor_view x, tensor::tensor_view y, int seq,
@@ -56,8 +60,12 @@ void transformer_layer::forward(const parameter_store& store, group& tp,
   placement_.bias_dropout_add(x1, x, branch, self_attention_.proj_bias(store), hidden_, hidden_p_,
                               attention_stream_);
   pre_mlp_layernorm_.forward(store, x1, ln2, local_rows_);
-  mlp_.forward(store, tp, ln2, branch, rows_);
-  placement_.bias_dropout_add(y, x1, branch, mlp_.fc2_bias(store), hidden_, hidden_p_, mlp_stream_);
+  if (moe_)
+    moe_->forward(store, tp, ln2, branch, seq, batch, training);
+  else
+    mlp_->forward(store, tp, ln2, branch, rows_);
+  const tensor::const_tensor_view mlp_bias = moe_ ? tensor::const_tensor_view{} : mlp_->fc2_bias(store);
+  placement_.bias_dropout_add(y, x1, branch, mlp_bias, hidden_, hidden_p_, mlp_stream_);
   if (recompute_norms_) ln2_ = tensor::tensor();
 }
 
@@ -71,7 +79,10 @@ void transformer_layer::backward(parameter_store& store, group& tp, tensor::cons
     pre_mlp_layernorm_.forward(store, x1_, ensure_activation(ln2_, local_rows_, hidden_, type_),
                                local_rows_);
   placement_.dropout_apply(branch_, elements(dy, 0, n), hidden_, hidden_p_, mlp_stream_);
-  mlp_.backward(store, tp, branch_, ln2_, dln);
+  if (moe_)
+    moe_->backward(store, tp, branch_, ln2_, dln);
+  else
+    mlp_->backward(store, tp, branch_, ln2_, dln);
   if (recompute_norms_) ln2_ = tensor::tensor();
   kernels::copy(dx1, elements(dy, 0, n));
   pre_mlp_layernorm_.backward(store, dln, x1_, dx1, local_rows_, true);
@@ -90,7 +101,8 @@ void transformer_layer::release() {
   input_layernorm_.release();
   self_attention_.release();
   pre_mlp_layernorm_.release();
-  mlp_.release();
+  if (mlp_) mlp_->release();
+  if (moe_) moe_->release();
 }
 
 }  // namespace mactor::model

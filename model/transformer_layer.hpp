@@ -1,13 +1,16 @@
 // One pre-norm transformer layer as Megatron-Core's local spec builds it:
 // x1 = x + dropout(attention(input_layernorm(x)) + proj_bias)
-// y  = x1 + dropout(mlp(pre_mlp_layernorm(x1)) + fc2_bias), all rows in [seq, batch] order.
+// y  = x1 + dropout(mlp(pre_mlp_layernorm(x1)) + fc2_bias), all rows in [seq, batch] order;
+// in a MoE layer (gpt_model_config::moe) the MLP is a moe_layer, without bias.
 // With sequence parallelism x, x1 and y (and the norms and residual dropouts) are this rank's
 // [seq / tp, batch, hidden] shard; a dropout mask element is that of the same element at tp = 1.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "model/mlp.hpp"
+#include "model/moe_layer.hpp"
 #include "model/norm.hpp"
 #include "model/self_attention.hpp"
 
@@ -29,6 +32,9 @@ class transformer_layer {
   /// recomputed here from x and the kept attention residual.
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
                 tensor::const_tensor_view dy, tensor::tensor_view dx);
+  /// The MoE layer in place of the MLP, or null in a dense layer.
+  moe_layer* moe() { return moe_ ? &*moe_ : nullptr; }
+  const moe_layer* moe() const { return moe_ ? &*moe_ : nullptr; }
   /// Frees every activation the layer keeps and its scratch: a checkpointed layer after its
   /// forward (the backward reruns the forward first) and after its backward.
   void release();
@@ -47,7 +53,8 @@ class transformer_layer {
   norm input_layernorm_;
   self_attention self_attention_;
   norm pre_mlp_layernorm_;
-  mlp mlp_;
+  std::optional<mlp> mlp_;        // a dense layer
+  std::optional<moe_layer> moe_;  // a MoE layer
   tensor::tensor ln1_, x1_, ln2_;      // saved activations
   tensor::tensor branch_, dx1_, dln_;  // scratch: a branch output or its gradient
 };

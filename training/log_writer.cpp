@@ -1,6 +1,7 @@
 // Megatron's training_log and evaluate_and_print_results output, from merged reports.
 #include "training/energy_meter.hpp"
 #include "training/log_writer.hpp"
+#include "training/moe_metrics.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -126,8 +127,18 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
           "power are not logged");
     state_.energy_warned = true;
   }
-  const std::pair<std::string, float> losses[] = {{"lm loss", static_cast<float>(lm_loss)}};
+  // Megatron's total_loss_dict: the lm loss, then track_moe_metrics' entries.
+  std::vector<std::pair<std::string, float>> losses{{"lm loss", static_cast<float>(lm_loss)}};
+  const auto moe = moe_metrics(a, r.moe_losses);
+  for (const auto& m : moe) losses.emplace_back(m.name, m.value);
   state_.accumulator.add_iteration(losses, !r.update_successful);
+  if (tb_)  // track_moe_metrics writes every iteration, whatever --tensorboard-log-interval
+    for (const auto& m : moe) {
+      tb_->add_scalar(m.name, m.value, r.iteration);
+      if (a.moe.moe_per_layer_logging)
+        for (std::size_t i = 0; i < m.per_layer.size(); ++i)
+          tb_->add_scalar("moe/" + m.name + "_layer_" + std::to_string(i), m.per_layer[i], r.iteration);
+    }
   const std::int64_t gbs = r.global_batch_size > 0 ? r.global_batch_size : *a.training.global_batch_size;
   const std::optional<double> grad_norm = r.has_grad_norm ? std::optional(r.grad_norm) : std::nullopt;
   const std::optional<double> zeros = r.has_num_zeros ? std::optional(r.num_zeros) : std::nullopt;

@@ -40,6 +40,42 @@ model::layer_frequency layer_frequency_from(const std::optional<config::int_or_l
   return out;
 }
 
+// Megatron's MoE flags as the model's MoE settings (validation and the flag table refused what
+// the layer does not build: lists of load-balancing types, other score functions, ...).
+model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
+  const auto& m = a.moe;
+  model::moe_settings s;
+  if (!m.num_experts) return s;
+  s.num_experts = static_cast<int>(*m.num_experts);
+  if (const auto* every = std::get_if<std::int64_t>(&m.moe_layer_freq)) s.layer_freq_every = static_cast<int>(*every);
+  else
+    for (auto v : std::get<std::vector<std::int64_t>>(m.moe_layer_freq)) s.layer_freq_list.push_back(static_cast<int>(v));
+  s.ffn_hidden_size = static_cast<int>(m.moe_ffn_hidden_size.value_or(a.network_size.ffn_hidden_size.value_or(0)));
+  s.router_topk = static_cast<int>(m.moe_router_topk);
+  s.shared_expert_intermediate_size = static_cast<int>(m.moe_shared_expert_intermediate_size.value_or(0));
+  s.router_pre_softmax = m.moe_router_pre_softmax;
+  s.router_topk_scaling_factor = m.moe_router_topk_scaling_factor;
+  s.score_function = m.moe_router_score_function == "sigmoid" ? model::moe_score_function::sigmoid
+                                                               : model::moe_score_function::softmax;
+  s.router_num_groups = static_cast<int>(m.moe_router_num_groups.value_or(0));
+  s.router_group_topk = static_cast<int>(m.moe_router_group_topk.value_or(0));
+  // nargs='+': a single value may arrive as a one-element list.
+  const auto* types = std::get_if<std::vector<std::string>>(&m.moe_router_load_balancing_type);
+  const auto* type = types && types->size() == 1 ? &types->front() : std::get_if<std::string>(&m.moe_router_load_balancing_type);
+  s.load_balancing = type && *type == "seq_aux_loss" ? model::moe_load_balancing::seq_aux_loss
+                     : type && *type == "none"       ? model::moe_load_balancing::none
+                                                     : model::moe_load_balancing::aux_loss;
+  if (const auto* coeff = std::get_if<double>(&m.moe_aux_loss_coeff)) s.aux_loss_coeff = *coeff;
+  else if (const auto& coeffs = std::get<std::vector<double>>(m.moe_aux_loss_coeff); coeffs.size() == 1)
+    s.aux_loss_coeff = coeffs.front();
+  s.z_loss_coeff = m.moe_z_loss_coeff;
+  s.grouped_gemm = m.moe_grouped_gemm;
+  s.expert_capacity_factor = m.moe_expert_capacity_factor;  // validation dropped a negative one
+  s.drop_by_position = m.moe_token_drop_policy == "position";
+  s.per_token_loss = a.training.calculate_per_token_loss;
+  return s;
+}
+
 model::softmax_kind softmax_kind_from(const std::string& type) {  // validation checked the choice
   return type == "learnable"    ? model::softmax_kind::learnable
          : type == "off-by-one" ? model::softmax_kind::off_by_one
@@ -116,6 +152,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.fp32_residual_connection = a.mixed_precision.fp32_residual_connection;  // validation: needs --bf16/--fp16
   c.recompute = recompute_from_args(a);
   c.fp8 = fp8_settings_from_args(a.transformer_engine);
+  c.moe = moe_settings_from_args(a);
   return c;
 }
 

@@ -260,6 +260,12 @@ iteration_report rank_worker::finish_iteration() {
   r.loss_sum = totals.loss_sum;
   r.num_tokens = totals.num_tokens;
   r.update_successful = step.update_successful;
+  r.moe_losses = engine_.moe_aux_losses();
+  if (auto* dp = ctx_.data_parallel(); dp && !r.moe_losses.empty()) {
+    // Megatron's reduce_aux_losses_tracker_across_ranks: the mean over the data-parallel group.
+    dp->all_reduce(std::span<double>(r.moe_losses));
+    for (auto& v : r.moe_losses) v /= dp->size();
+  }
   r.loss_scale = engine_.loss_scale();
   if (step.grad_norm) r.has_grad_norm = true, r.grad_norm = *step.grad_norm;
   if (step.num_zeros_in_grad) r.has_num_zeros = true, r.num_zeros = *step.num_zeros_in_grad;

@@ -54,6 +54,11 @@ struct iteration_report {
   std::vector<rank_timings> timings;
   /// Every rank's memory after this iteration (gathered as the timings are).
   std::vector<rank_memory> memory;
+  /// MoE: the auxiliary losses as Megatron's track_moe_metrics has them after its reductions,
+  /// [3 * num_layers] (load_balancing_loss, seq_load_balancing_loss, z_loss by global layer): each
+  /// rank's stage fills its layers, averaged over the data-parallel replicas; the replica sums
+  /// its stages'. Empty without MoE.
+  std::vector<double> moe_losses;
 };
 
 /// One rank's view of one evaluation (eval_iters global batches of one split).

@@ -85,6 +85,7 @@ void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader,
   batches_.clear();
   totals_ = {};
   microbatch_losses_.clear();
+  moe_losses_.clear();
   timeline_.clear();
   wait_start_.reset();
   schedule_start_ = clock_type::now();
@@ -188,16 +189,33 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
       scale = count > 0 ? static_cast<float>(1.0 / (count * num_microbatches_)) : 0.0f;
     if (scaler_) scale *= scaler_->scale();  // Megatron's grad_scale_func on the output
   }
+  if (chunk.config().moe.enabled() && !forward_only_) {
+    // Megatron's forward_step sets MoEAuxLossAutoScaler's scale on every stage: the loss scale,
+    // divided by the micro-batch count unless the loss is per token.
+    double aux = args_.training.calculate_per_token_loss ? 1.0 : 1.0 / num_microbatches_;
+    if (scaler_) aux *= scaler_->scale();
+    chunk.set_moe_aux_loss_scale(aux);
+  }
   // The same dropout masks as one process: the micro-batch's index in the global sample order.
   const auto step = static_cast<std::uint64_t>(consumed_ / layout_.micro_batch_size +
                                                a.microbatch * layout_.data_parallel_size + layout_.data_parallel_rank);
   const auto r = chunk.forward(a.microbatch, b.view(), input ? input->view() : tensor::const_tensor_view{},
                                output.view(), !forward_only_, !forward_only_, scale, step);
+  if (chunk.config().moe.enabled() && !forward_only_) {
+    moe_losses_.resize(3 * std::size_t(chunk.config().num_layers), 0.0);
+    chunk.add_moe_aux_losses(moe_losses_);
+  }
   if (chunk.layout().post_process) {
     totals_.loss_sum += r.loss_sum;
     totals_.num_tokens += r.num_tokens;
     microbatch_losses_.push_back(r.loss_sum);
   }
+}
+
+std::vector<double> stage_engine::moe_aux_losses() const {
+  std::vector<double> out = moe_losses_;
+  for (auto& v : out) v /= num_microbatches_;
+  return out;
 }
 
 void stage_engine::run_backward(const action& a, const tensor::tensor* input, tensor::tensor& grad_input) {

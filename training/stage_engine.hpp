@@ -64,6 +64,11 @@ class stage_engine {
   /// Each micro-batch's local loss sum of the last schedule, in micro-batch order (last stage;
   /// empty elsewhere): the results Megatron's loss_func validates before the data-parallel sum.
   const std::vector<double>& microbatch_losses() const { return microbatch_losses_; }
+  /// The MoE layers' auxiliary losses of the last training schedule, as Megatron's
+  /// track_moe_metrics takes them: per name (load_balancing_loss, seq_load_balancing_loss,
+  /// z_loss) and global layer, summed over the micro-batches and divided by their count
+  /// ([3 * num_layers], zero for the layers of other stages); empty without MoE.
+  std::vector<double> moe_aux_losses() const;
   /// What the schedule is doing or waiting for right now, e.g. "awaiting recv_backward mb 7
   /// chunk 1 from rank 12", and since when.
   std::pair<std::string, std::chrono::steady_clock::time_point> activity() const;
@@ -153,6 +158,7 @@ class stage_engine {
   std::map<int, batch_buffers> batches_;
   model::loss_and_count totals_;
   std::vector<double> microbatch_losses_;
+  std::vector<double> moe_losses_;  // sums over the schedule's forwards (see moe_aux_losses)
   std::chrono::steady_clock::time_point schedule_start_;
   std::optional<std::chrono::steady_clock::time_point> wait_start_;
   std::vector<timeline_entry> timeline_;

@@ -57,11 +57,11 @@ TEST_CASE("the timing flags are implemented") {
 }
 
 TEST_CASE("a program holding only some flags to the table hears nothing of the others") {
-  const std::vector<std::string> words{"--retro-add-retriever", "--use-flash-attn", "--num-experts", "8"};
+  const std::vector<std::string> words{"--retro-add-retriever", "--use-flash-attn", "--moe-router-dtype", "fp32"};
   const auto args = parse_command_line(words, "pretrain_gpt").args;
-  const auto report = check_support(args, [](std::string_view dest) { return dest == "num_experts"; });
+  const auto report = check_support(args, [](std::string_view dest) { return dest == "moe_router_dtype"; });
   REQUIRE(report.errors.size() == 1);
-  CHECK(report.errors[0] == "--num-experts is recognized but not implemented by mactor yet");
+  CHECK(report.errors[0] == "--moe-router-dtype is recognized but not implemented by mactor yet");
   CHECK(report.warnings.empty());
   CHECK(check_support(args).errors.size() == 2);
 }
@@ -79,4 +79,55 @@ TEST_CASE("the rerun state machine's flags are implemented, report_stats and --c
   CHECK(refused.errors[0] == "--check-for-large-grads is recognized but not implemented by mactor yet");
   CHECK(refused.errors[1] ==
         "--rerun-mode report_stats is recognized but not implemented by mactor yet (implemented: disabled, validate_results)");
+}
+
+TEST_CASE("the MoE flags of one expert-parallel rank are implemented") {
+  const std::vector<std::string> words{"--num-experts", "8", "--disable-bias-linear", "--moe-router-topk", "2", "--num-layers", "4",
+                                       "--moe-ffn-hidden-size", "32", "--moe-layer-freq", "([0]*1+[1]*3)",
+                                       "--moe-router-pre-softmax", "--moe-router-topk-scaling-factor", "2.5",
+                                       "--moe-router-load-balancing-type", "seq_aux_loss", "--moe-aux-loss-coeff", "0.01",
+                                       "--moe-z-loss-coeff", "0.001", "--moe-grouped-gemm",
+                                       "--moe-token-dispatcher-type", "alltoall"};
+  const auto report = check_support(parse_command_line(words, "pretrain_gpt").args);
+  CHECK(report.errors.empty());
+  CHECK(report.warnings.empty());
+}
+
+TEST_CASE("MoE with tensor parallelism, expert biases, fp8 or a missing layer in --moe-layer-freq is refused by name") {
+  auto errors_of = [](std::vector<std::string> words) {
+    return check_support(parse_command_line(words, "pretrain_gpt").args).errors;
+  };
+  auto has = [](const std::vector<std::string>& errors, const std::string& text) {
+    for (const auto& e : errors)
+      if (e.find(text) != std::string::npos) return true;
+    return false;
+  };
+  const auto tp = errors_of({"--num-experts", "8", "--disable-bias-linear", "--tensor-model-parallel-size", "2"});
+  REQUIRE(tp.size() == 1);
+  CHECK(has(tp, "--num-experts with --tensor-model-parallel-size 2 is recognized but not implemented"));
+  CHECK(has(errors_of({"--num-experts", "8"}), "add --disable-bias-linear"));
+  CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--context-parallel-size", "2"}),
+            "--num-experts with --context-parallel-size 2 is recognized but not implemented"));
+  CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--fp8-format", "hybrid"}), "drop --fp8-format"));
+  CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--num-layers", "4", "--moe-layer-freq", "[1,0,1]"}),
+            "--moe-layer-freq lists 3 layers"));
+  CHECK(errors_of({"--num-experts", "8", "--disable-bias-linear", "--num-layers", "3", "--moe-layer-freq", "[1,0,1]"}).empty());
+}
+
+TEST_CASE("MoE load-balancing types and dispatchers mactor does not build are refused by value") {
+  auto errors_of = [](std::vector<std::string> words) {
+    words.insert(words.end(), {"--num-experts", "8", "--disable-bias-linear"});
+    return check_support(parse_command_line(words, "pretrain_gpt").args).errors;
+  };
+  const auto global = errors_of({"--moe-router-load-balancing-type", "global_aux_loss"});
+  REQUIRE(global.size() == 1);
+  CHECK(global[0] == "--moe-router-load-balancing-type global_aux_loss is recognized but not implemented by mactor yet "
+                     "(implemented: aux_loss, seq_aux_loss, none)");
+  CHECK(errors_of({"--moe-router-load-balancing-type", "aux_loss", "seq_aux_loss", "--moe-aux-loss-coeff", "0.1", "0.1"}).size() == 1);
+  CHECK(errors_of({"--moe-token-dispatcher-type", "flex"}).size() == 1);
+  CHECK(errors_of({"--moe-router-load-balancing-type", "none"}).empty());
+  CHECK(errors_of({"--moe-expert-capacity-factor", "1.5", "--moe-token-drop-policy", "position"}).empty());
+  CHECK(errors_of({"--moe-router-score-function", "sigmoid", "--moe-router-num-groups", "4", "--moe-router-group-topk", "2"}).empty());
+  CHECK(errors_of({"--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias"}).size() == 1);
+  CHECK(errors_of({"--expert-model-parallel-size", "2"}).size() == 1);
 }

@@ -179,6 +179,11 @@ TEST_CASE("rule 103: full recompute needs a method and a layer count") {
   CHECK(with_base({"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "0"}).has_error("--recompute-num-layers must be at least 1"));
 }
 
+TEST_CASE("the router's top-k must pick among the experts") {
+  CHECK(with_base({"--num-experts", "4", "--moe-router-topk", "5"}).has_error("--moe-router-topk=5 must lie in [1, --num-experts=4]"));
+  CHECK(with_base({"--num-experts", "4", "--moe-router-topk", "4"}).report.ok());
+}
+
 TEST_CASE("rule 112: top-1 softmax routing needs pre-softmax") {
   CHECK(with_base({"--num-experts", "4", "--moe-router-topk", "1"}).has_error("--moe-router-pre-softmax"));
   CHECK(with_base({"--num-experts", "4", "--moe-router-topk", "1", "--moe-router-pre-softmax"}).report.ok());

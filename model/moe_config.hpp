@@ -1,0 +1,56 @@
+// What a GPT model's mixture-of-experts layers are (Megatron's --num-experts and --moe-* flags
+// that change the numbers), with one expert-parallel rank.
+#pragma once
+#include <optional>
+#include <vector>
+
+namespace mactor::model {
+
+/// --moe-router-load-balancing-type: the auxiliary loss added to the router's logits' gradient.
+enum class moe_load_balancing { aux_loss, seq_aux_loss, none };
+/// --moe-router-score-function.
+enum class moe_score_function { softmax, sigmoid };
+
+struct moe_settings {
+  int num_experts = 0;  // --num-experts; 0: a dense model
+  /// --moe-layer-freq: an int N makes layers 0, N, 2N, ... (0-based) MoE layers; a list has one
+  /// 0/1 entry per layer (1: MoE).
+  int layer_freq_every = 1;
+  std::vector<int> layer_freq_list;
+  int ffn_hidden_size = 0;  // --moe-ffn-hidden-size (0: the model's ffn_hidden_size)
+  /// --moe-shared-expert-intermediate-size: a shared expert MLP of that width every token goes
+  /// through, added to the routed experts' output (0: none).
+  int shared_expert_intermediate_size = 0;
+  int router_topk = 2;      // --moe-router-topk
+  bool router_pre_softmax = false;  // --moe-router-pre-softmax: softmax over all, then top-k
+  std::optional<double> router_topk_scaling_factor;  // --moe-router-topk-scaling-factor
+  moe_score_function score_function = moe_score_function::softmax;
+  int router_num_groups = 0;  // --moe-router-num-groups (0: no groups)
+  int router_group_topk = 0;  // --moe-router-group-topk (0: not group-limited)
+  moe_load_balancing load_balancing = moe_load_balancing::aux_loss;
+  double aux_loss_coeff = 0.0;         // --moe-aux-loss-coeff (0: no auxiliary loss)
+  std::optional<double> z_loss_coeff;  // --moe-z-loss-coeff
+  /// --moe-grouped-gemm: the experts' weights named as Megatron's TEGroupedMLP names them
+  /// (experts.linear_fc1.weight<i>) rather than SequentialMLP's (experts.local_experts.<i>...).
+  bool grouped_gemm = false;
+  /// --calculate-per-token-loss: the auxiliary losses are multiplied by the local token count,
+  /// as Megatron's router does, since the main loss is then not averaged per micro-batch.
+  bool per_token_loss = false;
+
+  /// --moe-expert-capacity-factor: each expert keeps at most ceil(tokens * topk / experts *
+  /// factor) of its routed tokens, chosen by --moe-token-drop-policy (probs: the highest
+  /// probabilities; position: the first tokens); the others are dropped.
+  std::optional<double> expert_capacity_factor;
+  bool drop_by_position = false;  // --moe-token-drop-policy position
+
+  bool enabled() const { return num_experts > 0; }
+  /// Whether global layer `layer` (0-based) is a MoE layer.
+  bool layer_is_moe(int layer) const {
+    if (!enabled()) return false;
+    if (!layer_freq_list.empty())
+      return layer < int(layer_freq_list.size()) && layer_freq_list[layer] == 1;
+    return layer_freq_every > 0 && layer % layer_freq_every == 0;
+  }
+};
+
+}  // namespace mactor::model

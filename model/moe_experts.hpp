@@ -1,0 +1,44 @@
+// The local experts of a MoE layer (Megatron-Core's SequentialMLP, or TEGroupedMLP's names under
+// --moe-grouped-gemm): expert e is fc1 [ffn (2 ffn gated), hidden], the model's activation,
+// the router probability multiplied in after the activation (as Megatron's experts do), and
+// fc2 [hidden, ffn], without biases. The rows arrive in expert order, tokens_per_expert[e] each.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/glu.hpp"
+#include "model/gpt_model_config.hpp"
+#include "model/parameter.hpp"
+
+namespace mactor::model {
+
+class moe_experts {
+ public:
+  /// Registers name.local_experts.<e>.linear_fc{1,2}.weight, or with grouped_gemm
+  /// name.linear_fc{1,2}.weight<e>.
+  moe_experts(parameter_store& store, const std::string& name, const gpt_model_config& config);
+  /// out[n, hidden] = fc2(act(fc1(x)) * probs) per expert block; probs [n] of x's dtype.
+  void forward(const parameter_store& store, tensor::const_tensor_view x,
+               tensor::const_tensor_view probs, const std::vector<std::int64_t>& tokens_per_expert,
+               tensor::tensor_view out);
+  /// dx[n, hidden] (overwritten), dprobs[n] (overwritten); accumulates the weight gradients.
+  void backward(parameter_store& store, tensor::const_tensor_view dout, tensor::const_tensor_view x,
+                tensor::tensor_view dx, tensor::tensor_view dprobs);
+  void release();
+
+ private:
+  void activation_forward(tensor::tensor_view act, tensor::const_tensor_view fc1, int rows) const;
+  void activation_backward(tensor::tensor_view dfc1, tensor::const_tensor_view dact,
+                           tensor::const_tensor_view fc1, int rows) const;
+
+  int experts_, hidden_, ffn_, fc1_width_;
+  bool gated_, plain_swiglu_, squared_relu_, tanh_gelu_;
+  kernels::glu_options glu_;
+  std::vector<int> fc1_, fc2_;  // parameter ids per expert
+  std::vector<std::int64_t> counts_;
+  tensor::tensor probs_, fc1_out_, act_, scaled_;  // saved: [n], [n, fc1], [n, ffn], [n, ffn]
+  tensor::tensor dscaled_, dact_, dfc1_;           // backward scratch
+};
+
+}  // namespace mactor::model

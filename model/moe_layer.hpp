@@ -1,0 +1,53 @@
+// Megatron-Core's MoE layer in place of a transformer layer's MLP, with one expert-parallel
+// rank: route (moe_router), permute the tokens to their experts (moe_token_dispatcher), run the
+// local experts (moe_experts), unpermute and sum each token's expert outputs weighted by its
+// router probabilities, plus the shared expert's output (Megatron's SharedExpertMLP, when
+// --moe-shared-expert-intermediate-size is given). The output has no bias.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/gpt_model_config.hpp"
+#include "model/group.hpp"
+#include "model/mlp.hpp"
+#include "model/moe_experts.hpp"
+#include "model/moe_router.hpp"
+#include "model/moe_token_dispatcher.hpp"
+
+namespace mactor::model {
+
+class moe_layer {
+ public:
+  /// Registers name.router.weight, the experts under name.experts and the shared expert's
+  /// name.shared_experts.linear_fc{1,2}.weight.
+  moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& config);
+  /// out[rows, hidden] from x[rows, hidden], rows = seq * batch in [seq, batch] order.
+  void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x, tensor::tensor_view out,
+               int seq, int batch, bool training);
+  /// dx (overwritten) from dout and the forward's input x; accumulates every weight gradient,
+  /// the auxiliary losses' with aux_loss_scale().
+  void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout, tensor::const_tensor_view x,
+                tensor::tensor_view dx);
+  /// Megatron's MoEAuxLossAutoScaler.main_loss_backward_scale: the gradient each auxiliary loss
+  /// enters the backward with (the loss scale / the number of micro-batches); 1 by default.
+  void set_aux_loss_scale(double scale) { aux_loss_scale_ = scale; }
+  double aux_loss_scale() const { return aux_loss_scale_; }
+  const moe_router& router() const { return router_; }
+  const moe_token_dispatcher& dispatcher() const { return dispatcher_; }
+  void release();
+
+ private:
+  int hidden_, rows_ = 0;
+  double aux_loss_scale_ = 1.0;
+  moe_router router_;
+  moe_token_dispatcher dispatcher_;
+  moe_experts experts_;
+  std::optional<mlp> shared_;  // the shared expert
+  std::vector<std::int64_t> identity_;  // rows 0 .. rows-1: adds a [rows, hidden] block in place
+  tensor::tensor shared_out_;           // the shared expert's output or input gradient
+  tensor::tensor permuted_, permuted_probs_, expert_out_;       // saved
+  tensor::tensor dexpert_out_, dpermuted_, dpermuted_probs_;  // backward scratch
+};
+
+}  // namespace mactor::model

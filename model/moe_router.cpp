@@ -1,0 +1,265 @@
+// Top-k routing, the load-balancing and z losses, and their backward.
+#include "model/moe_router.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+
+#include "kernels/convert.hpp"
+#include "kernels/gemm.hpp"
+#include "model/activation.hpp"
+
+namespace mactor::model {
+moe_router::moe_router(parameter_store& store, const std::string& name, const gpt_model_config& c)
+    : weight_(store.add(name + ".weight", {c.moe.num_experts, c.hidden_size}, tp_split::replicated,
+                        init_kind::normal, c.init_method_std)),
+      experts_(c.moe.num_experts), topk_(c.moe.router_topk), hidden_(c.hidden_size),
+      pre_softmax_(c.moe.router_pre_softmax), per_token_loss_(c.moe.per_token_loss),
+      sigmoid_(c.moe.score_function == moe_score_function::sigmoid), groups_(c.moe.router_num_groups),
+      group_topk_(c.moe.router_group_topk), capacity_factor_(c.moe.expert_capacity_factor),
+      drop_by_position_(c.moe.drop_by_position),
+      scaling_(c.moe.router_topk_scaling_factor), balancing_(c.moe.load_balancing),
+      aux_coeff_(c.moe.aux_loss_coeff), z_coeff_(c.moe.z_loss_coeff) {}
+
+void moe_router::forward(const parameter_store& store, tensor::const_tensor_view x, int seq,
+                         int batch, bool training) {
+  seq_ = seq, batch_ = batch, rows_ = seq * batch, training_ = training;
+  auto logits = ensure_activation(logits_tensor_, rows_, experts_, x.type);
+  kernels::linear_forward(x, store.value(weight_), logits, rows_, hidden_, experts_);
+  logits_.resize(std::size_t(rows_) * experts_);
+  kernels::convert(tensor::view_of(std::span<double>(logits_)), logits);
+  route();
+}
+
+namespace {
+
+// torch.topk's selection: the k largest of v[0..n), largest first (ties to the lower index).
+void top_k(const double* v, int n, int k, int* out, std::vector<int>& order) {
+  order.resize(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+  std::copy(order.begin(), order.begin() + k, out);
+}
+
+}  // namespace
+
+void moe_router::select(const double* scores, int* top) const {
+  const int E = experts_, k = topk_;
+  std::vector<int> order;
+  if (!group_topk_) return top_k(scores, E, k, top, order);
+  // Megatron's group_limited_topk: a group's score is the sum of its top (k / group_topk)
+  // scores; the token picks its top group_topk groups, then its top k experts inside them.
+  const int per_group = E / groups_, best = k / group_topk_;
+  std::vector<double> group_score(groups_), sorted(per_group);
+  for (int g = 0; g < groups_; ++g) {
+    std::copy(scores + g * per_group, scores + (g + 1) * per_group, sorted.begin());
+    std::partial_sort(sorted.begin(), sorted.begin() + best, sorted.end(), std::greater<double>());
+    group_score[g] = std::accumulate(sorted.begin(), sorted.begin() + best, 0.0);
+  }
+  std::vector<int> chosen(group_topk_);
+  top_k(group_score.data(), groups_, group_topk_, chosen.data(), order);
+  std::vector<double> masked(E, -std::numeric_limits<double>::infinity());
+  for (int g : chosen)
+    std::copy(scores + g * per_group, scores + (g + 1) * per_group, masked.begin() + g * per_group);
+  top_k(masked.data(), E, k, top, order);
+}
+
+void moe_router::route() {
+  const int E = experts_, k = topk_;
+  softmax_.assign(std::size_t(rows_) * E, 0.0);
+  sigmoid_scores_.assign(sigmoid_ ? std::size_t(rows_) * E : 0, 0.0);
+  lse_.assign(rows_, 0.0);
+  top_.assign(std::size_t(rows_) * k, 0);
+  aux_top_.assign(std::size_t(rows_) * k, 0);
+  probs_.assign(std::size_t(rows_) * k, 0.0);
+  topk_softmax_.assign(std::size_t(rows_) * k, 0.0);
+  std::vector<int> order;
+  for (int t = 0; t < rows_; ++t) {
+    const double* l = &logits_[std::size_t(t) * E];
+    double* s = &softmax_[std::size_t(t) * E];
+    const double m = *std::max_element(l, l + E);
+    double sum = 0;
+    for (int e = 0; e < E; ++e) sum += (s[e] = std::exp(l[e] - m));
+    for (int e = 0; e < E; ++e) s[e] /= sum;
+    lse_[t] = m + std::log(sum);
+    int* top = &top_[std::size_t(t) * k];
+    double* q = &topk_softmax_[std::size_t(t) * k];
+    double* p = &probs_[std::size_t(t) * k];
+    // The aux loss's routing map: the top k of the (normalized) scores, monotone in the logits.
+    top_k(l, E, k, &aux_top_[std::size_t(t) * k], order);
+    if (sigmoid_) {
+      double* sg = &sigmoid_scores_[std::size_t(t) * E];
+      for (int e = 0; e < E; ++e) sg[e] = 1.0 / (1.0 + std::exp(-l[e]));
+      select(sg, top);
+      double z = 0;
+      for (int j = 0; j < k; ++j) z += (q[j] = sg[top[j]]);
+      for (int j = 0; j < k; ++j) p[j] = k > 1 ? q[j] / (z + 1e-20) : q[j];
+    } else if (pre_softmax_) {
+      select(s, top);
+      for (int j = 0; j < k; ++j) p[j] = s[top[j]];
+    } else {
+      select(l, top);
+      const double top_max = l[top[0]];
+      double top_sum = 0;
+      for (int j = 0; j < k; ++j) top_sum += (q[j] = std::exp(l[top[j]] - top_max));
+      for (int j = 0; j < k; ++j) p[j] = q[j] /= top_sum;
+    }
+    for (int j = 0; j < k; ++j) p[j] *= scaling_.value_or(1.0);
+  }
+  kept_.assign(std::size_t(rows_) * k, 1);
+  if (capacity_factor_) drop_tokens();
+  aux_losses_forward();
+}
+
+void moe_router::drop_tokens() {
+  const int E = experts_, k = topk_;
+  const auto capacity = std::size_t(std::ceil(double(rows_) * k / E * *capacity_factor_));
+  std::vector<std::vector<std::size_t>> routed(E);  // choice indices t * k + j, in token order
+  for (std::size_t c = 0; c < top_.size(); ++c) routed[top_[c]].push_back(c);
+  for (auto& choices : routed) {
+    if (choices.size() <= capacity) continue;
+    if (!drop_by_position_)  // the highest probabilities (ties to the earlier token)
+      std::stable_sort(choices.begin(), choices.end(), [&](std::size_t a, std::size_t b) { return probs_[a] > probs_[b]; });
+    for (std::size_t i = capacity; i < choices.size(); ++i) kept_[choices[i]] = 0;
+  }
+}
+
+const double* moe_router::aux_scores(int t) const {
+  return sigmoid_ ? &aux_scores_[std::size_t(t) * experts_] : &softmax_[std::size_t(t) * experts_];
+}
+
+void moe_router::aux_losses_forward() {
+  const int E = experts_, k = topk_;
+  losses_ = {};
+  tokens_per_expert_.clear();
+  if (!training_) return;
+  const double T = rows_;
+  if (aux_coeff_ > 0 && balancing_ != moe_load_balancing::none) {
+    if (sigmoid_) {  // compute_routing_scores_for_aux_loss: sigmoid normalized over the experts
+      aux_scores_ = sigmoid_scores_;
+      for (int t = 0; t < rows_; ++t) {
+        double* a = &aux_scores_[std::size_t(t) * E];
+        const double z = std::accumulate(a, a + E, 0.0) + 1e-20;
+        for (int e = 0; e < E; ++e) a[e] /= z;
+      }
+    }
+    const bool seq_level = balancing_ == moe_load_balancing::seq_aux_loss;
+    const int groups = seq_level ? batch_ : 1;
+    tokens_per_expert_.assign(std::size_t(groups) * E, 0.0);
+    std::vector<double> score_sums(std::size_t(groups) * E, 0.0);
+    for (int t = 0; t < rows_; ++t) {
+      const int g = seq_level ? t % batch_ : 0;
+      for (int j = 0; j < k; ++j) tokens_per_expert_[std::size_t(g) * E + aux_top_[std::size_t(t) * k + j]] += 1;
+      const double* a = aux_scores(t);
+      for (int e = 0; e < E; ++e) score_sums[std::size_t(g) * E + e] += a[e];
+    }
+    const double n = seq_level ? seq_ : T;
+    double sum = 0;
+    for (std::size_t i = 0; i < score_sums.size(); ++i) sum += score_sums[i] * tokens_per_expert_[i];
+    const double loss_over_coeff = sum * E / (k * n * n) / groups;
+    (seq_level ? losses_.seq_load_balancing_loss : losses_.load_balancing_loss) = loss_over_coeff;
+  }
+  if (z_coeff_) {
+    double sq = 0;
+    for (double v : lse_) sq += v * v;
+    losses_.z_loss = sq / T;
+  }
+}
+
+void moe_router::add_softmax_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const {
+  const int E = experts_;
+  for (int t = 0; t < rows_; ++t) {
+    const double* s = &softmax_[std::size_t(t) * E];
+    const double* gt = &g[std::size_t(t) * E];
+    double dot = 0;
+    for (int e = 0; e < E; ++e) dot += s[e] * gt[e];
+    for (int e = 0; e < E; ++e) dlogits[std::size_t(t) * E + e] += s[e] * (gt[e] - dot);
+  }
+}
+
+void moe_router::add_normalized_sigmoid_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const {
+  // a = u / (sum u + eps), u = sigmoid(l): dL/du_f = g_f / Z - sum_e g_e u_e / Z^2.
+  const int E = experts_;
+  for (int t = 0; t < rows_; ++t) {
+    const double* u = &sigmoid_scores_[std::size_t(t) * E];
+    const double* gt = &g[std::size_t(t) * E];
+    const double z = std::accumulate(u, u + E, 0.0) + 1e-20;
+    double dot = 0;
+    for (int e = 0; e < E; ++e) dot += gt[e] * u[e];
+    for (int e = 0; e < E; ++e)
+      dlogits[std::size_t(t) * E + e] += (gt[e] / z - dot / (z * z)) * u[e] * (1 - u[e]);
+  }
+}
+
+void moe_router::add_aux_loss_gradients(std::vector<double>& dlogits, double scale) const {
+  if (!training_) return;
+  const int E = experts_, k = topk_;
+  // Megatron multiplies each auxiliary loss by the local token count under per-token loss.
+  const double unit = scale * (per_token_loss_ ? rows_ : 1.0);
+  if (!tokens_per_expert_.empty()) {
+    const bool seq_level = balancing_ == moe_load_balancing::seq_aux_loss;
+    const double n = seq_level ? seq_ : rows_;
+    const double groups = seq_level ? batch_ : 1;
+    const double c = unit * aux_coeff_ * E / (k * n * n) / groups;
+    std::vector<double> g(std::size_t(rows_) * E);
+    for (int t = 0; t < rows_; ++t)
+      for (int e = 0; e < E; ++e)
+        g[std::size_t(t) * E + e] = c * tokens_per_expert_[std::size_t(seq_level ? t % batch_ : 0) * E + e];
+    if (sigmoid_)
+      add_normalized_sigmoid_gradient(dlogits, g);
+    else
+      add_softmax_gradient(dlogits, g);
+  }
+  if (z_coeff_) {
+    // z = coeff * mean_t(lse_t^2): dz/dlogits[t, e] = coeff * 2 lse_t softmax[t, e] / rows.
+    const double c = unit * *z_coeff_ * 2.0 / rows_;
+    for (int t = 0; t < rows_; ++t)
+      for (int e = 0; e < E; ++e)
+        dlogits[std::size_t(t) * E + e] += c * lse_[t] * softmax_[std::size_t(t) * E + e];
+  }
+}
+
+void moe_router::backward(parameter_store& store, const std::vector<double>& dprobs,
+                          tensor::const_tensor_view x, tensor::tensor_view dx, double aux_loss_scale) {
+  const int E = experts_, k = topk_;
+  const double sf = scaling_.value_or(1.0);
+  std::vector<double> dlogits(std::size_t(rows_) * E, 0.0);
+  if (sigmoid_) {
+    for (int t = 0; t < rows_; ++t) {
+      const double* u = &topk_softmax_[std::size_t(t) * k];  // the top k sigmoid scores
+      const double* dp = &dprobs[std::size_t(t) * k];
+      double z = 0, dot = 0;
+      for (int j = 0; j < k; ++j) z += u[j], dot += dp[j] * sf * u[j];
+      z += 1e-20;
+      for (int j = 0; j < k; ++j) {
+        const double du = k > 1 ? dp[j] * sf / z - dot / (z * z) : dp[j] * sf;
+        dlogits[std::size_t(t) * E + top_[std::size_t(t) * k + j]] += du * u[j] * (1 - u[j]);
+      }
+    }
+  } else if (pre_softmax_) {
+    std::vector<double> g(std::size_t(rows_) * E, 0.0);
+    for (int t = 0; t < rows_; ++t)
+      for (int j = 0; j < k; ++j)
+        g[std::size_t(t) * E + top_[std::size_t(t) * k + j]] = dprobs[std::size_t(t) * k + j] * sf;
+    add_softmax_gradient(dlogits, g);
+  } else {
+    for (int t = 0; t < rows_; ++t) {
+      const double* q = &topk_softmax_[std::size_t(t) * k];
+      const double* dp = &dprobs[std::size_t(t) * k];
+      double dot = 0;
+      for (int j = 0; j < k; ++j) dot += q[j] * dp[j] * sf;
+      for (int j = 0; j < k; ++j)
+        dlogits[std::size_t(t) * E + top_[std::size_t(t) * k + j]] += q[j] * (dp[j] * sf - dot);
+    }
+  }
+  add_aux_loss_gradients(dlogits, aux_loss_scale);
+  auto dl = ensure_activation(dlogits_tensor_, rows_, E, x.type);
+  kernels::convert(dl, tensor::view_of(std::span<const double>(dlogits)));
+  kernels::linear_backward_weight(dl, x, store.grad(weight_), rows_, hidden_, E);
+  kernels::linear_backward_input(dl, store.value(weight_), dx, rows_, hidden_, E, 1.0);
+}
+
+}  // namespace mactor::model

@@ -1,0 +1,84 @@
+// Megatron-Core's top-k MoE router: logits = x W^T (W: [experts, hidden]), top-k over softmax
+// scores (after the top-k, or before it with --moe-router-pre-softmax) or sigmoid scores
+// (normalized over the k), optionally group-limited (--moe-router-num-groups/-group-topk), a
+// factor, the load-balancing loss (aux_loss or seq_aux_loss) and the z-loss, whose gradients
+// enter the logits' gradient scaled as Megatron's MoEAuxLossAutoScaler scales them.
+// The routing math runs in double on the host (exact for fp32 and fp64 logits).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/gpt_model_config.hpp"
+#include "model/parameter.hpp"
+
+namespace mactor::model {
+
+/// The auxiliary losses of one forward as Megatron's tracker records them (divided by their
+/// coefficient); absent ones are 0.
+struct moe_aux_losses {
+  double load_balancing_loss = 0;      // aux_loss
+  double seq_load_balancing_loss = 0;  // seq_aux_loss
+  double z_loss = 0;
+};
+
+class moe_router {
+ public:
+  /// Registers name.weight [num_experts, hidden] (normal(0, init_method_std), as Megatron).
+  moe_router(parameter_store& store, const std::string& name, const gpt_model_config& config);
+  /// Routes x[rows, hidden] (rows in [seq, batch] order). Training adds the auxiliary losses.
+  void forward(const parameter_store& store, tensor::const_tensor_view x, int seq, int batch,
+               bool training);
+  /// top()[t * k + j]: the j-th expert of token t, probs() its probability.
+  const std::vector<int>& top() const { return top_; }
+  const std::vector<double>& probs() const { return probs_; }
+  /// kept()[t * k + j]: whether that choice survived the expert capacity (all without one).
+  const std::vector<char>& kept() const { return kept_; }
+  int topk() const { return topk_; }
+  int num_experts() const { return experts_; }
+  const moe_aux_losses& aux_losses() const { return losses_; }
+  /// dprobs[t * k + j]: gradient of probs(). Adds the auxiliary losses' gradients (each
+  /// scaled by aux_loss_scale, Megatron's main_loss_backward_scale), accumulates W's gradient
+  /// and adds the input gradient into dx[rows, hidden].
+  void backward(parameter_store& store, const std::vector<double>& dprobs,
+                tensor::const_tensor_view x, tensor::tensor_view dx, double aux_loss_scale);
+
+ private:
+  void route();
+  /// The k experts of one token from its selection scores (group-limited when configured).
+  void select(const double* scores, int* top) const;
+  void aux_losses_forward();
+  /// Megatron's apply_router_token_dropping: marks the choices past each expert's capacity.
+  void drop_tokens();
+  /// Token t's scores the aux loss sums: softmax, or the sigmoid normalized over the experts.
+  const double* aux_scores(int t) const;
+  void add_normalized_sigmoid_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const;
+  void add_aux_loss_gradients(std::vector<double>& dlogits, double scale) const;
+  /// Adds the gradient of sum_e coeff_e * sum_t scores[t, e] * weight[t, e] through the full
+  /// softmax: dlogits[t] += S_t * (g_t - S_t . g_t).
+  void add_softmax_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const;
+
+  int weight_, experts_, topk_, hidden_, rows_ = 0, seq_ = 0, batch_ = 0;
+  bool pre_softmax_, per_token_loss_, training_ = false;
+  bool sigmoid_;
+  int groups_, group_topk_;
+  std::optional<double> scaling_;
+  moe_load_balancing balancing_;
+  double aux_coeff_;
+  std::optional<double> z_coeff_;
+  std::vector<double> logits_;    // [rows, experts]
+  std::vector<double> softmax_;   // softmax over all experts [rows, experts]
+  std::vector<double> topk_softmax_;  // softmax over the top-k logits, or the top-k sigmoid scores [rows, k]
+  std::vector<double> sigmoid_scores_, aux_scores_;  // sigmoid: sigmoid(logits), normalized [rows, experts]
+  std::vector<int> aux_top_;  // the aux loss's routing map: the plain top k [rows, k]
+  std::vector<int> top_;
+  std::vector<char> kept_;
+  std::optional<double> capacity_factor_;
+  bool drop_by_position_;
+  std::vector<double> probs_;
+  std::vector<double> lse_;  // logsumexp of each row (z-loss)
+  std::vector<double> tokens_per_expert_;  // aux_loss: [experts]; seq_aux_loss: [batch, experts]
+  moe_aux_losses losses_;
+  tensor::tensor logits_tensor_, dlogits_tensor_;  // the model's dtype
+};
+
+}  // namespace mactor::model

@@ -1,0 +1,299 @@
+// The MoE layer (router, local token dispatch, experts, auxiliary losses) against an independent
+// PyTorch layer written from Megatron-Core's formulas (tests/model/moe_reference.py, float64):
+// output, routing probabilities, the tracked losses and every gradient, the auxiliary losses'
+// gradients entering at Megatron's MoEAuxLossAutoScaler scale.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <functional>
+
+#include "kernels/convert.hpp"
+#include "kernels/tensor_ops.hpp"
+#include "model/moe_layer.hpp"
+#include "tests/kernels/gradient_check.hpp"
+#include "tests/model/model_fixtures.hpp"
+
+using namespace mactor;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct moe_case {
+  model::gpt_model_config config;
+  int seq = 6, batch = 2;
+  double aux_scale = 1.0;
+  bool training = true;
+};
+
+model::gpt_model_config mixtral_like() {
+  model::gpt_model_config c;
+  c.num_layers = 2, c.hidden_size = 12, c.ffn_hidden_size = 20;
+  c.swiglu = true, c.add_bias_linear = false, c.init_method_std = 0.3f, c.seed = 5;
+  c.moe.num_experts = 4, c.moe.router_topk = 2, c.moe.ffn_hidden_size = 10;
+  c.moe.aux_loss_coeff = 1e-2, c.moe.z_loss_coeff = 1e-3;
+  return c;
+}
+
+std::string activation_name(const model::gpt_model_config& c) {
+  return c.swiglu ? "swiglu" : c.gelu_tanh_approximation ? "gelu_tanh" : "gelu";
+}
+
+const char* balancing_name(model::moe_load_balancing b) {
+  return b == model::moe_load_balancing::aux_loss ? "aux_loss"
+         : b == model::moe_load_balancing::seq_aux_loss ? "seq_aux_loss" : "none";
+}
+
+void write_floats(const fs::path& path, tensor::const_tensor_view v) {
+  const auto f = test::copy_of<float>(v);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(float));
+}
+
+std::vector<double> read_doubles(const fs::path& path, std::size_t n) {
+  std::vector<double> v(n);
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * sizeof(double)));
+  REQUIRE(in.gcount() == std::streamsize(n * sizeof(double)));
+  return v;
+}
+
+std::string python() {
+  const fs::path venv = fs::path(MACTOR_SOURCE_DIR) / ".venv/bin/python";
+  return fs::exists(venv) ? venv.string() : "/usr/bin/python3";
+}
+
+void write_config(const fs::path& path, const moe_case& k) {
+  const auto& c = k.config;
+  const auto& m = c.moe;
+  std::ofstream o(path);
+  o.precision(17);
+  o << "experts=" << m.num_experts << "\ntopk=" << m.router_topk << "\nhidden=" << c.hidden_size
+    << "\nffn=" << m.ffn_hidden_size << "\nseq=" << k.seq << "\nbatch=" << k.batch
+    << "\nactivation=" << activation_name(c) << "\npre_softmax=" << m.router_pre_softmax << "\nscaling=";
+  if (m.router_topk_scaling_factor) o << *m.router_topk_scaling_factor;
+  o << "\nbalancing=" << balancing_name(m.load_balancing) << "\naux_coeff=" << m.aux_loss_coeff << "\nz_coeff=";
+  if (m.z_loss_coeff) o << *m.z_loss_coeff;
+  o << "\nscore_function=" << (m.score_function == model::moe_score_function::sigmoid ? "sigmoid" : "softmax")
+    << "\ncapacity=" << (m.expert_capacity_factor ? std::to_string(*m.expert_capacity_factor) : std::string())
+    << "\ndrop_policy=" << (m.drop_by_position ? "position" : "probs")
+    << "\nshared=" << m.shared_expert_intermediate_size << "\nnum_groups=" << m.router_num_groups << "\ngroup_topk=" << m.router_group_topk;
+  o << "\nper_token=" << m.per_token_loss << "\naux_scale=" << k.aux_scale << "\ntraining=" << k.training << "\n";
+}
+
+struct layer_run {
+  model::single_group tp;
+  model::parameter_store store;
+  model::moe_layer layer;
+  std::vector<float> x, dy, out, dx;
+
+  /// With `weights`, every parameter's value is taken from it, matched by name through `rename`.
+  explicit layer_run(const moe_case& k, const layer_run* weights = nullptr,
+                     const std::function<std::string(const std::string&)>& rename = {})
+      : layer(store, "decoder.layers.0.mlp", k.config) {
+    store.allocate(k.config.seed, 0, 1);
+    if (weights)
+      for (auto& p : store.all()) kernels::copy(p.value, weights->param(rename(p.name)).value);
+    const int rows = k.seq * k.batch, h = k.config.hidden_size;
+    for (auto v : test::random_vector(std::size_t(rows) * h, 21)) x.push_back(float(v));
+    for (auto v : test::random_vector(std::size_t(rows) * h, 22)) dy.push_back(float(v));
+    out.assign(x.size(), 0.f), dx.assign(x.size(), 0.f);
+    layer.set_aux_loss_scale(k.aux_scale);
+    layer.forward(store, tp, test::view(x), test::view(out), k.seq, k.batch, k.training);
+    store.zero_grad();
+    layer.backward(store, tp, test::view(dy), test::view(x), test::view(dx));
+  }
+  const model::parameter& param(const std::string& name) const {
+    for (auto& p : store.all())
+      if (p.name == name) return p;
+    FAIL("no parameter " << name);
+    return store.all()[0];
+  }
+};
+
+std::string expert_weight(const moe_case& k, int e, int fc) {
+  const std::string base = "decoder.layers.0.mlp.experts.";
+  const std::string linear = "linear_fc" + std::to_string(fc);
+  return k.config.moe.grouped_gemm ? base + linear + ".weight" + std::to_string(e)
+                                   : base + "local_experts." + std::to_string(e) + "." + linear + ".weight";
+}
+
+// Runs both and checks everything within `tol` (relative L2); returns the reference's router
+// weight gradient.
+std::vector<double> compare(const moe_case& k, const std::string& tag, double tol = 1e-5) {
+  layer_run run(k);
+  const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests/model/moe_reference" / tag;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  write_config(dir / "config.txt", k);
+  write_floats(dir / "x.bin", test::view(run.x));
+  write_floats(dir / "dy.bin", test::view(run.dy));
+  write_floats(dir / "router.bin", run.param("decoder.layers.0.mlp.router.weight").value);
+  const int E = k.config.moe.num_experts;
+  for (int e = 0; e < E; ++e) {
+    write_floats(dir / ("fc1_" + std::to_string(e) + ".bin"), run.param(expert_weight(k, e, 1)).value);
+    write_floats(dir / ("fc2_" + std::to_string(e) + ".bin"), run.param(expert_weight(k, e, 2)).value);
+  }
+  if (k.config.moe.shared_expert_intermediate_size > 0)
+    for (int fc : {1, 2}) {
+      const auto& p = run.param("decoder.layers.0.mlp.shared_experts.linear_fc" + std::to_string(fc) + ".weight");
+      write_floats(dir / ("shared_fc" + std::to_string(fc) + ".bin"), p.value);
+    }
+  const std::string command = python() + " " + MACTOR_SOURCE_DIR + "/tests/model/moe_reference.py " + dir.string();
+  REQUIRE(std::system(command.c_str()) == 0);
+
+  const std::size_t rows = std::size_t(k.seq) * k.batch, h = k.config.hidden_size;
+  CHECK(test::relative_error(run.out, read_doubles(dir / "ref_out.bin", rows * h)) <= tol);
+  CHECK(test::relative_error(run.dx, read_doubles(dir / "ref_dx.bin", rows * h)) <= tol);
+  // Routing probabilities as a dense [rows, experts] map.
+  std::vector<double> dense(rows * E, 0.0);
+  const auto& r = run.layer.router();
+  for (std::size_t t = 0; t < rows; ++t)
+    for (int j = 0; j < r.topk(); ++j)
+      if (r.kept()[t * r.topk() + j]) dense[t * E + r.top()[t * r.topk() + j]] = r.probs()[t * r.topk() + j];
+  CHECK(test::relative_error(dense, read_doubles(dir / "ref_routing_probs.bin", rows * E)) <= tol);
+  const auto losses = read_doubles(dir / "ref_losses.bin", 3);
+  const auto& got = r.aux_losses();
+  CHECK(std::abs(got.load_balancing_loss - losses[0]) <= tol * std::max(1.0, std::abs(losses[0])));
+  CHECK(std::abs(got.seq_load_balancing_loss - losses[1]) <= tol * std::max(1.0, std::abs(losses[1])));
+  CHECK(std::abs(got.z_loss - losses[2]) <= tol * std::max(1.0, std::abs(losses[2])));
+  const auto router_ref = read_doubles(dir / "ref_drouter.bin", std::size_t(E) * h);
+  CHECK(test::relative_error(test::copy_of<float>(run.param("decoder.layers.0.mlp.router.weight").grad), router_ref) <= tol);
+  for (int e = 0; e < E; ++e)
+    for (int fc : {1, 2}) {
+      const auto& p = run.param(expert_weight(k, e, fc));
+      INFO(p.name);
+      const auto ref = read_doubles(dir / ("ref_dfc" + std::to_string(fc) + "_" + std::to_string(e) + ".bin"), p.numel);
+      CHECK(test::relative_error(test::copy_of<float>(p.grad), ref) <= tol);
+    }
+  if (k.config.moe.shared_expert_intermediate_size > 0)
+    for (int fc : {1, 2}) {
+      const auto& p = run.param("decoder.layers.0.mlp.shared_experts.linear_fc" + std::to_string(fc) + ".weight");
+      INFO(p.name);
+      const auto ref = read_doubles(dir / ("ref_dshared_fc" + std::to_string(fc) + ".bin"), p.numel);
+      CHECK(test::relative_error(test::copy_of<float>(p.grad), ref) <= tol);
+    }
+  WARN(tag << ": load_balancing " << got.load_balancing_loss << " (torch " << losses[0] << "), seq "
+           << got.seq_load_balancing_loss << " (" << losses[1] << "), z " << got.z_loss << " (" << losses[2] << ")");
+  return router_ref;
+}
+
+}  // namespace
+
+TEST_CASE("MoE layer with SwiGLU experts, top-2 softmax routing, aux and z losses matches PyTorch") {
+  moe_case k{mixtral_like()};
+  k.config.moe.aux_loss_coeff = 0.1, k.config.moe.z_loss_coeff = 1e-2;
+  k.aux_scale = 0.25;  // one of four micro-batches
+  const auto with_aux = compare(k, "swiglu_top2_aux_z");
+  // The auxiliary losses' gradient must show in the router's: without it the reference differs.
+  moe_case plain = k;
+  plain.config.moe.aux_loss_coeff = 0, plain.config.moe.z_loss_coeff.reset();
+  const auto without = compare(plain, "swiglu_top2_plain");
+  CHECK(test::relative_error(without, with_aux) > 1e-3);
+}
+
+TEST_CASE("MoE layer with --moe-router-pre-softmax, a top-k scaling factor and seq_aux_loss matches PyTorch") {
+  moe_case k{mixtral_like()};
+  k.config.swiglu = false;  // GeLU experts
+  k.config.moe.num_experts = 6, k.config.moe.router_topk = 3;
+  k.config.moe.router_pre_softmax = true, k.config.moe.router_topk_scaling_factor = 2.5;
+  k.config.moe.load_balancing = model::moe_load_balancing::seq_aux_loss;
+  k.config.moe.aux_loss_coeff = 0.1;
+  k.seq = 5, k.batch = 3, k.aux_scale = 0.5;
+  compare(k, "gelu_top3_pre_softmax_seq_aux");
+}
+
+TEST_CASE("MoE layer under --moe-grouped-gemm has TEGroupedMLP's names and the same numbers") {
+  moe_case k{mixtral_like()};
+  k.config.moe.grouped_gemm = true;
+  k.config.moe.per_token_loss = true;  // --calculate-per-token-loss: the aux losses times the tokens
+  compare(k, "grouped_gemm_per_token");
+  moe_case sequential{mixtral_like()};
+  sequential.config.moe.per_token_loss = true;
+  layer_run a(k);
+  const auto grouped_name = [&](const std::string& name) {
+    for (int e = 0; e < k.config.moe.num_experts; ++e)
+      for (int fc : {1, 2})
+        if (name == expert_weight(sequential, e, fc)) return expert_weight(k, e, fc);
+    return name;
+  };
+  layer_run b(sequential, &a, grouped_name);
+  CHECK(a.out == b.out);
+  CHECK(a.dx == b.dx);
+}
+
+TEST_CASE("MoE layer in evaluation has no auxiliary losses, and load balancing none adds none in training") {
+  moe_case eval{mixtral_like()};
+  eval.training = false;
+  compare(eval, "eval");
+  moe_case none{mixtral_like()};
+  none.config.moe.load_balancing = model::moe_load_balancing::none;
+  none.config.moe.z_loss_coeff.reset();
+  compare(none, "balancing_none");
+  layer_run run(eval);
+  CHECK(run.layer.router().aux_losses().load_balancing_loss == 0);
+  CHECK(run.layer.router().aux_losses().z_loss == 0);
+}
+
+TEST_CASE("MoE layer with sigmoid scores (--moe-router-score-function sigmoid) matches PyTorch, top-1 and top-2") {
+  moe_case k{mixtral_like()};
+  k.config.moe.score_function = model::moe_score_function::sigmoid;
+  k.config.moe.router_topk_scaling_factor = 2.5;
+  k.config.moe.aux_loss_coeff = 0.1;
+  compare(k, "sigmoid_top2_aux");
+  moe_case one = k;
+  one.config.moe.router_topk = 1;
+  one.config.moe.load_balancing = model::moe_load_balancing::seq_aux_loss;
+  compare(one, "sigmoid_top1_seq_aux");
+}
+
+TEST_CASE("MoE layer with group-limited routing (--moe-router-num-groups, --moe-router-group-topk) matches PyTorch") {
+  moe_case k{mixtral_like()};
+  k.config.moe.num_experts = 8, k.config.moe.router_topk = 4;
+  k.config.moe.router_num_groups = 4, k.config.moe.router_group_topk = 2;
+  k.seq = 8, k.batch = 2;
+  compare(k, "softmax_groups");
+  // The groups bind: unrestricted top-4 routing picks experts outside the chosen groups.
+  moe_case free = k;
+  free.config.moe.router_num_groups = 0, free.config.moe.router_group_topk = 0;
+  layer_run grouped(k), plain(free);
+  CHECK(grouped.layer.router().top() != plain.layer.router().top());
+  moe_case sigmoid = k;
+  sigmoid.config.moe.score_function = model::moe_score_function::sigmoid;
+  sigmoid.config.moe.router_topk_scaling_factor = 2.5;
+  compare(sigmoid, "sigmoid_groups");
+}
+
+TEST_CASE("MoE layer with a shared expert (--moe-shared-expert-intermediate-size) matches PyTorch") {
+  moe_case k{mixtral_like()};
+  k.config.moe.shared_expert_intermediate_size = 14;
+  compare(k, "swiglu_shared_expert");
+  moe_case gelu = k;
+  gelu.config.swiglu = false;
+  compare(gelu, "gelu_shared_expert");
+}
+
+TEST_CASE("MoE layer with --moe-expert-capacity-factor drops tokens by probability or position as Megatron") {
+  moe_case k{mixtral_like()};
+  k.config.moe.expert_capacity_factor = 0.6;  // capacity ceil(12 * 2 / 4 * 0.6) = 4 of ~6 routed
+  k.seq = 6, k.batch = 2;
+  compare(k, "capacity_probs");
+  layer_run run(k);
+  std::size_t dropped = 0;
+  for (char c : run.layer.router().kept()) dropped += c ? 0 : 1;
+  CHECK(dropped >= 4);
+  moe_case position = k;
+  position.config.moe.drop_by_position = true;
+  compare(position, "capacity_position");
+}
+
+TEST_CASE("MoE token dispatcher orders the routed pairs by expert, then by token") {
+  model::moe_token_dispatcher d(3, 2);
+  d.plan({2, 0, 0, 1, 2, 1}, {1, 1, 1, 1, 1, 1}, 3);  // token 0 -> 2, 0; token 1 -> 0, 1; token 2 -> 2, 1
+  CHECK(d.tokens_per_expert() == std::vector<std::int64_t>{2, 2, 2});
+  CHECK(d.choice_of() == std::vector<std::int64_t>{1, 2, 3, 5, 0, 4});
+  d.plan({2, 0, 0, 1, 2, 1}, {1, 1, 0, 1, 1, 0}, 3);  // token 1's expert 0 and token 2's expert 1 dropped
+  CHECK(d.tokens_per_expert() == std::vector<std::int64_t>{1, 1, 2});
+  CHECK(d.choice_of() == std::vector<std::int64_t>{1, 3, 0, 4});
+}

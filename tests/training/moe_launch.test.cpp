@@ -1,0 +1,118 @@
+// A Mixtral-style tiny MoE (8 experts, top-2, SwiGLU, aux and z losses) through pretrain_gpt:
+// every pipeline and data-parallel layout under `mactor -np 2/4` logs one process's lm loss
+// each iteration (fp32, relative difference <= 1e-5). Data parallelism halves the micro-batches
+// per rank, so the layouts agree only if the auxiliary losses' gradient is scaled by
+// 1 / num_microbatches as Megatron's MoEAuxLossAutoScaler scales it. The log line carries
+// track_moe_metrics' z_loss and load_balancing_loss after the lm loss, the same in every layout
+// (summed over the pipeline's layers, averaged over the replicas and the MoE layers).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <regex>
+#include <string>
+
+#include "tests/training/launch_support.hpp"
+
+using namespace mactor::test;
+
+namespace {
+
+constexpr std::size_t iterations = 8;
+
+std::string moe_flags(const std::string& aux = "--moe-aux-loss-coeff 0.1 --moe-z-loss-coeff 0.01") {
+  return "--mock-data --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+         "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 16 --train-iters 8 --lr 1e-2 "
+         "--min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 "
+         "--init-method-std 0.05 --tokenizer-type NullTokenizer --vocab-size 4095 --log-interval 1 "
+         "--eval-interval 4 --eval-iters 1 --seed 9 --hidden-dropout 0 --attention-dropout 0 --disable-bias-linear "
+         "--swiglu --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-layer-freq '([0]*1+[1]*3)' " + aux;
+}
+
+struct moe_run {
+  logged_losses losses;
+  std::vector<double> z_loss, load_balancing_loss, seq_load_balancing_loss;
+};
+
+std::vector<double> logged(const std::string& log, const std::string& key) {
+  std::vector<double> v;
+  const std::regex entry("\\| " + key + ": ([-+0-9.eE]+) \\|");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), entry); it != std::sregex_iterator(); ++it)
+    v.push_back(std::stod((*it)[1].str()));
+  return v;
+}
+
+moe_run run_moe(int ranks, const std::string& flags) {
+  const std::string program = bin_dir() + "/pretrain_gpt";
+  const std::string command =
+      ranks == 1 ? program + " " + flags : mactor_bin() + " -np " + std::to_string(ranks) + " --oversubscribe " + program + " " + flags;
+  const auto r = run_shell(command);
+  INFO(command << "\nstdout tail:\n" << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << "\nstderr:\n" << r.err);
+  REQUIRE(r.status == 0);
+  moe_run m{parse_losses(r.out), logged(r.out, "z_loss"), logged(r.out, "load_balancing_loss"),
+            logged(r.out, "seq_load_balancing_loss")};
+  REQUIRE(m.losses.train.size() == iterations);
+  REQUIRE(m.losses.validation.size() == 4);
+  // Megatron's order: lm loss, then the tracker's names (z_loss saved first).
+  if (!m.z_loss.empty())
+    CHECK(std::regex_search(r.out, std::regex("\\| lm loss: [-+0-9.eE]+ \\| z_loss: [-+0-9.eE]+ \\| "
+                                            "load_balancing_loss: [-+0-9.eE]+ \\| loss scale")));
+  return m;
+}
+
+const moe_run& alone() {
+  static const moe_run one = run_moe(1, moe_flags());
+  return one;
+}
+
+void check_layout(int ranks, const std::string& layout) {
+  INFO("layout: " << layout);
+  const auto& one = alone();
+  const auto spread = run_moe(ranks, moe_flags() + " " + layout);
+  check_same(spread.losses.train, one.losses.train, ("MoE lm loss, " + layout).c_str(), ranks);
+  check_same(spread.losses.validation, one.losses.validation, ("MoE validation/test lm loss, " + layout).c_str(), ranks);
+  REQUIRE(spread.z_loss.size() == iterations);
+  REQUIRE(spread.load_balancing_loss.size() == iterations);
+  check_same(spread.z_loss, one.z_loss, ("MoE z_loss, " + layout).c_str(), ranks);
+  check_same(spread.load_balancing_loss, one.load_balancing_loss, ("MoE load_balancing_loss, " + layout).c_str(), ranks);
+}
+
+}  // namespace
+
+TEST_CASE("a tiny MoE trains on one process, and its auxiliary losses change the run") {
+  const auto& one = alone().losses;
+  CHECK(one.train.back() < one.train.front());
+  const auto without = run_job(1, moe_flags("--moe-aux-loss-coeff 0"), 4, iterations);
+  CHECK(without.train.front() == one.train.front());  // the forward's lm loss holds no aux loss
+  double most = 0;
+  for (std::size_t i = 1; i < iterations; ++i)
+    most = std::max(most, std::abs(without.train[i] - one.train[i]) / one.train[i]);
+  CHECK(most > 1e-4);
+  // The load-balancing loss (divided by its coefficient) is E * sum_e f_e P_e with f and P
+  // distributions over the E = 8 experts: in (0, 8], near 1 for a balanced router at init.
+  for (std::size_t i = 0; i < iterations; ++i) {
+    CHECK(alone().load_balancing_loss[i] > 0.5);
+    CHECK(alone().load_balancing_loss[i] <= 8.0);
+    CHECK(alone().z_loss[i] > 0.0);
+  }
+}
+
+TEST_CASE("a tiny MoE under PP2 logs one process's losses") { check_layout(2, "--pipeline-model-parallel-size 2"); }
+
+TEST_CASE("a tiny MoE under DP2 logs one process's losses") { check_layout(2, ""); }
+
+TEST_CASE("a tiny MoE under PP2 x DP2 with the alltoall dispatcher logs one process's losses") {
+  check_layout(4, "--pipeline-model-parallel-size 2 --moe-token-dispatcher-type alltoall");
+}
+
+TEST_CASE("a MoE with sigmoid group-limited routing, a shared expert and seq_aux_loss under PP2 x DP2 logs one process's losses") {
+  const std::string flags =
+      moe_flags("--moe-router-topk 4 --moe-router-num-groups 4 --moe-router-group-topk 2 --moe-router-score-function "
+                "sigmoid --moe-router-topk-scaling-factor 2.5 --moe-shared-expert-intermediate-size 48 "
+                "--moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 0.01");
+  const auto one = run_moe(1, flags);
+  const auto spread = run_moe(4, flags + " --pipeline-model-parallel-size 2");
+  REQUIRE(one.seq_load_balancing_loss.size() == iterations);
+  CHECK(one.load_balancing_loss.empty());
+  check_same(spread.losses.train, one.losses.train, "MoE (sigmoid, groups, shared) lm loss, PP2 x DP2", 4);
+  check_same(spread.seq_load_balancing_loss, one.seq_load_balancing_loss,
+             "MoE (sigmoid, groups, shared) seq_load_balancing_loss, PP2 x DP2", 4);
+}

@@ -1,0 +1,54 @@
+// The MoE auxiliary-loss metrics of the log line.
+#include "training/moe_metrics.hpp"
+
+#include <variant>
+
+namespace mactor::training {
+namespace {
+
+int num_moe_layers(const config::megatron_args& a, int num_layers) {
+  if (const auto* every = std::get_if<std::int64_t>(&a.moe.moe_layer_freq)) {
+    int n = 0;
+    for (int i = 0; i < num_layers; ++i) n += (*every > 0 && i % *every == 0) ? 1 : 0;
+    return n;
+  }
+  int n = 0;
+  for (auto v : std::get<std::vector<std::int64_t>>(a.moe.moe_layer_freq)) n += int(v);
+  return n;
+}
+
+std::string balancing_type(const config::megatron_args& a) {
+  const auto& t = a.moe.moe_router_load_balancing_type;
+  if (const auto* one = std::get_if<std::string>(&t)) return *one;
+  const auto& list = std::get<std::vector<std::string>>(t);
+  return list.size() == 1 ? list.front() : std::string();
+}
+
+}  // namespace
+
+std::vector<moe_metric> moe_metrics(const config::megatron_args& a, const std::vector<double>& losses) {
+  std::vector<moe_metric> out;
+  if (!a.moe.num_experts) return out;
+  const int layers = int(a.network_size.num_layers.value_or(0));
+  if (layers <= 0 || losses.size() != 3 * std::size_t(layers)) return out;
+  const int moe_layers = num_moe_layers(a, layers);
+  auto add = [&](const char* name, int k) {
+    moe_metric m;
+    m.name = name;
+    float sum = 0;  // Megatron's tracker values are an fp32 tensor
+    for (int l = 0; l < layers; ++l) {
+      const double v = losses[std::size_t(k) * layers + l];
+      m.per_layer.push_back(v);
+      sum += static_cast<float>(v);
+    }
+    m.value = moe_layers > 0 ? sum / static_cast<float>(moe_layers) : 0.0f;
+    out.push_back(std::move(m));
+  };
+  if (a.moe.moe_z_loss_coeff) add("z_loss", 2);
+  const auto type = balancing_type(a);
+  if (type == "aux_loss") add("load_balancing_loss", 0);
+  if (type == "seq_aux_loss") add("seq_load_balancing_loss", 1);
+  return out;
+}
+
+}  // namespace mactor::training
