@@ -18,10 +18,9 @@ moe_router::moe_router(parameter_store& store, const std::string& name, const gp
       experts_(c.moe.num_experts), topk_(c.moe.router_topk), hidden_(c.hidden_size),
       pre_softmax_(c.moe.router_pre_softmax), per_token_loss_(c.moe.per_token_loss),
       sigmoid_(c.moe.score_function == moe_score_function::sigmoid), groups_(c.moe.router_num_groups),
-      group_topk_(c.moe.router_group_topk), capacity_factor_(c.moe.expert_capacity_factor),
-      drop_by_position_(c.moe.drop_by_position),
-      scaling_(c.moe.router_topk_scaling_factor), balancing_(c.moe.load_balancing),
-      aux_coeff_(c.moe.aux_loss_coeff), z_coeff_(c.moe.z_loss_coeff) {}
+      group_topk_(c.moe.router_group_topk), scaling_(c.moe.router_topk_scaling_factor),
+      balancing_(c.moe.load_balancing), aux_coeff_(c.moe.aux_loss_coeff), z_coeff_(c.moe.z_loss_coeff),
+      capacity_factor_(c.moe.expert_capacity_factor), drop_by_position_(c.moe.drop_by_position) {}
 
 void moe_router::forward(const parameter_store& store, tensor::const_tensor_view x, int seq,
                          int batch, bool training) {
