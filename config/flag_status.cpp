@@ -155,7 +155,12 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"ckpt_step", ""},
       {"exit_on_missing_checkpoint", "a missing checkpoint is an error (exit status 2) rather than Megatron's silent exit"},
       {"async_save", "the stage hands a snapshot to its rank's checkpointer actor and trains on; the next save waits for the previous one"},
-      {"ckpt_format", "torch_dist only (mactor's own shard files with Megatron's directory layout; see checkpoint/README.md)"},
+      {"ckpt_format", "torch_dist (mactor's own shard files with Megatron's directory layout) and torch (Megatron's "
+                      "per-rank iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt torch.save files, read and written by "
+                      "mactor's zip and pickle code; not with --use-distributed-optimizer or expert parallelism); "
+                      "see checkpoint/README.md"},
+      {"auto_detect_ckpt_format", "on load, Megatron's rule: metadata.json means torch_dist, mp_rank_0* means torch, "
+                                  "and either loads (as --ckpt-format torch_dist also does)"},
       {"override_opt_param_scheduler", ""},
       {"use_checkpoint_opt_param_scheduler", ""},
       {"bf16", "bf16 weights, activations and pipeline transfers; fp32 main parameters, main gradients and optimizer "
@@ -408,7 +413,7 @@ const std::vector<value_limit>& value_limits() {
        {"GPT2BPETokenizer", "HuggingFaceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer", "TikTokenizer",
         "NullTokenizer"}},
       {"dataloader_type", "--dataloader-type", {"single"}},
-      {"ckpt_format", "--ckpt-format", {"torch_dist"}},
+      {"ckpt_format", "--ckpt-format", {"torch_dist", "torch"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32"}},
   };
   return limits;
