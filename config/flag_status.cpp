@@ -488,6 +488,16 @@ support_report check_support(const megatron_args& args, const support_scope& sco
           report.warnings.push_back("WARNING: " + flag + " is accepted without effect: " + std::string(st.reason));
       },
       static_cast<const flag_args&>(args), static_cast<const flag_args&>(defaults));
+  // Implemented flags in a combination mactor has not built: its torch format writes neither the
+  // distributed optimizer's distrib_optim.pt nor expert-parallel files.
+  if (scope("ckpt_format") && args.checkpointing.ckpt_format == "torch") {
+    if (args.distributed.use_distributed_optimizer)
+      report.errors.push_back("--ckpt-format torch with --use-distributed-optimizer is recognized but not implemented by "
+                              "mactor yet (Megatron's per-data-parallel-rank distrib_optim.pt); use --ckpt-format torch_dist");
+    if (args.moe.expert_model_parallel_size > 1)
+      report.errors.push_back("--ckpt-format torch with --expert-model-parallel-size > 1 is recognized but not implemented "
+                              "by mactor yet; use --ckpt-format torch_dist");
+  }
   return report;
 }
 

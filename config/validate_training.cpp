@@ -265,13 +265,6 @@ void checkpoint_and_data(validation_context& c) {  // rules 67, 68, 72, 74, 76, 
     c.require(d.tensor_model_parallel_size <= 1 && d.pipeline_model_parallel_size <= 1,
               "--ckpt-format torch_dcp is not tested with megatron tp/pp");
   }
-  // mactor's own limit, not Megatron's: its torch format writes no distrib_optim.pt.
-  if (ck.ckpt_format == "torch" && d.use_distributed_optimizer)
-    c.error("--ckpt-format torch with --use-distributed-optimizer is not implemented yet in mactor (Megatron's "
-            "per-data-parallel-rank distrib_optim.pt); use --ckpt-format torch_dist");
-  if (ck.ckpt_format == "torch" && c.a.moe.expert_model_parallel_size > 1)
-    c.error("--ckpt-format torch with --expert-model-parallel-size > 1 is not implemented yet in mactor; use "
-            "--ckpt-format torch_dist");
   if (ck.ckpt_format == "fsdp_dtensor") c.require(d.use_megatron_fsdp, "--ckpt-format fsdp_dtensor needs --use-megatron-fsdp");
   const auto& data = c.a.data;
   const int sources = int(data.mock_data) + int(data.data_path.has_value() && !data.data_path->empty()) +

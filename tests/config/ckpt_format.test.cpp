@@ -20,11 +20,19 @@ TEST_CASE("ckpt-format torch and auto-detect-ckpt-format are implemented") {
 }
 
 TEST_CASE("ckpt-format torch with the distributed optimizer or expert parallelism is refused") {
-  const auto dist = with_base({"--ckpt-format", "torch", "--use-distributed-optimizer"});
-  CHECK(dist.has_error("--ckpt-format torch with --use-distributed-optimizer is not implemented yet"));
-  CHECK(dist.has_error("use --ckpt-format torch_dist"));
-  CHECK(with_base({"--use-distributed-optimizer"}).report.ok());
-  const auto ep = with_base({"--ckpt-format", "torch", "--num-experts", "2", "--moe-router-topk", "1",
-                             "--expert-model-parallel-size", "2"}, 2);
-  CHECK(ep.has_error("--ckpt-format torch with --expert-model-parallel-size > 1 is not implemented yet"));
+  auto support = [](std::vector<std::string> words) { return check_support(parse_command_line(words, "pretrain_gpt").args); };
+  const auto dist = support({"--ckpt-format", "torch", "--use-distributed-optimizer"});
+  REQUIRE(dist.errors.size() == 1);
+  CHECK(dist.errors[0].find("--ckpt-format torch with --use-distributed-optimizer is recognized but not implemented") == 0);
+  CHECK(dist.errors[0].find("use --ckpt-format torch_dist") != std::string::npos);
+  CHECK(support({"--use-distributed-optimizer"}).errors.empty());
+  CHECK(support({"--ckpt-format", "torch"}).errors.empty());
+  const auto ep = support({"--ckpt-format", "torch", "--expert-model-parallel-size", "2"});
+  // (expert parallelism itself is not built yet either: that is a second error today)
+  bool named = false;
+  for (const auto& e : ep.errors)
+    named = named || e.find("--ckpt-format torch with --expert-model-parallel-size > 1 is recognized but not implemented") == 0;
+  CHECK(named);
+  // Megatron's own validation accepts the combination: the refusal is mactor's.
+  CHECK(with_base({"--ckpt-format", "torch", "--use-distributed-optimizer"}).report.ok());
 }
