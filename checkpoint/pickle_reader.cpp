@@ -177,6 +177,8 @@ class machine {
     // A dict's attributes (an OrderedDict's _metadata) carry nothing mactor reads.
   }
   void step(unsigned char op);
+  bool step_scalar(unsigned char op);
+  bool step_object(unsigned char op);
 
   std::string_view in_;
   const persistent_loader& load_;
@@ -187,14 +189,9 @@ class machine {
   std::map<std::uint64_t, ptr> memo_;
 };
 
-void machine::step(unsigned char op) {
+// The opcodes that push one scalar (None, bools, integers, floats, strings, bytes); false for others.
+bool machine::step_scalar(unsigned char op) {
   switch (op) {
-    case 0x80: byte(); break;                  // PROTO
-    case 0x95: uint(8); break;                 // FRAME
-    case '(': marks_.push_back(stack_.size()); break;
-    case '}': push(pickle_value::dict()); break;
-    case ']': push(pickle_value::list()); break;
-    case ')': push(pickle_value::tuple()); break;
     case 'N': push(pickle_value::none()); break;
     case 0x88: push(pickle_value::boolean(true)); break;
     case 0x89: push(pickle_value::boolean(false)); break;
@@ -221,6 +218,69 @@ void machine::step(unsigned char op) {
       push(std::move(b));
       break;
     }
+    default: return false;
+  }
+  return true;
+}
+
+// The opcodes that name classes and build objects from them (GLOBAL, REDUCE, NEWOBJ, BUILD,
+// persistent ids); false for others.
+bool machine::step_object(unsigned char op) {
+  switch (op) {
+    case 'c': {
+      pickle_value g;
+      g.k = kind::global;
+      g.s = line();
+      g.s += "." + line();
+      push(std::move(g));
+      break;
+    }
+    case 0x93: {  // STACK_GLOBAL
+      auto name = pop();
+      auto module = pop();
+      pickle_value g;
+      g.k = kind::global;
+      g.s = module->s + "." + name->s;
+      push(std::move(g));
+      break;
+    }
+    case 'R': {
+      auto args = pop();
+      auto callable = pop();
+      push(apply(*callable, *args, where_));
+      break;
+    }
+    case 0x81: {  // NEWOBJ
+      auto args = pop();
+      auto cls = pop();
+      auto o = pickle_value::object(cls->s);
+      o.items = args->items;
+      push(std::move(o));
+      break;
+    }
+    case 'b': {
+      auto state = pop();
+      build(*state);
+      break;
+    }
+    case 'Q': {
+      auto pid = pop();
+      push(load_(*pid));
+      break;
+    }
+    default: return false;
+  }
+  return true;
+}
+
+void machine::step(unsigned char op) {
+  switch (op) {
+    case 0x80: byte(); break;                  // PROTO
+    case 0x95: uint(8); break;                 // FRAME
+    case '(': marks_.push_back(stack_.size()); break;
+    case '}': push(pickle_value::dict()); break;
+    case ']': push(pickle_value::list()); break;
+    case ')': push(pickle_value::tuple()); break;
     case 'q': memo_put(uint(1)); break;
     case 'r': memo_put(uint(4)); break;
     case 0x94: memo_put(memo_.size()); break;  // MEMOIZE
@@ -264,49 +324,10 @@ void machine::step(unsigned char op) {
       break;
     }
     case 'u': set_items(pop_mark()); break;
-    case 'c': {
-      pickle_value g;
-      g.k = kind::global;
-      g.s = line();
-      g.s += "." + line();
-      push(std::move(g));
-      break;
-    }
-    case 0x93: {  // STACK_GLOBAL
-      auto name = pop();
-      auto module = pop();
-      pickle_value g;
-      g.k = kind::global;
-      g.s = module->s + "." + name->s;
-      push(std::move(g));
-      break;
-    }
-    case 'R': {
-      auto args = pop();
-      auto callable = pop();
-      push(apply(*callable, *args, where_));
-      break;
-    }
-    case 0x81: {  // NEWOBJ
-      auto args = pop();
-      auto cls = pop();
-      auto o = pickle_value::object(cls->s);
-      o.items = args->items;
-      push(std::move(o));
-      break;
-    }
-    case 'b': {
-      auto state = pop();
-      build(*state);
-      break;
-    }
-    case 'Q': {
-      auto pid = pop();
-      push(load_(*pid));
-      break;
-    }
     case '0': pop(); break;
-    default: fail("unsupported opcode 0x" + [op] {
+    default:
+      if (step_scalar(op) || step_object(op)) break;
+      fail("unsupported opcode 0x" + [op] {
       char t[3];
       std::snprintf(t, sizeof t, "%02x", op);
       return std::string(t);

@@ -40,57 +40,55 @@ std::string zip64_extra(std::uint64_t size, const std::uint64_t* offset) {
   return e;
 }
 
-}  // namespace
+// Local header (ZIP64 sizes, 'FB' padding to the alignment), then the data.
+written write_member(std::string& out, const zip_member& m) {
+  written w{m.name, out.size(), m.data.size(), crc32(0, m.data.data(), m.data.size())};
+  const std::string z64 = zip64_extra(w.size, nullptr);
+  const std::size_t header = 30 + m.name.size() + z64.size();
+  const std::size_t pad = (alignment - (out.size() + header + 4) % alignment) % alignment;
+  put(out, 0x04034b50, 4);
+  put(out, 45, 2);
+  put(out, 0, 2);  // flags
+  put(out, 0, 2);  // stored
+  put(out, 0, 4);  // time, date
+  put(out, w.crc, 4);
+  put(out, 0xffffffff, 4);
+  put(out, 0xffffffff, 4);
+  put(out, m.name.size(), 2);
+  put(out, z64.size() + 4 + pad, 2);
+  out += m.name;
+  out += z64;
+  put(out, 0x4246, 2);
+  put(out, pad, 2);
+  out.append(pad, 'Z');
+  out.append(m.data.data(), m.data.size());
+  return w;
+}
 
-std::string write_zip(const std::vector<zip_member>& members) {
-  std::string out;
-  std::vector<written> done;
-  for (const auto& m : members) {
-    written w{m.name, out.size(), m.data.size(), crc32(0, m.data.data(), m.data.size())};
-    const std::string z64 = zip64_extra(w.size, nullptr);
-    const std::size_t header = 30 + m.name.size() + z64.size();
-    // 'FB' padding so the data starts at a multiple of 64 (torch's writer does the same).
-    std::size_t pad = (alignment - (out.size() + header + 4) % alignment) % alignment;
-    put(out, 0x04034b50, 4);
-    put(out, 45, 2);
-    put(out, 0, 2);  // flags
-    put(out, 0, 2);  // stored
-    put(out, 0, 4);  // time, date
-    put(out, w.crc, 4);
-    put(out, 0xffffffff, 4);
-    put(out, 0xffffffff, 4);
-    put(out, m.name.size(), 2);
-    put(out, z64.size() + 4 + pad, 2);
-    out += m.name;
-    out += z64;
-    put(out, 0x4246, 2);
-    put(out, pad, 2);
-    out.append(pad, 'Z');
-    out.append(m.data.data(), m.data.size());
-    done.push_back(std::move(w));
-  }
-  const std::uint64_t cd_start = out.size();
-  for (const auto& w : done) {
-    const std::string z64 = zip64_extra(w.size, &w.offset);
-    put(out, 0x02014b50, 4);
-    put(out, 45, 2);  // made by
-    put(out, 45, 2);  // needed
-    put(out, 0, 2);
-    put(out, 0, 2);
-    put(out, 0, 4);
-    put(out, w.crc, 4);
-    put(out, 0xffffffff, 4);
-    put(out, 0xffffffff, 4);
-    put(out, w.name.size(), 2);
-    put(out, z64.size(), 2);
-    put(out, 0, 2);  // comment
-    put(out, 0, 2);  // disk
-    put(out, 0, 2);  // internal attributes
-    put(out, 0, 4);  // external attributes
-    put(out, 0xffffffff, 4);
-    out += w.name;
-    out += z64;
-  }
+void write_central_record(std::string& out, const written& w) {
+  const std::string z64 = zip64_extra(w.size, &w.offset);
+  put(out, 0x02014b50, 4);
+  put(out, 45, 2);  // made by
+  put(out, 45, 2);  // needed
+  put(out, 0, 2);
+  put(out, 0, 2);
+  put(out, 0, 4);
+  put(out, w.crc, 4);
+  put(out, 0xffffffff, 4);
+  put(out, 0xffffffff, 4);
+  put(out, w.name.size(), 2);
+  put(out, z64.size(), 2);
+  put(out, 0, 2);  // comment
+  put(out, 0, 2);  // disk
+  put(out, 0, 2);  // internal attributes
+  put(out, 0, 4);  // external attributes
+  put(out, 0xffffffff, 4);
+  out += w.name;
+  out += z64;
+}
+
+// ZIP64 end record, its locator, and the classic end record pointing at them.
+void write_end_records(std::string& out, std::uint64_t count, std::uint64_t cd_start) {
   const std::uint64_t cd_size = out.size() - cd_start, z64_end = out.size();
   put(out, 0x06064b50, 4);
   put(out, 44, 8);
@@ -98,8 +96,8 @@ std::string write_zip(const std::vector<zip_member>& members) {
   put(out, 45, 2);
   put(out, 0, 4);
   put(out, 0, 4);
-  put(out, done.size(), 8);
-  put(out, done.size(), 8);
+  put(out, count, 8);
+  put(out, count, 8);
   put(out, cd_size, 8);
   put(out, cd_start, 8);
   put(out, 0x07064b50, 4);  // locator
@@ -113,6 +111,17 @@ std::string write_zip(const std::vector<zip_member>& members) {
   put(out, 0xffffffff, 4);
   put(out, 0xffffffff, 4);
   put(out, 0, 2);
+}
+
+}  // namespace
+
+std::string write_zip(const std::vector<zip_member>& members) {
+  std::string out;
+  std::vector<written> done;
+  for (const auto& m : members) done.push_back(write_member(out, m));
+  const std::uint64_t cd_start = out.size();
+  for (const auto& w : done) write_central_record(out, w);
+  write_end_records(out, done.size(), cd_start);
   return out;
 }
 
