@@ -186,7 +186,9 @@ pickle_value torch_state_dict(const config::megatron_args& a, parallel_context& 
     auto model = pickle_value::dict(true);
     for (const auto& p : chunks[c].parameters()) {
       const float* v = engine.main_params().values(c) + p.offset;
-      model.set(p.name, pickle_value::of_tensor(make_tensor(v, p.numel, local_shape(p, tp), chunks[c].dtype())));
+      // Megatron's last stage holds the tied embedding as its output layer's weight.
+      const std::string key = is_shared_copy(chunks[c], p) ? "output_layer.weight" : p.name;
+      model.set(key, pickle_value::of_tensor(make_tensor(v, p.numel, local_shape(p, tp), chunks[c].dtype())));
     }
     root.set(model_key(chunks.size(), c), std::move(model));
   }

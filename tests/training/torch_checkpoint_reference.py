@@ -98,6 +98,9 @@ def compare(torch_dir, iteration, dist_dir, dist_iteration, model_only):
                 if name.endswith("_extra_state"):
                     continue
                 assert local.dtype == want_dtype, (name, local.dtype)
+                if name == "output_layer.weight" and name not in full:  # the tied embedding's copy
+                    assert p > 0 and not args.untie_embeddings_and_output_weights, (t, p)
+                    name = "embedding.word_embeddings.weight"
                 assert name in full, "%s not in the torch_dist checkpoint" % name
                 ref = full[name].to(want_dtype).float()
                 assert is_slice(local.float(), ref, t, tp), "%s of mp_rank %d/%d differs" % (name, t, p)
