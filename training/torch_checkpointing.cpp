@@ -254,7 +254,7 @@ void load_optimizer(const pickle_value& root, stage_engine& engine, int tp, cons
   if (!inner) throw checkpoint_error(where + " holds no optimizer state (saved with --no-save-optim?); pass --no-load-optim to load the model alone");
   const pickle_value* state = inner->find("state");
   const pickle_value* groups = inner->find("param_groups");
-  // Index -> name, from the groups' param_names; a file without them is matched by order.
+  // Index -> name, from the groups' param_names.
   std::vector<std::pair<std::int64_t, std::string>> order;
   if (groups)
     for (const auto& g : groups->items) {
@@ -263,6 +263,14 @@ void load_optimizer(const pickle_value& root, stage_engine& engine, int tp, cons
       for (std::size_t k = 0; ids && k < ids->items.size(); ++k)
         order.emplace_back(ids->items[k].i, names && k < names->items.size() ? names->items[k].s : std::string());
     }
+  // Megatron numbers params by its own param groups, which mactor does not rebuild: without the
+  // names a match by position could pair same-shaped params wrongly, so it is refused.
+  bool named_all = !order.empty();
+  for (const auto& [id, name] : order) named_all = named_all && !name.empty();
+  if (!named_all)
+    throw checkpoint_error(where + " numbers its optimizer params without 'param_names' (Megatron's own files do), "
+                           "so mactor cannot match them to its parameters; pass --no-load-optim (or --finetune) to "
+                           "load the model alone");
   auto& opt = engine.optimizer();
   const auto slots = optimizer_slots(engine);
   std::vector<const pickle_value*> fp32;
@@ -272,14 +280,13 @@ void load_optimizer(const pickle_value& root, stage_engine& engine, int tp, cons
   std::int64_t steps = 0;
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const auto& s = slots[i];
-    // The saved position of this param: by name when the file names them, else by order.
-    std::size_t pos = i;
-    bool named = false;
+    // The saved position of this param, by name.
+    std::size_t pos = order.size();
     for (std::size_t k = 0; k < order.size(); ++k)
-      if (!order[k].second.empty() && order[k].second == s.param->name) pos = k, named = true;
-    if (!named && !order.empty() && !order[0].second.empty())
+      if (order[k].second == s.param->name) pos = k;
+    if (pos == order.size())
       throw checkpoint_error(where + " has no optimizer state for " + s.param->name + "; pass --no-load-optim");
-    const std::int64_t id = pos < order.size() ? order[pos].first : static_cast<std::int64_t>(pos);
+    const std::int64_t id = order[pos].first;
     const auto shape = local_shape(*s.param, tp);
     const std::string what = where + ": optimizer state of " + s.param->name;
     if (const pickle_value* e = state ? state->find(id) : nullptr) {
