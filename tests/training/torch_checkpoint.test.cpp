@@ -144,6 +144,11 @@ TEST_CASE("auto-detected checkpoint formats: either format loads and a checkpoin
     REQUIRE(lines.size() == 1);
     reference("compare " + megatron_dir.string() + " 5 " + out_dir.string() + " 1 --model-only");
   }
+  SECTION("--use-checkpoint-args takes the arguments from mp_rank_00's args") {
+    const auto r = launch(2, tp2 + " --use-checkpoint-args --load " + megatron_dir.string() + " --no-load-optim --exit-interval 6");
+    CHECK(r.err.find("Checkpoint not found to provide arguments") == std::string::npos);
+    CHECK(iteration_lines(r.out).begin()->first == 6);
+  }
   SECTION("its optimizer state, numbered without param_names as Megatron's, is refused rather than guessed") {
     const auto r = launch(2, tp2 + " --load " + megatron_dir.string() + " --exit-interval 6", 2);
     CHECK(r.err.find("without 'param_names'") != std::string::npos);
