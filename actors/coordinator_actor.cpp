@@ -16,6 +16,8 @@
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
 #include "config/python_text.hpp"
+#include "checkpoint/layout.hpp"
+#include "checkpoint/torch_layout.hpp"
 #include "training/flops.hpp"
 #include "training/rank_worker.hpp"
 
@@ -219,7 +221,15 @@ void all_ready(coordinator_actor* self) {
   if (source) {
     const std::string* load = &source->directory;
     if (s.loaded) {
-      log(self, " loading distributed checkpoint from " + *load + " at iteration " + std::to_string(s.loaded->saved_iteration));
+      // Megatron's infix: "distributed " for torch_dist, none for the torch format.
+      std::string infix = "distributed ";
+      try {
+        if (checkpoint::detect_format(checkpoint::iteration_dir(*load, s.loaded->saved_iteration)) ==
+            checkpoint::stored_format::torch)
+          infix.clear();
+      } catch (const std::exception&) {
+      }
+      log(self, " loading " + infix + "checkpoint from " + *load + " at iteration " + std::to_string(s.loaded->saved_iteration));
       log(self, " successfully loaded checkpoint from " + *load + layout_field(*s.groups) + " at iteration " +
                     std::to_string(s.loaded->iteration));
       s.iteration = s.loaded->iteration;

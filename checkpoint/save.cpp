@@ -28,7 +28,7 @@ void check_arguments(std::int64_t iteration, int rank, int world_size, const ran
                            std::to_string(world_size));
   if (iteration < 0)
     throw checkpoint_error("save: iteration " + std::to_string(iteration) + " is negative");
-  if (rank == 0 && !state.common)
+  if (rank == 0 && !state.common && !state.file)
     throw checkpoint_error("save: rank 0 must pass the common document (iteration, args, ...)");
   for (const auto& p : state.pieces) validate_piece(p, true);
 }
@@ -63,6 +63,28 @@ checkpoint_metadata write_shard(const fs::path& dir, std::int64_t iteration, int
   }
   index.files[file] = {std::int64_t(out.bytes_written()), rank};
   out.close();
+  return index;
+}
+
+// --ckpt-format torch: the rank's one file (possibly none), fsynced; its index lists no tensors.
+checkpoint_metadata write_rank_file(const fs::path& dir, std::int64_t iteration, int world_size,
+                                    const std::pair<std::string, std::string>& file) {
+  checkpoint_metadata index;
+  index.iteration = iteration;
+  index.world_size = world_size;
+  if (file.first.empty()) return index;
+  const fs::path path = dir / file.first;
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  if (ec) throw checkpoint_error("cannot create " + path.parent_path().string() + ": " + ec.message());
+  durable_file out(path);
+  for (std::size_t done = 0; done < file.second.size();) {
+    const std::size_t n = std::min(write_chunk_bytes, file.second.size() - done);
+    out.write(file.second.data() + done, n);
+    done += n;
+  }
+  out.close();
+  fsync_directory(path.parent_path());
   return index;
 }
 
@@ -119,10 +141,12 @@ void write_json_file(const fs::path& path, const nlohmann::json& j) {
 
 // Rank 0, once all shards are durable: the iteration becomes visible, then the tracker names it.
 void commit(const fs::path& save_dir, const fs::path& tmp, std::int64_t iteration,
-            const checkpoint_metadata& all, const nlohmann::json& common,
+            const checkpoint_metadata& all, const nlohmann::json* common,
             const save_options& options) {
-  write_json_file(tmp / metadata_file_name, to_json(all));
-  write_json_file(tmp / common_file_name, common);
+  if (common) {  // torch_dist; a torch-format iteration is its per-rank files alone
+    write_json_file(tmp / metadata_file_name, to_json(all));
+    write_json_file(tmp / common_file_name, *common);
+  }
   for (int r = 0; r < all.world_size; ++r) fs::remove(tmp / done_marker_name(r));
   fsync_directory(tmp);
   const fs::path final_dir = iteration_dir(save_dir, iteration);
@@ -167,11 +191,12 @@ void save(const std::string& save_dir, std::int64_t iteration, int rank, int wor
                            ec.message() + "; check --save and its permissions");
   fs::remove(tmp / done_marker_name(rank), ec);  // this rank's leftovers of an earlier attempt
   if (options.before_write) options.before_write();
-  const checkpoint_metadata index = write_shard(tmp, iteration, rank, world_size, state);
+  const checkpoint_metadata index = state.file ? write_rank_file(tmp, iteration, world_size, *state.file)
+                                               : write_shard(tmp, iteration, rank, world_size, state);
   write_file_atomically(tmp / done_marker_name(rank), to_json(index).dump());
   if (rank != 0) return;
   const checkpoint_metadata all = gather_indexes(tmp, iteration, world_size, options);
-  commit(root, tmp, iteration, all, *state.common, options);
+  commit(root, tmp, iteration, all, state.file ? nullptr : &*state.common, options);
 }
 
 }  // namespace mactor::checkpoint

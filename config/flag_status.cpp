@@ -164,7 +164,12 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"ckpt_step", ""},
       {"exit_on_missing_checkpoint", "a missing checkpoint is an error (exit status 2) rather than Megatron's silent exit"},
       {"async_save", "the stage hands a snapshot to its rank's checkpointer actor and trains on; the next save waits for the previous one"},
-      {"ckpt_format", "torch_dist only (mactor's own shard files with Megatron's directory layout; see checkpoint/README.md)"},
+      {"ckpt_format", "torch_dist (mactor's own shard files with Megatron's directory layout) and torch (Megatron's "
+                      "per-rank iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt torch.save files, read and written by "
+                      "mactor's zip and pickle code; not with --use-distributed-optimizer or expert parallelism); "
+                      "see checkpoint/README.md"},
+      {"auto_detect_ckpt_format", "on load, Megatron's rule: metadata.json means torch_dist, mp_rank_0* means torch, "
+                                  "and either loads (as --ckpt-format torch_dist also does)"},
       {"override_opt_param_scheduler", ""},
       {"use_checkpoint_opt_param_scheduler", ""},
       {"bf16", "bf16 weights, activations and pipeline transfers; fp32 main parameters, main gradients and optimizer "
@@ -471,7 +476,7 @@ const std::vector<value_limit>& value_limits() {
        {"GPT2BPETokenizer", "HuggingFaceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer", "TikTokenizer",
         "NullTokenizer"}},
       {"dataloader_type", "--dataloader-type", {"single"}},
-      {"ckpt_format", "--ckpt-format", {"torch_dist"}},
+      {"ckpt_format", "--ckpt-format", {"torch_dist", "torch"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
       {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "none"}},
@@ -582,6 +587,16 @@ support_report check_support(const megatron_args& args, const support_scope& sco
       },
       static_cast<const flag_args&>(args), static_cast<const flag_args&>(defaults));
   if (scope("num_experts")) moe_combinations(args, report.errors);
+  // Implemented flags in a combination mactor has not built: its torch format writes neither the
+  // distributed optimizer's distrib_optim.pt nor expert-parallel files.
+  if (scope("ckpt_format") && args.checkpointing.ckpt_format == "torch") {
+    if (args.distributed.use_distributed_optimizer)
+      report.errors.push_back("--ckpt-format torch with --use-distributed-optimizer is recognized but not implemented by "
+                              "mactor yet (Megatron's per-data-parallel-rank distrib_optim.pt); use --ckpt-format torch_dist");
+    if (args.moe.expert_model_parallel_size > 1)
+      report.errors.push_back("--ckpt-format torch with --expert-model-parallel-size > 1 is recognized but not implemented "
+                              "by mactor yet; use --ckpt-format torch_dist");
+  }
   return report;
 }
 

@@ -1,6 +1,7 @@
 // pretrain_gpt: Megatron-LM's pretrain_gpt.py command line, run by mactor.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <unistd.h>
 #include <memory>
 #include <string>
@@ -8,6 +9,8 @@
 
 #include "checkpoint/checkpoint_reader.hpp"
 #include "checkpoint/layout.hpp"
+#include "checkpoint/torch_layout.hpp"
+#include "training/torch_checkpointing.hpp"
 #include "training/exit_signal.hpp"
 #include "comm/launch_env.hpp"
 #include "config/config_json.hpp"
@@ -33,7 +36,13 @@ void print_layout(const mactor::config::megatron_args& a) {
 
 // --use-checkpoint-args: the arguments --load's latest checkpoint saved.
 std::optional<std::string> saved_arguments(const std::string& load_dir) {
-  if (!mactor::checkpoint::read_tracker(load_dir)) return std::nullopt;
+  const auto iteration = mactor::checkpoint::read_tracker(load_dir);
+  if (!iteration) return std::nullopt;
+  const auto dir = mactor::checkpoint::iteration_dir(load_dir, *iteration);
+  std::error_code missing;
+  if (std::filesystem::is_directory(dir, missing) &&
+      mactor::checkpoint::detect_format(dir) == mactor::checkpoint::stored_format::torch)
+    return mactor::training::torch_checkpoint_args(dir);
   const mactor::checkpoint::checkpoint_reader reader(load_dir);
   const auto& common = reader.common();
   if (!common.contains("args"))

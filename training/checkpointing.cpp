@@ -11,10 +11,13 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_reader.hpp"
 #include "checkpoint/layout.hpp"
+#include "checkpoint/torch_layout.hpp"
 #include "config/config_json.hpp"
 #include "model/optimizer_adam.hpp"
 #include "model/optimizer_sgd.hpp"
+#include "training/checkpoint_state.hpp"
 #include "training/checkpoint_strictness.hpp"
+#include "training/torch_checkpointing.hpp"
 
 namespace mactor::training {
 namespace {
@@ -83,114 +86,6 @@ std::vector<tensor_piece> pieces_of(const std::string& name, const model::parame
   return out;
 }
 
-// The tied embedding's copy on the last stage: the first stage's tensor is the saved one.
-bool is_shared_copy(const model::gpt_chunk& chunk, const model::parameter& p) {
-  return !chunk.layout().pre_process && p.name == "embedding.word_embeddings.weight";
-}
-
-// Where one optimizer param lives: its model parameter and the local elements it covers.
-struct optim_slot {
-  const model::gpt_chunk* chunk = nullptr;
-  const model::parameter* param = nullptr;
-  std::size_t begin = 0, end = 0;
-};
-
-// Megatron's grad_scaler state_dict (scale, growth_tracker, hysteresis_tracker), or null.
-json scaler_json(const model::grad_scaler* scaler) {
-  if (!scaler) return nullptr;
-  const auto st = scaler->state();
-  return {{"scale", st.scale}, {"growth_tracker", st.growth_tracker}, {"hysteresis_tracker", st.hysteresis_tracker}};
-}
-
-std::vector<optim_slot> optimizer_slots(stage_engine& engine) {
-  std::vector<optim_slot> slots;
-  for (const auto& o : engine.optimizer().params()) {
-    optim_slot slot;
-    for (std::size_t c = 0; c < engine.chunks().size(); ++c)
-      for (const auto& p : engine.chunks()[c].parameters())
-        if (const float* v = engine.main_params().values(c) + p.offset; o.value >= v && o.value < v + p.numel) {
-          auto& chunk = engine.chunks()[c];
-          slot.chunk = &chunk;
-          slot.param = &p;
-          slot.begin = static_cast<std::size_t>(o.value - v);
-          slot.end = slot.begin + o.numel;
-        }
-    if (!slot.param) throw std::logic_error("optimizer parameter " + o.name + " is not in this rank's model");
-    slots.push_back(slot);
-  }
-  return slots;
-}
-
-// One optimizer state tensor of a param, under torch's name: fp32 values, or a state kept in a
-// smaller dtype (--use-precision-aware-optimizer). Megatron's distributed optimizer saves the
-// latter as TE FusedAdam's get_unscaled_state gives it, fp32, and loads it through
-// set_scaled_state, which rescales and rounds it back into its dtype: the same here. A bf16 state
-// comes back bit for bit; an fp16 or fp8 one is rescaled from its values' absmax.
-struct state_tensor {
-  std::string kind;
-  std::vector<float>* plain = nullptr;
-  model::scaled_state* scaled = nullptr;
-
-  bool empty() const { return plain ? plain->empty() : scaled->empty(); }
-  std::vector<float> values() const {
-    if (plain) return *plain;
-    std::vector<float> v(scaled->size());
-    scaled->unscale(v);
-    return v;
-  }
-  void assign(std::vector<float> v) {
-    if (plain) *plain = std::move(v);
-    else scaled->set(v);
-  }
-};
-
-std::vector<state_tensor> state_tensors(model::optimizer& opt, std::size_t i) {
-  if (auto* adam = dynamic_cast<model::adam_optimizer*>(&opt))
-    return {{"exp_avg", nullptr, &adam->state()[i].exp_avg}, {"exp_avg_sq", nullptr, &adam->state()[i].exp_avg_sq}};
-  if (auto* sgd = dynamic_cast<model::sgd_optimizer*>(&opt))
-    return {{"momentum_buffer", &sgd->state()[i].momentum_buffer, nullptr}};
-  return {};
-}
-
-std::int64_t optimizer_steps(model::optimizer& opt) {
-  if (auto* adam = dynamic_cast<model::adam_optimizer*>(&opt))
-    for (const auto& s : adam->state()) return s.step;
-  return 0;
-}
-
-json scheduler_json(const model::lr_scheduler_state& s) {
-  return {{"max_lr", s.max_lr},
-          {"lr_warmup_steps", s.lr_warmup_steps},
-          {"num_steps", s.num_steps},
-          {"lr_decay_style", std::string(model::to_string(s.decay_style))},
-          {"lr_decay_steps", s.lr_decay_steps},
-          {"min_lr", s.min_lr},
-          {"start_wd", s.start_wd},
-          {"end_wd", s.end_wd},
-          {"wd_incr_style", std::string(model::to_string(s.wd_incr_style))},
-          {"wd_incr_steps", s.wd_incr_steps}};
-}
-
-model::lr_scheduler_state scheduler_from_json(const json& j, const std::string& where) {
-  try {
-    model::lr_scheduler_state s;
-    s.max_lr = j.at("max_lr").get<double>();
-    s.lr_warmup_steps = j.at("lr_warmup_steps").get<double>();
-    s.num_steps = j.at("num_steps").get<std::int64_t>();
-    s.decay_style = model::parse_lr_decay_style(j.at("lr_decay_style").get<std::string>()).value();
-    s.lr_decay_steps = j.at("lr_decay_steps").get<std::int64_t>();
-    s.min_lr = j.at("min_lr").get<double>();
-    s.start_wd = j.at("start_wd").get<double>();
-    s.end_wd = j.at("end_wd").get<double>();
-    s.wd_incr_style = model::parse_weight_decay_incr_style(j.at("wd_incr_style").get<std::string>()).value();
-    s.wd_incr_steps = j.at("wd_incr_steps").get<std::int64_t>();
-    return s;
-  } catch (const std::exception& e) {
-    throw checkpoint_error(where + " has no usable \"opt_param_scheduler\" (" + e.what() +
-                           "); pass --no-load-optim to start the LR schedule anew");
-  }
-}
-
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string t = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) t += (i ? ", " : "") + std::to_string(shape[i]);
@@ -226,6 +121,7 @@ std::string optimizer_name(const std::string& state, const std::string& param) {
 checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parallel_context& ctx, stage_engine& engine,
                                           const model::lr_scheduler& scheduler, const training_position& at,
                                           std::int64_t padded_vocab_size) {
+  if (a.checkpointing.ckpt_format == "torch") return capture_torch_checkpoint(a, ctx, engine, scheduler, at, padded_vocab_size);
   checkpoint::rank_state state;
   const int t = ctx.tp_rank(), tp = ctx.groups().tp();
   // Context-parallel ranks hold the same parameters as their data-parallel replica's first one;
@@ -323,6 +219,19 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
                                ") and --exit-on-missing-checkpoint is set; check the path or drop the flag");
       return std::nullopt;
     }
+  }
+  // Megatron's rule: --auto-detect-ckpt-format (and --ckpt-format torch_dist) look at what the
+  // iteration holds; --ckpt-format torch loads the torch format.
+  const auto iteration_path = checkpoint::iteration_dir(dir, *iteration);
+  std::error_code missing;
+  if (std::filesystem::is_directory(iteration_path, missing)) {
+    const bool detect = a.checkpointing.auto_detect_ckpt_format || a.checkpointing.ckpt_format == "torch_dist";
+    const auto stored = checkpoint::detect_format(iteration_path);
+    if (stored == checkpoint::stored_format::torch && (detect || a.checkpointing.ckpt_format == "torch"))
+      return load_torch_checkpoint(a, ctx, engine, scheduler, iteration_path, source->finetune);
+    if (stored == checkpoint::stored_format::torch_dist && a.checkpointing.ckpt_format == "torch" && !detect)
+      throw checkpoint_error(iteration_path.string() + " is a torch_dist checkpoint but --ckpt-format is torch; "
+                             "pass --auto-detect-ckpt-format (or --ckpt-format torch_dist) to load it");
   }
   checkpoint::checkpoint_reader reader(dir, iteration);
   const std::string where = reader.directory().string();

@@ -1,0 +1,38 @@
+// --ckpt-format torch and --auto-detect-ckpt-format: accepted, and the combinations mactor's torch
+// format does not write (the distributed optimizer's distrib_optim.pt, expert parallelism) refused
+// naming the flags and the alternative.
+#include <catch2/catch.hpp>
+
+#include "config/flag_status.hpp"
+#include "config/parser.hpp"
+#include "config_test_support.hpp"
+
+using namespace mactor::config;
+using namespace mactor::config::testing;
+
+TEST_CASE("ckpt-format torch and auto-detect-ckpt-format are implemented") {
+  const std::vector<std::string> words{"--ckpt-format", "torch", "--auto-detect-ckpt-format"};
+  CHECK(check_support(parse_command_line(words, "pretrain_gpt").args).errors.empty());
+  CHECK(support_of("auto_detect_ckpt_format").status == support::implemented);
+  const std::vector<std::string> zarr{"--ckpt-format", "zarr"};
+  CHECK_FALSE(check_support(parse_command_line(zarr, "pretrain_gpt").args).errors.empty());
+  CHECK(with_base({"--ckpt-format", "torch", "--auto-detect-ckpt-format"}).report.ok());
+}
+
+TEST_CASE("ckpt-format torch with the distributed optimizer or expert parallelism is refused") {
+  auto support = [](std::vector<std::string> words) { return check_support(parse_command_line(words, "pretrain_gpt").args); };
+  const auto dist = support({"--ckpt-format", "torch", "--use-distributed-optimizer"});
+  REQUIRE(dist.errors.size() == 1);
+  CHECK(dist.errors[0].find("--ckpt-format torch with --use-distributed-optimizer is recognized but not implemented") == 0);
+  CHECK(dist.errors[0].find("use --ckpt-format torch_dist") != std::string::npos);
+  CHECK(support({"--use-distributed-optimizer"}).errors.empty());
+  CHECK(support({"--ckpt-format", "torch"}).errors.empty());
+  const auto ep = support({"--ckpt-format", "torch", "--expert-model-parallel-size", "2"});
+  // (expert parallelism itself is not built yet either: that is a second error today)
+  bool named = false;
+  for (const auto& e : ep.errors)
+    named = named || e.find("--ckpt-format torch with --expert-model-parallel-size > 1 is recognized but not implemented") == 0;
+  CHECK(named);
+  // Megatron's own validation accepts the combination: the refusal is mactor's.
+  CHECK(with_base({"--ckpt-format", "torch", "--use-distributed-optimizer"}).report.ok());
+}

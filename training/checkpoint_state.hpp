@@ -1,0 +1,67 @@
+// What both checkpoint formats (torch_dist pieces, torch per-rank files) take from a rank's
+// training state the same way: the optimizer's parameters and their state tensors, the LR
+// scheduler's and the loss scaler's state as Megatron names them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/gpt_chunk.hpp"
+#include "model/lr_scheduler.hpp"
+#include "model/optimizer.hpp"
+#include "model/optimizer_adam.hpp"
+#include "training/stage_engine.hpp"
+
+namespace mactor::training {
+
+/// The tied embedding's copy on the last stage: the first stage's tensor is the saved one.
+bool is_shared_copy(const model::gpt_chunk& chunk, const model::parameter& p);
+
+// Where one optimizer param lives: its model parameter and the local elements it covers.
+struct optim_slot {
+  const model::gpt_chunk* chunk = nullptr;
+  const model::parameter* param = nullptr;
+  std::size_t begin = 0, end = 0;
+};
+
+/// Each optimizer param's model parameter and range, in the optimizer's order.
+std::vector<optim_slot> optimizer_slots(stage_engine& engine);
+
+// One optimizer state tensor of a param, under torch's name: fp32 values, or a state kept in a
+// smaller dtype (--use-precision-aware-optimizer). Megatron's distributed optimizer saves the
+// latter as TE FusedAdam's get_unscaled_state gives it, fp32, and loads it through
+// set_scaled_state, which rescales and rounds it back into its dtype: the same here. A bf16 state
+// comes back bit for bit; an fp16 or fp8 one is rescaled from its values' absmax.
+struct state_tensor {
+  std::string kind;
+  std::vector<float>* plain = nullptr;
+  model::scaled_state* scaled = nullptr;
+
+  bool empty() const { return plain ? plain->empty() : scaled->empty(); }
+  std::vector<float> values() const {
+    if (plain) return *plain;
+    std::vector<float> v(scaled->size());
+    scaled->unscale(v);
+    return v;
+  }
+  void assign(std::vector<float> v) {
+    if (plain) *plain = std::move(v);
+    else scaled->set(v);
+  }
+};
+
+/// Optimizer param i's state tensors (Adam: exp_avg, exp_avg_sq; SGD: momentum_buffer).
+std::vector<state_tensor> state_tensors(model::optimizer& opt, std::size_t i);
+/// Adam's step count (0 for SGD or before the first step).
+std::int64_t optimizer_steps(model::optimizer& opt);
+/// Megatron's grad_scaler state_dict (scale, growth_tracker, hysteresis_tracker), or null.
+nlohmann::json scaler_json(const model::grad_scaler* scaler);
+/// Megatron's opt_param_scheduler state_dict, and back (checkpoint_error naming `where`).
+nlohmann::json scheduler_json(const model::lr_scheduler_state& s);
+model::lr_scheduler_state scheduler_from_json(const nlohmann::json& j, const std::string& where);
+
+}  // namespace mactor::training
