@@ -231,7 +231,8 @@ bool machine::step_object(unsigned char op) {
       pickle_value g;
       g.k = kind::global;
       g.s = line();
-      g.s += "." + line();
+      g.s += '.';  // appended in two steps: GCC 12 warns (-Wrestrict) on "." + line()
+      g.s += line();
       push(std::move(g));
       break;
     }
