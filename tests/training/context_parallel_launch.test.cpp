@@ -33,12 +33,7 @@ const logged_losses& alone() {
 }
 
 void check_layout(int ranks, const std::string& layout) {
-  INFO("layout: " << layout);
-  const auto& one = alone();
-  REQUIRE(one.train.front() != one.train.back());  // training must move for the comparison to mean anything
-  const auto spread = run_job(ranks, model_flags() + " " + layout, 4, iterations);
-  check_same(spread.train, one.train, ("lm loss, " + layout).c_str(), ranks);
-  check_same(spread.validation, one.validation, ("validation/test lm loss, " + layout).c_str(), ranks);
+  check_layout_against(alone(), ranks, model_flags(), layout, 4, iterations);
 }
 
 }  // namespace

@@ -60,4 +60,15 @@ inline void check_same(const std::vector<double>& got, const std::vector<double>
   std::printf("%s with %d ranks vs 1: max relative difference %.3g\n", what, ranks, worst);
 }
 
+/// Runs `flags + layout` on `ranks` processes and checks its training and validation losses
+/// against `one`, the same flags' one-process run (which must have moved).
+inline void check_layout_against(const logged_losses& one, int ranks, const std::string& flags, const std::string& layout,
+                                 std::size_t evaluations, std::size_t iterations) {
+  INFO("layout: " << layout);
+  REQUIRE(one.train.front() != one.train.back());  // training must move for the comparison to mean anything
+  const auto spread = run_job(ranks, flags + " " + layout, evaluations, iterations);
+  check_same(spread.train, one.train, ("lm loss, " + layout).c_str(), ranks);
+  check_same(spread.validation, one.validation, ("validation/test lm loss, " + layout).c_str(), ranks);
+}
+
 }  // namespace mactor::test
