@@ -38,6 +38,16 @@ TEST_CASE("an accepted-without-effect flag gives one warning line") {
   CHECK(report.warnings[0].rfind("WARNING: --no-masked-softmax-fusion is accepted without effect", 0) == 0);
 }
 
+TEST_CASE("the context-parallel communication choices and --vocab-extra-ids are accepted with a warning") {
+  const std::vector<std::string> words{"--context-parallel-size", "2", "--cp-comm-type", "a2a", "--vocab-extra-ids", "100"};
+  auto report = check_support(parse_command_line(words, "pretrain_gpt").args);
+  CHECK(report.errors.empty());
+  REQUIRE(report.warnings.size() == 2);
+  bool extra_ids = false;
+  for (const auto& w : report.warnings) extra_ids |= w.rfind("WARNING: --vocab-extra-ids is accepted without effect", 0) == 0;
+  CHECK(extra_ids);
+}
+
 TEST_CASE("the wandb flags are refused with the reason and the alternative") {
   const std::vector<std::string> words{"--wandb-project", "p", "--wandb-exp-name", "e"};
   auto report = check_support(parse_command_line(words, "pretrain_gpt").args);
