@@ -1,7 +1,8 @@
 // Context parallelism launched with `mactor`: CP2, CP4, CP2 x TP2 x PP2 with sequence
 // parallelism, and CP2 x DP2 with the distributed optimizer each log the one-process lm loss
 // every iteration (fp32, relative difference <= 1e-5) and the same validation loss, with
-// dropout on (each row keeps its one-rank mask), RoPE and grouped-query attention. A checkpoint
+// dropout on (each row keeps its one-rank mask), RoPE and grouped-query attention; CP2 x TP2 with
+// --calculate-per-token-loss and full recomputation too. A checkpoint
 // saved under CP2 x DP2 resumes in one process as the uninterrupted run continues.
 #include <unistd.h>
 
@@ -61,4 +62,12 @@ TEST_CASE("a checkpoint saved under CP2 x DP2 resumes in one process as the unin
   const auto resumed = run_job(1, model_flags() + " --load " + dir.string(), 3, 3);
   check_same(resumed.train, {one.train.begin() + 3, one.train.end()}, "lm loss after resuming a CP2 x DP2 checkpoint", 1);
   fs::remove_all(dir);
+}
+
+TEST_CASE("CP2 x TP2 with --calculate-per-token-loss and full recomputation logs the one-process losses") {
+  const std::string extra = " --calculate-per-token-loss --recompute-granularity full --recompute-method uniform "
+                            "--recompute-num-layers 1";
+  static const logged_losses one = run_job(1, model_flags() + extra, 4, iterations);
+  check_layout_against(one, 4, model_flags() + extra, "--context-parallel-size 2 --tensor-model-parallel-size 2", 4,
+                       iterations);
 }
