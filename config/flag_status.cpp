@@ -209,6 +209,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"min_loss_scale", ""},
       {"loss_scale_window", ""},
       {"hysteresis", ""},
+      {"num_distributed_optimizer_instances", "the distributed optimizer shards over consecutive parts of the data x "
+                                              "context-parallel group (Megatron's intra-partial groups) and sums each "
+                                              "shard over the parts (inter-partial); the first part saves the shards"},
       {"expert_tensor_parallel_size", "the expert process groups (Megatron's expert RankGenerator: etp-ep-dp-pp order, the "
                                       "world divisible by etp x ep x pp, checked at start); a dense model has no expert "
                                       "layer, so these groups are all it shapes"},

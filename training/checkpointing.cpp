@@ -127,7 +127,9 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   // Context-parallel ranks hold the same parameters as their data-parallel replica's first one;
   // the distributed optimizer shards over both (Megatron's with_context_parallel group).
   const bool first_replica = ctx.dp_rank() == 0 && ctx.cp_rank() == 0;
-  const bool sharded = a.distributed.use_distributed_optimizer && ctx.data_parallel() != nullptr;
+  const bool sharded = a.distributed.use_distributed_optimizer && ctx.optimizer_shard_group() != nullptr;
+  // With several distributed-optimizer instances each holds every shard: the first one saves.
+  const bool shard_saver = ctx.optimizer_instance() == 0;
   const auto slots = optimizer_slots(engine);
   // The model as fp32 main parameters (a 16-bit model's weights are these, rounded). A replica
   // holds them all, except a 16-bit model's under the distributed optimizer: each replica holds
@@ -136,7 +138,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   if (sharded && engine.main_params().separate()) {
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
-      if (is_shared_copy(*s.chunk, *s.param) || (s.param->split == model::tp_split::replicated && t != 0)) continue;
+      if (!shard_saver || is_shared_copy(*s.chunk, *s.param) || (s.param->split == model::tp_split::replicated && t != 0)) continue;
       const float* local = engine.optimizer().params()[i].value - s.begin;
       for (auto& q : pieces_of(s.param->name, *s.param, t, tp, s.begin, s.end, local)) state.pieces.push_back(std::move(q));
     }
@@ -154,7 +156,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
     auto& opt = engine.optimizer();
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
-      if ((!sharded && !first_replica) || is_shared_copy(*s.chunk, *s.param) ||
+      if ((!sharded && !first_replica) || (sharded && !shard_saver) || is_shared_copy(*s.chunk, *s.param) ||
           (s.param->split == model::tp_split::replicated && t != 0))
         continue;
       for (const auto& tensor : state_tensors(opt, i)) {

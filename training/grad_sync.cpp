@@ -39,19 +39,23 @@ void reduce_scatter_in(comm::communicator& group, tensor::const_tensor_view in, 
 }  // namespace
 
 grad_sync::grad_sync(std::vector<synced_chunk> chunks, grad_sync_options options, comm::communicator* data_parallel,
-                     comm::communicator* embedding, step_timers& timers, stage_activity& activity)
-    : chunks_(std::move(chunks)), options_(options), data_parallel_(data_parallel), embedding_(embedding),
+                     comm::communicator* embedding, step_timers& timers, stage_activity& activity,
+                     comm::communicator* shard_group, comm::communicator* instances)
+    : chunks_(std::move(chunks)), options_(options), data_parallel_(data_parallel),
+      shard_group_(shard_group || instances ? shard_group : data_parallel), instances_(instances), embedding_(embedding),
       timers_(timers), activity_(activity) {
   const int dp = data_parallel_ ? data_parallel_->size() : 1;
-  if (options_.distributed_optimizer && dp > 1) {
-    // Megatron's distributed optimizer: the flat buffer, padded to a multiple of dp, split evenly.
-    const auto dp_rank = static_cast<std::size_t>(data_parallel_->rank());
+  const int shards = shard_group_ ? shard_group_->size() : 1;
+  if (options_.distributed_optimizer && shards > 1) {
+    // Megatron's distributed optimizer: the flat buffer, padded to a multiple of the shard
+    // group's size, split evenly.
+    const auto dp_rank = static_cast<std::size_t>(shard_group_->rank());
     for (const auto& c : chunks_) {
       auto& s = shards_.emplace_back();
       s.numel = static_cast<std::size_t>(c.grads.numel());
-      s.padded = (s.numel + dp - 1) / dp * dp;
-      s.begin = s.padded / dp * dp_rank;
-      s.end = s.begin + s.padded / dp;
+      s.padded = (s.numel + shards - 1) / shards * shards;
+      s.begin = s.padded / shards * dp_rank;
+      s.end = s.begin + s.padded / shards;
       const auto type = c.grads.type;
       s.grads = tensor::tensor({static_cast<std::int64_t>(s.end - s.begin)}, type, tensor::memory_kind::gradients);
       s.scratch = tensor::tensor({static_cast<std::int64_t>(s.padded)}, type, tensor::memory_kind::communication);
@@ -138,7 +142,9 @@ void grad_sync::reduce_over_replicas(std::size_t c, std::size_t begin, std::size
   const auto numel = static_cast<std::int64_t>(s.numel);
   kernels::copy(s.scratch.view().rows(0, numel), grads);
   kernels::fill_zero(s.scratch.view().rows(numel, static_cast<std::int64_t>(s.padded)));
-  reduce_scatter_in(*data_parallel_, s.scratch.view(), s.grads.view());
+  reduce_scatter_in(*shard_group_, s.scratch.view(), s.grads.view());
+  // Partial sharding: each instance reduced its replicas' part; the instances' shards are summed.
+  if (instances_) all_reduce_in(*instances_, s.grads.view());
 }
 
 void grad_sync::backward_progress(int chunk, int event) {
@@ -194,8 +200,8 @@ void grad_sync::gather_params(std::size_t c) {
   const trace_recorder::scope traced(*trace_, "data-parallel params all-gather", "grad_sync",
                                      {{"chunk", static_cast<std::int64_t>(c)},
                                       {"bytes", static_cast<std::int64_t>(gathered.nbytes())},
-                                      {"group_size", data_parallel_->size()}});
-  data_parallel_->all_gather(mine.view(), gathered.view());
+                                      {"group_size", shard_group_->size()}});
+  shard_group_->all_gather(mine.view(), gathered.view());
   kernels::copy(values, gathered.view().rows(0, numel));
 }
 

@@ -52,9 +52,13 @@ struct grad_sync_options {
 class grad_sync {
  public:
   /// `data_parallel` and `embedding` may be null (a group of one). Throws std::logic_error for
-  /// a chunk whose parameters do not tile its gradient buffer.
+  /// a chunk whose parameters do not tile its gradient buffer. With
+  /// --num-distributed-optimizer-instances the distributed optimizer shards over `shard_group`
+  /// (one instance's part of data_parallel, null for one rank) and sums each shard over
+  /// `instances` (the same shard in every instance); both default to data_parallel and none.
   grad_sync(std::vector<synced_chunk> chunks, grad_sync_options options, comm::communicator* data_parallel,
-            comm::communicator* embedding, step_timers& timers, stage_activity& activity);
+            comm::communicator* embedding, step_timers& timers, stage_activity& activity,
+            comm::communicator* shard_group = nullptr, comm::communicator* instances = nullptr);
 
   /// The distributed optimizer's slice of a chunk: [begin, end) of its (padded) flat buffer,
   /// and the reduced gradients of that slice.
@@ -102,6 +106,8 @@ class grad_sync {
   std::vector<synced_chunk> chunks_;
   grad_sync_options options_;
   comm::communicator* data_parallel_;
+  comm::communicator* shard_group_;  // the distributed optimizer's shards: data_parallel_ or one instance's part
+  comm::communicator* instances_;    // the other instances' ranks holding the same shard, or null
   comm::communicator* embedding_;
   step_timers& timers_;
   stage_activity& activity_;

@@ -1,6 +1,7 @@
 // Wires the rendezvous store, the UCX transport and the ring collectives for one rank's groups.
 #include "training/parallel_context.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -65,7 +66,7 @@ class owning_group final : public model::group {
 };
 
 // Group ids outside process_groups' kinds (1..9): (kind << 12) | first rank, as it does.
-constexpr std::uint32_t embedding_kind = 12, world_kind = 13;
+constexpr std::uint32_t embedding_kind = 12, world_kind = 13, intra_instance_kind = 14, inter_instance_kind = 15;
 
 }  // namespace
 
@@ -105,6 +106,21 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   else
     cp_group_ = std::make_unique<model::single_group>();
   dp_ = make(groups_.dp_cp_group(), groups_.cp() > 1 ? "data-parallel (with context-parallel)" : "data-parallel");
+  if (const auto instances = static_cast<int>(a.distributed.num_distributed_optimizer_instances); instances > 1) {
+    // Megatron's partial data parallelism: consecutive parts of the data x context group, and
+    // the ranks at the same place in every part.
+    const auto all = groups_.dp_cp_group().ranks;
+    const int part = static_cast<int>(all.size()) / instances;
+    const int at = static_cast<int>(std::find(all.begin(), all.end(), env.rank) - all.begin());
+    optimizer_instance_ = at / part;
+    comm::group intra{{all.begin() + optimizer_instance_ * part, all.begin() + (optimizer_instance_ + 1) * part}, 0};
+    intra.id = (intra_instance_kind << 12) | (static_cast<std::uint32_t>(intra.ranks[0]) & 0xFFF);
+    comm::group inter{{}, 0};
+    for (int i = at % part; i < static_cast<int>(all.size()); i += part) inter.ranks.push_back(all[i]);
+    inter.id = (inter_instance_kind << 12) | (static_cast<std::uint32_t>(inter.ranks[0]) & 0xFFF);
+    intra_ = make(intra, "data-parallel (one optimizer instance)");
+    instances_ = make(inter, "optimizer instances");
+  }
   mp_ = make(groups_.model_parallel_group(), "model-parallel");
   if (groups_.pp() > 1 && (groups_.is_first_stage() || groups_.is_last_stage())) {
     comm::group g{{pipeline_rank_of(0), pipeline_rank_of(groups_.pp() - 1)}, 0};
@@ -134,7 +150,7 @@ parallel_context::~parallel_context() {
   watched_.clear();
   tp_group_.reset();
   cp_group_.reset();
-  dp_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
+  dp_.reset(), intra_.reset(), instances_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
   transport_.reset();
 }
 

@@ -50,6 +50,14 @@ class parallel_context {
   /// The data-parallel group with the context-parallel ranks (Megatron's with_context_parallel
   /// group): gradients, losses and the distributed optimizer's shards reduce over it.
   comm::communicator* data_parallel() { return dp_.get(); }
+  /// --num-distributed-optimizer-instances: the distributed optimizer shards over one instance's
+  /// consecutive part of data_parallel() (Megatron's intra-partial group; data_parallel() itself
+  /// with one instance, null when the part is one rank) and sums each shard over the instances
+  /// (the inter-partial group, null with one instance).
+  comm::communicator* optimizer_shard_group() { return instances_ ? intra_.get() : dp_.get(); }
+  comm::communicator* optimizer_instances() { return instances_.get(); }
+  /// Which instance holds this rank's optimizer shard (0 with one instance).
+  int optimizer_instance() const { return optimizer_instance_; }
   comm::communicator* model_parallel() { return mp_.get(); }   ///< tp x pp: grad norms
   comm::communicator* embedding() { return embedding_.get(); } ///< first and last stage (tied embeddings)
   comm::communicator* world() { return world_.get(); }
@@ -71,7 +79,8 @@ class parallel_context {
   int local_rank_ = 0;
   std::unique_ptr<comm::transport> transport_;
   std::unique_ptr<model::group> tp_group_, cp_group_;
-  std::unique_ptr<comm::communicator> dp_, mp_, embedding_, world_;
+  std::unique_ptr<comm::communicator> dp_, intra_, instances_, mp_, embedding_, world_;
+  int optimizer_instance_ = 0;
   std::vector<const comm::watched_communicator*> watched_;
 };
 

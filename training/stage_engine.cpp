@@ -32,7 +32,7 @@ pipeline_position position_of(const stage_layout& l, const parallel_context& ctx
 
 stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx, std::int64_t padded)
     : args_(a), ctx_(ctx), layout_(stage_layout_of(a, ctx)),
-      distributed_optimizer_(a.distributed.use_distributed_optimizer && ctx.data_parallel() != nullptr),
+      distributed_optimizer_(a.distributed.use_distributed_optimizer && ctx.optimizer_shard_group() != nullptr),
       trace_(profile_plan_of(a, ctx.rank(), ctx.pp_rank(), ctx.tp_rank(), ctx.dp_rank())),
       timers_(static_cast<int>(a.logging.timing_log_level)),
       port_(ctx.transport(), position_of(layout_, ctx), [this] {
@@ -49,7 +49,8 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
     chunks_.emplace_back(config, traced_tp_ ? static_cast<model::group&>(*traced_tp_) : ctx.tensor_parallel(), l,
                          &ctx.context_parallel());
   grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel),
-                                           ctx.data_parallel(), ctx.embedding(), timers_, activity_);
+                                           ctx.data_parallel(), ctx.embedding(), timers_, activity_,
+                                           ctx.optimizer_shard_group(), ctx.optimizer_instances());
   grad_sync_->trace_into(&trace_);
   main_params_ = std::make_unique<training::main_params>(chunks_);
   main_grads_ = std::make_unique<training::main_grads>(chunks_, *grad_sync_);
@@ -306,7 +307,7 @@ void stage_engine::scale_by_global_tokens() {
 
 void stage_engine::reduce_stats(std::span<double> values) {
   if (auto* mp = ctx_.model_parallel()) mp->all_reduce(values);
-  if (distributed_optimizer_) ctx_.data_parallel()->all_reduce(values);
+  if (distributed_optimizer_) ctx_.optimizer_shard_group()->all_reduce(values);
 }
 
 void stage_engine::check_qk_norms() {

@@ -3,7 +3,8 @@
 Each flag set Megatron itself accepts runs as written apart from its data: the /data/... paths are
 dropped (--save goes to a scratch folder), --mock-data and a NullTokenizer stand in for the corpus,
 and the model is shrunk (hidden 8 x heads, seq 64, micro-batch 1, 2 iterations) on tp x pp x cp
-processes (one data-parallel replica). A set with a flag mactor has not built yet must be refused
+processes (one data-parallel replica, or as many as --num-distributed-optimizer-instances asks).
+A set with a flag mactor has not built yet must be refused
 with exit 2 naming it; every other set must train its 2 iterations. At least MIN_TRAINED sets must
 train, so a flag that stops working fails this test.
 
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import time
 
-MIN_TRAINED = 103  # 2026-12-04: 103 of 123 train; the rest wait for flags of later issues
+MIN_TRAINED = 105  # 2026-12-04: 105 of 123 train; the rest wait for flags of later issues
 
 
 def shrunk(name, flags, scratch):
@@ -46,6 +47,8 @@ def shrunk(name, flags, scratch):
 
     tp, pp = value("--tensor-model-parallel-size", 1), value("--pipeline-model-parallel-size", 1)
     cp = value("--context-parallel-size", 1)
+    # Partial distributed-optimizer sharding needs that many data-parallel replicas.
+    dp = value("--num-distributed-optimizer-instances", 1)
     heads = value("--num-attention-heads", 8)
     # Two microbatches per stage, or two groups where the set fixes the interleaved group size
     # (Megatron needs microbatches % group to be 0 or at least pp).
@@ -53,13 +56,13 @@ def shrunk(name, flags, scratch):
     out += ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "8191",
             "--hidden-size", str(8 * heads), "--ffn-hidden-size", str(32 * heads),
             "--seq-length", "64", "--max-position-embeddings", "64", "--micro-batch-size", "1",
-            "--global-batch-size", str(microbatches), "--eval-iters", "1",
+            "--global-batch-size", str(microbatches * dp), "--eval-iters", "1",
             "--eval-interval", "2", "--exit-interval", "0", "--save-interval", "2"]
     # A sample-based run stays sample-based (Megatron refuses --lr-warmup-samples with --train-iters).
-    out += ["--train-samples", str(2 * microbatches)] if "--train-samples" in toks else ["--train-iters", "2"]
+    out += ["--train-samples", str(2 * microbatches * dp)] if "--train-samples" in toks else ["--train-iters", "2"]
     if "--kv-channels" in toks:
         out += ["--kv-channels", "8"]
-    return tp * pp * cp, out
+    return tp * pp * cp * dp, out
 
 
 def ended_by_injected_error(args, p):
