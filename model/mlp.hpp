@@ -4,9 +4,9 @@
 #pragma once
 #include <string>
 
-#include "kernels/glu.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
+#include "model/mlp_activation.hpp"
 #include "model/tensor_parallel_linear.hpp"
 
 namespace mactor::model {
@@ -33,12 +33,8 @@ class mlp {
   /// fc1_ = fc1(x), act_ = act(fc1_).
   void forward_inner(const parameter_store& store, group& tp, tensor::const_tensor_view x);
 
-  /// The activation of fc1's output (buffers sized [rows_, fc1 width] and [rows_, ffn_local_]).
-  void activation_forward(tensor::tensor_view act, tensor::const_tensor_view fc1) const;
-  void activation_backward(tensor::tensor_view dfc1, tensor::const_tensor_view dact) const;
-
-  bool gated_, plain_swiglu_, squared_relu_, tanh_gelu_, recompute_;
-  kernels::glu_options glu_;
+  mlp_activation activation_;
+  bool recompute_;
   int ffn_local_, rows_ = 0;
   column_parallel_linear linear_fc1_;
   row_parallel_linear linear_fc2_;

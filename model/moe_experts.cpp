@@ -3,24 +3,13 @@
 
 #include <cmath>
 
-#include "kernels/gelu.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/moe_permute.hpp"
-#include "kernels/squared_relu.hpp"
-#include "kernels/swiglu.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
 
 namespace mactor::model {
 namespace {
-
-kernels::glu_options glu_options_of(const gpt_model_config& c) {
-  kernels::glu_options o;
-  o.activation = c.quick_geglu ? kernels::glu_activation::quick_gelu : kernels::glu_activation::silu;
-  if (c.activation_func_clamp_value) o.clamp = *c.activation_func_clamp_value;
-  o.linear_offset = c.glu_linear_offset;
-  return o;
-}
 
 std::string weight_name(const std::string& name, bool grouped, int expert, int linear) {
   const std::string fc = "linear_fc" + std::to_string(linear);
@@ -40,9 +29,7 @@ tensor::tensor_view block(tensor::tensor_view v, std::int64_t row, std::int64_t 
 moe_experts::moe_experts(parameter_store& store, const std::string& name, const gpt_model_config& c)
     : experts_(c.moe.num_experts), hidden_(c.hidden_size),
       ffn_(c.moe.ffn_hidden_size > 0 ? c.moe.ffn_hidden_size : c.ffn_hidden_size),
-      fc1_width_(c.gated_linear_unit() ? 2 * ffn_ : ffn_), gated_(c.gated_linear_unit()),
-      plain_swiglu_(c.swiglu && !c.activation_func_clamp_value && c.glu_linear_offset == 0.0f),
-      squared_relu_(c.squared_relu), tanh_gelu_(c.gelu_tanh_approximation), glu_(glu_options_of(c)) {
+      fc1_width_(c.gated_linear_unit() ? 2 * ffn_ : ffn_), activation_(c) {
   // Megatron registers each expert's fc1 and fc2 together, expert by expert (SequentialMLP) or
   // all fc1 then all fc2 (TEGroupedMLP); the store's order only matters for the flat layout.
   const double fc2_std = c.init_method_std / std::sqrt(2.0 * c.num_layers);
@@ -57,31 +44,6 @@ moe_experts::moe_experts(parameter_store& store, const std::string& name, const 
     for (int e = 0; e < experts_; ++e)
       fc2_.push_back(store.add(weight_name(name, true, e, 2), {hidden_, ffn_}, tp_split::replicated,
                                init_kind::normal, fc2_std));
-}
-
-void moe_experts::activation_forward(tensor::tensor_view act, tensor::const_tensor_view fc1, int rows) const {
-  const std::int64_t n = std::int64_t(rows) * ffn_;
-  if (plain_swiglu_)
-    kernels::swiglu_forward(act, fc1, rows, ffn_);
-  else if (gated_)
-    kernels::glu_forward(act, fc1, rows, ffn_, glu_);
-  else if (squared_relu_)
-    kernels::squared_relu_forward(act, fc1, n);
-  else
-    kernels::gelu_forward(act, fc1, n, tanh_gelu_);
-}
-
-void moe_experts::activation_backward(tensor::tensor_view dfc1, tensor::const_tensor_view dact,
-                                      tensor::const_tensor_view fc1, int rows) const {
-  const std::int64_t n = std::int64_t(rows) * ffn_;
-  if (plain_swiglu_)
-    kernels::swiglu_backward(dfc1, dact, fc1, rows, ffn_);
-  else if (gated_)
-    kernels::glu_backward(dfc1, dact, fc1, rows, ffn_, glu_);
-  else if (squared_relu_)
-    kernels::squared_relu_backward(dfc1, dact, fc1, n);
-  else
-    kernels::gelu_backward(dfc1, dact, fc1, n, tanh_gelu_);
 }
 
 void moe_experts::forward(const parameter_store& store, tensor::const_tensor_view x,
@@ -103,7 +65,7 @@ void moe_experts::forward(const parameter_store& store, tensor::const_tensor_vie
     auto a = block(act, row, r, ffn_);
     auto s = block(scaled, row, r, ffn_);
     kernels::linear_forward(block(x, row, r, hidden_), store.value(fc1_[e]), f, int(r), hidden_, fc1_width_);
-    activation_forward(a, f, int(r));
+    activation_.forward(a, f, int(r), ffn_);
     kernels::scale_rows(s, a, elements(p, row, r), r, ffn_);
     kernels::linear_forward(s, store.value(fc2_[e]), block(out, row, r, hidden_), int(r), ffn_, hidden_);
     row += r;
@@ -133,7 +95,7 @@ void moe_experts::backward(parameter_store& store, tensor::const_tensor_view dou
     // scaled = act * p: dp = rowdot(dscaled, act), dact = dscaled * p.
     kernels::row_dots(elements(dprobs, row, r), ds, block(tensor::const_tensor_view(act_), row, r, ffn_), r, ffn_);
     kernels::scale_rows(da, ds, elements(tensor::const_tensor_view(probs_), row, r), r, ffn_);
-    activation_backward(df, da, block(tensor::const_tensor_view(fc1_out_), row, r, fc1_width_), int(r));
+    activation_.backward(df, da, block(tensor::const_tensor_view(fc1_out_), row, r, fc1_width_), int(r), ffn_);
     kernels::linear_backward_weight(df, xe, store.grad(fc1_[e]), int(r), hidden_, fc1_width_);
     kernels::linear_backward_input(df, store.value(fc1_[e]), block(dx, row, r, hidden_), int(r), hidden_, fc1_width_);
     row += r;

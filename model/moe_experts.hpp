@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/glu.hpp"
 #include "model/gpt_model_config.hpp"
+#include "model/mlp_activation.hpp"
 #include "model/parameter.hpp"
 
 namespace mactor::model {
@@ -28,13 +28,8 @@ class moe_experts {
   void release();
 
  private:
-  void activation_forward(tensor::tensor_view act, tensor::const_tensor_view fc1, int rows) const;
-  void activation_backward(tensor::tensor_view dfc1, tensor::const_tensor_view dact,
-                           tensor::const_tensor_view fc1, int rows) const;
-
   int experts_, hidden_, ffn_, fc1_width_;
-  bool gated_, plain_swiglu_, squared_relu_, tanh_gelu_;
-  kernels::glu_options glu_;
+  mlp_activation activation_;
   std::vector<int> fc1_, fc2_;  // parameter ids per expert
   std::vector<std::int64_t> counts_;
   tensor::tensor probs_, fc1_out_, act_, scaled_;  // saved: [n], [n, fc1], [n, ffn], [n, ffn]
