@@ -35,35 +35,7 @@ std::string model_flags() {
 
 const std::string tp2_pp2 = " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2";
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests/training/checkpoints" / (name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir.parent_path());
-  return dir;
-}
-
-std::string launch_command(int ranks, const std::string& flags) {
-  const std::string program = bin_dir() + "/pretrain_gpt";
-  return ranks == 1 ? program + " " + flags
-                    : mactor_bin() + " -np " + std::to_string(ranks) + " --oversubscribe " + program + " " + flags;
-}
-
-run_result launch(int ranks, const std::string& flags) {
-  const auto command = launch_command(ranks, flags);
-  auto r = run_shell(command);
-  INFO(command << "\nstdout tail:\n" << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << "\nstderr:\n" << r.err);
-  REQUIRE(r.status == 0);
-  return r;
-}
-
-// The iteration lines' numbers (timestamps and timings removed) by iteration number.
-std::map<int, std::string> iteration_lines(const std::string& log) {
-  static const std::regex line(R"(iteration +(\d+)/ +\d+ \| consumed samples: +\d+ \| elapsed time per iteration \(ms\): [0-9.]+ \| (.*))");
-  std::map<int, std::string> out;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it)
-    out[std::stoi((*it)[1].str())] = (*it)[2].str();
-  return out;
-}
+fs::path scratch(const std::string& name) { return scratch_dir("checkpoints", name); }
 
 // Every "validation loss at iteration N" block's text, by its prefix.
 std::map<std::string, std::string> validation_lines(const std::string& log) {

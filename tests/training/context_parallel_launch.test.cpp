@@ -4,8 +4,6 @@
 // dropout on (each row keeps its one-rank mask), RoPE and grouped-query attention; CP2 x TP2 with
 // --calculate-per-token-loss and full recomputation too. A checkpoint
 // saved under CP2 x DP2 resumes in one process as the uninterrupted run continues.
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
@@ -53,9 +51,7 @@ TEST_CASE("CP2 x DP2 with the distributed optimizer logs the one-process losses"
 }
 
 TEST_CASE("a checkpoint saved under CP2 x DP2 resumes in one process as the uninterrupted run continues") {
-  const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests/training/checkpoints" / ("cp2_dp2_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir.parent_path());
+  const fs::path dir = scratch_dir("checkpoints", "cp2_dp2");
   const auto& one = alone();
   const std::string save = " --save " + dir.string() + " --save-interval 3 --exit-interval 3";
   run_job(4, model_flags() + " --context-parallel-size 2 --use-distributed-optimizer" + save, 1, 3);

@@ -5,9 +5,13 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "tests/tools/run_command.hpp"
 
@@ -29,13 +33,42 @@ inline logged_losses parse_losses(const std::string& log) {
   return l;
 }
 
+/// pretrain_gpt alone, or under `mactor -np ranks --oversubscribe` (-np 4 on a 2-core machine).
+inline std::string launch_command(int ranks, const std::string& flags) {
+  const std::string program = bin_dir() + "/pretrain_gpt";
+  return ranks == 1 ? program + " " + flags
+                    : mactor_bin() + " -np " + std::to_string(ranks) + " --oversubscribe " + program + " " + flags;
+}
+
+/// Runs launch_command and requires its exit status; the output tail goes with a failure.
+inline run_result launch(int ranks, const std::string& flags, int want_status = 0) {
+  const auto command = launch_command(ranks, flags);
+  auto r = run_shell(command);
+  INFO(command << "\nstdout tail:\n" << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << "\nstderr:\n" << r.err);
+  REQUIRE(r.status == want_status);
+  return r;
+}
+
+/// A fresh folder <build>/tests/training/<folder>/<name>_<pid> (removed if present; its parent made).
+inline std::filesystem::path scratch_dir(const std::string& folder, const std::string& name) {
+  const auto dir = std::filesystem::path(MACTOR_BINARY_DIR) / "tests/training" / folder / (name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir.parent_path());
+  return dir;
+}
+
+/// The iteration lines' numbers (timestamps and timings removed) by iteration number.
+inline std::map<int, std::string> iteration_lines(const std::string& log) {
+  static const std::regex line(R"(iteration +(\d+)/ +\d+ \| consumed samples: +\d+ \| elapsed time per iteration \(ms\): [0-9.]+ \| (.*))");
+  std::map<int, std::string> out;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it)
+    out[std::stoi((*it)[1].str())] = (*it)[2].str();
+  return out;
+}
+
 inline logged_losses run_job(int ranks, const std::string& flags, std::size_t evaluations = 4,
                              std::size_t iterations = 6) {
-  const std::string program = bin_dir() + "/pretrain_gpt";
-  const std::string command =
-      ranks == 1 ? program + " " + flags
-                 : mactor_bin() + " -np " + std::to_string(ranks) +
-                       " --oversubscribe " + program + " " + flags;  // -np 4 on a 2-core machine
+  const std::string command = launch_command(ranks, flags);
   const auto r = run_shell(command);
   INFO(command << "\nstdout tail:\n"
                << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << "\nstderr:\n"

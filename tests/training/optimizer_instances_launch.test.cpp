@@ -3,8 +3,6 @@
 // without overlapped reduce and gather, and CP2 x DP2 with two instances of one rank each, log the
 // one-process losses; a checkpoint saved with two instances resumes in one process as the
 // uninterrupted run continues.
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
@@ -40,9 +38,7 @@ TEST_CASE("DP4 with two distributed-optimizer instances logs the one-process los
 }
 
 TEST_CASE("a checkpoint saved with two distributed-optimizer instances resumes in one process") {
-  const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests/training/checkpoints" / ("instances_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir.parent_path());
+  const fs::path dir = scratch_dir("checkpoints", "instances");
   const auto& one = alone();
   run_job(4, model_flags() + " --use-distributed-optimizer --num-distributed-optimizer-instances 2 --save " + dir.string() +
                  " --save-interval 3 --exit-interval 3",
