@@ -19,11 +19,12 @@ std::vector<kernels::query_run> sequence_shard::runs() const {
           kernels::query_run{chunk, (2 * cp_size - 1 - cp_rank) * chunk, chunk}};
 }
 
-int sequence_shard::position(int local) const {
+std::vector<int> sequence_shard::positions() const {
+  std::vector<int> out;
+  out.reserve(std::size_t(local_length()));
   for (const auto& r : runs())
-    if (local >= r.local && local < r.local + r.length) return r.global + (local - r.local);
-  throw std::out_of_range("sequence position " + std::to_string(local) + " is outside this rank's " +
-                          std::to_string(local_length()) + " positions");
+    for (int i = 0; i < r.length; ++i) out.push_back(r.global + i);
+  return out;
 }
 
 row_placement::row_placement(const sequence_shard& shard, int batch, std::int64_t first_row,

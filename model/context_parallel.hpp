@@ -24,8 +24,8 @@ struct sequence_shard {
   int local_length() const { return seq_length / cp_size; }
   /// Local positions and their global ones: [0, seq) at cp = 1, else the two chunks.
   std::vector<kernels::query_run> runs() const;
-  /// The global position of local position `local`.
-  int position(int local) const;
+  /// The global position of each local position, in row order.
+  std::vector<int> positions() const;
 };
 
 /// Where rows [first_row, first_row + rows) of a rank's [local_length * batch, hidden]

@@ -117,10 +117,11 @@ void gpt_chunk::load_batch(const micro_batch& b, saved& s) const {
       config_.position_embedding_type == position_embedding_kind::learned_absolute;
   if (layout_.pre_process) s.ids.resize(rows), s.positions.resize(rows);
   if (layout_.post_process) s.labels.resize(rows), s.mask.resize(rows);
+  const std::vector<int> positions = shard_.positions();
   for (int bi = 0; bi < mb; ++bi)
     for (int li = 0; li < local_seq; ++li) {
       // [batch, seq] -> [seq, batch], this rank's positions only
-      const int si = shard_.position(li), from = bi * seq + si, to = li * mb + bi;
+      const int si = positions[std::size_t(li)], from = bi * seq + si, to = li * mb + bi;
       if (layout_.pre_process) {
         const std::int32_t token = b.tokens[from];
         if (token < 0 || token >= config_.padded_vocab_size)
