@@ -317,9 +317,15 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                "PyTorch operators"},
       {"log_memory_to_tensorboard", "mem-reserved-bytes (resident set), mem-allocated-bytes and mem-max-allocated-bytes "
                                     "(the memory ledger: every tensor's bytes) of rank 0; no mem-allocated-count"},
-      // Mixture of experts, one expert-parallel rank (model/moe_layer).
-      {"num_experts", "MoE layers (router, local token permutation, experts without bias) in place of the MLP, with "
-                      "--expert-model-parallel-size 1; refused with --tensor-model-parallel-size > 1, biases "
+      // Mixture of experts (model/moe_layer) and expert parallelism (model/moe_expert_exchange).
+      {"expert_model_parallel_size", "the experts split in equal blocks over the expert-parallel group (Megatron's "
+                                     "expert rank order); tokens travel by an all-to-all to their experts' ranks and "
+                                     "back; expert gradients reduce (and shard, with the distributed optimizer) over "
+                                     "the expert-data-parallel group; checkpoints name experts by global number, so "
+                                     "any expert-parallel size loads them; not with "
+                                     "--num-distributed-optimizer-instances > 1"},
+      {"num_experts", "MoE layers (router, token permutation, experts without bias) in place of the MLP; refused "
+                      "with --tensor-model-parallel-size > 1, biases "
                       "(add --disable-bias-linear) and fp8; the log line and TensorBoard get track_moe_metrics' z_loss and "
                       "(seq_)load_balancing_loss (per micro-batch mean, summed over the pipeline, averaged over the "
                       "replicas and the MoE layers)"},
@@ -348,8 +354,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"moe_z_loss_coeff", "the router z-loss mean(logsumexp(logits)^2) * coeff, its gradient scaled as the aux loss's"},
       {"moe_grouped_gemm", "the experts' weights under TEGroupedMLP's names (experts.linear_fc1.weight<i>); on the CPU "
                            "the grouped GEMM is one GEMM per expert, so the numbers equal SequentialMLP's"},
-      {"moe_token_dispatcher_type", "allgather and alltoall, which with one expert-parallel rank and tp 1 are the same "
-                                    "local permutation (flex is refused)"},
+      {"moe_token_dispatcher_type", "allgather and alltoall, which with tp 1 move the same rows: the alltoall "
+                                    "exchange (a rank's tokens to its experts' ranks) serves both (flex is refused)"},
   };
   return table;
 }
@@ -505,7 +511,7 @@ std::optional<std::string> as_text(const T& v) {
 }
 
 // Implemented flags whose combination with others mactor does not build yet: the MoE layer has
-// one expert-parallel rank, tp 1, cp 1, no expert biases and no fp8.
+// tp 1, cp 1, no expert biases, no fp8 and one distributed-optimizer instance.
 void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) {
   const auto& m = a.moe;
   if (!m.num_experts || *m.num_experts <= 0) return;
@@ -521,6 +527,10 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
   if (a.training.add_bias_linear)
     errors.push_back("--num-experts with biases in the experts is recognized but not implemented by mactor yet; add "
                      "--disable-bias-linear");
+  if (m.expert_model_parallel_size > 1 && a.distributed.num_distributed_optimizer_instances > 1)
+    errors.push_back("--expert-model-parallel-size with --num-distributed-optimizer-instances > 1 is recognized but not "
+                     "implemented by mactor yet (the experts' shards would need their own instance groups); use one "
+                     "optimizer instance");
   if (a.transformer_engine.fp8)
     errors.push_back("--num-experts with --fp8-format is recognized but not implemented by mactor yet; drop --fp8-format");
   if (const auto* list = std::get_if<std::vector<std::int64_t>>(&m.moe_layer_freq))

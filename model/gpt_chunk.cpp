@@ -34,7 +34,7 @@ constexpr std::uint64_t embedding_dropout_site = 3;
 
 }  // namespace
 
-gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout, group* cp)
+gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout, group* cp, group* ep)
     : config_(checked(config, tp, layout)), tp_(tp), layout_(layout), shard_(config_.shard()),
       store_(config_.params_dtype, config_.grads_dtype()) {
   store_.set_xavier_uniform(config_.init_method_xavier_uniform);
@@ -45,7 +45,7 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   }
   layers_.reserve(layout_.layer_end - layout_.layer_begin);
   for (int i = layout_.layer_begin; i < layout_.layer_end; ++i)
-    layers_.emplace_back(store_, i, config_, tp.rank(), tp.size(), cp);
+    layers_.emplace_back(store_, i, config_, tp.rank(), tp.size(), cp, ep);
   if (layout_.post_process) {
     final_layernorm_.emplace(store_, "decoder.final_layernorm", config_);
     int tied = -1;

@@ -48,6 +48,10 @@ void check_moe(std::vector<std::string>& errors, const gpt_model_config& c) {
   need(c.tensor_model_parallel_size == 1,
        "MoE layers with tensor_model_parallel_size > 1 (experts sharded over the expert-tensor-parallel "
        "group) are not implemented yet; use --tensor-model-parallel-size 1");
+  need(m.expert_parallel_size >= 1 && m.num_experts % m.expert_parallel_size == 0 &&
+           m.expert_parallel_rank >= 0 && m.expert_parallel_rank < m.expert_parallel_size,
+       "moe.num_experts=" + std::to_string(m.num_experts) + " must divide into expert_parallel_size=" +
+           std::to_string(m.expert_parallel_size) + " equal blocks, with 0 <= expert_parallel_rank < that size");
   need(!c.add_bias_linear, "MoE experts with biases are not implemented yet; add --disable-bias-linear");
   need(!c.fp8.enabled, "MoE layers in fp8 are not implemented yet; drop --fp8-format");
   if (m.router_group_topk > 0)

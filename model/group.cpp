@@ -1,6 +1,8 @@
 // The tensor collectives of a group: dtype and size checks, then the typed collective.
 #include "model/group.hpp"
 
+#include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/convert.hpp"
@@ -67,6 +69,32 @@ void group::reduce_scatter_sum(tensor::const_tensor_view in, tensor::tensor_view
     using T = decltype(zero);
     reduce_scatter_sum(in.host<T>().data(), out.host<T>().data(), std::size_t(out.numel()));
   });
+}
+
+void group::all_to_all_v(tensor::const_tensor_view in, const std::vector<std::int64_t>& send_rows,
+                         tensor::tensor_view out, const std::vector<std::int64_t>& recv_rows, std::int64_t width) {
+  kernels::check_same_type("group::all_to_all_v", {in, out});
+  const auto n = static_cast<std::size_t>(size());
+  if (send_rows.size() != n || recv_rows.size() != n)
+    throw tensor::tensor_error("group::all_to_all_v: " + std::to_string(send_rows.size()) + " send and " +
+                               std::to_string(recv_rows.size()) + " receive counts for " + std::to_string(n) + " ranks");
+  std::int64_t sent = 0, received = 0;
+  for (std::size_t q = 0; q < n; ++q) sent += send_rows[q], received += recv_rows[q];
+  if (sent * width > in.numel() || received * width > out.numel())
+    size_mismatch("all_to_all_v", sent * width, received * width, size());
+  const std::size_t row_bytes = static_cast<std::size_t>(width) * tensor::size_of(in.type);
+  std::vector<std::size_t> send_bytes(n), recv_bytes(n);
+  for (std::size_t q = 0; q < n; ++q)
+    send_bytes[q] = static_cast<std::size_t>(send_rows[q]) * row_bytes,
+    recv_bytes[q] = static_cast<std::size_t>(recv_rows[q]) * row_bytes;
+  all_to_all_v_bytes(static_cast<const std::byte*>(in.data), send_bytes, static_cast<std::byte*>(out.data), recv_bytes);
+}
+
+void group::all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
+                               std::span<const std::size_t> recv_bytes) {
+  if (size() != 1) throw std::logic_error("group::all_to_all_v_bytes: this group has no all-to-all");
+  if (send_bytes[0] != recv_bytes[0]) size_mismatch("all_to_all_v", std::int64_t(send_bytes[0]), std::int64_t(recv_bytes[0]), 1);
+  if (send_bytes[0] > 0) std::memcpy(out, in, send_bytes[0]);
 }
 
 }  // namespace mactor::model

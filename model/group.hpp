@@ -4,6 +4,8 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <span>
+#include <vector>
 
 #include "tensor/tensor.hpp"
 
@@ -31,6 +33,16 @@ class group {
   /// out[n] = sum over ranks of in[rank() * n .. (rank() + 1) * n).
   virtual void reduce_scatter_sum(const float* in, float* out, std::size_t n) = 0;
   virtual void reduce_scatter_sum(const double* in, double* out, std::size_t n) = 0;
+
+  /// Rows of any dtype to every rank: in holds send_rows[q] rows for rank q, in rank order;
+  /// out receives recv_rows[q] rows from rank q, in rank order (each rank's send_rows[r] must
+  /// equal rank r's recv_rows for it); a row is `width` elements. The MoE token exchange.
+  void all_to_all_v(tensor::const_tensor_view in, const std::vector<std::int64_t>& send_rows,
+                    tensor::tensor_view out, const std::vector<std::int64_t>& recv_rows, std::int64_t width);
+  /// The byte-level exchange all_to_all_v runs; a group of one copies, and the default of a
+  /// larger group throws std::logic_error (a group without the collective).
+  virtual void all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
+                                  std::span<const std::size_t> recv_bytes);
 };
 
 /// A group of one rank: every collective is a copy or nothing.

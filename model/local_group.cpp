@@ -3,14 +3,16 @@
 
 #include <barrier>
 #include <cstring>
+#include <stdexcept>
 
 namespace mactor::model {
 namespace {
 
 struct rendezvous {
-  explicit rendezvous(int n) : size(n), posted(n), sync(n) {}
+  explicit rendezvous(int n) : size(n), posted(n), posted_counts(n), sync(n) {}
   int size;
   std::vector<const void*> posted;
+  std::vector<const std::size_t*> posted_counts;  // all_to_all_v: each rank's send counts
   std::barrier<> sync;
 };
 
@@ -28,6 +30,22 @@ class local_group final : public group {
   }
   void reduce_scatter_sum(const double* in, double* out, std::size_t n) override {
     scatter(in, out, n);
+  }
+  void all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
+                          std::span<const std::size_t> recv_bytes) override {
+    r_->posted[rank_] = in;
+    r_->posted_counts[rank_] = send_bytes.data();
+    r_->sync.arrive_and_wait();
+    std::size_t at = 0;
+    for (int q = 0; q < r_->size; ++q) {
+      const std::size_t* counts = r_->posted_counts[q];
+      std::size_t from = 0;
+      for (int j = 0; j < rank_; ++j) from += counts[j];
+      if (counts[rank_] != recv_bytes[q]) throw std::logic_error("local_group::all_to_all_v: counts disagree");
+      std::memcpy(out + at, static_cast<const std::byte*>(r_->posted[q]) + from, recv_bytes[q]);
+      at += recv_bytes[q];
+    }
+    r_->sync.arrive_and_wait();
   }
 
  private:

@@ -1,5 +1,5 @@
 // What a GPT model's mixture-of-experts layers are (Megatron's --num-experts and --moe-* flags
-// that change the numbers), with one expert-parallel rank.
+// that change the numbers) and this rank's share of the experts.
 #pragma once
 #include <optional>
 #include <vector>
@@ -42,6 +42,14 @@ struct moe_settings {
   /// probabilities; position: the first tokens); the others are dropped.
   std::optional<double> expert_capacity_factor;
   bool drop_by_position = false;  // --moe-token-drop-policy position
+
+  /// --expert-model-parallel-size: the experts split into that many equal blocks, one per
+  /// expert-parallel rank; this rank holds block expert_parallel_rank and exchanges tokens
+  /// with the others (an all-to-all over the expert-parallel group).
+  int expert_parallel_size = 1;
+  int expert_parallel_rank = 0;
+  int local_experts() const { return num_experts / expert_parallel_size; }
+  int first_local_expert() const { return expert_parallel_rank * local_experts(); }
 
   bool enabled() const { return num_experts > 0; }
   /// Whether global layer `layer` (0-based) is a MoE layer.

@@ -27,23 +27,28 @@ tensor::tensor_view block(tensor::tensor_view v, std::int64_t row, std::int64_t 
 }  // namespace
 
 moe_experts::moe_experts(parameter_store& store, const std::string& name, const gpt_model_config& c)
-    : experts_(c.moe.num_experts), hidden_(c.hidden_size),
+    : experts_(c.moe.local_experts()), hidden_(c.hidden_size),
       ffn_(c.moe.ffn_hidden_size > 0 ? c.moe.ffn_hidden_size : c.ffn_hidden_size),
       fc1_width_(c.gated_linear_unit() ? 2 * ffn_ : ffn_), activation_(c) {
   // Megatron registers each expert's fc1 and fc2 together, expert by expert (SequentialMLP) or
   // all fc1 then all fc2 (TEGroupedMLP); the store's order only matters for the flat layout.
+  // An expert-parallel rank holds its block of the experts under their global numbers (the
+  // names Megatron's sharded state dict gives them), so any expert-parallel size starts from
+  // the same experts and saves the same checkpoint.
   const double fc2_std = c.init_method_std / std::sqrt(2.0 * c.num_layers);
+  const int first = c.moe.first_local_expert();
+  auto add = [&](int e, int linear, std::vector<std::int64_t> shape, double std) {
+    const int id = store.add(weight_name(name, c.moe.grouped_gemm, first + e, linear), std::move(shape),
+                             tp_split::replicated, init_kind::normal, std);
+    store[id].expert = true;
+    return id;
+  };
   for (int e = 0; e < experts_; ++e) {
-    fc1_.push_back(store.add(weight_name(name, c.moe.grouped_gemm, e, 1), {fc1_width_, hidden_},
-                             tp_split::replicated, init_kind::normal, c.init_method_std));
-    if (!c.moe.grouped_gemm)
-      fc2_.push_back(store.add(weight_name(name, false, e, 2), {hidden_, ffn_}, tp_split::replicated,
-                               init_kind::normal, fc2_std));
+    fc1_.push_back(add(e, 1, {fc1_width_, hidden_}, c.init_method_std));
+    if (!c.moe.grouped_gemm) fc2_.push_back(add(e, 2, {hidden_, ffn_}, fc2_std));
   }
   if (c.moe.grouped_gemm)
-    for (int e = 0; e < experts_; ++e)
-      fc2_.push_back(store.add(weight_name(name, true, e, 2), {hidden_, ffn_}, tp_split::replicated,
-                               init_kind::normal, fc2_std));
+    for (int e = 0; e < experts_; ++e) fc2_.push_back(add(e, 2, {hidden_, ffn_}, fc2_std));
 }
 
 void moe_experts::forward(const parameter_store& store, tensor::const_tensor_view x,

@@ -2,6 +2,7 @@
 // --moe-grouped-gemm): expert e is fc1 [ffn (2 ffn gated), hidden], the model's activation,
 // the router probability multiplied in after the activation (as Megatron's experts do), and
 // fc2 [hidden, ffn], without biases. The rows arrive in expert order, tokens_per_expert[e] each.
+// With expert parallelism these are this rank's local experts (moe_settings::local_experts).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,7 +17,7 @@ namespace mactor::model {
 class moe_experts {
  public:
   /// Registers name.local_experts.<e>.linear_fc{1,2}.weight, or with grouped_gemm
-  /// name.linear_fc{1,2}.weight<e>.
+  /// name.linear_fc{1,2}.weight<e>, for this rank's experts e (global numbers), as experts.
   moe_experts(parameter_store& store, const std::string& name, const gpt_model_config& config);
   /// out[n, hidden] = fc2(act(fc1(x)) * probs) per expert block; probs [n] of x's dtype.
   void forward(const parameter_store& store, tensor::const_tensor_view x,

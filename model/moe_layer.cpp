@@ -1,6 +1,9 @@
 // MoE layer: router, local dispatch, experts, combine.
 #include "model/moe_layer.hpp"
 
+#include <stdexcept>
+#include <string>
+
 #include "kernels/convert.hpp"
 #include "kernels/moe_permute.hpp"
 #include "model/activation.hpp"
@@ -16,9 +19,15 @@ gpt_model_config shared_expert_config(gpt_model_config c) {
 
 }  // namespace
 
-moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& c)
+moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& c, group* ep)
     : hidden_(c.hidden_size), router_(store, name + ".router", c),
       dispatcher_(c.moe.num_experts, c.moe.router_topk), experts_(store, name + ".experts", c) {
+  if (c.moe.expert_parallel_size > 1) {
+    if (!ep || ep->size() != c.moe.expert_parallel_size || ep->rank() != c.moe.expert_parallel_rank)
+      throw std::invalid_argument("moe_layer " + name + ": expert_parallel_size " + std::to_string(c.moe.expert_parallel_size) +
+                                  " needs an expert-parallel group of that size, with this rank at expert_parallel_rank");
+    exchange_.emplace(c.moe.num_experts, *ep);
+  }
   if (c.moe.shared_expert_intermediate_size > 0)
     shared_.emplace(store, name + ".shared_experts", shared_expert_config(c), 1);
 }
@@ -38,7 +47,19 @@ void moe_layer::forward(const parameter_store& store, group& tp, tensor::const_t
   auto p = ensure_activation(permuted_probs_, n, 1, x.type);
   kernels::convert(p, tensor::view_of(std::span<const double>(probs)));
   auto expert_out = ensure_activation(expert_out_, n, hidden_, x.type);
-  experts_.forward(store, permuted, p, dispatcher_.tokens_per_expert(), expert_out);
+  if (exchange_) {
+    exchange_->plan(dispatcher_.tokens_per_expert());
+    const std::int64_t m = exchange_->received_rows();
+    auto in = ensure_activation(expert_in_, m, hidden_, x.type);
+    auto in_probs = ensure_activation(expert_in_probs_, m, 1, x.type);
+    exchange_->to_experts(permuted, in, hidden_);
+    exchange_->to_experts(p, in_probs, 1);
+    auto local_out = ensure_activation(expert_local_out_, m, hidden_, x.type);
+    experts_.forward(store, in, in_probs, exchange_->local_tokens_per_expert(), local_out);
+    exchange_->from_experts(local_out, expert_out, hidden_);
+  } else {
+    experts_.forward(store, permuted, p, dispatcher_.tokens_per_expert(), expert_out);
+  }
   dispatcher_.combine(expert_out, out, rows_, hidden_);
   if (shared_) {
     identity_.resize(rows_);
@@ -56,7 +77,18 @@ void moe_layer::backward(parameter_store& store, group& tp, tensor::const_tensor
   auto dpermuted = ensure_activation(dpermuted_, n, hidden_, dout.type);
   auto dp = ensure_activation(dpermuted_probs_, n, 1, dout.type);
   dispatcher_.combine_backward(dout, dexpert_out, hidden_);
-  experts_.backward(store, dexpert_out, permuted_, dpermuted, dp);
+  if (exchange_) {
+    const std::int64_t m = exchange_->received_rows();
+    auto din = ensure_activation(dexpert_in_, m, hidden_, dout.type);
+    auto dlocal = ensure_activation(dexpert_local_in_, m, hidden_, dout.type);
+    auto dlocal_probs = ensure_activation(dexpert_local_probs_, m, 1, dout.type);
+    exchange_->to_experts(dexpert_out, din, hidden_);
+    experts_.backward(store, din, expert_in_, dlocal, dlocal_probs);
+    exchange_->from_experts(dlocal, dpermuted, hidden_);
+    exchange_->from_experts(dlocal_probs, dp, 1);
+  } else {
+    experts_.backward(store, dexpert_out, permuted_, dpermuted, dp);
+  }
   dispatcher_.dispatch_backward(dpermuted, dx, rows_, hidden_);
   std::vector<double> dpermuted_probs(n), dprobs(std::size_t(rows_) * router_.topk());
   kernels::convert(tensor::view_of(std::span<double>(dpermuted_probs)), dp);
@@ -70,7 +102,9 @@ void moe_layer::backward(parameter_store& store, group& tp, tensor::const_tensor
 }
 
 void moe_layer::release() {
-  for (auto* t : {&permuted_, &permuted_probs_, &expert_out_, &dexpert_out_, &dpermuted_, &dpermuted_probs_})
+  for (auto* t : {&permuted_, &permuted_probs_, &expert_out_, &dexpert_out_, &dpermuted_, &dpermuted_probs_,
+                  &expert_in_, &expert_in_probs_, &expert_local_out_, &dexpert_in_, &dexpert_local_in_,
+                  &dexpert_local_probs_})
     *t = tensor::tensor();
   experts_.release();
   shared_out_ = tensor::tensor();

@@ -1,6 +1,7 @@
-// Megatron-Core's MoE layer in place of a transformer layer's MLP, with one expert-parallel
-// rank: route (moe_router), permute the tokens to their experts (moe_token_dispatcher), run the
-// local experts (moe_experts), unpermute and sum each token's expert outputs weighted by its
+// Megatron-Core's MoE layer in place of a transformer layer's MLP: route (moe_router), permute
+// the tokens to their experts (moe_token_dispatcher), send them to the expert-parallel ranks
+// owning those experts (moe_expert_exchange, with --expert-model-parallel-size > 1), run the
+// local experts (moe_experts), bring the outputs back, unpermute and sum each token's expert outputs weighted by its
 // router probabilities, plus the shared expert's output (Megatron's SharedExpertMLP, when
 // --moe-shared-expert-intermediate-size is given). The output has no bias.
 #pragma once
@@ -12,6 +13,7 @@
 #include "model/group.hpp"
 #include "model/mlp.hpp"
 #include "model/moe_experts.hpp"
+#include "model/moe_expert_exchange.hpp"
 #include "model/moe_router.hpp"
 #include "model/moe_token_dispatcher.hpp"
 
@@ -20,8 +22,9 @@ namespace mactor::model {
 class moe_layer {
  public:
   /// Registers name.router.weight, the experts under name.experts and the shared expert's
-  /// name.shared_experts.linear_fc{1,2}.weight.
-  moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& config);
+  /// name.shared_experts.linear_fc{1,2}.weight. ep: the expert-parallel group (needed when
+  /// config.moe.expert_parallel_size > 1).
+  moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& config, group* ep = nullptr);
   /// out[rows, hidden] from x[rows, hidden], rows = seq * batch in [seq, batch] order.
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x, tensor::tensor_view out,
                int seq, int batch, bool training);
@@ -44,10 +47,15 @@ class moe_layer {
   moe_token_dispatcher dispatcher_;
   moe_experts experts_;
   std::optional<mlp> shared_;  // the shared expert
+  std::optional<moe_expert_exchange> exchange_;  // expert parallelism
   std::vector<std::int64_t> identity_;  // rows 0 .. rows-1: adds a [rows, hidden] block in place
   tensor::tensor shared_out_;           // the shared expert's output or input gradient
   tensor::tensor permuted_, permuted_probs_, expert_out_;       // saved
   tensor::tensor dexpert_out_, dpermuted_, dpermuted_probs_;  // backward scratch
+  // Expert parallelism: the rows this rank's experts received (saved), their probabilities
+  // and outputs; in the backward, their output gradients, input and probability gradients.
+  tensor::tensor expert_in_, expert_in_probs_, expert_local_out_;
+  tensor::tensor dexpert_in_, dexpert_local_in_, dexpert_local_probs_;
 };
 
 }  // namespace mactor::model

@@ -102,13 +102,19 @@ void parameter_store::draw(std::vector<float>& full, std::uint64_t seed,
 }
 
 void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
+  // Every other parameter first, then the experts (Megatron keeps them in a buffer of their
+  // own), each part in registration order.
   std::size_t total = 0;
-  for (auto& p : params_) {
-    p.shape = shard_shape(p.full_shape, p.split, tp_size);
-    p.numel = 1;
-    for (auto d : p.shape) p.numel *= std::size_t(d);
-    p.offset = total;
-    total += p.numel;
+  for (const bool experts : {false, true}) {
+    if (experts) expert_begin_ = total;
+    for (auto& p : params_) {
+      if (p.expert != experts) continue;
+      p.shape = shard_shape(p.full_shape, p.split, tp_size);
+      p.numel = 1;
+      for (auto d : p.shape) p.numel *= std::size_t(d);
+      p.offset = total;
+      total += p.numel;
+    }
   }
   const tensor::shape_type flat{static_cast<std::int64_t>(total)};
   values_ = tensor::tensor(flat, type_, tensor::memory_kind::parameters);

@@ -41,6 +41,10 @@ struct parameter {
   /// --qk-layernorm weights): its gradient is summed over the tensor-parallel group too.
   bool partial_over_heads = false;
   bool summed_over_tp() const { return sequence_parallel || partial_over_heads; }
+  /// One of this expert-parallel rank's MoE experts (Megatron's allreduce=False parameters):
+  /// its gradient is reduced over the expert-data-parallel group, not the data-parallel one.
+  /// The store places the experts after every other parameter, from expert_begin().
+  bool expert = false;
   std::size_t offset = 0;        // into the flat buffers
   std::size_t numel = 0;
   tensor::tensor_view value;  // this rank's shape, inside the store's flat buffers
@@ -90,6 +94,8 @@ class parameter_store {
   tensor::tensor& value_tensor() { return values_; }
   tensor::tensor& grad_tensor() { return grads_; }
   void zero_grad();
+  /// Where the experts start in the flat buffers (the end when there are none); after allocate().
+  std::size_t expert_begin() const { return expert_begin_; }
 
  private:
   struct init_spec {
@@ -104,6 +110,7 @@ class parameter_store {
   std::vector<parameter> params_;
   std::vector<init_spec> inits_;
   bool xavier_uniform_ = false;
+  std::size_t expert_begin_ = 0;
   // The data plane all-reduces the gradients and all-gathers the values (huge pages).
   tensor::tensor values_, grads_;
 };

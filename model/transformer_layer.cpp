@@ -19,7 +19,7 @@ std::string layer_name(int number) { return "decoder.layers." + std::to_string(n
 }  // namespace
 
 transformer_layer::transformer_layer(parameter_store& store, int number, const gpt_model_config& c,
-                                     int tp_rank, int tp_size, group* cp)
+                                     int tp_rank, int tp_size, group* cp, group* ep)
     : number_(number), hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel),
       recompute_norms_(c.recompute.selective(c.recompute.layernorm)),
       shard_(c.shard()), seed_(c.seed), type_(c.params_dtype),
@@ -29,7 +29,7 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
                       tp_rank, tp_size, cp),
       pre_mlp_layernorm_(store, layer_name(number) + ".pre_mlp_layernorm", c) {
   if (c.moe.layer_is_moe(number))
-    moe_.emplace(store, layer_name(number) + ".mlp", c);
+    moe_.emplace(store, layer_name(number) + ".mlp", c, ep);
   else
     mlp_.emplace(store, layer_name(number) + ".mlp", with_layer_fp8(c, number), tp_size);
 }

@@ -21,7 +21,7 @@ class transformer_layer {
   /// Registers decoder.layers.<number>.{input_layernorm, self_attention, pre_mlp_layernorm, mlp}.
   /// cp: the context-parallel group (needed when config.context_parallel_size > 1).
   transformer_layer(parameter_store& store, int number, const gpt_model_config& config,
-                    int tp_rank, int tp_size, group* cp = nullptr);
+                    int tp_rank, int tp_size, group* cp = nullptr, group* ep = nullptr);
   /// y[seq * batch, hidden] from x ([seq / tp * batch, hidden] shards with sequence
   /// parallelism; seq is this rank's positions under context parallelism); keeps what the backward needs. Dropout only when training; step selects the
   /// dropout masks (one value per forward).

@@ -127,6 +127,9 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   // Context-parallel ranks hold the same parameters as their data-parallel replica's first one;
   // the distributed optimizer shards over both (Megatron's with_context_parallel group).
   const bool first_replica = ctx.dp_rank() == 0 && ctx.cp_rank() == 0;
+  // Expert parallelism: each expert-parallel rank holds its own experts, the same as its
+  // expert-data-parallel replicas'; their first one saves them.
+  const auto saves = [&](const model::parameter& p) { return p.expert ? ctx.expert_dp_rank() == 0 : first_replica; };
   const bool sharded = a.distributed.use_distributed_optimizer && ctx.optimizer_shard_group() != nullptr;
   // With several distributed-optimizer instances each holds every shard: the first one saves.
   const bool shard_saver = ctx.optimizer_instance() == 0;
@@ -146,7 +149,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
     for (std::size_t c = 0; c < engine.chunks().size(); ++c)
       for (const auto& p : engine.chunks()[c].parameters()) {
         const auto& chunk = engine.chunks()[c];
-        if (!first_replica || is_shared_copy(chunk, p) || (p.split == model::tp_split::replicated && t != 0)) continue;
+        if (!saves(p) || is_shared_copy(chunk, p) || (p.split == model::tp_split::replicated && t != 0)) continue;
         const float* main = engine.main_params().values(c) + p.offset;
         for (auto& q : pieces_of(p.name, p, t, tp, 0, p.numel, main)) state.pieces.push_back(std::move(q));
       }
@@ -156,7 +159,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
     auto& opt = engine.optimizer();
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
-      if ((!sharded && !first_replica) || (sharded && !shard_saver) || is_shared_copy(*s.chunk, *s.param) ||
+      if ((!sharded && !saves(*s.param)) || (sharded && !shard_saver) || is_shared_copy(*s.chunk, *s.param) ||
           (s.param->split == model::tp_split::replicated && t != 0))
         continue;
       for (const auto& tensor : state_tensors(opt, i)) {

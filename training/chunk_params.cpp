@@ -20,6 +20,7 @@ grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool dist
   grad_sync_options o;
   o.distributed_optimizer = distributed_optimizer;
   o.sum_over_replicas = a.training.calculate_per_token_loss;
+  o.expert_parallel = a.moe.num_experts && a.moe.expert_model_parallel_size > 1;
   // With the distributed optimizer and sequence parallelism, the tensor-parallel sum must
   // precede the reduce-scatter, on the stage's thread: those gradients are reduced at finalize.
   o.overlap_grad_reduce = a.distributed.overlap_grad_reduce && !(distributed_optimizer && sequence_parallel);
@@ -34,7 +35,7 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks) {
   std::vector<synced_chunk> out;
   for (auto& chunk : chunks) {
     auto& store = chunk.store();
-    synced_chunk s{store.value_tensor().view(), store.grad_tensor().view(), {}};
+    synced_chunk s{store.value_tensor().view(), store.grad_tensor().view(), {}, store.expert_begin()};
     const bool tied_here = !chunk.config().untie_embeddings_and_output_weights &&
                            (chunk.layout().pre_process || chunk.layout().post_process);
     for (const auto& p : chunk.parameters())
@@ -49,7 +50,7 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks) {
 // slice of each chunk's flat buffer (its gradients are the reduce-scattered shard).
 std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, main_params& main,
                                                 main_grads& grads, grad_sync& sync,
-                                                const config::megatron_args& args, int tp_rank) {
+                                                const config::megatron_args& args, int tp_rank, int ep_rank) {
   const bool decoupled = args.learning_rate.decoupled_lr.has_value();
   const bool tp_first = tp_rank == 0;
   std::vector<model::optim_param> params;
@@ -57,13 +58,19 @@ std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& 
     auto& chunk = chunks[c];
     auto* shard = sync.shard_of(c);
     for (auto& p : chunk.parameters()) {
-      std::size_t lo = p.offset, hi = p.offset + p.numel, first = 0;
+      // This rank's part of p: all of it, or where it meets one of the shard's ranges (a
+      // parameter lies inside one region, so it meets at most one).
+      std::size_t lo = p.offset, hi = p.offset + p.numel, at = p.offset;
       if (shard) {
-        lo = std::max(p.offset, shard->begin), hi = std::min(p.offset + p.numel, shard->end);
+        lo = hi = 0;
+        for (const auto& r : shard->ranges)
+          if (std::max(p.offset, r.begin) < std::min(p.offset + p.numel, r.end)) {
+            lo = std::max(p.offset, r.begin), hi = std::min(p.offset + p.numel, r.end);
+            at = r.at + (lo - r.begin);
+          }
         if (lo >= hi) continue;
-        first = shard->begin;
       }
-      float* grad = grads.values(c) + (lo - first);
+      float* grad = grads.values(c) + at;
       model::optim_param o;
       o.name = p.name;
       o.value = main.values(c) + lo;
@@ -74,7 +81,10 @@ std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& 
       o.decoupled_lr = decoupled && (p.name.rfind("embedding.", 0) == 0 || p.name.rfind("output_layer.", 0) == 0);
       // Counted once: tensor-parallel duplicates on tp rank 0 only, the tied embedding on the
       // first stage only (Megatron's param_is_not_tensor_parallel_duplicate / param_is_not_shared).
-      const bool duplicate = p.split == model::tp_split::replicated && !tp_first;
+      // Expert parallelism without the distributed optimizer: every expert-parallel rank holds
+      // the same dense gradients (counted on the first) and its own experts (counted on each).
+      const bool duplicate = (p.split == model::tp_split::replicated && !tp_first) ||
+                             (!shard && !p.expert && ep_rank != 0);
       const bool shared_copy = !chunk.layout().pre_process && p.name == "embedding.word_embeddings.weight";
       o.in_grad_stats = !duplicate && !shared_copy;
       params.push_back(std::move(o));

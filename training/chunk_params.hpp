@@ -24,6 +24,6 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks);
 /// fp32 main parameters, their gradients the fp32 main gradients.
 std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, main_params& main,
                                                 main_grads& grads, grad_sync& sync,
-                                                const config::megatron_args& args, int tp_rank);
+                                                const config::megatron_args& args, int tp_rank, int ep_rank = 0);
 
 }  // namespace mactor::training

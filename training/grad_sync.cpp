@@ -40,35 +40,60 @@ void reduce_scatter_in(comm::communicator& group, tensor::const_tensor_view in, 
 
 grad_sync::grad_sync(std::vector<synced_chunk> chunks, grad_sync_options options, comm::communicator* data_parallel,
                      comm::communicator* embedding, step_timers& timers, stage_activity& activity,
-                     comm::communicator* shard_group, comm::communicator* instances)
+                     comm::communicator* shard_group, comm::communicator* instances,
+                     comm::communicator* expert_data_parallel)
     : chunks_(std::move(chunks)), options_(options), data_parallel_(data_parallel),
-      shard_group_(shard_group || instances ? shard_group : data_parallel), instances_(instances), embedding_(embedding),
-      timers_(timers), activity_(activity) {
-  const int dp = data_parallel_ ? data_parallel_->size() : 1;
+      shard_group_(shard_group || instances ? shard_group : data_parallel), instances_(instances),
+      expert_data_parallel_(expert_data_parallel), embedding_(embedding), timers_(timers), activity_(activity) {
+  build_regions();
   const int shards = shard_group_ ? shard_group_->size() : 1;
-  if (options_.distributed_optimizer && shards > 1) {
-    // Megatron's distributed optimizer: the flat buffer, padded to a multiple of the shard
-    // group's size, split evenly.
-    const auto dp_rank = static_cast<std::size_t>(shard_group_->rank());
-    for (const auto& c : chunks_) {
-      auto& s = shards_.emplace_back();
-      s.numel = static_cast<std::size_t>(c.grads.numel());
-      s.padded = (s.numel + shards - 1) / shards * shards;
-      s.begin = s.padded / shards * dp_rank;
-      s.end = s.begin + s.padded / shards;
-      const auto type = c.grads.type;
-      s.grads = tensor::tensor({static_cast<std::int64_t>(s.end - s.begin)}, type, tensor::memory_kind::gradients);
-      s.scratch = tensor::tensor({static_cast<std::int64_t>(s.padded)}, type, tensor::memory_kind::communication);
-      // A 16-bit model gathers its 16-bit values: a buffer of their dtype beside the fp32 scratch.
-      if (c.values.type != type)
-        s.gathered = tensor::tensor({static_cast<std::int64_t>(s.padded)}, c.values.type,
-                                    tensor::memory_kind::communication);
-    }
-  }
+  if (options_.distributed_optimizer && shards > 1) build_shards();
+  const int dp = data_parallel_ ? data_parallel_->size() : 1;
   if (options_.overlap_grad_reduce && dp > 1)
     build_buckets(shards_.empty() ? options_.bucket_size : std::numeric_limits<std::int64_t>::max());
   if (!buckets_.empty() || (options_.overlap_param_gather && !shards_.empty()))
     background_ = std::make_unique<comm_worker>();
+}
+
+void grad_sync::build_regions() {
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const auto numel = static_cast<std::size_t>(chunks_[c].grads.numel());
+    const std::size_t split = options_.expert_parallel ? std::min(chunks_[c].expert_begin, numel) : numel;
+    auto add = [&](std::size_t begin, std::size_t end, comm::communicator* group, comm::communicator* shards,
+                   comm::communicator* instances) {
+      auto& r = regions_.emplace_back();
+      r.chunk = c, r.begin = begin, r.end = end, r.group = group, r.shard_group = shards, r.instances = instances;
+    };
+    add(0, split, data_parallel_, shard_group_, instances_);
+    if (split < numel) add(split, numel, expert_data_parallel_, expert_data_parallel_, nullptr);
+  }
+}
+
+// Megatron's distributed optimizer: each region padded to a multiple of its shard group's size
+// and split evenly; a chunk's shard gradients hold its regions' slices one after the other.
+void grad_sync::build_shards() {
+  shards_.resize(chunks_.size());
+  std::vector<std::size_t> used(chunks_.size(), 0);
+  for (auto& r : regions_) {
+    const std::size_t ranks = r.shard_group ? static_cast<std::size_t>(r.shard_group->size()) : 1;
+    const std::size_t rank = r.shard_group ? static_cast<std::size_t>(r.shard_group->rank()) : 0;
+    const std::size_t numel = r.end - r.begin;
+    r.padded = (numel + ranks - 1) / ranks * ranks;
+    r.lo = r.padded / ranks * rank;
+    r.hi = r.lo + r.padded / ranks;
+    r.at = used[r.chunk];
+    used[r.chunk] += r.hi - r.lo;
+    shards_[r.chunk].ranges.push_back({r.begin + std::min(r.lo, numel), r.begin + std::min(r.hi, numel), r.at});
+    const auto& c = chunks_[r.chunk];
+    const auto padded = static_cast<std::int64_t>(r.padded);
+    r.scratch = tensor::tensor({padded}, c.grads.type, tensor::memory_kind::communication);
+    // A 16-bit model gathers its 16-bit values: a buffer of their dtype beside the fp32 scratch.
+    if (c.values.type != c.grads.type)
+      r.gathered = tensor::tensor({padded}, c.values.type, tensor::memory_kind::communication);
+  }
+  for (std::size_t c = 0; c < chunks_.size(); ++c)
+    shards_[c].grads = tensor::tensor({static_cast<std::int64_t>(used[c])}, chunks_[c].grads.type,
+                                      tensor::memory_kind::gradients);
 }
 
 grad_sync::shard* grad_sync::shard_of(std::size_t chunk) {
@@ -77,22 +102,25 @@ grad_sync::shard* grad_sync::shard_of(std::size_t chunk) {
 
 void grad_sync::build_buckets(std::int64_t bucket_size) {
   // The last chunk's last backward comes first (the interleaved schedule's cooldown runs the
-  // chunks in reverse): its buckets come first.
-  for (std::size_t c = chunks_.size(); c-- > 0;) {
-    const auto& chunk = chunks_[c];
-    std::vector<std::size_t> order(chunk.params.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // chunks in reverse): its buckets come first; within a chunk, the experts' region (the end of
+  // the buffer) first.
+  for (std::size_t ri = regions_.size(); ri-- > 0;) {
+    const auto& r = regions_[ri];
+    const auto& chunk = chunks_[r.chunk];
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < chunk.params.size(); ++i)
+      if (chunk.params[i].offset >= r.begin && chunk.params[i].offset < r.end) order.push_back(i);
     // Backward finishes the parameters roughly in reverse order of registration: bucket from the end.
     std::sort(order.begin(), order.end(),
               [&](std::size_t x, std::size_t y) { return chunk.params[x].offset > chunk.params[y].offset; });
     bucket b;
-    b.chunk = c;
-    b.end = b.begin = static_cast<std::size_t>(chunk.grads.numel());
+    b.region = ri;
+    b.end = b.begin = r.end;
     b.ready_event = std::numeric_limits<int>::max();
     for (std::size_t i = 0; i < order.size(); ++i) {
       const auto& p = chunk.params[order[i]];
       if (p.offset + p.numel != b.begin)
-        throw std::logic_error("gradient buffer of chunk " + std::to_string(c) + " is not contiguous");
+        throw std::logic_error("gradient buffer of chunk " + std::to_string(r.chunk) + " is not contiguous");
       b.begin = p.offset;
       b.ready_event = std::min(b.ready_event, p.ready_event);
       if (p.tied_embedding && embedding_) b.tied_embedding = order[i];
@@ -117,40 +145,49 @@ void grad_sync::reduce_tied_embedding(std::size_t chunk, const synced_param& p) 
 // One bucket's share of finish_grad_sync, on the background thread: the tied embedding's
 // cross-stage sum, then the data-parallel mean.
 void grad_sync::reduce_bucket(const bucket& b) {
-  if (b.tied_embedding) reduce_tied_embedding(b.chunk, chunks_[b.chunk].params[*b.tied_embedding]);
-  reduce_over_replicas(b.chunk, b.begin, b.end);
+  const auto& r = regions_[b.region];
+  if (b.tied_embedding) reduce_tied_embedding(r.chunk, chunks_[r.chunk].params[*b.tied_embedding]);
+  reduce_over_replicas(b.region, b.begin, b.end);
 }
 
-// Megatron's DDP: scale by 1/dp, then sum over the replicas, so every replica holds the mean of
-// grads [begin, end) of chunk c (all of it with the distributed optimizer, whose reduce-scatter
-// leaves this rank's shard of the sum in shards_[c].grads); with --calculate-per-token-loss the
-// plain sum.
-void grad_sync::reduce_over_replicas(std::size_t c, std::size_t begin, std::size_t end) {
-  auto grads = chunks_[c].grads.rows(static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end));
-  const trace_recorder::scope traced(*trace_, shards_.empty() ? "data-parallel grads all-reduce" : "data-parallel grads reduce-scatter",
-                                     "grad_sync",
-                                     {{"chunk", static_cast<std::int64_t>(c)},
-                                      {"bytes", static_cast<std::int64_t>(grads.nbytes())},
-                                      {"group_size", data_parallel_->size()}});
-  if (!options_.sum_over_replicas) kernels::scale(grads, 1.0 / data_parallel_->size());
+// Megatron's DDP: scale by 1/dp, then sum over the region's replicas, so every replica holds the
+// mean of grads [begin, end) of the region's chunk (all of the region with the distributed
+// optimizer, whose reduce-scatter leaves this rank's slice of the sum in its shard); with
+// --calculate-per-token-loss the plain sum. The experts' region scales by 1/dp too and sums over
+// the expert-data-parallel replicas: each expert's gradient already holds the tokens that every
+// expert-parallel rank sent it.
+void grad_sync::reduce_over_replicas(std::size_t ri, std::size_t begin, std::size_t end) {
+  auto& r = regions_[ri];
+  auto grads = chunks_[r.chunk].grads.rows(static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end));
+  const bool experts = r.group != data_parallel_;
+  const trace_recorder::scope traced(
+      *trace_,
+      shards_.empty() ? (experts ? "expert-data-parallel grads all-reduce" : "data-parallel grads all-reduce")
+                      : (experts ? "expert-data-parallel grads reduce-scatter" : "data-parallel grads reduce-scatter"),
+      "grad_sync",
+      {{"chunk", static_cast<std::int64_t>(r.chunk)},
+       {"bytes", static_cast<std::int64_t>(grads.nbytes())},
+       {"group_size", r.group ? r.group->size() : 1}});
+  if (!options_.sum_over_replicas && data_parallel_) kernels::scale(grads, 1.0 / data_parallel_->size());
   if (shards_.empty()) {
-    all_reduce_in(*data_parallel_, grads);
+    if (r.group) all_reduce_in(*r.group, grads);
     return;
   }
-  auto& s = shards_[c];
-  if (begin != 0 || end != s.numel) throw std::logic_error("the distributed optimizer reduces whole chunks");
-  const auto numel = static_cast<std::int64_t>(s.numel);
-  kernels::copy(s.scratch.view().rows(0, numel), grads);
-  kernels::fill_zero(s.scratch.view().rows(numel, static_cast<std::int64_t>(s.padded)));
-  reduce_scatter_in(*shard_group_, s.scratch.view(), s.grads.view());
+  if (begin != r.begin || end != r.end) throw std::logic_error("the distributed optimizer reduces whole regions");
+  const auto numel = static_cast<std::int64_t>(r.end - r.begin);
+  auto mine = shards_[r.chunk].grads.view().rows(static_cast<std::int64_t>(r.at), static_cast<std::int64_t>(r.at + r.hi - r.lo));
+  if (!r.shard_group) return kernels::copy(mine.rows(0, numel), grads);  // this rank holds the whole region
+  kernels::copy(r.scratch.view().rows(0, numel), grads);
+  kernels::fill_zero(r.scratch.view().rows(numel, static_cast<std::int64_t>(r.padded)));
+  reduce_scatter_in(*r.shard_group, r.scratch.view(), mine);
   // Partial sharding: each instance reduced its replicas' part; the instances' shards are summed.
-  if (instances_) all_reduce_in(*instances_, s.grads.view());
+  if (r.instances) all_reduce_in(*r.instances, mine);
 }
 
 void grad_sync::backward_progress(int chunk, int event) {
   while (next_bucket_ < buckets_.size()) {
     const auto& b = buckets_[next_bucket_];
-    if (event != post_everything && (static_cast<int>(b.chunk) != chunk || b.ready_event < event)) return;
+    if (event != post_everything && (static_cast<int>(regions_[b.region].chunk) != chunk || b.ready_event < event)) return;
     background_->post([this, &b] { reduce_bucket(b); });
     ++next_bucket_;
   }
@@ -185,34 +222,37 @@ void grad_sync::finish_grad_sync() {
   }
   const auto timed = timers_.time(step_timer::all_grads_sync);
   if (!data_parallel_) return;
-  for (std::size_t c = 0; c < chunks_.size(); ++c)
-    reduce_over_replicas(c, 0, static_cast<std::size_t>(chunks_[c].grads.numel()));
+  for (std::size_t r = 0; r < regions_.size(); ++r) reduce_over_replicas(r, regions_[r].begin, regions_[r].end);
 }
 
-void grad_sync::gather_params(std::size_t c) {
-  auto& s = shards_[c];
-  auto values = chunks_[c].values;
-  const auto begin = static_cast<std::int64_t>(s.begin), end = static_cast<std::int64_t>(s.end);
-  const auto numel = static_cast<std::int64_t>(s.numel);
-  tensor::tensor mine({end - begin}, values.type, tensor::memory_kind::communication);
-  if (begin < numel) kernels::copy(mine.view().rows(0, std::min(end, numel) - begin), values.rows(begin, std::min(end, numel)));
-  auto& gathered = s.gathered.defined() ? s.gathered : s.scratch;
-  const trace_recorder::scope traced(*trace_, "data-parallel params all-gather", "grad_sync",
-                                     {{"chunk", static_cast<std::int64_t>(c)},
+void grad_sync::gather_params(std::size_t ri) {
+  auto& r = regions_[ri];
+  if (!r.shard_group) return;  // this rank updated the whole region
+  auto values = chunks_[r.chunk].values.rows(static_cast<std::int64_t>(r.begin), static_cast<std::int64_t>(r.end));
+  const auto lo = static_cast<std::int64_t>(r.lo), hi = static_cast<std::int64_t>(r.hi);
+  const auto numel = static_cast<std::int64_t>(r.end - r.begin);
+  tensor::tensor mine({hi - lo}, values.type, tensor::memory_kind::communication);
+  if (lo < numel) kernels::copy(mine.view().rows(0, std::min(hi, numel) - lo), values.rows(lo, std::min(hi, numel)));
+  auto& gathered = r.gathered.defined() ? r.gathered : r.scratch;
+  const trace_recorder::scope traced(*trace_,
+                                     r.group == data_parallel_ ? "data-parallel params all-gather"
+                                                               : "expert-data-parallel params all-gather",
+                                     "grad_sync",
+                                     {{"chunk", static_cast<std::int64_t>(r.chunk)},
                                       {"bytes", static_cast<std::int64_t>(gathered.nbytes())},
-                                      {"group_size", shard_group_->size()}});
-  shard_group_->all_gather(mine.view(), gathered.view());
+                                      {"group_size", r.shard_group->size()}});
+  r.shard_group->all_gather(mine.view(), gathered.view());
   kernels::copy(values, gathered.view().rows(0, numel));
 }
 
 void grad_sync::start_param_sync() {
   if (shards_.empty()) return;
   const bool overlap = options_.overlap_param_gather && background_;
-  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+  for (std::size_t r = 0; r < regions_.size(); ++r) {
     if (overlap)
-      background_->post([this, c] { gather_params(c); });
+      background_->post([this, r] { gather_params(r); });
     else
-      gather_params(c);
+      gather_params(r);
   }
   params_pending_ = overlap;
 }

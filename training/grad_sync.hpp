@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -31,10 +32,12 @@ struct synced_param {
   bool tied_embedding = false;
 };
 
-/// One model chunk's flat parameter and gradient buffers and the parameters in them.
+/// One model chunk's flat parameter and gradient buffers and the parameters in them. The MoE
+/// experts, when there are any, fill the end of the buffers, from expert_begin.
 struct synced_chunk {
   tensor::tensor_view values, grads;
   std::vector<synced_param> params;
+  std::size_t expert_begin = std::numeric_limits<std::size_t>::max();  // none
 };
 
 struct grad_sync_options {
@@ -47,6 +50,10 @@ struct grad_sync_options {
   /// Megatron DDP's gradient_scaling_factor: 1/dp (the replicas' mean), or 1 (their sum) with
   /// --calculate-per-token-loss, whose 1/tokens comes at finalize.
   bool sum_over_replicas = false;
+  /// --expert-model-parallel-size > 1: the experts' gradients reduce (and shard) over the
+  /// expert-data-parallel group instead of the data-parallel one, still scaled by 1/dp
+  /// (Megatron DDP's expert_gradient_scaling_factor).
+  bool expert_parallel = false;
 };
 
 class grad_sync {
@@ -56,19 +63,23 @@ class grad_sync {
   /// --num-distributed-optimizer-instances the distributed optimizer shards over `shard_group`
   /// (one instance's part of data_parallel, null for one rank) and sums each shard over
   /// `instances` (the same shard in every instance); both default to data_parallel and none.
+  /// With options.expert_parallel, the experts' part of each chunk reduces over
+  /// `expert_data_parallel` (null: this rank alone holds its experts).
   grad_sync(std::vector<synced_chunk> chunks, grad_sync_options options, comm::communicator* data_parallel,
             comm::communicator* embedding, step_timers& timers, stage_activity& activity,
-            comm::communicator* shard_group = nullptr, comm::communicator* instances = nullptr);
+            comm::communicator* shard_group = nullptr, comm::communicator* instances = nullptr,
+            comm::communicator* expert_data_parallel = nullptr);
 
-  /// The distributed optimizer's slice of a chunk: [begin, end) of its (padded) flat buffer,
-  /// and the reduced gradients of that slice.
+  /// The distributed optimizer's part of a chunk: a slice of each region of its flat buffer
+  /// (the dense parameters' over the data-parallel group; the experts', with expert
+  /// parallelism, over the expert-data-parallel group), and their reduced gradients.
   struct shard {
-    std::size_t numel = 0, padded = 0, begin = 0, end = 0;
-    tensor::tensor grads;    ///< reduce-scattered gradients of [begin, end)
-    tensor::tensor scratch;  ///< the padded buffer the collectives run on
-    /// The padded buffer the parameter all-gather fills when the values' dtype is not the
-    /// gradients' (a 16-bit model); undefined otherwise (the scratch serves).
-    tensor::tensor gathered;
+    /// Elements [begin, end) of the chunk's flat buffer, at grads[at ...).
+    struct range {
+      std::size_t begin = 0, end = 0, at = 0;
+    };
+    std::vector<range> ranges;
+    tensor::tensor grads;  ///< reduce-scattered gradients of every range (and their padding)
   };
   /// Null without the distributed optimizer.
   shard* shard_of(std::size_t chunk);
@@ -91,16 +102,31 @@ class grad_sync {
   void trace_into(trace_recorder* trace) { trace_ = trace; }
 
  private:
-  struct bucket {
+  /// A part of a chunk's flat buffer that reduces over one group: the whole chunk, or with
+  /// expert parallelism its dense parameters and its experts.
+  struct region {
     std::size_t chunk = 0, begin = 0, end = 0;
+    comm::communicator* group = nullptr;        // the replicas summed (null: none)
+    comm::communicator* shard_group = nullptr;  // the distributed optimizer's shards (null: one)
+    comm::communicator* instances = nullptr;    // the other instances holding the same shard
+    // The distributed optimizer: the padded region, this rank's slice [lo, hi) of it, its place
+    // in the chunk's shard gradients, the padded buffer the collectives run on, and (a 16-bit
+    // model) the one the parameter all-gather fills in the values' dtype.
+    std::size_t padded = 0, lo = 0, hi = 0, at = 0;
+    tensor::tensor scratch, gathered;
+  };
+  struct bucket {
+    std::size_t region = 0, begin = 0, end = 0;
     int ready_event = 0;
     std::optional<std::size_t> tied_embedding;  // the tied embedding's parameter index
   };
+  void build_regions();
+  void build_shards();
   void build_buckets(std::int64_t bucket_size);
   void reduce_bucket(const bucket& b);
   void reduce_tied_embedding(std::size_t chunk, const synced_param& p);
-  void reduce_over_replicas(std::size_t chunk, std::size_t begin, std::size_t end);
-  void gather_params(std::size_t chunk);
+  void reduce_over_replicas(std::size_t region, std::size_t begin, std::size_t end);
+  void gather_params(std::size_t region);
   void wait_background(const char* why);
 
   std::vector<synced_chunk> chunks_;
@@ -108,7 +134,9 @@ class grad_sync {
   comm::communicator* data_parallel_;
   comm::communicator* shard_group_;  // the distributed optimizer's shards: data_parallel_ or one instance's part
   comm::communicator* instances_;    // the other instances' ranks holding the same shard, or null
+  comm::communicator* expert_data_parallel_;
   comm::communicator* embedding_;
+  std::vector<region> regions_;
   step_timers& timers_;
   stage_activity& activity_;
   std::vector<shard> shards_;

@@ -85,7 +85,7 @@ model::softmax_kind softmax_kind_from(const std::string& type) {  // validation 
 }  // namespace
 
 model::gpt_model_config model_config_from_args(const config::megatron_args& a, std::int64_t padded_vocab_size, int tp_rank,
-                                               int cp_rank) {
+                                               int cp_rank, int ep_rank) {
   const auto& n = a.network_size;
   const auto& t = a.training;
   model::gpt_model_config c;
@@ -153,6 +153,10 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.recompute = recompute_from_args(a);
   c.fp8 = fp8_settings_from_args(a.transformer_engine);
   c.moe = moe_settings_from_args(a);
+  if (c.moe.enabled()) {
+    c.moe.expert_parallel_size = static_cast<int>(a.moe.expert_model_parallel_size);
+    c.moe.expert_parallel_rank = ep_rank;
+  }
   return c;
 }
 

@@ -20,6 +20,12 @@ comm::process_groups make_groups(const config::megatron_args& a, const comm::lau
   s.pp = static_cast<int>(a.distributed.pipeline_model_parallel_size);
   s.cp = static_cast<int>(a.distributed.context_parallel_size);
   s.tp_pp_dp_mapping = a.distributed.use_tp_pp_dp_mapping;
+  // A dense model has no expert groups (validation refuses --expert-model-parallel-size without
+  // --num-experts); MoE: Megatron's expert generator.
+  if (a.moe.num_experts) {
+    s.ep = static_cast<int>(a.moe.expert_model_parallel_size);
+    s.etp = static_cast<int>(a.moe.expert_tensor_parallel_size.value_or(0));
+  }
   return comm::process_groups(env.world_size, env.rank, s);
 }
 
@@ -37,6 +43,14 @@ class communicator_group final : public model::group {
   }
   void reduce_scatter_sum(const double* in, double* out, std::size_t n) override {
     c_.reduce_scatter(std::span<const double>(in, n * size()), std::span<double>(out, n));
+  }
+  void all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
+                          std::span<const std::size_t> recv_bytes) override {
+    std::size_t sent = 0, received = 0;
+    for (auto b : send_bytes) sent += b;
+    for (auto b : recv_bytes) received += b;
+    c_.all_to_all_v_bytes(std::span<const std::byte>(in, sent), send_bytes, std::span<std::byte>(out, received),
+                          recv_bytes);
   }
 
  private:
@@ -59,6 +73,10 @@ class owning_group final : public model::group {
   void all_gather(const double* in, double* out, std::size_t n) override { g_.all_gather(in, out, n); }
   void reduce_scatter_sum(const float* in, float* out, std::size_t n) override { g_.reduce_scatter_sum(in, out, n); }
   void reduce_scatter_sum(const double* in, double* out, std::size_t n) override { g_.reduce_scatter_sum(in, out, n); }
+  void all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
+                          std::span<const std::size_t> recv_bytes) override {
+    g_.all_to_all_v_bytes(in, send_bytes, out, recv_bytes);
+  }
 
  private:
   std::unique_ptr<comm::communicator> c_;
@@ -84,6 +102,7 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   if (env.world_size == 1) {
     tp_group_ = std::make_unique<model::single_group>();
     cp_group_ = std::make_unique<model::single_group>();
+    ep_group_ = std::make_unique<model::single_group>();
     return;
   }
   impl_->rdzv = comm::open_rendezvous(env);
@@ -106,6 +125,15 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   else
     cp_group_ = std::make_unique<model::single_group>();
   dp_ = make(groups_.dp_cp_group(), groups_.cp() > 1 ? "data-parallel (with context-parallel)" : "data-parallel");
+  if (groups_.ep() > 1) {
+    const auto ep = groups_.ep_group();
+    ep_rank_ = static_cast<int>(std::find(ep.ranks.begin(), ep.ranks.end(), env.rank) - ep.ranks.begin());
+    const auto edp = groups_.expert_dp_group();
+    expert_dp_rank_ = static_cast<int>(std::find(edp.ranks.begin(), edp.ranks.end(), env.rank) - edp.ranks.begin());
+    ep_ = make(ep, "expert-parallel");
+    expert_dp_ = make(edp, "expert-data-parallel");
+  }
+  ep_group_ = ep_ ? make_model_group(*ep_) : std::make_unique<model::single_group>();
   if (const auto instances = static_cast<int>(a.distributed.num_distributed_optimizer_instances); instances > 1) {
     // Megatron's partial data parallelism: consecutive parts of the data x context group, and
     // the ranks at the same place in every part.
@@ -150,7 +178,8 @@ parallel_context::~parallel_context() {
   watched_.clear();
   tp_group_.reset();
   cp_group_.reset();
-  dp_.reset(), intra_.reset(), instances_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
+  ep_group_.reset();
+  dp_.reset(), ep_.reset(), expert_dp_.reset(), intra_.reset(), instances_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
   transport_.reset();
 }
 

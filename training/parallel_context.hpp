@@ -46,6 +46,11 @@ class parallel_context {
   model::group& tensor_parallel() { return *tp_group_; }
   /// The context-parallel group as the model takes it (attention's key/value all-gather).
   model::group& context_parallel() { return *cp_group_; }
+  /// The expert-parallel group as the model takes it (the MoE token all-to-all).
+  model::group& expert_parallel_group() { return *ep_group_; }
+  /// This rank's place in its expert-parallel and expert-data-parallel groups (0 without MoE).
+  int ep_rank() const { return ep_rank_; }
+  int expert_dp_rank() const { return expert_dp_rank_; }
   /// Communicators; null when the group is this rank alone.
   /// The data-parallel group with the context-parallel ranks (Megatron's with_context_parallel
   /// group): gradients, losses and the distributed optimizer's shards reduce over it.
@@ -58,6 +63,11 @@ class parallel_context {
   comm::communicator* optimizer_instances() { return instances_.get(); }
   /// Which instance holds this rank's optimizer shard (0 with one instance).
   int optimizer_instance() const { return optimizer_instance_; }
+  /// --expert-model-parallel-size > 1: the expert-parallel group (the experts' share of the
+  /// gradient statistics) and the expert-data-parallel group (the ranks holding the same
+  /// experts: their gradients and distributed-optimizer shards reduce over it).
+  comm::communicator* expert_parallel() { return ep_.get(); }
+  comm::communicator* expert_data_parallel() { return expert_dp_.get(); }
   comm::communicator* model_parallel() { return mp_.get(); }   ///< tp x pp: grad norms
   comm::communicator* embedding() { return embedding_.get(); } ///< first and last stage (tied embeddings)
   comm::communicator* world() { return world_.get(); }
@@ -78,8 +88,9 @@ class parallel_context {
   comm::process_groups groups_;
   int local_rank_ = 0;
   std::unique_ptr<comm::transport> transport_;
-  std::unique_ptr<model::group> tp_group_, cp_group_;
-  std::unique_ptr<comm::communicator> dp_, intra_, instances_, mp_, embedding_, world_;
+  std::unique_ptr<comm::communicator> dp_, ep_, expert_dp_, intra_, instances_, mp_, embedding_, world_;
+  std::unique_ptr<model::group> tp_group_, cp_group_, ep_group_;
+  int ep_rank_ = 0, expert_dp_rank_ = 0;
   int optimizer_instance_ = 0;
   std::vector<const comm::watched_communicator*> watched_;
 };

@@ -250,6 +250,14 @@ iteration_report rank_worker::finish_iteration() {
     const trace_recorder::scope traced(engine_.trace(), "loss all-reduce", "step");
     return sum_over_replicas(ctx_, engine_.loss_totals());
   }();
+  // Megatron's reduce_aux_losses_tracker_across_ranks: the mean over the data-parallel group,
+  // before the optimizer step, whose --overlap-param-gather all-gather then runs on that group
+  // in the background.
+  auto moe_losses = engine_.moe_aux_losses();
+  if (auto* dp = ctx_.data_parallel(); dp && !moe_losses.empty()) {
+    dp->all_reduce(std::span<double>(moe_losses));
+    for (auto& v : moe_losses) v /= dp->size();
+  }
   const auto step = engine_.optimizer_step(args_.regularization.clip_grad, args_.logging.log_num_zeros_in_grad);
   // A skipped step (fp16 overflow) leaves the schedule where it is, as Megatron's train_step does.
   if (step.update_successful) scheduler_.step(iteration_batch_);
@@ -260,12 +268,7 @@ iteration_report rank_worker::finish_iteration() {
   r.loss_sum = totals.loss_sum;
   r.num_tokens = totals.num_tokens;
   r.update_successful = step.update_successful;
-  r.moe_losses = engine_.moe_aux_losses();
-  if (auto* dp = ctx_.data_parallel(); dp && !r.moe_losses.empty()) {
-    // Megatron's reduce_aux_losses_tracker_across_ranks: the mean over the data-parallel group.
-    dp->all_reduce(std::span<double>(r.moe_losses));
-    for (auto& v : r.moe_losses) v /= dp->size();
-  }
+  r.moe_losses = std::move(moe_losses);
   r.loss_scale = engine_.loss_scale();
   if (step.grad_norm) r.has_grad_norm = true, r.grad_norm = *step.grad_norm;
   if (step.num_zeros_in_grad) r.has_num_zeros = true, r.num_zeros = *step.num_zeros_in_grad;

@@ -41,20 +41,22 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   prepare_profile_folder(trace_.plan());
   timers_.trace_into(&trace_);
   port_.trace_into(&trace_);
-  const auto config = model_config_from_args(a, padded, ctx.tp_rank(), ctx.cp_rank());
+  const auto config = model_config_from_args(a, padded, ctx.tp_rank(), ctx.cp_rank(), ctx.ep_rank());
   chunks_.reserve(layout_.virtual_size);
   if (trace_.plan().enabled && ctx.tensor_parallel().size() > 1)
     traced_tp_ = std::make_unique<traced_group>(ctx.tensor_parallel(), trace_);
   for (const auto& l : layout_.chunks)
     chunks_.emplace_back(config, traced_tp_ ? static_cast<model::group&>(*traced_tp_) : ctx.tensor_parallel(), l,
-                         &ctx.context_parallel());
+                         &ctx.context_parallel(), &ctx.expert_parallel_group());
   grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel),
                                            ctx.data_parallel(), ctx.embedding(), timers_, activity_,
-                                           ctx.optimizer_shard_group(), ctx.optimizer_instances());
+                                           ctx.optimizer_shard_group(), ctx.optimizer_instances(),
+                                           ctx.expert_data_parallel());
   grad_sync_->trace_into(&trace_);
   main_params_ = std::make_unique<training::main_params>(chunks_);
   main_grads_ = std::make_unique<training::main_grads>(chunks_, *grad_sync_);
-  optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *main_grads_, *grad_sync_, a, ctx.tp_rank()),
+  optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *main_grads_, *grad_sync_, a, ctx.tp_rank(),
+                                                      ctx.ep_rank()),
                                      optimizer_options_from_args(a));
   if (auto options = grad_scaler_options_from_args(a)) scaler_.emplace(*options);
 }
@@ -305,9 +307,15 @@ void stage_engine::scale_by_global_tokens() {
   model::scale_grads(optimizer_->params(), static_cast<float>(1.0 / tokens));
 }
 
+// Sums over the ranks holding different parts of the model: the model-parallel group, then the
+// distributed optimizer's shards (with expert parallelism, the data-parallel group covers every
+// dense and every expert slice once), or the expert-parallel ranks' own experts.
 void stage_engine::reduce_stats(std::span<double> values) {
   if (auto* mp = ctx_.model_parallel()) mp->all_reduce(values);
-  if (distributed_optimizer_) ctx_.optimizer_shard_group()->all_reduce(values);
+  if (distributed_optimizer_)
+    ctx_.optimizer_shard_group()->all_reduce(values);
+  else if (auto* ep = ctx_.expert_parallel())
+    ep->all_reduce(values);
 }
 
 void stage_engine::check_qk_norms() {
@@ -317,22 +325,27 @@ void stage_engine::check_qk_norms() {
 
 void stage_engine::check_weight_hashes_across_replicas() {
   sync_params();  // the distributed optimizer's all-gather must have landed
-  auto* dp = ctx_.data_parallel();
-  if (!dp) return;
-  std::vector<std::uint64_t> hashes;
-  std::vector<std::string> names;
-  for (auto& c : chunks_)
-    for (const auto& p : c.parameters()) {
-      hashes.push_back(fnv1a_hash(p.value));
-      names.push_back(p.name);
-    }
-  const auto differing = differing_hashes(hashes, dp->size(), [dp](std::span<double> v) { dp->all_reduce(v); });
-  if (differing.empty()) return;
-  std::string list;
-  for (auto i : differing) list += (list.empty() ? "" : ", ") + names[i];
-  throw std::runtime_error("parameter hashes do not match across the data-parallel replicas (rank " +
-                           std::to_string(ctx_.rank()) + ", data-parallel rank " + std::to_string(ctx_.dp_rank()) +
-                           " of " + std::to_string(dp->size()) + "): " + list);
+  // The dense parameters agree over the data-parallel replicas; the experts (which differ
+  // between expert-parallel ranks) over the expert-data-parallel ones.
+  for (const bool experts : {false, true}) {
+    auto* group = experts ? ctx_.expert_data_parallel() : ctx_.data_parallel();
+    if (!group) continue;
+    std::vector<std::uint64_t> hashes;
+    std::vector<std::string> names;
+    for (auto& c : chunks_)
+      for (const auto& p : c.parameters())
+        if (p.expert == experts) hashes.push_back(fnv1a_hash(p.value)), names.push_back(p.name);
+    if (hashes.empty()) continue;
+    const auto differing =
+        differing_hashes(hashes, group->size(), [group](std::span<double> v) { group->all_reduce(v); });
+    if (differing.empty()) continue;
+    std::string list;
+    for (auto i : differing) list += (list.empty() ? "" : ", ") + names[i];
+    throw std::runtime_error("parameter hashes do not match across the " +
+                             std::string(experts ? "expert-data-parallel" : "data-parallel") + " replicas (rank " +
+                             std::to_string(ctx_.rank()) + ", data-parallel rank " + std::to_string(ctx_.dp_rank()) +
+                             " of " + std::to_string(group->size()) + "): " + list);
+  }
 }
 
 model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool count_zeros) {
@@ -383,9 +396,10 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
     if (tensor::is_half_precision(chunks_.front().dtype()) || distributed_optimizer_)
       copy_timer.emplace(timers_, step_timer::optimizer_copy_main_to_model_params);
     for (std::size_t c = 0; c < chunks_.size(); ++c) {
-      const auto* shard = grad_sync_->shard_of(c);
-      main_params_->copy_to_model(c, shard ? shard->begin : 0,
-                                  shard ? shard->end : static_cast<std::size_t>(chunks_[c].store().value_tensor().numel()));
+      if (const auto* shard = grad_sync_->shard_of(c))
+        for (const auto& r : shard->ranges) main_params_->copy_to_model(c, r.begin, r.end);
+      else
+        main_params_->copy_to_model(c, 0, static_cast<std::size_t>(chunks_[c].store().value_tensor().numel()));
     }
   }
   {

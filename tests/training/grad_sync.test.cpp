@@ -116,17 +116,19 @@ TEST_CASE("the distributed optimizer's shards hold the mean of their slice, and 
         auto* shard = sync.shard_of(0);
         if (!shard) return "no shard";
         const std::size_t numel = chunk.values.size(), padded = (numel + world - 1) / world * world;
-        if (shard->begin != padded / world * rank || shard->end != shard->begin + padded / world)
-          return "shard [" + std::to_string(shard->begin) + ", " + std::to_string(shard->end) + ")";
+        if (shard->ranges.size() != 1) return std::to_string(shard->ranges.size()) + " shard ranges";
+        const auto [begin, end, at] = shard->ranges[0];
+        if (begin != padded / world * rank || end != std::min(numel, begin + padded / world) || at != 0)
+          return "shard [" + std::to_string(begin) + ", " + std::to_string(end) + ")";
         for (int event = static_cast<int>(layer_sizes.size()) - 1; event >= 0; --event) sync.backward_progress(0, event);
         sync.finish_grad_sync();
         const auto grads = shard->grads.host<float>();
-        for (std::size_t i = shard->begin; i < std::min(shard->end, numel); ++i)
-          if (std::abs(grads[i - shard->begin] - want[i]) > 1e-6f * (1 + std::abs(want[i])))
-            return "shard gradient " + std::to_string(i) + ": " + std::to_string(grads[i - shard->begin]) + " vs " +
+        for (std::size_t i = begin; i < end; ++i)
+          if (std::abs(grads[i - begin] - want[i]) > 1e-6f * (1 + std::abs(want[i])))
+            return "shard gradient " + std::to_string(i) + ": " + std::to_string(grads[i - begin]) + " vs " +
                    std::to_string(want[i]);
         // An "optimizer step": each rank sets its slice to its own marks; the gather spreads them.
-        for (std::size_t i = shard->begin; i < std::min(shard->end, numel); ++i) chunk.values[i] = 1000.0f * rank + i;
+        for (std::size_t i = begin; i < end; ++i) chunk.values[i] = 1000.0f * rank + i;
         sync.start_param_sync();
         sync.wait_param_sync();
         for (std::size_t i = 0; i < numel; ++i) {

@@ -1,0 +1,130 @@
+// Expert parallelism under `mactor`: a tiny Mixtral-style MoE (8 experts, top-2, aux and z
+// losses) with its experts split over 2 or 4 expert-parallel ranks logs one process's lm loss,
+// MoE losses and grad norm every iteration, with and without the distributed optimizer (whose
+// expert shards then live in the expert-data-parallel group), with overlapped gradient reduction
+// and parameter all-gather, and with pipeline parallelism. A checkpoint saved under EP2 holds
+// the same tensor names as one process's (experts under their global numbers) and resumes under
+// one process and under EP4 as the uninterrupted run continues.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "checkpoint/checkpoint_reader.hpp"
+#include "tests/training/launch_support.hpp"
+
+namespace fs = std::filesystem;
+using namespace mactor::test;
+
+namespace {
+
+constexpr std::size_t iterations = 8;
+
+std::string moe_flags() {
+  return "--mock-data --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+         "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 16 --train-iters 8 --lr-decay-iters 8 "
+         "--lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 "
+         "--init-method-std 0.05 --tokenizer-type NullTokenizer --vocab-size 4095 --log-interval 1 --eval-interval 4 "
+         "--eval-iters 1 --seed 9 --hidden-dropout 0 --attention-dropout 0 --disable-bias-linear --swiglu "
+         "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-layer-freq '([0]*1+[1]*3)' "
+         "--moe-aux-loss-coeff 0.1 --moe-z-loss-coeff 0.01 --moe-token-dispatcher-type alltoall "
+         "--use-distributed-optimizer";
+}
+
+std::vector<double> logged(const std::string& log, const std::string& key) {
+  std::vector<double> v;
+  const std::regex entry("\\| " + key + ": ([-+0-9.eE]+) ");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), entry); it != std::sregex_iterator(); ++it)
+    v.push_back(std::stod((*it)[1].str()));
+  return v;
+}
+
+struct moe_run {
+  logged_losses losses;
+  std::vector<double> grad_norm, load_balancing_loss, z_loss;
+};
+
+moe_run run_moe(int ranks, const std::string& flags, std::size_t evaluations = 4) {
+  const auto r = launch(ranks, flags);
+  moe_run m{parse_losses(r.out), logged(r.out, "grad norm"), logged(r.out, "load_balancing_loss"),
+            logged(r.out, "z_loss")};
+  REQUIRE(m.losses.validation.size() == evaluations);
+  return m;
+}
+
+const moe_run& alone() {
+  static const moe_run one = run_moe(1, moe_flags());
+  return one;
+}
+
+void check_layout(int ranks, const std::string& layout) {
+  INFO("layout: " << layout);
+  const auto& one = alone();
+  REQUIRE(one.losses.train.size() == iterations);
+  REQUIRE(one.losses.train.front() != one.losses.train.back());
+  const auto spread = run_moe(ranks, moe_flags() + " " + layout);
+  REQUIRE(spread.losses.train.size() == iterations);
+  REQUIRE(spread.grad_norm.size() == iterations);
+  check_same(spread.losses.train, one.losses.train, ("EP lm loss, " + layout).c_str(), ranks);
+  check_same(spread.losses.validation, one.losses.validation, ("EP validation/test lm loss, " + layout).c_str(), ranks);
+  check_same(spread.load_balancing_loss, one.load_balancing_loss, ("EP load_balancing_loss, " + layout).c_str(), ranks);
+  check_same(spread.z_loss, one.z_loss, ("EP z_loss, " + layout).c_str(), ranks);
+  // The grad norm is printed with 3 decimals; every expert must be counted exactly once.
+  check_same(spread.grad_norm, one.grad_norm, ("EP grad norm, " + layout).c_str(), ranks, 5e-3);
+}
+
+}  // namespace
+
+TEST_CASE("experts over 2 expert-parallel ranks log one process's losses and grad norm") {
+  check_layout(2, "--expert-model-parallel-size 2");
+}
+
+TEST_CASE("experts over EP2 x expert-DP2 with overlapped grad reduce and param gather log one process's losses") {
+  check_layout(4, "--expert-model-parallel-size 2 --overlap-grad-reduce --overlap-param-gather");
+}
+
+TEST_CASE("experts over EP4 without the distributed optimizer log one process's losses, params norm and zeros") {
+  const std::string extra = " --log-params-norm --log-num-zeros-in-grad";
+  std::string flags = moe_flags() + extra;
+  flags = std::regex_replace(flags, std::regex(" --use-distributed-optimizer"), "");
+  const auto one = launch(1, flags), spread = launch(4, flags + " --expert-model-parallel-size 4");
+  const auto a = iteration_lines(one.out), b = iteration_lines(spread.out);
+  REQUIRE(a.size() == iterations);
+  REQUIRE(b.size() == iterations);
+  check_same(logged(spread.out, "params norm"), logged(one.out, "params norm"), "EP4 params norm", 4, 1e-4);
+  check_same(logged(spread.out, "lm loss"), logged(one.out, "lm loss"), "EP4 lm loss", 4);
+  CHECK(logged(spread.out, "num zeros") == logged(one.out, "num zeros"));
+}
+
+TEST_CASE("experts over EP2 x PP2 log one process's losses") {
+  check_layout(4, "--expert-model-parallel-size 2 --pipeline-model-parallel-size 2");
+}
+
+TEST_CASE("an EP2 checkpoint names experts globally and resumes under one process and under EP4") {
+  const auto dir = scratch_dir("expert_parallel", "ep2_save");
+  const std::string save = " --save " + dir.string() + " --save-interval 4 --exit-interval 4";
+  const auto cut = run_moe(2, moe_flags() + " --expert-model-parallel-size 2" + save, 1);
+  REQUIRE(cut.losses.train.size() == 4);
+  // The same tensors as a one-process checkpoint of the same model.
+  const auto one_dir = scratch_dir("expert_parallel", "one_save");
+  run_moe(1, moe_flags() + " --save " + one_dir.string() + " --save-interval 4 --exit-interval 4", 1);
+  mactor::checkpoint::checkpoint_reader ep2(dir.string(), 4), one(one_dir.string(), 4);
+  CHECK(ep2.names() == one.names());
+  std::size_t experts = 0;
+  for (const auto& n : ep2.names()) experts += n.find("local_experts.7.linear_fc1.weight") != std::string::npos;
+  CHECK(experts >= 3);  // expert 7 of each MoE layer, saved by expert-parallel rank 1 (and its state)
+  for (const int ranks : {1, 4}) {
+    INFO("resumed on " << ranks << " ranks");
+    const std::string layout = ranks == 4 ? " --expert-model-parallel-size 4" : "";
+    const auto resumed = run_moe(ranks, moe_flags() + layout + " --load " + dir.string(), 3);
+    REQUIRE(resumed.losses.train.size() == 4);
+    const std::vector<double> tail(alone().losses.train.begin() + 4, alone().losses.train.end());
+    check_same(resumed.losses.train, tail, ("lm loss resumed from EP2 on " + std::to_string(ranks)).c_str(), ranks);
+  }
+}
+
+TEST_CASE("--expert-model-parallel-size that does not divide the experts or the ranks is refused") {
+  const auto r = launch(2, moe_flags() + " --expert-model-parallel-size 3", 2);
+  CHECK(r.err.find("--expert-model-parallel-size") != std::string::npos);
+}
