@@ -329,6 +329,11 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                       "(add --disable-bias-linear) and fp8; the log line and TensorBoard get track_moe_metrics' z_loss and "
                       "(seq_)load_balancing_loss (per micro-batch mean, summed over the pipeline, averaged over the "
                       "replicas and the MoE layers)"},
+      {"moe_router_enable_expert_bias", "sigmoid scores plus a per-expert fp32 bias choose the top k (the "
+                                        "probabilities stay unbiased); after each global batch the bias moves by the "
+                                        "update rate towards balance, from the kept tokens per expert summed over the "
+                                        "replicas (Megatron's _update_router_expert_bias); saved as router.expert_bias"},
+      {"moe_router_bias_update_rate", ""},
       {"moe_per_layer_logging", "TensorBoard scalars moe/<name>_layer_<i> for every layer, as track_moe_metrics"},
       {"moe_layer_freq", "an int N (layers 0, N, 2N, ... 0-based) or the list form, one 0/1 per layer"},
       {"moe_ffn_hidden_size", "each expert's fc2 input width (fc1 twice that with a gated unit)"},
@@ -612,6 +617,9 @@ support_report check_support(const megatron_args& args, const support_scope& sco
     if (args.moe.expert_model_parallel_size > 1)
       report.errors.push_back("--ckpt-format torch with --expert-model-parallel-size > 1 is recognized but not implemented "
                               "by mactor yet; use --ckpt-format torch_dist");
+    if (args.moe.moe_router_enable_expert_bias)
+      report.errors.push_back("--ckpt-format torch with --moe-router-enable-expert-bias is recognized but not implemented "
+                              "by mactor yet (the routers' expert_bias buffers); use --ckpt-format torch_dist");
   }
   return report;
 }

@@ -118,6 +118,13 @@ class gpt_chunk {
   /// Adds each local MoE layer's auxiliary losses of its last forward (divided by their
   /// coefficients, as Megatron's tracker holds them) to totals[k * config().num_layers + layer],
   /// k = 0 load_balancing_loss, 1 seq_load_balancing_loss, 2 z_loss; layer is global, 0-based.
+  /// The MoE routers of this chunk's layers, in layer order (empty for a dense model).
+  std::vector<moe_router*> moe_routers() {
+    std::vector<moe_router*> out;
+    for (auto& l : layers_)
+      if (auto* m = l.moe()) out.push_back(&m->router());
+    return out;
+  }
   void add_moe_aux_losses(std::vector<double>& totals) const {
     for (std::size_t i = 0; i < layers_.size(); ++i)
       if (const auto* m = layers_[i].moe()) {

@@ -41,6 +41,12 @@ struct moe_settings {
   /// factor) of its routed tokens, chosen by --moe-token-drop-policy (probs: the highest
   /// probabilities; position: the first tokens); the others are dropped.
   std::optional<double> expert_capacity_factor;
+  /// --moe-router-enable-expert-bias (sigmoid scores): a per-expert fp32 bias added to the
+  /// scores for choosing the top k only (the probabilities stay unbiased), moved by
+  /// --moe-router-bias-update-rate towards balance after every global batch (aux-loss-free
+  /// load balancing, DeepSeek-V3).
+  bool enable_expert_bias = false;
+  double bias_update_rate = 1e-3;
   bool drop_by_position = false;  // --moe-token-drop-policy position
 
   /// --expert-model-parallel-size: the experts split into that many equal blocks, one per

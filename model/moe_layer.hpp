@@ -37,6 +37,7 @@ class moe_layer {
   void set_aux_loss_scale(double scale) { aux_loss_scale_ = scale; }
   double aux_loss_scale() const { return aux_loss_scale_; }
   const moe_router& router() const { return router_; }
+  moe_router& router() { return router_; }
   const moe_token_dispatcher& dispatcher() const { return dispatcher_; }
   void release();
 

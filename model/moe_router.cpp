@@ -20,7 +20,28 @@ moe_router::moe_router(parameter_store& store, const std::string& name, const gp
       sigmoid_(c.moe.score_function == moe_score_function::sigmoid), groups_(c.moe.router_num_groups),
       group_topk_(c.moe.router_group_topk), scaling_(c.moe.router_topk_scaling_factor),
       balancing_(c.moe.load_balancing), aux_coeff_(c.moe.aux_loss_coeff), z_coeff_(c.moe.z_loss_coeff),
-      capacity_factor_(c.moe.expert_capacity_factor), drop_by_position_(c.moe.drop_by_position) {}
+      capacity_factor_(c.moe.expert_capacity_factor), drop_by_position_(c.moe.drop_by_position),
+      bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate) {
+  if (c.moe.enable_expert_bias) expert_bias_.assign(experts_, 0.0f), routed_tokens_.assign(experts_, 0.0);
+}
+
+void moe_router::count_routed_tokens() {
+  if (expert_bias_.empty()) return;
+  for (std::size_t i = 0; i < top_.size(); ++i)
+    if (kept_[i]) routed_tokens_[std::size_t(top_[i])] += 1.0;
+}
+
+void moe_router::update_expert_bias(std::span<const double> tokens) {
+  double mean = 0;
+  for (double v : tokens) mean += v;
+  mean /= double(experts_);
+  for (int e = 0; e < experts_; ++e) {
+    const double offset = mean - tokens[std::size_t(e)];
+    const float sign = offset > 0 ? 1.0f : (offset < 0 ? -1.0f : 0.0f);
+    expert_bias_[std::size_t(e)] += sign * static_cast<float>(bias_update_rate_);
+  }
+  std::fill(routed_tokens_.begin(), routed_tokens_.end(), 0.0);
+}
 
 void moe_router::forward(const parameter_store& store, tensor::const_tensor_view x, int seq,
                          int batch, bool training) {
@@ -92,7 +113,14 @@ void moe_router::route() {
     if (sigmoid_) {
       double* sg = &sigmoid_scores_[std::size_t(t) * E];
       for (int e = 0; e < E; ++e) sg[e] = 1.0 / (1.0 + std::exp(-l[e]));
-      select(sg, top);
+      if (expert_bias_.empty()) {
+        select(sg, top);
+      } else {
+        // The bias steers the choice only; the probabilities come from the plain scores.
+        biased_.resize(E);
+        for (int e = 0; e < E; ++e) biased_[e] = double(float(sg[e]) + expert_bias_[e]);
+        select(biased_.data(), top);
+      }
       double z = 0;
       for (int j = 0; j < k; ++j) z += (q[j] = sg[top[j]]);
       for (int j = 0; j < k; ++j) p[j] = k > 1 ? q[j] / (z + 1e-20) : q[j];

@@ -5,6 +5,7 @@
 // enter the logits' gradient scaled as Megatron's MoEAuxLossAutoScaler scales them.
 // The routing math runs in double on the host (exact for fp32 and fp64 logits).
 #pragma once
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,19 @@ class moe_router {
   int topk() const { return topk_; }
   int num_experts() const { return experts_; }
   const moe_aux_losses& aux_losses() const { return losses_; }
+
+  /// --moe-router-enable-expert-bias: the bias (empty without it), Megatron's router.expert_bias
+  /// buffer, saved in checkpoints under name.expert_bias.
+  std::vector<float>& expert_bias() { return expert_bias_; }
+  const std::string& expert_bias_name() const { return bias_name_; }
+  /// Adds the last forward's kept tokens per expert to the global batch's count (Megatron's
+  /// local_tokens_per_expert; call once per trained micro-batch, not for a recomputed forward).
+  void count_routed_tokens();
+  /// The global batch's tokens per expert ([experts]); zeroed by update_expert_bias.
+  std::vector<double>& routed_tokens() { return routed_tokens_; }
+  /// Megatron's get_updated_expert_bias from the counts summed over the replicas:
+  /// bias_e += rate * sign(mean count - count_e); then the counts restart.
+  void update_expert_bias(std::span<const double> tokens_per_expert);
   /// dprobs[t * k + j]: gradient of probs(). Adds the auxiliary losses' gradients (each
   /// scaled by aux_loss_scale, Megatron's main_loss_backward_scale), accumulates W's gradient
   /// and adds the input gradient into dx[rows, hidden].
@@ -75,6 +89,11 @@ class moe_router {
   std::optional<double> capacity_factor_;
   bool drop_by_position_;
   std::vector<double> probs_;
+  std::string bias_name_;
+  double bias_update_rate_;
+  std::vector<float> expert_bias_;     // [experts], fp32 as Megatron keeps it
+  std::vector<double> routed_tokens_;  // [experts]: this global batch's kept tokens
+  std::vector<double> biased_;         // scratch: one token's scores plus the bias
   std::vector<double> lse_;  // logsumexp of each row (z-loss)
   std::vector<double> tokens_per_expert_;  // aux_loss: [experts]; seq_aux_loss: [batch, experts]
   moe_aux_losses losses_;

@@ -112,6 +112,17 @@ std::string shape_mismatch(const std::string& where, const model::parameter& p, 
   return m + "; pass a --make-vocab-size-divisible-by that pads to " + std::to_string(saved[0]) + " rows";
 }
 
+// A whole 1-d fp32 buffer (a MoE router's expert bias) as one piece; data left empty for a load.
+tensor_piece buffer_piece(const std::string& name, std::size_t n, const float* data) {
+  tensor_piece q;
+  q.name = name;
+  q.global_shape = {static_cast<std::int64_t>(n)};
+  q.offset = {0};
+  q.shape = q.global_shape;
+  if (data) q.data.assign(data, data + n);
+  return q;
+}
+
 std::string optimizer_name(const std::string& state, const std::string& param) {
   return "optimizer.state." + state + "." + param;
 }
@@ -154,6 +165,12 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
         for (auto& q : pieces_of(p.name, p, t, tp, 0, p.numel, main)) state.pieces.push_back(std::move(q));
       }
   }
+  // Megatron's persistent buffers: the routers' expert biases (equal on every replica).
+  if (first_replica && t == 0)
+    for (auto& chunk : engine.chunks())
+      for (auto* r : chunk.moe_routers())
+        if (!r->expert_bias().empty())
+          state.pieces.push_back(buffer_piece(r->expert_bias_name(), r->expert_bias().size(), r->expert_bias().data()));
   if (!a.checkpointing.no_save_optim.value_or(false)) {
     // Whole optimizer state from the first replica; the distributed optimizer's shards from each.
     auto& opt = engine.optimizer();
@@ -262,11 +279,19 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
   const std::string& strictness = a.checkpointing.dist_ckpt_strictness;
   checkpoint_keys keys;
   std::vector<std::string> requested;
-  for (auto& chunk : engine.chunks())
+  std::vector<model::moe_router*> biased;
+  for (auto& chunk : engine.chunks()) {
     for (auto& p : chunk.parameters()) {
       requested.push_back(p.name);
       if (!reader.has(p.name)) keys.unexpected.push_back(p.name);
     }
+    for (auto* r : chunk.moe_routers())
+      if (!r->expert_bias().empty()) {
+        biased.push_back(r);
+        requested.push_back(r->expert_bias_name());
+        if (!reader.has(r->expert_bias_name())) keys.unexpected.push_back(r->expert_bias_name());
+      }
+  }
   if (strictness_checks_missing(strictness)) keys.missing = unrequested_keys(reader.names(), requested, ctx.world());
   apply_strictness(strictness, keys, where, ctx.rank());
   for (std::size_t c = 0; c < engine.chunks().size(); ++c)
@@ -277,6 +302,16 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
       read_into(p.name, p, 0, p.numel, engine.main_params().values(c) + p.offset);
     }
   engine.main_params().copy_all_to_model();  // a 16-bit model: its weights from the fp32 ones
+  for (auto* r : biased) {
+    auto& bias = r->expert_bias();
+    if (!reader.has(r->expert_bias_name())) continue;  // allowed by the strictness: zeros
+    if (reader.global_shape(r->expert_bias_name()) != std::vector<std::int64_t>{std::int64_t(bias.size())})
+      throw checkpoint_error(where + " holds " + r->expert_bias_name() + " for a different number of experts; use the "
+                             "--num-experts it was saved with");
+    auto q = buffer_piece(r->expert_bias_name(), bias.size(), nullptr);
+    reader.read(q);
+    std::copy(q.data.begin(), q.data.end(), bias.begin());
+  }
 
   const bool load_optim = !source->finetune && !a.checkpointing.no_load_optim.value_or(false);
   // Without the optimizer state Megatron rebuilds a 16-bit model's main parameters from its

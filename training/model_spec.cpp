@@ -72,6 +72,8 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   s.grouped_gemm = m.moe_grouped_gemm;
   s.expert_capacity_factor = m.moe_expert_capacity_factor;  // validation dropped a negative one
   s.drop_by_position = m.moe_token_drop_policy == "position";
+  s.enable_expert_bias = m.moe_router_enable_expert_bias;  // validation: sigmoid scores
+  s.bias_update_rate = m.moe_router_bias_update_rate;
   s.per_token_loss = a.training.calculate_per_token_loss;
   return s;
 }

@@ -207,6 +207,7 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
   if (chunk.config().moe.enabled() && !forward_only_) {
     moe_losses_.resize(3 * std::size_t(chunk.config().num_layers), 0.0);
     chunk.add_moe_aux_losses(moe_losses_);
+    for (auto* router : chunk.moe_routers()) router->count_routed_tokens();
   }
   if (chunk.layout().post_process) {
     totals_.loss_sum += r.loss_sum;
@@ -294,6 +295,24 @@ void stage_engine::finalize_grads() {
   grad_sync_->finish_grad_sync();
   if (grad_sync_->overlapped())
     for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
+  update_router_expert_biases();
+}
+
+// Megatron's _update_router_expert_bias: every router's tokens per expert of this global batch,
+// summed over the data-parallel replicas (MoE runs with tp = cp = 1 here), move its bias.
+void stage_engine::update_router_expert_biases() {
+  std::vector<model::moe_router*> routers;
+  for (auto& c : chunks_)
+    for (auto* r : c.moe_routers())
+      if (!r->expert_bias().empty()) routers.push_back(r);
+  if (routers.empty()) return;
+  const std::size_t experts = routers.front()->routed_tokens().size();
+  std::vector<double> counts;
+  counts.reserve(routers.size() * experts);
+  for (auto* r : routers) counts.insert(counts.end(), r->routed_tokens().begin(), r->routed_tokens().end());
+  if (auto* dp = ctx_.data_parallel()) dp->all_reduce(std::span<double>(counts));
+  for (std::size_t i = 0; i < routers.size(); ++i)
+    routers[i]->update_expert_bias(std::span<const double>(counts).subspan(i * experts, experts));
 }
 
 // Megatron's finalize_model_grads with num_tokens: the last stage's token count summed over the

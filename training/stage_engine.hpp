@@ -83,7 +83,8 @@ class stage_engine {
 
   void zero_grad();
   /// Megatron's finalize_model_grads: the tensor-parallel sum of sequence-parallel gradients,
-  /// the tied-embedding sum between the first and last stage, the data-parallel mean.
+  /// the tied-embedding sum between the first and last stage, the data-parallel mean, and the
+  /// MoE routers' expert-bias update.
   void finalize_grads();
   /// Clip, count zeros, update (and all-gather the parameters with the distributed optimizer).
   model::optimizer_step_result optimizer_step(double clip_grad, bool count_zeros);
@@ -120,6 +121,7 @@ class stage_engine {
   int num_microbatches_in_flight() const;
 
  private:
+  void update_router_expert_biases();
   bool execute(const schedules::action& a);
   bool input_ready(const schedules::action& a, tensor::tensor*& input);
   void run_forward(const schedules::action& a, const tensor::tensor* input, tensor::tensor& output);

@@ -4,6 +4,7 @@
 // gradients entering at Megatron's MoEAuxLossAutoScaler scale.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,7 @@ struct moe_case {
   int seq = 6, batch = 2;
   double aux_scale = 1.0;
   bool training = true;
+  std::vector<float> expert_bias;  // with config.moe.enable_expert_bias: the router's bias
 };
 
 model::gpt_model_config mixtral_like() {
@@ -80,6 +82,7 @@ void write_config(const fs::path& path, const moe_case& k) {
     << "\ndrop_policy=" << (m.drop_by_position ? "position" : "probs")
     << "\nshared=" << m.shared_expert_intermediate_size << "\nnum_groups=" << m.router_num_groups << "\ngroup_topk=" << m.router_group_topk;
   o << "\nper_token=" << m.per_token_loss << "\naux_scale=" << k.aux_scale << "\ntraining=" << k.training << "\n";
+  if (m.enable_expert_bias) o << "expert_bias=1\nbias_rate=" << m.bias_update_rate << "\n";
 }
 
 struct layer_run {
@@ -93,6 +96,7 @@ struct layer_run {
                      const std::function<std::string(const std::string&)>& rename = {})
       : layer(store, "decoder.layers.0.mlp", k.config) {
     store.allocate(k.config.seed, 0, 1);
+    if (k.config.moe.enable_expert_bias) layer.router().expert_bias() = k.expert_bias;
     if (weights)
       for (auto& p : store.all()) kernels::copy(p.value, weights->param(rename(p.name)).value);
     const int rows = k.seq * k.batch, h = k.config.hidden_size;
@@ -140,6 +144,7 @@ std::vector<double> compare(const moe_case& k, const std::string& tag, double to
       const auto& p = run.param("decoder.layers.0.mlp.shared_experts.linear_fc" + std::to_string(fc) + ".weight");
       write_floats(dir / ("shared_fc" + std::to_string(fc) + ".bin"), p.value);
     }
+  if (k.config.moe.enable_expert_bias) write_floats(dir / "bias.bin", tensor::view_of(std::span<const float>(k.expert_bias)));
   const std::string command = python() + " " + MACTOR_SOURCE_DIR + "/tests/model/moe_reference.py " + dir.string();
   REQUIRE(std::system(command.c_str()) == 0);
 
@@ -174,6 +179,17 @@ std::vector<double> compare(const moe_case& k, const std::string& tag, double to
       const auto ref = read_doubles(dir / ("ref_dshared_fc" + std::to_string(fc) + ".bin"), p.numel);
       CHECK(test::relative_error(test::copy_of<float>(p.grad), ref) <= tol);
     }
+  if (k.config.moe.enable_expert_bias) {
+    // The kept tokens per expert and the bias they move, as Megatron's update computes them.
+    auto& router = run.layer.router();
+    router.count_routed_tokens();
+    const auto counts = router.routed_tokens();
+    CHECK(counts == read_doubles(dir / "ref_tokens_per_expert.bin", std::size_t(E)));
+    router.update_expert_bias(counts);
+    std::vector<double> bias(router.expert_bias().begin(), router.expert_bias().end());
+    CHECK(test::relative_error(bias, read_doubles(dir / "ref_updated_bias.bin", std::size_t(E))) <= 1e-6);
+    CHECK(std::all_of(router.routed_tokens().begin(), router.routed_tokens().end(), [](double v) { return v == 0; }));
+  }
   WARN(tag << ": load_balancing " << got.load_balancing_loss << " (torch " << losses[0] << "), seq "
            << got.seq_load_balancing_loss << " (" << losses[1] << "), z " << got.z_loss << " (" << losses[2] << ")");
   return router_ref;
@@ -246,6 +262,23 @@ TEST_CASE("MoE layer with sigmoid scores (--moe-router-score-function sigmoid) m
   one.config.moe.router_topk = 1;
   one.config.moe.load_balancing = model::moe_load_balancing::seq_aux_loss;
   compare(one, "sigmoid_top1_seq_aux");
+}
+
+TEST_CASE("MoE layer with an expert bias (--moe-router-enable-expert-bias) routes by biased scores and matches PyTorch") {
+  moe_case k{mixtral_like()};
+  k.config.moe.score_function = model::moe_score_function::sigmoid;
+  k.config.moe.aux_loss_coeff = 0;
+  k.config.moe.enable_expert_bias = true, k.config.moe.bias_update_rate = 1e-3;
+  k.expert_bias.assign(4, 0.0f);
+  const auto plain = compare(k, "sigmoid_bias_zero");
+  // A bias that favours expert 3 and shuns expert 0 changes the choice but not the scale of the
+  // probabilities; the reference takes the same bias.
+  k.expert_bias = {-0.3f, 0.0f, 0.05f, 0.3f};
+  const auto biased = compare(k, "sigmoid_bias");
+  CHECK(test::relative_error(plain, biased) > 1e-3);
+  moe_case grouped = k;
+  grouped.config.moe.router_num_groups = 2, grouped.config.moe.router_group_topk = 1;
+  compare(grouped, "sigmoid_bias_groups");
 }
 
 TEST_CASE("MoE layer with group-limited routing (--moe-router-num-groups, --moe-router-group-topk) matches PyTorch") {

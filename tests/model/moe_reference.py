@@ -80,9 +80,16 @@ def compute_topk(scores):
     return torch.topk(scores.masked_fill(~score_mask.bool(), float("-inf")), k=K, dim=-1)
 
 
+bias = None
+if cfg.get("expert_bias") == "1":
+    bias = torch.tensor(np.fromfile(d / "bias.bin", dtype=np.float32).astype(np.float64))
 if score_function == "sigmoid":
     sig = torch.sigmoid(logits)
-    top_scores, top = compute_topk(sig)
+    if bias is not None:  # the bias picks the experts; the probabilities are the plain scores
+        _, top = compute_topk(sig.detach() + bias)
+        top_scores = torch.gather(sig, 1, top)
+    else:
+        top_scores, top = compute_topk(sig)
     probs = top_scores / (top_scores.sum(dim=-1, keepdim=True) + 1e-20) if K > 1 else top_scores
 elif pre_softmax:
     scores = torch.softmax(logits, dim=-1)
@@ -141,6 +148,10 @@ def save(name, t):
 
 
 save("ref_out.bin", out)
+if bias is not None:
+    tokens = routing_map.sum(dim=0).to(torch.float64)
+    save("ref_tokens_per_expert.bin", tokens)
+    save("ref_updated_bias.bin", bias + torch.sign(tokens.mean() - tokens) * float(cfg["bias_rate"]))
 save("ref_routing_probs.bin", routing_probs)
 save("ref_losses.bin", torch.tensor([losses["load_balancing_loss"], losses["seq_load_balancing_loss"], losses["z_loss"]]))
 save("ref_dx.bin", x.grad)

@@ -7,6 +7,7 @@
 // one process and under EP4 as the uninterrupted run continues.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -127,4 +128,39 @@ TEST_CASE("an EP2 checkpoint names experts globally and resumes under one proces
 TEST_CASE("--expert-model-parallel-size that does not divide the experts or the ranks is refused") {
   const auto r = launch(2, moe_flags() + " --expert-model-parallel-size 3", 2);
   CHECK(r.err.find("--expert-model-parallel-size") != std::string::npos);
+}
+
+TEST_CASE("aux-loss-free expert bias under EP2 logs one process's losses, and its checkpoint carries the bias") {
+  const std::string flags = moe_flags() + " --moe-router-score-function sigmoid --moe-router-enable-expert-bias "
+                                          "--moe-router-bias-update-rate 0.01";
+  const auto one = run_moe(1, flags);
+  REQUIRE(one.losses.train.size() == iterations);
+  // The bias moves the routing: the run departs from the same model without it.
+  const auto unbiased = run_moe(1, moe_flags() + " --moe-router-score-function sigmoid");
+  REQUIRE(unbiased.losses.train.size() == iterations);
+  CHECK(unbiased.losses.train.front() == one.losses.train.front());
+  double most = 0;
+  for (std::size_t i = 0; i < iterations; ++i)
+    most = std::max(most, std::abs(unbiased.losses.train[i] - one.losses.train[i]) / one.losses.train[i]);
+  CHECK(most > 1e-4);
+  const auto spread = run_moe(2, flags + " --expert-model-parallel-size 2");
+  check_same(spread.losses.train, one.losses.train, "expert-bias lm loss, EP2", 2);
+  // Saved at 3 under EP2, resumed on one process: the bias must come back with the weights.
+  const auto dir = scratch_dir("expert_parallel", "bias_save");
+  run_moe(2, flags + " --expert-model-parallel-size 2 --save " + dir.string() + " --save-interval 3 --exit-interval 3", 0);
+  mactor::checkpoint::checkpoint_reader saved(dir.string(), 3);
+  REQUIRE(saved.has("decoder.layers.1.mlp.router.expert_bias"));
+  // Three updates of +-0.01 (or 0) each: every entry is a multiple of 0.01 of size at most 0.03.
+  const auto bias = saved.read_whole("decoder.layers.1.mlp.router.expert_bias");
+  REQUIRE(bias.size() == 8);
+  bool moved = false;
+  for (float b : bias) {
+    INFO("bias " << b);
+    CHECK((std::abs(b) <= 0.0301f && std::abs(std::round(b / 0.01f) * 0.01f - b) < 1e-6f));
+    moved = moved || b != 0.0f;
+  }
+  CHECK(moved);
+  const auto resumed = run_moe(1, flags + " --load " + dir.string(), 4);
+  const std::vector<double> tail(one.losses.train.begin() + 3, one.losses.train.end());
+  check_same(resumed.losses.train, tail, "expert-bias lm loss resumed from EP2", 1, 1e-6);
 }
