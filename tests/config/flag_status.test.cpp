@@ -138,7 +138,8 @@ TEST_CASE("MoE load-balancing types and dispatchers mactor does not build are re
   CHECK(errors_of({"--moe-router-load-balancing-type", "none"}).empty());
   CHECK(errors_of({"--moe-expert-capacity-factor", "1.5", "--moe-token-drop-policy", "position"}).empty());
   CHECK(errors_of({"--moe-router-score-function", "sigmoid", "--moe-router-num-groups", "4", "--moe-router-group-topk", "2"}).empty());
-  CHECK(errors_of({"--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias"}).size() == 1);
+  CHECK(errors_of({"--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias"}).empty());
+  CHECK(errors_of({"--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias", "--ckpt-format", "torch"}).size() == 1);
   CHECK(errors_of({"--expert-model-parallel-size", "2"}).empty());
   CHECK(errors_of({"--expert-model-parallel-size", "2", "--use-distributed-optimizer",
                    "--num-distributed-optimizer-instances", "2"}).size() == 1);
