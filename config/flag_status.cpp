@@ -334,6 +334,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                         "update rate towards balance, from the kept tokens per expert summed over the "
                                         "replicas (Megatron's _update_router_expert_bias); saved as router.expert_bias"},
       {"moe_router_bias_update_rate", ""},
+      {"moe_router_dtype", "fp32 or fp64: the router's input and weight widened for its GEMM, its gradients computed "
+                           "there and rounded back (Megatron's router_gating_linear); the routing itself runs in double"},
       {"moe_per_layer_logging", "TensorBoard scalars moe/<name>_layer_<i> for every layer, as track_moe_metrics"},
       {"moe_layer_freq", "an int N (layers 0, N, 2N, ... 0-based) or the list form, one 0/1 per layer"},
       {"moe_ffn_hidden_size", "each expert's fc2 input width (fc1 twice that with a gated unit)"},

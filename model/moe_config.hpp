@@ -4,6 +4,8 @@
 #include <optional>
 #include <vector>
 
+#include "tensor/tensor.hpp"
+
 namespace mactor::model {
 
 /// --moe-router-load-balancing-type: the auxiliary loss added to the router's logits' gradient.
@@ -46,6 +48,9 @@ struct moe_settings {
   /// --moe-router-bias-update-rate towards balance after every global batch (aux-loss-free
   /// load balancing, DeepSeek-V3).
   bool enable_expert_bias = false;
+  /// --moe-router-dtype fp32|fp64: the router's GEMM (input and weight widened) and its
+  /// gradients in that dtype instead of the activations' (Megatron's router_gating_linear).
+  std::optional<tensor::dtype> router_dtype;
   double bias_update_rate = 1e-3;
   bool drop_by_position = false;  // --moe-token-drop-policy position
 

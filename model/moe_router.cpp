@@ -9,6 +9,7 @@
 
 #include "kernels/convert.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
 
 namespace mactor::model {
@@ -21,7 +22,7 @@ moe_router::moe_router(parameter_store& store, const std::string& name, const gp
       group_topk_(c.moe.router_group_topk), scaling_(c.moe.router_topk_scaling_factor),
       balancing_(c.moe.load_balancing), aux_coeff_(c.moe.aux_loss_coeff), z_coeff_(c.moe.z_loss_coeff),
       capacity_factor_(c.moe.expert_capacity_factor), drop_by_position_(c.moe.drop_by_position),
-      bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate) {
+      bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate), router_dtype_(c.moe.router_dtype) {
   if (c.moe.enable_expert_bias) expert_bias_.assign(experts_, 0.0f), routed_tokens_.assign(experts_, 0.0);
 }
 
@@ -46,8 +47,17 @@ void moe_router::update_expert_bias(std::span<const double> tokens) {
 void moe_router::forward(const parameter_store& store, tensor::const_tensor_view x, int seq,
                          int batch, bool training) {
   seq_ = seq, batch_ = batch, rows_ = seq * batch, training_ = training;
-  auto logits = ensure_activation(logits_tensor_, rows_, experts_, x.type);
-  kernels::linear_forward(x, store.value(weight_), logits, rows_, hidden_, experts_);
+  const auto type = router_dtype_.value_or(x.type);
+  auto logits = ensure_activation(logits_tensor_, rows_, experts_, type);
+  if (type == x.type) {
+    kernels::linear_forward(x, store.value(weight_), logits, rows_, hidden_, experts_);
+  } else {
+    auto wide_x = ensure_activation(wide_x_, rows_, hidden_, type);
+    auto wide_w = ensure_activation(wide_w_, experts_, hidden_, type);
+    kernels::convert(wide_x, x);
+    kernels::convert(wide_w, store.value(weight_));
+    kernels::linear_forward(wide_x, wide_w, logits, rows_, hidden_, experts_);
+  }
   logits_.resize(std::size_t(rows_) * experts_);
   kernels::convert(tensor::view_of(std::span<double>(logits_)), logits);
   route();
@@ -283,10 +293,28 @@ void moe_router::backward(parameter_store& store, const std::vector<double>& dpr
     }
   }
   add_aux_loss_gradients(dlogits, aux_loss_scale);
-  auto dl = ensure_activation(dlogits_tensor_, rows_, E, x.type);
+  const auto type = router_dtype_.value_or(x.type);
+  auto dl = ensure_activation(dlogits_tensor_, rows_, E, type);
   kernels::convert(dl, tensor::view_of(std::span<const double>(dlogits)));
-  kernels::linear_backward_weight(dl, x, store.grad(weight_), rows_, hidden_, E);
-  kernels::linear_backward_input(dl, store.value(weight_), dx, rows_, hidden_, E, 1.0);
+  if (type == x.type) {
+    kernels::linear_backward_weight(dl, x, store.grad(weight_), rows_, hidden_, E);
+    kernels::linear_backward_input(dl, store.value(weight_), dx, rows_, hidden_, E, 1.0);
+    return;
+  }
+  // A wider router: both gradients in its dtype, then rounded to the weight gradient's and the
+  // input's dtypes and added there (autograd's cast back and sum).
+  auto dw = ensure_activation(wide_dw_, E, hidden_, type);
+  kernels::fill_zero(dw);
+  kernels::linear_backward_weight(dl, wide_x_, dw, rows_, hidden_, E);
+  auto grad = store.grad(weight_);
+  auto dw_narrow = ensure_activation(narrow_, E, hidden_, grad.type);
+  kernels::convert(dw_narrow, dw);
+  kernels::add(grad, dw_narrow);
+  auto wide_dx = ensure_activation(wide_dx_, rows_, hidden_, type);
+  kernels::linear_backward_input(dl, wide_w_, wide_dx, rows_, hidden_, E);
+  auto dx_narrow = ensure_activation(narrow_, rows_, hidden_, dx.type);
+  kernels::convert(dx_narrow, wide_dx);
+  kernels::add(elements(dx, 0, std::int64_t(rows_) * hidden_), dx_narrow);
 }
 
 }  // namespace mactor::model

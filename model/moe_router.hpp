@@ -27,11 +27,14 @@ class moe_router {
   /// Registers name.weight [num_experts, hidden] (normal(0, init_method_std), as Megatron).
   moe_router(parameter_store& store, const std::string& name, const gpt_model_config& config);
   /// Routes x[rows, hidden] (rows in [seq, batch] order). Training adds the auxiliary losses.
+  /// With a router dtype, x and the weight are widened to it first.
   void forward(const parameter_store& store, tensor::const_tensor_view x, int seq, int batch,
                bool training);
   /// top()[t * k + j]: the j-th expert of token t, probs() its probability.
   const std::vector<int>& top() const { return top_; }
   const std::vector<double>& probs() const { return probs_; }
+  /// The last forward's logits [rows, experts] (of the router's dtype, widened).
+  const std::vector<double>& logits() const { return logits_; }
   /// kept()[t * k + j]: whether that choice survived the expert capacity (all without one).
   const std::vector<char>& kept() const { return kept_; }
   int topk() const { return topk_; }
@@ -97,7 +100,9 @@ class moe_router {
   std::vector<double> lse_;  // logsumexp of each row (z-loss)
   std::vector<double> tokens_per_expert_;  // aux_loss: [experts]; seq_aux_loss: [batch, experts]
   moe_aux_losses losses_;
-  tensor::tensor logits_tensor_, dlogits_tensor_;  // the model's dtype
+  tensor::tensor logits_tensor_, dlogits_tensor_;  // the router's dtype
+  std::optional<tensor::dtype> router_dtype_;       // --moe-router-dtype, else the activations'
+  tensor::tensor wide_x_, wide_w_, wide_dw_, wide_dx_, narrow_;  // a wider router's copies
 };
 
 }  // namespace mactor::model

@@ -74,6 +74,8 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   s.drop_by_position = m.moe_token_drop_policy == "position";
   s.enable_expert_bias = m.moe_router_enable_expert_bias;  // validation: sigmoid scores
   s.bias_update_rate = m.moe_router_bias_update_rate;
+  if (m.moe_router_dtype == "fp32") s.router_dtype = tensor::dtype::float32;
+  if (m.moe_router_dtype == "fp64") s.router_dtype = tensor::dtype::float64;
   s.per_token_loss = a.training.calculate_per_token_loss;
   return s;
 }

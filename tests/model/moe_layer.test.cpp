@@ -330,3 +330,64 @@ TEST_CASE("MoE token dispatcher orders the routed pairs by expert, then by token
   CHECK(d.tokens_per_expert() == std::vector<std::int64_t>{1, 1, 2});
   CHECK(d.choice_of() == std::vector<std::int64_t>{1, 3, 0, 4});
 }
+
+TEST_CASE("--moe-router-dtype fp32 computes a bf16 layer's router logits and gradients in fp32") {
+  const int seq = 6, batch = 2, rows = seq * batch;
+  // One fp32 draw of inputs and output gradients, rounded through bf16 so every run sees the
+  // same values.
+  model::gpt_model_config base = mixtral_like();
+  const int h = base.hidden_size;
+  tensor::tensor x16({rows, h}, tensor::dtype::bfloat16, tensor::memory_kind::activations);
+  tensor::tensor dy16({rows, h}, tensor::dtype::bfloat16, tensor::memory_kind::activations);
+  std::vector<float> xs, dys;
+  for (auto v : test::random_vector(std::size_t(rows) * h, 31)) xs.push_back(float(v));
+  for (auto v : test::random_vector(std::size_t(rows) * h, 32)) dys.push_back(float(v));
+  kernels::convert(x16, test::view(xs));
+  kernels::convert(dy16, test::view(dys));
+  struct routed {
+    std::vector<double> logits;
+    std::vector<float> router_grad;
+  };
+  // The bf16 layer's weights, kept for the fp32 one (exactly representable there).
+  std::vector<float> bf16_weights;
+  auto run = [&](tensor::dtype type, std::optional<tensor::dtype> router) {
+    auto c = base;
+    c.params_dtype = type;
+    c.moe.router_dtype = router;
+    model::single_group tp;
+    model::parameter_store store(type, tensor::dtype::float32);
+    model::moe_layer layer(store, "decoder.layers.0.mlp", c);
+    store.allocate(c.seed, 0, 1);
+    if (type == tensor::dtype::bfloat16 && bf16_weights.empty()) {
+      bf16_weights.resize(std::size_t(store.value_tensor().numel()));
+      kernels::convert(tensor::view_of(std::span<float>(bf16_weights)), store.value_tensor().view());
+    } else if (type == tensor::dtype::float32) {
+      kernels::convert(store.value_tensor().view(), tensor::view_of(std::span<const float>(bf16_weights)));
+    }
+    tensor::tensor x({rows, h}, type, tensor::memory_kind::activations), dy({rows, h}, type, tensor::memory_kind::activations);
+    tensor::tensor out({rows, h}, type, tensor::memory_kind::activations), dx({rows, h}, type, tensor::memory_kind::activations);
+    kernels::convert(x.view(), x16.view());
+    kernels::convert(dy.view(), dy16.view());
+    layer.forward(store, tp, x.view(), out.view(), seq, batch, true);
+    store.zero_grad();
+    layer.backward(store, tp, dy.view(), x.view(), dx.view());
+    routed r{layer.router().logits(), {}};
+    for (const auto& p : store.all())
+      if (p.name == "decoder.layers.0.mlp.router.weight") r.router_grad = test::copy_of<float>(p.grad);
+    return r;
+  };
+  const auto bf16 = run(tensor::dtype::bfloat16, std::nullopt);
+  const auto fp32_router = run(tensor::dtype::bfloat16, tensor::dtype::float32);
+  const auto fp32 = run(tensor::dtype::float32, std::nullopt);
+  // The fp32 router multiplies the same values as the fp32 layer, in the same order: bitwise.
+  CHECK(fp32_router.logits == fp32.logits);
+  // The bf16 router rounds its logits to bf16: about 2^-8 relative.
+  const double rounded = test::relative_error(bf16.logits, fp32.logits);
+  CHECK(rounded > 1e-4);
+  CHECK(rounded < 1e-2);
+  // The gradients flow through bf16 experts either way (about 3e-3 from the fp32 layer's); the
+  // widened path must still land the router's weight gradient there.
+  const double wide = test::relative_error(fp32_router.router_grad, fp32.router_grad);
+  WARN("router weight gradient, fp32 router in a bf16 layer vs the fp32 layer: " << wide);
+  CHECK(wide < 2e-2);
+}
