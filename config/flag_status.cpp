@@ -298,7 +298,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                            "--recompute-num-layers layers of each chunk, the rest keep their activations"},
       {"recompute_num_layers", ""},
       {"recompute_modules", "core_attn (softmax probabilities), layernorm (both norms' outputs), mlp (fc1 output and "
-                            "activation); moe, moe_act, shared_experts and mla_up_proj name modules a dense GPT does not have"},
+                            "activation); moe, moe_act and shared_experts name modules a dense GPT does not have; mla_up_proj keeps MLA's up-projection "
+                            "activations (the values recomputation would give)"},
       {"distribute_saved_activations", "each tensor-parallel rank keeps 1/tp of a checkpointed group's input and "
                                        "all-gathers it before the rerun"},
       {"deterministic_mode", "Megatron's rules (no flash attention, no fused cross-entropy, NCCL_ALGO one of Tree, "

@@ -185,8 +185,9 @@ model::recompute_config recompute_from_args(const config::megatron_args& a) {
     return r;
   }
   r.granularity = model::recompute_granularity::selective;
-  // Megatron's default module list; moe, moe_act, shared_experts and mla_up_proj name modules a
-  // dense GPT does not have, so they change nothing here (as in Megatron for such a model).
+  // Megatron's default module list; moe, moe_act and shared_experts name modules a dense GPT does
+  // not have, so they change nothing here (as in Megatron for such a model); mla_up_proj's
+  // recomputation gives the same values, and multi-latent attention keeps those activations.
   for (const auto& m : t.recompute_modules.value_or(std::vector<std::string>{"core_attn"})) {
     if (m == "core_attn") r.core_attn = true;
     if (m == "layernorm") r.layernorm = true;
