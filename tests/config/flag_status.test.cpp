@@ -142,7 +142,7 @@ TEST_CASE("MoE load-balancing types and dispatchers mactor does not build are re
   CHECK(errors_of({"--expert-model-parallel-size", "2"}).size() == 1);
 }
 
-TEST_CASE("the multi-latent attention flags are implemented; with cp, fp8 or a softmax variant, and --cache-mla-latents, refused by name") {
+TEST_CASE("the multi-latent attention flags are implemented, and MLA with cp, fp8 or a softmax variant and --cache-mla-latents are refused by name") {
   auto errors_of = [](std::vector<std::string> words) {
     return check_support(parse_command_line(words, "pretrain_gpt").args).errors;
   };

@@ -151,7 +151,7 @@ TEST_CASE("MLA without a query latent (linear_q_proj), plain RoPE, matches PyTor
   compare(mla_config(0, false, false), "q_proj_rope");
 }
 
-TEST_CASE("MLA with a query latent and no norms, YaRN; without a query latent, YaRN", "[mla]") {
+TEST_CASE("MLA with a query latent and no norms, and without a query latent with v wider than q and k, YaRN, matches PyTorch", "[mla]") {
   compare(mla_config(12, false, true), "q_lora_yarn");
   auto wide_v = mla_config(0, true, true);
   wide_v.mla.v_head_dim = 13;  // wider than the query/key heads (10): the keys are the padded ones
