@@ -36,8 +36,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"use_rope_scaling", "Llama 3.1 frequency scaling, Megatron's constants (checked against PyTorch)"},
       {"rope_scaling_factor", "with --use-rope-scaling"},
       {"no_rope_freq", "int N or a list: the layers that skip RoPE (checked against PyTorch)"},
-      {"multi_latent_attention", "Megatron-Core's MLASelfAttention with tp, sp, pp and the distributed optimizer "
-                                 "(checked against an independent PyTorch MLA); not with cp, fp8 or --softmax-type"},
+      {"multi_latent_attention", "Megatron-Core's MLASelfAttention with tp, sp, cp, pp and the distributed optimizer "
+                                 "(checked against an independent PyTorch MLA); not with fp8 or --softmax-type"},
       {"q_lora_rank", "unset: linear_q_proj; set: linear_q_down_proj, linear_q_up_proj"},
       {"kv_lora_rank", ""},
       {"qk_head_dim", ""},
@@ -544,12 +544,9 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
                        std::to_string(a.network_size.num_layers.value_or(0)) + ")");
 }
 
-// Multi-latent attention is built without context parallelism, fp8 and the softmax variants.
+// Multi-latent attention is built without fp8 and the softmax variants.
 void mla_combinations(const megatron_args& a, std::vector<std::string>& errors) {
   if (!a.network_size.multi_latent_attention) return;
-  if (const auto cp = a.distributed.context_parallel_size; cp != 1)
-    errors.push_back("--multi-latent-attention with --context-parallel-size " + std::to_string(cp) +
-                     " is recognized but not implemented by mactor yet; use --context-parallel-size 1");
   if (a.transformer_engine.fp8)
     errors.push_back("--multi-latent-attention with --fp8-format is recognized but not implemented by mactor yet; "
                      "drop --fp8-format");

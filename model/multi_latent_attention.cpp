@@ -35,7 +35,7 @@ kernels::yarn_settings yarn_of(const mla_settings& m) {
 
 multi_latent_attention::multi_latent_attention(parameter_store& store, const std::string& name,
                                                const gpt_model_config& c, int layer, int tp_rank,
-                                               int tp_size)
+                                               int tp_size, group* cp)
     : m_(c.mla), hidden_(c.hidden_size), heads_(c.num_attention_heads / tp_size),
       q_width_(c.mla.qk_head_dim + c.mla.qk_pos_emb_head_dim),
       kv_width_(c.mla.qk_head_dim + c.mla.v_head_dim),
@@ -47,9 +47,11 @@ multi_latent_attention::multi_latent_attention(parameter_store& store, const std
       linear_proj_(store, name + ".linear_proj", c.num_attention_heads * c.mla.v_head_dim,
                    c.hidden_size, c.add_bias_linear,
                    c.init_method_std / std::sqrt(2.0 * c.num_layers), tp_size,
-                   c.sequence_parallel) {
-  if (c.context_parallel_size > 1)
-    throw std::invalid_argument("multi_latent_attention: context parallelism is not supported");
+                   c.sequence_parallel),
+      shard_(c.shard()), cp_(cp) {
+  if (shard_.cp_size > 1 && (!cp_ || cp_->size() != shard_.cp_size || cp_->rank() != shard_.cp_rank))
+    throw std::invalid_argument("multi_latent_attention: context_parallel_size=" + std::to_string(shard_.cp_size) +
+                                " needs the context-parallel group of that size with this rank's place");
   // Registration in Megatron's order: the query projections, then the key/value ones.
   const int q_out = c.num_attention_heads * q_width_;
   if (m_.q_lora_rank > 0) {
@@ -73,17 +75,57 @@ multi_latent_attention::multi_latent_attention(parameter_store& store, const std
   dims_.head_offset = tp_rank * heads_;
   dims_.total_heads = c.num_attention_heads;
   dims_.window = c.layer_attention_window(layer);
+  scale_ = std::pow(kernels::yarn_mscale(m_.rotary_scaling_factor, m_.mscale_all_dim), 2) / std::sqrt(double(q_width_));
+  make_tables(c);
+}
+
+void multi_latent_attention::make_tables(const gpt_model_config& c) {
   const auto y = yarn_of(m_);
-  scale_ = std::pow(kernels::yarn_mscale(y.scaling_factor, y.mscale_all_dim), 2) / std::sqrt(double(q_width_));
   rot_dim_ = m_.yarn ? m_.qk_pos_emb_head_dim : int(m_.qk_pos_emb_head_dim * c.rotary_percent);
   kernels::rope_frequencies plain;
   plain.base = c.rotary_base;
   const auto inv_freq = m_.yarn ? kernels::yarn_inverse_frequencies(rot_dim_, c.rotary_base, y)
                                 : kernels::rope_inverse_frequencies(rot_dim_, plain);
-  const tensor::shape_type table{c.seq_length, rot_dim_ / 2};
-  cos_ = tensor::tensor(table, c.params_dtype, tensor::memory_kind::other);
-  sin_ = tensor::tensor(table, c.params_dtype, tensor::memory_kind::other);
-  kernels::mla_rope_tables(cos_, sin_, c.seq_length, inv_freq, m_.yarn ? kernels::yarn_concentration(y) : 1.0);
+  const std::int64_t row = rot_dim_ / 2;
+  tensor::tensor cos({c.seq_length, row}, c.params_dtype, tensor::memory_kind::other);
+  tensor::tensor sin({c.seq_length, row}, c.params_dtype, tensor::memory_kind::other);
+  kernels::mla_rope_tables(cos, sin, c.seq_length, inv_freq, m_.yarn ? kernels::yarn_concentration(y) : 1.0);
+  // The rows of this rank's positions (all of them without context parallelism).
+  cos_ = tensor::tensor({shard_.local_length(), row}, c.params_dtype, tensor::memory_kind::other);
+  sin_ = tensor::tensor({shard_.local_length(), row}, c.params_dtype, tensor::memory_kind::other);
+  for (const auto& r : shard_.runs()) {
+    kernels::copy(elements(cos_.view(), r.local * row, r.length * row), elements(cos.view(), r.global * row, r.length * row));
+    kernels::copy(elements(sin_.view(), r.local * row, r.length * row), elements(sin.view(), r.global * row, r.length * row));
+  }
+}
+
+void multi_latent_attention::set_dims(int seq, int batch) {
+  dims_.seq = seq, dims_.batch = batch;
+  if (shard_.cp_size == 1) return;
+  dims_.kv_seq = shard_.seq_length;
+  const auto runs = shard_.runs();
+  dims_.num_runs = int(runs.size());
+  std::copy(runs.begin(), runs.end(), dims_.runs.begin());
+}
+
+void multi_latent_attention::core_forward() {
+  auto probs = ensure_activation(probs_, std::int64_t(dims_.batch) * heads_ * dims_.seq, dims_.keys(), qkv_.type());
+  kernels::attention_forward(context_, probs, qkv_, dims_, scale_, dropout_, stream_, {},
+                             kv_all_.numel() ? tensor::const_tensor_view(kv_all_) : tensor::const_tensor_view{});
+}
+
+// dqkv = the core's gradient: under context parallelism the queries' part from here and the keys'
+// and values' summed over the cp ranks.
+void multi_latent_attention::core_backward(tensor::tensor_view dqkv) {
+  if (shard_.cp_size == 1)
+    return kernels::attention_backward(dqkv, dcontext_, qkv_, probs_, dims_, scale_, dropout_, stream_);
+  auto dkv = ensure_activation(dkv_all_, kv_all_.shape()[0], kv_all_.shape()[1], dqkv.type);
+  kernels::fill_zero(dqkv);
+  kernels::fill_zero(dkv);
+  kernels::attention_backward(dqkv, dcontext_, qkv_, probs_, dims_, scale_, dropout_, stream_, {}, {}, kv_all_, dkv);
+  auto mine = ensure_activation(dkv_mine_, dqkv.shape[0], dqkv.shape[1], dqkv.type);
+  reduce_scatter_sequence(*cp_, shard_, dims_.batch, dkv, mine);
+  kernels::add(dqkv, mine);
 }
 
 void multi_latent_attention::pack(tensor::tensor_view qkv) const {
@@ -156,7 +198,7 @@ void multi_latent_attention::forward(const parameter_store& store, group& tp,
                                      tensor::const_tensor_view x, tensor::tensor_view out, int seq,
                                      int batch, float attention_dropout,
                                      std::uint64_t dropout_stream) {
-  dims_.seq = seq, dims_.batch = batch;
+  set_dims(seq, batch);
   dropout_ = attention_dropout, stream_ = dropout_stream;
   const int n = seq * batch;
   auto x_full = ensure_activation(x_full_, n, hidden_, x.type);
@@ -168,9 +210,11 @@ void multi_latent_attention::forward(const parameter_store& store, group& tp,
   const std::int64_t hd = dims_.head_dim;
   auto qkv = ensure_activation(qkv_, n, std::int64_t(heads_) * 3 * hd, x.type);
   pack(qkv);
-  auto probs = ensure_activation(probs_, std::int64_t(batch) * heads_ * seq, seq, x.type);
+  if (shard_.cp_size > 1)
+    gather_sequence(*cp_, shard_, batch, qkv,
+                    ensure_activation(kv_all_, std::int64_t(shard_.seq_length) * batch, qkv.shape[1], x.type));
   auto context = ensure_activation(context_, n, std::int64_t(heads_) * hd, x.type);
-  kernels::attention_forward(context, probs, qkv, dims_, scale_, dropout_, stream_);
+  core_forward();
   auto context_v = ensure_activation(context_v_, n, std::int64_t(heads_) * m_.v_head_dim, x.type);
   for (std::int64_t i = 0; i < std::int64_t(n) * heads_; ++i)
     kernels::copy(elements(context_v, i * m_.v_head_dim, m_.v_head_dim),
@@ -232,12 +276,9 @@ void multi_latent_attention::backward(parameter_store& store, group& tp,
   for (std::int64_t i = 0; i < std::int64_t(n) * heads_; ++i)
     kernels::copy(elements(dcontext, i * hd, m_.v_head_dim),
                   elements(tensor::const_tensor_view(dcontext_v), i * m_.v_head_dim, m_.v_head_dim));
-  if (recompute_core_)
-    kernels::attention_forward(context_, ensure_activation(probs_, std::int64_t(dims_.batch) * heads_ * dims_.seq,
-                                                           dims_.seq, dout.type),
-                               qkv_, dims_, scale_, dropout_, stream_);
+  if (recompute_core_) core_forward();  // the context is no longer needed: the rerun may overwrite it
   auto dqkv = ensure_activation(dqkv_, n, std::int64_t(heads_) * 3 * hd, dout.type);
-  kernels::attention_backward(dqkv, dcontext, qkv_, probs_, dims_, scale_, dropout_, stream_);
+  core_backward(dqkv);
   const int pe = m_.qk_pos_emb_head_dim;
   auto dq = ensure_activation(dq_, n, std::int64_t(heads_) * q_width_, dout.type);
   auto dk_pe = ensure_activation(dk_pe_, n, pe, dout.type);
@@ -257,7 +298,7 @@ void multi_latent_attention::backward(parameter_store& store, group& tp,
 
 void multi_latent_attention::release() {
   for (auto* t : {&x_full_, &q_lat_, &q_lat_n_, &kv_lat_, &kv_lat_n_, &q_, &kv_, &k_pe_, &qkv_, &probs_,
-                  &context_, &context_v_, &dx_full_, &dq_lat_, &dkv_lat_, &d_lat_n_, &dq_, &dkv_,
+                  &context_, &context_v_, &kv_all_, &dkv_all_, &dkv_mine_, &dx_full_, &dq_lat_, &dkv_lat_, &d_lat_n_, &dq_, &dkv_,
                   &dk_pe_, &dqkv_, &dcontext_})
     *t = tensor::tensor();
   if (q_layernorm_) q_layernorm_->release();

@@ -13,6 +13,9 @@
 // output channel that is kept).
 // Under sequence parallelism the input shard is all-gathered once and every replicated part runs
 // on the whole sequence (the same values on every tp rank), so no replicated gradient is partial.
+// Under context parallelism (cp given) the rows are this rank's chunks of the sequence, rotated
+// at their global positions; the packed keys and values are all-gathered over cp, as
+// self_attention does.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -31,9 +34,11 @@ class multi_latent_attention {
   /// Registers name.{linear_q_down_proj | linear_q_proj, linear_q_up_proj, linear_kv_down_proj,
   /// linear_kv_up_proj, linear_proj} (and q_layernorm, kv_layernorm with --qk-layernorm).
   /// layer: the global (0-based) layer number (its attention window).
+  /// cp: the context-parallel group (needed when config.context_parallel_size > 1).
   multi_latent_attention(parameter_store& store, const std::string& name,
-                         const gpt_model_config& config, int layer, int tp_rank, int tp_size);
-  /// As self_attention::forward (context parallelism is not supported).
+                         const gpt_model_config& config, int layer, int tp_rank, int tp_size,
+                         group* cp = nullptr);
+  /// As self_attention::forward.
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                tensor::tensor_view out, int seq, int batch, float attention_dropout,
                std::uint64_t dropout_stream);
@@ -58,11 +63,14 @@ class multi_latent_attention {
   int rot_dim_;
   float dropout_ = 0;
   std::uint64_t stream_ = 0;
-  tensor::tensor cos_, sin_;  // [seq, rot_dim / 2], scaled by YaRN's concentration factor
+  sequence_shard shard_;
+  group* cp_;
+  tensor::tensor cos_, sin_;  // [local seq, rot_dim / 2] of this rank's positions, scaled by YaRN's factor
   // Saved activations: the whole-sequence input, latents (and their norms), q, kv, k_pe, the
   // packed core input, probabilities and the value-width context.
   tensor::tensor x_full_, q_lat_, q_lat_n_, kv_lat_, kv_lat_n_, q_, kv_, k_pe_;
   tensor::tensor qkv_, probs_, context_, context_v_;
+  tensor::tensor kv_all_, dkv_all_, dkv_mine_;  // context parallelism: the whole sequence's packed rows
   tensor::tensor dx_full_, dq_lat_, dkv_lat_, d_lat_n_, dq_, dkv_, dk_pe_, dqkv_, dcontext_;  // scratch
 
   int rows() const { return dims_.seq * dims_.batch; }
@@ -72,6 +80,11 @@ class multi_latent_attention {
   void unpack(tensor::const_tensor_view dqkv, tensor::tensor_view dq, tensor::tensor_view dkv,
               tensor::tensor_view dk_pe) const;
   void project_forward(const parameter_store& store, group& tp);
+  /// The rope tables of this rank's positions.
+  void make_tables(const gpt_model_config& c);
+  void set_dims(int seq, int batch);
+  void core_forward();
+  void core_backward(tensor::tensor_view dqkv);
   void project_backward(parameter_store& store, group& tp);
 };
 

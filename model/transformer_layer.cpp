@@ -30,7 +30,7 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
                                                                     with_layer_fp8(c, number), number, tp_rank, tp_size, cp)),
       mla_(!c.mla.enabled ? std::optional<multi_latent_attention>()
                           : std::optional<multi_latent_attention>(std::in_place, store, layer_name(number) + ".self_attention",
-                                                                  c, number, tp_rank, tp_size)),
+                                                                  c, number, tp_rank, tp_size, cp)),
       pre_mlp_layernorm_(store, layer_name(number) + ".pre_mlp_layernorm", c) {
   if (c.moe.layer_is_moe(number))
     moe_.emplace(store, layer_name(number) + ".mlp", c);

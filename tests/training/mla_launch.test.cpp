@@ -1,5 +1,6 @@
 // --multi-latent-attention launched with `mactor`: TP2 with sequence parallelism x DP2 with the
-// distributed optimizer, and PP2, log the one-process lm losses (DeepSeek-style: query latent,
+// distributed optimizer, PP2, CP2 and CP2 x TP2 with sequence parallelism, log the one-process
+// lm losses (DeepSeek-style: query latent,
 // latent norms, YaRN with mscale); a TP2 checkpoint resumes under PP2 on the one-process losses.
 #include <catch2/catch.hpp>
 #include <string>
@@ -22,11 +23,13 @@ std::string model_flags() {
 
 }  // namespace
 
-TEST_CASE("multi-latent attention under TP2 with sequence parallelism x DP2 and under PP2 logs the one-process losses") {
+TEST_CASE("multi-latent attention under TP2 with sequence parallelism x DP2, PP2, CP2 and CP2 x TP2 logs the one-process losses") {
   const auto one = run_job(1, model_flags(), 4, 6);
   check_layout_against(one, 4, model_flags(),
                        "--tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer", 4, 6);
   check_layout_against(one, 2, model_flags(), "--pipeline-model-parallel-size 2", 4, 6);
+  check_layout_against(one, 2, model_flags(), "--context-parallel-size 2", 4, 6);
+  check_layout_against(one, 4, model_flags(), "--context-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel", 4, 6);
 
   // Saved by TP2 at iteration 3, loaded by PP2 (resharded): iterations 4..6 as in one process.
   const auto dir = scratch_dir("mla_launch", "tp2_checkpoint");
