@@ -36,6 +36,17 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"use_rope_scaling", "Llama 3.1 frequency scaling, Megatron's constants (checked against PyTorch)"},
       {"rope_scaling_factor", "with --use-rope-scaling"},
       {"no_rope_freq", "int N or a list: the layers that skip RoPE (checked against PyTorch)"},
+      {"multi_latent_attention", "Megatron-Core's MLASelfAttention with tp, sp, cp, pp and the distributed optimizer "
+                                 "(checked against an independent PyTorch MLA); not with fp8 or --softmax-type"},
+      {"q_lora_rank", "unset: linear_q_proj; set: linear_q_down_proj, linear_q_up_proj"},
+      {"kv_lora_rank", ""},
+      {"qk_head_dim", ""},
+      {"qk_pos_emb_head_dim", ""},
+      {"v_head_dim", ""},
+      {"rope_type", "rope or yarn (MLA's default) in multi-latent attention"},
+      {"rotary_scaling_factor", "YaRN's scaling factor (and the softmax scale's mscale) in multi-latent attention"},
+      {"mscale", "YaRN's concentration factor in multi-latent attention"},
+      {"mscale_all_dim", "YaRN's concentration factor and softmax scale in multi-latent attention"},
       {"window_size", "(left, 0): causal sliding-window attention (checked against PyTorch)"},
       {"window_attn_skip_freq", "int N or a list: which layers keep full attention (checked against PyTorch)"},
       {"qk_layernorm", "a norm of the model's --normalization over kv_channels on each query and key head after the "
@@ -287,7 +298,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                            "--recompute-num-layers layers of each chunk, the rest keep their activations"},
       {"recompute_num_layers", ""},
       {"recompute_modules", "core_attn (softmax probabilities), layernorm (both norms' outputs), mlp (fc1 output and "
-                            "activation); moe, moe_act, shared_experts and mla_up_proj name modules a dense GPT does not have"},
+                            "activation); moe, moe_act and shared_experts name modules a dense GPT does not have; mla_up_proj keeps MLA's up-projection "
+                            "activations (the values recomputation would give)"},
       {"distribute_saved_activations", "each tensor-parallel rank keeps 1/tp of a checkpointed group's input and "
                                        "all-gathers it before the rerun"},
       {"deterministic_mode", "Megatron's rules (no flash attention, no fused cross-entropy, NCCL_ALGO one of Tree, "
@@ -478,6 +490,8 @@ const std::map<std::string_view, std::string_view>& refused_flags() {
       {"wandb_entity", wandb},
       {"wandb_exp_name", wandb},
       {"wandb_save_dir", wandb},
+      {"cache_mla_latents", "caches MLA latents for Megatron's dynamic inference engine, which mactor does not have "
+                            "(Megatron's training forward asserts an inference context with it)"},
   };
   return table;
 }
@@ -547,6 +561,17 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
                        std::to_string(a.network_size.num_layers.value_or(0)) + ")");
 }
 
+// Multi-latent attention is built without fp8 and the softmax variants.
+void mla_combinations(const megatron_args& a, std::vector<std::string>& errors) {
+  if (!a.network_size.multi_latent_attention) return;
+  if (a.transformer_engine.fp8)
+    errors.push_back("--multi-latent-attention with --fp8-format is recognized but not implemented by mactor yet; "
+                     "drop --fp8-format");
+  if (a.network_size.softmax_type != "vanilla")
+    errors.push_back("--multi-latent-attention with --softmax-type " + a.network_size.softmax_type +
+                     " is recognized but not implemented by mactor yet; drop --softmax-type");
+}
+
 }  // namespace
 
 flag_support support_of(std::string_view dest) {
@@ -610,6 +635,7 @@ support_report check_support(const megatron_args& args, const support_scope& sco
       },
       static_cast<const flag_args&>(args), static_cast<const flag_args&>(defaults));
   if (scope("num_experts")) moe_combinations(args, report.errors);
+  if (scope("multi_latent_attention")) mla_combinations(args, report.errors);
   // Implemented flags in a combination mactor has not built: its torch format writes neither the
   // distributed optimizer's distrib_optim.pt nor expert-parallel files.
   if (scope("ckpt_format") && args.checkpointing.ckpt_format == "torch") {

@@ -17,6 +17,9 @@ void heads_and_groups(validation_context& c) {  // rules 82, 86, 95, 96
   const std::int64_t tp = c.a.distributed.tensor_model_parallel_size;
   if (n.multi_latent_attention && c.a.heterogeneous.heterogeneous_layers_config_path)
     c.error("--multi-latent-attention cannot be combined with --heterogeneous-layers-config-path");
+  if (n.multi_latent_attention && n.group_query_attention)  // Megatron asserts it counting FLOPs
+    c.error("--multi-latent-attention cannot be combined with --group-query-attention (MLA has no query groups); "
+            "drop --group-query-attention");
   if (!n.multi_latent_attention && c.a.training.rope_type)
     c.require(*c.a.training.rope_type == "rope", "--rope-type " + *c.a.training.rope_type + " needs --multi-latent-attention");
   if (n.num_attention_heads && tp > 0)

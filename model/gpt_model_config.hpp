@@ -26,6 +26,23 @@ struct layer_frequency {
   bool given() const { return every > 0 || !list.empty(); }
 };
 
+/// Multi-latent attention (DeepSeek-V2/V3): the queries and keys/values come from low-rank
+/// latents; a shared RoPE key part (qk_pos_emb_head_dim) joins each head's non-rotated part.
+struct mla_settings {
+  bool enabled = false;         // --multi-latent-attention
+  int q_lora_rank = 0;          // --q-lora-rank; 0: no query latent (linear_q_proj)
+  int kv_lora_rank = 32;        // --kv-lora-rank
+  int qk_head_dim = 128;        // --qk-head-dim
+  int qk_pos_emb_head_dim = 64; // --qk-pos-emb-head-dim
+  int v_head_dim = 128;         // --v-head-dim
+  bool yarn = true;             // --rope-type yarn (MLA's default) or rope
+  double rotary_scaling_factor = 1.0;  // --rotary-scaling-factor
+  double mscale = 1.0;                 // --mscale
+  double mscale_all_dim = 0.0;         // --mscale-all-dim
+  int original_max_position_embeddings = 4096;  // MLATransformerConfig defaults (no flags)
+  double beta_fast = 32, beta_slow = 1;
+};
+
 struct gpt_model_config {
   int num_layers = 2;
   int hidden_size = 64;
@@ -110,6 +127,8 @@ struct gpt_model_config {
   }
   /// What the layers keep for their backward and what they recompute (--recompute-*).
   recompute_config recompute;
+  /// --multi-latent-attention (Megatron-Core's MLASelfAttention in place of SelfAttention).
+  mla_settings mla;
   /// fp8 GEMMs in the transformer layers' linears (--fp8-format and the recipe flags); the
   /// embedding and the output layer stay in params_dtype, as in Megatron.
   fp8_settings fp8;

@@ -25,8 +25,12 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
       shard_(c.shard()), seed_(c.seed), type_(c.params_dtype),
       attention_dropout_(c.attention_dropout), hidden_dropout_(c.hidden_dropout),
       input_layernorm_(store, layer_name(number) + ".input_layernorm", c),
-      self_attention_(store, layer_name(number) + ".self_attention", with_layer_fp8(c, number), number,
-                      tp_rank, tp_size, cp),
+      self_attention_(c.mla.enabled ? std::optional<self_attention>()
+                                    : std::optional<self_attention>(std::in_place, store, layer_name(number) + ".self_attention",
+                                                                    with_layer_fp8(c, number), number, tp_rank, tp_size, cp)),
+      mla_(!c.mla.enabled ? std::optional<multi_latent_attention>()
+                          : std::optional<multi_latent_attention>(std::in_place, store, layer_name(number) + ".self_attention",
+                                                                  c, number, tp_rank, tp_size, cp)),
       pre_mlp_layernorm_(store, layer_name(number) + ".pre_mlp_layernorm", c) {
   if (c.moe.layer_is_moe(number))
     moe_.emplace(store, layer_name(number) + ".mlp", c, ep);
@@ -54,10 +58,10 @@ void transformer_layer::forward(const parameter_store& store, group& tp,
   mlp_stream_ = kernels::dropout_stream(seed_, number_, mlp_residual_site, step);
 
   input_layernorm_.forward(store, x, ln1, local_rows_);
-  self_attention_.forward(store, tp, ln1, branch, seq, batch,
-                          training ? attention_dropout_ : 0.0f, probs_stream);
+  attention_forward(store, tp, ln1, branch, seq, batch, training ? attention_dropout_ : 0.0f,
+                    probs_stream);
   if (recompute_norms_) ln1_ = tensor::tensor();
-  placement_.bias_dropout_add(x1, x, branch, self_attention_.proj_bias(store), hidden_, hidden_p_,
+  placement_.bias_dropout_add(x1, x, branch, attention_bias(store), hidden_, hidden_p_,
                               attention_stream_);
   pre_mlp_layernorm_.forward(store, x1, ln2, local_rows_);
   if (moe_)
@@ -91,15 +95,34 @@ void transformer_layer::backward(parameter_store& store, group& tp, tensor::cons
     input_layernorm_.forward(store, x, ensure_activation(ln1_, local_rows_, hidden_, type_),
                              local_rows_);
   placement_.dropout_apply(branch_, dx1, hidden_, hidden_p_, attention_stream_);
-  self_attention_.backward(store, tp, branch_, ln1_, dln);
+  attention_backward(store, tp, branch_, ln1_, dln);
   kernels::copy(elements(dx, 0, n), dx1);
   input_layernorm_.backward(store, dln, x, dx, local_rows_, true);
+}
+
+void transformer_layer::attention_forward(const parameter_store& store, group& tp,
+                                          tensor::const_tensor_view x, tensor::tensor_view out,
+                                          int seq, int batch, float dropout, std::uint64_t stream) {
+  if (mla_) return mla_->forward(store, tp, x, out, seq, batch, dropout, stream);
+  self_attention_->forward(store, tp, x, out, seq, batch, dropout, stream);
+}
+
+void transformer_layer::attention_backward(parameter_store& store, group& tp,
+                                           tensor::const_tensor_view dout,
+                                           tensor::const_tensor_view x, tensor::tensor_view dx) {
+  if (mla_) return mla_->backward(store, tp, dout, x, dx);
+  self_attention_->backward(store, tp, dout, x, dx);
+}
+
+tensor::const_tensor_view transformer_layer::attention_bias(const parameter_store& store) const {
+  return mla_ ? mla_->proj_bias(store) : self_attention_->proj_bias(store);
 }
 
 void transformer_layer::release() {
   for (auto* t : {&ln1_, &x1_, &ln2_, &branch_, &dx1_, &dln_}) *t = tensor::tensor();
   input_layernorm_.release();
-  self_attention_.release();
+  if (self_attention_) self_attention_->release();
+  if (mla_) mla_->release();
   pre_mlp_layernorm_.release();
   if (mlp_) mlp_->release();
   if (moe_) moe_->release();

@@ -12,6 +12,7 @@
 #include "model/mlp.hpp"
 #include "model/moe_layer.hpp"
 #include "model/norm.hpp"
+#include "model/multi_latent_attention.hpp"
 #include "model/self_attention.hpp"
 
 namespace mactor::model {
@@ -51,12 +52,22 @@ class transformer_layer {
   float hidden_p_ = 0;
   std::uint64_t attention_stream_ = 0, mlp_stream_ = 0;
   norm input_layernorm_;
-  self_attention self_attention_;
+  // Megatron's self_attention module: SelfAttention, or MLASelfAttention under
+  // --multi-latent-attention.
+  std::optional<self_attention> self_attention_;
+  std::optional<multi_latent_attention> mla_;
   norm pre_mlp_layernorm_;
   std::optional<mlp> mlp_;        // a dense layer
   std::optional<moe_layer> moe_;  // a MoE layer
   tensor::tensor ln1_, x1_, ln2_;      // saved activations
   tensor::tensor branch_, dx1_, dln_;  // scratch: a branch output or its gradient
+
+  void attention_forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
+                         tensor::tensor_view out, int seq, int batch, float dropout,
+                         std::uint64_t stream);
+  void attention_backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
+                          tensor::const_tensor_view x, tensor::tensor_view dx);
+  tensor::const_tensor_view attention_bias(const parameter_store& store) const;
 };
 
 }  // namespace mactor::model

@@ -1,8 +1,24 @@
-// The dense-transformer branch of Megatron's num_floating_point_operations (MoE, MLA, MTP and
-// hybrid models are refused by the flag table, so their terms are zero here).
+// The dense-transformer branch of Megatron's num_floating_point_operations, with its
+// multi-latent-attention term (MTP and hybrid models are refused by the flag table, so their
+// terms are zero here).
 #include "training/flops.hpp"
 
 namespace mactor::training {
+namespace {
+
+// Megatron's MLA self-attention term: the latent projections (with their norms), the shared
+// RoPE key, the output projection and half the causal score and value products, times 3 * 2.
+double mla_attention_term(const config::megatron_args& a, double h, double heads, double layers, double seq) {
+  const auto& m = a.mla;
+  const double qk = static_cast<double>(m.qk_head_dim), pe = static_cast<double>(m.qk_pos_emb_head_dim);
+  const double v = static_cast<double>(m.v_head_dim), kv_rank = static_cast<double>(m.kv_lora_rank);
+  const double q_term = m.q_lora_rank ? static_cast<double>(*m.q_lora_rank) * (h + heads * (qk + pe) + 1) : h * heads * (qk + pe);
+  return 3 * 2 * layers *
+         (q_term + kv_rank * (h + heads * (qk + v) + 1) + h * pe + heads * v * h + seq * heads * (qk + pe) / 2 +
+          seq * heads * v / 2);
+}
+
+}  // namespace
 
 double num_floating_point_operations(const config::megatron_args& a, std::int64_t padded_vocab_size,
                                      std::int64_t batch_size) {
@@ -16,7 +32,9 @@ double num_floating_point_operations(const config::megatron_args& a, std::int64_
   const double query_projection_ratio = kv_channels * heads / h;
   const double gated = n.swiglu ? 1.5 : 1.0;
   const double expansion = 3 * 2 * 2;  // forward + 2x backward, 2 FLOPs per multiply-add, 2 GEMMs
-  const double attention = expansion * layers * h * h * ((1 + groups / heads + seq / h / 2) * query_projection_ratio);
+  const double attention = n.multi_latent_attention
+                               ? mla_attention_term(a, h, heads, layers, seq)
+                               : expansion * layers * h * h * ((1 + groups / heads + seq / h / 2) * query_projection_ratio);
   const double mlp = expansion * layers * h * static_cast<double>(*n.ffn_hidden_size) * gated;
   const double logits = 3 * 2 * h * static_cast<double>(padded_vocab_size);
   return static_cast<double>(batch_size) * seq * (mlp + attention + logits);

@@ -80,6 +80,22 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   return s;
 }
 
+// MLATransformerConfig from the flags: rope_type unset takes the class default, yarn.
+model::mla_settings mla_settings_from_args(const config::megatron_args& a) {
+  model::mla_settings m;
+  m.enabled = a.network_size.multi_latent_attention;
+  m.q_lora_rank = static_cast<int>(a.mla.q_lora_rank.value_or(0));
+  m.kv_lora_rank = static_cast<int>(a.mla.kv_lora_rank);
+  m.qk_head_dim = static_cast<int>(a.mla.qk_head_dim);
+  m.qk_pos_emb_head_dim = static_cast<int>(a.mla.qk_pos_emb_head_dim);
+  m.v_head_dim = static_cast<int>(a.mla.v_head_dim);
+  m.yarn = a.training.rope_type.value_or("yarn") == "yarn";
+  m.rotary_scaling_factor = a.mla.rotary_scaling_factor;
+  m.mscale = a.mla.mscale;
+  m.mscale_all_dim = a.mla.mscale_all_dim;
+  return m;
+}
+
 model::softmax_kind softmax_kind_from(const std::string& type) {  // validation checked the choice
   return type == "learnable"    ? model::softmax_kind::learnable
          : type == "off-by-one" ? model::softmax_kind::off_by_one
@@ -119,6 +135,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.window_attn_skip_freq = layer_frequency_from(n.window_attn_skip_freq);
   c.softmax_type = softmax_kind_from(n.softmax_type);
   c.qk_layernorm = a.vision.qk_layernorm;
+  c.mla = mla_settings_from_args(a);
   c.swiglu = n.swiglu;
   c.squared_relu = n.squared_relu;
   c.quick_geglu = n.quick_geglu;
@@ -176,8 +193,9 @@ model::recompute_config recompute_from_args(const config::megatron_args& a) {
     return r;
   }
   r.granularity = model::recompute_granularity::selective;
-  // Megatron's default module list; moe, moe_act, shared_experts and mla_up_proj name modules a
-  // dense GPT does not have, so they change nothing here (as in Megatron for such a model).
+  // Megatron's default module list; moe, moe_act and shared_experts name modules a dense GPT does
+  // not have, so they change nothing here (as in Megatron for such a model); mla_up_proj's
+  // recomputation gives the same values, and multi-latent attention keeps those activations.
   for (const auto& m : t.recompute_modules.value_or(std::vector<std::string>{"core_attn"})) {
     if (m == "core_attn") r.core_attn = true;
     if (m == "layernorm") r.layernorm = true;

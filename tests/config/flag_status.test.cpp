@@ -144,3 +144,24 @@ TEST_CASE("MoE load-balancing types and dispatchers mactor does not build are re
   CHECK(errors_of({"--expert-model-parallel-size", "2", "--use-distributed-optimizer",
                    "--num-distributed-optimizer-instances", "2"}).size() == 1);
 }
+
+TEST_CASE("the multi-latent attention flags are implemented (with cp too), and MLA with fp8 or a softmax variant and --cache-mla-latents are refused by name") {
+  auto errors_of = [](std::vector<std::string> words) {
+    return check_support(parse_command_line(words, "pretrain_gpt").args).errors;
+  };
+  const std::vector<std::string> mla{"--multi-latent-attention", "--q-lora-rank", "16", "--kv-lora-rank", "8", "--qk-head-dim", "8",
+                                     "--qk-pos-emb-head-dim", "4", "--v-head-dim", "8", "--rope-type", "yarn",
+                                     "--rotary-scaling-factor", "40", "--mscale", "0.7", "--mscale-all-dim", "0.7"};
+  CHECK(errors_of(mla).empty());
+  auto with = [&](std::vector<std::string> more) {
+    auto words = mla;
+    words.insert(words.end(), more.begin(), more.end());
+    const auto errors = errors_of(words);
+    REQUIRE(errors.size() == 1);
+    return errors[0];
+  };
+  CHECK(errors_of({"--multi-latent-attention", "--context-parallel-size", "2"}).empty());
+  CHECK(with({"--fp8-format", "hybrid"}).find("drop --fp8-format") != std::string::npos);
+  CHECK(with({"--softmax-type", "learnable"}).find("drop --softmax-type") != std::string::npos);
+  CHECK(with({"--cache-mla-latents"}).rfind("--cache-mla-latents is recognized but not implemented by mactor yet: caches", 0) == 0);
+}

@@ -159,6 +159,8 @@ const std::vector<rule_case>& cases() {
       {116, {"--no-rope-freq", "[0]*3"}, "pattern length must equal --num-layers=4", {"--no-rope-freq", "[0]*3+[1]"}},
       {117, {"--multi-latent-attention", "--rotary-interleaved"}, "not supported with --multi-latent-attention",
        {"--multi-latent-attention"}},
+      {0, {"--multi-latent-attention", "--group-query-attention", "--num-query-groups", "2"},
+       "cannot be combined with --group-query-attention", {"--multi-latent-attention"}},
       // Rule 0: mactor's own checks of values Megatron passes on unchecked (config/validate_model.cpp).
       {0, {"--window-size", "128,4"}, "--window-size 128,4 is not causal", {"--window-size", "128,0"}},
       {0, {"--window-size", "128"}, "--window-size takes two values", {"--window-size", "(-1,0)"}},

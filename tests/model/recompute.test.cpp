@@ -251,3 +251,23 @@ TEST_CASE("recomputation with the attention variants (learnable sink, window, pe
     }
   }
 }
+
+TEST_CASE("recomputation with multi-latent attention (selective core_attn, full) is bit for bit", "[mla]") {
+  auto c = with_dropout(test::llama_style(), 4);
+  c.seq_length = 6, c.max_position_embeddings = 8, c.qk_layernorm = true, c.window_size = {2, 0};
+  c.mla.enabled = true, c.mla.q_lora_rank = 12, c.mla.kv_lora_rank = 10;
+  c.mla.qk_head_dim = 6, c.mla.qk_pos_emb_head_dim = 4, c.mla.v_head_dim = 5;
+  for (auto dtype : {tensor::dtype::float32, tensor::dtype::bfloat16})
+    for (bool sp : {false, true}) {
+      c.params_dtype = dtype, c.sequence_parallel = sp;
+      INFO(tensor::short_name(dtype) << (sp ? ", tp 2 sequence parallel" : ", tp 2"));
+      const auto plain = run(c, 2, 2);
+      for (const auto& r : {selective(true, true, false), full(recompute_method::uniform, 1)}) {
+        c.recompute = r;
+        const auto recomputed = run(c, 2, 2);
+        check_bitwise(recomputed, plain);
+        CHECK(recomputed.activation_peak < plain.activation_peak);
+        c.recompute = {};
+      }
+    }
+}

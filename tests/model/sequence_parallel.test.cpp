@@ -146,6 +146,17 @@ TEST_CASE("sequence parallelism at tp=2 and tp=4 gives the loss and gradients of
   check_sequence_parallel(c);
 }
 
+TEST_CASE("multi-latent attention at tp=2 and tp=4, with and without sequence parallelism, gives the loss and gradients of tp=1", "[mla]") {
+  // Replicated latent projections and norms must end with the same gradient on every tp rank
+  // (checked in run()) and the shared RoPE key's gradient summed over the ranks' heads.
+  auto c = test::gpt2_style();
+  c.num_attention_heads = 8, c.padded_vocab_size = 32, c.qk_layernorm = true;
+  c.mla.enabled = true, c.mla.q_lora_rank = 12, c.mla.kv_lora_rank = 10;
+  c.mla.qk_head_dim = 6, c.mla.qk_pos_emb_head_dim = 4, c.mla.v_head_dim = 5;
+  c.mla.rotary_scaling_factor = 2, c.mla.mscale = 0.5, c.mla.mscale_all_dim = 0.8;
+  check_sequence_parallel(c);
+}
+
 TEST_CASE("sequence parallelism without the norm-gradient all-reduce leaves each rank a partial sum") {
   // The finalize step is what makes the norms right: before it, the tp ranks' gradients differ
   // and add up to the tp=1 gradient.

@@ -33,3 +33,14 @@ TEST_CASE("grouped-query attention, wider heads and SwiGLU change their terms") 
                     "--lr", "1"});
   CHECK(training::num_floating_point_operations(a, 256, 2) == Approx(2.0 * 64 * (172032 + 147456 + 98304)).epsilon(1e-12));
 }
+
+TEST_CASE("multi-latent attention counts Megatron's MLA attention term") {
+  // q latent 16*(64 + 4*12 + 1) = 1808; kv latent 8*(64 + 4*14 + 1) = 968; shared RoPE key 64*4 =
+  // 256; output 4*6*64 = 1536; scores 32*4*12/2 = 768 and values 32*4*6/2 = 384: attention
+  // 6*5720 = 34320; MLP 12*64*256 = 196608; logits 6*64*256 = 98304.
+  auto a = args_of({"--num-layers", "1", "--hidden-size", "64", "--num-attention-heads", "4", "--multi-latent-attention",
+                    "--q-lora-rank", "16", "--kv-lora-rank", "8", "--qk-head-dim", "8", "--qk-pos-emb-head-dim", "4",
+                    "--v-head-dim", "6", "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size",
+                    "2", "--train-iters", "1", "--lr", "1"});
+  CHECK(training::num_floating_point_operations(a, 256, 2) == Approx(2.0 * 32 * (34320 + 196608 + 98304)).epsilon(1e-12));
+}

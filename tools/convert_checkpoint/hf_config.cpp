@@ -72,6 +72,8 @@ model_args args_from_megatron(const nlohmann::json& args) {
     errors.push_back("rotary_interleaved has no LlamaForCausalLM equivalent");
   if (get_or<bool>(args, "squared_relu", false) || get_or<int>(args, "num_experts", 0) > 0)
     errors.push_back("squared_relu and MoE (num_experts) are not convertible");
+  if (get_or<bool>(args, "multi_latent_attention", false))
+    errors.push_back("multi_latent_attention (MLA) has no GPT2LMHeadModel or LlamaForCausalLM equivalent");
   if (get_or<bool>(args, "quick_geglu", false))
     errors.push_back("quick_geglu (a quick-GeLU gated MLP) has no GPT2LMHeadModel or LlamaForCausalLM equivalent");
   // Megatron's fused SwiGLU ignores both; the unfused one applies them.
