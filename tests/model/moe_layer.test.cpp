@@ -27,7 +27,7 @@ struct moe_case {
   int seq = 6, batch = 2;
   double aux_scale = 1.0;
   bool training = true;
-  std::vector<float> expert_bias;  // with config.moe.enable_expert_bias: the router's bias
+  std::vector<float> expert_bias{};  // with config.moe.enable_expert_bias: the router's bias
 };
 
 model::gpt_model_config mixtral_like() {
