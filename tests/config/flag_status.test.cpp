@@ -67,11 +67,11 @@ TEST_CASE("the timing flags are implemented") {
 }
 
 TEST_CASE("a program holding only some flags to the table hears nothing of the others") {
-  const std::vector<std::string> words{"--retro-add-retriever", "--use-flash-attn", "--moe-router-dtype", "fp32"};
+  const std::vector<std::string> words{"--retro-add-retriever", "--use-flash-attn", "--moe-input-jitter-eps", "0.1"};
   const auto args = parse_command_line(words, "pretrain_gpt").args;
-  const auto report = check_support(args, [](std::string_view dest) { return dest == "moe_router_dtype"; });
+  const auto report = check_support(args, [](std::string_view dest) { return dest == "moe_input_jitter_eps"; });
   REQUIRE(report.errors.size() == 1);
-  CHECK(report.errors[0] == "--moe-router-dtype is recognized but not implemented by mactor yet");
+  CHECK(report.errors[0] == "--moe-input-jitter-eps is recognized but not implemented by mactor yet");
   CHECK(report.warnings.empty());
   CHECK(check_support(args).errors.size() == 2);
 }
