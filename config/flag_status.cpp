@@ -202,6 +202,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"fp8_amax_history_len", "delayed recipe; updated after each forward and each backward, as TE does"},
       {"fp8_amax_compute_algo", "delayed recipe"},
       {"fp8_wgrad", "delayed recipe only, as Megatron passes it (override_linear_precision)"},
+      {"fp8_param_gather", "with the distributed optimizer the fp8-GEMM weights are held as fp8 (one byte each and a "
+                           "per-tensor scale_inv): after each step every rank casts its fp32 main-parameter shard to fp8 "
+                           "as TE's cast_master_weights_to_fp8 does (delayed: the weight's history scale, amax recorded "
+                           "and max-reduced over the shard group; tensorwise: the scale of the whole weight's "
+                           "max-reduced amax), the all-gather moves those bytes, and the linears multiply them "
+                           "directly; checkpoints hold the fp32 main parameters. The 16-bit value buffer keeps unused "
+                           "(zeroed) slots for these weights"},
       {"first_last_layers_bf16", ""},
       {"num_layers_at_start_in_bf16", ""},
       {"num_layers_at_end_in_bf16", ""},
@@ -530,6 +537,19 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
                        std::to_string(a.network_size.num_layers.value_or(0)) + ")");
 }
 
+// --fp8-param-gather as built: per-tensor recipes, a 16-bit model.
+void fp8_param_gather_combinations(const megatron_args& a, std::vector<std::string>& errors) {
+  const auto& te = a.transformer_engine;
+  if (!te.fp8_param_gather || !te.fp8) return;
+  if (te.fp8_recipe == "mxfp8" || te.fp8_recipe == "blockwise")
+    errors.push_back("--fp8-param-gather with --fp8-recipe " + te.fp8_recipe +
+                     " is recognized but not implemented by mactor yet (block-scaled fp8 weights); use --fp8-recipe "
+                     "delayed or tensorwise, or drop --fp8-param-gather");
+  if (!a.mixed_precision.bf16 && !a.mixed_precision.fp16)
+    errors.push_back("--fp8-param-gather without --bf16 or --fp16 is recognized but not implemented by mactor yet (an "
+                     "fp32 model's values are its main parameters); add --bf16");
+}
+
 }  // namespace
 
 flag_support support_of(std::string_view dest) {
@@ -593,6 +613,7 @@ support_report check_support(const megatron_args& args, const support_scope& sco
       },
       static_cast<const flag_args&>(args), static_cast<const flag_args&>(defaults));
   if (scope("num_experts")) moe_combinations(args, report.errors);
+  if (scope("fp8_param_gather")) fp8_param_gather_combinations(args, report.errors);
   // Implemented flags in a combination mactor has not built: its torch format writes neither the
   // distributed optimizer's distrib_optim.pt nor expert-parallel files.
   if (scope("ckpt_format") && args.checkpointing.ckpt_format == "torch") {

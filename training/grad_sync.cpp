@@ -189,7 +189,40 @@ void grad_sync::finish_grad_sync() {
     reduce_over_replicas(c, 0, static_cast<std::size_t>(chunks_[c].grads.numel()));
 }
 
+void grad_sync::gather_fp8(std::size_t chunk, std::uint8_t* bytes, std::vector<fp8_weight_place> weights) {
+  if (fp8_.size() < chunks_.size()) fp8_.resize(chunks_.size());
+  fp8_[chunk] = {bytes, std::move(weights)};
+}
+
+// The all-gather of a chunk with fp8 weights: each member's shard packed as its model values
+// and fp8 bytes, every payload padded to the largest (the shards' boundaries are known to all).
+void grad_sync::gather_packed(std::size_t c) {
+  const auto& s = shards_[c];
+  const auto& f = fp8_[c];
+  auto values = chunks_[c].values;
+  const int n = shard_group_->size();
+  const std::size_t size = tensor::size_of(values.type), per = s.padded / static_cast<std::size_t>(n);
+  std::vector<std::vector<gather_run>> runs(static_cast<std::size_t>(n));
+  std::size_t payload = 0;
+  for (int m = 0; m < n; ++m) {
+    const std::size_t begin = per * static_cast<std::size_t>(m);
+    runs[m] = gather_runs(begin, begin + per, s.numel, f.weights);
+    payload = std::max(payload, packed_bytes(runs[m], size));
+  }
+  std::vector<std::byte> mine(payload), all(payload * static_cast<std::size_t>(n));
+  pack_runs(runs[shard_group_->rank()], values, f.bytes, mine.data());
+  const trace_recorder::scope traced(*trace_, "data-parallel params all-gather", "grad_sync",
+                                     {{"chunk", static_cast<std::int64_t>(c)},
+                                      {"bytes", static_cast<std::int64_t>(all.size())},
+                                      {"group_size", n}});
+  shard_group_->all_gather_bytes(mine, all);
+  param_gather_bytes_ += all.size();
+  for (int m = 0; m < n; ++m)
+    if (m != shard_group_->rank()) unpack_runs(runs[m], all.data() + payload * static_cast<std::size_t>(m), values, f.bytes);
+}
+
 void grad_sync::gather_params(std::size_t c) {
+  if (c < fp8_.size() && fp8_[c].bytes) return gather_packed(c);
   auto& s = shards_[c];
   auto values = chunks_[c].values;
   const auto begin = static_cast<std::int64_t>(s.begin), end = static_cast<std::int64_t>(s.end);
@@ -202,6 +235,7 @@ void grad_sync::gather_params(std::size_t c) {
                                       {"bytes", static_cast<std::int64_t>(gathered.nbytes())},
                                       {"group_size", shard_group_->size()}});
   shard_group_->all_gather(mine.view(), gathered.view());
+  param_gather_bytes_ += gathered.nbytes();
   kernels::copy(values, gathered.view().rows(0, numel));
 }
 

@@ -54,9 +54,31 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   grad_sync_->trace_into(&trace_);
   main_params_ = std::make_unique<training::main_params>(chunks_);
   main_grads_ = std::make_unique<training::main_grads>(chunks_, *grad_sync_);
+  if (a.transformer_engine.fp8_param_gather) hold_fp8_weights();
   optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *main_grads_, *grad_sync_, a, ctx.tp_rank()),
                                      optimizer_options_from_args(a));
   if (auto options = grad_scaler_options_from_args(a)) scaler_.emplace(*options);
+}
+
+// --fp8-param-gather: the fp8-GEMM weights become fp8 (cast from the initial main parameters),
+// and the parameter all-gather moves their bytes.
+void stage_engine::hold_fp8_weights() {
+  fp8_params_ = std::make_unique<training::fp8_params>(chunks_, *main_params_);
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    std::vector<fp8_weight_place> places;
+    for (const auto& w : fp8_params_->weights(c)) places.push_back({w.offset, w.numel, w.byte_offset});
+    grad_sync_->gather_fp8(c, fp8_params_->bytes(c), std::move(places));
+  }
+}
+
+void stage_engine::model_params_from_main() {
+  main_params_->copy_all_to_model();
+  if (fp8_params_) fp8_params_->cast_all();
+}
+
+void stage_engine::main_params_from_model() {
+  main_params_->copy_all_from_model();
+  if (fp8_params_) fp8_params_->dequantize_into_main();
 }
 
 void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader, std::int64_t consumed,
@@ -387,6 +409,7 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
       main_params_->copy_to_model(c, shard ? shard->begin : 0,
                                   shard ? shard->end : static_cast<std::size_t>(chunks_[c].store().value_tensor().numel()));
     }
+    if (fp8_params_) cast_fp8_weights();
   }
   {
     // Megatron's distributed optimizer times its all-gather even over one replica (with
@@ -398,6 +421,17 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
   optimizer_state_bytes_ = std::int64_t(optimizer_->state_bytes());
   activity_.set("idle");
   return result;
+}
+
+// TE's cast_master_weights_to_fp8: this rank's shard of each chunk (all of it without sharding).
+void stage_engine::cast_fp8_weights() {
+  std::vector<training::fp8_params::range> ranges;
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const auto* shard = grad_sync_->shard_of(c);
+    ranges.push_back(shard ? training::fp8_params::range{shard->begin, shard->end}
+                           : training::fp8_params::range{0, static_cast<std::size_t>(chunks_[c].store().value_tensor().numel())});
+  }
+  fp8_params_->cast(ranges, grad_sync_->shard_group());
 }
 
 double stage_engine::params_norm() {
