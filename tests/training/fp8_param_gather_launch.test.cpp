@@ -40,26 +40,31 @@ TEST_CASE("fp8 param gather under tensorwise scaling logs the losses of the run 
   CHECK(one.train == job(1, model_flags(tensorwise)).train);
   const auto dp2 = job(2, model_flags(tensorwise) + " --fp8-param-gather");
   CHECK(dp2.train == job(2, model_flags(tensorwise)).train);
-  // DP2 sums the two replicas' bf16-rounded gradients in another order than one process's
-  // micro-batch accumulation; the fp8 rounding itself is the same.
-  check_same(dp2.train, one.train, "tensorwise fp8 param gather, DP2", 2, 1e-4);
+  // The all-gather of the fp8 bytes on the background thread, overlapped with the forward.
+  const std::string overlap = " --overlap-grad-reduce --overlap-param-gather";
+  CHECK(job(2, model_flags(tensorwise) + " --fp8-param-gather" + overlap).train ==
+        job(2, model_flags(tensorwise) + overlap).train);
+  // One micro-batch per replica: the replicas' gradients summed in another order than one
+  // process's accumulation could differ in the last bits; the fp8 rounding is the same (measured 0).
+  check_same(dp2.train, one.train, "tensorwise fp8 param gather, DP2", 2, 1e-5);
   const auto tp_pp = job(4, model_flags(tensorwise) + " --fp8-param-gather" + tp2_pp2);
   CHECK(tp_pp.train == job(4, model_flags(tensorwise) + tp2_pp2).train);
   // Under TP2 each rank scales its half of a weight by that half's amax (TE's current scaling
-  // does not reduce a weight's amax over the tensor-parallel group): other fp8 roundings.
-  check_same(tp_pp.train, one.train, "tensorwise fp8 param gather, TP2 x PP2", 4, 5e-3);
+  // does not reduce a weight's amax over the tensor-parallel group): other fp8 roundings
+  // (measured 7.0e-4; the bf16 runs of this layout stay within 1e-3 of one process).
+  check_same(tp_pp.train, one.train, "tensorwise fp8 param gather, TP2 x PP2", 4, 2e-3);
 }
 
 TEST_CASE("fp8 param gather under delayed scaling stays close to one process in DP2 and TP2 x PP2") {
   const auto one = job(1, model_flags(delayed) + " --fp8-param-gather");
   REQUIRE(one.train.front() != one.train.back());
   // The weights are cast once per step; without it each micro-batch's forward quantizes the
-  // weight with the scale the previous one left: close, not equal.
+  // weight with the scale the previous one left: close, not equal (measured 4.7e-4).
   const auto without = job(1, model_flags(delayed));
   CHECK(one.train != without.train);
   check_same(without.train, one.train, "delayed, without vs with fp8 param gather", 1, 5e-3);
   // The input and gradient histories are per rank (mactor reduces no amaxes across ranks), so
-  // a replica's scales follow its own micro-batches.
+  // a replica's scales follow its own micro-batches (measured 8.3e-4 DP2, 1.8e-3 TP2 x PP2).
   check_same(job(2, model_flags(delayed) + " --fp8-param-gather").train, one.train, "delayed fp8 param gather, DP2", 2, 5e-3);
   check_same(job(4, model_flags(delayed) + " --fp8-param-gather" + tp2_pp2).train, one.train,
              "delayed fp8 param gather, TP2 x PP2", 4, 5e-3);
