@@ -185,7 +185,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                         "Transformer Engine's FusedAdam stores them (fp16 and fp8 with a per-tensor "
                                         "scale), updated in fp32; checkpoints hold them unscaled in fp32, as Megatron's"},
       {"main_grads_dtype", "bf16 gives a bf16 gradient buffer under --bf16 (as --grad-reduce-in-bf16)"},
-      {"main_params_dtype", "fp32 only"},
+      {"main_params_dtype", "fp16 under --use-precision-aware-optimizer: the master weights of a 16-bit model "
+                            "stored as fp16 with a per-tensor scale as TE's FusedAdam stores them (the model takes "
+                            "each step's fp32 update; the next step starts from the fp16 values); kept beside an "
+                            "fp32 working copy, so the memory is not saved"},
       {"exp_avg_dtype", ""},
       {"exp_avg_sq_dtype", ""},
       {"attention_softmax_in_fp32", "the attention softmax is computed in fp32 whatever the model's dtype"},
@@ -490,7 +493,7 @@ const std::vector<value_limit>& value_limits() {
         "NullTokenizer"}},
       {"dataloader_type", "--dataloader-type", {"single"}},
       {"ckpt_format", "--ckpt-format", {"torch_dist", "torch"}},
-      {"main_params_dtype", "--main-params-dtype", {"fp32"}},
+      {"main_params_dtype", "--main-params-dtype", {"fp32", "fp16"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
       {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "none"}},
       {"moe_token_dispatcher_type", "--moe-token-dispatcher-type", {"allgather", "alltoall"}},
@@ -545,6 +548,9 @@ void fp8_param_gather_combinations(const megatron_args& a, std::vector<std::stri
     errors.push_back("--fp8-param-gather with --fp8-recipe " + te.fp8_recipe +
                      " is recognized but not implemented by mactor yet (block-scaled fp8 weights); use --fp8-recipe "
                      "delayed or tensorwise, or drop --fp8-param-gather");
+  if (a.experimental.main_params_dtype == "fp16" || a.experimental.main_params_dtype == "float16")
+    errors.push_back("--fp8-param-gather with --main-params-dtype fp16 is recognized but not implemented by mactor yet "
+                     "(TE's FusedAdam casting fp16 masters to fp8 weights); drop one of the two");
   if (!a.mixed_precision.bf16 && !a.mixed_precision.fp16)
     errors.push_back("--fp8-param-gather without --bf16 or --fp16 is recognized but not implemented by mactor yet (an "
                      "fp32 model's values are its main parameters); add --bf16");

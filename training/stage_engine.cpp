@@ -58,6 +58,13 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *main_grads_, *grad_sync_, a, ctx.tp_rank()),
                                      optimizer_options_from_args(a));
   if (auto options = grad_scaler_options_from_args(a)) scaler_.emplace(*options);
+  // TE's FusedAdam holds fp16 master weights only for a 16-bit model (an fp32 one has none),
+  // initialized from the model's weights.
+  if (a.experimental.use_precision_aware_optimizer && a.experimental.main_params_dtype == "float16" &&
+      main_params_->separate()) {
+    fp16_main_ = std::make_unique<training::fp16_main_params>();
+    fp16_main_->store(optimizer_->params());
+  }
 }
 
 // --fp8-param-gather: the fp8-GEMM weights become fp8 (cast from the initial main parameters),
@@ -74,11 +81,13 @@ void stage_engine::hold_fp8_weights() {
 void stage_engine::model_params_from_main() {
   main_params_->copy_all_to_model();
   if (fp8_params_) fp8_params_->cast_all();
+  if (fp16_main_) fp16_main_->store(optimizer_->params());  // FusedAdam's load_state_dict
 }
 
 void stage_engine::main_params_from_model() {
   main_params_->copy_all_from_model();
   if (fp8_params_) fp8_params_->dequantize_into_main();
+  if (fp16_main_) fp16_main_->store(optimizer_->params());
 }
 
 void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader, std::int64_t consumed,
@@ -410,6 +419,8 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
                                   shard ? shard->end : static_cast<std::size_t>(chunks_[c].store().value_tensor().numel()));
     }
     if (fp8_params_) cast_fp8_weights();
+    // The model took the fp32 update; the master keeps its fp16 rounding.
+    if (fp16_main_) fp16_main_->store(optimizer_->params());
   }
   {
     // Megatron's distributed optimizer times its all-gather even over one replica (with

@@ -27,6 +27,7 @@
 #include "training/batch_loader.hpp"
 #include "training/grad_sync.hpp"
 #include "training/main_grads.hpp"
+#include "training/fp16_main_params.hpp"
 #include "training/fp8_params.hpp"
 #include "training/main_params.hpp"
 #include "training/parallel_context.hpp"
@@ -152,6 +153,7 @@ class stage_engine {
   std::unique_ptr<training::main_params> main_params_;
   std::unique_ptr<training::main_grads> main_grads_;
   std::unique_ptr<training::fp8_params> fp8_params_;  // --fp8-param-gather
+  std::unique_ptr<training::fp16_main_params> fp16_main_;  // --main-params-dtype fp16
   std::optional<model::grad_scaler> scaler_;
   std::function<void()> wakeup_;
   step_timers timers_;

@@ -164,3 +164,17 @@ TEST_CASE("--fp8-param-gather is implemented for per-tensor recipes on a 16-bit 
   REQUIRE(fp32.size() == 1);
   CHECK(fp32[0].find("add --bf16") != std::string::npos);
 }
+
+TEST_CASE("--main-params-dtype fp16 is implemented, refused with --fp8-param-gather") {
+  auto errors_of = [](std::vector<std::string> words) {
+    return check_support(parse_command_line(words, "pretrain_gpt").args).errors;
+  };
+  const std::vector<std::string> base{"--bf16", "--use-distributed-optimizer", "--use-precision-aware-optimizer",
+                                      "--main-params-dtype", "fp16"};
+  CHECK(errors_of(base).empty());
+  auto pg = base;
+  for (const char* w : {"--fp8-format", "hybrid", "--fp8-param-gather"}) pg.emplace_back(w);
+  const auto e = errors_of(pg);
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("--fp8-param-gather with --main-params-dtype fp16 is recognized but not implemented") == 0);
+}
