@@ -126,14 +126,15 @@ class grad_sync {
   std::vector<shard> shards_;
   std::vector<bucket> buckets_;
   std::size_t next_bucket_ = 0;
-  std::unique_ptr<comm_worker> background_;
-  bool params_pending_ = false;
   struct fp8_chunk {
     std::uint8_t* bytes = nullptr;
     std::vector<fp8_weight_place> weights;
   };
   std::vector<fp8_chunk> fp8_;  // per chunk with --fp8-param-gather, else empty
   std::atomic<std::size_t> param_gather_bytes_{0};
+  // Declared after everything its jobs use: destroyed (joined) first.
+  std::unique_ptr<comm_worker> background_;
+  bool params_pending_ = false;
   trace_recorder* trace_ = &no_trace();
 };
 
