@@ -196,7 +196,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                         "Transformer Engine's FusedAdam stores them (fp16 and fp8 with a per-tensor "
                                         "scale), updated in fp32; checkpoints hold them unscaled in fp32, as Megatron's"},
       {"main_grads_dtype", "bf16 gives a bf16 gradient buffer under --bf16 (as --grad-reduce-in-bf16)"},
-      {"main_params_dtype", "fp32 only"},
+      {"main_params_dtype", "fp16 under --use-precision-aware-optimizer: the master weights of a 16-bit model "
+                            "stored as fp16 with a per-tensor scale as TE's FusedAdam stores them (the model takes "
+                            "each step's fp32 update; the next step starts from the fp16 values); kept beside an "
+                            "fp32 working copy, so the memory is not saved"},
       {"exp_avg_dtype", ""},
       {"exp_avg_sq_dtype", ""},
       {"attention_softmax_in_fp32", "the attention softmax is computed in fp32 whatever the model's dtype"},
@@ -213,6 +216,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"fp8_amax_history_len", "delayed recipe; updated after each forward and each backward, as TE does"},
       {"fp8_amax_compute_algo", "delayed recipe"},
       {"fp8_wgrad", "delayed recipe only, as Megatron passes it (override_linear_precision)"},
+      {"fp8_param_gather", "with the distributed optimizer the fp8-GEMM weights are held as fp8 (one byte each and a "
+                           "per-tensor scale_inv): after each step every rank casts its fp32 main-parameter shard to fp8 "
+                           "as TE's cast_master_weights_to_fp8 does (delayed: the weight's history scale, amax recorded "
+                           "and max-reduced over the shard group; tensorwise: the scale of the whole weight's "
+                           "max-reduced amax), the all-gather moves those bytes, and the linears multiply them "
+                           "directly; checkpoints hold the fp32 main parameters. The 16-bit value buffer keeps unused "
+                           "(zeroed) slots for these weights"},
       {"first_last_layers_bf16", ""},
       {"num_layers_at_start_in_bf16", ""},
       {"num_layers_at_end_in_bf16", ""},
@@ -510,7 +520,7 @@ const std::vector<value_limit>& value_limits() {
         "NullTokenizer"}},
       {"dataloader_type", "--dataloader-type", {"single"}},
       {"ckpt_format", "--ckpt-format", {"torch_dist", "torch"}},
-      {"main_params_dtype", "--main-params-dtype", {"fp32"}},
+      {"main_params_dtype", "--main-params-dtype", {"fp32", "fp16"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
       {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "none"}},
       {"moe_token_dispatcher_type", "--moe-token-dispatcher-type", {"allgather", "alltoall"}},
@@ -570,6 +580,22 @@ void mla_combinations(const megatron_args& a, std::vector<std::string>& errors) 
   if (a.network_size.softmax_type != "vanilla")
     errors.push_back("--multi-latent-attention with --softmax-type " + a.network_size.softmax_type +
                      " is recognized but not implemented by mactor yet; drop --softmax-type");
+}
+
+// --fp8-param-gather as built: per-tensor recipes, a 16-bit model.
+void fp8_param_gather_combinations(const megatron_args& a, std::vector<std::string>& errors) {
+  const auto& te = a.transformer_engine;
+  if (!te.fp8_param_gather || !te.fp8) return;
+  if (te.fp8_recipe == "mxfp8" || te.fp8_recipe == "blockwise")
+    errors.push_back("--fp8-param-gather with --fp8-recipe " + te.fp8_recipe +
+                     " is recognized but not implemented by mactor yet (block-scaled fp8 weights); use --fp8-recipe "
+                     "delayed or tensorwise, or drop --fp8-param-gather");
+  if (a.experimental.main_params_dtype == "fp16" || a.experimental.main_params_dtype == "float16")
+    errors.push_back("--fp8-param-gather with --main-params-dtype fp16 is recognized but not implemented by mactor yet "
+                     "(TE's FusedAdam casting fp16 masters to fp8 weights); drop one of the two");
+  if (!a.mixed_precision.bf16 && !a.mixed_precision.fp16)
+    errors.push_back("--fp8-param-gather without --bf16 or --fp16 is recognized but not implemented by mactor yet (an "
+                     "fp32 model's values are its main parameters); add --bf16");
 }
 
 }  // namespace
@@ -636,6 +662,7 @@ support_report check_support(const megatron_args& args, const support_scope& sco
       static_cast<const flag_args&>(args), static_cast<const flag_args&>(defaults));
   if (scope("num_experts")) moe_combinations(args, report.errors);
   if (scope("multi_latent_attention")) mla_combinations(args, report.errors);
+  if (scope("fp8_param_gather")) fp8_param_gather_combinations(args, report.errors);
   // Implemented flags in a combination mactor has not built: its torch format writes neither the
   // distributed optimizer's distrib_optim.pt nor expert-parallel files.
   if (scope("ckpt_format") && args.checkpointing.ckpt_format == "torch") {

@@ -3,6 +3,7 @@
 #include "model/fp8_linear.hpp"
 
 #include <cstring>
+#include <stdexcept>
 
 #include "kernels/fp8.hpp"
 #include "kernels/gemm.hpp"
@@ -66,6 +67,21 @@ tensor::tensor_view fp8_linear::rounded(tensor::tensor& scratch, tensor::const_t
   return out;
 }
 
+void fp8_linear::use_primary_weight(const std::uint8_t* bytes, const float* scale_inv) {
+  if (settings_.recipe != fp8_recipe::delayed && settings_.recipe != fp8_recipe::tensorwise)
+    throw std::invalid_argument("fp8 primary weights need a per-tensor recipe (delayed or tensorwise)");
+  primary_bytes_ = bytes;
+  primary_scale_inv_ = scale_inv;
+}
+
+// The fp8 weight as the GEMM multiplies it: each e4m3 value times the weight's scale_inv (one
+// scale per tensor, so the row-wise and column-wise uses are the same values).
+tensor::tensor_view fp8_linear::primary_weight(int out, int in) {
+  auto w = ensure_activation(w_, out, in, tensor::dtype::float32);
+  kernels::dequantize_fp8(w, primary_bytes_, *primary_scale_inv_, kernels::fp8_type::e4m3);
+  return w;
+}
+
 void fp8_linear::forward(tensor::const_tensor_view x, tensor::const_tensor_view w, tensor::tensor_view y,
                          int rows, int in, int out) {
   const bool delayed = settings_.recipe == fp8_recipe::delayed;
@@ -74,13 +90,14 @@ void fp8_linear::forward(tensor::const_tensor_view x, tensor::const_tensor_view 
   const float xs = seen ? seen->input_scale : input_.scale();
   const float ws = seen ? seen->weight_scale : weight_.scale();
   const auto xq = rounded(x_, x, rows, in, gemm_operand::input, gemm_usage::rowwise, xs);
-  const auto wq = rounded(w_, w, out, in, gemm_operand::weight, gemm_usage::rowwise, ws);
+  const auto wq = primary_bytes_ ? primary_weight(out, in)
+                                 : rounded(w_, w, out, in, gemm_operand::weight, gemm_usage::rowwise, ws);
   kernels::linear_forward(xq, wq, y, rows, in, out);
   if (!delayed || seen) return;
   forwards_.push_back({fingerprint(elements(x, 0, std::int64_t(rows) * in)), xs, ws});
   if (forwards_.size() > max_records) forwards_.pop_front();
   input_.record(kernels::amax(elements(x, 0, std::int64_t(rows) * in)));
-  weight_.record(kernels::amax(w));
+  if (!primary_bytes_) weight_.record(kernels::amax(w));
   input_.update();
   weight_.update();
 }
@@ -104,7 +121,8 @@ void fp8_linear::backward(tensor::const_tensor_view dy, tensor::const_tensor_vie
   }
   // Input gradient: the GEMM sums over the output features: dy row-wise, W column-wise.
   const auto dyq = rounded(dy_, dy, rows, out, gemm_operand::grad_output, gemm_usage::rowwise, gs);
-  const auto wq = rounded(w_, w, out, in, gemm_operand::weight, gemm_usage::columnwise, ws);
+  const auto wq = primary_bytes_ ? primary_weight(out, in)
+                                 : rounded(w_, w, out, in, gemm_operand::weight, gemm_usage::columnwise, ws);
   kernels::linear_backward_input(dyq, wq, dx, rows, in, out);
   if (!delayed) return;
   grad_output_.record(kernels::amax(elements(dy, 0, std::int64_t(rows) * out)));

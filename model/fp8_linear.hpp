@@ -36,6 +36,18 @@ class fp8_linear {
                 tensor::const_tensor_view w, tensor::tensor_view dw, tensor::tensor_view dx,
                 int rows, int in, int out);
 
+  /// --fp8-param-gather (Transformer Engine's fp8 primary weights): the GEMMs take W as the
+  /// e4m3 values `bytes` (the linear's [out, in] weight) times *scale_inv, held by the caller
+  /// and re-quantized by it after each optimizer step, instead of rounding the weight they are
+  /// given; the forward then records no weight amax (the cast did) but still updates the delayed
+  /// recipe's weight history. Per-tensor recipes only (delayed, tensorwise).
+  void use_primary_weight(const std::uint8_t* bytes, const float* scale_inv);
+  bool has_primary_weight() const { return primary_bytes_ != nullptr; }
+  const fp8_settings& settings() const { return settings_; }
+  /// The weight's delayed scaling, for the cast of the main parameters to fp8 (its scale, and
+  /// the amax it records).
+  delayed_scaling& weight_scaling_state() { return weight_; }
+
   /// Frees the fp32 scratch of the rounded operands (the scales and histories stay).
   void release() { x_ = tensor::tensor(), w_ = tensor::tensor(), dy_ = tensor::tensor(); }
 
@@ -52,7 +64,11 @@ class fp8_linear {
   tensor::tensor_view rounded(tensor::tensor& scratch, tensor::const_tensor_view v, int rows,
                               int cols, gemm_operand operand, gemm_usage usage, float scale);
 
+  tensor::tensor_view primary_weight(int out, int in);
+
   fp8_settings settings_;
+  const std::uint8_t* primary_bytes_ = nullptr;  // --fp8-param-gather: the fp8 weight, or null
+  const float* primary_scale_inv_ = nullptr;
   delayed_scaling input_, weight_, grad_output_;
   std::deque<forward_record> forwards_;  // delayed: the scales of forwards awaiting backward
   tensor::tensor x_, w_, dy_;             // fp32 scratch: the rounded operands

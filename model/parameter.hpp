@@ -11,6 +11,8 @@
 
 namespace mactor::model {
 
+class fp8_linear;
+
 /// How a [rows, cols] tensor is divided over tp ranks (the full tensor is the tp=1 one).
 enum class tp_split {
   replicated,  // every rank holds all of it (norm weights, row-parallel biases)
@@ -45,6 +47,9 @@ struct parameter {
   /// its gradient is reduced over the expert-data-parallel group, not the data-parallel one.
   /// The store places the experts after every other parameter, from expert_begin().
   bool expert = false;
+  /// The weight of a linear whose GEMMs run in fp8 (its fp8 state), null otherwise: the weights
+  /// --fp8-param-gather holds as fp8.
+  fp8_linear* fp8_gemm = nullptr;
   std::size_t offset = 0;        // into the flat buffers
   std::size_t numel = 0;
   tensor::tensor_view value;  // this rank's shape, inside the store's flat buffers

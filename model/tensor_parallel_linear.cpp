@@ -36,6 +36,7 @@ column_parallel_linear::column_parallel_linear(parameter_store& store, const std
     : in_(in), out_local_(out / tp_size), sequence_parallel_(sequence_parallel && tp_size > 1),
       fp8_(make_fp8(fp8)) {
   weight_ = store.add(name + ".weight", {out, in}, split, init_kind::normal, init_std);
+  store[weight_].fp8_gemm = fp8_.get();
   if (bias) bias_ = store.add(name + ".bias", {out}, split, init_kind::zeros);
 }
 
@@ -83,6 +84,7 @@ row_parallel_linear::row_parallel_linear(parameter_store& store, const std::stri
     : in_local_(in / tp_size), out_(out), sequence_parallel_(sequence_parallel && tp_size > 1),
       fp8_(make_fp8(fp8)) {
   weight_ = store.add(name + ".weight", {out, in}, tp_split::columns, init_kind::normal, init_std);
+  store[weight_].fp8_gemm = fp8_.get();
   if (bias) {
     bias_ = store.add(name + ".bias", {out}, tp_split::replicated, init_kind::zeros);
     store[bias_].sequence_parallel = sequence_parallel_;

@@ -301,7 +301,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
         throw checkpoint_error(shape_mismatch(where, p, reader.global_shape(p.name), common, a, tp));
       read_into(p.name, p, 0, p.numel, engine.main_params().values(c) + p.offset);
     }
-  engine.main_params().copy_all_to_model();  // a 16-bit model: its weights from the fp32 ones
+  engine.model_params_from_main();  // a 16-bit model: its weights from the fp32 ones (fp8 ones cast)
   for (auto* r : biased) {
     auto& bias = r->expert_bias();
     if (!reader.has(r->expert_bias_name())) continue;  // allowed by the strictness: zeros
@@ -316,7 +316,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
   const bool load_optim = !source->finetune && !a.checkpointing.no_load_optim.value_or(false);
   // Without the optimizer state Megatron rebuilds a 16-bit model's main parameters from its
   // weights, unless --load-main-params-from-ckpt takes the checkpoint's fp32 ones.
-  if (!load_optim && !a.checkpointing.load_main_params_from_ckpt.value_or(false)) engine.main_params().copy_all_from_model();
+  if (!load_optim && !a.checkpointing.load_main_params_from_ckpt.value_or(false)) engine.main_params_from_model();
   if (load_optim) {
     const auto& o = common.value("optimizer", json::object());
     if (!o.value("saved", false))

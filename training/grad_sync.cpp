@@ -225,9 +225,47 @@ void grad_sync::finish_grad_sync() {
   for (std::size_t r = 0; r < regions_.size(); ++r) reduce_over_replicas(r, regions_[r].begin, regions_[r].end);
 }
 
+void grad_sync::gather_fp8(std::size_t chunk, std::uint8_t* bytes, std::vector<fp8_weight_place> weights) {
+  if (fp8_.size() < chunks_.size()) fp8_.resize(chunks_.size());
+  fp8_[chunk] = {bytes, std::move(weights)};
+}
+
+// The all-gather of a region with fp8 weights (a whole chunk: fp8 runs have no MoE experts):
+// each member's shard packed as its model values and fp8 bytes, every payload padded to the
+// largest (the shards' boundaries are known to all).
+void grad_sync::gather_packed(std::size_t ri) {
+  const auto& r = regions_[ri];
+  const auto& f = fp8_[r.chunk];
+  auto values = chunks_[r.chunk].values;
+  const int n = r.shard_group->size();
+  const std::size_t size = tensor::size_of(values.type), per = r.padded / static_cast<std::size_t>(n);
+  std::vector<std::vector<gather_run>> runs(static_cast<std::size_t>(n));
+  std::size_t payload = 0;
+  for (int m = 0; m < n; ++m) {
+    const std::size_t begin = per * static_cast<std::size_t>(m);
+    runs[m] = gather_runs(begin, begin + per, r.end - r.begin, f.weights);
+    payload = std::max(payload, packed_bytes(runs[m], size));
+  }
+  std::vector<std::byte> mine(payload), all(payload * static_cast<std::size_t>(n));
+  pack_runs(runs[r.shard_group->rank()], values, f.bytes, mine.data());
+  const trace_recorder::scope traced(*trace_, "data-parallel params all-gather", "grad_sync",
+                                     {{"chunk", static_cast<std::int64_t>(r.chunk)},
+                                      {"bytes", static_cast<std::int64_t>(all.size())},
+                                      {"group_size", n}});
+  r.shard_group->all_gather_bytes(mine, all);
+  param_gather_bytes_ += all.size();
+  for (int m = 0; m < n; ++m)
+    if (m != r.shard_group->rank()) unpack_runs(runs[m], all.data() + payload * static_cast<std::size_t>(m), values, f.bytes);
+}
+
 void grad_sync::gather_params(std::size_t ri) {
   auto& r = regions_[ri];
   if (!r.shard_group) return;  // this rank updated the whole region
+  if (r.chunk < fp8_.size() && fp8_[r.chunk].bytes) {
+    if (r.begin != 0 || r.end != static_cast<std::size_t>(chunks_[r.chunk].values.numel()))
+      throw std::logic_error("the fp8 parameter all-gather runs on whole chunks");
+    return gather_packed(ri);
+  }
   auto values = chunks_[r.chunk].values.rows(static_cast<std::int64_t>(r.begin), static_cast<std::int64_t>(r.end));
   const auto lo = static_cast<std::int64_t>(r.lo), hi = static_cast<std::int64_t>(r.hi);
   const auto numel = static_cast<std::int64_t>(r.end - r.begin);
@@ -242,6 +280,7 @@ void grad_sync::gather_params(std::size_t ri) {
                                       {"bytes", static_cast<std::int64_t>(gathered.nbytes())},
                                       {"group_size", r.shard_group->size()}});
   r.shard_group->all_gather(mine.view(), gathered.view());
+  param_gather_bytes_ += gathered.nbytes();
   kernels::copy(values, gathered.view().rows(0, numel));
 }
 

@@ -12,11 +12,14 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <atomic>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "tensor/tensor.hpp"
 #include "training/comm_worker.hpp"
+#include "training/packed_param_gather.hpp"
 #include "training/stage_activity.hpp"
 #include "training/step_timers.hpp"
 #include "training/trace_recorder.hpp"
@@ -98,6 +101,14 @@ class grad_sync {
   void start_param_sync();
   /// param_sync_func: waits for a background parameter all-gather, if one is running.
   void wait_param_sync();
+  /// --fp8-param-gather: chunk c's weights at `weights` are held as fp8 in `bytes`; the
+  /// parameter all-gather moves those bytes (1 per element) instead of their model values.
+  void gather_fp8(std::size_t chunk, std::uint8_t* bytes, std::vector<fp8_weight_place> weights);
+  /// The distributed optimizer's shard group, or null when it does not shard (one rank).
+  comm::communicator* shard_group() const { return shards_.empty() ? nullptr : shard_group_; }
+  /// Bytes this rank received from the parameter all-gathers since the last call (every
+  /// member's payload, padding included), and resets the count.
+  std::size_t take_param_gather_bytes() { return param_gather_bytes_.exchange(0); }
   /// --profile: each collective (and each wait for the background ones) is also a span there.
   void trace_into(trace_recorder* trace) { trace_ = trace; }
 
@@ -127,6 +138,7 @@ class grad_sync {
   void reduce_tied_embedding(std::size_t chunk, const synced_param& p);
   void reduce_over_replicas(std::size_t region, std::size_t begin, std::size_t end);
   void gather_params(std::size_t region);
+  void gather_packed(std::size_t region);
   void wait_background(const char* why);
 
   std::vector<synced_chunk> chunks_;
@@ -142,6 +154,13 @@ class grad_sync {
   std::vector<shard> shards_;
   std::vector<bucket> buckets_;
   std::size_t next_bucket_ = 0;
+  struct fp8_chunk {
+    std::uint8_t* bytes = nullptr;
+    std::vector<fp8_weight_place> weights;
+  };
+  std::vector<fp8_chunk> fp8_;  // per chunk with --fp8-param-gather, else empty
+  std::atomic<std::size_t> param_gather_bytes_{0};
+  // Declared after everything its jobs use: destroyed (joined) first.
   std::unique_ptr<comm_worker> background_;
   bool params_pending_ = false;
   trace_recorder* trace_ = &no_trace();

@@ -55,10 +55,41 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   grad_sync_->trace_into(&trace_);
   main_params_ = std::make_unique<training::main_params>(chunks_);
   main_grads_ = std::make_unique<training::main_grads>(chunks_, *grad_sync_);
+  if (a.transformer_engine.fp8_param_gather) hold_fp8_weights();
   optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *main_grads_, *grad_sync_, a, ctx.tp_rank(),
                                                       ctx.ep_rank()),
                                      optimizer_options_from_args(a));
   if (auto options = grad_scaler_options_from_args(a)) scaler_.emplace(*options);
+  // TE's FusedAdam holds fp16 master weights only for a 16-bit model (an fp32 one has none),
+  // initialized from the model's weights.
+  if (a.experimental.use_precision_aware_optimizer && a.experimental.main_params_dtype == "float16" &&
+      main_params_->separate()) {
+    fp16_main_ = std::make_unique<training::fp16_main_params>();
+    fp16_main_->store(optimizer_->params());
+  }
+}
+
+// --fp8-param-gather: the fp8-GEMM weights become fp8 (cast from the initial main parameters),
+// and the parameter all-gather moves their bytes.
+void stage_engine::hold_fp8_weights() {
+  fp8_params_ = std::make_unique<training::fp8_params>(chunks_, *main_params_);
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    std::vector<fp8_weight_place> places;
+    for (const auto& w : fp8_params_->weights(c)) places.push_back({w.offset, w.numel, w.byte_offset});
+    grad_sync_->gather_fp8(c, fp8_params_->bytes(c), std::move(places));
+  }
+}
+
+void stage_engine::model_params_from_main() {
+  main_params_->copy_all_to_model();
+  if (fp8_params_) fp8_params_->cast_all();
+  if (fp16_main_) fp16_main_->store(optimizer_->params());  // FusedAdam's load_state_dict
+}
+
+void stage_engine::main_params_from_model() {
+  main_params_->copy_all_from_model();
+  if (fp8_params_) fp8_params_->dequantize_into_main();
+  if (fp16_main_) fp16_main_->store(optimizer_->params());
 }
 
 void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader, std::int64_t consumed,
@@ -420,6 +451,9 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
       else
         main_params_->copy_to_model(c, 0, static_cast<std::size_t>(chunks_[c].store().value_tensor().numel()));
     }
+    if (fp8_params_) cast_fp8_weights();
+    // The model took the fp32 update; the master keeps its fp16 rounding.
+    if (fp16_main_) fp16_main_->store(optimizer_->params());
   }
   {
     // Megatron's distributed optimizer times its all-gather even over one replica (with
@@ -431,6 +465,18 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
   optimizer_state_bytes_ = std::int64_t(optimizer_->state_bytes());
   activity_.set("idle");
   return result;
+}
+
+// TE's cast_master_weights_to_fp8: this rank's shard of each chunk (all of it without sharding).
+void stage_engine::cast_fp8_weights() {
+  std::vector<training::fp8_params::range> ranges;
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const auto* shard = grad_sync_->shard_of(c);
+    // fp8 runs without MoE experts: a shard is one range of the chunk.
+    ranges.push_back(shard ? training::fp8_params::range{shard->ranges.front().begin, shard->ranges.front().end}
+                           : training::fp8_params::range{0, static_cast<std::size_t>(chunks_[c].store().value_tensor().numel())});
+  }
+  fp8_params_->cast(ranges, grad_sync_->shard_group());
 }
 
 double stage_engine::params_norm() {

@@ -27,6 +27,8 @@
 #include "training/batch_loader.hpp"
 #include "training/grad_sync.hpp"
 #include "training/main_grads.hpp"
+#include "training/fp16_main_params.hpp"
+#include "training/fp8_params.hpp"
 #include "training/main_params.hpp"
 #include "training/parallel_context.hpp"
 #include "training/pipeline_port.hpp"
@@ -108,6 +110,14 @@ class stage_engine {
   model::grad_scaler* scaler() { return scaler_ ? &*scaler_ : nullptr; }
   /// The fp32 main parameters (the model's values for an fp32 model): what checkpoints hold.
   training::main_params& main_params() { return *main_params_; }
+  /// The model's weights from the main parameters (after a checkpoint load into them): rounded
+  /// into a 16-bit model, and cast to fp8 for the weights --fp8-param-gather holds as fp8.
+  void model_params_from_main();
+  /// Megatron's reload_model_params: the main parameters from the model's weights (a 16-bit
+  /// model's values widened; an fp8 weight's fp8 values).
+  void main_params_from_model();
+  /// Null without --fp8-param-gather.
+  training::fp8_params* fp8_params() { return fp8_params_.get(); }
   /// The training timers (--timing-log-level) of this rank: compute, waits, gradient sync and
   /// optimizer parts, recorded for training schedules only (Megatron stops its timers in evaluate).
   step_timers& timers() { return timers_; }
@@ -122,6 +132,8 @@ class stage_engine {
 
  private:
   void update_router_expert_biases();
+  void hold_fp8_weights();
+  void cast_fp8_weights();
   bool execute(const schedules::action& a);
   bool input_ready(const schedules::action& a, tensor::tensor*& input);
   void run_forward(const schedules::action& a, const tensor::tensor* input, tensor::tensor& output);
@@ -142,6 +154,8 @@ class stage_engine {
   std::vector<model::gpt_chunk> chunks_;
   std::unique_ptr<training::main_params> main_params_;
   std::unique_ptr<training::main_grads> main_grads_;
+  std::unique_ptr<training::fp8_params> fp8_params_;  // --fp8-param-gather
+  std::unique_ptr<training::fp16_main_params> fp16_main_;  // --main-params-dtype fp16
   std::optional<model::grad_scaler> scaler_;
   std::function<void()> wakeup_;
   step_timers timers_;

@@ -359,7 +359,7 @@ loaded_checkpoint load_torch_checkpoint(const config::megatron_args& a, parallel
     }
     out.optimizer_loaded = true;
   }
-  engine.main_params().copy_all_to_model();
+  engine.model_params_from_main();
   if (!finetune) {
     const json args = root.find("args") ? to_json(*root.find("args")) : json::object();
     out.position.iteration = out.saved_iteration;

@@ -165,3 +165,40 @@ TEST_CASE("the multi-latent attention flags are implemented (with cp too), and M
   CHECK(with({"--softmax-type", "learnable"}).find("drop --softmax-type") != std::string::npos);
   CHECK(with({"--cache-mla-latents"}).rfind("--cache-mla-latents is recognized but not implemented by mactor yet: caches", 0) == 0);
 }
+
+TEST_CASE("--fp8-param-gather is implemented for per-tensor recipes on a 16-bit model, refused by name otherwise") {
+  auto errors_of = [](std::vector<std::string> words) {
+    return check_support(parse_command_line(words, "pretrain_gpt").args).errors;
+  };
+  CHECK(support_of("fp8_param_gather").status == support::implemented);
+  const std::vector<std::string> base{"--fp8-format", "hybrid", "--fp8-param-gather", "--use-distributed-optimizer"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto w = base;
+    w.insert(w.end(), extra.begin(), extra.end());
+    return w;
+  };
+  CHECK(errors_of(with({"--bf16"})).empty());
+  CHECK(errors_of(with({"--fp16", "--fp8-recipe", "tensorwise"})).empty());
+  for (const std::string recipe : {"mxfp8", "blockwise"}) {
+    const auto e = errors_of(with({"--bf16", "--fp8-recipe", recipe}));
+    REQUIRE(e.size() == 1);
+    CHECK(e[0].find("--fp8-param-gather with --fp8-recipe " + recipe + " is recognized but not implemented") == 0);
+  }
+  const auto fp32 = errors_of(base);
+  REQUIRE(fp32.size() == 1);
+  CHECK(fp32[0].find("add --bf16") != std::string::npos);
+}
+
+TEST_CASE("--main-params-dtype fp16 is implemented, refused with --fp8-param-gather") {
+  auto errors_of = [](std::vector<std::string> words) {
+    return check_support(parse_command_line(words, "pretrain_gpt").args).errors;
+  };
+  const std::vector<std::string> base{"--bf16", "--use-distributed-optimizer", "--use-precision-aware-optimizer",
+                                      "--main-params-dtype", "fp16"};
+  CHECK(errors_of(base).empty());
+  auto pg = base;
+  for (const char* w : {"--fp8-format", "hybrid", "--fp8-param-gather"}) pg.emplace_back(w);
+  const auto e = errors_of(pg);
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("--fp8-param-gather with --main-params-dtype fp16 is recognized but not implemented") == 0);
+}

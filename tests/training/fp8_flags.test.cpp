@@ -63,6 +63,8 @@ TEST_CASE("pretrain_gpt refuses the fp8 rules Megatron enforces, naming the flag
   expect_user_error(" --fp8-format hybrid --fp8-recipe tensorwise --first-last-layers-bf16 --num-layers-at-end-in-bf16 -1",
                     {"--num-layers-at-end-in-bf16=-1"});
   expect_user_error(" --fp8-format hybrid --fp4-format e2m1", {"--fp4-format"});
-  expect_user_error(" --fp8-format hybrid --fp8-param-gather --use-distributed-optimizer", {"--fp8-param-gather"});
+  expect_user_error(" --fp8-format hybrid --fp8-param-gather", {"--fp8-param-gather", "--use-distributed-optimizer"});
+  expect_user_error(" --fp8-format e4m3 --fp8-recipe mxfp8 --fp8-param-gather --use-distributed-optimizer",
+                    {"--fp8-param-gather", "--fp8-recipe mxfp8", "not implemented"});
   expect_user_error(" --fp8-format e5m2", {"--fp8-format", "e5m2"});
 }

@@ -11,7 +11,9 @@ is scaled for the backward, the main gradients unscaled and checked, an overflow
 (no update, no schedule step, its loss left out of the log). With
 --use-precision-aware-optimizer, Transformer Engine FusedAdam's storage of the two moments in
 --exp-avg-dtype / --exp-avg-sq-dtype: rounded (and rescaled) after every step
-(tests/model/te_state_storage.py).
+(tests/model/te_state_storage.py), and with --main-params-dtype fp16 its fp16 master weights:
+initialized from the 16-bit model's weights, stored (scaled) after each step once the model has
+taken the fp32 update.
 
 Usage: train_reference.py DIR. DIR holds flags.txt (one Megatron argument per line),
 params.txt + param_<i>.bin (initial weights), batches.bin (every micro-batch of every iteration:
@@ -59,6 +61,7 @@ def megatron_flags(argv):
     p.add_argument("--position-embedding-type", default="learned_absolute")
     p.add_argument("--exp-avg-dtype", default="fp32")
     p.add_argument("--exp-avg-sq-dtype", default="fp32")
+    p.add_argument("--main-params-dtype", default="fp32")
     for name in ["--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
                  "--disable-bias-linear", "--apply-layernorm-1p", "--no-bias-gelu-fusion",
                  "--openai-gelu", "--bf16", "--fp16", "--use-precision-aware-optimizer",
@@ -173,6 +176,12 @@ def main(folder):
     # The parameters the model computes with: the main (fp32) ones, or their 16-bit copies.
     model = {n: p.detach().to(half).requires_grad_(True) for n, p in params.items()} if half else params
     scaler = dynamic_grad_scaler(a) if a.fp16 else None
+    # TE FusedAdam's fp16 master weights of a 16-bit model: from the model's weights.
+    fp16_master = a.use_precision_aware_optimizer and a.main_params_dtype == "fp16" and half is not None
+    if fp16_master:
+        with torch.no_grad():
+            for n, p in params.items():
+                p.copy_(round_trip(model[n].detach().float(), "fp16"))
     # Megatron's grad buffer: fp32 with --accumulate-allreduce-grads-in-fp32 (on under --bf16
     # unless --grad-reduce-in-bf16), else the model's dtype (fp16's default).
     fp32_buffer = a.accumulate_allreduce_grads_in_fp32 or (a.bf16 and not a.grad_reduce_in_bf16)
@@ -226,6 +235,10 @@ def main(folder):
             with torch.no_grad():
                 for n, p in model.items():
                     p.copy_(params[n].to(half))
+        if fp16_master:  # after the model took the fp32 update
+            with torch.no_grad():
+                for p in every:
+                    p.copy_(round_trip(p, "fp16"))
         scheduler.step(gbs)
         lines.append(f"{total / tokens!r} {norm!r} {optimizer.param_groups[0]['lr']!r} "
                      f"{scaler.scale.item() if scaler else 1.0!r}")
