@@ -44,7 +44,8 @@ caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings set
         reply.iteration = w.iteration;
         const auto start = std::chrono::steady_clock::now();
         for (const auto& p : w.state->pieces) reply.bytes += static_cast<std::int64_t>(p.data.size() * sizeof(float));
-        if (w.state->file) reply.bytes += static_cast<std::int64_t>(w.state->file->second.size());  // --ckpt-format torch
+        if (w.state->files)  // --ckpt-format torch
+          for (const auto& f : *w.state->files) reply.bytes += static_cast<std::int64_t>(f.second.size());
         const auto waiting = static_cast<std::int64_t>(self->mailbox().size());
         activity->set("writing iteration " + std::to_string(w.iteration) + " (" + mib(reply.bytes) + ") to " +
                           settings.save_dir,

@@ -166,7 +166,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"async_save", "the stage hands a snapshot to its rank's checkpointer actor and trains on; the next save waits for the previous one"},
       {"ckpt_format", "torch_dist (mactor's own shard files with Megatron's directory layout) and torch (Megatron's "
                       "per-rank iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt torch.save files, read and written by "
-                      "mactor's zip and pickle code; not with --use-distributed-optimizer or expert parallelism); "
+                      "mactor's zip and pickle code; with --use-distributed-optimizer also Megatron's distrib_optim.pt "
+                      "(Adam's state gathered in Megatron's buffer layout); not with expert parallelism); "
                       "see checkpoint/README.md"},
       {"auto_detect_ckpt_format", "on load, Megatron's rule: metadata.json means torch_dist, mp_rank_0* means torch, "
                                   "and either loads (as --ckpt-format torch_dist also does)"},
@@ -596,9 +597,11 @@ support_report check_support(const megatron_args& args, const support_scope& sco
   // Implemented flags in a combination mactor has not built: its torch format writes neither the
   // distributed optimizer's distrib_optim.pt nor expert-parallel files.
   if (scope("ckpt_format") && args.checkpointing.ckpt_format == "torch") {
-    if (args.distributed.use_distributed_optimizer)
-      report.errors.push_back("--ckpt-format torch with --use-distributed-optimizer is recognized but not implemented by "
-                              "mactor yet (Megatron's per-data-parallel-rank distrib_optim.pt); use --ckpt-format torch_dist");
+    // Megatron's distrib_optim.pt holds Adam's param, exp_avg and exp_avg_sq: its save fails with SGD.
+    if (args.distributed.use_distributed_optimizer && args.training.optimizer != "adam")
+      report.errors.push_back("--ckpt-format torch with --use-distributed-optimizer saves Adam's state only "
+                              "(distrib_optim.pt holds param, exp_avg and exp_avg_sq), not --optimizer " +
+                              args.training.optimizer + "; use --ckpt-format torch_dist");
     if (args.moe.expert_model_parallel_size > 1)
       report.errors.push_back("--ckpt-format torch with --expert-model-parallel-size > 1 is recognized but not implemented "
                               "by mactor yet; use --ckpt-format torch_dist");

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-MIN_TRAINED = 105  # 2026-12-04: 105 of 123 train; the rest wait for flags of later issues
+MIN_TRAINED = 106  # 2026-12-04: 106 of 123 train; the rest wait for flags of later issues
 
 
 def shrunk(name, flags, scratch):
