@@ -245,6 +245,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"check_for_nan_in_loss_and_grad", "each micro-batch's local loss checked for NaN and Inf by the result validation "
                                          "(Megatron's per-bucket gradient-norm checks are not made)"},
       {"check_for_spiky_loss", "a local loss at or above 10x the largest of the first 100 is rejected (result validation)"},
+      {"check_for_large_grads", "each gradient bucket's local L2 norm, before any reduction, at or above 10x the largest of "
+                                "the first 100 is rejected (result validation, non-fatal: a rerun). Buckets: one per chunk, "
+                                "the tied embedding apart with the distributed optimizer, or --overlap-grad-reduce's"},
       {"result_rejected_tracker_filename", "Megatron's tracker lines (ts, node, device, jobID, rank, iteration, status, result, "
                                            "message) appended on each rejection and rerun"},
       {"exit_signal_handler", "SIGTERM is remembered; at the end of the iteration it arrived in (on any rank) the job "

@@ -20,6 +20,7 @@ grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool dist
   grad_sync_options o;
   o.distributed_optimizer = distributed_optimizer;
   o.sum_over_replicas = a.training.calculate_per_token_loss;
+  o.check_for_large_grads = a.training.check_for_large_grads;
   // With the distributed optimizer and sequence parallelism, the tensor-parallel sum must
   // precede the reduce-scatter, on the stage's thread: those gradients are reduced at finalize.
   o.overlap_grad_reduce = a.distributed.overlap_grad_reduce && !(distributed_optimizer && sequence_parallel);

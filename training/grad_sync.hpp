@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -47,6 +48,8 @@ struct grad_sync_options {
   /// Megatron DDP's gradient_scaling_factor: 1/dp (the replicas' mean), or 1 (their sum) with
   /// --calculate-per-token-loss, whose 1/tokens comes at finalize.
   bool sum_over_replicas = false;
+  /// --check-for-large-grads: each bucket's local gradient norm is kept (Megatron's check_grads).
+  bool check_for_large_grads = false;
 };
 
 class grad_sync {
@@ -76,6 +79,14 @@ class grad_sync {
   /// grad_sync_func: during the last micro-batch's backward, `chunk` has finished `event`:
   /// posts (in the same order on every replica) each bucket that is now complete.
   void backward_progress(int chunk, int event);
+  /// --check-for-large-grads, before anything reduces the gradients (the start of finalize): the
+  /// L2 norm of each bucket's local gradients, as Megatron's check_grads takes it at the start
+  /// of each bucket's data-parallel collective. One bucket per chunk, or with the distributed
+  /// optimizer and a tied embedding across stages, the embedding in a bucket of its own (Megatron's
+  /// buffer). Overlapped buckets are measured as they are posted instead.
+  void record_local_grad_norms();
+  /// The norms recorded since the last call, in the order the buckets were measured.
+  std::vector<double> take_local_grad_norms() { return std::exchange(local_norms_, {}); }
   /// True when gradients are reduced in buckets during the backward (--overlap-grad-reduce).
   bool overlapped() const { return !buckets_.empty(); }
   std::size_t num_buckets() const { return buckets_.size(); }
@@ -101,6 +112,7 @@ class grad_sync {
   void reduce_tied_embedding(std::size_t chunk, const synced_param& p);
   void reduce_over_replicas(std::size_t chunk, std::size_t begin, std::size_t end);
   void gather_params(std::size_t chunk);
+  void record_local_norm(std::size_t chunk, std::size_t begin, std::size_t end);
   void wait_background(const char* why);
 
   std::vector<synced_chunk> chunks_;
@@ -116,6 +128,7 @@ class grad_sync {
   std::size_t next_bucket_ = 0;
   std::unique_ptr<comm_worker> background_;
   bool params_pending_ = false;
+  std::vector<double> local_norms_;  // --check-for-large-grads
   trace_recorder* trace_ = &no_trace();
 };
 
