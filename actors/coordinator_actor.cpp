@@ -126,7 +126,9 @@ void after_iteration(coordinator_actor* self) {
   const auto& a = s.args;
   const bool saving = a.checkpointing.save.has_value();
   const bool interval_save = interval_save_at(a, s.iteration);
-  auto decide = [self, saving, interval_save] {
+  const bool non_persistent_save = non_persistent_save_at(a, s.iteration);
+  // Megatron's saved_checkpoint: either save spares the exit's own save.
+  auto decide = [self, saving, saved = interval_save || non_persistent_save] {
     auto& s = self->state;
     const auto& a = s.args;
     std::optional<std::string> exit_line;
@@ -144,7 +146,7 @@ void after_iteration(coordinator_actor* self) {
         log(self, line, true);
         finish_ok(self);
       };
-      if (saving && !interval_save)
+      if (saving && !saved)
         save_then(self, leave);
       else
         leave();
@@ -155,8 +157,8 @@ void after_iteration(coordinator_actor* self) {
     else
       finish_training(self);
   };
-  if (interval_save)
-    save_then(self, decide);
+  if (interval_save || non_persistent_save)
+    save_then(self, decide, non_persistent_save);
   else
     decide();
 }

@@ -297,6 +297,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"deterministic_mode", "Megatron's rules (no flash attention, no fused cross-entropy, NCCL_ALGO one of Tree, "
                              "Ring, CollnetDirect, CollnetChain, ^NVLS); mactor's kernels and collectives reduce in "
                              "a fixed order, so a job run twice logs the same bits with or without it"},
+      {"non_persistent_save_interval", "with --non-persistent-ckpt-type global, a checkpoint every N iterations (where "
+                                      "--save-interval does not save) to the non-persistent directory; it spares the "
+                                      "exit's own save as Megatron's does"},
+      {"non_persistent_ckpt_type", "global: ordinary checkpoints (--ckpt-format's) in <save>/non_persistent or "
+                                   "--non-persistent-global-ckpt-dir; rank 0 removes all but the newest before each "
+                                   "save; a load takes it when it is at least as new as the persistent one"},
+      {"non_persistent_global_ckpt_dir", "the non-persistent global checkpoints' directory, for saving and loading"},
       {"save_retain_interval", "once a save is tracked, the checkpoint tracked before it is deleted unless its "
                                "iteration is a multiple of the interval (or it is a symbolic link), as Megatron does"},
       {"dist_ckpt_strictness", "every mode, in dist_checkpointing's terms: a tensor this model asks for that the "
@@ -466,6 +473,10 @@ const std::map<std::string_view, std::string_view>& refused_flags() {
       "--tensorboard-dir writes the same scalars as TensorBoard events";
   static const std::map<std::string_view, std::string_view> table = {
       {"wandb_project", wandb},
+      {"non_persistent_local_ckpt_dir", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
+                                        "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
+      {"non_persistent_local_ckpt_algo", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
+                                         "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
       {"wandb_entity", wandb},
       {"wandb_exp_name", wandb},
       {"wandb_save_dir", wandb},
@@ -487,6 +498,7 @@ const std::vector<value_limit>& value_limits() {
         "NullTokenizer"}},
       {"dataloader_type", "--dataloader-type", {"single"}},
       {"ckpt_format", "--ckpt-format", {"torch_dist", "torch"}},
+      {"non_persistent_ckpt_type", "--non-persistent-ckpt-type", {"global"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
       {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "none"}},
@@ -599,6 +611,11 @@ support_report check_support(const megatron_args& args, const support_scope& sco
   if (scope("num_experts")) moe_combinations(args, report.errors);
   // Implemented flags in a combination mactor has not built: its torch format writes neither the
   // distributed optimizer's distrib_optim.pt nor expert-parallel files.
+  // Megatron raises NotImplementedError at the first non-persistent save without a type.
+  if (scope("non_persistent_save_interval") && args.checkpointing.non_persistent_save_interval &&
+      !args.checkpointing.non_persistent_ckpt_type)
+    report.errors.push_back("--non-persistent-save-interval needs --non-persistent-ckpt-type global (Megatron fails at "
+                            "the first non-persistent save without a type)");
   if (scope("ckpt_format") && args.checkpointing.ckpt_format == "torch") {
     // Megatron's distrib_optim.pt holds Adam's param, exp_avg and exp_avg_sq: its save fails with SGD.
     if (args.distributed.use_distributed_optimizer && args.training.optimizer != "adam")

@@ -140,3 +140,16 @@ TEST_CASE("MoE load-balancing types and dispatchers mactor does not build are re
   CHECK(errors_of({"--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias"}).size() == 1);
   CHECK(errors_of({"--expert-model-parallel-size", "2"}).size() == 1);
 }
+
+TEST_CASE("non-persistent checkpoints: global implemented, local refused, an interval without a type refused") {
+  auto support = [](std::vector<std::string> words) { return check_support(parse_command_line(words, "pretrain_gpt").args); };
+  CHECK(support({"--non-persistent-save-interval", "5", "--non-persistent-ckpt-type", "global",
+                 "--non-persistent-global-ckpt-dir", "/tmp/x"}).errors.empty());
+  const auto untyped = support({"--non-persistent-save-interval", "5"});
+  REQUIRE(untyped.errors.size() == 1);
+  CHECK(untyped.errors[0].find("--non-persistent-save-interval needs --non-persistent-ckpt-type global") == 0);
+  const auto local = support({"--non-persistent-ckpt-type", "local", "--non-persistent-local-ckpt-dir", "/tmp/x"});
+  REQUIRE(local.errors.size() == 2);
+  CHECK(local.errors[0].find("--non-persistent-ckpt-type local is recognized but not implemented") == 0);
+  CHECK(local.errors[1].find("--non-persistent-local-ckpt-dir is recognized but not implemented") == 0);
+}
