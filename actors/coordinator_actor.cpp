@@ -17,6 +17,7 @@
 #include "actors/spawn.hpp"
 #include "config/python_text.hpp"
 #include "checkpoint/layout.hpp"
+#include "checkpoint/non_persistent.hpp"
 #include "checkpoint/torch_layout.hpp"
 #include "training/flops.hpp"
 #include "training/rank_worker.hpp"
@@ -225,8 +226,21 @@ void all_ready(coordinator_actor* self) {
     if (s.loaded) {
       // Megatron's infix: "distributed " for torch_dist, none for the torch format.
       std::string infix = "distributed ";
+      std::string from = *load;  // a newer non-persistent checkpoint loads from its own directory
+      const auto& ck = s.args.checkpointing;
+      if (ck.non_persistent_ckpt_type == std::optional<std::string>("global")) {
+        const auto np = checkpoint::non_persistent_dir(ck.non_persistent_global_ckpt_dir, *load);
+        try {
+          if (checkpoint::read_tracker(np) == s.loaded->saved_iteration) {
+            from = np;
+            log(self, "Loading from a non-persistent checkpoint (non-persistent iter " +
+                          std::to_string(s.loaded->saved_iteration) + ")");
+          }
+        } catch (const std::exception&) {
+        }
+      }
       try {
-        if (checkpoint::detect_format(checkpoint::iteration_dir(*load, s.loaded->saved_iteration)) ==
+        if (checkpoint::detect_format(checkpoint::iteration_dir(from, s.loaded->saved_iteration)) ==
             checkpoint::stored_format::torch)
           infix.clear();
       } catch (const std::exception&) {

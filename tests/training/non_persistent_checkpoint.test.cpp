@@ -60,6 +60,7 @@ TEST_CASE("non-persistent global checkpoints: only the newest kept, a resume tak
   const auto want = iteration_lines(full.out), got = iteration_lines(resumed.out);
   REQUIRE(got.size() == 3);
   REQUIRE(got.begin()->first == 4);
+  CHECK(resumed.out.find("Loading from a non-persistent checkpoint (non-persistent iter 3)") != std::string::npos);
   for (const auto& [iteration, fields] : got) {
     INFO("iteration " << iteration);
     CHECK(fields == want.at(iteration));
@@ -79,14 +80,17 @@ TEST_CASE("non-persistent global checkpoints: a newer persistent one wins; --non
     const auto r = launch(2, model_flags() + " --load " + other.string() + " --non-persistent-ckpt-type global");
     CHECK(iteration_lines(r.out).begin()->first == 5);
   }
-  SECTION("--non-persistent-global-ckpt-dir: saved and loaded there") {
+  SECTION("--non-persistent-global-ckpt-dir, in the torch format: saved and loaded there") {
     const auto other = scratch("global_dir"), global = scratch("global_dir_np");
-    const std::string flags = model_flags() + non_persistent + " --non-persistent-global-ckpt-dir " + global.string();
+    const std::string flags =
+        model_flags() + non_persistent + " --ckpt-format torch --non-persistent-global-ckpt-dir " + global.string();
     launch(2, flags + " --save " + other.string() + " --exit-interval 3");
     CHECK(mactor::checkpoint::read_tracker(global.string()) == 3);
     CHECK_FALSE(fs::exists(other / "non_persistent"));
+    CHECK(fs::exists(global / "iter_0000003/mp_rank_00/distrib_optim.pt"));
     const auto r = launch(2, flags + " --load " + other.string() + " --save " + other.string());
     CHECK(iteration_lines(r.out).begin()->first == 4);
+    CHECK(r.out.find(" loading checkpoint from " + other.string() + " at iteration 3") != std::string::npos);
   }
 }
 
