@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <span>
+#include <stdexcept>
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "training/checkpoint_state.hpp"
@@ -75,17 +76,24 @@ bool shared_buckets(const config::megatron_args& a) {
 }
 
 // Chunk c's three flat buffers (mactor's order, the shard group's padding included), gathered
-// from every rank's shard; each rank contributes the slots its optimizer owns.
-std::vector<std::vector<float>> gather_chunk(parallel_context& ctx, stage_engine& engine, std::size_t c) {
-  const auto* shard = engine.optimizer_shard(c);
-  const std::size_t total = shard ? shard->padded : chunk_numel(engine.chunks()[c]);
-  const std::size_t begin = shard ? shard->begin : 0, length = shard ? shard->end - shard->begin : total;
+// from every rank's shard; each rank contributes the slots its optimizer owns. The shards are the
+// distributed optimizer's: the flat buffer padded to a multiple of the shard group's size, split
+// evenly in group order (grad_sync).
+std::vector<std::vector<float>> gather_chunk(const config::megatron_args& a, parallel_context& ctx,
+                                             stage_engine& engine, std::size_t c) {
+  auto* group = a.distributed.use_distributed_optimizer ? ctx.optimizer_shard_group() : nullptr;
+  const bool sharded = group && group->size() > 1;
+  const std::size_t numel = chunk_numel(engine.chunks()[c]), ranks = sharded ? group->size() : 1;
+  const std::size_t total = (numel + ranks - 1) / ranks * ranks, length = total / ranks;
+  const std::size_t begin = sharded ? length * static_cast<std::size_t>(group->rank()) : 0;
   std::vector<std::vector<float>> local(3, std::vector<float>(length, 0.0f));
   auto& opt = engine.optimizer();
   const auto slots = optimizer_slots(engine);
   for (std::size_t i = 0; i < slots.size(); ++i) {
     if (slots[i].chunk != &engine.chunks()[c]) continue;
     const std::size_t at = slots[i].param->offset + slots[i].begin - begin, n = slots[i].end - slots[i].begin;
+    if (slots[i].param->offset + slots[i].begin < begin || at + n > length)
+      throw std::logic_error("distrib_optim.pt: optimizer param " + slots[i].param->name + " is outside this rank's shard");
     std::copy_n(opt.params()[i].value, n, local[0].begin() + at);
     for (const auto& st : state_tensors(opt, i)) {
       if (st.empty()) continue;  // before the first step: zeros
@@ -93,10 +101,9 @@ std::vector<std::vector<float>> gather_chunk(parallel_context& ctx, stage_engine
       std::copy(v.begin(), v.end(), local[st.kind == "exp_avg" ? 1 : 2].begin() + at);
     }
   }
-  if (!shard) return local;
+  if (!sharded) return local;
   std::vector<std::vector<float>> full(3, std::vector<float>(total));
-  for (int k = 0; k < 3; ++k)
-    ctx.optimizer_shard_group()->all_gather(std::span<const float>(local[k]), std::span<float>(full[k]));
+  for (int k = 0; k < 3; ++k) group->all_gather(std::span<const float>(local[k]), std::span<float>(full[k]));
   return full;
 }
 
@@ -162,7 +169,7 @@ std::optional<pickle_value> distrib_optim_state(const config::megatron_args& a, 
   auto root = pickle_value::dict();
   root.set("buckets_coalesced", pickle_value::boolean(true));
   for (std::size_t c = 0; c < engine.chunks().size(); ++c) {
-    const auto flat = gather_chunk(ctx, engine, c);  // collective: every rank takes part
+    const auto flat = gather_chunk(a, ctx, engine, c);  // collective: every rank takes part
     if (!writer) continue;
     auto& chunk = engine.chunks()[c];
     const auto layout = buffer_layout_of(chunk, shared_buckets(a));

@@ -104,8 +104,6 @@ class stage_engine {
   /// Gradient buckets reduced in the background during the last backward (--overlap-grad-reduce).
   std::size_t num_grad_buckets() const { return grad_sync_->num_buckets(); }
   model::optimizer& optimizer() { return *optimizer_; }
-  /// The distributed optimizer's slice of chunk c's flat buffer; null without one (or one rank).
-  const grad_sync::shard* optimizer_shard(std::size_t c) { return grad_sync_->shard_of(c); }
   /// The loss scale (1 without one: fp32, or bf16 without --loss-scale).
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
   /// The fp16 loss scaler, or null.
