@@ -11,6 +11,7 @@
 #include "actors/inspection.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
+#include "checkpoint/non_persistent.hpp"
 #include "checkpoint/save.hpp"
 
 namespace mactor::actors {
@@ -44,19 +45,23 @@ caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings set
         reply.iteration = w.iteration;
         const auto start = std::chrono::steady_clock::now();
         for (const auto& p : w.state->pieces) reply.bytes += static_cast<std::int64_t>(p.data.size() * sizeof(float));
-        if (w.state->file) reply.bytes += static_cast<std::int64_t>(w.state->file->second.size());  // --ckpt-format torch
+        if (w.state->files)  // --ckpt-format torch
+          for (const auto& f : *w.state->files) reply.bytes += static_cast<std::int64_t>(f.second.size());
         const auto waiting = static_cast<std::int64_t>(self->mailbox().size());
-        activity->set("writing iteration " + std::to_string(w.iteration) + " (" + mib(reply.bytes) + ") to " +
-                          settings.save_dir,
-                      waiting);
+        const std::string dir = w.directory.empty() ? settings.save_dir : w.directory;
+        activity->set("writing iteration " + std::to_string(w.iteration) + " (" + mib(reply.bytes) + ") to " + dir, waiting);
         try {
           checkpoint::save_options options;
           options.attempt_id = settings.attempt_id;
-          options.retain_interval = settings.retain_interval;
+          // Megatron's cleanup_old_non_persistent_checkpoint (rank 0, before the save): the newest
+          // complete one stays until this one is committed.
+          if (w.non_persistent && settings.rank == 0)
+            reply.removed_non_persistent = checkpoint::remove_old_iterations(dir, 1);
+          if (!w.non_persistent) options.retain_interval = settings.retain_interval;
           options.on_deleted = [&reply](std::int64_t deleted) { reply.deleted_iteration = deleted; };
           if (const auto delay = test_write_delay(); delay.count() > 0)
             options.before_write = [delay] { std::this_thread::sleep_for(delay); };
-          checkpoint::save(settings.save_dir, w.iteration, settings.rank, settings.world_size, std::move(*w.state), options);
+          checkpoint::save(dir, w.iteration, settings.rank, settings.world_size, std::move(*w.state), options);
         } catch (const std::exception& e) {
           reply.ok = false;
           reply.error = "rank " + std::to_string(settings.rank) + ": saving the checkpoint of iteration " +

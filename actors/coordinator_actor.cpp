@@ -17,6 +17,7 @@
 #include "actors/spawn.hpp"
 #include "config/python_text.hpp"
 #include "checkpoint/layout.hpp"
+#include "checkpoint/non_persistent.hpp"
 #include "checkpoint/torch_layout.hpp"
 #include "training/flops.hpp"
 #include "training/rank_worker.hpp"
@@ -126,7 +127,9 @@ void after_iteration(coordinator_actor* self) {
   const auto& a = s.args;
   const bool saving = a.checkpointing.save.has_value();
   const bool interval_save = interval_save_at(a, s.iteration);
-  auto decide = [self, saving, interval_save] {
+  const bool non_persistent_save = non_persistent_save_at(a, s.iteration);
+  // Megatron's saved_checkpoint: either save spares the exit's own save.
+  auto decide = [self, saving, saved = interval_save || non_persistent_save] {
     auto& s = self->state;
     const auto& a = s.args;
     std::optional<std::string> exit_line;
@@ -144,7 +147,7 @@ void after_iteration(coordinator_actor* self) {
         log(self, line, true);
         finish_ok(self);
       };
-      if (saving && !interval_save)
+      if (saving && !saved)
         save_then(self, leave);
       else
         leave();
@@ -155,8 +158,8 @@ void after_iteration(coordinator_actor* self) {
     else
       finish_training(self);
   };
-  if (interval_save)
-    save_then(self, decide);
+  if (interval_save || non_persistent_save)
+    save_then(self, decide, non_persistent_save);
   else
     decide();
 }
@@ -223,8 +226,21 @@ void all_ready(coordinator_actor* self) {
     if (s.loaded) {
       // Megatron's infix: "distributed " for torch_dist, none for the torch format.
       std::string infix = "distributed ";
+      std::string from = *load;  // a newer non-persistent checkpoint loads from its own directory
+      const auto& ck = s.args.checkpointing;
+      if (ck.non_persistent_ckpt_type == std::optional<std::string>("global")) {
+        const auto np = checkpoint::non_persistent_dir(ck.non_persistent_global_ckpt_dir, *load);
+        try {
+          if (checkpoint::read_tracker(np) == s.loaded->saved_iteration) {
+            from = np;
+            log(self, "Loading from a non-persistent checkpoint (non-persistent iter " +
+                          std::to_string(s.loaded->saved_iteration) + ")");
+          }
+        } catch (const std::exception&) {
+        }
+      }
       try {
-        if (checkpoint::detect_format(checkpoint::iteration_dir(*load, s.loaded->saved_iteration)) ==
+        if (checkpoint::detect_format(checkpoint::iteration_dir(from, s.loaded->saved_iteration)) ==
             checkpoint::stored_format::torch)
           infix.clear();
       } catch (const std::exception&) {

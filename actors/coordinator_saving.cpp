@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "actors/coordinator_state.hpp"
+#include "checkpoint/non_persistent.hpp"
 #include "training/result_validation.hpp"
 
 namespace mactor::actors::coordination {
@@ -27,8 +28,11 @@ void maybe_go_on(coordinator_actor* self) {
 
 void save_done(coordinator_actor* self) {
   auto& s = self->state;
+  for (const auto removed : s.removed_non_persistent)
+    log(self, "  removed non-persistent checkpoint from iteration " + iteration_field(removed) + " at " + s.save_directory);
+  s.removed_non_persistent.clear();
   log(self, "  successfully saved checkpoint from iteration " + iteration_field(s.save_iteration) + " to " +
-                *s.args.checkpointing.save + layout_field(*s.groups));
+                s.save_directory + layout_field(*s.groups));
   if (s.deleted_iteration > 0)  // --save-retain-interval removed the checkpoint tracked before
     log(self, "  successfully deleted checkpoint from iteration " + iteration_field(s.deleted_iteration) + " at " +
                   *s.args.checkpointing.save);
@@ -58,14 +62,24 @@ bool interval_save_at(const config::megatron_args& a, std::int64_t iteration) {
 // Megatron's save_checkpoint: every rank snapshots its state and its checkpointer writes it.
 // `then` runs once training may go on: when every rank's snapshot is taken with --async-save,
 // when every rank's shards are durable and the iteration committed without.
-void save_then(coordinator_actor* self, std::function<void()> then) {
+// Megatron's checkpoint_and_decide_exit: a non-persistent save only where the persistent one is not.
+bool non_persistent_save_at(const config::megatron_args& a, std::int64_t iteration) {
+  const auto interval = a.checkpointing.non_persistent_save_interval.value_or(0);
+  return a.checkpointing.save && interval > 0 && iteration % interval == 0 && !interval_save_at(a, iteration);
+}
+
+void save_then(coordinator_actor* self, std::function<void()> then, bool non_persistent) {
   auto& s = self->state;
   if (s.saving) {  // the next save waits for the previous one
-    s.queued_save = [self, then = std::move(then)]() mutable { save_then(self, std::move(then)); };
+    s.queued_save = [self, then = std::move(then), non_persistent]() mutable {
+      save_then(self, std::move(then), non_persistent);
+    };
     return;
   }
-  log(self, "saving checkpoint at iteration " + iteration_field(s.iteration) + " to " + *s.args.checkpointing.save +
-                " in " + s.args.checkpointing.ckpt_format + " format");
+  const auto& ck = s.args.checkpointing;
+  s.save_directory = non_persistent ? checkpoint::non_persistent_dir(ck.non_persistent_global_ckpt_dir, *ck.save) : *ck.save;
+  log(self, "saving checkpoint at iteration " + iteration_field(s.iteration) + " to " + s.save_directory + " in " +
+                ck.ckpt_format + " format");
   s.saving = true;
   s.save_iteration = s.iteration;
   s.save_consumed = s.consumed;
@@ -75,7 +89,8 @@ void save_then(coordinator_actor* self, std::function<void()> then) {
   s.capture_seconds.assign(s.stages.size(), 0.0);
   s.write_seconds.assign(s.stages.size(), 0.0);
   s.after_save = std::move(then);
-  broadcast(self, s.stages, save_checkpoint{s.iteration, s.consumed, s.floating_point_operations});
+  broadcast(self, s.stages,
+            save_checkpoint{s.iteration, s.consumed, s.floating_point_operations, s.save_directory, non_persistent});
 }
 
 void on_checkpoint_captured(coordinator_actor* self, const checkpoint_captured& c) {
@@ -95,6 +110,7 @@ void on_checkpoint_saved(coordinator_actor* self, const checkpoint_saved& c) {
   if (!s.saving || c.iteration != s.save_iteration) return;
   if (c.rank >= 0 && c.rank < static_cast<int>(s.write_seconds.size())) s.write_seconds[c.rank] = c.seconds;
   if (c.deleted_iteration > 0) s.deleted_iteration = c.deleted_iteration;
+  if (!c.removed_non_persistent.empty()) s.removed_non_persistent = c.removed_non_persistent;
   if (--s.saved_left == 0) save_done(self);
 }
 

@@ -64,6 +64,8 @@ struct coordinator_state {
   // The save in flight (at most one: the next waits for it), and what runs once it allows.
   bool saving = false;
   std::int64_t save_iteration = 0;
+  std::string save_directory;                         ///< where the save in flight goes
+  std::vector<std::int64_t> removed_non_persistent;   ///< what its non-persistent clean-up removed
   std::int64_t deleted_iteration = 0;  // --save-retain-interval: the checkpoint the save removed
   int captured_left = 0, saved_left = 0;
   std::vector<double> capture_seconds, write_seconds;  // per rank, of the save in flight
@@ -109,7 +111,9 @@ void log_progress_save(coordinator_actor* self);
 
 // Checkpoints (coordinator_saving.cpp).
 bool interval_save_at(const config::megatron_args& a, std::int64_t iteration);
-void save_then(coordinator_actor* self, std::function<void()> then);
+/// Whether --non-persistent-save-interval saves after this iteration (when the persistent one does not).
+bool non_persistent_save_at(const config::megatron_args& a, std::int64_t iteration);
+void save_then(coordinator_actor* self, std::function<void()> then, bool non_persistent = false);
 /// --rerun-mode: the iteration's report says the result validation ends the job (saving first when asked).
 void end_on_result_validation(coordinator_actor* self);
 void on_checkpoint_captured(coordinator_actor* self, const checkpoint_captured& c);

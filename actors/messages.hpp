@@ -63,6 +63,9 @@ struct save_checkpoint {
   std::int64_t iteration = 0;
   std::int64_t consumed = 0;
   double floating_point_operations = 0;  ///< trained so far (the checkpoint keeps it)
+  /// Where it goes: --save, or the non-persistent directory (--non-persistent-save-interval).
+  std::string directory;
+  bool non_persistent = false;
 };
 /// Stage -> coordinator: the snapshot is taken; training may go on (--async-save).
 struct checkpoint_captured {
@@ -80,6 +83,7 @@ struct checkpoint_saved {
   double seconds = 0;      ///< writing time
   std::int64_t bytes = 0;  ///< tensor bytes this rank wrote
   std::int64_t deleted_iteration = 0;  ///< rank 0: the checkpoint --save-retain-interval removed (0: none)
+  std::vector<std::int64_t> removed_non_persistent;  ///< rank 0: older non-persistent iterations removed
 };
 
 /// Stage -> this rank's checkpointer (never leaves the process: the snapshot is shared, not
@@ -88,6 +92,8 @@ struct checkpoint_write {
   std::shared_ptr<checkpoint::rank_state> state;
   std::int64_t iteration = 0;
   caf::actor reply_to;
+  std::string directory;        ///< --save or the non-persistent directory
+  bool non_persistent = false;  ///< rank 0 first removes all but the newest there; no retain interval
 };
 
 /// A completed transfer: the stage pumps its schedule again.
@@ -174,7 +180,8 @@ typename Inspector::result_type inspect(Inspector& f, stage_ready& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, save_checkpoint& x) {
-  return f(caf::meta::type_name("mactor::save_checkpoint"), x.iteration, x.consumed, x.floating_point_operations);
+  return f(caf::meta::type_name("mactor::save_checkpoint"), x.iteration, x.consumed, x.floating_point_operations,
+           x.directory, x.non_persistent);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_captured& x) {
@@ -183,7 +190,7 @@ typename Inspector::result_type inspect(Inspector& f, checkpoint_captured& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_saved& x) {
   return f(caf::meta::type_name("mactor::checkpoint_saved"), x.rank, x.iteration, x.ok, x.error, x.seconds, x.bytes,
-           x.deleted_iteration);
+           x.deleted_iteration, x.removed_non_persistent);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_setup& x) {

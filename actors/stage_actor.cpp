@@ -127,7 +127,7 @@ void capture_checkpoint(stage_actor* self, int rank, const save_checkpoint& m) {
   const auto start = std::chrono::steady_clock::now();
   auto snapshot = std::make_shared<checkpoint::rank_state>(s.worker->capture_checkpoint(m.iteration, m.consumed, m.floating_point_operations));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  self->send(s.checkpointer, checkpoint_write{std::move(snapshot), m.iteration, s.coordinator});
+  self->send(s.checkpointer, checkpoint_write{std::move(snapshot), m.iteration, s.coordinator, m.directory, m.non_persistent});
   self->send(s.coordinator, checkpoint_captured{rank, m.iteration, seconds});
 }
 

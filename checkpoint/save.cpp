@@ -28,7 +28,7 @@ void check_arguments(std::int64_t iteration, int rank, int world_size, const ran
                            std::to_string(world_size));
   if (iteration < 0)
     throw checkpoint_error("save: iteration " + std::to_string(iteration) + " is negative");
-  if (rank == 0 && !state.common && !state.file)
+  if (rank == 0 && !state.common && !state.files)
     throw checkpoint_error("save: rank 0 must pass the common document (iteration, args, ...)");
   for (const auto& p : state.pieces) validate_piece(p, true);
 }
@@ -66,13 +66,8 @@ checkpoint_metadata write_shard(const fs::path& dir, std::int64_t iteration, int
   return index;
 }
 
-// --ckpt-format torch: the rank's one file (possibly none), fsynced; its index lists no tensors.
-checkpoint_metadata write_rank_file(const fs::path& dir, std::int64_t iteration, int world_size,
-                                    const std::pair<std::string, std::string>& file) {
-  checkpoint_metadata index;
-  index.iteration = iteration;
-  index.world_size = world_size;
-  if (file.first.empty()) return index;
+// --ckpt-format torch: the rank's files (often none), each fsynced; its index lists no tensors.
+void write_rank_file(const fs::path& dir, const std::pair<std::string, std::string>& file) {
   const fs::path path = dir / file.first;
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
@@ -85,6 +80,14 @@ checkpoint_metadata write_rank_file(const fs::path& dir, std::int64_t iteration,
   }
   out.close();
   fsync_directory(path.parent_path());
+}
+
+checkpoint_metadata write_rank_files(const fs::path& dir, std::int64_t iteration, int world_size,
+                                     const std::vector<std::pair<std::string, std::string>>& files) {
+  checkpoint_metadata index;
+  index.iteration = iteration;
+  index.world_size = world_size;
+  for (const auto& f : files) write_rank_file(dir, f);
   return index;
 }
 
@@ -191,12 +194,12 @@ void save(const std::string& save_dir, std::int64_t iteration, int rank, int wor
                            ec.message() + "; check --save and its permissions");
   fs::remove(tmp / done_marker_name(rank), ec);  // this rank's leftovers of an earlier attempt
   if (options.before_write) options.before_write();
-  const checkpoint_metadata index = state.file ? write_rank_file(tmp, iteration, world_size, *state.file)
+  const checkpoint_metadata index = state.files ? write_rank_files(tmp, iteration, world_size, *state.files)
                                                : write_shard(tmp, iteration, rank, world_size, state);
   write_file_atomically(tmp / done_marker_name(rank), to_json(index).dump());
   if (rank != 0) return;
   const checkpoint_metadata all = gather_indexes(tmp, iteration, world_size, options);
-  commit(root, tmp, iteration, all, state.file ? nullptr : &*state.common, options);
+  commit(root, tmp, iteration, all, state.files ? nullptr : &*state.common, options);
 }
 
 }  // namespace mactor::checkpoint

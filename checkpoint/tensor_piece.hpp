@@ -28,10 +28,11 @@ struct tensor_piece {
 struct rank_state {
   std::vector<tensor_piece> pieces;
   std::optional<nlohmann::json> common;
-  /// --ckpt-format torch: the rank's whole file instead of pieces (path relative to the iteration
-  /// directory, e.g. "mp_rank_00/model_optim_rng.pt", and its bytes); an empty path writes none.
+  /// --ckpt-format torch: the rank's whole files instead of pieces (paths relative to the
+  /// iteration directory, e.g. "mp_rank_00/model_optim_rng.pt" and, with the distributed
+  /// optimizer, "mp_rank_00/distrib_optim.pt", and their bytes); most ranks write none.
   /// The iteration then has no metadata.json or common.json (Megatron's torch layout).
-  std::optional<std::pair<std::string, std::string>> file;
+  std::optional<std::vector<std::pair<std::string, std::string>>> files;
 };
 
 /// A piece covering the whole global tensor (offset 0, shape = global_shape).

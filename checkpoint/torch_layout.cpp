@@ -16,6 +16,10 @@ std::string torch_rank_file(int tp_rank, int pp_rank, bool pipeline_parallel) {
   return std::string(name) + "/model_optim_rng.pt";
 }
 
+std::string torch_distrib_optim_file(const std::string& rank_file) {
+  return (fs::path(rank_file).parent_path() / "distrib_optim.pt").string();
+}
+
 stored_format detect_format(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))

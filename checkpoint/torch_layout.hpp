@@ -9,6 +9,9 @@ namespace mactor::checkpoint {
 /// "mp_rank_01/model_optim_rng.pt", or "mp_rank_01_002/model_optim_rng.pt" with pipeline
 /// parallelism (Megatron's get_checkpoint_name).
 std::string torch_rank_file(int tp_rank, int pp_rank, bool pipeline_parallel);
+/// The distributed optimizer's file beside a rank's model file: "mp_rank_01/distrib_optim.pt"
+/// (Megatron's get_distributed_optimizer_checkpoint_name).
+std::string torch_distrib_optim_file(const std::string& rank_file);
 
 enum class stored_format { torch_dist, torch };
 /// Megatron's _get_checkpoint_format: torch_dist when the iteration directory has the

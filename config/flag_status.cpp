@@ -177,7 +177,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"async_save", "the stage hands a snapshot to its rank's checkpointer actor and trains on; the next save waits for the previous one"},
       {"ckpt_format", "torch_dist (mactor's own shard files with Megatron's directory layout) and torch (Megatron's "
                       "per-rank iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt torch.save files, read and written by "
-                      "mactor's zip and pickle code; not with --use-distributed-optimizer or expert parallelism); "
+                      "mactor's zip and pickle code; with --use-distributed-optimizer also Megatron's distrib_optim.pt "
+                      "(Adam's state gathered in Megatron's buffer layout); not with expert parallelism); "
                       "see checkpoint/README.md"},
       {"auto_detect_ckpt_format", "on load, Megatron's rule: metadata.json means torch_dist, mp_rank_0* means torch, "
                                   "and either loads (as --ckpt-format torch_dist also does)"},
@@ -265,6 +266,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"check_for_nan_in_loss_and_grad", "each micro-batch's local loss checked for NaN and Inf by the result validation "
                                          "(Megatron's per-bucket gradient-norm checks are not made)"},
       {"check_for_spiky_loss", "a local loss at or above 10x the largest of the first 100 is rejected (result validation)"},
+      {"check_for_large_grads", "each gradient bucket's local L2 norm, before any reduction, at or above 10x the largest of "
+                                "the first 100 is rejected (result validation, non-fatal: a rerun). Buckets: one per chunk, "
+                                "the tied embedding apart with the distributed optimizer, or --overlap-grad-reduce's"},
       {"result_rejected_tracker_filename", "Megatron's tracker lines (ts, node, device, jobID, rank, iteration, status, result, "
                                            "message) appended on each rejection and rerun"},
       {"exit_signal_handler", "SIGTERM is remembered; at the end of the iteration it arrived in (on any rank) the job "
@@ -315,6 +319,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"deterministic_mode", "Megatron's rules (no flash attention, no fused cross-entropy, NCCL_ALGO one of Tree, "
                              "Ring, CollnetDirect, CollnetChain, ^NVLS); mactor's kernels and collectives reduce in "
                              "a fixed order, so a job run twice logs the same bits with or without it"},
+      {"non_persistent_save_interval", "with --non-persistent-ckpt-type global, a checkpoint every N iterations (where "
+                                      "--save-interval does not save) to the non-persistent directory; it spares the "
+                                      "exit's own save as Megatron's does"},
+      {"non_persistent_ckpt_type", "global: ordinary checkpoints (--ckpt-format's) in <save>/non_persistent or "
+                                   "--non-persistent-global-ckpt-dir; rank 0 removes all but the newest before each "
+                                   "save; a load takes it when it is at least as new as the persistent one"},
+      {"non_persistent_global_ckpt_dir", "the non-persistent global checkpoints' directory, for saving and loading"},
       {"save_retain_interval", "once a save is tracked, the checkpoint tracked before it is deleted unless its "
                                "iteration is a multiple of the interval (or it is a symbolic link), as Megatron does"},
       {"dist_ckpt_strictness", "every mode, in dist_checkpointing's terms: a tensor this model asks for that the "
@@ -497,6 +508,10 @@ const std::map<std::string_view, std::string_view>& refused_flags() {
       "--tensorboard-dir writes the same scalars as TensorBoard events";
   static const std::map<std::string_view, std::string_view> table = {
       {"wandb_project", wandb},
+      {"non_persistent_local_ckpt_dir", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
+                                        "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
+      {"non_persistent_local_ckpt_algo", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
+                                         "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
       {"wandb_entity", wandb},
       {"wandb_exp_name", wandb},
       {"wandb_save_dir", wandb},
@@ -520,6 +535,7 @@ const std::vector<value_limit>& value_limits() {
         "NullTokenizer"}},
       {"dataloader_type", "--dataloader-type", {"single"}},
       {"ckpt_format", "--ckpt-format", {"torch_dist", "torch"}},
+      {"non_persistent_ckpt_type", "--non-persistent-ckpt-type", {"global"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32", "fp16"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
       {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "none"}},
@@ -665,10 +681,17 @@ support_report check_support(const megatron_args& args, const support_scope& sco
   if (scope("fp8_param_gather")) fp8_param_gather_combinations(args, report.errors);
   // Implemented flags in a combination mactor has not built: its torch format writes neither the
   // distributed optimizer's distrib_optim.pt nor expert-parallel files.
+  // Megatron raises NotImplementedError at the first non-persistent save without a type.
+  if (scope("non_persistent_save_interval") && args.checkpointing.non_persistent_save_interval &&
+      !args.checkpointing.non_persistent_ckpt_type)
+    report.errors.push_back("--non-persistent-save-interval needs --non-persistent-ckpt-type global (Megatron fails at "
+                            "the first non-persistent save without a type)");
   if (scope("ckpt_format") && args.checkpointing.ckpt_format == "torch") {
-    if (args.distributed.use_distributed_optimizer)
-      report.errors.push_back("--ckpt-format torch with --use-distributed-optimizer is recognized but not implemented by "
-                              "mactor yet (Megatron's per-data-parallel-rank distrib_optim.pt); use --ckpt-format torch_dist");
+    // Megatron's distrib_optim.pt holds Adam's param, exp_avg and exp_avg_sq: its save fails with SGD.
+    if (args.distributed.use_distributed_optimizer && args.training.optimizer != "adam")
+      report.errors.push_back("--ckpt-format torch with --use-distributed-optimizer saves Adam's state only "
+                              "(distrib_optim.pt holds param, exp_avg and exp_avg_sq), not --optimizer " +
+                              args.training.optimizer + "; use --ckpt-format torch_dist");
     if (args.moe.expert_model_parallel_size > 1)
       report.errors.push_back("--ckpt-format torch with --expert-model-parallel-size > 1 is recognized but not implemented "
                               "by mactor yet; use --ckpt-format torch_dist");

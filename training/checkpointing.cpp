@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_reader.hpp"
 #include "checkpoint/layout.hpp"
+#include "checkpoint/non_persistent.hpp"
 #include "checkpoint/torch_layout.hpp"
 #include "config/config_json.hpp"
 #include "model/optimizer_adam.hpp"
@@ -127,6 +128,21 @@ std::string optimizer_name(const std::string& state, const std::string& param) {
   return "optimizer.state." + state + "." + param;
 }
 
+// Megatron's _load_base_checkpoint: with --non-persistent-ckpt-type global, the non-persistent
+// directory's checkpoint is loaded when it is at least as new as the persistent one (or
+// --ckpt-step's), whatever --ckpt-step says.
+void newer_non_persistent(const config::megatron_args& a, std::string& dir, std::optional<std::int64_t>& iteration) {
+  const auto& ck = a.checkpointing;
+  if (ck.non_persistent_ckpt_type != std::optional<std::string>("global")) return;
+  const auto np_dir = checkpoint::non_persistent_dir(ck.non_persistent_global_ckpt_dir, dir);
+  const auto np = checkpoint::read_tracker(np_dir);
+  if (!np) return;
+  const auto persistent = iteration ? iteration : checkpoint::read_tracker(dir);
+  if (*np < persistent.value_or(-1)) return;
+  dir = np_dir;
+  iteration = *np;
+}
+
 }  // namespace
 
 checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parallel_context& ctx, stage_engine& engine,
@@ -230,8 +246,9 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
                                                  model::lr_scheduler& scheduler) {
   const auto source = load_source_of(a);
   if (!source) return std::nullopt;
-  const std::string& dir = source->directory;
+  std::string dir = source->directory;
   std::optional<std::int64_t> iteration = a.checkpointing.ckpt_step;
+  if (!source->pretrained) newer_non_persistent(a, dir, iteration);
   if (!iteration) {
     iteration = checkpoint::read_tracker(dir);
     if (!iteration) {

@@ -21,6 +21,7 @@ grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool dist
   o.distributed_optimizer = distributed_optimizer;
   o.sum_over_replicas = a.training.calculate_per_token_loss;
   o.expert_parallel = a.moe.num_experts && a.moe.expert_model_parallel_size > 1;
+  o.check_for_large_grads = a.training.check_for_large_grads;
   // With the distributed optimizer and sequence parallelism, the tensor-parallel sum must
   // precede the reduce-scatter, on the stage's thread: those gradients are reduced at finalize.
   o.overlap_grad_reduce = a.distributed.overlap_grad_reduce && !(distributed_optimizer && sequence_parallel);

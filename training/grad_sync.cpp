@@ -3,6 +3,7 @@
 #include "training/grad_sync.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -146,6 +147,7 @@ void grad_sync::reduce_tied_embedding(std::size_t chunk, const synced_param& p) 
 // cross-stage sum, then the data-parallel mean.
 void grad_sync::reduce_bucket(const bucket& b) {
   const auto& r = regions_[b.region];
+  if (options_.check_for_large_grads) record_local_norm(r.chunk, b.begin, b.end);
   if (b.tied_embedding) reduce_tied_embedding(r.chunk, chunks_[r.chunk].params[*b.tied_embedding]);
   reduce_over_replicas(b.region, b.begin, b.end);
 }
@@ -197,6 +199,43 @@ void grad_sync::wait_background(const char* why) {
   const stage_activity::background_wait waiting(activity_, why);
   const trace_recorder::scope traced(*trace_, "wait for background collectives", "grad_sync");
   background_->wait();
+}
+
+void grad_sync::record_local_norm(std::size_t c, std::size_t begin, std::size_t end) {
+  const auto rows = chunks_[c].grads.rows(static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end));
+  tensor::tensor wide;
+  std::span<const float> values;
+  if (rows.type == tensor::dtype::float32) {
+    values = rows.host<float>();
+  } else {
+    wide = tensor::tensor({static_cast<std::int64_t>(end - begin)}, tensor::dtype::float32, tensor::memory_kind::communication);
+    kernels::convert(wide.view(), rows);
+    values = wide.host<float>();
+  }
+  double sum = 0;
+  for (const float v : values) sum += static_cast<double>(v) * v;
+  local_norms_.push_back(static_cast<float>(std::sqrt(sum)));  // Megatron's norm is an fp32 tensor
+}
+
+void grad_sync::record_local_grad_norms() {
+  if (!options_.check_for_large_grads || overlapped()) return;
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const auto numel = static_cast<std::size_t>(chunks_[c].grads.numel());
+    const synced_param* tied = nullptr;
+    if (options_.distributed_optimizer && embedding_)
+      for (const auto& p : chunks_[c].params)
+        if (p.tied_embedding) tied = &p;
+    if (!tied) {
+      record_local_norm(c, 0, numel);
+      continue;
+    }
+    // Megatron's buffer takes the parameters in reverse: those after the embedding, the
+    // embedding alone, those before it.
+    const std::size_t lo = tied->offset, hi = tied->offset + tied->numel;
+    if (hi < numel) record_local_norm(c, hi, numel);
+    record_local_norm(c, lo, hi);
+    if (lo > 0) record_local_norm(c, 0, lo);
+  }
 }
 
 void grad_sync::finish_grad_sync() {

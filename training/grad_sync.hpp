@@ -57,6 +57,8 @@ struct grad_sync_options {
   /// expert-data-parallel group instead of the data-parallel one, still scaled by 1/dp
   /// (Megatron DDP's expert_gradient_scaling_factor).
   bool expert_parallel = false;
+  /// --check-for-large-grads: each bucket's local gradient norm is kept (Megatron's check_grads).
+  bool check_for_large_grads = false;
 };
 
 class grad_sync {
@@ -90,6 +92,14 @@ class grad_sync {
   /// grad_sync_func: during the last micro-batch's backward, `chunk` has finished `event`:
   /// posts (in the same order on every replica) each bucket that is now complete.
   void backward_progress(int chunk, int event);
+  /// --check-for-large-grads, before anything reduces the gradients (the start of finalize): the
+  /// L2 norm of each bucket's local gradients, as Megatron's check_grads takes it at the start
+  /// of each bucket's data-parallel collective. One bucket per chunk, or with the distributed
+  /// optimizer and a tied embedding across stages, the embedding in a bucket of its own (Megatron's
+  /// buffer). Overlapped buckets are measured as they are posted instead.
+  void record_local_grad_norms();
+  /// The norms recorded since the last call, in the order the buckets were measured.
+  std::vector<double> take_local_grad_norms() { return std::exchange(local_norms_, {}); }
   /// True when gradients are reduced in buckets during the backward (--overlap-grad-reduce).
   bool overlapped() const { return !buckets_.empty(); }
   std::size_t num_buckets() const { return buckets_.size(); }
@@ -139,6 +149,7 @@ class grad_sync {
   void reduce_over_replicas(std::size_t region, std::size_t begin, std::size_t end);
   void gather_params(std::size_t region);
   void gather_packed(std::size_t region);
+  void record_local_norm(std::size_t chunk, std::size_t begin, std::size_t end);
   void wait_background(const char* why);
 
   std::vector<synced_chunk> chunks_;
@@ -163,6 +174,7 @@ class grad_sync {
   // Declared after everything its jobs use: destroyed (joined) first.
   std::unique_ptr<comm_worker> background_;
   bool params_pending_ = false;
+  std::vector<double> local_norms_;  // --check-for-large-grads
   trace_recorder* trace_ = &no_trace();
 };
 

@@ -42,4 +42,12 @@ void main_params::copy_all_from_model() {
   for (std::size_t c = 0; c < copies_.size(); ++c) kernels::convert(copies_[c], chunks_[c].store().value_tensor());
 }
 
+std::vector<float> main_params::model_values(std::size_t c) const {
+  const auto& values = chunks_[c].store().value_tensor();
+  tensor::tensor wide(values.shape(), tensor::dtype::float32, tensor::memory_kind::optimizer_state);
+  kernels::convert(wide, values);
+  const auto v = wide.host<float>();
+  return {v.begin(), v.end()};
+}
+
 }  // namespace mactor::training

@@ -30,6 +30,9 @@ class main_params {
   /// Widens the model's 16-bit values into the main parameters (Megatron's reload_model_params
   /// after a load without optimizer state); nothing for an fp32 model.
   void copy_all_from_model();
+  /// Chunk c's model weights widened to fp32: what the model computes with. With the distributed
+  /// optimizer only this rank's shard of the main parameters is current, the weights all are.
+  std::vector<float> model_values(std::size_t c) const;
 
  private:
   std::vector<model::gpt_chunk>& chunks_;

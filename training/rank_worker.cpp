@@ -178,9 +178,22 @@ void rank_worker::validate_losses() {
   }
 }
 
+// Megatron's check_grads with --check-for-large-grads: each bucket's local gradient norm, before
+// the data-parallel collective, against 10x the largest of the first 100 (non-fatal: a rerun).
+void rank_worker::validate_grads() {
+  const auto norms = engine_.take_local_grad_norms();
+  for (std::size_t i = 0; i < norms.size(); ++i)
+    validation_.validate_result(
+        norms[i], [this](double v) { return validation_.is_unexpectedly_large(v, large_grads_factor, "grads"); },
+        "found unexpected large grads in bucket #" + std::to_string(i) +
+            " in backward pass before data-parallel communication collective",
+        0.001, false);
+}
+
 bool rank_worker::rerun_iteration() {
   validate_losses();
   engine_.finalize_grads();
+  validate_grads();
   // Every rank takes the same decision: the flags are summed over the world.
   const bool again = validation_.should_run_forward_backward([this](int flag) {
     double sum = flag;

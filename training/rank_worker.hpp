@@ -73,6 +73,7 @@ class rank_worker {
   bool begin_next_eval_pass();
   bool memory_wanted() const;
   void validate_losses();
+  void validate_grads();
   void begin_schedule_of_iteration();
 
   const config::megatron_args& args_;

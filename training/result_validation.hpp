@@ -20,6 +20,9 @@ inline constexpr int exit_code_resume_to_disambiguate = 16;
 inline constexpr int exit_code_failed_on_result_validation = 17;
 /// pretrain_gpt.py's SPIKY_LOSS_FACTOR: a loss this many times the largest of the first 100 is spiky.
 inline constexpr double spiky_loss_factor = 10.0;
+/// Megatron-Core's check_grads threshold: a bucket's local grad norm this many times the largest
+/// of the first 100 is unexpectedly large.
+inline constexpr double large_grads_factor = 10.0;
 
 enum class rerun_mode { disabled, validate_results };
 enum class rerun_state {

@@ -317,6 +317,7 @@ void stage_engine::zero_grad() {
 
 void stage_engine::finalize_grads() {
   const trace_recorder::scope traced(trace_, "finalize model grads", "grad_sync");
+  grad_sync_->record_local_grad_norms();  // --check-for-large-grads: before any reduction
   // Sequence parallelism: norm weights and row-parallel biases saw only this rank's positions;
   // their gradients are summed over the tensor-parallel group (Megatron's
   // _allreduce_layernorm_grads): before the data-parallel sync, or after the overlapped one

@@ -88,6 +88,9 @@ class stage_engine {
   /// the tied-embedding sum between the first and last stage, the data-parallel mean, and the
   /// MoE routers' expert-bias update.
   void finalize_grads();
+  /// --check-for-large-grads: each gradient bucket's local L2 norm of the last finalize (taken
+  /// before any reduction), in the order measured.
+  std::vector<double> take_local_grad_norms() { return grad_sync_->take_local_grad_norms(); }
   /// Clip, count zeros, update (and all-gather the parameters with the distributed optimizer).
   model::optimizer_step_result optimizer_step(double clip_grad, bool count_zeros);
   /// The L2 norm of all parameters of the model (every rank gets it).

@@ -18,6 +18,7 @@
 #include "model/optimizer_adam.hpp"
 #include "tensor/half_float.hpp"
 #include "training/checkpoint_state.hpp"
+#include "training/distrib_optim_file.hpp"
 
 namespace mactor::training {
 namespace {
@@ -184,8 +185,10 @@ pickle_value torch_state_dict(const config::megatron_args& a, parallel_context& 
   auto& chunks = engine.chunks();
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     auto model = pickle_value::dict(true);
+    // A 16-bit model saves its weights (main parameters of other ranks' shards are stale here).
+    const auto weights = engine.main_params().separate() ? engine.main_params().model_values(c) : std::vector<float>();
     for (const auto& p : chunks[c].parameters()) {
-      const float* v = engine.main_params().values(c) + p.offset;
+      const float* v = (weights.empty() ? engine.main_params().values(c) : weights.data()) + p.offset;
       // Megatron's last stage holds the tied embedding as its output layer's weight.
       const std::string key = is_shared_copy(chunks[c], p) ? "output_layer.weight" : p.name;
       model.set(key, pickle_value::of_tensor(make_tensor(v, p.numel, local_shape(p, tp), chunks[c].dtype())));
@@ -193,7 +196,9 @@ pickle_value torch_state_dict(const config::megatron_args& a, parallel_context& 
     root.set(model_key(chunks.size(), c), std::move(model));
   }
   if (!a.checkpointing.no_save_optim.value_or(false)) {
-    root.set("optimizer", optimizer_dict(a, engine, tp));
+    // The distributed optimizer's per-parameter state goes to distrib_optim.pt.
+    root.set("optimizer", a.distributed.use_distributed_optimizer ? distributed_optimizer_dict(a, engine)
+                                                                  : optimizer_dict(a, engine, tp));
     root.set("opt_param_scheduler", from_json(scheduler_json(scheduler.state())));
   }
   // Dropout masks and data order derive from (--seed, sample index): the position is the whole
@@ -210,10 +215,17 @@ checkpoint::rank_state capture_torch_checkpoint(const config::megatron_args& a, 
                                                 stage_engine& engine, const model::lr_scheduler& scheduler,
                                                 const training_position& at, std::int64_t padded_vocab_size) {
   checkpoint::rank_state state;
-  state.file.emplace();
-  if (ctx.dp_rank() != 0) return state;  // the data-parallel replicas of rank 0 hold the same state
-  state.file->first = checkpoint::torch_rank_file(ctx.tp_rank(), ctx.pp_rank(), ctx.groups().pp() > 1);
-  state.file->second = checkpoint::torch_save_bytes(torch_state_dict(a, ctx, engine, scheduler, at, padded_vocab_size));
+  state.files.emplace();
+  const std::string file = checkpoint::torch_rank_file(ctx.tp_rank(), ctx.pp_rank(), ctx.groups().pp() > 1);
+  // Collective over the shard group, so every rank gathers before any returns.
+  std::optional<pickle_value> distrib_optim;
+  if (a.distributed.use_distributed_optimizer && !a.checkpointing.no_save_optim.value_or(false))
+    distrib_optim = distrib_optim_state(a, ctx, engine);
+  // The data- and context-parallel replicas of the first hold the same model.
+  if (ctx.dp_rank() != 0 || ctx.cp_rank() != 0) return state;
+  state.files->emplace_back(file, checkpoint::torch_save_bytes(torch_state_dict(a, ctx, engine, scheduler, at, padded_vocab_size)));
+  if (distrib_optim)
+    state.files->emplace_back(checkpoint::torch_distrib_optim_file(file), checkpoint::torch_save_bytes(*distrib_optim));
   return state;
 }
 
@@ -309,6 +321,21 @@ void load_optimizer(const pickle_value& root, stage_engine& engine, int tp, cons
   }
 }
 
+// --use-distributed-optimizer: the model file's param groups and its distrib_optim.pt.
+void load_distributed_optimizer(const pickle_value& root, const config::megatron_args& a, stage_engine& engine,
+                                const std::filesystem::path& file, const std::string& where) {
+  const pickle_value* o = root.find("optimizer");
+  if (!o) throw checkpoint_error(where + " holds no optimizer state (saved with --no-save-optim?); pass --no-load-optim to load the model alone");
+  if (const pickle_value* inner = o->find("optimizer"); inner && inner->find("state"))
+    throw checkpoint_error(where + " was saved without --use-distributed-optimizer (its optimizer state is in the "
+                           "model file, not in distrib_optim.pt); drop --use-distributed-optimizer or pass --no-load-optim");
+  const auto optim_file = file.parent_path() / "distrib_optim.pt";
+  if (!std::filesystem::exists(optim_file))
+    throw checkpoint_error(optim_file.string() + " is missing: the checkpoint holds no distributed optimizer state; "
+                           "pass --no-load-optim to load the model alone");
+  load_distrib_optim(checkpoint::torch_load(optim_file), *o, a, engine, optim_file.string());
+}
+
 }  // namespace
 
 loaded_checkpoint load_torch_checkpoint(const config::megatron_args& a, parallel_context& ctx, stage_engine& engine,
@@ -349,7 +376,13 @@ loaded_checkpoint load_torch_checkpoint(const config::megatron_args& a, parallel
   }
   const bool load_optim = !finetune && !a.checkpointing.no_load_optim.value_or(false);
   if (load_optim) {
-    load_optimizer(root, engine, tp, where);  // a 16-bit model's fp32 main parameters too
+    if (a.distributed.use_distributed_optimizer)
+      load_distributed_optimizer(root, a, engine, file, where);
+    else if (std::filesystem::exists(file.parent_path() / "distrib_optim.pt"))
+      throw checkpoint_error(where + " was saved with --use-distributed-optimizer (its optimizer state is in "
+                             "distrib_optim.pt); pass --use-distributed-optimizer, or --no-load-optim to load the model alone");
+    else
+      load_optimizer(root, engine, tp, where);  // a 16-bit model's fp32 main parameters too
     const pickle_value* sched = root.find("opt_param_scheduler");
     if (!sched) throw checkpoint_error(where + " has no LR scheduler state; pass --no-load-optim to start the schedule anew");
     try {

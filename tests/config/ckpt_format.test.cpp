@@ -1,6 +1,6 @@
-// --ckpt-format torch and --auto-detect-ckpt-format: accepted, and the combinations mactor's torch
-// format does not write (the distributed optimizer's distrib_optim.pt, expert parallelism) refused
-// naming the flags and the alternative.
+// --ckpt-format torch and --auto-detect-ckpt-format: accepted (with the distributed optimizer
+// too), and the combinations the torch format does not write (SGD's state in distrib_optim.pt,
+// expert parallelism) refused naming the flags and the alternative.
 #include <catch2/catch.hpp>
 
 #include "config/flag_status.hpp"
@@ -19,11 +19,12 @@ TEST_CASE("ckpt-format torch and auto-detect-ckpt-format are implemented") {
   CHECK(with_base({"--ckpt-format", "torch", "--auto-detect-ckpt-format"}).report.ok());
 }
 
-TEST_CASE("ckpt-format torch with the distributed optimizer or expert parallelism is refused") {
+TEST_CASE("ckpt-format torch with the distributed optimizer and SGD, or expert parallelism, is refused") {
   auto support = [](std::vector<std::string> words) { return check_support(parse_command_line(words, "pretrain_gpt").args); };
-  const auto dist = support({"--ckpt-format", "torch", "--use-distributed-optimizer"});
+  CHECK(support({"--ckpt-format", "torch", "--use-distributed-optimizer"}).errors.empty());
+  const auto dist = support({"--ckpt-format", "torch", "--use-distributed-optimizer", "--optimizer", "sgd"});
   REQUIRE(dist.errors.size() == 1);
-  CHECK(dist.errors[0].find("--ckpt-format torch with --use-distributed-optimizer is recognized but not implemented") == 0);
+  CHECK(dist.errors[0].find("--ckpt-format torch with --use-distributed-optimizer saves Adam's state only") == 0);
   CHECK(dist.errors[0].find("use --ckpt-format torch_dist") != std::string::npos);
   CHECK(support({"--use-distributed-optimizer"}).errors.empty());
   CHECK(support({"--ckpt-format", "torch"}).errors.empty());

@@ -11,7 +11,13 @@
   (tolerance 0), exit 16;
 - a real NaN loss: rejected and reproduced, exit 16; with --rerun-mode disabled Megatron's
   RuntimeError (exit 1); with --no-check-for-nan-in-loss-and-grad the job runs to its end;
-- --rerun-mode disabled ignores injected errors; report_stats is refused with exit 2.
+- --rerun-mode disabled ignores injected errors; report_stats is refused with exit 2;
+- --check-for-large-grads (Megatron's check_grads): on one rank the bucket is the whole gradient
+  buffer, so the logged max of its first 100 norms (iterations 2-101; the first is not validated)
+  is the largest logged grad norm of those iterations, a norm measured by the gradient clipping;
+  with two data-parallel replicas and one bucket per parameter (--overlap-grad-reduce
+  --ddp-bucket-size 1) the huge step of the spike above makes iteration 3's grads rejected,
+  rerun and reproduced (exit 16); without the flag they are not checked.
 
 usage: rerun_launch_check.py MACTOR PRETRAIN_GPT WORK_DIR
 """
@@ -44,6 +50,43 @@ def run(name, extra):
     args = [a.replace("DIR", d) for a in BASE + extra]
     p = subprocess.run([MACTOR, "-np", "2", "--oversubscribe", PRETRAIN] + args, capture_output=True, text=True, timeout=600)
     return p, d
+
+
+def run_unpiped(name, ranks, extra):
+    """BASE without its pipeline split, on `ranks` data-parallel replicas."""
+    d = os.path.join(WORK, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    base = " ".join(BASE).replace("--pipeline-model-parallel-size 2", "").split()
+    args = [a.replace("DIR", d) for a in base + extra]
+    p = subprocess.run([MACTOR, "-np", str(ranks), "--oversubscribe", PRETRAIN] + args, capture_output=True, text=True,
+                       timeout=600)
+    return p, d
+
+
+def large_grads():
+    p, _ = run_unpiped("large_grads_values", 1, ["--check-for-large-grads", "--clip-grad", "100", "--train-iters", "102"])
+    out = p.stdout + p.stderr
+    norms = {int(i): float(g) for i, g in re.findall(r"iteration +(\d+)/.*?grad norm: ([0-9.]+)", p.stdout)}
+    maxima = re.findall(r"Max value for grads: ([0-9.eE+-]+)", out)
+    check(p.returncode == 0 and len(norms) == 102, f"large grads: 102 iterations train, exit {p.returncode}")
+    want = max(norms[i] for i in range(2, 102)) if len(norms) == 102 else None
+    check(len(maxima) == 1 and want is not None and abs(float(maxima[0]) - want) <= 5e-4,
+          f"large grads: the max of the first 100 bucket norms {maxima} is the largest grad norm of iterations 2-101 ({want})")
+    spike = ["--global-batch-size", "4", "--num-layers", "8", "--lr", "2000", "--lr-warmup-iters", "2",
+             "--lr-decay-style", "constant", "--clip-grad", "0", "--overlap-grad-reduce", "--ddp-bucket-size", "1",
+             "--result-rejected-tracker-filename", "DIR/tracker.txt"]
+    p, d = run_unpiped("large_grads_spike", 2, spike + ["--check-for-large-grads"])
+    out = p.stdout + p.stderr
+    message = "found unexpected large grads in bucket #0 in backward pass before data-parallel communication collective"
+    check(p.returncode == 16 and message in out, f"large grads: iteration 3's grads rejected and reproduced, exit {p.returncode}")
+    check(out.count("Max value for grads:") == 2, "large grads: each rank logs its max")
+    rows = tracker_lines(os.path.join(d, "tracker.txt"))
+    check(sorted(rows) == [(0, 3, "FIRST_RERUN_REPRODUCIBLE"), (0, 3, "INITIAL_RUN"), (1, 3, "FIRST_RERUN_REPRODUCIBLE"),
+                           (1, 3, "INITIAL_RUN")], f"large grads: tracker rows {rows}")
+    p, _ = run_unpiped("large_grads_unchecked", 2, spike)
+    out = p.stdout + p.stderr
+    check("large grads" not in out and "Max value for grads" not in out, "large grads: unchecked without the flag")
 
 
 def logged_iterations(out):
@@ -127,6 +170,7 @@ def main():
     p, _ = run("disabled", ["--rerun-mode", "disabled", "--error-injection-rate", "1"])
     check(p.returncode == 0 and logged_iterations(p.stdout) == [1, 2, 3, 4], f"disabled: injection ignored, exit {p.returncode}")
     check("Result validation enabled" not in p.stderr, "disabled: no validation line")
+    large_grads()
     p, _ = run("report_stats", ["--rerun-mode", "report_stats"])
     check(p.returncode == 2 and "--rerun-mode report_stats is recognized but not implemented" in p.stderr,
           f"report_stats: refused, exit {p.returncode}")

@@ -143,7 +143,30 @@ TEST_CASE("auto-detected checkpoint formats: either format loads and a checkpoin
   }
 }
 
-TEST_CASE("torch-format checkpoints with the distributed optimizer are refused") {
-  const auto r = launch(1, model_flags() + " --ckpt-format torch --use-distributed-optimizer", 2);
-  CHECK(r.err.find("--ckpt-format torch with --use-distributed-optimizer is recognized but not implemented") != std::string::npos);
+TEST_CASE("torch-format checkpoints with the distributed optimizer: distrib_optim.pt in Megatron's layout, exact resumes") {
+  const std::string options = " --ckpt-format torch --use-distributed-optimizer";
+  SECTION("PP2 x DP2 in bf16: saved at iteration 3 and resumed, it equals the uninterrupted run bitwise") {
+    check_exact_resume(4, model_flags() + options + " --pipeline-model-parallel-size 2 --bf16", "distopt_pp2");
+  }
+  SECTION("TP2 x DP2: each rank's world tensors hold its slices of the torch_dist run's, in Megatron's buffer order") {
+    const std::string flags = model_flags() + options + " --tensor-model-parallel-size 2 --swiglu";
+    const auto torch_dir = scratch("distopt_torch"), dist_dir = scratch("distopt_dist");
+    const std::string three = " --save-interval 3 --exit-interval 3";
+    launch(4, flags + " --save " + torch_dir.string() + three);
+    std::string dist_flags = flags;
+    dist_flags.replace(dist_flags.find("--ckpt-format torch"), 19, "--ckpt-format torch_dist");
+    launch(4, dist_flags + " --save " + dist_dir.string() + three);
+    CHECK(fs::exists(torch_dir / "iter_0000003/mp_rank_01/distrib_optim.pt"));
+    reference("distrib " + torch_dir.string() + " 3 " + dist_dir.string() + " 3");
+    SECTION("without --use-distributed-optimizer its optimizer state is refused naming the flag") {
+      std::string plain = flags;
+      plain.erase(plain.find(" --use-distributed-optimizer"), 28);
+      const auto r = launch(2, plain + " --load " + torch_dir.string() + " --exit-interval 4", 2);
+      CHECK(r.err.find("was saved with --use-distributed-optimizer") != std::string::npos);
+    }
+  }
+  SECTION("with SGD it is refused: distrib_optim.pt holds Adam's state") {
+    const auto r = launch(1, model_flags() + options + " --optimizer sgd", 2);
+    CHECK(r.err.find("--ckpt-format torch with --use-distributed-optimizer saves Adam's state only") != std::string::npos);
+  }
 }

@@ -7,6 +7,14 @@
       files, read here directly): each local tensor must be this rank's tensor-parallel slice
       (rows, columns, SwiGLU [gate; up] halves, or the whole tensor); also iteration, consumed
       samples, the LR scheduler state and the dtype.
+  distrib <torch_dir> <torch_iteration> <dist_dir> <dist_iteration>
+      --use-distributed-optimizer: torch.load each rank's distrib_optim.pt and check it is what
+      Megatron's DistributedOptimizer.save_parameter_state writes: per gradient buffer (one per
+      model chunk) the fp32 'param', 'exp_avg' and 'exp_avg_sq' world tensors in the layout of
+      Megatron's _ParamAndGradBuffer (simulated here from the model's parameters: reverse order,
+      64-aligned starts, a bucket of its own for the tied embedding across stages, buckets padded
+      to lcm(dp, 128) and the padding dropped), each parameter's run equal to this rank's slice of
+      the torch_dist run's tensors; the model file's optimizer holds param groups with 'step' only.
   same <dir_a> <dir_b> <iteration>
       two torch-format checkpoints hold identical tensors (model and optimizer) and positions.
   megatron <template_dir> <out_dir> <iteration> <seed>
@@ -19,6 +27,7 @@ import argparse
 import collections
 import glob
 import json
+import math
 import os
 import random
 import re
@@ -47,11 +56,16 @@ def dist_tensors(root, iteration):
     for name, t in meta["tensors"].items():
         full = np.zeros(t["global_shape"], dtype=np.float32)
         for p in t["pieces"]:
-            assert p["flat_range"] is None, "compare needs a non-distributed optimizer checkpoint"
             with open(os.path.join(d, p["file"]), "rb") as f:
                 f.seek(p["byte_offset"])
-                data = np.frombuffer(f.read(p["length"]), dtype="<f4").reshape(p["shape"])
-            full[tuple(slice(o, o + s) for o, s in zip(p["offset"], p["shape"]))] = data
+                data = np.frombuffer(f.read(p["length"]), dtype="<f4")
+            where = tuple(slice(o, o + s) for o, s in zip(p["offset"], p["shape"]))
+            if p["flat_range"] is None:
+                full[where] = data.reshape(p["shape"])
+            else:  # a distributed-optimizer range of the slice's flattened elements
+                block = full[where].copy().reshape(-1)
+                block[p["flat_range"][0]:p["flat_range"][1]] = data
+                full[where] = block.reshape(p["shape"])
         out[name] = torch.from_numpy(full)
     return out, common
 
@@ -121,6 +135,81 @@ def compare(torch_dir, iteration, dist_dir, dist_iteration, model_only):
     print("compared %d tensors of %d files" % (len(checked), len(files)))
 
 
+def megatron_buffer(model, shared, dp):
+    """name -> offset in the world tensors, and their length: Megatron's _ParamAndGradBuffer
+    index bookkeeping with the distributed optimizer, then its buckets' padding dropped."""
+    divisor = math.lcm(dp, 128)
+    index, bucket_start, in_bucket, buckets, where = 0, 0, [], [], {}
+
+    def close(end):
+        nonlocal bucket_start, in_bucket
+        buckets.append((bucket_start, end, in_bucket))
+        bucket_start = -(-end // divisor) * divisor
+        in_bucket = []
+        return bucket_start
+
+    for name in reversed(list(model)):
+        index = -(-index // 64) * 64
+        if shared(name) and in_bucket:
+            index = close(index)
+        where[name] = index
+        in_bucket.append(name)
+        index += model[name].numel()
+        if shared(name):
+            index = close(index)
+    if in_bucket:
+        close(index)
+    offsets, world = {}, 0
+    for start, end, names in buckets:
+        for name in names:
+            offsets[name] = world + where[name] - start
+        world += end - start
+    return offsets, world
+
+
+def distrib(torch_dir, iteration, dist_dir, dist_iteration):
+    files = torch_files(torch_dir, iteration)
+    full, common = dist_tensors(dist_dir, dist_iteration)
+    tp = 1 + max(t for t, _ in files)
+    checked = 0
+    for (t, p), sd in files.items():
+        args = sd["args"]
+        assert args.use_distributed_optimizer
+        name = "mp_rank_%02d" % t if args.pipeline_model_parallel_size == 1 else "mp_rank_%02d_%03d" % (t, p)
+        optim = torch.load(os.path.join(torch_dir, "iter_%07d" % iteration, name, "distrib_optim.pt"),
+                           map_location="cpu", weights_only=False)
+        assert optim["buckets_coalesced"] is True
+        opt = sd["optimizer"]["optimizer"]
+        assert "state" not in opt and opt["param_groups"], opt.keys()
+        for g in opt["param_groups"]:
+            assert g["step"] == common["optimizer"]["step"], (g["step"], common["optimizer"]["step"])
+        param_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32
+        tied = args.pipeline_model_parallel_size > 1 and not args.untie_embeddings_and_output_weights
+        shared = lambda n: tied and n in ("embedding.word_embeddings.weight", "output_layer.weight")
+        models = model_dicts(sd)
+        assert sorted(k for k in optim if k != "buckets_coalesced") == list(range(len(models)))
+        for g, model in enumerate(models):
+            model = collections.OrderedDict((k, v) for k, v in model.items() if not k.endswith("_extra_state"))
+            (key, buf), = optim[g].items()
+            assert key == (param_dtype, torch.float32), key
+            offsets, numel = megatron_buffer(model, shared, args.data_parallel_size)
+            assert buf["numel_unpadded"] == numel, (buf["numel_unpadded"], numel)
+            covered = torch.zeros(numel, dtype=torch.bool)
+            for n, local in model.items():
+                ref = "embedding.word_embeddings.weight" if n == "output_layer.weight" and n not in full else n
+                o = offsets[n]
+                covered[o:o + local.numel()] = True
+                for kind, want in (("param", full[ref]), ("exp_avg", full["optimizer.state.exp_avg." + ref]),
+                                   ("exp_avg_sq", full["optimizer.state.exp_avg_sq." + ref])):
+                    got = buf[kind][o:o + local.numel()].reshape(local.shape)
+                    assert buf[kind].dtype == torch.float32 and buf[kind].numel() == numel
+                    assert is_slice(got, want, t, tp), "%s of %s, mp_rank %d/%d, buffer %d" % (kind, n, t, p, g)
+                    checked += 1
+            for kind in ("param", "exp_avg", "exp_avg_sq"):  # the 64-alignment gaps are zeros
+                assert torch.count_nonzero(buf[kind][~covered]) == 0, kind
+    print("checked %d world-tensor runs of %d files" % (checked, len(files)))
+
+
 def same(a, b, iteration):
     fa, fb = torch_files(a, iteration), torch_files(b, iteration)
     assert fa.keys() == fb.keys()
@@ -147,6 +236,9 @@ def same(a, b, iteration):
                 k for k in fa[key] if str(k).startswith("model")):
             walk(fa[key][part], fb[key][part], part)
         assert fa[key]["args"].consumed_train_samples == fb[key]["args"].consumed_train_samples
+    for f in sorted(glob.glob(os.path.join(a, "iter_%07d" % iteration, "mp_rank_*", "distrib_optim.pt"))):
+        other = os.path.join(b, os.path.relpath(f, a))
+        walk(torch.load(f, weights_only=False), torch.load(other, weights_only=False), os.path.relpath(f, a))
     print("identical: %d tensors" % n)
 
 
@@ -195,6 +287,8 @@ if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "compare":
         compare(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), "--model-only" in sys.argv)
+    elif cmd == "distrib":
+        distrib(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]))
     elif cmd == "same":
         same(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif cmd == "megatron":
