@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Independent reference for tests/checkpoint/hf_export.test.cpp: loads each exported folder with
-PyPI transformers (GPT2LMHeadModel / LlamaForCausalLM.from_pretrained) and checks its tensors with
+"""Independent reference for tests/checkpoint/hf_export.test.cpp and hf_mixtral.test.cpp: loads each exported folder with
+PyPI transformers (GPT2LMHeadModel / LlamaForCausalLM / MixtralForCausalLM .from_pretrained) and checks its tensors with
 PyPI safetensors (safetensors.torch.load_file), then computes the masked cross-entropy sum on the
 case's batch.
 
 Usage: hf_reference.py CASES.json OUT.json
-CASES: [{"hf_dir": ..., "architecture": "GPT2LMHeadModel"|"LlamaForCausalLM", "tokens": [[...]],
+CASES: [{"hf_dir": ..., "architecture": "GPT2LMHeadModel"|"LlamaForCausalLM"|"MixtralForCausalLM", "tokens": [[...]],
          "labels": [[...]], "loss_mask": [[...]]}, ...]
 OUT:   [{"loss_sum": float, "num_tokens": float, "tensors": int}, ...]"""
 import json

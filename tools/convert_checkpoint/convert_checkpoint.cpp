@@ -1,5 +1,5 @@
 // convert_checkpoint: a mactor (Megatron torch_dist-style) checkpoint to a Hugging Face folder
-// (model.safetensors + config.json, GPT2LMHeadModel or LlamaForCausalLM) and back.
+// (model.safetensors + config.json, GPT2LMHeadModel, LlamaForCausalLM or MixtralForCausalLM) and back.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,11 +24,13 @@ namespace {
 
 constexpr const char* usage =
     "usage: convert_checkpoint to-hf --load DIR [--ckpt-step N] --out HF_DIR\n"
-    "       convert_checkpoint from-hf --hf HF_DIR --save DIR [--iteration N]\n"
+    "       convert_checkpoint from-hf --hf HF_DIR --save DIR [--iteration N] [--moe-grouped-gemm]\n"
     "to-hf reads the model from the common document's \"args\" (GPT-2 style: LayerNorm, learned\n"
-    "positions, GeLU -> GPT2LMHeadModel; Llama style: RMSNorm, rope, SwiGLU -> LlamaForCausalLM) and\n"
-    "writes model.safetensors + config.json with vocab_size = padded_vocab_size.\n"
-    "from-hf writes a 1-rank checkpoint of the model weights (no optimizer state) for --finetune.\n";
+    "positions, GeLU -> GPT2LMHeadModel; Llama style: RMSNorm, rope, SwiGLU -> LlamaForCausalLM, or\n"
+    "with every layer MoE (softmax top-k routing) -> MixtralForCausalLM) and writes\n"
+    "model.safetensors + config.json with vocab_size = padded_vocab_size.\n"
+    "from-hf writes a 1-rank checkpoint of the model weights (no optimizer state) for --finetune;\n"
+    "--moe-grouped-gemm names a Mixtral's experts as --moe-grouped-gemm does (linear_fc1.weight<e>).\n";
 
 struct usage_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
@@ -38,6 +40,11 @@ std::map<std::string, std::string> parse_flags(int argc, char** argv) {
   std::map<std::string, std::string> flags;
   for (int i = 2; i < argc; i += 2) {
     const std::string key = argv[i];
+    if (key == "--moe-grouped-gemm") {  // the one switch without a value
+      flags[key] = "true";
+      --i;
+      continue;
+    }
     if (key.rfind("--", 0) != 0 || i + 1 >= argc)
       throw usage_error("expected --flag VALUE pairs after the command, got \"" + key + "\"");
     flags[key] = argv[i + 1];
@@ -70,6 +77,12 @@ void reject_unknown(const std::map<std::string, std::string>& flags) {
   if (!flags.empty()) throw usage_error("unknown flag " + flags.begin()->first);
 }
 
+const char* architecture(cv::hf_family f) {
+  return f == cv::hf_family::gpt2    ? "GPT2LMHeadModel"
+         : f == cv::hf_family::llama ? "LlamaForCausalLM"
+                                     : "MixtralForCausalLM";
+}
+
 int to_hf(std::map<std::string, std::string> flags) {
   const std::string load = take(flags, "--load", true), out = take(flags, "--out", true);
   const std::string step = take(flags, "--ckpt-step", false);
@@ -93,7 +106,7 @@ int to_hf(std::map<std::string, std::string> flags) {
   cv::write_safetensors((fs::path(out) / "model.safetensors").string(), hf);
   std::ofstream(fs::path(out) / "config.json") << cv::hf_config_json(args).dump(2) << "\n";
   std::cout << "converted iteration " << reader.iteration() << " ("
-            << (args.family == cv::hf_family::gpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM") << ", "
+            << architecture(args.family) << ", "
             << hf.size() << " tensors) to " << out << "\n";
   return 0;
 }
@@ -119,6 +132,7 @@ cv::tensor_map read_hf_weights(const fs::path& dir) {
 int from_hf(std::map<std::string, std::string> flags) {
   const fs::path hf_dir = take(flags, "--hf", true);
   const std::string save = take(flags, "--save", true), it = take(flags, "--iteration", false);
+  const bool grouped_gemm = !take(flags, "--moe-grouped-gemm", false).empty();
   reject_unknown(flags);
   const std::int64_t iteration = it.empty() ? 0 : to_int("--iteration", it);
   std::ifstream config_in(hf_dir / "config.json");
@@ -126,7 +140,10 @@ int from_hf(std::map<std::string, std::string> flags) {
   const auto config = nlohmann::json::parse(config_in, nullptr, false);
   if (config.is_discarded())
     throw std::invalid_argument((hf_dir / "config.json").string() + " is not valid JSON");
-  const cv::model_args args = cv::args_from_hf_config(config);
+  cv::model_args args = cv::args_from_hf_config(config);
+  if (grouped_gemm && args.family != cv::hf_family::mixtral)
+    throw usage_error("--moe-grouped-gemm is for a MixtralForCausalLM (model_type mixtral) folder");
+  args.moe_grouped_gemm = grouped_gemm;
   const cv::tensor_map megatron = cv::hf_to_megatron(args, read_hf_weights(hf_dir));
   ck::rank_state state;
   for (const auto& [name, t] : megatron) state.pieces.push_back(ck::whole_tensor(name, t.shape, t.data));

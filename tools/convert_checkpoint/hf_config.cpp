@@ -1,6 +1,8 @@
 // model_args <-> Megatron args / Hugging Face GPT2Config and LlamaConfig.
 #include "tools/convert_checkpoint/hf_config.hpp"
 
+#include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -17,6 +19,71 @@ std::string join(const std::vector<std::string>& errors, const std::string& head
   std::string s = head;
   for (const auto& e : errors) s += "\n  " + e;
   return s;
+}
+
+// Every layer a MoE layer: --moe-layer-freq 1, or a list of ones.
+bool every_layer_moe(const nlohmann::json& args, int num_layers) {
+  auto it = args.find("moe_layer_freq");
+  if (it == args.end() || it->is_null()) return true;
+  if (it->is_number_integer()) return it->get<int>() == 1;
+  if (!it->is_array() || int(it->size()) != num_layers) return false;
+  for (const auto& v : *it)
+    if (!v.is_number_integer() || v.get<int>() != 1) return false;
+  return true;
+}
+
+// A number, or a one-element list (Megatron's nargs='+' flags); nullopt for a longer list.
+std::optional<double> one_number(const nlohmann::json& args, const char* key, double fallback) {
+  auto it = args.find(key);
+  if (it == args.end() || it->is_null()) return fallback;
+  if (it->is_number()) return it->get<double>();
+  if (it->is_array() && it->size() == 1 && (*it)[0].is_number()) return (*it)[0].get<double>();
+  return std::nullopt;
+}
+
+// MixtralForCausalLM routes softmax(all logits) -> top-k -> renormalized over the k, which is
+// Megatron's default softmax over the top-k logits. Every other routing (or a MoE layer with more
+// than the routed SwiGLU experts) computes something else and is refused.
+void moe_from_megatron(const nlohmann::json& args, model_args& a, std::vector<std::string>& errors) {
+  a.num_experts = get_or<int>(args, "num_experts", 0);
+  a.moe_router_topk = get_or<int>(args, "moe_router_topk", 2);
+  a.moe_ffn_hidden_size = get_or<int>(args, "moe_ffn_hidden_size", a.ffn_hidden_size);
+  a.moe_grouped_gemm = get_or<bool>(args, "moe_grouped_gemm", false);
+  const std::string why = " (MixtralForCausalLM cannot express it)";
+  if (a.family != hf_family::llama)
+    errors.push_back("MoE is convertible only as MixtralForCausalLM, which needs the Llama style "
+                     "(RMSNorm, rope, swiglu)");
+  if (!every_layer_moe(args, a.num_layers))
+    errors.push_back("moe_layer_freq makes some layers dense; MixtralForCausalLM needs every layer MoE "
+                     "(moe_layer_freq 1)");
+  if (a.moe_router_topk < 1 || a.moe_router_topk > a.num_experts)
+    errors.push_back("moe_router_topk must lie in [1, num_experts]");
+  if (get_or<std::string>(args, "moe_router_score_function", "softmax") != "softmax")
+    errors.push_back("moe_router_score_function other than softmax" + why);
+  if (get_or<bool>(args, "moe_router_pre_softmax", false) && a.moe_router_topk != a.num_experts)
+    errors.push_back("moe_router_pre_softmax weights the top k by the softmax over all experts without "
+                     "renormalizing; Mixtral renormalizes over the k" + why);
+  if (const double s = get_or<double>(args, "moe_router_topk_scaling_factor", 1.0); s != 1.0)
+    errors.push_back("moe_router_topk_scaling_factor " + std::to_string(s) + why);
+  if (get_or<int>(args, "moe_router_num_groups", 0) > 0 || get_or<int>(args, "moe_router_group_topk", 0) > 0)
+    errors.push_back("group-limited routing (moe_router_num_groups, moe_router_group_topk)" + why);
+  if (get_or<bool>(args, "moe_router_enable_expert_bias", false))
+    errors.push_back("moe_router_enable_expert_bias (the expert bias in the top-k choice)" + why);
+  if (get_or<int>(args, "moe_shared_expert_intermediate_size", 0) > 0)
+    errors.push_back("shared experts (moe_shared_expert_intermediate_size)" + why);
+  if (!get_or<nlohmann::json>(args, "moe_expert_capacity_factor", nullptr).is_null())
+    errors.push_back("moe_expert_capacity_factor (token dropping)" + why);
+  if (get_or<bool>(args, "moe_apply_probs_on_input", false))
+    errors.push_back("moe_apply_probs_on_input (probabilities applied before the experts)" + why);
+  if (get_or<bool>(args, "moe_router_force_load_balancing", false))
+    errors.push_back("moe_router_force_load_balancing (random routing)" + why);
+  if (!get_or<nlohmann::json>(args, "moe_input_jitter_eps", nullptr).is_null())
+    errors.push_back("moe_input_jitter_eps (Mixtral's router_jitter_noise also scales the experts' input)" + why);
+  if (a.add_bias_linear || a.add_qkv_bias)
+    errors.push_back("biases (add_bias_linear, add_qkv_bias): MixtralForCausalLM has none");
+  if (const auto c = one_number(args, "moe_aux_loss_coeff", 0.0)) a.moe_aux_loss_coeff = *c;
+  else errors.push_back("moe_aux_loss_coeff has several values (one per load-balancing type)" + why);
+  if (errors.empty()) a.family = hf_family::mixtral;
 }
 
 }  // namespace
@@ -70,8 +137,9 @@ model_args args_from_megatron(const nlohmann::json& args) {
     errors.push_back("rotary_percent != 1 has no LlamaForCausalLM equivalent");
   if (get_or<bool>(args, "rotary_interleaved", false))
     errors.push_back("rotary_interleaved has no LlamaForCausalLM equivalent");
-  if (get_or<bool>(args, "squared_relu", false) || get_or<int>(args, "num_experts", 0) > 0)
-    errors.push_back("squared_relu and MoE (num_experts) are not convertible");
+  if (get_or<bool>(args, "squared_relu", false))
+    errors.push_back("squared_relu is not convertible");
+  if (get_or<int>(args, "num_experts", 0) > 0) moe_from_megatron(args, a, errors);
   if (get_or<bool>(args, "multi_latent_attention", false))
     errors.push_back("multi_latent_attention (MLA) has no GPT2LMHeadModel or LlamaForCausalLM equivalent");
   if (get_or<bool>(args, "quick_geglu", false))
@@ -95,8 +163,8 @@ model_args args_from_megatron(const nlohmann::json& args) {
 }
 
 nlohmann::json megatron_args_json(const model_args& a) {
-  const bool llama = a.family == hf_family::llama;
-  return {{"num_layers", a.num_layers},
+  const bool llama = a.family != hf_family::gpt2;
+  nlohmann::json j = {{"num_layers", a.num_layers},
           {"hidden_size", a.hidden_size},
           {"ffn_hidden_size", a.ffn_hidden_size},
           {"num_attention_heads", a.num_attention_heads},
@@ -118,6 +186,19 @@ nlohmann::json megatron_args_json(const model_args& a) {
           {"max_position_embeddings", a.max_position_embeddings},
           {"seq_length", a.seq_length},
           {"padded_vocab_size", a.padded_vocab_size}};
+  if (a.family == hf_family::mixtral) {
+    j["num_experts"] = a.num_experts;
+    j["moe_layer_freq"] = 1;
+    j["moe_ffn_hidden_size"] = a.moe_ffn_hidden_size;
+    j["moe_router_topk"] = a.moe_router_topk;
+    j["moe_router_pre_softmax"] = false;
+    j["moe_router_score_function"] = "softmax";
+    j["moe_router_load_balancing_type"] = "aux_loss";
+    j["moe_aux_loss_coeff"] = a.moe_aux_loss_coeff;
+    j["moe_shared_expert_intermediate_size"] = nullptr;
+    j["moe_grouped_gemm"] = a.moe_grouped_gemm;
+  }
+  return j;
 }
 
 nlohmann::json hf_config_json(const model_args& a) {
@@ -137,6 +218,29 @@ nlohmann::json hf_config_json(const model_args& a) {
             {"embd_pdrop", 0.0},
             {"attn_pdrop", 0.0},
             {"scale_attn_weights", true},
+            {"tie_word_embeddings", !a.untie_embeddings_and_output_weights},
+            {"torch_dtype", "float32"}};
+  if (a.family == hf_family::mixtral)
+    return {{"architectures", {"MixtralForCausalLM"}},
+            {"model_type", "mixtral"},
+            {"vocab_size", a.padded_vocab_size},
+            {"hidden_size", a.hidden_size},
+            {"intermediate_size", a.moe_ffn_hidden_size},
+            {"num_hidden_layers", a.num_layers},
+            {"num_attention_heads", a.num_attention_heads},
+            {"num_key_value_heads", a.num_query_groups},
+            {"head_dim", a.kv_channels},
+            {"max_position_embeddings", a.max_position_embeddings},
+            {"rms_norm_eps", a.norm_epsilon},
+            {"rope_theta", a.rotary_base},
+            {"sliding_window", nullptr},
+            {"hidden_act", "silu"},
+            {"attention_dropout", 0.0},
+            {"num_local_experts", a.num_experts},
+            {"num_experts_per_tok", a.moe_router_topk},
+            {"output_router_logits", false},
+            {"router_aux_loss_coef", a.moe_aux_loss_coeff},
+            {"router_jitter_noise", 0.0},
             {"tie_word_embeddings", !a.untie_embeddings_and_output_weights},
             {"torch_dtype", "float32"}};
   return {{"architectures", {"LlamaForCausalLM"}},
@@ -198,9 +302,39 @@ model_args args_from_hf_config(const nlohmann::json& c) {
       throw std::invalid_argument("config.json: hidden_act must be silu for Megatron's swiglu");
     if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
       throw std::invalid_argument("config.json: rope_scaling is not supported by mactor's model");
+  } else if (type == "mixtral") {
+    a.family = hf_family::mixtral;
+    a.num_layers = c.at("num_hidden_layers").get<int>();
+    a.hidden_size = c.at("hidden_size").get<int>();
+    a.num_attention_heads = c.at("num_attention_heads").get<int>();
+    a.moe_ffn_hidden_size = a.ffn_hidden_size = c.at("intermediate_size").get<int>();
+    a.kv_channels = get_or<int>(c, "head_dim", a.hidden_size / a.num_attention_heads);
+    a.num_query_groups = get_or<int>(c, "num_key_value_heads", a.num_attention_heads);
+    a.max_position_embeddings = c.at("max_position_embeddings").get<int>();
+    a.norm_epsilon = get_or<double>(c, "rms_norm_eps", 1e-5);
+    a.rotary_base = get_or<double>(c, "rope_theta", 1e6);
+    a.swiglu = true;
+    a.gelu_tanh = false;
+    a.add_bias_linear = false;
+    a.num_experts = get_or<int>(c, "num_local_experts", 8);
+    a.moe_router_topk = get_or<int>(c, "num_experts_per_tok", 2);
+    a.moe_aux_loss_coeff = get_or<double>(c, "router_aux_loss_coef", 0.001);
+    std::vector<std::string> errors;
+    if (get_or<std::string>(c, "hidden_act", "silu") != "silu")
+      errors.push_back("hidden_act must be silu for Megatron's swiglu");
+    if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
+      errors.push_back("rope_scaling is not supported by mactor's model");
+    if (c.contains("sliding_window") && !c["sliding_window"].is_null() &&
+        c["sliding_window"].get<std::int64_t>() < a.max_position_embeddings)
+      errors.push_back("sliding_window shorter than max_position_embeddings is not supported");
+    if (get_or<double>(c, "router_jitter_noise", 0.0) != 0.0)
+      errors.push_back("router_jitter_noise (noise on the experts' input) has no Megatron equivalent");
+    if (a.num_experts < 1 || a.moe_router_topk < 1 || a.moe_router_topk > a.num_experts)
+      errors.push_back("num_experts_per_tok must lie in [1, num_local_experts]");
+    if (!errors.empty()) throw std::invalid_argument(join(errors, "config.json cannot be converted:"));
   } else {
     throw std::invalid_argument("config.json: model_type \"" + type +
-                                "\" is not supported; use a gpt2 or llama model");
+                                "\" is not supported; use a gpt2, llama or mixtral model");
   }
   a.untie_embeddings_and_output_weights = !get_or<bool>(c, "tie_word_embeddings", type == "gpt2");
   a.padded_vocab_size = c.at("vocab_size").get<std::int64_t>();

@@ -8,7 +8,7 @@
 
 namespace mactor::convert {
 
-enum class hf_family { gpt2, llama };  // GPT2LMHeadModel, LlamaForCausalLM
+enum class hf_family { gpt2, llama, mixtral };  // GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM
 
 struct model_args {
   hf_family family = hf_family::gpt2;
@@ -28,18 +28,25 @@ struct model_args {
   int max_position_embeddings = 0;
   int seq_length = 0;
   std::int64_t padded_vocab_size = 0;
+  // Mixtral (every layer MoE): Megatron's --num-experts, --moe-router-topk, --moe-ffn-hidden-size,
+  // --moe-grouped-gemm (the experts' parameter names) and --moe-aux-loss-coeff.
+  int num_experts = 0;
+  int moe_router_topk = 0;
+  int moe_ffn_hidden_size = 0;
+  bool moe_grouped_gemm = false;
+  double moe_aux_loss_coeff = 0.0;
 
   bool qkv_bias() const { return add_bias_linear || add_qkv_bias; }
 };
 
 /// From the common document's "args". Throws std::invalid_argument listing every missing field and
-/// every setting neither GPT2LMHeadModel nor LlamaForCausalLM can express.
+/// every setting GPT2LMHeadModel, LlamaForCausalLM and MixtralForCausalLM cannot express.
 model_args args_from_megatron(const nlohmann::json& args);
 /// The Megatron args a from-hf checkpoint records (enough for args_from_megatron and the trainer).
 nlohmann::json megatron_args_json(const model_args& a);
 /// config.json for the family (vocab_size = padded_vocab_size).
 nlohmann::json hf_config_json(const model_args& a);
-/// From config.json ("model_type" gpt2 or llama); std::invalid_argument naming what is unsupported.
+/// From config.json ("model_type" gpt2, llama or mixtral); std::invalid_argument naming what is unsupported.
 model_args args_from_hf_config(const nlohmann::json& config);
 
 }  // namespace mactor::convert

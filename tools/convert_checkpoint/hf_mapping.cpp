@@ -100,6 +100,14 @@ void require_zero(const dense_tensor& t, const std::string& name) {
                                        "(add_bias_linear is off)");
 }
 
+// A MoE layer's expert weight: SequentialMLP's local_experts.<e>.linear_fc<n>.weight or, under
+// --moe-grouped-gemm, TEGroupedMLP's experts.linear_fc<n>.weight<e>.
+std::string expert_weight(const model_args& a, const std::string& layer_prefix, int expert, int fc) {
+  const std::string experts = layer_prefix + "mlp.experts.", linear = "linear_fc" + std::to_string(fc);
+  return a.moe_grouped_gemm ? experts + linear + ".weight" + std::to_string(expert)
+                            : experts + "local_experts." + std::to_string(expert) + "." + linear + ".weight";
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, shape_t>> megatron_parameters(const model_args& a) {
@@ -122,6 +130,14 @@ std::vector<std::pair<std::string, shape_t>> megatron_parameters(const model_arg
     p.push_back({l + "self_attention.linear_proj.weight", {h, heads * d}});
     if (a.add_bias_linear) p.push_back({l + "self_attention.linear_proj.bias", {h}});
     add_norm(l + "pre_mlp_layernorm");
+    if (a.family == hf_family::mixtral) {
+      p.push_back({l + "mlp.router.weight", {a.num_experts, h}});
+      for (int e = 0; e < a.num_experts; ++e) {
+        p.push_back({expert_weight(a, l, e, 1), {2 * std::int64_t(a.moe_ffn_hidden_size), h}});
+        p.push_back({expert_weight(a, l, e, 2), {h, a.moe_ffn_hidden_size}});
+      }
+      continue;
+    }
     p.push_back({l + "mlp.linear_fc1.weight", {fc1, h}});
     if (a.add_bias_linear) p.push_back({l + "mlp.linear_fc1.bias", {fc1}});
     p.push_back({l + "mlp.linear_fc2.weight", {h, a.ffn_hidden_size}});
@@ -188,6 +204,19 @@ tensor_map megatron_to_hf(const model_args& a, const tensor_map& m) {
         hf[o + "self_attn.v_proj.bias"] = std::move(b.v);
         hf[o + "self_attn.o_proj.bias"] =
             a.add_bias_linear ? get(l + "self_attention.linear_proj.bias") : zeros(h);
+      }
+      if (a.family == hf_family::mixtral) {
+        const std::string moe = o + "block_sparse_moe.";
+        const std::int64_t f = a.moe_ffn_hidden_size;
+        hf[moe + "gate.weight"] = get(l + "mlp.router.weight");
+        for (int e = 0; e < a.num_experts; ++e) {
+          const std::string x = moe + "experts." + std::to_string(e) + ".";
+          const auto& fc1 = get(expert_weight(a, l, e, 1));
+          hf[x + "w1.weight"] = rows(fc1, 0, f);
+          hf[x + "w3.weight"] = rows(fc1, f, 2 * f);
+          hf[x + "w2.weight"] = get(expert_weight(a, l, e, 2));
+        }
+        continue;
       }
       const auto& fc1 = get(l + "mlp.linear_fc1.weight");
       const std::int64_t f = a.ffn_hidden_size;
@@ -259,6 +288,18 @@ tensor_map hf_to_megatron(const model_args& a, const tensor_map& hf) {
         const auto& ob = get(o + "self_attn.o_proj.bias", {h});
         if (a.add_bias_linear) m[l + "self_attention.linear_proj.bias"] = ob;
         else require_zero(ob, o + "self_attn.o_proj.bias");
+      }
+      if (a.family == hf_family::mixtral) {
+        const std::string moe = o + "block_sparse_moe.";
+        const std::int64_t mf = a.moe_ffn_hidden_size;
+        m[l + "mlp.router.weight"] = get(moe + "gate.weight", {a.num_experts, h});
+        for (int e = 0; e < a.num_experts; ++e) {
+          const std::string x = moe + "experts." + std::to_string(e) + ".";
+          m[expert_weight(a, l, e, 1)] =
+              concat_rows({&get(x + "w1.weight", {mf, h}), &get(x + "w3.weight", {mf, h})});
+          m[expert_weight(a, l, e, 2)] = get(x + "w2.weight", {h, mf});
+        }
+        continue;
       }
       const auto& gate = get(o + "mlp.gate_proj.weight", {f, h});
       const auto& up = get(o + "mlp.up_proj.weight", {f, h});
