@@ -165,7 +165,7 @@ TEST_CASE("the multi-latent attention flags are implemented (with cp too), and M
   CHECK(with({"--cache-mla-latents"}).rfind("--cache-mla-latents is recognized but not implemented by mactor yet: caches", 0) == 0);
 }
 
-TEST_CASE("--fp8-param-gather is implemented for per-tensor recipes on a 16-bit model, refused by name otherwise") {
+TEST_CASE("fp8 param gather (--fp8-param-gather) is implemented for per-tensor recipes on a 16-bit model, refused by name otherwise") {
   auto errors_of = [](std::vector<std::string> words) {
     return check_support(parse_command_line(words, "pretrain_gpt").args).errors;
   };
@@ -188,7 +188,7 @@ TEST_CASE("--fp8-param-gather is implemented for per-tensor recipes on a 16-bit 
   CHECK(fp32[0].find("add --bf16") != std::string::npos);
 }
 
-TEST_CASE("--main-params-dtype fp16 is implemented, refused with --fp8-param-gather") {
+TEST_CASE("fp16 main params (--main-params-dtype fp16) are implemented, refused with --fp8-param-gather") {
   auto errors_of = [](std::vector<std::string> words) {
     return check_support(parse_command_line(words, "pretrain_gpt").args).errors;
   };

@@ -331,7 +331,7 @@ TEST_CASE("MoE token dispatcher orders the routed pairs by expert, then by token
   CHECK(d.choice_of() == std::vector<std::int64_t>{1, 3, 0, 4});
 }
 
-TEST_CASE("--moe-router-dtype fp32 computes a bf16 layer's router logits and gradients in fp32") {
+TEST_CASE("the router dtype (--moe-router-dtype fp32) computes a bf16 layer's router logits and gradients in fp32") {
   const int seq = 6, batch = 2, rows = seq * batch;
   // One fp32 draw of inputs and output gradients, rounded through bf16 so every run sees the
   // same values.

@@ -125,7 +125,7 @@ TEST_CASE("an EP2 checkpoint names experts globally and resumes under one proces
   }
 }
 
-TEST_CASE("--expert-model-parallel-size that does not divide the experts or the ranks is refused") {
+TEST_CASE("an expert-parallel size (--expert-model-parallel-size) that does not divide the experts or the ranks is refused") {
   const auto r = launch(2, moe_flags() + " --expert-model-parallel-size 3", 2);
   CHECK(r.err.find("--expert-model-parallel-size") != std::string::npos);
 }

@@ -71,7 +71,7 @@ TEST_CASE("non-persistent global checkpoints: only the newest kept, a resume tak
   mactor::checkpoint::checkpoint_reader(dir.string(), 4).verify_all();
 }
 
-TEST_CASE("non-persistent global checkpoints: a newer persistent one wins; --non-persistent-global-ckpt-dir") {
+TEST_CASE("non-persistent global checkpoints: a newer persistent one wins and --non-persistent-global-ckpt-dir places them") {
   SECTION("a persistent checkpoint newer than the non-persistent one is loaded instead") {
     const auto other = scratch("persistent_newer");
     launch(2, model_flags() + " --save " + other.string() + " --save-interval 2 --non-persistent-save-interval 3 "
