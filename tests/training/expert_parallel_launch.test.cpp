@@ -33,14 +33,6 @@ std::string moe_flags() {
          "--use-distributed-optimizer";
 }
 
-std::vector<double> logged(const std::string& log, const std::string& key) {
-  std::vector<double> v;
-  const std::regex entry("\\| " + key + ": ([-+0-9.eE]+) ");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), entry); it != std::sregex_iterator(); ++it)
-    v.push_back(std::stod((*it)[1].str()));
-  return v;
-}
-
 struct moe_run {
   logged_losses losses;
   std::vector<double> grad_norm, load_balancing_loss, z_loss;
@@ -48,8 +40,8 @@ struct moe_run {
 
 moe_run run_moe(int ranks, const std::string& flags, std::size_t evaluations = 4) {
   const auto r = launch(ranks, flags);
-  moe_run m{parse_losses(r.out), logged(r.out, "grad norm"), logged(r.out, "load_balancing_loss"),
-            logged(r.out, "z_loss")};
+  moe_run m{parse_losses(r.out), logged_values(r.out, "grad norm"), logged_values(r.out, "load_balancing_loss"),
+            logged_values(r.out, "z_loss")};
   REQUIRE(m.losses.validation.size() == evaluations);
   return m;
 }
@@ -93,9 +85,9 @@ TEST_CASE("experts over EP4 without the distributed optimizer log one process's 
   const auto a = iteration_lines(one.out), b = iteration_lines(spread.out);
   REQUIRE(a.size() == iterations);
   REQUIRE(b.size() == iterations);
-  check_same(logged(spread.out, "params norm"), logged(one.out, "params norm"), "EP4 params norm", 4, 1e-4);
-  check_same(logged(spread.out, "lm loss"), logged(one.out, "lm loss"), "EP4 lm loss", 4);
-  CHECK(logged(spread.out, "num zeros") == logged(one.out, "num zeros"));
+  check_same(logged_values(spread.out, "params norm"), logged_values(one.out, "params norm"), "EP4 params norm", 4, 1e-4);
+  check_same(logged_values(spread.out, "lm loss"), logged_values(one.out, "lm loss"), "EP4 lm loss", 4);
+  CHECK(logged_values(spread.out, "num zeros") == logged_values(one.out, "num zeros"));
 }
 
 TEST_CASE("experts over EP2 x PP2 log one process's losses") {

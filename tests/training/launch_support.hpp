@@ -57,6 +57,15 @@ inline std::filesystem::path scratch_dir(const std::string& folder, const std::s
   return dir;
 }
 
+/// Every value the log lines give a field, in order ("| key: VALUE |": z_loss, grad norm, ...).
+inline std::vector<double> logged_values(const std::string& log, const std::string& key) {
+  std::vector<double> v;
+  const std::regex entry("\\| " + key + ": ([-+0-9.eE]+) \\|");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), entry); it != std::sregex_iterator(); ++it)
+    v.push_back(std::stod((*it)[1].str()));
+  return v;
+}
+
 /// The iteration lines' numbers (timestamps and timings removed) by iteration number.
 inline std::map<int, std::string> iteration_lines(const std::string& log) {
   static const std::regex line(R"(iteration +(\d+)/ +\d+ \| consumed samples: +\d+ \| elapsed time per iteration \(ms\): [0-9.]+ \| (.*))");

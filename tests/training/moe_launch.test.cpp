@@ -32,14 +32,6 @@ struct moe_run {
   std::vector<double> z_loss, load_balancing_loss, seq_load_balancing_loss;
 };
 
-std::vector<double> logged(const std::string& log, const std::string& key) {
-  std::vector<double> v;
-  const std::regex entry("\\| " + key + ": ([-+0-9.eE]+) \\|");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), entry); it != std::sregex_iterator(); ++it)
-    v.push_back(std::stod((*it)[1].str()));
-  return v;
-}
-
 moe_run run_moe(int ranks, const std::string& flags) {
   const std::string program = bin_dir() + "/pretrain_gpt";
   const std::string command =
@@ -47,8 +39,8 @@ moe_run run_moe(int ranks, const std::string& flags) {
   const auto r = run_shell(command);
   INFO(command << "\nstdout tail:\n" << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << "\nstderr:\n" << r.err);
   REQUIRE(r.status == 0);
-  moe_run m{parse_losses(r.out), logged(r.out, "z_loss"), logged(r.out, "load_balancing_loss"),
-            logged(r.out, "seq_load_balancing_loss")};
+  moe_run m{parse_losses(r.out), logged_values(r.out, "z_loss"), logged_values(r.out, "load_balancing_loss"),
+            logged_values(r.out, "seq_load_balancing_loss")};
   REQUIRE(m.losses.train.size() == iterations);
   REQUIRE(m.losses.validation.size() == 4);
   // Megatron's order: lm loss, then the tracker's names (z_loss saved first).
