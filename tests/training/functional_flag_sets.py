@@ -97,6 +97,7 @@ def main(bin_dir, tsv, scratch):
             p = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
         except subprocess.TimeoutExpired:
             failed.append((name, "timed out after 300 s"))
+            print(f"FAILED   300 s  {ranks} rank(s)  {name}: timed out")
             continue
         not_built = re.findall(r"(--[a-z0-9-]+(?: [a-z_0-9]+)?) is recognized but not implemented", p.stderr)
         if not_built:
@@ -112,6 +113,14 @@ def main(bin_dir, tsv, scratch):
         else:
             last = (p.stderr.strip().splitlines() or ["(no stderr)"])[-1]
             failed.append((name, f"exit status {p.returncode}: {last}"))
+            # Said at once, with the run's last lines: a CI log cut short still names the failure.
+            print(f"FAILED   {time.time() - start:5.1f} s  {ranks} rank(s)  {name}: exit status {p.returncode}")
+            for line in (p.stdout.strip().splitlines()[-5:] + p.stderr.strip().splitlines()[-15:]):
+                print(f"    | {line}")
+        # Each set's checkpoints and event files are its own: drop them once it has run, so the
+        # scratch folder never holds more than one set's (all of them together pass 5 GB).
+        shutil.rmtree(os.path.join(scratch, name), ignore_errors=True)
+        shutil.rmtree(os.path.join(scratch, name + "_tb"), ignore_errors=True)
     print(f"\n{len(trained)} of {len(rows)} flag sets train; waiting for: " +
           ", ".join(f"{flag} ({n})" for flag, n in waiting.most_common()))
     for name, why in failed:
