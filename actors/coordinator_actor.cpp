@@ -2,6 +2,7 @@
 // iteration loop (start on every replica, merge, log, evaluate, decide to go on or stop), and
 // turns any rank's failure or disappearance into one job error sent to every rank.
 #include <caf/all.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -174,8 +175,29 @@ void plan_evaluations(coordinator_actor* self, bool final) {
       });
 }
 
+// --iterations-to-skip: Megatron's loop passes over an iteration whose number (the iterations
+// done so far) is listed: its batch is consumed and counted as skipped, nothing trains, logs,
+// evaluates or saves. False once training is over.
+bool skip_listed_iterations(coordinator_actor* self) {
+  auto& s = self->state;
+  const auto& skip = s.args.training.iterations_to_skip;
+  while (s.iteration < *s.args.training.train_iters &&
+         std::find(skip.begin(), skip.end(), s.iteration) != skip.end()) {
+    const std::int64_t batch = s.batches.running_global_batch_size(s.consumed);
+    s.consumed += batch;
+    s.skipped += batch;
+    ++s.iteration;
+  }
+  return s.iteration < *s.args.training.train_iters;
+}
+
 void start_iteration(coordinator_actor* self) {
   auto& s = self->state;
+  if (!skip_listed_iterations(self)) {
+    s.result.consumed_train_samples = s.consumed;
+    finish_training(self);
+    return;
+  }
   announce_batch_size(self);
   const auto now = clock_type::now();
   if (s.iteration_end) {  // evaluations and saves since the last iteration are not training time
@@ -250,6 +272,7 @@ void all_ready(coordinator_actor* self) {
                     std::to_string(s.loaded->iteration));
       s.iteration = s.loaded->iteration;
       s.consumed = s.loaded->consumed;
+      s.skipped = s.loaded->skipped;
       s.floating_point_operations = s.floating_point_operations_at_start = s.loaded->floating_point_operations;
       s.result.consumed_train_samples = s.consumed;
     } else {
@@ -380,7 +403,7 @@ void on_iteration_report(coordinator_actor* self, const training::iteration_repo
   s.result.loss_scale.push_back(m.loss_scale);
   s.result.skipped.push_back(!m.update_successful);
   s.result.consumed_train_samples = s.consumed;
-  log_iteration_record(self, log_iteration{m, s.consumed, {}, 0.0});
+  log_iteration_record(self, log_iteration{m, s.consumed, s.skipped, {}, 0.0});
   plan_evaluations(self, /*final=*/false);
 }
 

@@ -90,7 +90,7 @@ void save_then(coordinator_actor* self, std::function<void()> then, bool non_per
   s.write_seconds.assign(s.stages.size(), 0.0);
   s.after_save = std::move(then);
   broadcast(self, s.stages,
-            save_checkpoint{s.iteration, s.consumed, s.floating_point_operations, s.save_directory, non_persistent});
+            save_checkpoint{s.iteration, s.consumed, s.skipped, s.floating_point_operations, s.save_directory, non_persistent});
 }
 
 void on_checkpoint_captured(coordinator_actor* self, const checkpoint_captured& c) {

@@ -32,6 +32,7 @@ struct coordinator_state {
   int hellos = 0, stages_ready = 0;  // ranks met, stages that sent stage_ready
   bool has_valid = true, has_test = true;
   std::int64_t iteration = 0, consumed = 0;
+  std::int64_t skipped = 0;  // samples --iterations-to-skip passed over (Megatron's skipped_train_samples)
   config::microbatch_plan batches;    // each iteration's global batch (--rampup-batch-size)
   std::int64_t ramp_batch_size = 0;  // the ramp-up batch size last announced
   bool exit_signal = false;  // --exit-signal-handler: a rank got SIGTERM

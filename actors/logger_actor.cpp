@@ -64,7 +64,7 @@ caf::behavior logging(logger_actor* self, std::FILE* out, int world, std::int64_
         count(self);
         if (delay.count() > 0) std::this_thread::sleep_for(delay);
         self->state.writer->exclude_time(m.excluded_seconds);
-        self->state.writer->iteration(m.report, m.consumed, time_of(m.at));
+        self->state.writer->iteration(m.report, m.consumed, time_of(m.at), m.skipped);
       },
       [=](log_validation& m) {
         count(self);

@@ -32,6 +32,7 @@ struct stage_ready {
   bool loaded = false;                       ///< a checkpoint was loaded
   std::int64_t saved_iteration = 0;          ///< the loaded checkpoint's iteration
   std::int64_t iteration = 0, consumed = 0;  ///< where training resumes (0 with --finetune)
+  std::int64_t skipped = 0;                  ///< samples --iterations-to-skip passed over so far
   double floating_point_operations = 0;      ///< trained before (0 with --finetune)
   std::string load_directory;
 };
@@ -62,6 +63,7 @@ struct run_evaluation {
 struct save_checkpoint {
   std::int64_t iteration = 0;
   std::int64_t consumed = 0;
+  std::int64_t skipped = 0;              ///< samples --iterations-to-skip passed over (kept too)
   double floating_point_operations = 0;  ///< trained so far (the checkpoint keeps it)
   /// Where it goes: --save, or the non-persistent directory (--non-persistent-save-interval).
   std::string directory;
@@ -127,6 +129,7 @@ struct log_line {
 struct log_iteration {
   training::iteration_report report;
   std::int64_t consumed = 0;
+  std::int64_t skipped = 0;  ///< samples --iterations-to-skip passed over so far
   log_time at;
   /// Seconds since the last record sent that are not this iteration's training time (Megatron
   /// stops its interval timer while it evaluates or saves; iterations left unlogged go here too).
@@ -176,12 +179,12 @@ typename Inspector::result_type inspect(Inspector& f, hello_message& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_ready& x) {
   return f(caf::meta::type_name("mactor::stage_ready"), x.rank, x.has_valid, x.has_test, x.loaded, x.saved_iteration,
-           x.iteration, x.consumed, x.floating_point_operations, x.load_directory);
+           x.iteration, x.consumed, x.skipped, x.floating_point_operations, x.load_directory);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, save_checkpoint& x) {
-  return f(caf::meta::type_name("mactor::save_checkpoint"), x.iteration, x.consumed, x.floating_point_operations,
-           x.directory, x.non_persistent);
+  return f(caf::meta::type_name("mactor::save_checkpoint"), x.iteration, x.consumed, x.skipped,
+           x.floating_point_operations, x.directory, x.non_persistent);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_captured& x) {
@@ -222,7 +225,7 @@ typename Inspector::result_type inspect(Inspector& f, log_line& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_iteration& x) {
-  return f(caf::meta::type_name("mactor::log_iteration"), x.report, x.consumed, x.at.steady_ns, x.at.wall_ns,
+  return f(caf::meta::type_name("mactor::log_iteration"), x.report, x.consumed, x.skipped, x.at.steady_ns, x.at.wall_ns,
            x.excluded_seconds);
 }
 template <class Inspector>

@@ -100,6 +100,7 @@ void configure(stage_actor* self, training::parallel_context& ctx, config_messag
     ready.saved_iteration = loaded->saved_iteration;
     ready.iteration = loaded->position.iteration;
     ready.consumed = loaded->position.consumed_train_samples;
+    ready.skipped = loaded->position.skipped_train_samples;
     ready.floating_point_operations = loaded->position.floating_point_operations;
     ready.load_directory = loaded->directory;
   }
@@ -125,7 +126,7 @@ void begin_iteration(stage_actor* self, int rank, const run_iteration& m) {
 void capture_checkpoint(stage_actor* self, int rank, const save_checkpoint& m) {
   auto& s = self->state;
   const auto start = std::chrono::steady_clock::now();
-  auto snapshot = std::make_shared<checkpoint::rank_state>(s.worker->capture_checkpoint(m.iteration, m.consumed, m.floating_point_operations));
+  auto snapshot = std::make_shared<checkpoint::rank_state>(s.worker->capture_checkpoint(m.iteration, m.consumed, m.skipped, m.floating_point_operations));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   self->send(s.checkpointer, checkpoint_write{std::move(snapshot), m.iteration, s.coordinator, m.directory, m.non_persistent});
   self->send(s.coordinator, checkpoint_captured{rank, m.iteration, seconds});

@@ -113,6 +113,14 @@ void removed_flags(validation_context& c) {  // rule 15
             "--checkpoint-activations is no longer valid, use --recompute-activations, or, for more control, "
             "--recompute-granularity and --recompute-method");
   if (c.a.training.recompute_activations) c.a.training.recompute_granularity = "selective";
+  if (c.a.checkpointing.use_dist_ckpt_deprecated)
+    c.warn("--use-dist-ckpt is deprecated and has no effect. Use --ckpt-format to select the checkpoint format.");
+  if (c.a.checkpointing.dist_ckpt_format_deprecated)
+    c.warn("--dist-ckpt-format is deprecated and has no effect. Use --ckpt-format to select the checkpoint format.");
+  if (const auto n = c.a.distributed.ddp_num_buckets) {
+    c.require(!c.a.distributed.ddp_bucket_size, "Cannot specify both --ddp-num-buckets and --ddp-bucket-size; give one");
+    c.require(*n > 0, "--ddp-num-buckets must be greater than 0");
+  }
 }
 
 void cuda_graph_flags(validation_context& c) {  // rule 16

@@ -2,6 +2,7 @@
 // model shape, sequence length, checkpointing, fusions, recompute, MoE and feature combinations.
 #include <cstdlib>
 
+#include "config/rerun_tracker_skips.hpp"
 #include "config/validation_context.hpp"
 
 namespace mactor::config::detail {
@@ -291,6 +292,21 @@ void checkpoint_and_data(validation_context& c) {  // rules 67, 68, 72, 74, 76, 
   }
 }
 
+// Megatron appends the iterations its tracker file shows to be reproducibly wrong on one rank.
+void skips_from_tracker(validation_context& c, const std::string& tracker) {
+  const auto found = skipped_iterations_from_tracker(tracker);
+  auto list = [](const std::vector<std::int64_t>& v) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  };
+  if (!found.error.empty()) c.warn("Could not parse iterations to skip in tracker file! (" + found.error + ")");
+  c.warn("Will skip these iterations from tracker file: " + list(found.skip));
+  if (!found.ignore.empty()) c.warn("Will not skip these iterations due to multiple rank errors: " + list(found.ignore));
+  auto& skip = c.a.training.iterations_to_skip;
+  skip.insert(skip.end(), found.skip.begin(), found.skip.end());
+}
+
 void determinism_and_misc(validation_context& c) {  // rules 69, 70, 75, 77, 79-81
   const auto& t = c.a.training;
   if (t.deterministic_mode) {
@@ -302,6 +318,7 @@ void determinism_and_misc(validation_context& c) {  // rules 69, 70, 75, 77, 79-
               "NCCL_ALGO must be one of Tree, Ring, CollnetDirect, CollnetChain or ^NVLS in deterministic mode (got '" + a + "')");
   }
   if (c.a.mixed_precision.apply_query_key_layer_scaling) c.a.mixed_precision.attention_softmax_in_fp32 = true;
+  if (const auto& tracker = t.result_rejected_tracker_filename) skips_from_tracker(c, *tracker);
   const auto& i = c.a.inference;
   if (i.inference_batch_times_seqlen_threshold > -1) {
     c.require(c.a.distributed.pipeline_model_parallel_size > 1,

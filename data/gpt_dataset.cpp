@@ -39,7 +39,7 @@ void gpt_dataset_config::finalize() {
     mock = true;
     split = "1,1,1";
   } else if (!split) {
-    throw data_error("a split is required with --data-path; pass --split (e.g. 969,30,1)");
+    throw data_error("a split is required with --data-path or --data-args-path; pass --split (e.g. 969,30,1)");
   }
   if (blend && !blend->weights.empty() && blend->weights.size() != blend->prefixes.size())
     throw data_error("--data-path: " + std::to_string(blend->weights.size()) + " weights for " +

@@ -208,6 +208,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   if (ctx.rank() == 0) {
     json args = json::parse(config::to_json(a));
     args["consumed_train_samples"] = at.consumed_train_samples;
+    args["skipped_train_samples"] = at.skipped_train_samples;
     args["num_floating_point_operations_so_far"] = at.floating_point_operations;
     args["consumed_valid_samples"] = at.consumed_valid_samples;
     args["padded_vocab_size"] = padded_vocab_size;
@@ -378,6 +379,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
     const auto& args = common.value("args", json::object());
     out.position.iteration = out.saved_iteration;
     out.position.consumed_train_samples = args.value("consumed_train_samples", std::int64_t{0});
+    out.position.skipped_train_samples = args.value("skipped_train_samples", std::int64_t{0});
     out.position.floating_point_operations = args.value("num_floating_point_operations_so_far", 0.0);
     out.position.consumed_valid_samples = args.value("consumed_valid_samples", std::int64_t{0});
   }

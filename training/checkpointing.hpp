@@ -20,6 +20,7 @@ namespace mactor::training {
 struct training_position {
   std::int64_t iteration = 0;
   std::int64_t consumed_train_samples = 0;
+  std::int64_t skipped_train_samples = 0;  ///< passed over by --iterations-to-skip
   std::int64_t consumed_valid_samples = 0;
   double floating_point_operations = 0;  ///< Megatron's num_floating_point_operations_so_far
 };

@@ -16,7 +16,8 @@ int ready_event(const model::gpt_chunk& chunk, const std::string& name) {
 
 }  // namespace
 
-grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool distributed_optimizer, bool sequence_parallel) {
+grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool distributed_optimizer, bool sequence_parallel,
+                                       std::int64_t rank_parameters) {
   grad_sync_options o;
   o.distributed_optimizer = distributed_optimizer;
   o.sum_over_replicas = a.training.calculate_per_token_loss;
@@ -29,6 +30,8 @@ grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool dist
   // Megatron's default bucket: max(40M, 1M x dp) elements.
   o.bucket_size = a.distributed.ddp_bucket_size.value_or(
       std::max<std::int64_t>(40000000, 1000000LL * a.derived.data_parallel_size));
+  // --ddp-num-buckets: Megatron's num_parameters // N, over every chunk this rank holds.
+  if (a.distributed.ddp_num_buckets) o.bucket_size = std::max<std::int64_t>(1, rank_parameters / *a.distributed.ddp_num_buckets);
   return o;
 }
 

@@ -14,9 +14,10 @@
 
 namespace mactor::training {
 
-/// Megatron's DDP settings for this stage (buckets, overlap) from the flags.
+/// Megatron's DDP settings for this stage (buckets, overlap) from the flags; rank_parameters
+/// (every chunk's elements on this rank) sizes the buckets under --ddp-num-buckets.
 grad_sync_options grad_sync_options_of(const config::megatron_args& args, bool distributed_optimizer,
-                                       bool sequence_parallel);
+                                       bool sequence_parallel, std::int64_t rank_parameters);
 /// Each chunk's flat buffers and its parameters' places and readiness events.
 std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks);
 /// The optimizer's parameters: whole, or with the distributed optimizer this rank's slice of each

@@ -116,7 +116,7 @@ void log_writer::log_timers(std::int64_t iteration) {
   state_.timer_seconds.clear();
 }
 
-void log_writer::iteration(const iteration_report& r, std::int64_t consumed, record_time at) {
+void log_writer::iteration(const iteration_report& r, std::int64_t consumed, record_time at, std::int64_t skipped) {
   const auto& a = args_;
   add_timings(r);
   const double lm_loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
@@ -152,6 +152,7 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
     };
     both("learning-rate", r.learning_rate);
     if (decoupled) tb_->add_scalar("decoupled-learning-rate", *decoupled, r.iteration);
+    if (skipped > 0) tb_->add_scalar("skipped-train-samples", static_cast<double>(skipped), r.iteration);
     both("batch-size", static_cast<double>(gbs));
     both("lm loss", lm_loss);
     if (a.logging.log_loss_scale_to_tensorboard) both("loss-scale", r.loss_scale);
@@ -175,6 +176,7 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
     in.iteration = r.iteration;
     in.train_iters = *a.training.train_iters;
     in.consumed_train_samples = consumed;
+    in.skipped_train_samples = skipped;
     in.interval_seconds = std::chrono::duration<double>(now - state_.interval_start).count();
     in.learning_rate = r.learning_rate;
     in.decoupled_learning_rate = decoupled;

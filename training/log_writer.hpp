@@ -52,7 +52,9 @@ class log_writer {
   void write_args();
   /// One finished iteration: the merged report (loss from the last stage, norms and rates from
   /// any rank) and the consumed samples after it. Prints the line every --log-interval.
-  void iteration(const iteration_report& r, std::int64_t consumed_samples, record_time at = {});
+  /// skipped_samples: those --iterations-to-skip passed over so far (printed and written when > 0).
+  void iteration(const iteration_report& r, std::int64_t consumed_samples, record_time at = {},
+                 std::int64_t skipped_samples = 0);
   /// Megatron's evaluate_and_print_results block (and its TensorBoard scalars).
   void validation(const std::string& prefix, double loss, std::int64_t iteration, std::int64_t consumed_samples);
   /// Leaves `seconds` out of the current interval's elapsed time (Megatron stops its

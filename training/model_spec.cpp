@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <variant>
 
+#include "data/data_args_file.hpp"
 #include "data/dataset_request.hpp"
 
 namespace mactor::training {
@@ -231,10 +232,12 @@ data::gpt_dataset_config dataset_config_from_args(const config::megatron_args& a
   c.random_seed = static_cast<std::uint32_t>(a.initialization.seed);
   c.split = a.data.split;
   if (a.data.data_path && !a.data.data_path->empty()) c.blend = data::blend_from_list(*a.data.data_path);
-  const std::optional<std::vector<std::string>>* per_split[3] = {&a.data.train_data_path, &a.data.valid_data_path,
-                                                                 &a.data.test_data_path};
-  for (int i = 0; i < 3; ++i)
-    if (*per_split[i] && !(*per_split[i])->empty()) c.blend_per_split[static_cast<std::size_t>(i)] = data::blend_from_list(**per_split[i]);
+  if (a.data.data_args_path) c.blend = data::blend_from_list(data::data_args_file_words(*a.data.data_args_path));
+  std::array<std::optional<std::vector<std::string>>, 3> per_split = {a.data.train_data_path, a.data.valid_data_path,
+                                                                      a.data.test_data_path};
+  if (a.data.per_split_data_args_path) per_split = data::per_split_data_args_file(*a.data.per_split_data_args_path);
+  for (std::size_t i = 0; i < 3; ++i)
+    if (per_split[i] && !per_split[i]->empty()) c.blend_per_split[i] = data::blend_from_list(*per_split[i]);
   c.mock = a.data.mock_data;
   c.reset_position_ids = a.data.reset_position_ids;
   c.reset_attention_mask = a.data.reset_attention_mask;

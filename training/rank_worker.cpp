@@ -124,10 +124,11 @@ std::optional<loaded_checkpoint> rank_worker::load_checkpoint() {
 }
 
 checkpoint::rank_state rank_worker::capture_checkpoint(std::int64_t iteration, std::int64_t consumed,
-                                                       double floating_point_operations) {
+                                                       std::int64_t skipped, double floating_point_operations) {
   training_position at;
   at.iteration = iteration;
   at.consumed_train_samples = consumed;
+  at.skipped_train_samples = skipped;
   at.floating_point_operations = floating_point_operations;
   at.consumed_valid_samples = eval_consumed_[1];
   return training::capture_checkpoint(args_, ctx_, engine_, scheduler_, at, vocab_.padded);

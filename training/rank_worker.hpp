@@ -63,7 +63,8 @@ class rank_worker {
   /// nullopt without --load or when it holds no checkpoint. Throws checkpoint::checkpoint_error.
   std::optional<loaded_checkpoint> load_checkpoint();
   /// A snapshot of this rank's state after iteration `iteration` at `consumed` samples.
-  checkpoint::rank_state capture_checkpoint(std::int64_t iteration, std::int64_t consumed, double floating_point_operations);
+  checkpoint::rank_state capture_checkpoint(std::int64_t iteration, std::int64_t consumed, std::int64_t skipped,
+                                            double floating_point_operations);
 
   stage_engine& engine() { return engine_; }
   const vocabulary& vocab() const { return vocab_; }

@@ -48,7 +48,11 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   for (const auto& l : layout_.chunks)
     chunks_.emplace_back(config, traced_tp_ ? static_cast<model::group&>(*traced_tp_) : ctx.tensor_parallel(), l,
                          &ctx.context_parallel(), &ctx.expert_parallel_group());
-  grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel),
+  std::int64_t rank_parameters = 0;
+  for (auto& chunk : chunks_)
+    for (const auto& p : chunk.parameters()) rank_parameters += static_cast<std::int64_t>(p.numel);
+  grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_),
+                                           grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel, rank_parameters),
                                            ctx.data_parallel(), ctx.embedding(), timers_, activity_,
                                            ctx.optimizer_shard_group(), ctx.optimizer_instances(),
                                            ctx.expert_data_parallel());

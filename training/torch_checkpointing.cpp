@@ -173,6 +173,7 @@ pickle_value torch_state_dict(const config::megatron_args& a, parallel_context& 
   const int tp = ctx.groups().tp();
   json args = json::parse(config::to_json(a));
   args["consumed_train_samples"] = at.consumed_train_samples;
+  args["skipped_train_samples"] = at.skipped_train_samples;
   args["consumed_valid_samples"] = at.consumed_valid_samples;
   args["padded_vocab_size"] = padded_vocab_size;
   args["iteration"] = at.iteration;
@@ -397,6 +398,7 @@ loaded_checkpoint load_torch_checkpoint(const config::megatron_args& a, parallel
     const json args = root.find("args") ? to_json(*root.find("args")) : json::object();
     out.position.iteration = out.saved_iteration;
     out.position.consumed_train_samples = args.value("consumed_train_samples", std::int64_t{0});
+    out.position.skipped_train_samples = args.value("skipped_train_samples", std::int64_t{0});
     out.position.consumed_valid_samples = args.value("consumed_valid_samples", std::int64_t{0});
     if (const pickle_value* f = root.find("num_floating_point_operations_so_far"))
       out.position.floating_point_operations = f->number(where + ": num_floating_point_operations_so_far");

@@ -68,7 +68,7 @@ inline std::vector<double> logged_values(const std::string& log, const std::stri
 
 /// The iteration lines' numbers (timestamps and timings removed) by iteration number.
 inline std::map<int, std::string> iteration_lines(const std::string& log) {
-  static const std::regex line(R"(iteration +(\d+)/ +\d+ \| consumed samples: +\d+ \| elapsed time per iteration \(ms\): [0-9.]+ \| (.*))");
+  static const std::regex line(R"(iteration +(\d+)/ +\d+ \| consumed samples: +\d+ \|(?: skipped samples: +\d+ \|)? elapsed time per iteration \(ms\): [0-9.]+ \| (.*))");
   std::map<int, std::string> out;
   for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it)
     out[std::stoi((*it)[1].str())] = (*it)[2].str();
