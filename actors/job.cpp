@@ -27,7 +27,8 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& a) {
 // How this rank reaches rank 0's coordinator; on rank 0 also the logger, waited for at a clean end.
 struct coordinator_link {
   caf::actor coordinator, logger;
-  std::string error;  // not empty: the job ends here with exit status 1
+  std::string error;   // not empty: the job ends here
+  int exit_code = 1;   // ... with this status (2: the user's flags)
 };
 
 // Rank 0: the coordinator, logger and evaluator; in a multi-rank job the coordinator is published
@@ -37,7 +38,13 @@ coordinator_link host_coordinator(caf::actor_system& sys, const config::megatron
                                   std::shared_ptr<job_control> control) {
   coordinator_link link;
   const auto vocab = training::vocabulary_from_args(args);
-  link.logger = spawn_logger(sys, args, out, ctx.world_size(), vocab.padded);
+  try {
+    link.logger = spawn_logger(sys, args, out, ctx.world_size(), vocab.padded);
+  } catch (const std::runtime_error& e) {
+    link.error = e.what();
+    link.exit_code = 2;
+    return link;
+  }
   auto evaluator = spawn_evaluator(sys, args);
   link.coordinator = spawn_coordinator(sys, args, ctx.groups(), vocab, link.logger, evaluator, std::move(control));
   if (ctx.world_size() == 1) return link;
@@ -142,7 +149,7 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   const int rank = ctx.rank();
 
   auto link = rank == 0 ? host_coordinator(*sys, args, env, ctx, out, control) : reach_coordinator(*sys, ctx);
-  if (!link.error.empty()) return job_outcome{1, link.error, {}};
+  if (!link.error.empty()) return job_outcome{link.exit_code, link.error, {}};
   auto actors = spawn_rank_actors(*sys, args, env, ctx, control, link.coordinator);
   caf::anon_send(link.coordinator, hello_message{rank, actors.stage, actors.agent, actors.replica});
 

@@ -108,8 +108,9 @@ caf::behavior logging(logger_actor* self, std::FILE* out, int world, std::int64_
   };
 }
 
-caf::behavior logger(logger_actor* self, config::megatron_args args, std::FILE* out, int world, std::int64_t padded) {
-  self->state.writer = std::make_unique<training::log_writer>(args, out, world, padded);
+caf::behavior logger(logger_actor* self, std::shared_ptr<std::unique_ptr<training::log_writer>> writer, std::FILE* out,
+                     int world, std::int64_t padded) {
+  self->state.writer = std::move(*writer);
   self->state.writer->write_args();
   return logging(self, out, world, padded);
 }
@@ -137,7 +138,11 @@ caf::behavior successor(logger_actor* self, std::shared_ptr<std::unique_ptr<trai
 
 caf::actor spawn_logger(caf::actor_system& sys, const config::megatron_args& args, std::FILE* out, int world_size,
                         std::int64_t padded_vocab_size) {
-  return sys.spawn(logger, args, out, world_size, padded_vocab_size);
+  // Made here, not in the actor, so that a writer that cannot start (an unwritable
+  // --tensorboard-dir) is an error at start rather than a job that trains without its log.
+  auto box = std::make_shared<std::unique_ptr<training::log_writer>>(
+      std::make_unique<training::log_writer>(args, out, world_size, padded_vocab_size));
+  return sys.spawn(logger, box, out, world_size, padded_vocab_size);
 }
 
 caf::actor spawn_logger_successor(caf::actor_system& sys, std::unique_ptr<training::log_writer> writer, std::FILE* out,

@@ -47,6 +47,7 @@ caf::actor spawn_replica(caf::actor_system& sys, int replica);
 /// gone (pass an invalid handle on rank 0, whose coordinator ends the job itself).
 caf::actor spawn_agent(caf::actor_system& sys, std::shared_ptr<job_control> control, int rank, const caf::actor& coordinator);
 /// The logger (rank 0): Megatron's training lines, validation blocks and TensorBoard scalars.
+/// Throws std::runtime_error when its writer cannot start (e.g. an unwritable --tensorboard-dir).
 caf::actor spawn_logger(caf::actor_system& sys, const config::megatron_args& args, std::FILE* out, int world_size,
                         std::int64_t padded_vocab_size);
 /// The evaluator (rank 0): decides when to evaluate which split and formats the results.

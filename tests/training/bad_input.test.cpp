@@ -117,3 +117,15 @@ TEST_CASE("mactor -np 2 with rank 1 started with another --pipeline-model-parall
                      "--pipeline-model-parallel-size is 1 in rank 0's flags but 2 in this rank's process groups",
                      "give every rank the same flags"});
 }
+
+TEST_CASE("pretrain_gpt with an unwritable --tensorboard-dir exits 2 naming it instead of training without a log") {
+  // The logger's writer starts before the job: a logger that cannot start must not leave a job
+  // running (and exiting 0) with no log line at all.
+  const fs::path blocker = scratch("tensorboard") / "a_file";
+  std::ofstream(blocker) << "not a directory";
+  expect_user_error(pretrain_gpt() + model_flags + null_tokenizer + " --mock-data --tensorboard-dir " + (blocker / "tb").string(),
+                    {"--tensorboard-dir", (blocker / "tb").string()});
+  expect_user_error(mactor::test::mactor_bin() + " -np 2 " + pretrain_gpt() + model_flags + null_tokenizer +
+                        " --mock-data --tensorboard-dir " + (blocker / "tb").string(),
+                    {"--tensorboard-dir", "rank 0"});
+}
