@@ -101,6 +101,7 @@ caf::behavior logging(logger_actor* self, std::FILE* out, int world, std::int64_
       },
       [=](stop_message&) {
         self->state.writer->flush();
+        self->state.writer->state().wandb.reset();  // wandb.finish(): the run's files complete
         // A successor never handed over ends too (a null takeover).
         if (self->state.successor) self->send(self->state.successor, logger_takeover{});
         self->quit();
@@ -142,6 +143,7 @@ caf::actor spawn_logger(caf::actor_system& sys, const config::megatron_args& arg
   // --tensorboard-dir) is an error at start rather than a job that trains without its log.
   auto box = std::make_shared<std::unique_ptr<training::log_writer>>(
       std::make_unique<training::log_writer>(args, out, world_size, padded_vocab_size));
+  (*box)->start_wandb();
   return sys.spawn(logger, box, out, world_size, padded_vocab_size);
 }
 

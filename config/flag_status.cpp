@@ -113,6 +113,11 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"valid_data_path", ""},
       {"test_data_path", ""},
       {"iterations_to_skip", "the listed iterations (counted as Megatron's loop counts them: iterations done so far) consume their batch without training, logging, evaluating or saving; 'skipped samples:' in the log, skipped-train-samples in TensorBoard and the checkpoint's args"},
+      {"wandb_project", "Megatron's wandb.init and wandb.log calls, made by the wandb Python package ($MACTOR_PYTHON, else python3) "
+                        "in a bridge process on rank 0: the same keys and steps (with --tensorboard-dir, as Megatron nests them)"},
+      {"wandb_exp_name", "the W&B run's name (required with --wandb-project, as Megatron)"},
+      {"wandb_entity", "the W&B entity passed to wandb.init"},
+      {"wandb_save_dir", "wandb.init's dir (default <save>/wandb, as Megatron)"},
       {"data_args_path", "the --data-path words read from a file (whitespace-separated), as Megatron's get_blend_and_blend_per_split"},
       {"per_split_data_args_path", "a JSON file with train, valid and test (a string of words, a list, or null) in place of --train/valid/test-data-path"},
       {"batch_size", "refused at start as Megatron-LM refuses it: no longer valid, use --micro-batch-size (exit 2)"},
@@ -513,18 +518,11 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
 
 // Not-implemented flags whose error says more than "not built yet".
 const std::map<std::string_view, std::string_view>& refused_flags() {
-  static constexpr std::string_view wandb =
-      "Weights & Biases logging needs the wandb Python client, which mactor does not have; "
-      "--tensorboard-dir writes the same scalars as TensorBoard events";
   static const std::map<std::string_view, std::string_view> table = {
-      {"wandb_project", wandb},
       {"non_persistent_local_ckpt_dir", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
                                         "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
       {"non_persistent_local_ckpt_algo", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
                                          "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
-      {"wandb_entity", wandb},
-      {"wandb_exp_name", wandb},
-      {"wandb_save_dir", wandb},
       {"cache_mla_latents", "caches MLA latents for Megatron's dynamic inference engine, which mactor does not have "
                             "(Megatron's training forward asserts an inference context with it)"},
   };

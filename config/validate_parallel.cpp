@@ -117,6 +117,12 @@ void removed_flags(validation_context& c) {  // rule 15
     c.warn("--use-dist-ckpt is deprecated and has no effect. Use --ckpt-format to select the checkpoint format.");
   if (c.a.checkpointing.dist_ckpt_format_deprecated)
     c.warn("--dist-ckpt-format is deprecated and has no effect. Use --ckpt-format to select the checkpoint format.");
+  const auto& l = c.a.logging;
+  if (!l.wandb_project.empty()) {  // Megatron's _set_wandb_writer
+    c.require(!l.wandb_exp_name.empty(), "Please specify the wandb experiment name! (--wandb-exp-name with --wandb-project)");
+    c.require(!l.wandb_save_dir.empty() || c.a.checkpointing.save.has_value(),
+              "--wandb-project needs --wandb-save-dir or --save (W&B's files go to <save>/wandb)");
+  }
   if (const auto n = c.a.distributed.ddp_num_buckets) {
     c.require(!c.a.distributed.ddp_bucket_size, "Cannot specify both --ddp-num-buckets and --ddp-bucket-size; give one");
     c.require(*n > 0, "--ddp-num-buckets must be greater than 0");

@@ -22,6 +22,14 @@ log_writer::log_writer(const config::megatron_args& a, std::FILE* out, int world
 
 log_writer::~log_writer() { flush(); }
 
+void log_writer::start_wandb() {
+  if (!args_.logging.wandb_project.empty()) state_.wandb = std::make_shared<wandb_writer>(args_);
+}
+
+void log_writer::wandb_log(const std::string& key, double value, std::int64_t step) {
+  if (state_.wandb) state_.wandb->log(key, value, step);
+}
+
 void log_writer::flush() {
   if (tb_) tb_->flush();
   if (out_) std::fflush(out_);
@@ -103,13 +111,14 @@ void log_writer::timers(const std::vector<std::string>& names, const std::vector
 // iteration, as "<name>-time") and then timers.log; both cover the interval, which starts anew.
 void log_writer::log_timers(std::int64_t iteration) {
   if (state_.timer_seconds.empty()) return;
-  if (tb_ && args_.logging.log_timers_to_tensorboard) {
+  if (args_.logging.log_timers_to_tensorboard) {  // timers.write to the TensorBoard and the W&B writers
     for (const auto& reading : timer_readings()) {
       float max = 0.0f;  // Megatron gathers the times into an fp32 tensor
       for (double seconds : reading.seconds_by_rank) max = std::max(max, static_cast<float>(seconds));
-      if (max > 0.0f)
-        tb_->add_scalar(reading.name + "-time", static_cast<double>(max) / static_cast<double>(args_.training.log_interval),
-                        iteration);
+      if (max <= 0.0f) continue;
+      const double per_iteration = static_cast<double>(max) / static_cast<double>(args_.training.log_interval);
+      if (tb_) tb_->add_scalar(reading.name + "-time", per_iteration, iteration);
+      wandb_log(reading.name + "-time", per_iteration, iteration);
     }
   }
   if (const auto block = timers_block()) print(*block);
@@ -135,9 +144,12 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
   if (tb_)  // track_moe_metrics writes every iteration, whatever --tensorboard-log-interval
     for (const auto& m : moe) {
       tb_->add_scalar(m.name, m.value, r.iteration);
+      wandb_log(m.name, m.value, r.iteration);
       if (a.moe.moe_per_layer_logging)
-        for (std::size_t i = 0; i < m.per_layer.size(); ++i)
+        for (std::size_t i = 0; i < m.per_layer.size(); ++i) {
           tb_->add_scalar("moe/" + m.name + "_layer_" + std::to_string(i), m.per_layer[i], r.iteration);
+          wandb_log("moe/" + m.name + "_layer_" + std::to_string(i), m.per_layer[i], r.iteration);
+        }
     }
   const std::int64_t gbs = r.global_batch_size > 0 ? r.global_batch_size : *a.training.global_batch_size;
   const std::optional<double> grad_norm = r.has_grad_norm ? std::optional(r.grad_norm) : std::nullopt;
@@ -146,13 +158,19 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
   const std::optional<double> decoupled =
       r.has_decoupled_learning_rate ? std::optional(r.decoupled_learning_rate) : std::nullopt;
   if (tb_ && r.iteration % a.logging.tensorboard_log_interval == 0) {
+    // Each of these goes to W&B too, under the same tag (Megatron's wandb_writer.log calls).
     auto both = [&](const std::string& tag, double v) {
       tb_->add_scalar(tag, v, r.iteration);
       tb_->add_scalar(tag + " vs samples", v, consumed);
+      wandb_log(tag, v, r.iteration);
     };
+    wandb_log("samples vs steps", static_cast<double>(consumed), r.iteration);
     both("learning-rate", r.learning_rate);
     if (decoupled) tb_->add_scalar("decoupled-learning-rate", *decoupled, r.iteration);
-    if (skipped > 0) tb_->add_scalar("skipped-train-samples", static_cast<double>(skipped), r.iteration);
+    if (skipped > 0) {
+      tb_->add_scalar("skipped-train-samples", static_cast<double>(skipped), r.iteration);
+      wandb_log("skipped-train-samples", static_cast<double>(skipped), r.iteration);
+    }
     both("batch-size", static_cast<double>(gbs));
     both("lm loss", lm_loss);
     if (a.logging.log_loss_scale_to_tensorboard) both("loss-scale", r.loss_scale);
@@ -192,9 +210,13 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
     print(format_training_log_line(line));
     state_.accumulator.reset();
     state_.energy_joules = 0;
-    if (tb_ && line.energy_per_gpu && line.power_per_gpu) {  // the logged values, as Megatron writes them
-      tb_->add_scalar("iter-energy/gpu", *line.energy_per_gpu, r.iteration);
-      tb_->add_scalar("power/gpu", *line.power_per_gpu, r.iteration);
+    if (line.energy_per_gpu && line.power_per_gpu) {  // the logged values, as Megatron writes them
+      if (tb_) {
+        tb_->add_scalar("iter-energy/gpu", *line.energy_per_gpu, r.iteration);
+        tb_->add_scalar("power/gpu", *line.power_per_gpu, r.iteration);
+      }
+      wandb_log("iter-energy/gpu", *line.energy_per_gpu, r.iteration);
+      wandb_log("power/gpu", *line.power_per_gpu, r.iteration);
     }
     if (!state_.memory_reported && !r.memory.empty()) {
       // Megatron's report_memory after the first log line, from each data-parallel-rank-0 rank.
@@ -204,11 +226,15 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
         if (m.data_parallel_first) print(memory_line(m, r.iteration));
       state_.memory_reported = true;
     }
-    if (tb_ && a.logging.log_timers_to_tensorboard) {
+    if (a.logging.log_timers_to_tensorboard) {  // W&B gets these without --tensorboard-dir too
       const double per_iteration = in.interval_seconds / static_cast<double>(a.training.log_interval);
-      tb_->add_scalar("iteration-time", per_iteration, r.iteration);
-      if (in.flops_per_iteration)
-        tb_->add_scalar("throughput", *in.flops_per_iteration / (per_iteration * 1e12 * world_size_), r.iteration);
+      if (tb_) tb_->add_scalar("iteration-time", per_iteration, r.iteration);
+      wandb_log("iteration-time", per_iteration, r.iteration);
+      if (in.flops_per_iteration) {
+        const double throughput = *in.flops_per_iteration / (per_iteration * 1e12 * world_size_);
+        if (tb_) tb_->add_scalar("throughput", throughput, r.iteration);
+        wandb_log("throughput", throughput, r.iteration);
+      }
     }
     log_timers(r.iteration);
     if (tb_) tb_->flush();
@@ -225,6 +251,7 @@ void log_writer::validation(const std::string& prefix, double loss, std::int64_t
       tb_->add_scalar("lm loss validation ppl", ppl, iteration);
       tb_->add_scalar("lm loss validation ppl vs samples", ppl, consumed);
     }
+    wandb_log("lm loss validation", loss, iteration);
     tb_->flush();
   }
   const std::pair<std::string, float> v{"lm loss", static_cast<float>(loss)};

@@ -15,6 +15,7 @@
 #include "training/training_log.hpp"
 #include "training/reports.hpp"
 #include "training/tensorboard_writer.hpp"
+#include "training/wandb_writer.hpp"
 
 namespace mactor::training {
 
@@ -29,6 +30,8 @@ struct log_interval_state {
   /// --log-energy: joules since the last log line; whether the no-counter warning was printed.
   double energy_joules = 0;
   bool energy_warned = false;
+  /// --wandb-project: the W&B run (one per job: a swapped-in logger takes it over).
+  std::shared_ptr<wandb_writer> wandb;
 };
 
 /// When a record's event happened, as the coordinator saw it: a logger that lags behind still
@@ -50,6 +53,9 @@ class log_writer {
   void print_datetime(const std::string& what, record_time at = {});
   /// The args as TensorBoard text (write_args_to_tensorboard), once at the start of a job.
   void write_args();
+  /// --wandb-project: starts the job's W&B run (throws std::runtime_error when wandb cannot
+  /// start). Once per job: a swapped-in logger inherits the run with the interval state.
+  void start_wandb();
   /// One finished iteration: the merged report (loss from the last stage, norms and rates from
   /// any rank) and the consumed samples after it. Prints the line every --log-interval.
   /// skipped_samples: those --iterations-to-skip passed over so far (printed and written when > 0).
@@ -79,6 +85,7 @@ class log_writer {
   void add_timings(const iteration_report& r);
   std::vector<timer_reading> timer_readings() const;
   void log_timers(std::int64_t iteration);
+  void wandb_log(const std::string& key, double value, std::int64_t step);
 
   config::megatron_args args_;
   std::FILE* out_;

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-MIN_TRAINED = 114  # 2026-12-04: 114 of 123 train (MLA 1, --fp8-param-gather 7, torch format with the distributed optimizer 1); the rest wait for flags of later issues
+MIN_TRAINED = 116  # 2026-12-04: 116 of 123 train (+2: the wandb sets); the rest wait for FSDP
 
 
 def shrunk(name, flags, scratch):
@@ -37,6 +37,10 @@ def shrunk(name, flags, scratch):
                 out += ["--save", os.path.join(scratch, name)]
             elif toks[i] == "--tensorboard-dir":
                 out += ["--tensorboard-dir", os.path.join(scratch, name + "_tb")]
+            elif toks[i] == "--wandb-exp-name":  # a run name, not a path
+                out += ["--wandb-exp-name", name]
+            elif toks[i] == "--wandb-save-dir":
+                out += ["--wandb-save-dir", os.path.join(scratch, name + "_wandb")]
             i += 2
             continue
         out.append(toks[i])
@@ -57,9 +61,12 @@ def shrunk(name, flags, scratch):
             "--hidden-size", str(8 * heads), "--ffn-hidden-size", str(32 * heads),
             "--seq-length", "64", "--max-position-embeddings", "64", "--micro-batch-size", "1",
             "--global-batch-size", str(microbatches * dp), "--eval-iters", "1",
-            "--eval-interval", "2", "--exit-interval", "0", "--save-interval", "2"]
+            "--eval-interval", "2", "--exit-interval", "0", "--save-interval", "2", "--log-interval", "1"]
     # A sample-based run stays sample-based (Megatron refuses --lr-warmup-samples with --train-iters).
     out += ["--train-samples", str(2 * microbatches * dp)] if "--train-samples" in toks else ["--train-iters", "2"]
+    if "--rampup-batch-size" in toks:
+        # A ramp that fits the shrunk batch: 1 sample at batch 1, then full batches; 2 iterations.
+        out += ["--rampup-batch-size", "1", "1", "1", "--train-samples", str(1 + microbatches * dp)]
     if "--kv-channels" in toks:
         out += ["--kv-channels", "8"]
     return tp * pp * cp * dp, out
@@ -92,6 +99,9 @@ def main(bin_dir, tsv, scratch):
         env = dict(os.environ)
         env.update(kv.split("=", 1) for kv in shlex.split(env_text) if "=" in kv)
         env.setdefault("NCCL_ALGO", "Ring")
+        # --wandb-project sets: the wandb package of this Python, no network and no files.
+        env.setdefault("MACTOR_PYTHON", sys.executable)
+        env.setdefault("WANDB_MODE", "disabled")
         start = time.time()
         try:
             p = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
@@ -121,6 +131,7 @@ def main(bin_dir, tsv, scratch):
         # scratch folder never holds more than one set's (all of them together pass 5 GB).
         shutil.rmtree(os.path.join(scratch, name), ignore_errors=True)
         shutil.rmtree(os.path.join(scratch, name + "_tb"), ignore_errors=True)
+        shutil.rmtree(os.path.join(scratch, name + "_wandb"), ignore_errors=True)
     print(f"\n{len(trained)} of {len(rows)} flag sets train; waiting for: " +
           ", ".join(f"{flag} ({n})" for flag, n in waiting.most_common()))
     for name, why in failed:
