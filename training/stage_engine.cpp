@@ -1,15 +1,12 @@
-// The stage engine: its chunks, the schedule's compute actions, and the calls into the pipeline
-// port, grad sync and the optimizer.
+// The stage engine: its chunks and the schedule's compute actions through the pipeline port;
+// the optimizer side (gradients, statistics, the step) is in stage_engine_step.cpp.
 #include "training/stage_engine.hpp"
 
 #include <stdexcept>
 #include <string>
 
-#include "model/grad_clip.hpp"
 #include "training/chunk_params.hpp"
 #include "training/model_spec.hpp"
-#include "training/qk_norm_check.hpp"
-#include "training/weight_hash_check.hpp"
 
 namespace mactor::training {
 namespace {
@@ -71,29 +68,6 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
     fp16_main_ = std::make_unique<training::fp16_main_params>();
     fp16_main_->store(optimizer_->params());
   }
-}
-
-// --fp8-param-gather: the fp8-GEMM weights become fp8 (cast from the initial main parameters),
-// and the parameter all-gather moves their bytes.
-void stage_engine::hold_fp8_weights() {
-  fp8_params_ = std::make_unique<training::fp8_params>(chunks_, *main_params_);
-  for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    std::vector<fp8_weight_place> places;
-    for (const auto& w : fp8_params_->weights(c)) places.push_back({w.offset, w.numel, w.byte_offset});
-    grad_sync_->gather_fp8(c, fp8_params_->bytes(c), std::move(places));
-  }
-}
-
-void stage_engine::model_params_from_main() {
-  main_params_->copy_all_to_model();
-  if (fp8_params_) fp8_params_->cast_all();
-  if (fp16_main_) fp16_main_->store(optimizer_->params());  // FusedAdam's load_state_dict
-}
-
-void stage_engine::main_params_from_model() {
-  main_params_->copy_all_from_model();
-  if (fp8_params_) fp8_params_->dequantize_into_main();
-  if (fp16_main_) fp16_main_->store(optimizer_->params());
 }
 
 void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader, std::int64_t consumed,
@@ -313,181 +287,6 @@ std::int64_t stage_engine::bytes_sent() const {
 std::int64_t stage_engine::bytes_received() const {
   const auto* t = ctx_.transport();
   return t ? t->traffic().received.load(std::memory_order_relaxed) : 0;
-}
-
-void stage_engine::zero_grad() {
-  for (auto& c : chunks_) c.zero_grad();
-}
-
-void stage_engine::finalize_grads() {
-  const trace_recorder::scope traced(trace_, "finalize model grads", "grad_sync");
-  grad_sync_->record_local_grad_norms();  // --check-for-large-grads: before any reduction
-  // Sequence parallelism: norm weights and row-parallel biases saw only this rank's positions;
-  // their gradients are summed over the tensor-parallel group (Megatron's
-  // _allreduce_layernorm_grads): before the data-parallel sync, or after the overlapped one
-  // (both are sums: the same).
-  if (!grad_sync_->overlapped())
-    for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
-  grad_sync_->finish_grad_sync();
-  if (grad_sync_->overlapped())
-    for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
-  update_router_expert_biases();
-}
-
-// Megatron's _update_router_expert_bias: every router's tokens per expert of this global batch,
-// summed over the data-parallel replicas (MoE runs with tp = cp = 1 here), move its bias.
-void stage_engine::update_router_expert_biases() {
-  std::vector<model::moe_router*> routers;
-  for (auto& c : chunks_)
-    for (auto* r : c.moe_routers())
-      if (!r->expert_bias().empty()) routers.push_back(r);
-  if (routers.empty()) return;
-  const std::size_t experts = routers.front()->routed_tokens().size();
-  std::vector<double> counts;
-  counts.reserve(routers.size() * experts);
-  for (auto* r : routers) counts.insert(counts.end(), r->routed_tokens().begin(), r->routed_tokens().end());
-  if (auto* dp = ctx_.data_parallel()) dp->all_reduce(std::span<double>(counts));
-  for (std::size_t i = 0; i < routers.size(); ++i)
-    routers[i]->update_expert_bias(std::span<const double>(counts).subspan(i * experts, experts));
-}
-
-// Megatron's finalize_model_grads with num_tokens: the last stage's token count summed over the
-// data-parallel replicas and shared with every stage, then every gradient divided by it. The
-// model-parallel sum counts each of the last stage's tensor-parallel ranks once (the others hold 0).
-void stage_engine::scale_by_global_tokens() {
-  double tokens = is_last_stage() && ctx_.tp_rank() == 0 ? totals_.num_tokens : 0.0;
-  if (auto* mp = ctx_.model_parallel()) mp->all_reduce(std::span<double>(&tokens, 1));
-  if (auto* dp = ctx_.data_parallel()) dp->all_reduce(std::span<double>(&tokens, 1));
-  if (tokens <= 0) return;  // no token to learn from: the gradients are zero already
-  model::scale_grads(optimizer_->params(), static_cast<float>(1.0 / tokens));
-}
-
-// Sums over the ranks holding different parts of the model: the model-parallel group, then the
-// distributed optimizer's shards (with expert parallelism, the data-parallel group covers every
-// dense and every expert slice once), or the expert-parallel ranks' own experts.
-void stage_engine::reduce_stats(std::span<double> values) {
-  if (auto* mp = ctx_.model_parallel()) mp->all_reduce(values);
-  if (distributed_optimizer_)
-    ctx_.optimizer_shard_group()->all_reduce(values);
-  else if (auto* ep = ctx_.expert_parallel())
-    ep->all_reduce(values);
-}
-
-void stage_engine::check_qk_norms() {
-  sync_params();
-  check_qk_norms_across_ranks(chunks_, ctx_.tensor_parallel(), ctx_.data_parallel(), ctx_.rank());
-}
-
-void stage_engine::check_weight_hashes_across_replicas() {
-  sync_params();  // the distributed optimizer's all-gather must have landed
-  // The dense parameters agree over the data-parallel replicas; the experts (which differ
-  // between expert-parallel ranks) over the expert-data-parallel ones.
-  for (const bool experts : {false, true}) {
-    auto* group = experts ? ctx_.expert_data_parallel() : ctx_.data_parallel();
-    if (!group) continue;
-    std::vector<std::uint64_t> hashes;
-    std::vector<std::string> names;
-    for (auto& c : chunks_)
-      for (const auto& p : c.parameters())
-        if (p.expert == experts) hashes.push_back(fnv1a_hash(p.value)), names.push_back(p.name);
-    if (hashes.empty()) continue;
-    const auto differing =
-        differing_hashes(hashes, group->size(), [group](std::span<double> v) { group->all_reduce(v); });
-    if (differing.empty()) continue;
-    std::string list;
-    for (auto i : differing) list += (list.empty() ? "" : ", ") + names[i];
-    throw std::runtime_error("parameter hashes do not match across the " +
-                             std::string(experts ? "expert-data-parallel" : "data-parallel") + " replicas (rank " +
-                             std::to_string(ctx_.rank()) + ", data-parallel rank " + std::to_string(ctx_.dp_rank()) +
-                             " of " + std::to_string(group->size()) + "): " + list);
-  }
-}
-
-model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool count_zeros) {
-  activity_.set("optimizer step");
-  const auto timed = timers_.time(step_timer::optimizer);
-  {
-    // Megatron's prepare_grads: every optimizer times this copy (FP32Optimizer's is a pointer
-    // swap, as here for an fp32 gradient buffer).
-    const auto copy_timer = timers_.time(step_timer::optimizer_copy_to_main_grad);
-    main_grads_->copy_from_model();  // a 16-bit gradient buffer: the optimizer's fp32 main grads
-  }
-  // --calculate-per-token-loss: finalize_model_grads' division by the global batch's tokens,
-  // applied to the main grads (the same values as Megatron's scaling of the model grads).
-  if (args_.training.calculate_per_token_loss) scale_by_global_tokens();
-  if (scaler_) {
-    // Megatron's prepare_grads: unscale the main gradients, agree over the gradient-statistics
-    // group whether any rank saw an inf or a NaN, update the scale, and skip the step if so.
-    double found = 0.0;
-    {
-      const auto unscale_timer = timers_.time(step_timer::optimizer_unscale_and_check_inf);
-      found = model::unscale_and_check(optimizer_->params(), scaler_->inv_scale()) ? 1.0 : 0.0;
-      reduce_stats(std::span<double>(&found, 1));
-    }
-    scaler_->update(found > 0.0);
-    if (found > 0.0) {
-      activity_.set("idle");
-      model::optimizer_step_result skipped;
-      skipped.update_successful = false;
-      return skipped;
-    }
-  }
-  // Each part of the step timed on its own, as Megatron's optimizer step does.
-  const auto result = model::clip_and_step(
-      *optimizer_, clip_grad, count_zeros, [this](std::span<double> v) { reduce_stats(v); },
-      [this](model::step_part part, const std::function<void()>& work) {
-        const auto timer = part == model::step_part::clip_main_grad ? step_timer::optimizer_clip_main_grad
-                           : part == model::step_part::count_zeros  ? step_timer::optimizer_count_zeros
-                                                                    : step_timer::optimizer_inner_step;
-        const auto timed_part = timers_.time(timer);
-        work();
-      });
-  // A 16-bit model takes the updated main parameters, rounded: this rank's shard of each chunk
-  // with the distributed optimizer (the all-gather brings the rest), else all of them.
-  {
-    // Megatron's mixed-precision optimizers (16-bit models, and the distributed optimizer in any
-    // dtype) time this copy; its FP32Optimizer has none.
-    std::optional<step_timers::scope> copy_timer;
-    if (tensor::is_half_precision(chunks_.front().dtype()) || distributed_optimizer_)
-      copy_timer.emplace(timers_, step_timer::optimizer_copy_main_to_model_params);
-    for (std::size_t c = 0; c < chunks_.size(); ++c) {
-      if (const auto* shard = grad_sync_->shard_of(c))
-        for (const auto& r : shard->ranges) main_params_->copy_to_model(c, r.begin, r.end);
-      else
-        main_params_->copy_to_model(c, 0, static_cast<std::size_t>(chunks_[c].store().value_tensor().numel()));
-    }
-    if (fp8_params_) cast_fp8_weights();
-    // The model took the fp32 update; the master keeps its fp16 rounding.
-    if (fp16_main_) fp16_main_->store(optimizer_->params());
-  }
-  {
-    // Megatron's distributed optimizer times its all-gather even over one replica (with
-    // --overlap-param-gather, the posting only, as Megatron's does).
-    std::optional<step_timers::scope> gather_timer;
-    if (args_.distributed.use_distributed_optimizer) gather_timer.emplace(timers_, step_timer::params_all_gather);
-    grad_sync_->start_param_sync();
-  }
-  optimizer_state_bytes_ = std::int64_t(optimizer_->state_bytes());
-  activity_.set("idle");
-  return result;
-}
-
-// TE's cast_master_weights_to_fp8: this rank's shard of each chunk (all of it without sharding).
-void stage_engine::cast_fp8_weights() {
-  std::vector<training::fp8_params::range> ranges;
-  for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    const auto* shard = grad_sync_->shard_of(c);
-    // fp8 runs without MoE experts: a shard is one range of the chunk.
-    ranges.push_back(shard ? training::fp8_params::range{shard->ranges.front().begin, shard->ranges.front().end}
-                           : training::fp8_params::range{0, static_cast<std::size_t>(chunks_[c].store().value_tensor().numel())});
-  }
-  fp8_params_->cast(ranges, grad_sync_->shard_group());
-}
-
-double stage_engine::params_norm() {
-  sync_params();
-  const trace_recorder::scope traced(trace_, "params norm", "optimizer");
-  return model::params_norm(optimizer_->params(), [this](std::span<double> v) { reduce_stats(v); });
 }
 
 }  // namespace mactor::training
