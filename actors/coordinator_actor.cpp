@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -281,6 +282,10 @@ void all_ready(coordinator_actor* self) {
     }
   }
   if (s.args.logging.log_progress) log_progress_start(self);
+  if (s.args.checkpointing.ckpt_convert_format) {
+    convert_checkpoint_and_exit(self);
+    return;
+  }
   if (s.args.validation.skip_train) {
     log(self, "skipping training (--skip-train is on) ...");
     send_logger(self, log_drop_tensorboard{});
@@ -293,6 +298,19 @@ void all_ready(coordinator_actor* self) {
     start_iteration(self);
   else
     finish_training(self);  // the loaded checkpoint is already at --train-iters
+}
+
+// --ckpt-convert-format: Megatron's setup_model_and_optimizer saves the loaded checkpoint in the
+// new format under <--ckpt-convert-save>/<format> and exits before training. (Every rank's worker
+// switched its save format when it loaded: rank_worker::load_checkpoint.)
+void convert_checkpoint_and_exit(coordinator_actor* self) {
+  auto& ck = self->state.args.checkpointing;
+  const std::string from = ck.ckpt_format, to = *ck.ckpt_convert_format;
+  ck.ckpt_format = to;  // --save is already <--ckpt-convert-save>/<format> (validate_parallel.cpp)
+  save_then(self, [self, from, to] {
+    log(self, "> converted checkpoint: " + from + " -> " + to + ".");
+    finish_ok(self);
+  });
 }
 
 // Sets up the coordinator's state, its inspector and the handler for ranks that vanish.

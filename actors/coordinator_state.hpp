@@ -98,6 +98,7 @@ void fail(coordinator_actor* self, int exit_code, std::string message);
 void finish_ok(coordinator_actor* self);
 void start_iteration(coordinator_actor* self);
 void finish_training(coordinator_actor* self);
+void convert_checkpoint_and_exit(coordinator_actor* self);
 void after_iteration(coordinator_actor* self);
 /// "%7lld", as Megatron prints an iteration in checkpoint lines.
 std::string iteration_field(std::int64_t iteration);

@@ -118,6 +118,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"wandb_exp_name", "the W&B run's name (required with --wandb-project, as Megatron)"},
       {"wandb_entity", "the W&B entity passed to wandb.init"},
       {"wandb_save_dir", "wandb.init's dir (default <save>/wandb, as Megatron)"},
+      {"ckpt_convert_format", "the loaded checkpoint saved again in this format (torch or torch_dist) under "
+                              "<--ckpt-convert-save>/<format>, then the job exits before training, as Megatron's setup_model_and_optimizer"},
+      {"ckpt_convert_save", "where --ckpt-convert-format's checkpoint goes"},
       {"data_args_path", "the --data-path words read from a file (whitespace-separated), as Megatron's get_blend_and_blend_per_split"},
       {"per_split_data_args_path", "a JSON file with train, valid and test (a string of words, a list, or null) in place of --train/valid/test-data-path"},
       {"batch_size", "refused at start as Megatron-LM refuses it: no longer valid, use --micro-batch-size (exit 2)"},
@@ -543,6 +546,7 @@ const std::vector<value_limit>& value_limits() {
         "NullTokenizer"}},
       {"dataloader_type", "--dataloader-type", {"single"}},
       {"ckpt_format", "--ckpt-format", {"torch_dist", "torch"}},
+      {"ckpt_convert_format", "--ckpt-convert-format", {"torch_dist", "torch"}},
       {"non_persistent_ckpt_type", "--non-persistent-ckpt-type", {"global"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32", "fp16"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <numeric>
 
+#include <filesystem>
+
 #include "config/pipeline_split.hpp"
 #include "config/validation_context.hpp"
 
@@ -117,6 +119,18 @@ void removed_flags(validation_context& c) {  // rule 15
     c.warn("--use-dist-ckpt is deprecated and has no effect. Use --ckpt-format to select the checkpoint format.");
   if (c.a.checkpointing.dist_ckpt_format_deprecated)
     c.warn("--dist-ckpt-format is deprecated and has no effect. Use --ckpt-format to select the checkpoint format.");
+  auto& ck = c.a.checkpointing;
+  if (ck.ckpt_convert_format) {  // Megatron's initialize_megatron
+    c.require(ck.ckpt_convert_save.has_value(), "--ckpt-convert-format needs --ckpt-convert-save (where the converted checkpoint goes)");
+    c.require(ck.load.has_value(), "--ckpt-convert-format needs --load (the checkpoint to convert)");
+    ck.exit_on_missing_checkpoint = true;
+    // Megatron points --save there at the conversion; here from the start, so every rank has its
+    // checkpoint writer (the job saves once, then exits).
+    if (ck.ckpt_convert_save) {
+      ck.save = (std::filesystem::path(*ck.ckpt_convert_save) / *ck.ckpt_convert_format).string();
+      if (ck.save_interval.value_or(0) <= 0) ck.save_interval = 1;  // (no training step runs)
+    }
+  }
   const auto& l = c.a.logging;
   if (!l.wandb_project.empty()) {  // Megatron's _set_wandb_writer
     c.require(!l.wandb_exp_name.empty(), "Please specify the wandb experiment name! (--wandb-exp-name with --wandb-project)");

@@ -131,6 +131,12 @@ checkpoint::rank_state rank_worker::capture_checkpoint(std::int64_t iteration, s
   at.skipped_train_samples = skipped;
   at.floating_point_operations = floating_point_operations;
   at.consumed_valid_samples = eval_consumed_[1];
+  if (const auto& to = args_.checkpointing.ckpt_convert_format) {
+    // --ckpt-convert-format: loaded in --ckpt-format, the one save before the job exits is in this.
+    auto converting = args_;
+    converting.checkpointing.ckpt_format = *to;
+    return training::capture_checkpoint(converting, ctx_, engine_, scheduler_, at, vocab_.padded);
+  }
   return training::capture_checkpoint(args_, ctx_, engine_, scheduler_, at, vocab_.padded);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <unistd.h>
 
 #include "checkpoint/checkpoint_reader.hpp"
@@ -106,4 +107,38 @@ TEST_CASE("a given --padded-vocab-size is the model's vocabulary, not padded fur
   pretrain("--save " + padded.string() + " --save-interval 2");
   mactor::checkpoint::checkpoint_reader d(padded.string(), 2);
   CHECK(d.global_shape("embedding.word_embeddings.weight") == std::vector<std::int64_t>{4096, 32});  // 4095 + EOD, a multiple of 128
+}
+
+TEST_CASE("ckpt-convert-format saves the loaded checkpoint in the other format and exits and a run resumed from it logs the same losses") {
+  const auto dir = scratch("convert");
+  const std::string original = (dir / "original").string(), converted = (dir / "converted").string();
+  pretrain("--save " + original + " --save-interval 2");
+  for (const std::string& to : {"torch", "torch_dist"}) {
+    const std::string from = to == "torch" ? "torch_dist" : "torch";
+    const std::string source = to == "torch" ? original : converted + "/torch";
+    const auto r = pretrain("--load " + source + " --ckpt-format " + from + " --ckpt-convert-format " + to +
+                            " --ckpt-convert-save " + converted);
+    INFO(r.out);
+    CHECK(r.out.find("> converted checkpoint: " + from + " -> " + to + ".") != std::string::npos);
+    CHECK(r.out.find("\ntraining ...\n") == std::string::npos);
+    CHECK_FALSE(std::regex_search(r.out, std::regex(R"(\] iteration +\d+/)")));
+    CHECK(mactor::checkpoint::read_tracker(converted + "/" + to) == 2);
+  }
+  // torch_dist -> torch -> torch_dist: resuming from each copy logs what resuming the original logs.
+  const auto losses = [&](const std::string& load, const std::string& format) {
+    return logged_values(pretrain("--load " + load + " --ckpt-format " + format + " --train-iters 4 --override-opt-param-scheduler").out, "lm loss");
+  };
+  const auto want = losses(original, "torch_dist");
+  REQUIRE(want.size() == 2);
+  CHECK(losses(converted + "/torch", "torch") == want);
+  CHECK(losses(converted + "/torch_dist", "torch_dist") == want);
+  // Megatron's preconditions: a target directory and a checkpoint to convert.
+  const auto no_save = run_shell(bin_dir() + "/pretrain_gpt " + model + " --load " + original + " --ckpt-convert-format torch");
+  CHECK(no_save.status == 2);
+  CHECK(no_save.err.find("--ckpt-convert-save") != std::string::npos);
+  const auto zarr = run_shell(bin_dir() + "/pretrain_gpt " + model + " --load " + original +
+                              " --ckpt-convert-format zarr --ckpt-convert-save " + converted);
+  CHECK(zarr.status == 2);
+  CHECK(zarr.err.find("zarr") != std::string::npos);
+  fs::remove_all(dir);
 }
