@@ -263,6 +263,17 @@ std::vector<double> stage_engine::moe_aux_losses() const {
   return out;
 }
 
+std::vector<double> stage_engine::mtp_losses() {
+  std::vector<double> out;
+  for (auto& chunk : chunks_) {
+    if (chunk.mtp_depths() == 0) continue;
+    const auto depth = chunk.take_mtp_losses();
+    out.resize(depth.size(), 0.0);
+    for (std::size_t k = 0; k < depth.size(); ++k) out[k] += depth[k] / num_microbatches_;
+  }
+  return out;
+}
+
 void stage_engine::run_backward(const action& a, const tensor::tensor* input, tensor::tensor& grad_input) {
   // The chunk's last backward of the iteration reduces each bucket as soon as it is complete.
   std::function<void(int)> progress;
