@@ -167,7 +167,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"decoder_last_pipeline_num_layers", "uneven last stage; with a virtual pipeline split over its chunks"},
       {"account_for_embedding_in_pipeline_split", "the embedding counts as a layer of the first stage"},
       {"account_for_loss_in_pipeline_split", "the loss counts as a layer of the last stage"},
-      {"pipeline_model_parallel_layout", "Megatron's layout language (E, t, L; '|' between stages; repeats); empty stages pass activations through; MTP 'm' is refused until MTP is built"},
+      {"pipeline_model_parallel_layout", "Megatron's layout language (E, t, L; '|' between stages; repeats); empty stages pass activations through; MTP 'm' after the decoder in the last stage with 'L' (Megatron's rule)"},
       {"overlap_p2p_comm", "transfers are always posted asynchronously; the flag picks Megatron's op order"},
       {"use_distributed_optimizer", "optimizer state sharded over data-parallel ranks: reduce-scatter grads, all-gather params"},
       {"overlap_grad_reduce", "gradient buckets are reduced on a background collective thread as the last micro-batch's backward completes them (with the distributed optimizer, one bucket per model chunk; with sequence parallelism too, at finalize)"},
@@ -385,8 +385,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                          "gathered), one layer of the decoder's last layer's spec and a final norm, and scores the rolled "
                          "labels with the shared output layer; the losses enter the backward as MTPLossAutoScaler makes "
                          "them and are logged as 'mtp_<k> loss' (checked against PyTorch; tp, sp, pp, dp); refused with "
-                         "cp, fp8, MoE, --calculate-per-token-loss, --fp32-residual-connection, untied embeddings over "
-                         "pipeline stages and 'm' in --pipeline-model-parallel-layout"},
+                         "cp, fp8, MoE, --calculate-per-token-loss, --fp32-residual-connection and untied embeddings over "
+                         "pipeline stages; 'm' in --pipeline-model-parallel-layout goes in the last stage with 'L', as "
+                         "Megatron requires"},
       {"mtp_loss_scaling_factor", "the MTP losses' weight in the backward: factor / depths times each depth's masked mean"},
       {"moe_layer_freq", "an int N (layers 0, N, 2N, ... 0-based) or the list form, one 0/1 per layer"},
       {"moe_ffn_hidden_size", "each expert's fc2 input width (fc1 twice that with a gated unit)"},
