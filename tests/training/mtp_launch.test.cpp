@@ -1,6 +1,7 @@
 // --mtp-num-layers launched with `mactor`: TP2 with sequence parallelism x DP2 with the
 // distributed optimizer, PP2 (the depths and the embedding's copy on the last stage) and DP2 log
-// the one-process lm loss and each depth's "mtp_<k> loss"; a checkpoint resumes bit for bit
+// the one-process lm loss and each depth's "mtp_<k> loss" (PP2 also with the depths placed by
+// --pipeline-model-parallel-layout 'Et|tmmL'); a checkpoint resumes bit for bit
 // (the same iteration lines as the uninterrupted run), and one saved by TP2 resumes under PP2.
 #include <catch2/catch.hpp>
 #include <string>
@@ -39,6 +40,7 @@ TEST_CASE("multi-token prediction under TP2 with sequence parallelism x DP2 and 
   for (const auto& [ranks, layout] : std::vector<std::pair<int, std::string>>{
            {4, "--tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer"},
            {2, "--pipeline-model-parallel-size 2"},
+           {2, "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et|tmmL'"},
            {2, "--use-distributed-optimizer"}}) {
     INFO(layout);
     const auto spread = launch(ranks, model_flags() + " " + layout);
