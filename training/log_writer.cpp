@@ -131,13 +131,14 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
   std::vector<std::pair<std::string, float>> losses{{"lm loss", static_cast<float>(lm_loss)}};
   const auto moe = moe_metrics(a, r.moe_losses);
   for (const auto& m : moe) losses.emplace_back(m.name, m.value);
-  // Then track_mtp_metrics' "mtp_<k> loss" entries, also written to TensorBoard every iteration.
+  state_.accumulator.add_iteration(losses, !r.update_successful);
+  // Then track_mtp_metrics' "mtp_<k> loss" entries (added even to a skipped iteration's sums, as
+  // Megatron's), also written to TensorBoard every iteration.
   for (std::size_t k = 0; k < r.mtp_losses.size(); ++k) {
     const std::string name = "mtp_" + std::to_string(k + 1) + " loss";
-    losses.emplace_back(name, static_cast<float>(r.mtp_losses[k]));
+    state_.accumulator.add_tracked(name, static_cast<float>(r.mtp_losses[k]));
     if (tb_) tb_->add_scalar(name, r.mtp_losses[k], r.iteration);
   }
-  state_.accumulator.add_iteration(losses, !r.update_successful);
   if (tb_)  // track_moe_metrics writes every iteration, whatever --tensorboard-log-interval
     for (const auto& m : moe) {
       tb_->add_scalar(m.name, m.value, r.iteration);
