@@ -272,7 +272,7 @@ typename Inspector::result_type inspect(Inspector& f, iteration_report& x) {
            x.update_successful, x.loss_scale, x.has_grad_norm, x.grad_norm, x.has_num_zeros, x.num_zeros, x.has_params_norm,
            x.params_norm, x.learning_rate, x.has_decoupled_learning_rate, x.decoupled_learning_rate, x.seconds,
            x.global_batch_size, x.exit_signal, x.rerun_exit_code, x.rerun_checkpoint, x.energy_joules, x.energy_missing,
-           x.timings, x.memory, x.moe_losses);
+           x.timings, x.memory, x.moe_losses, x.mtp_losses);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, evaluation_report& x) {

@@ -46,6 +46,8 @@ void merge(Report& into, const Report& r, bool first) {
     if (into.moe_losses.size() < r.moe_losses.size()) into.moe_losses.resize(r.moe_losses.size(), 0.0);
     for (std::size_t i = 0; i < r.moe_losses.size(); ++i) into.moe_losses[i] += r.moe_losses[i];
   }
+  if constexpr (requires { r.mtp_losses; })  // only the last stage's first tp rank reports them
+    if (!r.mtp_losses.empty()) into.mtp_losses = r.mtp_losses;
 }
 
 template <class Message>

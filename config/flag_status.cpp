@@ -175,7 +175,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"decoder_last_pipeline_num_layers", "uneven last stage; with a virtual pipeline split over its chunks"},
       {"account_for_embedding_in_pipeline_split", "the embedding counts as a layer of the first stage"},
       {"account_for_loss_in_pipeline_split", "the loss counts as a layer of the last stage"},
-      {"pipeline_model_parallel_layout", "Megatron's layout language (E, t, L; '|' between stages; repeats); empty stages pass activations through; MTP 'm' is refused until MTP is built"},
+      {"pipeline_model_parallel_layout", "Megatron's layout language (E, t, L; '|' between stages; repeats); empty stages pass activations through; MTP 'm' after the decoder in the last stage with 'L' (Megatron's rule)"},
       {"overlap_p2p_comm", "transfers are always posted asynchronously; the flag picks Megatron's op order"},
       {"use_distributed_optimizer", "optimizer state sharded over data-parallel ranks: reduce-scatter grads, all-gather params"},
       {"overlap_grad_reduce", "gradient buckets are reduced on a background collective thread as the last micro-batch's backward completes them (with the distributed optimizer, one bucket per model chunk; with sequence parallelism too, at finalize)"},
@@ -388,6 +388,15 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"moe_router_dtype", "fp32 or fp64: the router's input and weight widened for its GEMM, its gradients computed "
                            "there and rounded back (Megatron's router_gating_linear); the routing itself runs in double"},
       {"moe_per_layer_logging", "TensorBoard scalars moe/<name>_layer_<i> for every layer, as track_moe_metrics"},
+      {"mtp_num_layers", "Megatron-Core's MultiTokenPredictionBlock on the last pipeline stage: each depth embeds the ids "
+                         "rolled one place further (shared word table), applies enorm and hnorm, eh_proj (column-parallel, "
+                         "gathered), one layer of the decoder's last layer's spec and a final norm, and scores the rolled "
+                         "labels with the shared output layer; the losses enter the backward as MTPLossAutoScaler makes "
+                         "them and are logged as 'mtp_<k> loss' (checked against PyTorch; tp, sp, pp, dp); refused with "
+                         "cp, fp8, MoE, --calculate-per-token-loss, --fp32-residual-connection and untied embeddings over "
+                         "pipeline stages; 'm' in --pipeline-model-parallel-layout goes in the last stage with 'L', as "
+                         "Megatron requires"},
+      {"mtp_loss_scaling_factor", "the MTP losses' weight in the backward: factor / depths times each depth's masked mean"},
       {"moe_layer_freq", "an int N (layers 0, N, 2N, ... 0-based) or the list form, one 0/1 per layer"},
       {"moe_ffn_hidden_size", "each expert's fc2 input width (fc1 twice that with a gated unit)"},
       {"moe_router_topk", ""},
@@ -610,6 +619,28 @@ void mla_combinations(const megatron_args& a, std::vector<std::string>& errors) 
                      " is recognized but not implemented by mactor yet; drop --softmax-type");
 }
 
+// Multi-token prediction as built: on the last stage with the embedding's table there, dense
+// layers, no context parallelism, fp8, per-token loss or fp32 residual stream.
+void mtp_combinations(const megatron_args& a, std::vector<std::string>& errors) {
+  const auto depths = a.network_size.mtp_num_layers.value_or(0);
+  if (depths <= 0) return;
+  const auto refuse = [&](const std::string& what, const std::string& fix) {
+    errors.push_back("--mtp-num-layers with " + what + " is recognized but not implemented by mactor yet; " + fix);
+  };
+  if (const auto cp = a.distributed.context_parallel_size; cp != 1)
+    refuse("--context-parallel-size " + std::to_string(cp) + " (roll_tensor across the context-parallel ranks)",
+           "use --context-parallel-size 1");
+  if (a.transformer_engine.fp8) refuse("--fp8-format", "drop --fp8-format");
+  if (a.moe.num_experts && *a.moe.num_experts > 0)
+    refuse("--num-experts (MoE layers in the MTP depths)", "drop --num-experts");
+  if (a.training.calculate_per_token_loss) refuse("--calculate-per-token-loss", "drop --calculate-per-token-loss");
+  if (a.mixed_precision.fp32_residual_connection)
+    refuse("--fp32-residual-connection", "drop --fp32-residual-connection");
+  if (a.distributed.pipeline_model_parallel_size > 1 && a.network_size.untie_embeddings_and_output_weights)
+    refuse("--untie-embeddings-and-output-weights over pipeline stages (the last stage's copy of the embedding)",
+           "drop --untie-embeddings-and-output-weights or use --pipeline-model-parallel-size 1");
+}
+
 // --fp8-param-gather as built: per-tensor recipes, a 16-bit model.
 void fp8_param_gather_combinations(const megatron_args& a, std::vector<std::string>& errors) {
   const auto& te = a.transformer_engine;
@@ -690,6 +721,7 @@ support_report check_support(const megatron_args& args, const support_scope& sco
       static_cast<const flag_args&>(args), static_cast<const flag_args&>(defaults));
   if (scope("num_experts")) moe_combinations(args, report.errors);
   if (scope("multi_latent_attention")) mla_combinations(args, report.errors);
+  if (scope("mtp_num_layers")) mtp_combinations(args, report.errors);
   if (scope("fp8_param_gather")) fp8_param_gather_combinations(args, report.errors);
   // Implemented flags in a combination mactor has not built: its torch format writes neither the
   // distributed optimizer's distrib_optim.pt nor expert-parallel files.

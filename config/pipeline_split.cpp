@@ -91,7 +91,13 @@ std::vector<std::vector<int>> counts_from_layout(const pipeline_split_settings& 
     fail("it places " + str(count_of(flat, 't')) + " transformer layers 't' but --num-layers is " + str(s.num_layers));
   if (count_of(flat, 'm') != s.mtp_num_layers)
     fail("it places " + str(count_of(flat, 'm')) + " MTP layers 'm' but --mtp-num-layers is " + str(s.mtp_num_layers));
-  if (count_of(flat, 'm') > 0) fail("MTP layers 'm' are not built by mactor yet");
+  // Megatron-Core 0.15's restriction, which is also what mactor builds: every MTP layer after the
+  // decoder layers, all in the last stage, together with the loss.
+  if (const auto first_m = flat.find('m'); first_m != std::string::npos) {
+    if (flat.find('t', first_m) != std::string::npos) fail("decoder layers 't' must be placed before the MTP layers 'm'");
+    if (count_of(stages.back(), 'm') != s.mtp_num_layers || count_of(stages.back(), 'L') != 1)
+      fail("the MTP layers 'm' must all be in the last stage, together with the loss 'L'");
+  }
   std::vector<std::vector<int>> counts(static_cast<std::size_t>(pp), std::vector<int>(static_cast<std::size_t>(vp)));
   for (int i = 0; i < n; ++i) counts[std::size_t(i % pp)][std::size_t(i / pp)] = count_of(stages[std::size_t(i)], 't');
   return counts;

@@ -333,6 +333,8 @@ void determinism_and_misc(validation_context& c) {  // rules 69, 70, 75, 77, 79-
   if (c.a.moe.delay_wgrad_compute)
     c.require(c.a.transformer_engine.transformer_impl == "transformer_engine",
               "--delay-wgrad-compute is only supported with --transformer-impl transformer_engine");
+  if (const auto& depths = c.a.network_size.mtp_num_layers; depths && *depths < 0)
+    c.require(false, "--mtp-num-layers=" + show(*depths) + " must be a positive number of MTP layers (or 0 for none)");
   if (c.a.network_size.mtp_num_layers) {
     c.require(!t.use_legacy_models, "multi-token prediction is not supported with legacy models");
     const auto& p = c.a.network_size.position_embedding_type;

@@ -56,6 +56,14 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
                                                config_.padded_vocab_size, tp_split::rows, config_);
       tied = word_embeddings_;
     }
+    if (config_.mtp_num_layers > 0) {
+      // Megatron's MTP stage holds the embedding; off the first stage only the tied copy is built.
+      if (word_embeddings_ < 0)
+        throw std::invalid_argument("multi-token prediction on a last pipeline stage without the embedding is built only "
+                                    "with tied embeddings (drop --untie-embeddings-and-output-weights or use one stage)");
+      mtp_.emplace(store_, config_, tp.rank(), tp.size(), word_embeddings_, ep);
+      mtp_tracker_.assign(std::size_t(config_.mtp_num_layers), 0.0);
+    }
     output_ = std::make_unique<output_layer_loss>(store_, config_, tp.rank(), tp.size(), tied);
   }
   groups_ = recompute_groups(config_.recompute, int(layers_.size()));
@@ -115,14 +123,16 @@ void gpt_chunk::load_batch(const micro_batch& b, saved& s) const {
   s.micro_batch_size = mb;
   const bool learned =
       config_.position_embedding_type == position_embedding_kind::learned_absolute;
-  if (layout_.pre_process) s.ids.resize(rows), s.positions.resize(rows);
+  const bool ids = layout_.pre_process || mtp_;
+  if (ids && !b.tokens) throw std::invalid_argument("multi-token prediction needs the micro-batch's tokens on the last stage");
+  if (ids) s.ids.resize(rows), s.positions.resize(rows);
   if (layout_.post_process) s.labels.resize(rows), s.mask.resize(rows);
   const std::vector<int> positions = shard_.positions();
   for (int bi = 0; bi < mb; ++bi)
     for (int li = 0; li < local_seq; ++li) {
       // [batch, seq] -> [seq, batch], this rank's positions only
       const int si = positions[std::size_t(li)], from = bi * seq + si, to = li * mb + bi;
-      if (layout_.pre_process) {
+      if (ids) {
         const std::int32_t token = b.tokens[from];
         if (token < 0 || token >= config_.padded_vocab_size)
           throw std::invalid_argument("token id " + std::to_string(token) + " at batch row " +
@@ -181,6 +191,7 @@ void gpt_chunk::run_forward(const saved& s, bool training) {
   if (layout_.post_process)
     final_layernorm_->forward(store_, stream_.back(),
                               ensure_activation(final_, local, hidden, store_.type()), local);
+  if (mtp_) mtp_->forward(store_, tp_, final_, s.ids, seq, mb, training, s.step);
 }
 
 // Megatron's split_tensor_into_1d_equal_chunks: rank r keeps elements [r * part, (r + 1) * part)
@@ -234,6 +245,11 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
     if (keep) loss_grad = ensure_activation(s.loss_grad, local, hidden, store_.type());
     result.loss_sum = output_->forward_backward(store_, tp_, final_, s.labels.data(),
                                                 s.mask.data(), grad_scale, loss_grad, rows);
+    if (mtp_) {
+      const auto losses = mtp_->losses(store_, tp_, *output_, s.labels, s.mask, mtp_scale_, keep ? &s.mtp_grads : nullptr);
+      if (training)
+        for (std::size_t k = 0; k < losses.size(); ++k) mtp_tracker_[k] += losses[k].loss_sum / losses[k].num_tokens;
+    }
   } else if (output.data) {
     kernels::copy(elements(output, 0, n), stream_.back());
   }
@@ -253,12 +269,16 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
   if (it == slots_.end())
     throw std::logic_error("gpt_chunk: backward of slot " + std::to_string(slot) +
                            " without a kept forward");
-  const saved& s = it->second;
+  saved& s = it->second;
   if (resident_ != slot) run_forward(s, /*training=*/true);  // recompute the activations
   const int rows = local_rows(s.micro_batch_size);
   const std::int64_t n = std::int64_t(activation_numel(s.micro_batch_size));
   auto grad = ensure_activation(grad_a_, rows, config_.hidden_size, activation_dtype());
   if (layout_.post_process) {
+    if (mtp_) {
+      mtp_->backward(store_, tp_, s.mtp_grads, final_, s.loss_grad);
+      mtp_->release();
+    }
     final_layernorm_->backward(store_, s.loss_grad, stream_.back(), grad, rows, false);
     if (progress) progress(backward_done_final_norm());
   } else {

@@ -20,6 +20,7 @@
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/language_model_embedding.hpp"
+#include "model/multi_token_prediction.hpp"
 #include "model/norm.hpp"
 #include "model/output_layer_loss.hpp"
 #include "model/parameter.hpp"
@@ -114,6 +115,9 @@ class gpt_chunk {
   void set_moe_aux_loss_scale(double scale) {
     for (auto& l : layers_)
       if (auto* m = l.moe()) m->set_aux_loss_scale(scale);
+    if (mtp_)
+      for (auto* l : mtp_->layers())
+        if (auto* m = l->moe()) m->set_aux_loss_scale(scale);
   }
   /// Adds each local MoE layer's auxiliary losses of its last forward (divided by their
   /// coefficients, as Megatron's tracker holds them) to totals[k * config().num_layers + layer],
@@ -123,6 +127,9 @@ class gpt_chunk {
     std::vector<moe_router*> out;
     for (auto& l : layers_)
       if (auto* m = l.moe()) out.push_back(&m->router());
+    if (mtp_)
+      for (auto* l : mtp_->layers())
+        if (auto* m = l->moe()) out.push_back(&m->router());
     return out;
   }
   void add_moe_aux_losses(std::vector<double>& totals) const {
@@ -135,6 +142,18 @@ class gpt_chunk {
         totals[2 * n + layer] += l.z_loss;
       }
   }
+  /// The backward scale of the multi-token prediction losses (Megatron's
+  /// MTPLossAutoScaler.set_loss_scale: the loss scale / the number of micro-batches).
+  void set_mtp_loss_scale(double scale) { mtp_scale_ = scale; }
+  /// The multi-token prediction depths (0 without them or off the last stage).
+  int mtp_depths() const { return mtp_ ? mtp_->depths() : 0; }
+  /// Megatron's MTPLossLoggingHelper tracker: each depth's sum(mask * loss) / sum(mask) summed
+  /// over this step's training forwards; returned and cleared.
+  std::vector<double> take_mtp_losses() {
+    auto out = mtp_tracker_;
+    std::fill(mtp_tracker_.begin(), mtp_tracker_.end(), 0.0);
+    return out;
+  }
   /// The id of the word-embedding parameter (this chunk's own or its tied copy), or -1.
   int word_embeddings_id() const { return word_embeddings_; }
 
@@ -145,6 +164,7 @@ class gpt_chunk {
     std::vector<std::int32_t> ids, positions, labels;
     std::vector<float> mask;
     tensor::tensor input, loss_grad;
+    std::vector<tensor::tensor> mtp_grads;  // each MTP depth's output gradient
   };
   void load_batch(const micro_batch& batch, saved& s) const;
   int local_rows(int micro_batch_size) const;
@@ -166,6 +186,9 @@ class gpt_chunk {
   std::vector<tensor::tensor> distributed_;  // per group: this rank's part of its input
   std::optional<norm> final_layernorm_;
   std::unique_ptr<output_layer_loss> output_;
+  std::optional<multi_token_prediction> mtp_;
+  double mtp_scale_ = 1.0;
+  std::vector<double> mtp_tracker_;
   int word_embeddings_ = -1;
   std::unordered_map<int, saved> slots_;
   int resident_ = -1;  // the slot whose activations the layers hold now

@@ -29,6 +29,9 @@ class gpt_model {
   std::vector<parameter>& parameters() { return chunk_.parameters(); }
   parameter_store& store() { return chunk_.store(); }
   void zero_grad() { chunk_.zero_grad(); }
+  /// Each multi-token prediction depth's masked mean loss summed over the training forwards
+  /// since the last call (gpt_chunk::take_mtp_losses).
+  std::vector<double> take_mtp_losses() { return chunk_.take_mtp_losses(); }
   const gpt_model_config& config() const { return chunk_.config(); }
   /// The dropout mask generation; forward_backward advances it by one.
   std::uint64_t dropout_step() const { return step_; }

@@ -134,6 +134,10 @@ struct gpt_model_config {
   fp8_settings fp8;
   /// Mixture-of-experts layers in place of the MLP (--num-experts, --moe-*); none by default.
   moe_settings moe;
+  /// --mtp-num-layers: Megatron-Core's multi-token prediction depths on the last stage (0: none),
+  /// and --mtp-loss-scaling-factor: their mean loss's weight in the backward.
+  int mtp_num_layers = 0;
+  float mtp_loss_scaling_factor = 0.1f;
   /// Megatron DDP's gradient buffer (main_grad) for a 16-bit model: fp32 with
   /// grad_reduce_in_fp32 (--accumulate-allreduce-grads-in-fp32, which --bf16 turns on unless
   /// --grad-reduce-in-bf16), else bf16: the backward accumulates and the data-parallel group

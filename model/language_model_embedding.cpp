@@ -31,6 +31,13 @@ language_model_embedding::language_model_embedding(parameter_store& store,
                                     c.max_position_embeddings, tp_split::replicated, c);
 }
 
+language_model_embedding::language_model_embedding(const gpt_model_config& c, int tp_rank,
+                                                   int tp_size, int word)
+    : hidden_(c.hidden_size), vocab_start_(tp_rank * (c.padded_vocab_size / tp_size)),
+      vocab_end_(vocab_start_ + c.padded_vocab_size / tp_size), word_(word),
+      max_positions_(c.max_position_embeddings), dropout_(c.hidden_dropout),
+      sequence_parallel_(c.sequence_parallel && tp_size > 1), shard_(c.shard()) {}
+
 void language_model_embedding::forward(const parameter_store& store, group& tp,
                                        const std::int32_t* ids, const std::int32_t* positions,
                                        tensor::tensor_view out, int rows, bool training,

@@ -27,6 +27,9 @@ class language_model_embedding {
   /// absolute positions, embedding.position_embeddings.weight [max_positions, hidden].
   language_model_embedding(parameter_store& store, const gpt_model_config& config,
                            int tp_rank, int tp_size);
+  /// A second user of an existing word table `word` (no position table): a multi-token
+  /// prediction depth embeds its rolled ids with the model's embedding, keeping its own state.
+  language_model_embedding(const gpt_model_config& config, int tp_rank, int tp_size, int word);
   int word_embeddings_id() const { return word_; }
   /// out[rows, hidden] for token ids and position ids, both in [seq, batch] row order (all rows
   /// of the ids; out holds only this rank's rows / tp with sequence parallelism). Under context

@@ -15,27 +15,31 @@ constexpr std::uint64_t attention_probs_site = 0;
 constexpr std::uint64_t attention_residual_site = 1;
 constexpr std::uint64_t mlp_residual_site = 2;
 
-std::string layer_name(int number) { return "decoder.layers." + std::to_string(number); }
+std::string prefix(const std::string& name, int number) {
+  return name.empty() ? "decoder.layers." + std::to_string(number) : name;
+}
+int kind(int spec, int number) { return spec >= 0 ? spec : number; }
 }  // namespace
 
 transformer_layer::transformer_layer(parameter_store& store, int number, const gpt_model_config& c,
-                                     int tp_rank, int tp_size, group* cp, group* ep)
+                                     int tp_rank, int tp_size, group* cp, group* ep,
+                                     const std::string& name, int spec)
     : number_(number), hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel),
       recompute_norms_(c.recompute.selective(c.recompute.layernorm)),
       shard_(c.shard()), seed_(c.seed), type_(c.params_dtype),
       attention_dropout_(c.attention_dropout), hidden_dropout_(c.hidden_dropout),
-      input_layernorm_(store, layer_name(number) + ".input_layernorm", c),
+      input_layernorm_(store, prefix(name, number) + ".input_layernorm", c),
       self_attention_(c.mla.enabled ? std::optional<self_attention>()
-                                    : std::optional<self_attention>(std::in_place, store, layer_name(number) + ".self_attention",
-                                                                    with_layer_fp8(c, number), number, tp_rank, tp_size, cp)),
+                                    : std::optional<self_attention>(std::in_place, store, prefix(name, number) + ".self_attention",
+                                                                    with_layer_fp8(c, kind(spec, number)), kind(spec, number), tp_rank, tp_size, cp)),
       mla_(!c.mla.enabled ? std::optional<multi_latent_attention>()
-                          : std::optional<multi_latent_attention>(std::in_place, store, layer_name(number) + ".self_attention",
-                                                                  c, number, tp_rank, tp_size, cp)),
-      pre_mlp_layernorm_(store, layer_name(number) + ".pre_mlp_layernorm", c) {
-  if (c.moe.layer_is_moe(number))
-    moe_.emplace(store, layer_name(number) + ".mlp", c, ep);
+                          : std::optional<multi_latent_attention>(std::in_place, store, prefix(name, number) + ".self_attention",
+                                                                  c, kind(spec, number), tp_rank, tp_size, cp)),
+      pre_mlp_layernorm_(store, prefix(name, number) + ".pre_mlp_layernorm", c) {
+  if (c.moe.layer_is_moe(kind(spec, number)))
+    moe_.emplace(store, prefix(name, number) + ".mlp", c, ep);
   else
-    mlp_.emplace(store, layer_name(number) + ".mlp", with_layer_fp8(c, number), tp_size);
+    mlp_.emplace(store, prefix(name, number) + ".mlp", with_layer_fp8(c, kind(spec, number)), tp_size);
 }
 
 void transformer_layer::forward(const parameter_store& store, group& tp,

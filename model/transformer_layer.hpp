@@ -21,8 +21,12 @@ class transformer_layer {
  public:
   /// Registers decoder.layers.<number>.{input_layernorm, self_attention, pre_mlp_layernorm, mlp}.
   /// cp: the context-parallel group (needed when config.context_parallel_size > 1).
+  /// name: the parameters' prefix in place of decoder.layers.<number> (an MTP depth's
+  /// mtp.layers.<k>.transformer_layer); spec: the decoder layer whose spec (dense or MoE,
+  /// attention window, RoPE) it copies (-1: number itself); number still picks the dropout masks.
   transformer_layer(parameter_store& store, int number, const gpt_model_config& config,
-                    int tp_rank, int tp_size, group* cp = nullptr, group* ep = nullptr);
+                    int tp_rank, int tp_size, group* cp = nullptr, group* ep = nullptr,
+                    const std::string& name = {}, int spec = -1);
   /// y[seq * batch, hidden] from x ([seq / tp * batch, hidden] shards with sequence
   /// parallelism; seq is this rank's positions under context parallelism); keeps what the backward needs. Dropout only when training; step selects the
   /// dropout masks (one value per forward).

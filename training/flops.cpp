@@ -1,6 +1,7 @@
 // The dense-transformer branch of Megatron's num_floating_point_operations, with its
-// multi-latent-attention term (MTP and hybrid models are refused by the flag table, so their
-// terms are zero here).
+// multi-latent-attention term and its multi-token prediction terms (each MTP depth counts as one
+// more layer, plus its norms, eh_proj and one more logits GEMM); hybrid models are refused by the
+// flag table, so their terms are zero here.
 #include "training/flops.hpp"
 
 namespace mactor::training {
@@ -25,7 +26,8 @@ double num_floating_point_operations(const config::megatron_args& a, std::int64_
   const auto& n = a.network_size;
   const double h = static_cast<double>(*n.hidden_size);
   const double heads = static_cast<double>(*n.num_attention_heads);
-  const double layers = static_cast<double>(*n.num_layers);
+  const double mtp = static_cast<double>(n.mtp_num_layers.value_or(0));
+  const double layers = static_cast<double>(*n.num_layers) + mtp;
   const double seq = static_cast<double>(*a.data.seq_length);
   const double kv_channels = static_cast<double>(n.kv_channels.value_or(static_cast<std::int64_t>(h / heads)));
   const double groups = n.group_query_attention ? static_cast<double>(n.num_query_groups) : heads;
@@ -36,8 +38,9 @@ double num_floating_point_operations(const config::megatron_args& a, std::int64_
                                ? mla_attention_term(a, h, heads, layers, seq)
                                : expansion * layers * h * h * ((1 + groups / heads + seq / h / 2) * query_projection_ratio);
   const double mlp = expansion * layers * h * static_cast<double>(*n.ffn_hidden_size) * gated;
-  const double logits = 3 * 2 * h * static_cast<double>(padded_vocab_size);
-  return static_cast<double>(batch_size) * seq * (mlp + attention + logits);
+  const double mtp_norms_and_projection = 3 * 2 * mtp * (3 * h + 2 * h * h);
+  const double logits = 3 * 2 * h * static_cast<double>(padded_vocab_size) * (mtp + 1);
+  return static_cast<double>(batch_size) * seq * (mlp + attention + mtp_norms_and_projection + logits);
 }
 
 }  // namespace mactor::training

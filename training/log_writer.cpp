@@ -141,6 +141,13 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
   const auto moe = moe_metrics(a, r.moe_losses);
   for (const auto& m : moe) losses.emplace_back(m.name, m.value);
   state_.accumulator.add_iteration(losses, !r.update_successful);
+  // Then track_mtp_metrics' "mtp_<k> loss" entries (added even to a skipped iteration's sums, as
+  // Megatron's), also written to TensorBoard every iteration.
+  for (std::size_t k = 0; k < r.mtp_losses.size(); ++k) {
+    const std::string name = "mtp_" + std::to_string(k + 1) + " loss";
+    state_.accumulator.add_tracked(name, static_cast<float>(r.mtp_losses[k]));
+    if (tb_) tb_->add_scalar(name, r.mtp_losses[k], r.iteration);
+  }
   if (tb_)  // track_moe_metrics writes every iteration, whatever --tensorboard-log-interval
     for (const auto& m : moe) {
       tb_->add_scalar(m.name, m.value, r.iteration);

@@ -278,6 +278,13 @@ iteration_report rank_worker::finish_iteration() {
     dp->all_reduce(std::span<double>(moe_losses));
     for (auto& v : moe_losses) v /= dp->size();
   }
+  // Megatron's MTPLossLoggingHelper.reduce_loss_in_tracker: the mean over the data-parallel group.
+  auto mtp_losses = engine_.mtp_losses();
+  if (auto* dp = ctx_.data_parallel(); dp && !mtp_losses.empty()) {
+    dp->all_reduce(std::span<double>(mtp_losses));
+    for (auto& v : mtp_losses) v /= dp->size();
+  }
+  if (ctx_.tp_rank() != 0) mtp_losses.clear();
   const auto step = engine_.optimizer_step(args_.regularization.clip_grad, args_.logging.log_num_zeros_in_grad);
   // A skipped step (fp16 overflow) leaves the schedule where it is, as Megatron's train_step does.
   if (step.update_successful) scheduler_.step(iteration_batch_);
@@ -289,6 +296,7 @@ iteration_report rank_worker::finish_iteration() {
   r.num_tokens = totals.num_tokens;
   r.update_successful = step.update_successful;
   r.moe_losses = std::move(moe_losses);
+  r.mtp_losses = std::move(mtp_losses);
   r.loss_scale = engine_.loss_scale();
   if (step.grad_norm) r.has_grad_norm = true, r.grad_norm = *step.grad_norm;
   if (step.num_zeros_in_grad) r.has_num_zeros = true, r.num_zeros = *step.num_zeros_in_grad;

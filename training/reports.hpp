@@ -59,6 +59,10 @@ struct iteration_report {
   /// rank's stage fills its layers, averaged over the data-parallel replicas; the replica sums
   /// its stages'. Empty without MoE.
   std::vector<double> moe_losses;
+  /// Multi-token prediction: each depth's loss as Megatron's track_mtp_metrics has it (the mean
+  /// over the micro-batches of each one's masked mean, averaged over the data-parallel replicas),
+  /// from the last stage's first tensor-parallel rank. Empty without MTP.
+  std::vector<double> mtp_losses;
 };
 
 /// One rank's view of one evaluation (eval_iters global batches of one split).

@@ -208,6 +208,12 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
     if (scaler_) aux *= scaler_->scale();
     chunk.set_moe_aux_loss_scale(aux);
   }
+  if (chunk.config().mtp_num_layers > 0 && !forward_only_) {
+    // Megatron's forward_step sets MTPLossAutoScaler's scale the same way.
+    double mtp = args_.training.calculate_per_token_loss ? 1.0 : 1.0 / num_microbatches_;
+    if (scaler_) mtp *= scaler_->scale();
+    chunk.set_mtp_loss_scale(mtp);
+  }
   // The same dropout masks as one process: the micro-batch's index in the global sample order.
   const auto step = static_cast<std::uint64_t>(consumed_ / layout_.micro_batch_size +
                                                a.microbatch * layout_.data_parallel_size + layout_.data_parallel_rank);
@@ -228,6 +234,17 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
 std::vector<double> stage_engine::moe_aux_losses() const {
   std::vector<double> out = moe_losses_;
   for (auto& v : out) v /= num_microbatches_;
+  return out;
+}
+
+std::vector<double> stage_engine::mtp_losses() {
+  std::vector<double> out;
+  for (auto& chunk : chunks_) {
+    if (chunk.mtp_depths() == 0) continue;
+    const auto depth = chunk.take_mtp_losses();
+    out.resize(depth.size(), 0.0);
+    for (std::size_t k = 0; k < depth.size(); ++k) out[k] += depth[k] / num_microbatches_;
+  }
   return out;
 }
 

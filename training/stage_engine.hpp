@@ -71,6 +71,10 @@ class stage_engine {
   /// z_loss) and global layer, summed over the micro-batches and divided by their count
   /// ([3 * num_layers], zero for the layers of other stages); empty without MoE.
   std::vector<double> moe_aux_losses() const;
+  /// Multi-token prediction: each depth's masked mean loss over this iteration's micro-batches
+  /// (Megatron's tracker times 1 / micro-batches); empty off the last stage or without MTP.
+  /// Clears the chunks' trackers.
+  std::vector<double> mtp_losses();
   /// What the schedule is doing or waiting for right now, e.g. "awaiting recv_backward mb 7
   /// chunk 1 from rank 12", and since when.
   std::pair<std::string, std::chrono::steady_clock::time_point> activity() const;

@@ -60,6 +60,12 @@ void training_log_accumulator::add_iteration(std::span<const std::pair<std::stri
   nan_ += got_nan ? 1 : 0;
 }
 
+void training_log_accumulator::add_tracked(const std::string& key, float value) {
+  auto it = std::find_if(sums_.begin(), sums_.end(), [&](const auto& s) { return s.first == key; });
+  if (it == sums_.end()) sums_.emplace_back(key, value);
+  else it->second = it->second + value;
+}
+
 std::vector<std::pair<std::string, double>> training_log_accumulator::loss_averages() const {
   std::vector<std::pair<std::string, double>> out;
   const double n = static_cast<double>(std::max<std::int64_t>(1, advanced_));

@@ -38,6 +38,9 @@ class training_log_accumulator {
   /// One iteration. Losses are summed only when it was not skipped; a skipped iteration with
   /// any inf or nan loss counts as a nan iteration.
   void add_iteration(std::span<const std::pair<std::string, float>> losses, bool skipped);
+  /// A value Megatron's trackers add to total_loss_dict after the loss loop, skipped iteration
+  /// or not (track_mtp_metrics' "mtp_<k> loss").
+  void add_tracked(const std::string& key, float value);
 
   std::int64_t advanced_iterations() const { return advanced_; }
   std::int64_t skipped_iterations() const { return skipped_; }

@@ -128,7 +128,16 @@ TEST_CASE("a bad layout names the flag and what is wrong") {
   s.layout = "Et|t";
   CHECK_THROWS_WITH(config::split_pipeline_layers(s), Catch::Contains("the last layer must be the loss 'L'"));
   s.layout = "Et|tm|L", s.virtual_size = 1, s.pipeline_size = 3, s.mtp_num_layers = 1;
-  CHECK_THROWS_WITH(config::split_pipeline_layers(s), Catch::Contains("not built by mactor yet"));
+  CHECK_THROWS_WITH(config::split_pipeline_layers(s), Catch::Contains("must all be in the last stage, together with the loss"));
+  s.layout = "Et|mt|L";
+  CHECK_THROWS_WITH(config::split_pipeline_layers(s), Catch::Contains("decoder layers 't' must be placed before the MTP layers"));
+  s.layout = "Et|tmL", s.pipeline_size = 2, s.mtp_num_layers = 2;
+  CHECK_THROWS_WITH(config::split_pipeline_layers(s), Catch::Contains("places 1 MTP layers 'm' but --mtp-num-layers is 2"));
+  s.mtp_num_layers = 1;  // Megatron's placement: after the decoder, in the last stage with the loss
+  const auto split = config::split_pipeline_layers(s);
+  CHECK(split.at(0, 0).layers() == 1);
+  CHECK(split.at(1, 0).layers() == 1);
+  CHECK(split.at(1, 0).loss);
 }
 
 TEST_CASE("uneven pipeline and layout flags are validated on the command line with exit status 2") {

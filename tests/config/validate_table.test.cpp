@@ -105,6 +105,8 @@ const std::vector<rule_case>& cases() {
        {"--delay-wgrad-compute"}},
       {80, {"--mtp-num-layers", "1"}, "needs --position-embedding-type rope or none",
        {"--mtp-num-layers", "1", "--position-embedding-type", "rope"}},
+      {80, {"--mtp-num-layers", "-1", "--position-embedding-type", "rope"}, "must be a positive number of MTP layers",
+       {"--mtp-num-layers", "2", "--position-embedding-type", "rope"}},
       {81, {"--cuda-graph-impl", "local", "--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"},
        "full recompute is not supported with CUDA graphs", {"--cuda-graph-impl", "local"}},
       {90, {"--defer-embedding-wgrad-compute"}, "needs --pipeline-model-parallel-size > 1",

@@ -157,6 +157,15 @@ TEST_CASE("multi-latent attention at tp=2 and tp=4, with and without sequence pa
   check_sequence_parallel(c);
 }
 
+TEST_CASE("multi-token prediction at tp=2 and tp=4 with and without sequence parallelism and on a second pipeline stage gives the loss and gradients of tp=1", "[mtp]") {
+  // Two depths on the last stage: eh_proj column-parallel and gathered, the depths' embedding
+  // lookups vocab-parallel, the tied word table's copy on the last stage summed with the first's.
+  auto c = test::llama_style();
+  c.num_attention_heads = 8, c.num_query_groups = 4, c.padded_vocab_size = 32;
+  c.untie_embeddings_and_output_weights = false, c.mtp_num_layers = 2;
+  check_sequence_parallel(c);
+}
+
 TEST_CASE("sequence parallelism without the norm-gradient all-reduce leaves each rank a partial sum") {
   // The finalize step is what makes the norms right: before it, the tp ranks' gradients differ
   // and add up to the tp=1 gradient.

@@ -44,3 +44,13 @@ TEST_CASE("multi-latent attention counts Megatron's MLA attention term") {
                     "2", "--train-iters", "1", "--lr", "1"});
   CHECK(training::num_floating_point_operations(a, 256, 2) == Approx(2.0 * 32 * (34320 + 196608 + 98304)).epsilon(1e-12));
 }
+
+TEST_CASE("multi-token prediction adds a layer and a logits GEMM per depth and its norms and eh_proj") {
+  // The first configuration with one MTP depth: attention and MLP over 3 layers (331776 + 589824),
+  // norms and eh_proj 6*(3*64 + 2*64*64) = 50304, logits twice 6*64*1024 = 786432.
+  auto a = args_of({"--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+                    "--max-position-embeddings", "32", "--micro-batch-size", "8", "--train-iters", "1", "--lr", "1",
+                    "--position-embedding-type", "rope", "--mtp-num-layers", "1"});
+  CHECK(training::num_floating_point_operations(a, 1024, 8) ==
+        Approx(8.0 * 32 * (331776 + 589824 + 50304 + 786432)).epsilon(1e-12));
+}

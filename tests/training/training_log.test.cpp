@@ -227,3 +227,16 @@ TEST_CASE("the timers block equals megatron-core's Timers output for each option
         "(min, max) time across ranks (ms):\n    optimizer ......................................"
         ": (25.00, 50.00)");
 }
+
+TEST_CASE("a tracked value such as an MTP depth's loss is summed in a skipped iteration too") {
+  // Megatron's track_mtp_metrics adds to total_loss_dict after the loss loop, whatever skipped_iter.
+  training_log_accumulator acc;
+  acc.add_iteration(loss_entries{{"lm loss", 2.0f}}, false);
+  acc.add_tracked("mtp_1 loss", 1.0f);
+  acc.add_iteration(loss_entries{{"lm loss", 5.0f}}, true);
+  acc.add_tracked("mtp_1 loss", 3.0f);
+  const auto averages = acc.loss_averages();
+  REQUIRE(averages.size() == 2);
+  CHECK(averages[0] == std::pair<std::string, double>{"lm loss", 2.0});
+  CHECK(averages[1] == std::pair<std::string, double>{"mtp_1 loss", 4.0});  // (1 + 3) / 1 advanced
+}

@@ -1,0 +1,84 @@
+// --mtp-num-layers launched with `mactor`: TP2 with sequence parallelism x DP2 with the
+// distributed optimizer, PP2 (the depths and the embedding's copy on the last stage) and DP2 log
+// the one-process lm loss and each depth's "mtp_<k> loss" (PP2 also with the depths placed by
+// --pipeline-model-parallel-layout 'Et|tmmL'); a checkpoint resumes bit for bit
+// (the same iteration lines as the uninterrupted run), and one saved by TP2 resumes under PP2.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "tests/training/launch_support.hpp"
+
+using namespace mactor::test;
+
+namespace {
+
+std::string model_flags() {
+  return "--mock-data --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 "
+         "--mtp-num-layers 2 --mtp-loss-scaling-factor 0.3 --normalization RMSNorm --swiglu "
+         "--position-embedding-type rope --disable-bias-linear --seq-length 16 --max-position-embeddings 16 "
+         "--micro-batch-size 2 --global-batch-size 8 --train-iters 6 --lr 1e-2 --clip-grad 1.0 --init-method-std 0.05 "
+         "--tokenizer-type NullTokenizer --vocab-size 4095 --log-interval 1 --eval-interval 3 --eval-iters 1 --seed 5";
+}
+
+void check_depth_losses(const std::string& one, const std::string& spread, const std::string& layout, int ranks) {
+  for (const char* key : {"mtp_1 loss", "mtp_2 loss"}) {
+    const auto want = logged_values(one, key);
+    REQUIRE(want.size() == 6);
+    CHECK(want.front() != want.back());
+    const auto got = logged_values(spread, key);
+    REQUIRE(got.size() == want.size());
+    check_same(got, want, (std::string(key) + ", " + layout).c_str(), ranks);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("multi-token prediction under TP2 with sequence parallelism x DP2 and PP2 and DP2 logs the one-process losses") {
+  const auto alone = launch(1, model_flags());
+  const auto one = parse_losses(alone.out);
+  REQUIRE(one.train.size() == 6);
+  for (const auto& [ranks, layout] : std::vector<std::pair<int, std::string>>{
+           {4, "--tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer"},
+           {2, "--pipeline-model-parallel-size 2"},
+           {2, "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout 'Et|tmmL'"},
+           {2, "--use-distributed-optimizer"}}) {
+    INFO(layout);
+    const auto spread = launch(ranks, model_flags() + " " + layout);
+    const auto got = parse_losses(spread.out);
+    REQUIRE(got.train.size() == 6);
+    check_same(got.train, one.train, ("lm loss, " + layout).c_str(), ranks);
+    check_same(got.validation, one.validation, ("validation lm loss, " + layout).c_str(), ranks);
+    check_depth_losses(alone.out, spread.out, layout, ranks);
+  }
+}
+
+TEST_CASE("a multi-token prediction checkpoint resumes bit for bit and a TP2 one resumes under PP2") {
+  const auto whole = iteration_lines(launch(1, model_flags()).out);
+  REQUIRE(whole.size() == 6);
+  const auto dir = scratch_dir("mtp_launch", "checkpoint");
+  launch(1, model_flags() + " --save " + dir.string() + " --save-interval 6 --exit-interval 3");
+  const auto resumed = iteration_lines(launch(1, model_flags() + " --load " + dir.string()).out);
+  REQUIRE(resumed.size() == 3);
+  for (int i = 4; i <= 6; ++i) {
+    INFO("iteration " << i);
+    REQUIRE(resumed.count(i));
+    CHECK(resumed.at(i) == whole.at(i));
+    CHECK(resumed.at(i).find("mtp_2 loss") != std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+
+  const auto tp_dir = scratch_dir("mtp_launch", "tp2_checkpoint");
+  const auto alone = launch(1, model_flags());
+  launch(2, model_flags() + " --tensor-model-parallel-size 2 --save " + tp_dir.string() +
+                " --save-interval 6 --exit-interval 3");
+  const auto pp = launch(2, model_flags() + " --pipeline-model-parallel-size 2 --load " + tp_dir.string());
+  const auto got = parse_losses(pp.out).train;
+  REQUIRE(got.size() == 3);
+  const auto want = parse_losses(alone.out).train;
+  check_same(got, std::vector<double>(want.begin() + 3, want.end()), "lm loss resumed from a TP2 checkpoint under PP2", 2);
+  const auto depth = logged_values(pp.out, "mtp_1 loss");
+  const auto depth_want = logged_values(alone.out, "mtp_1 loss");
+  REQUIRE(depth.size() == 3);
+  check_same(depth, std::vector<double>(depth_want.begin() + 3, depth_want.end()), "mtp_1 loss resumed under PP2", 2);
+  std::filesystem::remove_all(tp_dir);
+}
