@@ -2,6 +2,7 @@
 // the [b, l, h, p] / [b, l, g, n] tensors, the chunk's step sizes and cumulative log-decay, and the
 // causal decay mask of the intra-chunk quadratic form.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -34,9 +35,20 @@ struct ssd_block {
   std::int64_t state_at(int chunk) const {
     return ((std::int64_t(b) * s.heads + hd) * s.num_chunks() + chunk) * s.head_dim * s.state;
   }
+  /// The backward's per-head dB and dC scratch, [b, l, h, n] (summed over a group's heads after).
+  std::int64_t per_head_at() const { return (row() * s.heads + hd) * s.state; }     // ld h*n
+  std::int64_t gram_at() const {  // C B^T of this chunk's group in gram_matrices' buffer
+    return ((std::int64_t(b) * s.groups + g) * s.num_chunks() + c) * s.chunk * s.chunk;
+  }
   int ldx() const { return s.heads * s.head_dim; }
   int ldbc() const { return s.groups * s.state; }
+  int ldph() const { return s.heads * s.state; }
 };
+
+/// G = C B^T ([q, q], ld q) for every (batch, group, chunk): [b, g, chunks, chunk, chunk]. The
+/// group's heads share it, so it is formed once, before the per-head work runs in parallel.
+template <typename T>
+std::vector<T> gram_matrices(const T* B, const T* C, const ssd_shape& s);
 
 /// dt[i] = softplus(dt_raw + dt_bias), cum[i] = A * (dt[0] + ... + dt[i]) over the chunk.
 template <typename T>

@@ -54,27 +54,43 @@ void forward_block(T* y, T* states, const T* x, const T* dt_raw, T A, const T* B
 
 }  // namespace
 
+namespace detail {
+
+template <typename T>
+std::vector<T> gram_matrices(const T* B, const T* C, const ssd_shape& s) {
+  const int chunks = s.num_chunks();
+  std::vector<T> G(std::size_t(s.batch) * s.groups * chunks * s.chunk * s.chunk);
+#pragma omp parallel for schedule(static) collapse(3)
+  for (int b = 0; b < s.batch; ++b)
+    for (int g = 0; g < s.groups; ++g)
+      for (int c = 0; c < chunks; ++c) {
+        const ssd_block k(s, b, g * (s.heads / s.groups), c);
+        gemm<T>(false, true, k.q, k.q, s.state, T(1), C + k.bc_at(), k.ldbc(), B + k.bc_at(),
+                k.ldbc(), T(0), G.data() + k.gram_at(), k.q);
+      }
+  return G;
+}
+
+template std::vector<float> gram_matrices<float>(const float*, const float*, const ssd_shape&);
+template std::vector<double> gram_matrices<double>(const double*, const double*,
+                                                   const ssd_shape&);
+
+}  // namespace detail
+
 template <typename T>
 void ssd_scan_forward(T* y, T* states, const T* x, const T* dt_raw, const T* A_log, const T* B,
                       const T* C, const T* D, const T* dt_bias, const ssd_shape& s) {
-  const int per_group = s.heads / s.groups, chunks = s.num_chunks();
+  const std::vector<T> G = detail::gram_matrices(B, C, s);
 #pragma omp parallel for schedule(dynamic) collapse(2)
   for (int b = 0; b < s.batch; ++b) {
-    for (int g = 0; g < s.groups; ++g) {
+    for (int hd = 0; hd < s.heads; ++hd) {  // heads are independent; chunks run in order
       forward_scratch<T> w(s);
-      std::vector<T> G(std::size_t(s.chunk) * s.chunk);
-      for (int hd = g * per_group; hd < (g + 1) * per_group; ++hd) {
-        const detail::ssd_block first(s, b, hd, 0);
-        std::fill_n(states + first.state_at(0), std::int64_t(s.head_dim) * s.state, T(0));
-      }
-      for (int c = 0; c < chunks; ++c) {
-        const detail::ssd_block k0(s, b, g * per_group, c);
-        // G = C B^T, shared by the group's heads: [q, q]
-        gemm<T>(false, true, k0.q, k0.q, s.state, T(1), C + k0.bc_at(), k0.ldbc(),
-                B + k0.bc_at(), k0.ldbc(), T(0), G.data(), k0.q);
-        for (int hd = g * per_group; hd < (g + 1) * per_group; ++hd)
-          forward_block(y, states, x, dt_raw, -std::exp(A_log[hd]), B, C, D[hd], dt_bias[hd],
-                        G.data(), detail::ssd_block(s, b, hd, c), w);
+      const detail::ssd_block first(s, b, hd, 0);
+      std::fill_n(states + first.state_at(0), std::int64_t(s.head_dim) * s.state, T(0));
+      for (int c = 0; c < s.num_chunks(); ++c) {
+        const detail::ssd_block k(s, b, hd, c);
+        forward_block(y, states, x, dt_raw, -std::exp(A_log[hd]), B, C, D[hd], dt_bias[hd],
+                      G.data() + k.gram_at(), k, w);
       }
     }
   }

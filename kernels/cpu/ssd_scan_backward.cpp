@@ -14,13 +14,14 @@ namespace {
 
 template <typename T>
 struct backward_scratch {
-  std::vector<T> G, dG, M, dM, tmp, xw, dh_prev, dt, cum, dcum, ddt;
-  std::vector<T> dh;  // one [p, n] state gradient per head of the group
+  std::vector<T> dG, M, dM, tmp, xw, dh_prev, dt, cum, dcum, ddt;
+  std::vector<T> dh;  // the head's [p, n] state gradient, carried from chunk to chunk
+  const T* G = nullptr;  // this chunk's C B^T
   explicit backward_scratch(const ssd_shape& s)
-      : G(std::size_t(s.chunk) * s.chunk), dG(G.size()), M(G.size()), dM(G.size()),
+      : dG(std::size_t(s.chunk) * s.chunk), M(dG.size()), dM(dG.size()),
         tmp(std::size_t(s.chunk) * s.head_dim), xw(tmp.size()),
         dh_prev(std::size_t(s.head_dim) * s.state), dt(s.chunk), cum(s.chunk), dcum(s.chunk),
-        ddt(s.chunk), dh(std::size_t(s.heads / s.groups) * s.head_dim * s.state) {}
+        ddt(s.chunk), dh(std::size_t(s.head_dim) * s.state, T(0)) {}
 };
 
 struct head_grads {  // this (batch, head)'s contributions to the parameter gradients
@@ -69,7 +70,8 @@ void state_readout(T* dC, const T* dy, const T* C, const T* h0, const detail::ss
     }
     w.dcum[i] += e * dot;
   }
-  gemm<T>(false, false, q, N, P, T(1), w.xw.data(), P, h0, N, T(1), dC + k.bc_at(), ldbc);
+  gemm<T>(false, false, q, N, P, T(1), w.xw.data(), P, h0, N, T(1), dC + k.per_head_at(),
+          k.ldph());
   gemm<T>(true, false, P, N, q, T(1), w.xw.data(), P, C + k.bc_at(), ldbc, T(0),
           w.dh_prev.data(), N);
 }
@@ -95,7 +97,8 @@ void state_update(T* dx, T* dB, const T* x, const T* B, const T* h0, const T* dh
     w.ddt[j] += dw * decay;
     w.dcum[q - 1] += dw * wj, w.dcum[j] -= dw * wj;
   }
-  gemm<T>(false, false, q, N, P, T(1), w.xw.data(), P, dh, N, T(1), dB + k.bc_at(), ldbc);
+  gemm<T>(false, false, q, N, P, T(1), w.xw.data(), P, dh, N, T(1), dB + k.per_head_at(),
+          k.ldph());
   if (k.c == 0) return;  // h0 = 0
   T inner = 0;
   for (int e = 0; e < P * N; ++e) inner += dh[e] * h0[e];
@@ -111,7 +114,12 @@ void backward_block(T* dx, T* ddt_raw, T* dB, T* dC, T* dh, const T* dy, const T
   const int q = k.q, PN = k.s.head_dim * k.s.state;
   const bool has_next = k.c + 1 < k.s.num_chunks();
   detail::chunk_decay(w.dt.data(), w.cum.data(), dt_raw, bias, A, k);
-  detail::decay_mask(w.M.data(), w.G.data(), w.dt.data(), w.cum.data(), q);
+  detail::decay_mask(w.M.data(), w.G, w.dt.data(), w.cum.data(), q);
+  std::fill_n(w.dG.begin(), q * q, T(0));
+  for (int i = 0; i < q; ++i) {
+    std::fill_n(dB + k.per_head_at() + std::int64_t(i) * k.ldph(), k.s.state, T(0));
+    std::fill_n(dC + k.per_head_at() + std::int64_t(i) * k.ldph(), k.s.state, T(0));
+  }
   std::fill_n(w.dcum.begin(), q, T(0));
   std::fill_n(w.ddt.begin(), q, T(0));
   const T* h0 = states + k.state_at(k.c);
@@ -122,6 +130,12 @@ void backward_block(T* dx, T* ddt_raw, T* dB, T* dC, T* dh, const T* dy, const T
     const T e = has_next ? std::exp(w.cum[q - 1]) : T(0);
     for (int i = 0; i < PN; ++i) dh[i] = e * dh[i] + w.dh_prev[i];
   }
+  // G = C B^T: dC += dG B, dB += dG^T C
+  const int N = k.s.state;
+  gemm<T>(false, false, q, N, q, T(1), w.dG.data(), q, B + k.bc_at(), k.ldbc(), T(1),
+          dC + k.per_head_at(), k.ldph());
+  gemm<T>(true, false, q, N, q, T(1), w.dG.data(), q, C + k.bc_at(), k.ldbc(), T(1),
+          dB + k.per_head_at(), k.ldph());
   T da = 0;  // reverse cumulative sum: cum_i depends on every a_k with k <= i
   for (int i = q - 1; i >= 0; --i) {
     da += w.dcum[i];
@@ -134,6 +148,20 @@ void backward_block(T* dx, T* ddt_raw, T* dB, T* dC, T* dh, const T* dy, const T
   }
 }
 
+// Sums the per-head dB or dC [b, l, h, n] over each group's heads into [b, l, g, n].
+template <typename T>
+void sum_over_group_heads(T* out, const std::vector<T>& per_head, const ssd_shape& s) {
+  const int per_group = s.heads / s.groups, N = s.state;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < std::int64_t(s.batch) * s.seq; ++r)
+    for (int g = 0; g < s.groups; ++g) {
+      T* o = out + (r * s.groups + g) * N;
+      std::fill_n(o, N, T(0));
+      for (int hd = g * per_group; hd < (g + 1) * per_group; ++hd)
+        for (int n = 0; n < N; ++n) o[n] += per_head[(r * s.heads + hd) * N + n];
+    }
+}
+
 }  // namespace
 
 template <typename T>
@@ -141,39 +169,25 @@ void ssd_scan_backward(T* dx, T* ddt_raw, T* dA_log, T* dB, T* dC, T* dD, T* ddt
                        const T* dy, const T* states, const T* x, const T* dt_raw,
                        const T* A_log, const T* B, const T* C, const T* D, const T* dt_bias,
                        const ssd_shape& s) {
-  const int per_group = s.heads / s.groups, chunks = s.num_chunks();
+  const std::vector<T> G = detail::gram_matrices(B, C, s);
+  const std::size_t per_head_size = std::size_t(s.batch) * s.seq * s.heads * s.state;
+  std::vector<T> dB_head(per_head_size), dC_head(per_head_size);
   std::vector<head_grads> partial(std::size_t(s.batch) * s.heads);
 #pragma omp parallel for schedule(dynamic) collapse(2)
   for (int b = 0; b < s.batch; ++b) {
-    for (int g = 0; g < s.groups; ++g) {
+    for (int hd = 0; hd < s.heads; ++hd) {  // heads are independent; chunks run in reverse
       backward_scratch<T> w(s);
-      std::fill(w.dh.begin(), w.dh.end(), T(0));
-      for (int c = chunks - 1; c >= 0; --c) {
-        const detail::ssd_block k0(s, b, g * per_group, c);
-        const int q = k0.q;
-        for (int i = 0; i < q; ++i) {
-          std::fill_n(dB + k0.bc_at() + std::int64_t(i) * k0.ldbc(), s.state, T(0));
-          std::fill_n(dC + k0.bc_at() + std::int64_t(i) * k0.ldbc(), s.state, T(0));
-        }
-        gemm<T>(false, true, q, q, s.state, T(1), C + k0.bc_at(), k0.ldbc(), B + k0.bc_at(),
-                k0.ldbc(), T(0), w.G.data(), q);
-        std::fill_n(w.dG.begin(), q * q, T(0));
-        for (int h = 0; h < per_group; ++h) {
-          const int hd = g * per_group + h;
-          backward_block(dx, ddt_raw, dB, dC,
-                         w.dh.data() + std::size_t(h) * s.head_dim * s.state, dy, states, x,
-                         dt_raw, -std::exp(A_log[hd]), B, C, D[hd], dt_bias[hd],
-                         detail::ssd_block(s, b, hd, c), w,
-                         partial[std::size_t(b) * s.heads + hd]);
-        }
-        // G = C B^T: dC += dG B, dB += dG^T C
-        gemm<T>(false, false, q, s.state, q, T(1), w.dG.data(), q, B + k0.bc_at(), k0.ldbc(),
-                T(1), dC + k0.bc_at(), k0.ldbc());
-        gemm<T>(true, false, q, s.state, q, T(1), w.dG.data(), q, C + k0.bc_at(), k0.ldbc(),
-                T(1), dB + k0.bc_at(), k0.ldbc());
+      for (int c = s.num_chunks() - 1; c >= 0; --c) {
+        const detail::ssd_block k(s, b, hd, c);
+        w.G = G.data() + k.gram_at();
+        backward_block(dx, ddt_raw, dB_head.data(), dC_head.data(), w.dh.data(), dy, states, x,
+                       dt_raw, -std::exp(A_log[hd]), B, C, D[hd], dt_bias[hd], k, w,
+                       partial[std::size_t(b) * s.heads + hd]);
       }
     }
   }
+  sum_over_group_heads(dB, dB_head, s);
+  sum_over_group_heads(dC, dC_head, s);
   for (int b = 0; b < s.batch; ++b)
     for (int hd = 0; hd < s.heads; ++hd) {
       const head_grads& p = partial[std::size_t(b) * s.heads + hd];

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "tests/kernels/gradient_check.hpp"
@@ -83,9 +84,10 @@ TEST_CASE("chunked SSD scan equals the sequential recurrence for every chunk len
 }
 
 TEST_CASE("chunked SSD scan backward matches finite differences of the sequential recurrence") {
-  for (int chunk : {3, 4, 16}) {
-    const kernels::ssd_shape s{.batch = 2, .seq = 10, .heads = 4, .head_dim = 3, .groups = 2,
-                               .state = 4, .chunk = chunk};
+  const std::pair<int, int> chunk_and_groups[] = {{3, 2}, {4, 1}, {16, 4}, {5, 2}};
+  for (const auto& [chunk, groups] : chunk_and_groups) {
+    const kernels::ssd_shape s{.batch = 2, .seq = 10, .heads = 4, .head_dim = 3,
+                               .groups = groups, .state = 4, .chunk = chunk};
     scan_inputs in(s);
     const auto probe = test::random_vector(in.x.size(), 18);
     auto loss = [&] { return test::dot(probe, sequential_scan(in, s)); };
@@ -101,7 +103,7 @@ TEST_CASE("chunked SSD scan backward matches finite differences of the sequentia
                                        in.A_log.data(), in.B.data(), in.C.data(), in.D.data(),
                                        in.dt_bias.data(), s);
     for (int hd = 0; hd < s.heads; ++hd) dA_log[hd] -= 1, dD[hd] -= 1, dbias[hd] -= 1;  // +=
-    INFO("chunk " << chunk);
+    INFO("chunk " << chunk << " groups " << groups);
     CHECK(test::relative_error(dx, test::numeric_gradient(loss, in.x)) < 1e-7);
     CHECK(test::relative_error(ddt, test::numeric_gradient(loss, in.dt)) < 1e-7);
     CHECK(test::relative_error(dB, test::numeric_gradient(loss, in.B)) < 1e-7);
