@@ -1,6 +1,7 @@
 // Causal depthwise 1-d convolution over the sequence with SiLU, as Mamba's conv1d over xBC
 // (torch's Conv1d with groups = channels, padding = width - 1, cut to the first l outputs).
 #pragma once
+#include "tensor/tensor.hpp"
 
 namespace mactor::kernels {
 
@@ -16,5 +17,16 @@ template <typename T>
 void causal_conv1d_backward(T* dx, T* dw, T* dbias, const T* dy, const T* x, const T* w,
                             const T* bias, int batch, int seq, int channels, int width,
                             bool silu);
+
+
+// Tensor entry points: dispatch on dtype and device (every tensor the same), sizes checked.
+void causal_conv1d_forward(tensor::tensor_view y, tensor::const_tensor_view x,
+                           tensor::const_tensor_view w, tensor::const_tensor_view bias, int batch,
+                           int seq, int channels, int width, bool silu);
+void causal_conv1d_backward(tensor::tensor_view dx, tensor::tensor_view dw,
+                            tensor::tensor_view dbias, tensor::const_tensor_view dy,
+                            tensor::const_tensor_view x, tensor::const_tensor_view w,
+                            tensor::const_tensor_view bias, int batch, int seq, int channels,
+                            int width, bool silu);
 
 }  // namespace mactor::kernels

@@ -1,6 +1,7 @@
 // Mamba-2's gated RMSNorm (mamba_ssm's RMSNormGated with norm_before_gate=False, as Megatron's
 // MambaMixer uses it): the gate multiplies first, then RMSNorm runs over groups of the width.
 #pragma once
+#include "tensor/tensor.hpp"
 
 namespace mactor::kernels {
 
@@ -14,5 +15,17 @@ void gated_rmsnorm_forward(T* y, T* rstd, const T* x, const T* z, const T* weigh
 template <typename T>
 void gated_rmsnorm_backward(T* dx, T* dz, T* dweight, const T* dy, const T* x, const T* z,
                             const T* weight, const T* rstd, int n, int d, int group_size);
+
+
+// Tensor entry points: dispatch on dtype and device (every tensor the same), sizes checked.
+void gated_rmsnorm_forward(tensor::tensor_view y, tensor::tensor_view rstd,
+                           tensor::const_tensor_view x, tensor::const_tensor_view z,
+                           tensor::const_tensor_view weight, int n, int d, int group_size,
+                           double eps);
+void gated_rmsnorm_backward(tensor::tensor_view dx, tensor::tensor_view dz,
+                            tensor::tensor_view dweight, tensor::const_tensor_view dy,
+                            tensor::const_tensor_view x, tensor::const_tensor_view z,
+                            tensor::const_tensor_view weight, tensor::const_tensor_view rstd,
+                            int n, int d, int group_size);
 
 }  // namespace mactor::kernels

@@ -3,6 +3,7 @@
 // each head is passed on. Semantics of mamba_ssm's mamba_chunk_scan_combined with
 // dt_softplus=True, a dt_bias, D per head, no initial state, B and C shared by the heads of a group.
 #pragma once
+#include "tensor/tensor.hpp"
 #include <cstdint>
 
 namespace mactor::kernels {
@@ -38,5 +39,21 @@ void ssd_scan_backward(T* dx, T* ddt_raw, T* dA_log, T* dB, T* dC, T* dD, T* ddt
                        const T* dy, const T* states, const T* x, const T* dt_raw,
                        const T* A_log, const T* B, const T* C, const T* D, const T* dt_bias,
                        const ssd_shape& s);
+
+
+// Tensor entry points: dispatch on dtype and device (every tensor the same), sizes checked.
+void ssd_scan_forward(tensor::tensor_view y, tensor::tensor_view states,
+                      tensor::const_tensor_view x, tensor::const_tensor_view dt_raw,
+                      tensor::const_tensor_view A_log, tensor::const_tensor_view B,
+                      tensor::const_tensor_view C, tensor::const_tensor_view D,
+                      tensor::const_tensor_view dt_bias, const ssd_shape& s);
+void ssd_scan_backward(tensor::tensor_view dx, tensor::tensor_view ddt_raw,
+                       tensor::tensor_view dA_log, tensor::tensor_view dB, tensor::tensor_view dC,
+                       tensor::tensor_view dD, tensor::tensor_view ddt_bias,
+                       tensor::const_tensor_view dy, tensor::const_tensor_view states,
+                       tensor::const_tensor_view x, tensor::const_tensor_view dt_raw,
+                       tensor::const_tensor_view A_log, tensor::const_tensor_view B,
+                       tensor::const_tensor_view C, tensor::const_tensor_view D,
+                       tensor::const_tensor_view dt_bias, const ssd_shape& s);
 
 }  // namespace mactor::kernels

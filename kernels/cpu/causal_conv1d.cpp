@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "kernels/cpu/row_reduction.hpp"
+#include "kernels/cpu/typed.hpp"
+#include "kernels/dispatch.hpp"
 
 namespace mactor::kernels {
 namespace {
@@ -106,5 +108,44 @@ template void causal_conv1d_backward<float>(float*, float*, float*, const float*
 template void causal_conv1d_backward<double>(double*, double*, double*, const double*,
                                              const double*, const double*, const double*, int,
                                              int, int, int, bool);
+
+void causal_conv1d_forward(tensor::tensor_view y, tensor::const_tensor_view x,
+                           tensor::const_tensor_view w, tensor::const_tensor_view bias, int batch,
+                           int seq, int channels, int width, bool silu) {
+  const char* k = "causal_conv1d_forward";
+  check_compatible(k, {y, x, w, bias});
+  const std::int64_t n = std::int64_t(batch) * seq * channels;
+  detail::need(k, "y", y, n), detail::need(k, "x", x, n);
+  detail::need(k, "w", w, std::int64_t(channels) * width);
+  detail::need_optional(k, "bias", bias, channels);
+  detail::fp32_stage stage;
+  dispatch_compute(k, y.type, y.where, [&](auto zero) {
+    using T = decltype(zero);
+    causal_conv1d_forward<T>(stage.output<T>(y, n), stage.typed<T>(x), stage.typed<T>(w),
+                             stage.typed<T>(bias), batch, seq, channels, width, silu);
+  });
+}
+
+void causal_conv1d_backward(tensor::tensor_view dx, tensor::tensor_view dw,
+                            tensor::tensor_view dbias, tensor::const_tensor_view dy,
+                            tensor::const_tensor_view x, tensor::const_tensor_view w,
+                            tensor::const_tensor_view bias, int batch, int seq, int channels,
+                            int width, bool silu) {
+  const char* k = "causal_conv1d_backward";
+  check_compatible(k, {dx, dw, dbias, dy, x, w, bias});
+  const std::int64_t n = std::int64_t(batch) * seq * channels;
+  detail::need(k, "dx", dx, n), detail::need(k, "dy", dy, n), detail::need(k, "x", x, n);
+  detail::need(k, "dw", dw, std::int64_t(channels) * width);
+  detail::need(k, "w", w, std::int64_t(channels) * width);
+  detail::need_optional(k, "dbias", dbias, channels);
+  detail::need_optional(k, "bias", bias, channels);
+  detail::fp32_stage stage;
+  dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
+    using T = decltype(zero);
+    causal_conv1d_backward<T>(stage.output<T>(dx, n), stage.typed<T>(dw), stage.typed<T>(dbias),
+                              stage.typed<T>(dy), stage.typed<T>(x), stage.typed<T>(w),
+                              stage.typed<T>(bias), batch, seq, channels, width, silu);
+  });
+}
 
 }  // namespace mactor::kernels

@@ -8,6 +8,8 @@
 #include <cstdint>
 
 #include "kernels/cpu/row_reduction.hpp"
+#include "kernels/cpu/typed.hpp"
+#include "kernels/dispatch.hpp"
 
 namespace mactor::kernels {
 namespace {
@@ -86,5 +88,45 @@ template void gated_rmsnorm_backward<float>(float*, float*, float*, const float*
 template void gated_rmsnorm_backward<double>(double*, double*, double*, const double*,
                                              const double*, const double*, const double*,
                                              const double*, int, int, int);
+
+void gated_rmsnorm_forward(tensor::tensor_view y, tensor::tensor_view rstd,
+                           tensor::const_tensor_view x, tensor::const_tensor_view z,
+                           tensor::const_tensor_view weight, int n, int d, int group_size,
+                           double eps) {
+  const char* k = "gated_rmsnorm_forward";
+  check_compatible(k, {y, rstd, x, z, weight});
+  const std::int64_t nd = std::int64_t(n) * d;
+  detail::need(k, "y", y, nd), detail::need(k, "x", x, nd), detail::need(k, "z", z, nd);
+  detail::need(k, "rstd", rstd, nd / group_size), detail::need(k, "weight", weight, d);
+  detail::fp32_stage stage;
+  dispatch_compute(k, y.type, y.where, [&](auto zero) {
+    using T = decltype(zero);
+    gated_rmsnorm_forward<T>(stage.output<T>(y, nd), stage.output<T>(rstd, nd / group_size),
+                             stage.typed<T>(x), stage.typed<T>(z), stage.typed<T>(weight), n, d,
+                             group_size, T(eps));
+  });
+}
+
+void gated_rmsnorm_backward(tensor::tensor_view dx, tensor::tensor_view dz,
+                            tensor::tensor_view dweight, tensor::const_tensor_view dy,
+                            tensor::const_tensor_view x, tensor::const_tensor_view z,
+                            tensor::const_tensor_view weight, tensor::const_tensor_view rstd,
+                            int n, int d, int group_size) {
+  const char* k = "gated_rmsnorm_backward";
+  check_compatible(k, {dx, dz, dweight, dy, x, z, weight, rstd});
+  const std::int64_t nd = std::int64_t(n) * d;
+  detail::need(k, "dx", dx, nd), detail::need(k, "dz", dz, nd), detail::need(k, "dy", dy, nd);
+  detail::need(k, "x", x, nd), detail::need(k, "z", z, nd);
+  detail::need(k, "dweight", dweight, d), detail::need(k, "weight", weight, d);
+  detail::need(k, "rstd", rstd, nd / group_size);
+  detail::fp32_stage stage;
+  dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
+    using T = decltype(zero);
+    gated_rmsnorm_backward<T>(stage.output<T>(dx, nd), stage.output<T>(dz, nd),
+                              stage.typed<T>(dweight), stage.typed<T>(dy), stage.typed<T>(x),
+                              stage.typed<T>(z), stage.typed<T>(weight), stage.typed<T>(rstd), n,
+                              d, group_size);
+  });
+}
 
 }  // namespace mactor::kernels

@@ -8,6 +8,8 @@
 
 #include "kernels/cpu/ssd_chunk.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/cpu/typed.hpp"
+#include "kernels/dispatch.hpp"
 
 namespace mactor::kernels {
 namespace {
@@ -102,5 +104,29 @@ template void ssd_scan_forward<float>(float*, float*, const float*, const float*
 template void ssd_scan_forward<double>(double*, double*, const double*, const double*,
                                        const double*, const double*, const double*,
                                        const double*, const double*, const ssd_shape&);
+
+void ssd_scan_forward(tensor::tensor_view y, tensor::tensor_view states,
+                      tensor::const_tensor_view x, tensor::const_tensor_view dt_raw,
+                      tensor::const_tensor_view A_log, tensor::const_tensor_view B,
+                      tensor::const_tensor_view C, tensor::const_tensor_view D,
+                      tensor::const_tensor_view dt_bias, const ssd_shape& s) {
+  const char* k = "ssd_scan_forward";
+  check_compatible(k, {y, states, x, dt_raw, A_log, B, C, D, dt_bias});
+  const std::int64_t rows = std::int64_t(s.batch) * s.seq, xn = rows * s.heads * s.head_dim;
+  detail::need(k, "y", y, xn), detail::need(k, "x", x, xn);
+  detail::need(k, "states", states, s.states_size());
+  detail::need(k, "dt_raw", dt_raw, rows * s.heads);
+  detail::need(k, "B", B, rows * s.groups * s.state), detail::need(k, "C", C, rows * s.groups * s.state);
+  detail::need(k, "A_log", A_log, s.heads), detail::need(k, "D", D, s.heads);
+  detail::need(k, "dt_bias", dt_bias, s.heads);
+  detail::fp32_stage stage;
+  dispatch_compute(k, y.type, y.where, [&](auto zero) {
+    using T = decltype(zero);
+    ssd_scan_forward<T>(stage.output<T>(y, xn), stage.output<T>(states, s.states_size()),
+                        stage.typed<T>(x), stage.typed<T>(dt_raw), stage.typed<T>(A_log),
+                        stage.typed<T>(B), stage.typed<T>(C), stage.typed<T>(D),
+                        stage.typed<T>(dt_bias), s);
+  });
+}
 
 }  // namespace mactor::kernels

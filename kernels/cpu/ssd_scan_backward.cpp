@@ -3,11 +3,14 @@
 // cumulative log-decay first (d cum), then to each step's dt by a reverse cumulative sum.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/ssd_chunk.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/ssd_scan.hpp"
+#include "kernels/cpu/typed.hpp"
+#include "kernels/dispatch.hpp"
 
 namespace mactor::kernels {
 namespace {
@@ -206,5 +209,38 @@ template void ssd_scan_backward<double>(double*, double*, double*, double*, doub
                                         const double*, const double*, const double*,
                                         const double*, const double*, const double*,
                                         const ssd_shape&);
+
+void ssd_scan_backward(tensor::tensor_view dx, tensor::tensor_view ddt_raw,
+                       tensor::tensor_view dA_log, tensor::tensor_view dB, tensor::tensor_view dC,
+                       tensor::tensor_view dD, tensor::tensor_view ddt_bias,
+                       tensor::const_tensor_view dy, tensor::const_tensor_view states,
+                       tensor::const_tensor_view x, tensor::const_tensor_view dt_raw,
+                       tensor::const_tensor_view A_log, tensor::const_tensor_view B,
+                       tensor::const_tensor_view C, tensor::const_tensor_view D,
+                       tensor::const_tensor_view dt_bias, const ssd_shape& s) {
+  const char* k = "ssd_scan_backward";
+  check_compatible(k, {dx, ddt_raw, dA_log, dB, dC, dD, ddt_bias, dy, states, x, dt_raw, A_log,
+                       B, C, D, dt_bias});
+  const std::int64_t rows = std::int64_t(s.batch) * s.seq, xn = rows * s.heads * s.head_dim;
+  const std::int64_t bn = rows * s.groups * s.state;
+  for (auto [name, v, n] : {std::tuple{"dx", tensor::const_tensor_view(dx), xn}, {"dy", dy, xn},
+                            {"x", x, xn}, {"states", states, s.states_size()},
+                            {"ddt_raw", ddt_raw, rows * s.heads}, {"dt_raw", dt_raw, rows * s.heads},
+                            {"dB", dB, bn}, {"dC", dC, bn}, {"B", B, bn}, {"C", C, bn},
+                            {"dA_log", dA_log, s.heads}, {"dD", dD, s.heads},
+                            {"ddt_bias", ddt_bias, s.heads}, {"A_log", A_log, s.heads},
+                            {"D", D, s.heads}, {"dt_bias", dt_bias, s.heads}})
+    detail::need(k, name, v, n);
+  detail::fp32_stage stage;
+  dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
+    using T = decltype(zero);
+    ssd_scan_backward<T>(stage.output<T>(dx, xn), stage.output<T>(ddt_raw, rows * s.heads),
+                         stage.typed<T>(dA_log), stage.output<T>(dB, bn), stage.output<T>(dC, bn),
+                         stage.typed<T>(dD), stage.typed<T>(ddt_bias), stage.typed<T>(dy),
+                         stage.typed<T>(states), stage.typed<T>(x), stage.typed<T>(dt_raw),
+                         stage.typed<T>(A_log), stage.typed<T>(B), stage.typed<T>(C),
+                         stage.typed<T>(D), stage.typed<T>(dt_bias), s);
+  });
+}
 
 }  // namespace mactor::kernels
