@@ -2,6 +2,9 @@
 // the sequential recurrence h_t = exp(dt A) h_{t-1} + dt x_t B_t^T, y_t = h_t C_t + D x_t, at
 // sequence lengths 256..2048. Milliseconds, median of the repeats, fp32. Prints a table.
 // Usage: bench_mamba [heads head_dim state chunk]   (defaults 8 64 128 128, one group, batch 1)
+// The chunked form does more arithmetic than the recurrence (4pn + 2Qp against 4pn per step and
+// head) and wins only because it runs it as GEMMs; with subnormal decays in those GEMMs (before
+// kernels/cpu/ssd_chunk.hpp's decay_exp flushed them) it ran 3-6x slower than the recurrence.
 #include <algorithm>
 #include <chrono>
 #include <cmath>

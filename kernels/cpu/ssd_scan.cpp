@@ -16,9 +16,9 @@ namespace {
 
 template <typename T>
 struct forward_scratch {
-  std::vector<T> M, tmp, dt, cum;
+  std::vector<T> M, L, tmp, dt, cum;
   explicit forward_scratch(const ssd_shape& s)
-      : M(std::size_t(s.chunk) * s.chunk), tmp(std::size_t(s.chunk) * s.head_dim),
+      : M(std::size_t(s.chunk) * s.chunk), L(M.size()), tmp(std::size_t(s.chunk) * s.head_dim),
         dt(s.chunk), cum(s.chunk) {}
 };
 
@@ -28,7 +28,7 @@ void forward_block(T* y, T* states, const T* x, const T* dt_raw, T A, const T* B
                    T D, T bias, const T* G, const detail::ssd_block& k, forward_scratch<T>& w) {
   const int q = k.q, P = k.s.head_dim, N = k.s.state, ldx = k.ldx(), ldbc = k.ldbc();
   detail::chunk_decay(w.dt.data(), w.cum.data(), dt_raw, bias, A, k);
-  detail::decay_mask(w.M.data(), G, w.dt.data(), w.cum.data(), q);
+  detail::decay_mask(w.M.data(), w.L.data(), G, w.dt.data(), w.cum.data(), q);
   T* yk = y + k.x_at();
   const T* xk = x + k.x_at();
   gemm<T>(false, false, q, P, q, T(1), w.M.data(), q, xk, ldx, T(0), yk, ldx);
@@ -36,7 +36,7 @@ void forward_block(T* y, T* states, const T* x, const T* dt_raw, T A, const T* B
   if (k.c > 0) {  // y_i += exp(cum_i) h0 C_i
     gemm<T>(false, true, q, P, N, T(1), C + k.bc_at(), ldbc, h0, N, T(0), w.tmp.data(), P);
     for (int i = 0; i < q; ++i) {
-      const T e = std::exp(w.cum[i]);
+      const T e = detail::decay_exp(w.cum[i]);
       for (int p = 0; p < P; ++p) yk[std::int64_t(i) * ldx + p] += e * w.tmp[i * P + p];
     }
   }
@@ -46,9 +46,9 @@ void forward_block(T* y, T* states, const T* x, const T* dt_raw, T A, const T* B
   // h1 = exp(cum_last) h0 + sum_j exp(cum_last - cum_j) dt_j x_j B_j^T
   T* h1 = states + k.state_at(k.c + 1);
   const T last = w.cum[q - 1];
-  for (int e = 0; e < P * N; ++e) h1[e] = std::exp(last) * h0[e];
+  for (int e = 0; e < P * N; ++e) h1[e] = detail::decay_exp(last) * h0[e];
   for (int j = 0; j < q; ++j) {
-    const T wj = std::exp(last - w.cum[j]) * w.dt[j];
+    const T wj = detail::decay_exp(last - w.cum[j]) * w.dt[j];
     for (int p = 0; p < P; ++p) w.tmp[j * P + p] = wj * xk[std::int64_t(j) * ldx + p];
   }
   gemm<T>(true, false, P, N, q, T(1), w.tmp.data(), P, B + k.bc_at(), ldbc, T(1), h1, N);

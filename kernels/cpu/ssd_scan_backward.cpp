@@ -17,11 +17,11 @@ namespace {
 
 template <typename T>
 struct backward_scratch {
-  std::vector<T> dG, M, dM, tmp, xw, dh_prev, dt, cum, dcum, ddt;
+  std::vector<T> dG, M, L, dM, tmp, xw, dh_prev, dt, cum, dcum, ddt;
   std::vector<T> dh;  // the head's [p, n] state gradient, carried from chunk to chunk
   const T* G = nullptr;  // this chunk's C B^T
   explicit backward_scratch(const ssd_shape& s)
-      : dG(std::size_t(s.chunk) * s.chunk), M(dG.size()), dM(dG.size()),
+      : dG(std::size_t(s.chunk) * s.chunk), M(dG.size()), L(dG.size()), dM(dG.size()),
         tmp(std::size_t(s.chunk) * s.head_dim), xw(tmp.size()),
         dh_prev(std::size_t(s.head_dim) * s.state), dt(s.chunk), cum(s.chunk), dcum(s.chunk),
         ddt(s.chunk), dh(std::size_t(s.head_dim) * s.state, T(0)) {}
@@ -49,7 +49,7 @@ void intra_chunk(T* dx, const T* dy, const T* x, T D, const detail::ssd_block& k
   gemm<T>(false, true, q, q, P, T(1), dyk, ldx, xk, ldx, T(0), w.dM.data(), q);
   for (int i = 0; i < q; ++i)
     for (int j = 0; j <= i; ++j) {
-      const T dm = w.dM[i * q + j], e = std::exp(w.cum[i] - w.cum[j]);
+      const T dm = w.dM[i * q + j], e = w.L[i * q + j];
       const T t = dm * w.M[i * q + j];
       w.dcum[i] += t, w.dcum[j] -= t;
       w.ddt[j] += dm * w.G[i * q + j] * e;
@@ -65,7 +65,7 @@ void state_readout(T* dC, const T* dy, const T* C, const T* h0, const detail::ss
   const T* dyk = dy + k.x_at();
   gemm<T>(false, true, q, P, N, T(1), C + k.bc_at(), ldbc, h0, N, T(0), w.tmp.data(), P);
   for (int i = 0; i < q; ++i) {
-    const T e = std::exp(w.cum[i]);
+    const T e = detail::decay_exp(w.cum[i]);
     T dot = 0;
     for (int p = 0; p < P; ++p) {
       dot += dyk[std::int64_t(i) * ldx + p] * w.tmp[i * P + p];
@@ -89,7 +89,7 @@ void state_update(T* dx, T* dB, const T* x, const T* B, const T* h0, const T* dh
   const T* xk = x + k.x_at();
   T* dxk = dx + k.x_at();
   for (int j = 0; j < q; ++j) {
-    const T decay = std::exp(last - w.cum[j]), wj = decay * w.dt[j];
+    const T decay = detail::decay_exp(last - w.cum[j]), wj = decay * w.dt[j];
     T dw = 0;
     for (int p = 0; p < P; ++p) {
       const std::int64_t o = std::int64_t(j) * ldx + p;
@@ -105,7 +105,7 @@ void state_update(T* dx, T* dB, const T* x, const T* B, const T* h0, const T* dh
   if (k.c == 0) return;  // h0 = 0
   T inner = 0;
   for (int e = 0; e < P * N; ++e) inner += dh[e] * h0[e];
-  w.dcum[q - 1] += std::exp(last) * inner;
+  w.dcum[q - 1] += detail::decay_exp(last) * inner;
 }
 
 // One head's chunk, given its dh (the gradient of the state leaving the chunk); leaves in dh
@@ -117,7 +117,7 @@ void backward_block(T* dx, T* ddt_raw, T* dB, T* dC, T* dh, const T* dy, const T
   const int q = k.q, PN = k.s.head_dim * k.s.state;
   const bool has_next = k.c + 1 < k.s.num_chunks();
   detail::chunk_decay(w.dt.data(), w.cum.data(), dt_raw, bias, A, k);
-  detail::decay_mask(w.M.data(), w.G, w.dt.data(), w.cum.data(), q);
+  detail::decay_mask(w.M.data(), w.L.data(), w.G, w.dt.data(), w.cum.data(), q);
   std::fill_n(w.dG.begin(), q * q, T(0));
   for (int i = 0; i < q; ++i) {
     std::fill_n(dB + k.per_head_at() + std::int64_t(i) * k.ldph(), k.s.state, T(0));
@@ -130,7 +130,7 @@ void backward_block(T* dx, T* ddt_raw, T* dB, T* dC, T* dh, const T* dy, const T
   if (k.c > 0) state_readout(dC, dy, C, h0, k, w);
   if (has_next) state_update(dx, dB, x, B, h0, dh, k, w);
   if (k.c > 0) {  // dh0 = exp(cum_last) dh1 + readout part
-    const T e = has_next ? std::exp(w.cum[q - 1]) : T(0);
+    const T e = has_next ? detail::decay_exp(w.cum[q - 1]) : T(0);
     for (int i = 0; i < PN; ++i) dh[i] = e * dh[i] + w.dh_prev[i];
   }
   // G = C B^T: dC += dG B, dB += dG^T C
