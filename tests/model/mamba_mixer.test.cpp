@@ -31,13 +31,16 @@ struct mixer_run {
 
 // Values as the store's dtype holds them (fp32 rounding included), handed back as doubles.
 std::vector<double> through(tensor::dtype type, std::vector<double> v) {
-  if (type == tensor::dtype::float32)
-    for (auto& e : v) e = double(float(e));
-  return v;
+  std::vector<double> rounded(v.size());
+  tensor::tensor t;
+  auto typed = model::ensure_activation(t, std::int64_t(v.size()), 1, type);
+  kernels::convert(typed, test::view(v)), kernels::convert(test::view(rounded), typed);
+  return rounded;
 }
 
 mixer_run run_ours(const model::mamba_mixer_config& c, tensor::dtype type) {
-  model::parameter_store store(type, type);
+  const auto grads = type == tensor::dtype::float64 ? type : tensor::dtype::float32;
+  model::parameter_store store(type, grads);
   model::mamba_mixer mixer(store, "mixer", c, 1);
   store.allocate(5, 0, 1);
   mixer.initialize(store, 5);
@@ -47,7 +50,8 @@ mixer_run run_ours(const model::mamba_mixer_config& c, tensor::dtype type) {
     kernels::convert(test::view(v), p.value);
     if (p.name.ends_with(".D") || p.name.ends_with("norm.weight")) {  // away from their ones
       const auto noise = test::random_vector(v.size(), p.offset + 3, 0.3);
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = double(float(v[i] + noise[i]));
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] += noise[i];
+      v = through(type, v);
       kernels::convert(p.value, test::view(v));
     }
     r.names.push_back(p.name), r.params.push_back(v);
@@ -152,6 +156,10 @@ TEST_CASE("mamba mixer forward and backward match an independent PyTorch mixer i
 
 TEST_CASE("mamba mixer in fp32 matches the fp64 PyTorch mixer on its fp32 weights") {
   compare(small_mixer(2, 5), tensor::dtype::float32, 4, "fp32_two_groups", 1e-5);
+}
+
+TEST_CASE("mamba mixer in bf16 (fp32 gradients) stays within bf16 rounding of the PyTorch mixer") {
+  compare(small_mixer(2, 4), tensor::dtype::bfloat16, 8, "bf16_two_groups", 3e-2);
 }
 
 TEST_CASE("mamba mixer initializes A_log, dt_bias, D and the conv as Megatron draws them") {
