@@ -17,11 +17,12 @@ namespace {
 
 template <typename T>
 struct backward_scratch {
-  std::vector<T> dG, M, L, dM, tmp, xw, dh_prev, dt, cum, dcum, ddt;
+  std::vector<T> M, L, dM, tmp, xw, dh_prev, dt, cum, dcum, ddt;
   std::vector<T> dh;  // the head's [p, n] state gradient, carried from chunk to chunk
   const T* G = nullptr;  // this chunk's C B^T
+  T* dG = nullptr;       // this head's gradient of it, summed over the group's heads later
   explicit backward_scratch(const ssd_shape& s)
-      : dG(std::size_t(s.chunk) * s.chunk), M(dG.size()), L(dG.size()), dM(dG.size()),
+      : M(std::size_t(s.chunk) * s.chunk), L(M.size()), dM(M.size()),
         tmp(std::size_t(s.chunk) * s.head_dim), xw(tmp.size()),
         dh_prev(std::size_t(s.head_dim) * s.state), dt(s.chunk), cum(s.chunk), dcum(s.chunk),
         ddt(s.chunk), dh(std::size_t(s.head_dim) * s.state, T(0)) {}
@@ -31,7 +32,7 @@ struct head_grads {  // this (batch, head)'s contributions to the parameter grad
   double dA = 0, dD = 0, dbias = 0;
 };
 
-// y_i = sum_j M_ij x_j + D x_i: dx, d cum and d dt through the mask, dG summed over heads.
+// y_i = sum_j M_ij x_j + D x_i: dx, d cum, d dt and dG through the mask.
 template <typename T>
 void intra_chunk(T* dx, const T* dy, const T* x, T D, const detail::ssd_block& k,
                  backward_scratch<T>& w, head_grads& pg) {
@@ -118,7 +119,7 @@ void backward_block(T* dx, T* ddt_raw, T* dB, T* dC, T* dh, const T* dy, const T
   const bool has_next = k.c + 1 < k.s.num_chunks();
   detail::chunk_decay(w.dt.data(), w.cum.data(), dt_raw, bias, A, k);
   detail::decay_mask(w.M.data(), w.L.data(), w.G, w.dt.data(), w.cum.data(), q);
-  std::fill_n(w.dG.begin(), q * q, T(0));
+  std::fill_n(w.dG, q * q, T(0));
   for (int i = 0; i < q; ++i) {
     std::fill_n(dB + k.per_head_at() + std::int64_t(i) * k.ldph(), k.s.state, T(0));
     std::fill_n(dC + k.per_head_at() + std::int64_t(i) * k.ldph(), k.s.state, T(0));
@@ -133,12 +134,6 @@ void backward_block(T* dx, T* ddt_raw, T* dB, T* dC, T* dh, const T* dy, const T
     const T e = has_next ? detail::decay_exp(w.cum[q - 1]) : T(0);
     for (int i = 0; i < PN; ++i) dh[i] = e * dh[i] + w.dh_prev[i];
   }
-  // G = C B^T: dC += dG B, dB += dG^T C
-  const int N = k.s.state;
-  gemm<T>(false, false, q, N, q, T(1), w.dG.data(), q, B + k.bc_at(), k.ldbc(), T(1),
-          dC + k.per_head_at(), k.ldph());
-  gemm<T>(true, false, q, N, q, T(1), w.dG.data(), q, C + k.bc_at(), k.ldbc(), T(1),
-          dB + k.per_head_at(), k.ldph());
   T da = 0;  // reverse cumulative sum: cum_i depends on every a_k with k <= i
   for (int i = q - 1; i >= 0; --i) {
     da += w.dcum[i];
@@ -165,6 +160,30 @@ void sum_over_group_heads(T* out, const std::vector<T>& per_head, const ssd_shap
     }
 }
 
+// G = C B^T of each (batch, group, chunk): dC += dG B, dB += dG^T C with dG summed over the
+// group's heads first, so the two GEMMs run once per group rather than once per head.
+template <typename T>
+void apply_gram_grads(T* dB, T* dC, const std::vector<T>& dG_heads, const T* B, const T* C,
+                      const ssd_shape& s) {
+  const int per_group = s.heads / s.groups, chunks = s.num_chunks();
+  const std::size_t QQ = std::size_t(s.chunk) * s.chunk;
+#pragma omp parallel for schedule(dynamic) collapse(3)
+  for (int b = 0; b < s.batch; ++b)
+    for (int g = 0; g < s.groups; ++g)
+      for (int c = 0; c < chunks; ++c) {
+        const detail::ssd_block k(s, b, g * per_group, c);
+        std::vector<T> dG(QQ, T(0));
+        for (int hd = g * per_group; hd < (g + 1) * per_group; ++hd) {
+          const T* src = dG_heads.data() + ((std::size_t(b) * s.heads + hd) * chunks + c) * QQ;
+          for (int e = 0; e < k.q * k.q; ++e) dG[e] += src[e];
+        }
+        gemm<T>(false, false, k.q, s.state, k.q, T(1), dG.data(), k.q, B + k.bc_at(), k.ldbc(),
+                T(1), dC + k.bc_at(), k.ldbc());
+        gemm<T>(true, false, k.q, s.state, k.q, T(1), dG.data(), k.q, C + k.bc_at(), k.ldbc(),
+                T(1), dB + k.bc_at(), k.ldbc());
+      }
+}
+
 }  // namespace
 
 template <typename T>
@@ -175,6 +194,8 @@ void ssd_scan_backward(T* dx, T* ddt_raw, T* dA_log, T* dB, T* dC, T* dD, T* ddt
   const std::vector<T> G = detail::gram_matrices(B, C, s);
   const std::size_t per_head_size = std::size_t(s.batch) * s.seq * s.heads * s.state;
   std::vector<T> dB_head(per_head_size), dC_head(per_head_size);
+  const std::size_t QQ = std::size_t(s.chunk) * s.chunk;
+  std::vector<T> dG_heads(std::size_t(s.batch) * s.heads * s.num_chunks() * QQ);
   std::vector<head_grads> partial(std::size_t(s.batch) * s.heads);
 #pragma omp parallel for schedule(dynamic) collapse(2)
   for (int b = 0; b < s.batch; ++b) {
@@ -183,6 +204,7 @@ void ssd_scan_backward(T* dx, T* ddt_raw, T* dA_log, T* dB, T* dC, T* dD, T* ddt
       for (int c = s.num_chunks() - 1; c >= 0; --c) {
         const detail::ssd_block k(s, b, hd, c);
         w.G = G.data() + k.gram_at();
+        w.dG = dG_heads.data() + ((std::size_t(b) * s.heads + hd) * s.num_chunks() + c) * QQ;
         backward_block(dx, ddt_raw, dB_head.data(), dC_head.data(), w.dh.data(), dy, states, x,
                        dt_raw, -std::exp(A_log[hd]), B, C, D[hd], dt_bias[hd], k, w,
                        partial[std::size_t(b) * s.heads + hd]);
@@ -191,6 +213,7 @@ void ssd_scan_backward(T* dx, T* ddt_raw, T* dA_log, T* dB, T* dC, T* dD, T* ddt
   }
   sum_over_group_heads(dB, dB_head, s);
   sum_over_group_heads(dC, dC_head, s);
+  apply_gram_grads(dB, dC, dG_heads, B, C, s);
   for (int b = 0; b < s.batch; ++b)
     for (int hd = 0; hd < s.heads; ++hd) {
       const head_grads& p = partial[std::size_t(b) * s.heads + hd];
