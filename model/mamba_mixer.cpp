@@ -1,0 +1,165 @@
+// Mamba-2 mixer over the kernels: in_proj, conv1d + SiLU, SSD scan, gated RMSNorm, out_proj.
+// The linears see [seq, batch] rows; the conv, scan and norm run on [batch, seq] copies.
+#include "model/mamba_mixer.hpp"
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/causal_conv1d.hpp"
+#include "kernels/convert.hpp"
+#include "kernels/dispatch.hpp"
+#include "kernels/gated_rmsnorm.hpp"
+#include "model/activation.hpp"
+#include "model/mamba_layout.hpp"
+
+namespace mactor::model {
+
+namespace {
+
+int checked_tp(int tp_size) {
+  if (tp_size != 1)
+    throw std::invalid_argument("the Mamba mixer has no tensor-parallel split yet: run it with "
+                                "--tensor-model-parallel-size 1");
+  return tp_size;
+}
+
+constexpr auto bs = row_order::batch_seq, sb = row_order::seq_batch;
+
+}  // namespace
+
+mamba_mixer::mamba_mixer(parameter_store& store, const std::string& name,
+                         const mamba_mixer_config& c, int tp_size)
+    : c_(c),
+      conv_weight_(store.add(name + ".conv1d.weight", {c.conv_dim(), 1, c.conv_width},
+                             tp_split::rows, init_kind::zeros)),
+      conv_bias_(store.add(name + ".conv1d.bias", {c.conv_dim()}, tp_split::rows,
+                           init_kind::zeros)),
+      dt_bias_(store.add(name + ".dt_bias", {c.heads()}, tp_split::rows, init_kind::zeros)),
+      A_log_(store.add(name + ".A_log", {c.heads()}, tp_split::rows, init_kind::zeros)),
+      D_(store.add(name + ".D", {c.heads()}, tp_split::rows, init_kind::ones)),
+      norm_weight_(store.add(name + ".norm.weight", {c.d_inner()}, tp_split::rows,
+                             init_kind::ones)),
+      in_proj_(store, name + ".in_proj", c.hidden_size, c.in_proj_out(), false, tp_split::rows,
+               c.init_method_std, checked_tp(tp_size)),
+      out_proj_(store, name + ".out_proj", c.d_inner(), c.hidden_size, false,
+                c.init_method_std / std::sqrt(2.0 * c.num_layers), tp_size) {
+  if (c.heads() % c.num_groups != 0)
+    throw std::invalid_argument("--mamba-num-heads must be divisible by --mamba-num-groups");
+}
+
+void mamba_mixer::initialize(parameter_store& store, std::uint64_t seed) const {
+  std::mt19937_64 rng(seed ^ std::hash<std::string>{}(store[A_log_].name));
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const int H = c_.heads();
+  std::vector<double> A_log(H), dt_bias(H);
+  for (int h = 0; h < H; ++h) {
+    A_log[h] = std::log(1.0 + 15.0 * unit(rng));
+    const double lo = std::log(0.001), hi = std::log(0.1);
+    const double dt = std::max(std::exp(lo + unit(rng) * (hi - lo)), 1e-4);
+    dt_bias[h] = dt + std::log(-std::expm1(-dt));  // softplus(dt_bias) = dt
+  }
+  const double bound = 1.0 / std::sqrt(double(c_.conv_width));
+  std::vector<double> w(std::size_t(c_.conv_dim()) * c_.conv_width), b(c_.conv_dim());
+  for (auto* v : {&w, &b})
+    for (auto& e : *v) e = bound * (2 * unit(rng) - 1);
+  auto put = [&](int id, std::vector<double>& v) {
+    kernels::convert(store[id].value, tensor::tensor_view{v.data(), {std::int64_t(v.size())},
+                                                          tensor::dtype::float64, tensor::cpu});
+  };
+  put(A_log_, A_log), put(dt_bias_, dt_bias), put(conv_weight_, w), put(conv_bias_, b);
+}
+
+kernels::ssd_shape mamba_mixer::shape() const {
+  return {.batch = batch_, .seq = seq_, .heads = c_.heads(), .head_dim = c_.head_dim,
+          .groups = c_.num_groups, .state = c_.state_dim, .chunk = c_.chunk_size};
+}
+
+void mamba_mixer::scan_inputs_from_conv(tensor::dtype type) {
+  const int rows = seq_ * batch_, di = c_.d_inner(), gn = c_.num_groups * c_.state_dim;
+  const int cd = c_.conv_dim();
+  auto x = ensure_activation(x_, rows, di, type), B = ensure_activation(B_, rows, gn, type);
+  auto C = ensure_activation(C_, rows, gn, type);
+  copy_columns(x, {bs, di, 0}, xbc_act_, {bs, cd, 0}, di, seq_, batch_);
+  copy_columns(B, {bs, gn, 0}, xbc_act_, {bs, cd, di}, gn, seq_, batch_);
+  copy_columns(C, {bs, gn, 0}, xbc_act_, {bs, cd, di + gn}, gn, seq_, batch_);
+}
+
+void mamba_mixer::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
+                          tensor::tensor_view out, int seq, int batch) {
+  seq_ = seq, batch_ = batch;
+  const int rows = seq * batch, di = c_.d_inner(), cd = c_.conv_dim(), H = c_.heads();
+  const int io = c_.in_proj_out();
+  const auto type = x.type;
+  auto zxbcdt = ensure_activation(zxbcdt_, rows, io, type);
+  in_proj_.forward(store, tp, x, zxbcdt, rows);
+  auto z = ensure_activation(z_, rows, di, type), xbc = ensure_activation(xbc_, rows, cd, type);
+  auto dt = ensure_activation(dt_, rows, H, type);
+  copy_columns(z, {bs, di, 0}, zxbcdt, {sb, io, 0}, di, seq, batch);
+  copy_columns(xbc, {bs, cd, 0}, zxbcdt, {sb, io, di}, cd, seq, batch);
+  copy_columns(dt, {bs, H, 0}, zxbcdt, {sb, io, di + cd}, H, seq, batch);
+  auto act = ensure_activation(xbc_act_, rows, cd, type);
+  kernels::causal_conv1d_forward(act, xbc, store.value(conv_weight_), store.value(conv_bias_),
+                                 batch, seq, cd, c_.conv_width, true);
+  scan_inputs_from_conv(type);
+  const auto s = shape();
+  auto y = ensure_activation(y_, rows, di, type);
+  auto states = ensure_activation(states_, s.states_size(), 1, type);
+  kernels::ssd_scan_forward(y, states, x_, dt, store.value(A_log_), B_, C_, store.value(D_),
+                            store.value(dt_bias_), s);
+  const int group_size = di / c_.num_groups;
+  auto rstd = ensure_activation(rstd_, rows, c_.num_groups, kernels::compute_dtype(type));
+  tensor::tensor normed_bs;
+  auto nbs = ensure_activation(normed_bs, rows, di, type);
+  kernels::gated_rmsnorm_forward(nbs, rstd, y, z, store.value(norm_weight_), rows, di,
+                                 group_size, c_.norm_epsilon);
+  auto normed = ensure_activation(normed_, rows, di, type);
+  copy_columns(normed, {sb, di, 0}, nbs, {bs, di, 0}, di, seq, batch);
+  out_proj_.forward(store, tp, normed, out, rows);
+}
+
+void mamba_mixer::backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
+                           tensor::const_tensor_view x, tensor::tensor_view dx) {
+  const int rows = seq_ * batch_, di = c_.d_inner(), cd = c_.conv_dim(), H = c_.heads();
+  const int gn = c_.num_groups * c_.state_dim, io = c_.in_proj_out();
+  const auto type = dout.type;
+  auto dnormed = ensure_activation(scratch_a_, rows, di, type);
+  out_proj_.backward(store, tp, dout, normed_, dnormed, rows);
+  auto dn_bs = ensure_activation(scratch_b_, rows, di, type);
+  copy_columns(dn_bs, {bs, di, 0}, dnormed, {sb, di, 0}, di, seq_, batch_);
+  tensor::tensor dy_t, dz_t, dxs_t, ddt_t, dB_t, dC_t, dact_t, dxbc_t;
+  auto dy = ensure_activation(dy_t, rows, di, type), dz = ensure_activation(dz_t, rows, di, type);
+  kernels::gated_rmsnorm_backward(dy, dz, store.grad(norm_weight_), dn_bs, y_, z_,
+                                  store.value(norm_weight_), rstd_, rows, di,
+                                  di / c_.num_groups);
+  auto dxs = ensure_activation(dxs_t, rows, di, type), ddt = ensure_activation(ddt_t, rows, H, type);
+  auto dB = ensure_activation(dB_t, rows, gn, type), dC = ensure_activation(dC_t, rows, gn, type);
+  kernels::ssd_scan_backward(dxs, ddt, store.grad(A_log_), dB, dC, store.grad(D_),
+                             store.grad(dt_bias_), dy, states_, x_, dt_, store.value(A_log_), B_,
+                             C_, store.value(D_), store.value(dt_bias_), shape());
+  auto dact = ensure_activation(dact_t, rows, cd, type);
+  copy_columns(dact, {bs, cd, 0}, dxs, {bs, di, 0}, di, seq_, batch_);
+  copy_columns(dact, {bs, cd, di}, dB, {bs, gn, 0}, gn, seq_, batch_);
+  copy_columns(dact, {bs, cd, di + gn}, dC, {bs, gn, 0}, gn, seq_, batch_);
+  auto dxbc = ensure_activation(dxbc_t, rows, cd, type);
+  kernels::causal_conv1d_backward(dxbc, store.grad(conv_weight_), store.grad(conv_bias_), dact,
+                                  xbc_, store.value(conv_weight_), store.value(conv_bias_),
+                                  batch_, seq_, cd, c_.conv_width, true);
+  auto dzxbcdt = ensure_activation(scratch_c_, rows, io, type);
+  copy_columns(dzxbcdt, {sb, io, 0}, dz, {bs, di, 0}, di, seq_, batch_);
+  copy_columns(dzxbcdt, {sb, io, di}, dxbc, {bs, cd, 0}, cd, seq_, batch_);
+  copy_columns(dzxbcdt, {sb, io, di + cd}, ddt, {bs, H, 0}, H, seq_, batch_);
+  in_proj_.backward(store, tp, dzxbcdt, x, dx, rows);
+}
+
+void mamba_mixer::release() {
+  for (auto* t : {&zxbcdt_, &z_, &xbc_, &dt_, &xbc_act_, &x_, &B_, &C_, &states_, &y_, &rstd_,
+                  &normed_, &scratch_a_, &scratch_b_, &scratch_c_})
+    *t = tensor::tensor();
+  in_proj_.release();
+  out_proj_.release();
+}
+
+}  // namespace mactor::model

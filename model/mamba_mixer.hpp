@@ -1,0 +1,71 @@
+// Megatron-Core's MambaMixer (Mamba-2): in_proj to [z, x, B, C, dt], a causal depthwise conv1d
+// with SiLU over xBC, the SSD scan (dt softplus with dt_bias, A = -exp(A_log), D skip, B and C
+// shared by each group's heads), RMSNorm of y * silu(z) per group, out_proj.
+// Tensor parallelism (not built yet) would split heads and groups: each rank's in_proj rows are
+// its own slice of each of z, x, B, C and dt, so the split is not one block of rows.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "kernels/ssd_scan.hpp"
+#include "model/group.hpp"
+#include "model/parameter.hpp"
+#include "model/tensor_parallel_linear.hpp"
+#include "tensor/tensor.hpp"
+
+namespace mactor::model {
+
+/// --mamba-state-dim, --mamba-head-dim, --mamba-num-groups, --mamba-num-heads and the mixer's
+/// fixed arguments in Megatron (d_conv 4, expand 2, chunk 128, norm_before_gate False).
+struct mamba_mixer_config {
+  int hidden_size = 0;
+  int state_dim = 128;          // --mamba-state-dim
+  int head_dim = 64;            // --mamba-head-dim
+  int num_groups = 8;           // --mamba-num-groups
+  int num_heads = 0;            // --mamba-num-heads; 0: expand * hidden / head_dim
+  int conv_width = 4;           // d_conv
+  int expand = 2;
+  int chunk_size = 128;
+  double norm_epsilon = 1e-5;
+  double init_method_std = 0.02;
+  int num_layers = 1;           // out_proj's std is init_method_std / sqrt(2 num_layers)
+  int heads() const { return num_heads > 0 ? num_heads : expand * hidden_size / head_dim; }
+  int d_inner() const { return heads() * head_dim; }
+  int conv_dim() const { return d_inner() + 2 * num_groups * state_dim; }
+  int in_proj_out() const { return d_inner() + conv_dim() + heads(); }
+};
+
+class mamba_mixer {
+ public:
+  /// Registers name.in_proj.weight, name.conv1d.weight/bias, name.dt_bias, name.A_log, name.D,
+  /// name.norm.weight, name.out_proj.weight (Megatron's state-dict names). tp_size must be 1.
+  mamba_mixer(parameter_store& store, const std::string& name, const mamba_mixer_config& config,
+              int tp_size);
+  /// After store.allocate(): Megatron's draws for what the store cannot express: A_log =
+  /// log(uniform(1, 16)), dt_bias = softplus^-1(dt), dt log-uniform in [0.001, 0.1] floored at
+  /// 1e-4, conv1d weight and bias uniform(+-1/sqrt(d_conv)) (torch's Conv1d default). D = 1.
+  void initialize(parameter_store& store, std::uint64_t seed) const;
+  /// out[rows, hidden] = mixer(x[rows, hidden]), rows = seq * batch in [seq, batch] order.
+  void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
+               tensor::tensor_view out, int seq, int batch);
+  /// dx[rows, hidden] from dout; parameter gradients accumulate.
+  void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
+                tensor::const_tensor_view x, tensor::tensor_view dx);
+  void release();
+
+ private:
+  kernels::ssd_shape shape() const;
+  void scan_inputs_from_conv(tensor::dtype type);
+
+  mamba_mixer_config c_;
+  int seq_ = 0, batch_ = 0;
+  int conv_weight_, conv_bias_, dt_bias_, A_log_, D_, norm_weight_;
+  column_parallel_linear in_proj_;
+  row_parallel_linear out_proj_;
+  // saved: in_proj's output, z/xBC/dt and the conv output in [batch, seq] rows, the scan's x, B,
+  // C and chunk states, y, the norm's rstd and its output back in [seq, batch] rows
+  tensor::tensor zxbcdt_, z_, xbc_, dt_, xbc_act_, x_, B_, C_, states_, y_, rstd_, normed_;
+  tensor::tensor scratch_a_, scratch_b_, scratch_c_;  // backward scratch
+};
+
+}  // namespace mactor::model
