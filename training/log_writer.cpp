@@ -147,6 +147,7 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
     const std::string name = "mtp_" + std::to_string(k + 1) + " loss";
     state_.accumulator.add_tracked(name, static_cast<float>(r.mtp_losses[k]));
     if (tb_) tb_->add_scalar(name, r.mtp_losses[k], r.iteration);
+    wandb_log(name, r.mtp_losses[k], r.iteration);  // track_mtp_metrics logs to W&B with or without TensorBoard
   }
   if (tb_)  // track_moe_metrics writes every iteration, whatever --tensorboard-log-interval
     for (const auto& m : moe) {
