@@ -444,7 +444,8 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
       },
       [=](inspect_tick_atom) {
         if (!self->state.inspect) return;
-        self->state.inspect->tick(static_cast<std::int64_t>(self->mailbox().size()));
+        if (auto hang = self->state.inspect->tick(static_cast<std::int64_t>(self->mailbox().size())))
+          return fail(self, hang_exit_code, *hang);  // a restart supervisor would act here
         self->delayed_send(self, status_interval, inspect_tick_atom::value);
       },
       [=](swap_request& r) {
