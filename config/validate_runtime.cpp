@@ -178,10 +178,19 @@ void distributed_timeouts(validation_context& c) {
                   show(*d.distributed_timeout_seconds_after_init) + "); leave it out to keep --distributed-timeout-minutes");
 }
 
+// --straggler-ctrlr-port: a TCP port (Megatron would only warn that its socket cannot bind).
+void straggler_detector(validation_context& c) {
+  const auto& s = c.a.straggler_detector;
+  if (!s.log_straggler) return;
+  c.require(s.straggler_ctrlr_port > 0 && s.straggler_ctrlr_port < 65536,
+            "--straggler-ctrlr-port must be a TCP port, 1 to 65535 (got " + show(s.straggler_ctrlr_port) + ")");
+}
+
 }  // namespace
 
 void validate_runtime(validation_context& c) {
   distributed_timeouts(c);
+  straggler_detector(c);
   microbatches(c);
   parallel_state(c);
   interleaved_schedule(c);

@@ -74,11 +74,13 @@ inline int occurrences(const std::string& s, const std::string& text) {
   return n;
 }
 
-/// Waits (up to 180 s) for rank 0 to print `lines` iteration lines; returns every rank's pid.
+/// Waits (up to 180 s, or until the job ends) for rank 0 to print `lines` iteration lines; returns
+/// every rank's pid.
 inline std::vector<pid_t> wait_for_training(const background_job& j, int ranks, int lines) {
   using namespace std::chrono_literals;
   const auto deadline = std::chrono::steady_clock::now() + 180s;
-  while (occurrences(j.out(), "| lm loss: ") < lines && std::chrono::steady_clock::now() < deadline)
+  while (occurrences(j.out(), "| lm loss: ") < lines && std::chrono::steady_clock::now() < deadline &&
+         process_alive(j.mactor))
     std::this_thread::sleep_for(50ms);
   INFO("stderr:\n" << j.err());
   REQUIRE(occurrences(j.out(), "| lm loss: ") >= lines);
