@@ -152,3 +152,8 @@ TEST_CASE("straggler: --disable-straggler-on-startup starts it off and the contr
   CHECK(occurrences(out.substr(on_at, off_at - on_at), "MnRtt/Rnk: ") >= 3);
   std::filesystem::remove_all(j.dir);
 }
+
+TEST_CASE("straggler: a controller port outside 1 to 65535 is refused at start with exit 2 naming the flag") {
+  const auto r = mactor::test::launch(1, model_flags + " --log-interval 1 --train-iters 2 --straggler-ctrlr-port 70000", 2);
+  CHECK(r.err.find("--straggler-ctrlr-port must be a TCP port, 1 to 65535 (got 70000)") != std::string::npos);
+}
