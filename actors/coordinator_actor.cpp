@@ -333,6 +333,9 @@ void start_coordinator(coordinator_actor* self, config::megatron_args args, comm
     s.to_logger = logger_queue::from_env();
     s.inspect = job_inspection::start(self->system(), caf::actor_cast<caf::actor>(self), s.args, stderr);
     if (s.inspect) self->send(self, inspect_tick_atom::value);
+    std::vector<std::string> straggler_lines;
+    s.straggler = straggler_logging::start(s.args, world, straggler_lines);
+    for (auto& line : straggler_lines) log(self, std::move(line));
   } catch (const std::invalid_argument& e) {
     control->fail(2, std::string("rank 0: bad setting: ") + e.what());
   } catch (const std::exception& e) {
@@ -401,6 +404,7 @@ void on_iteration_report(coordinator_actor* self, const training::iteration_repo
   }
   s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
   s.memory.insert(s.memory.end(), r.memory.begin(), r.memory.end());
+  s.straggler_samples.insert(s.straggler_samples.end(), r.straggler.begin(), r.straggler.end());
   s.exit_signal = s.exit_signal || r.exit_signal;
   s.iteration_energy += r.energy_joules;
   s.energy_missing = s.energy_missing || r.energy_missing;
@@ -412,7 +416,8 @@ void on_iteration_report(coordinator_actor* self, const training::iteration_repo
   s.merged.timings = std::exchange(s.timings, {});
   s.merged.memory = std::exchange(s.memory, {});
   s.consumed += s.merged.global_batch_size;
-  s.floating_point_operations += training::num_floating_point_operations(s.args, s.vocab.padded, s.merged.global_batch_size);
+  const double flops = training::num_floating_point_operations(s.args, s.vocab.padded, s.merged.global_batch_size);
+  s.floating_point_operations += flops;
   s.iteration_end = clock_type::now();
   const auto& m = s.merged;
   s.result.lm_loss.push_back(m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0);
@@ -422,6 +427,9 @@ void on_iteration_report(coordinator_actor* self, const training::iteration_repo
   s.result.skipped.push_back(!m.update_successful);
   s.result.consumed_train_samples = s.consumed;
   log_iteration_record(self, log_iteration{m, s.consumed, s.skipped, {}, 0.0});
+  if (s.straggler)  // --log-straggler: Megatron reports after the iteration's log line
+    for (auto& line : s.straggler->iteration(m.iteration, std::exchange(s.straggler_samples, {}), flops))
+      log(self, std::move(line));
   plan_evaluations(self, /*final=*/false);
 }
 
@@ -462,7 +470,8 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
       },
       [=](inspect_tick_atom) {
         if (!self->state.inspect) return;
-        self->state.inspect->tick(static_cast<std::int64_t>(self->mailbox().size()));
+        if (auto hang = self->state.inspect->tick(static_cast<std::int64_t>(self->mailbox().size())))
+          return fail(self, hang_exit_code, *hang);  // a restart supervisor would act here
         self->delayed_send(self, status_interval, inspect_tick_atom::value);
       },
       [=](swap_request& r) {

@@ -13,6 +13,7 @@
 #include "actors/logger_queue.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
+#include "actors/straggler_logging.hpp"
 #include "config/microbatches.hpp"
 #include "training/rank_worker.hpp"
 
@@ -49,6 +50,8 @@ struct coordinator_state {
   training::iteration_report merged;
   std::vector<training::rank_timings> timings;  // every replica's, for the logger
   std::vector<training::rank_memory> memory;    // every rank's after the iteration, for the logger
+  std::vector<training::straggler_sample> straggler_samples;  // every rank's, for --log-straggler
+  std::unique_ptr<straggler_logging> straggler;  // --log-straggler (straggler_logging.hpp)
   training::evaluation_report eval_merged;
   evaluation_plan plan;
   std::size_t plan_index = 0;

@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "inspector/hang_rule.hpp"
 #include "inspector/snapshot_store.hpp"
 
 namespace mactor::actors {
@@ -31,6 +32,7 @@ double job_inspection::rate_of(const std::string& name, std::int64_t count) {
 
 void job_inspection::rank_joined(int rank, int replica) {
   ranks_.insert(rank);
+  hang_->heard_from(rank);  // its clock runs from its hello: a rank stopped before its first report is found too
   inspector::actor_status a;
   a.name = "agent/" + std::to_string(rank);
   a.kind = "agent";
@@ -48,6 +50,7 @@ void job_inspection::rank_joined(int rank, int replica) {
 
 std::int64_t job_inspection::stage_reported(const stage_status& s) {
   ++coordinator_handled_;
+  hang_->heard_from(s.rank);
   inspector::actor_status a;
   a.name = "stage/" + std::to_string(s.rank);
   a.kind = "stage";
@@ -110,6 +113,7 @@ void job_inspection::coordinator_activity(std::string what, std::int64_t iterati
   coordinator_activity_ = std::move(what);
   coordinator_since_ = clock::now();
   completed_ = iteration;
+  hang_->iteration(iteration);
   report_coordinator();
   // A replica fans the coordinator's work out to its pipeline and merges what comes back.
   for (const auto& [replica, rank] : replicas_) {
@@ -146,7 +150,14 @@ void job_inspection::report_coordinator() {
   store_->report(c, coordinator_since_);
 }
 
-void job_inspection::tick(std::int64_t coordinator_mailbox) {
+double distributed_timeout_s(const config::megatron_args& args, bool after_init) {
+  const auto& d = args.distributed;
+  if (after_init && d.distributed_timeout_seconds_after_init)
+    return static_cast<double>(*d.distributed_timeout_seconds_after_init);
+  return 60.0 * static_cast<double>(d.distributed_timeout_minutes);
+}
+
+std::optional<std::string> job_inspection::tick(std::int64_t coordinator_mailbox) {
   coordinator_mailbox_ = coordinator_mailbox;
   report_coordinator();
   report_observer("logger");
@@ -162,6 +173,19 @@ void job_inspection::tick(std::int64_t coordinator_mailbox) {
     if (!now.count(who)) std::fprintf(err_, "mactor: stall over: %s goes on\n", who.c_str());
   if (now != stalled_) std::fflush(err_);
   stalled_ = std::move(now);
+  return check_hang();
+}
+
+std::optional<std::string> job_inspection::check_hang() {
+  const auto lines = hang_->check(store_->snapshot());
+  if (lines.empty()) return std::nullopt;
+  char timeout[32];
+  std::snprintf(timeout, sizeof timeout, "%g", hang_->timeout_s());
+  for (const auto& line : lines) std::fprintf(err_, "mactor: hang: %s\n", line.c_str());
+  std::fflush(err_);
+  return std::to_string(lines.size()) + " rank(s) made no progress for the distributed timeout (" + timeout +
+         " s: --distributed-timeout-minutes, or --distributed-timeout-seconds-after-init after the first "
+         "iteration); ending the job: " + lines.front();
 }
 
 }  // namespace mactor::actors

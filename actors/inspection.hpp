@@ -35,6 +35,7 @@ class log_writer;
 namespace mactor::inspector {
 class snapshot_store;
 class server;
+class hang_rule;
 }  // namespace mactor::inspector
 
 namespace mactor::actors {
@@ -61,6 +62,12 @@ void remove_inspector_token_file();
 
 /// Status reports are on unless MACTOR_INSPECT=off.
 bool inspection_enabled();
+/// The exit status of a job whose ranks made no progress for the distributed timeout.
+constexpr int hang_exit_code = 18;
+/// The distributed timeout Megatron's flags give, in seconds: before the first iteration is done
+/// (after_init = false) and after.
+double distributed_timeout_s(const config::megatron_args& args, bool after_init);
+
 /// How often a stage reports (0.5 s).
 constexpr std::chrono::milliseconds status_interval{500};
 
@@ -91,6 +98,8 @@ class stage_reporter {
   /// the stage is about to destroy it). Reports start with the first call.
   void attach(const training::stage_engine* engine);
   bool started() const;
+  /// True once the second iteration since start has begun (the first is done).
+  bool past_first_iteration() const;
   void iteration_begun(std::int64_t iteration);
   void step_begun();
   /// The iteration's step is over: its timeline joins the recent ones.
@@ -114,7 +123,7 @@ class stage_reporter {
   const training::stage_engine* engine_ = nullptr;
   bool started_ = false;
   std::int64_t handled_ = 0, mailbox_ = 0, wanted_ = 0;
-  std::int64_t iteration_ = 0, sent_ = 0;
+  std::int64_t iteration_ = 0, sent_ = 0, iterations_begun_ = 0;
   clock::time_point iteration_start_, step_start_;
   std::deque<stage_status> recent_;  // the last iterations' timelines (only the columns filled)
   stage_status kept_;                // the timeline of the iteration `wanted` named in advance
@@ -127,10 +136,16 @@ class stage_reporter {
 };
 
 /// The actor that sends `reporter`'s status to `coordinator` every status_interval (at most one
-/// report in flight) once the stage has started it, until it is sent an exit. Spawned by
+/// report in flight) once the stage has started it, until it is sent an exit. A rank other than 0
+/// whose reports the coordinator leaves unanswered for the timeout and 5 s ends its process with
+/// hang_exit_code (rank 0 is stopped or cut off). Spawned by
 /// run_job's thread: an actor spawned inside the detached stage would run on that busy thread.
+struct hang_timeouts {
+  double init_s = 600;
+  std::optional<double> after_init_s;
+};
 caf::actor spawn_stage_status(caf::actor_system& sys, std::shared_ptr<stage_reporter> reporter, int rank,
-                              const caf::actor& coordinator);
+                              const caf::actor& coordinator, hang_timeouts timeouts);
 
 /// The coordinator's side: the snapshot store, the HTTP server, the stall report and hot swap.
 class job_inspection {
@@ -152,7 +167,9 @@ class job_inspection {
   std::int64_t stage_reported(const stage_status& s);
   void coordinator_activity(std::string what, std::int64_t iteration);
   /// Every status_interval: the observers' rows, and the stall report printed when it changes.
-  void tick(std::int64_t coordinator_mailbox);
+  /// Returns the error that ends the job when ranks made no progress for the distributed timeout
+  /// (inspector/hang_rule.hpp; the report naming them is printed first), else nullopt.
+  std::optional<std::string> tick(std::int64_t coordinator_mailbox);
 
   /// Handles a swap request in the coordinator: answers through `promise`, and on success
   /// replaces `logger` or `evaluator` (the coordinator's own handles).
@@ -163,6 +180,7 @@ class job_inspection {
   job_inspection(caf::actor_system& sys, const config::megatron_args& args, double stall_threshold_s);
   void report_observer(const std::string& kind);
   void report_coordinator();
+  std::optional<std::string> check_hang();
 
   using clock = std::chrono::steady_clock;
   caf::actor_system& sys_;
@@ -170,6 +188,7 @@ class job_inspection {
   std::string logger_args_, eval_args_;  // the current observers' configs (JSON)
   bool swapping_ = false;
   std::unique_ptr<inspector::snapshot_store> store_;
+  std::unique_ptr<inspector::hang_rule> hang_;
   std::unique_ptr<inspector::server> server_;
   std::FILE* err_ = stderr;
   struct rate {

@@ -98,7 +98,11 @@ rank_actors spawn_rank_actors(caf::actor_system& sys, const config::megatron_arg
     actors.checkpointer = spawn_checkpointer(sys, std::move(settings), std::move(activity));
   }
   actors.stage = spawn_stage(sys, ctx, control, actors.checkpointer, reporter);
-  if (inspection_enabled()) actors.status = spawn_stage_status(sys, reporter, rank, coordinator);
+  if (inspection_enabled()) {
+    hang_timeouts timeouts{distributed_timeout_s(args, false), std::nullopt};
+    if (args.distributed.distributed_timeout_seconds_after_init) timeouts.after_init_s = distributed_timeout_s(args, true);
+    actors.status = spawn_stage_status(sys, reporter, rank, coordinator, timeouts);
+  }
   actors.agent = spawn_agent(sys, control, rank, rank == 0 ? caf::actor{} : coordinator);
   const auto c = ctx.groups().coords();
   if (c.tp == 0 && c.cp == 0 && c.pp == 0) actors.replica = spawn_replica(sys, c.dp);

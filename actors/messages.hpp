@@ -262,6 +262,10 @@ typename Inspector::result_type inspect(Inspector& f, rank_timings& x) {
   return f(caf::meta::type_name("mactor::rank_timings"), x.rank, x.seconds);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, straggler_sample& x) {
+  return f(caf::meta::type_name("mactor::straggler_sample"), x.rank, x.forward_ms, x.batch_ms);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, rank_memory& x) {
   return f(caf::meta::type_name("mactor::rank_memory"), x.rank, x.data_parallel_first, x.allocated_bytes,
            x.max_allocated_bytes, x.reserved_bytes, x.max_reserved_bytes);
@@ -272,7 +276,7 @@ typename Inspector::result_type inspect(Inspector& f, iteration_report& x) {
            x.update_successful, x.loss_scale, x.has_grad_norm, x.grad_norm, x.has_num_zeros, x.num_zeros, x.has_params_norm,
            x.params_norm, x.learning_rate, x.has_decoupled_learning_rate, x.decoupled_learning_rate, x.seconds,
            x.global_batch_size, x.exit_signal, x.rerun_exit_code, x.rerun_checkpoint, x.energy_joules, x.energy_missing,
-           x.timings, x.memory, x.moe_losses, x.mtp_losses);
+           x.timings, x.memory, x.moe_losses, x.mtp_losses, x.straggler);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, evaluation_report& x) {

@@ -42,6 +42,8 @@ void merge(Report& into, const Report& r, bool first) {
     into.timings.insert(into.timings.end(), r.timings.begin(), r.timings.end());
   if constexpr (requires { r.memory; })  // every rank's memory, for the report_memory lines
     into.memory.insert(into.memory.end(), r.memory.begin(), r.memory.end());
+  if constexpr (requires { r.straggler; })  // every rank's times, for --log-straggler's min and max
+    into.straggler.insert(into.straggler.end(), r.straggler.begin(), r.straggler.end());
   if constexpr (requires { r.moe_losses; }) {  // the stages' MoE layers: Megatron's sum over the pipeline
     if (into.moe_losses.size() < r.moe_losses.size()) into.moe_losses.resize(r.moe_losses.size(), 0.0);
     for (std::size_t i = 0; i < r.moe_losses.size(); ++i) into.moe_losses[i] += r.moe_losses[i];

@@ -3,6 +3,8 @@
 // coordinator every status_interval (see inspection.hpp).
 #include <caf/all.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 #include "actors/env_settings.hpp"
 #include "actors/inspection.hpp"
@@ -55,6 +57,11 @@ void stage_reporter::attach(const training::stage_engine* engine) {
   started_ = true;
 }
 
+bool stage_reporter::past_first_iteration() const {
+  std::lock_guard lock(mu_);
+  return iterations_begun_ >= 2;
+}
+
 bool stage_reporter::started() const {
   std::lock_guard lock(mu_);
   return started_;
@@ -62,6 +69,7 @@ bool stage_reporter::started() const {
 
 void stage_reporter::iteration_begun(std::int64_t iteration) {
   std::lock_guard lock(mu_);
+  ++iterations_begun_;
   iteration_ = iteration;
   iteration_start_ = clock::now();
 }
@@ -169,21 +177,46 @@ struct stage_status_state {
   // parenthesized aggregate initialization would turn that pointer into in_flight = true.
   stage_status_state() = default;
   bool in_flight = false;
+  std::optional<std::chrono::steady_clock::time_point> answered;  // the coordinator's last answer
   static inline const char* name = "stage-status";
 };
 
+// Rank 0 itself stopped or cut off: the coordinator, which judges the other ranks
+// (inspector/hang_rule.hpp), cannot judge itself. A rank whose reports go unanswered for the
+// timeout and 5 s more (so that a live coordinator reports first) ends its process; the launcher
+// then ends the rest.
+void check_coordinator_answers(stage_status_state& st, const stage_reporter& reporter, int rank,
+                               const hang_timeouts& timeouts) {
+  const auto now = std::chrono::steady_clock::now();
+  if (rank == 0 || !st.answered) return;
+  const double limit = (reporter.past_first_iteration() && timeouts.after_init_s ? *timeouts.after_init_s
+                                                                                  : timeouts.init_s) + 5.0;
+  const double quiet = std::chrono::duration<double>(now - *st.answered).count();
+  if (quiet <= limit) return;
+  std::fprintf(stderr,
+               "mactor: hang: rank %d: the coordinator on rank 0 has not answered this rank's status for %.1f s "
+               "(the distributed timeout and 5 s): rank 0 is stopped or cut off; ending the job (exit %d)\n",
+               rank, quiet, hang_exit_code);
+  std::fflush(stderr);
+  std::_Exit(hang_exit_code);
+}
+
 caf::behavior stage_status_reporting(caf::stateful_actor<stage_status_state>* self, std::shared_ptr<stage_reporter> reporter,
-                                     int rank, caf::actor coordinator) {
+                                     int rank, caf::actor coordinator, hang_timeouts timeouts) {
   self->send(self, status_tick_atom::value);
   return {
       [=](status_tick_atom) {
         self->delayed_send(self, status_interval, status_tick_atom::value);
-        if (self->state.in_flight || !reporter->started()) return;
+        if (!reporter->started()) return;
+        if (!self->state.answered) self->state.answered = std::chrono::steady_clock::now();
+        check_coordinator_answers(self->state, *reporter, rank, timeouts);
+        if (self->state.in_flight) return;
         self->state.in_flight = true;
         self->request(coordinator, std::chrono::seconds(10), reporter->make(rank))
             .then(
                 [=](std::int64_t wanted) {
                   self->state.in_flight = false;
+                  self->state.answered = std::chrono::steady_clock::now();
                   reporter->set_wanted(wanted);
                 },
                 [=](caf::error&) { self->state.in_flight = false; });
@@ -194,8 +227,8 @@ caf::behavior stage_status_reporting(caf::stateful_actor<stage_status_state>* se
 }  // namespace
 
 caf::actor spawn_stage_status(caf::actor_system& sys, std::shared_ptr<stage_reporter> reporter, int rank,
-                              const caf::actor& coordinator) {
-  return sys.spawn(stage_status_reporting, std::move(reporter), rank, coordinator);
+                              const caf::actor& coordinator, hang_timeouts timeouts) {
+  return sys.spawn(stage_status_reporting, std::move(reporter), rank, coordinator, timeouts);
 }
 
 }  // namespace mactor::actors

@@ -289,6 +289,23 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                 "the tied embedding apart with the distributed optimizer, or --overlap-grad-reduce's"},
       {"result_rejected_tracker_filename", "Megatron's tracker lines (ts, node, device, jobID, rank, iteration, status, result, "
                                            "message) appended on each rejection and rerun"},
+      {"log_straggler",
+       "Megatron's StragglerDetector report after each log interval's line: each rank's forward time (the model "
+       "calls, batch loads left out) and batch-load time, the fastest and slowest rank of each and the estimated "
+       "throughput per rank, in Megatron's format (CPU timings; the GPU's power, temperature, utilization and clock "
+       "print 0)"},
+      {"straggler_minmax_count",
+       "with 1 < N < world size, Megatron's '^^^^ Bottom/Top N Ranks' throughput lines follow the report"},
+      {"disable_straggler_on_startup", "the detector starts off (no reports) until toggled on the controller port"},
+      {"straggler_ctrlr_port",
+       "rank 0 serves HTTP on 0.0.0.0:PORT as Megatron's controller: any request toggles the detector at the next "
+       "log interval (answer and log lines as Megatron's)"},
+      {"distributed_timeout_minutes",
+       "a rank whose status reports stop, or whose stage stays in one wait or step, this long is declared hung: "
+       "rank 0 prints the ranks and what each was doing and the job ends with exit 18 (needs the status reports: "
+       "not under MACTOR_INSPECT=off)"},
+      {"distributed_timeout_seconds_after_init",
+       "the hang timeout once the first iteration after start is done, as Megatron's update_pg_timeout"},
       {"exit_signal_handler", "SIGTERM is remembered; at the end of the iteration it arrived in (on any rank) the job "
                               "saves (with --save) and exits 0 with Megatron's 'exiting program after receiving "
                               "SIGTERM.'; give mactor a --kill-grace long enough for the save"},
@@ -492,8 +509,6 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"pin_cpu_grads", gpu_comm_only},
       {"pin_cpu_params", gpu_comm_only},
       {"distributed_backend", "mactor's own transports (UCX, NCCL, in-process) replace torch.distributed backends"},
-      {"distributed_timeout_minutes", "torch.distributed timeout; mactor's transports have their own failure detection"},
-      {"distributed_timeout_seconds_after_init", "torch.distributed timeout; mactor's transports have their own failure detection"},
       {"nccl_communicator_config_path", gpu_comm_only},
       {"nccl_ub", gpu_comm_only},
       {"disable_symmetric_registration", gpu_comm_only},

@@ -165,9 +165,32 @@ void profiling(validation_context& c) {
            show(*t.train_iters) + "): nothing is traced");
 }
 
+// torch's timedelta would take a zero or negative timeout and fail every collective at once; a
+// hang rule with one would end every job at its first report: refused, naming the fix.
+void distributed_timeouts(validation_context& c) {
+  const auto& d = c.a.distributed;
+  c.require(d.distributed_timeout_minutes > 0, "--distributed-timeout-minutes must be > 0 (got " +
+                                                   show(d.distributed_timeout_minutes) +
+                                                   "): it is how long a rank may make no progress (default 10)");
+  if (d.distributed_timeout_seconds_after_init)
+    c.require(*d.distributed_timeout_seconds_after_init > 0,
+              "--distributed-timeout-seconds-after-init must be > 0 (got " +
+                  show(*d.distributed_timeout_seconds_after_init) + "); leave it out to keep --distributed-timeout-minutes");
+}
+
+// --straggler-ctrlr-port: a TCP port (Megatron would only warn that its socket cannot bind).
+void straggler_detector(validation_context& c) {
+  const auto& s = c.a.straggler_detector;
+  if (!s.log_straggler) return;
+  c.require(s.straggler_ctrlr_port > 0 && s.straggler_ctrlr_port < 65536,
+            "--straggler-ctrlr-port must be a TCP port, 1 to 65535 (got " + show(s.straggler_ctrlr_port) + ")");
+}
+
 }  // namespace
 
 void validate_runtime(validation_context& c) {
+  distributed_timeouts(c);
+  straggler_detector(c);
   microbatches(c);
   parallel_state(c);
   interleaved_schedule(c);

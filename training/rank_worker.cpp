@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -253,6 +254,16 @@ bool rank_worker::memory_wanted() const {
          (l.log_memory_to_tensorboard && iteration_ % l.tensorboard_log_interval == 0);
 }
 
+// --log-straggler: Megatron times each micro-batch's model call (not its get_batch) and, apart,
+// the batch loads; here the forward spans of the schedule just run, less the loads made inside them.
+straggler_sample rank_worker::straggler_sample_now() const {
+  double forward_s = 0;
+  for (const auto& e : engine_.last_timeline())
+    if (e.what.kind == schedules::op::forward && !e.waiting) forward_s += e.end_s - e.start_s;
+  const auto loads = engine_.batch_loads();
+  return {ctx_.rank(), 1e3 * std::max(0.0, forward_s - loads.total), 1e3 * loads.longest};
+}
+
 iteration_report rank_worker::finish_iteration() {
   if (!concluded_) throw std::logic_error("finish_iteration before rerun_iteration said the iteration's runs are done");
   if (const auto end = validation_.should_checkpoint_and_exit(); end.exit) {
@@ -312,6 +323,7 @@ iteration_report rank_worker::finish_iteration() {
     r.energy_missing = !energy_->available();
   }
   if (auto seconds = engine_.timers().take(); !seconds.empty()) r.timings.push_back({ctx_.rank(), std::move(seconds)});
+  if (args_.straggler_detector.log_straggler) r.straggler.push_back(straggler_sample_now());
   if (memory_wanted()) {
     r.memory.push_back(read_rank_memory(ctx_.rank(), ctx_.dp_rank() == 0,
                                         static_cast<double>(engine_.optimizer().state_bytes())));

@@ -73,6 +73,7 @@ class rank_worker {
   rank_worker(const config::megatron_args& args, parallel_context& ctx, std::unique_ptr<data::tokenizer> tok);
   bool begin_next_eval_pass();
   bool memory_wanted() const;
+  straggler_sample straggler_sample_now() const;
   void validate_losses();
   void validate_grads();
   void begin_schedule_of_iteration();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "training/memory_report.hpp"
+#include "training/straggler_report.hpp"
 
 namespace mactor::training {
 
@@ -54,6 +55,8 @@ struct iteration_report {
   std::vector<rank_timings> timings;
   /// Every rank's memory after this iteration (gathered as the timings are).
   std::vector<rank_memory> memory;
+  /// --log-straggler: every rank's forward and batch-load times (gathered as the timings are).
+  std::vector<straggler_sample> straggler;
   /// MoE: the auxiliary losses as Megatron's track_moe_metrics has them after its reductions,
   /// [3 * num_layers] (load_balancing_loss, seq_load_balancing_loss, z_loss by global layer): each
   /// rank's stage fills its layers, averaged over the data-parallel replicas; the replica sums

@@ -95,6 +95,7 @@ void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader,
   consumed_ = consumed;
   num_microbatches_ = num_microbatches;
   batches_.clear();
+  batch_loads_ = {};
   totals_ = {};
   microbatch_losses_.clear();
   moe_losses_.clear();
@@ -107,7 +108,12 @@ const batch_buffers& stage_engine::batch(int microbatch) {
   auto it = batches_.find(microbatch);
   if (it != batches_.end()) return it->second;
   const std::int64_t step = static_cast<std::int64_t>(layout_.micro_batch_size) * layout_.data_parallel_size;
-  return batches_.emplace(microbatch, loader_->load(consumed_ + microbatch * step, cyclic_)).first->second;
+  const auto start = clock_type::now();
+  const auto& b = batches_.emplace(microbatch, loader_->load(consumed_ + microbatch * step, cyclic_)).first->second;
+  const double seconds = seconds_between(start, clock_type::now());
+  batch_loads_.total += seconds;
+  batch_loads_.longest = std::max(batch_loads_.longest, seconds);
+  return b;
 }
 
 void stage_engine::record(const action& a, clock_type::time_point start, bool waiting, clock_type::time_point end) {

@@ -80,6 +80,11 @@ class stage_engine {
   std::pair<std::string, std::chrono::steady_clock::time_point> activity() const;
   /// The last finished schedule's operations.
   std::vector<timeline_entry> last_timeline() const;
+  /// The schedule's batch loads (--log-straggler): their total and longest seconds.
+  struct batch_load_seconds {
+    double total = 0, longest = 0;
+  };
+  batch_load_seconds batch_loads() const { return batch_loads_; }
   /// Data-plane bytes this rank has sent and received so far: pipeline transfers and every
   /// group's collectives (the transport's count of completed operations). Any thread.
   std::int64_t bytes_sent() const;
@@ -179,6 +184,7 @@ class stage_engine {
   std::int64_t consumed_ = 0;
   int num_microbatches_ = 0;
   std::map<int, batch_buffers> batches_;
+  batch_load_seconds batch_loads_;  // since the schedule began
   model::loss_and_count totals_;
   std::vector<double> microbatch_losses_;
   std::vector<double> moe_losses_;  // sums over the schedule's forwards (see moe_aux_losses)

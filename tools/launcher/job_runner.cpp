@@ -46,6 +46,20 @@ void forward_stdin(int to) {
   ::close(to);
 }
 
+// True when a local process is stopped (state T or t in /proc/PID/stat).
+bool is_stopped(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* close = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+
 class job_runner {
  public:
   job_runner(const job_plan& plan, comm::rendezvous_server& store)
@@ -226,8 +240,10 @@ int job_runner::run() {
     if (now >= kill_at_) {
       for (int r = 0; r < n; ++r)
         if (pid_[r] > 0)
-          std::fprintf(stderr, "mactor: rank %d (%s) ignored SIGTERM for %g s; killing it\n", r,
-                       where(r, pid_[r]).c_str(), plan_.opts.kill_grace_s);
+          std::fprintf(stderr, "mactor: rank %d (%s) %s for %g s; killing it\n", r, where(r, pid_[r]).c_str(),
+                       is_stopped(pid_[r]) ? "is stopped (SIGSTOP or a debugger) and could not act on SIGTERM"
+                                           : "ignored SIGTERM",
+                       plan_.opts.kill_grace_s);
       tear_down(SIGKILL);
       kill_at_ = never;
     }
