@@ -396,8 +396,16 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"moe_router_num_groups", "the experts in that many equal groups for --moe-router-group-topk"},
       {"moe_router_group_topk", "each token's groups: the top group_topk by the sum of their top (k / group_topk) "
                                 "scores, then its top k experts inside them (Megatron's group_limited_topk)"},
-      {"moe_router_load_balancing_type", "aux_loss, seq_aux_loss and none (global_aux_loss, sinkhorn and lists are "
-                                         "refused)"},
+      {"moe_router_load_balancing_type", "aux_loss, seq_aux_loss, none and sinkhorn (in training the top k of the "
+                                         "Sinkhorn-balanced exp(logits) of the micro-batch, in evaluation of the scores; "
+                                         "probs = sigmoid for k = 1, else the softmax over all experts, no aux loss); "
+                                         "global_aux_loss and lists are refused"},
+      {"moe_apply_probs_on_input", "the routing probability multiplies each expert's input rows instead of the "
+                                   "activation's output (top-1 only, as Megatron asserts)"},
+      {"moe_input_jitter_eps", "the router's input times uniform(1 - eps, 1 + eps) noise of the input's dtype, in "
+                               "training and evaluation as Megatron's apply_input_jitter (not Megatron's torch RNG "
+                               "stream: a counter-based one from --seed, the layer and the micro-batch, redrawn the "
+                               "same on recompute); the gradient flows through the noise to the input"},
       {"moe_aux_loss_coeff", "one value; the loss's gradient enters the router's logits scaled by the loss scale / "
                              "the micro-batch count (times the local tokens with --calculate-per-token-loss), as "
                              "MoEAuxLossAutoScaler"},
@@ -548,7 +556,7 @@ const std::vector<value_limit>& value_limits() {
       {"non_persistent_ckpt_type", "--non-persistent-ckpt-type", {"global"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32", "fp16"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
-      {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "none"}},
+      {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "sinkhorn", "none"}},
       {"moe_token_dispatcher_type", "--moe-token-dispatcher-type", {"allgather", "alltoall"}},
   };
   return limits;

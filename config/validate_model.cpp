@@ -100,6 +100,17 @@ void moe_rules(validation_context& c) {  // rules 99-101, 111, 112, 114
   if (c.a.training.add_bias_linear)
     c.require(m.expert_tensor_parallel_size.value_or(1) == 1, "bias in MoE experts is only supported with --expert-tensor-parallel-size 1 "
                                                               "(or add --disable-bias-linear)");
+  // Megatron asserts these in the experts' and the router's first forward; refused up front.
+  if (m.moe_apply_probs_on_input)
+    c.require(m.moe_router_topk == 1, "--moe-apply-probs-on-input only works with --moe-router-topk 1");
+  if (const auto* one = std::get_if<std::string>(&m.moe_router_load_balancing_type); one && *one == "sinkhorn") {
+    const auto* coeff = std::get_if<double>(&m.moe_aux_loss_coeff);
+    c.require(coeff && *coeff == 0, "--moe-router-load-balancing-type sinkhorn does not support an aux loss "
+                                    "(leave --moe-aux-loss-coeff at 0)");
+  }
+  if (m.moe_input_jitter_eps)
+    c.require(*m.moe_input_jitter_eps > 0, "--moe-input-jitter-eps must be > 0 (the noise is uniform in "
+                                           "[1 - eps, 1 + eps], which torch's Uniform needs non-empty)");
   if (m.moe_router_enable_expert_bias)
     c.require(m.moe_router_score_function == "sigmoid", "expert bias for aux-loss-free routing needs --moe-router-score-function sigmoid");
   if (m.moe_router_topk == 1 && m.moe_router_score_function == "softmax" && !m.moe_router_pre_softmax &&

@@ -9,7 +9,8 @@
 namespace mactor::model {
 
 /// --moe-router-load-balancing-type: the auxiliary loss added to the router's logits' gradient.
-enum class moe_load_balancing { aux_loss, seq_aux_loss, none };
+/// sinkhorn: Megatron's S-BASE routing (no auxiliary loss; balanced choices in training).
+enum class moe_load_balancing { aux_loss, seq_aux_loss, sinkhorn, none };
 /// --moe-router-score-function.
 enum class moe_score_function { softmax, sigmoid };
 
@@ -53,6 +54,12 @@ struct moe_settings {
   std::optional<tensor::dtype> router_dtype;
   double bias_update_rate = 1e-3;
   bool drop_by_position = false;  // --moe-token-drop-policy position
+  /// --moe-apply-probs-on-input (top-1 only): the experts multiply the probability onto their
+  /// input rows instead of onto the activation's output.
+  bool apply_probs_on_input = false;
+  /// --moe-input-jitter-eps: the router's input multiplied by uniform(1 - eps, 1 + eps) noise,
+  /// drawn per element from a generator seeded by `seed` (see moe_router).
+  std::optional<double> input_jitter_eps;
 
   /// --expert-model-parallel-size: the experts split into that many equal blocks, one per
   /// expert-parallel rank; this rank holds block expert_parallel_rank and exchanges tokens

@@ -11,6 +11,7 @@
 #include "kernels/gemm.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
+#include "model/moe_sinkhorn.hpp"
 
 namespace mactor::model {
 moe_router::moe_router(parameter_store& store, const std::string& name, const gpt_model_config& c)
@@ -22,7 +23,8 @@ moe_router::moe_router(parameter_store& store, const std::string& name, const gp
       group_topk_(c.moe.router_group_topk), scaling_(c.moe.router_topk_scaling_factor),
       balancing_(c.moe.load_balancing), aux_coeff_(c.moe.aux_loss_coeff), z_coeff_(c.moe.z_loss_coeff),
       capacity_factor_(c.moe.expert_capacity_factor), drop_by_position_(c.moe.drop_by_position),
-      bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate), router_dtype_(c.moe.router_dtype) {
+      bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate), router_dtype_(c.moe.router_dtype),
+      jitter_eps_(c.moe.input_jitter_eps) {
   if (c.moe.enable_expert_bias) expert_bias_.assign(experts_, 0.0f), routed_tokens_.assign(experts_, 0.0);
 }
 
@@ -45,8 +47,9 @@ void moe_router::update_expert_bias(std::span<const double> tokens) {
 }
 
 void moe_router::forward(const parameter_store& store, tensor::const_tensor_view x, int seq,
-                         int batch, bool training) {
+                         int batch, bool training, std::uint64_t noise_stream) {
   seq_ = seq, batch_ = batch, rows_ = seq * batch, training_ = training;
+  if (jitter_eps_) x = apply_jitter(x, noise_stream);
   const auto type = router_dtype_.value_or(x.type);
   auto logits = ensure_activation(logits_tensor_, rows_, experts_, type);
   if (type == x.type) {
@@ -115,6 +118,7 @@ void moe_router::route() {
     for (int e = 0; e < E; ++e) sum += (s[e] = std::exp(l[e] - m));
     for (int e = 0; e < E; ++e) s[e] /= sum;
     lse_[t] = m + std::log(sum);
+    if (balancing_ == moe_load_balancing::sinkhorn) continue;  // route_sinkhorn() chooses
     int* top = &top_[std::size_t(t) * k];
     double* q = &topk_softmax_[std::size_t(t) * k];
     double* p = &probs_[std::size_t(t) * k];
@@ -146,6 +150,7 @@ void moe_router::route() {
     }
     for (int j = 0; j < k; ++j) p[j] *= scaling_.value_or(1.0);
   }
+  if (balancing_ == moe_load_balancing::sinkhorn) route_sinkhorn();
   kept_.assign(std::size_t(rows_) * k, 1);
   if (capacity_factor_) drop_tokens();
   aux_losses_forward();
@@ -174,7 +179,7 @@ void moe_router::aux_losses_forward() {
   tokens_per_expert_.clear();
   if (!training_) return;
   const double T = rows_;
-  if (aux_coeff_ > 0 && balancing_ != moe_load_balancing::none) {
+  if (aux_coeff_ > 0 && balancing_ != moe_load_balancing::none && balancing_ != moe_load_balancing::sinkhorn) {
     if (sigmoid_) {  // compute_routing_scores_for_aux_loss: sigmoid normalized over the experts
       aux_scores_ = sigmoid_scores_;
       for (int t = 0; t < rows_; ++t) {
@@ -264,7 +269,18 @@ void moe_router::backward(parameter_store& store, const std::vector<double>& dpr
   const int E = experts_, k = topk_;
   const double sf = scaling_.value_or(1.0);
   std::vector<double> dlogits(std::size_t(rows_) * E, 0.0);
-  if (sigmoid_) {
+  if (jitter_eps_) x = jittered_;  // the GEMM's input was x * jitter
+  if (balancing_ == moe_load_balancing::sinkhorn) {
+    // probs = sigmoid(logits) at the top choice (k = 1), else the full softmax at the top k.
+    std::vector<double> g(std::size_t(rows_) * E, 0.0);
+    for (int t = 0; t < rows_; ++t)
+      for (int j = 0; j < k; ++j) {
+        const std::size_t c = std::size_t(t) * k + j, e = std::size_t(top_[c]);
+        if (k == 1) dlogits[std::size_t(t) * E + e] += dprobs[c] * probs_[c] * (1 - probs_[c]);
+        else g[std::size_t(t) * E + e] = dprobs[c];
+      }
+    if (k > 1) add_softmax_gradient(dlogits, g);
+  } else if (sigmoid_) {
     for (int t = 0; t < rows_; ++t) {
       const double* u = &topk_softmax_[std::size_t(t) * k];  // the top k sigmoid scores
       const double* dp = &dprobs[std::size_t(t) * k];
@@ -296,9 +312,13 @@ void moe_router::backward(parameter_store& store, const std::vector<double>& dpr
   const auto type = router_dtype_.value_or(x.type);
   auto dl = ensure_activation(dlogits_tensor_, rows_, E, type);
   kernels::convert(dl, tensor::view_of(std::span<const double>(dlogits)));
+  // With jitter, the input gradient goes through the noise: dx += jitter * d(x * jitter).
+  const tensor::tensor_view dx_router = jitter_eps_ ? ensure_activation(djittered_, rows_, hidden_, dx.type) : dx;
+  if (jitter_eps_) kernels::fill_zero(dx_router);
   if (type == x.type) {
     kernels::linear_backward_weight(dl, x, store.grad(weight_), rows_, hidden_, E);
-    kernels::linear_backward_input(dl, store.value(weight_), dx, rows_, hidden_, E, 1.0);
+    kernels::linear_backward_input(dl, store.value(weight_), dx_router, rows_, hidden_, E, 1.0);
+    if (jitter_eps_) add_jittered_input_gradient(dx, dx_router);
     return;
   }
   // A wider router: both gradients in its dtype, then rounded to the weight gradient's and the
@@ -314,7 +334,49 @@ void moe_router::backward(parameter_store& store, const std::vector<double>& dpr
   kernels::linear_backward_input(dl, wide_w_, wide_dx, rows_, hidden_, E);
   auto dx_narrow = ensure_activation(narrow_, rows_, hidden_, dx.type);
   kernels::convert(dx_narrow, wide_dx);
-  kernels::add(elements(dx, 0, std::int64_t(rows_) * hidden_), dx_narrow);
+  kernels::add(elements(dx_router, 0, std::int64_t(rows_) * hidden_), dx_narrow);
+  if (jitter_eps_) add_jittered_input_gradient(dx, dx_router);
+}
+
+void moe_router::route_sinkhorn() {
+  const int E = experts_, k = topk_;
+  std::vector<float> balanced;
+  if (training_) balanced = sinkhorn_balanced(logits_, rows_, E);
+  std::vector<double> score(E), key(E);
+  std::vector<int> order;
+  for (int t = 0; t < rows_; ++t) {
+    const std::size_t row = std::size_t(t) * E;
+    for (int e = 0; e < E; ++e)
+      score[e] = k == 1 ? 1.0 / (1.0 + std::exp(-logits_[row + e])) : softmax_[row + e];
+    for (int e = 0; e < E; ++e) key[e] = training_ ? double(balanced[row + e]) : score[e];
+    int* top = &top_[std::size_t(t) * k];
+    top_k(key.data(), E, k, top, order);
+    for (int j = 0; j < k; ++j) probs_[std::size_t(t) * k + j] = score[top[j]];
+  }
+}
+
+tensor::const_tensor_view moe_router::apply_jitter(tensor::const_tensor_view x, std::uint64_t stream) {
+  const std::size_t n = std::size_t(rows_) * hidden_;
+  std::vector<double> xs(n);
+  kernels::convert(tensor::view_of(std::span<double>(xs)), elements(x, 0, std::int64_t(n)));
+  jitter_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) jitter_[i] = input_jitter(stream, i, *jitter_eps_);
+  // Megatron draws the noise in the input's dtype and multiplies there.
+  auto out = ensure_activation(jittered_, rows_, hidden_, x.type);
+  kernels::convert(out, tensor::view_of(std::span<const double>(jitter_)));
+  kernels::convert(tensor::view_of(std::span<double>(jitter_)), tensor::const_tensor_view(out));
+  for (std::size_t i = 0; i < n; ++i) xs[i] *= jitter_[i];
+  kernels::convert(out, tensor::view_of(std::span<const double>(xs)));
+  return out;
+}
+
+void moe_router::add_jittered_input_gradient(tensor::tensor_view dx, tensor::tensor_view dx_router) {
+  const std::size_t n = std::size_t(rows_) * hidden_;
+  std::vector<double> g(n);
+  kernels::convert(tensor::view_of(std::span<double>(g)), dx_router);
+  for (std::size_t i = 0; i < n; ++i) g[i] *= jitter_[i];
+  kernels::convert(dx_router, tensor::view_of(std::span<const double>(g)));  // dx_router is scratch here
+  kernels::add(elements(dx, 0, std::int64_t(n)), dx_router);
 }
 
 }  // namespace mactor::model

@@ -14,6 +14,7 @@ namespace {
 constexpr std::uint64_t attention_probs_site = 0;
 constexpr std::uint64_t attention_residual_site = 1;
 constexpr std::uint64_t mlp_residual_site = 2;
+constexpr std::uint64_t moe_input_jitter_site = 3;  // --moe-input-jitter-eps
 
 std::string layer_name(int number) { return "decoder.layers." + std::to_string(number); }
 }  // namespace
@@ -65,7 +66,8 @@ void transformer_layer::forward(const parameter_store& store, group& tp,
                               attention_stream_);
   pre_mlp_layernorm_.forward(store, x1, ln2, local_rows_);
   if (moe_)
-    moe_->forward(store, tp, ln2, branch, seq, batch, training);
+    moe_->forward(store, tp, ln2, branch, seq, batch, training,
+                  kernels::dropout_stream(seed_, number_, moe_input_jitter_site, step));
   else
     mlp_->forward(store, tp, ln2, branch, rows_);
   const tensor::const_tensor_view mlp_bias = moe_ ? tensor::const_tensor_view{} : mlp_->fc2_bias(store);

@@ -64,6 +64,7 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   const auto* types = std::get_if<std::vector<std::string>>(&m.moe_router_load_balancing_type);
   const auto* type = types && types->size() == 1 ? &types->front() : std::get_if<std::string>(&m.moe_router_load_balancing_type);
   s.load_balancing = type && *type == "seq_aux_loss" ? model::moe_load_balancing::seq_aux_loss
+                     : type && *type == "sinkhorn"   ? model::moe_load_balancing::sinkhorn
                      : type && *type == "none"       ? model::moe_load_balancing::none
                                                      : model::moe_load_balancing::aux_loss;
   if (const auto* coeff = std::get_if<double>(&m.moe_aux_loss_coeff)) s.aux_loss_coeff = *coeff;
@@ -73,6 +74,8 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   s.grouped_gemm = m.moe_grouped_gemm;
   s.expert_capacity_factor = m.moe_expert_capacity_factor;  // validation dropped a negative one
   s.drop_by_position = m.moe_token_drop_policy == "position";
+  s.apply_probs_on_input = m.moe_apply_probs_on_input;  // validation: top-1
+  s.input_jitter_eps = m.moe_input_jitter_eps;
   s.enable_expert_bias = m.moe_router_enable_expert_bias;  // validation: sigmoid scores
   s.bias_update_rate = m.moe_router_bias_update_rate;
   if (m.moe_router_dtype == "fp32") s.router_dtype = tensor::dtype::float32;

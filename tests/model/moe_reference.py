@@ -34,6 +34,7 @@ score_function = cfg.get("score_function", "softmax")
 num_groups = int(cfg.get("num_groups", "0"))
 group_topk = int(cfg.get("group_topk", "0"))
 FC1 = 2 * FF if gated else FF
+probs_on_input = cfg.get("probs_on_input") == "1"  # --moe-apply-probs-on-input
 
 
 def load(name, *shape):
@@ -59,7 +60,11 @@ def activation(h):
     return F.gelu(h, approximate="tanh" if act_name == "gelu_tanh" else "none")
 
 
-logits = x @ wr.t()
+router_input = x
+if cfg.get("jitter") == "1":  # --moe-input-jitter-eps: the factors mactor drew, as constants
+    jitter = torch.tensor(np.fromfile(d / "jitter.bin", dtype=np.float64).reshape(T, H))
+    router_input = x * jitter
+logits = router_input @ wr.t()
 aux_total = torch.zeros((), dtype=torch.float64)
 losses = {"load_balancing_loss": 0.0, "seq_load_balancing_loss": 0.0, "z_loss": 0.0}
 token_factor = T if per_token else 1
@@ -83,7 +88,29 @@ def compute_topk(scores):
 bias = None
 if cfg.get("expert_bias") == "1":
     bias = torch.tensor(np.fromfile(d / "bias.bin", dtype=np.float32).astype(np.float64))
-if score_function == "sigmoid":
+def load_sinkhorn():
+    import ast
+    import importlib.util
+    spec = importlib.util.find_spec("megatron")
+    path = Path(list(spec.submodule_search_locations)[0]) / "core/transformer/moe/moe_utils.py"
+    tree = ast.parse(path.read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "sinkhorn")
+    scope = {"torch": torch}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), str(path), "exec"), scope)
+    return scope["sinkhorn"]
+
+
+if balancing == "sinkhorn":
+    # sinkhorn_load_balancing: the choices from the balanced fp32 logits in training, from the
+    # scores in evaluation; probs = sigmoid (k = 1) or softmax over all experts at the choices.
+    act = torch.sigmoid(logits) if K == 1 else torch.softmax(logits, dim=-1)
+    if training:
+        with torch.no_grad():
+            _, top = torch.topk(load_sinkhorn()(logits.detach().to(torch.float32)), k=K, dim=1)
+    else:
+        _, top = torch.topk(act, k=K, dim=1)
+    probs = torch.gather(act, 1, top)
+elif score_function == "sigmoid":
     sig = torch.sigmoid(logits)
     if bias is not None:  # the bias picks the experts; the probabilities are the plain scores
         _, top = compute_topk(sig.detach() + bias)
@@ -97,7 +124,7 @@ elif pre_softmax:
 else:
     top_logits, top = compute_topk(logits)
     probs = torch.softmax(top_logits, dim=-1)
-if sf:
+if sf and balancing != "sinkhorn":
     probs = probs * sf
 routing_probs = torch.zeros_like(logits).scatter(1, top, probs)
 routing_map = torch.zeros_like(logits).int().scatter(1, top, 1).bool()
@@ -111,7 +138,7 @@ if cfg.get("capacity"):
         capacity_mask = (torch.cumsum(routing_map.int(), dim=0) <= capacity) & routing_map
     routing_map = routing_map & capacity_mask
     routing_probs = routing_probs * routing_map
-if training and aux_coeff > 0 and balancing != "none":
+if training and aux_coeff > 0 and balancing not in ("none", "sinkhorn"):
     if score_function == "sigmoid":
         scores_aux = torch.sigmoid(logits)
         scores_aux = scores_aux / (scores_aux.sum(dim=-1, keepdim=True) + 1e-20)
@@ -134,7 +161,8 @@ for e in range(E):
     idx = torch.nonzero(routing_map[:, e]).flatten()
     if idx.numel() == 0:
         continue
-    h = activation(x[idx] @ w1[e].t()) * routing_probs[idx, e].unsqueeze(-1)
+    p = routing_probs[idx, e].unsqueeze(-1)
+    h = activation((x[idx] * p) @ w1[e].t()) if probs_on_input else activation(x[idx] @ w1[e].t()) * p
     out = out.index_add(0, idx, h @ w2[e].t())
 
 if SH:
