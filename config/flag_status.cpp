@@ -399,14 +399,16 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"moe_router_load_balancing_type", "aux_loss, seq_aux_loss, none and sinkhorn (in training the top k of the "
                                          "Sinkhorn-balanced exp(logits) of the micro-batch, in evaluation of the scores; "
                                          "probs = sigmoid for k = 1, else the softmax over all experts, no aux loss); "
-                                         "global_aux_loss and lists are refused"},
+                                         "the list form (aux_loss seq_aux_loss, one --moe-aux-loss-coeff each) adds "
+                                         "both losses and logs both, and ignores none and sinkhorn in a list as Megatron "
+                                         "does; global_aux_loss is refused"},
       {"moe_apply_probs_on_input", "the routing probability multiplies each expert's input rows instead of the "
                                    "activation's output (top-1 only, as Megatron asserts)"},
       {"moe_input_jitter_eps", "the router's input times uniform(1 - eps, 1 + eps) noise of the input's dtype, in "
                                "training and evaluation as Megatron's apply_input_jitter (not Megatron's torch RNG "
                                "stream: a counter-based one from --seed, the layer and the micro-batch, redrawn the "
                                "same on recompute); the gradient flows through the noise to the input"},
-      {"moe_aux_loss_coeff", "one value; the loss's gradient enters the router's logits scaled by the loss scale / "
+      {"moe_aux_loss_coeff", "one value, or one per --moe-router-load-balancing-type entry; each loss's gradient enters the router's logits scaled by the loss scale / "
                              "the micro-batch count (times the local tokens with --calculate-per-token-loss), as "
                              "MoEAuxLossAutoScaler"},
       {"moe_z_loss_coeff", "the router z-loss mean(logsumexp(logits)^2) * coeff, its gradient scaled as the aux loss's"},
@@ -562,15 +564,16 @@ const std::vector<value_limit>& value_limits() {
   return limits;
 }
 
+// The value's words: one, or each of an nargs='+' list (every one must be supported).
 template <class T>
-std::optional<std::string> as_text(const T& v) {
-  if constexpr (std::is_same_v<T, std::string>) return v;
-  else if constexpr (std::is_same_v<T, std::optional<std::string>>) return v;
-  else if constexpr (std::is_same_v<T, one_or_many<std::string>>) {
-    if (const auto* one = std::get_if<std::string>(&v)) return *one;
-    const auto& list = std::get<std::vector<std::string>>(v);  // nargs='+': one value is that value
-    if (list.size() == 1) return list.front();
-    return std::string("(a list of ") + std::to_string(list.size()) + ")";  // never a supported value
+std::optional<std::vector<std::string>> as_texts(const T& v) {
+  if constexpr (std::is_same_v<T, std::string>) return std::vector<std::string>{v};
+  else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
+    if (!v) return std::nullopt;
+    return std::vector<std::string>{*v};
+  } else if constexpr (std::is_same_v<T, one_or_many<std::string>>) {
+    if (const auto* one = std::get_if<std::string>(&v)) return std::vector<std::string>{*one};
+    return std::get<std::vector<std::string>>(v);
   }
   else return std::nullopt;
 }
@@ -675,15 +678,17 @@ support_report check_support(const megatron_args& args, const support_scope& sco
         if (st.status == support::implemented) {
           for (const auto& limit : value_limits()) {
             if (limit.dest != dest) continue;
-            const auto text = as_text(value);
-            if (!text) continue;
-            bool ok = false;
-            for (auto v : limit.supported) ok = ok || v == *text;
-            if (ok) continue;
-            std::string list;
-            for (auto v : limit.supported) list += (list.empty() ? "" : ", ") + std::string(v);
-            report.errors.push_back(std::string(limit.flag) + " " + *text +
-                                    " is recognized but not implemented by mactor yet (implemented: " + list + ")");
+            const auto texts = as_texts(value);
+            if (!texts) continue;
+            for (const auto& text : *texts) {
+              bool ok = false;
+              for (auto v : limit.supported) ok = ok || v == text;
+              if (ok) continue;
+              std::string list;
+              for (auto v : limit.supported) list += (list.empty() ? "" : ", ") + std::string(v);
+              report.errors.push_back(std::string(limit.flag) + " " + text +
+                                      " is recognized but not implemented by mactor yet (implemented: " + list + ")");
+            }
           }
         } else if (st.status == support::not_implemented) {
           const auto refused = refused_flags().find(dest);

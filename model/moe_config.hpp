@@ -2,6 +2,7 @@
 // that change the numbers) and this rank's share of the experts.
 #pragma once
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.hpp"
@@ -32,6 +33,16 @@ struct moe_settings {
   int router_group_topk = 0;  // --moe-router-group-topk (0: not group-limited)
   moe_load_balancing load_balancing = moe_load_balancing::aux_loss;
   double aux_loss_coeff = 0.0;         // --moe-aux-loss-coeff (0: no auxiliary loss)
+  /// The list form (--moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff
+  /// a b): each type with its own coefficient; load_balancing and aux_loss_coeff then unused.
+  std::vector<std::pair<moe_load_balancing, double>> load_balancing_list;
+  /// The coefficient of the aux_loss or seq_aux_loss term (0: that loss is off).
+  double balancing_coeff(moe_load_balancing type) const {
+    if (load_balancing_list.empty()) return load_balancing == type ? aux_loss_coeff : 0.0;
+    for (const auto& [t, c] : load_balancing_list)
+      if (t == type) return c;
+    return 0.0;
+  }
   std::optional<double> z_loss_coeff;  // --moe-z-loss-coeff
   /// --moe-grouped-gemm: the experts' weights named as Megatron's TEGroupedMLP names them
   /// (experts.linear_fc1.weight<i>) rather than SequentialMLP's (experts.local_experts.<i>...).

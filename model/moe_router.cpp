@@ -21,7 +21,10 @@ moe_router::moe_router(parameter_store& store, const std::string& name, const gp
       pre_softmax_(c.moe.router_pre_softmax), per_token_loss_(c.moe.per_token_loss),
       sigmoid_(c.moe.score_function == moe_score_function::sigmoid), groups_(c.moe.router_num_groups),
       group_topk_(c.moe.router_group_topk), scaling_(c.moe.router_topk_scaling_factor),
-      balancing_(c.moe.load_balancing), aux_coeff_(c.moe.aux_loss_coeff), z_coeff_(c.moe.z_loss_coeff),
+      balancing_(c.moe.load_balancing),
+      balance_{{{false, c.moe.balancing_coeff(moe_load_balancing::aux_loss), {}},
+                 {true, c.moe.balancing_coeff(moe_load_balancing::seq_aux_loss), {}}}},
+      z_coeff_(c.moe.z_loss_coeff),
       capacity_factor_(c.moe.expert_capacity_factor), drop_by_position_(c.moe.drop_by_position),
       bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate), router_dtype_(c.moe.router_dtype),
       jitter_eps_(c.moe.input_jitter_eps) {
@@ -166,101 +169,6 @@ void moe_router::drop_tokens() {
     if (!drop_by_position_)  // the highest probabilities (ties to the earlier token)
       std::stable_sort(choices.begin(), choices.end(), [&](std::size_t a, std::size_t b) { return probs_[a] > probs_[b]; });
     for (std::size_t i = capacity; i < choices.size(); ++i) kept_[choices[i]] = 0;
-  }
-}
-
-const double* moe_router::aux_scores(int t) const {
-  return sigmoid_ ? &aux_scores_[std::size_t(t) * experts_] : &softmax_[std::size_t(t) * experts_];
-}
-
-void moe_router::aux_losses_forward() {
-  const int E = experts_, k = topk_;
-  losses_ = {};
-  tokens_per_expert_.clear();
-  if (!training_) return;
-  const double T = rows_;
-  if (aux_coeff_ > 0 && balancing_ != moe_load_balancing::none && balancing_ != moe_load_balancing::sinkhorn) {
-    if (sigmoid_) {  // compute_routing_scores_for_aux_loss: sigmoid normalized over the experts
-      aux_scores_ = sigmoid_scores_;
-      for (int t = 0; t < rows_; ++t) {
-        double* a = &aux_scores_[std::size_t(t) * E];
-        const double z = std::accumulate(a, a + E, 0.0) + 1e-20;
-        for (int e = 0; e < E; ++e) a[e] /= z;
-      }
-    }
-    const bool seq_level = balancing_ == moe_load_balancing::seq_aux_loss;
-    const int groups = seq_level ? batch_ : 1;
-    tokens_per_expert_.assign(std::size_t(groups) * E, 0.0);
-    std::vector<double> score_sums(std::size_t(groups) * E, 0.0);
-    for (int t = 0; t < rows_; ++t) {
-      const int g = seq_level ? t % batch_ : 0;
-      for (int j = 0; j < k; ++j) tokens_per_expert_[std::size_t(g) * E + aux_top_[std::size_t(t) * k + j]] += 1;
-      const double* a = aux_scores(t);
-      for (int e = 0; e < E; ++e) score_sums[std::size_t(g) * E + e] += a[e];
-    }
-    const double n = seq_level ? seq_ : T;
-    double sum = 0;
-    for (std::size_t i = 0; i < score_sums.size(); ++i) sum += score_sums[i] * tokens_per_expert_[i];
-    const double loss_over_coeff = sum * E / (k * n * n) / groups;
-    (seq_level ? losses_.seq_load_balancing_loss : losses_.load_balancing_loss) = loss_over_coeff;
-  }
-  if (z_coeff_) {
-    double sq = 0;
-    for (double v : lse_) sq += v * v;
-    losses_.z_loss = sq / T;
-  }
-}
-
-void moe_router::add_softmax_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const {
-  const int E = experts_;
-  for (int t = 0; t < rows_; ++t) {
-    const double* s = &softmax_[std::size_t(t) * E];
-    const double* gt = &g[std::size_t(t) * E];
-    double dot = 0;
-    for (int e = 0; e < E; ++e) dot += s[e] * gt[e];
-    for (int e = 0; e < E; ++e) dlogits[std::size_t(t) * E + e] += s[e] * (gt[e] - dot);
-  }
-}
-
-void moe_router::add_normalized_sigmoid_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const {
-  // a = u / (sum u + eps), u = sigmoid(l): dL/du_f = g_f / Z - sum_e g_e u_e / Z^2.
-  const int E = experts_;
-  for (int t = 0; t < rows_; ++t) {
-    const double* u = &sigmoid_scores_[std::size_t(t) * E];
-    const double* gt = &g[std::size_t(t) * E];
-    const double z = std::accumulate(u, u + E, 0.0) + 1e-20;
-    double dot = 0;
-    for (int e = 0; e < E; ++e) dot += gt[e] * u[e];
-    for (int e = 0; e < E; ++e)
-      dlogits[std::size_t(t) * E + e] += (gt[e] / z - dot / (z * z)) * u[e] * (1 - u[e]);
-  }
-}
-
-void moe_router::add_aux_loss_gradients(std::vector<double>& dlogits, double scale) const {
-  if (!training_) return;
-  const int E = experts_, k = topk_;
-  // Megatron multiplies each auxiliary loss by the local token count under per-token loss.
-  const double unit = scale * (per_token_loss_ ? rows_ : 1.0);
-  if (!tokens_per_expert_.empty()) {
-    const bool seq_level = balancing_ == moe_load_balancing::seq_aux_loss;
-    const double n = seq_level ? seq_ : rows_;
-    const double groups = seq_level ? batch_ : 1;
-    const double c = unit * aux_coeff_ * E / (k * n * n) / groups;
-    std::vector<double> g(std::size_t(rows_) * E);
-    for (int t = 0; t < rows_; ++t)
-      for (int e = 0; e < E; ++e)
-        g[std::size_t(t) * E + e] = c * tokens_per_expert_[std::size_t(seq_level ? t % batch_ : 0) * E + e];
-    if (sigmoid_)
-      add_normalized_sigmoid_gradient(dlogits, g);
-    else
-      add_softmax_gradient(dlogits, g);
-  }
-  if (z_coeff_) {
-    // z = coeff * mean_t(lse_t^2): dz/dlogits[t, e] = coeff * 2 lse_t softmax[t, e] / rows.
-    const double c = unit * *z_coeff_ * 2.0 / rows_;
-    for (int t = 0; t < rows_; ++t)
-      for (int e = 0; e < E; ++e)
-        dlogits[std::size_t(t) * E + e] += c * lse_[t] * softmax_[std::size_t(t) * E + e];
   }
 }
 

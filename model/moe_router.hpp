@@ -5,6 +5,7 @@
 // enter the logits' gradient scaled as Megatron's MoEAuxLossAutoScaler scales them.
 // The routing math runs in double on the host (exact for fp32 and fp64 logits).
 #pragma once
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -92,7 +93,16 @@ class moe_router {
   int groups_, group_topk_;
   std::optional<double> scaling_;
   moe_load_balancing balancing_;
-  double aux_coeff_;
+  /// A load-balancing loss of the micro-batch (aux_loss) or of each sequence (seq_aux_loss):
+  /// its coefficient (0: off) and the last forward's tokens per expert ([groups, experts]).
+  struct balance_term {
+    bool seq_level;
+    double coeff;
+    std::vector<double> tokens_per_expert;
+  };
+  std::array<balance_term, 2> balance_;  // aux_loss, seq_aux_loss (both with the list form)
+  /// Fills b's token counts; returns its loss divided by its coefficient.
+  double balance_loss(balance_term& b);
   std::optional<double> z_coeff_;
   std::vector<double> logits_;    // [rows, experts]
   std::vector<double> softmax_;   // softmax over all experts [rows, experts]
@@ -110,7 +120,6 @@ class moe_router {
   std::vector<double> routed_tokens_;  // [experts]: this global batch's kept tokens
   std::vector<double> biased_;         // scratch: one token's scores plus the bias
   std::vector<double> lse_;  // logsumexp of each row (z-loss)
-  std::vector<double> tokens_per_expert_;  // aux_loss: [experts]; seq_aux_loss: [batch, experts]
   moe_aux_losses losses_;
   tensor::tensor logits_tensor_, dlogits_tensor_;  // the router's dtype
   std::optional<tensor::dtype> router_dtype_;       // --moe-router-dtype, else the activations'

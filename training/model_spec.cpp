@@ -70,6 +70,16 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   if (const auto* coeff = std::get_if<double>(&m.moe_aux_loss_coeff)) s.aux_loss_coeff = *coeff;
   else if (const auto& coeffs = std::get<std::vector<double>>(m.moe_aux_loss_coeff); coeffs.size() == 1)
     s.aux_loss_coeff = coeffs.front();
+  if (types && types->size() > 1) {  // the list form: one coefficient each (validation: same length)
+    const auto& coeffs = std::get<std::vector<double>>(m.moe_aux_loss_coeff);
+    for (std::size_t i = 0; i < types->size(); ++i) {
+      const auto& t = (*types)[i];
+      // Megatron looks the list up for aux_loss, seq_aux_loss and global_aux_loss only.
+      if (t == "aux_loss") s.load_balancing_list.emplace_back(model::moe_load_balancing::aux_loss, coeffs[i]);
+      if (t == "seq_aux_loss") s.load_balancing_list.emplace_back(model::moe_load_balancing::seq_aux_loss, coeffs[i]);
+    }
+    s.load_balancing = model::moe_load_balancing::none;
+  }
   s.z_loss_coeff = m.moe_z_loss_coeff;
   s.grouped_gemm = m.moe_grouped_gemm;
   s.expert_capacity_factor = m.moe_expert_capacity_factor;  // validation dropped a negative one

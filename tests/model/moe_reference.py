@@ -138,7 +138,11 @@ if cfg.get("capacity"):
         capacity_mask = (torch.cumsum(routing_map.int(), dim=0) <= capacity) & routing_map
     routing_map = routing_map & capacity_mask
     routing_probs = routing_probs * routing_map
-if training and aux_coeff > 0 and balancing not in ("none", "sinkhorn"):
+# Each load-balancing type's coefficient: one type, or the list form ("list=type:coeff,...").
+coeffs = {balancing: aux_coeff}
+if cfg.get("list"):
+    coeffs = {t: float(c) for t, c in (item.split(":") for item in cfg["list"].split(","))}
+if training and any(coeffs.get(t, 0) > 0 for t in ("aux_loss", "seq_aux_loss")):
     if score_function == "sigmoid":
         scores_aux = torch.sigmoid(logits)
         scores_aux = scores_aux / (scores_aux.sum(dim=-1, keepdim=True) + 1e-20)
@@ -146,15 +150,18 @@ if training and aux_coeff > 0 and balancing not in ("none", "sinkhorn"):
         scores_aux = torch.softmax(logits, dim=-1)
     _, top_aux = torch.topk(scores_aux, k=K, dim=1)
     map_aux = torch.zeros_like(logits).int().scatter(1, top_aux, 1).bool()
-    if balancing == "aux_loss":
+    if coeffs.get("aux_loss", 0) > 0:
+        c = coeffs["aux_loss"]
         tpe = map_aux.sum(dim=0)
-        aux = torch.sum(scores_aux.sum(dim=0) * tpe) * (E * aux_coeff / (K * T * T))
-        losses["load_balancing_loss"] = (aux / aux_coeff).item()
-    else:  # seq_aux_loss: [seq, batch * experts]
+        aux = torch.sum(scores_aux.sum(dim=0) * tpe) * (E * c / (K * T * T))
+        losses["load_balancing_loss"] = (aux / c).item()
+        aux_total = aux_total + aux * token_factor
+    if coeffs.get("seq_aux_loss", 0) > 0:  # [seq, batch * experts]
+        c = coeffs["seq_aux_loss"]
         tpe = map_aux.reshape(S, -1).sum(dim=0)
-        aux = torch.sum(scores_aux.reshape(S, -1).sum(dim=0) * tpe) * (E * aux_coeff / (K * S * S)) / B
-        losses["seq_load_balancing_loss"] = (aux / aux_coeff).item()
-    aux_total = aux_total + aux * token_factor
+        aux = torch.sum(scores_aux.reshape(S, -1).sum(dim=0) * tpe) * (E * c / (K * S * S)) / B
+        losses["seq_load_balancing_loss"] = (aux / c).item()
+        aux_total = aux_total + aux * token_factor
 
 out = torch.zeros(T, H, dtype=torch.float64)
 for e in range(E):

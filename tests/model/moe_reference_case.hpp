@@ -85,6 +85,12 @@ void write_config(const fs::path& path, const moe_case& k) {
   o << "\nper_token=" << m.per_token_loss << "\naux_scale=" << k.aux_scale << "\ntraining=" << k.training << "\n";
   if (m.enable_expert_bias) o << "expert_bias=1\nbias_rate=" << m.bias_update_rate << "\n";
   if (m.apply_probs_on_input) o << "probs_on_input=1\n";
+  if (!m.load_balancing_list.empty()) {
+    o << "list=";
+    for (std::size_t i = 0; i < m.load_balancing_list.size(); ++i)
+      o << (i ? "," : "") << balancing_name(m.load_balancing_list[i].first) << ":" << m.load_balancing_list[i].second;
+    o << "\n";
+  }
   if (m.input_jitter_eps) o << "jitter=1\n";
 }
 

@@ -52,6 +52,31 @@ TEST_CASE("MoE layer with --moe-apply-probs-on-input (top-1) matches PyTorch and
   CHECK(test::relative_error(on.out, off.out) > 1e-3);
 }
 
+TEST_CASE("MoE layer with the list form aux_loss and seq_aux_loss (one coefficient each) matches PyTorch") {
+  for (auto score : {model::moe_score_function::softmax, model::moe_score_function::sigmoid}) {
+    moe_case k{mixtral_like()};
+    k.config.moe.score_function = score;
+    k.config.moe.load_balancing_list = {{model::moe_load_balancing::aux_loss, 0.1},
+                                        {model::moe_load_balancing::seq_aux_loss, 0.03}};
+    k.aux_scale = 0.5;
+    INFO("sigmoid " << (score == model::moe_score_function::sigmoid));
+    compare(k, score == model::moe_score_function::sigmoid ? "list_sigmoid" : "list_softmax");
+    // Both losses are there, each what its type alone gives.
+    const layer_run both(k);
+    moe_case aux = k, seq = k;
+    aux.config.moe.load_balancing_list.resize(1);
+    seq.config.moe.load_balancing_list.erase(seq.config.moe.load_balancing_list.begin());
+    const layer_run a(aux), s(seq);
+    const auto& l = both.layer.router().aux_losses();
+    CHECK(l.load_balancing_loss > 0);
+    CHECK(l.seq_load_balancing_loss > 0);
+    CHECK(l.load_balancing_loss == a.layer.router().aux_losses().load_balancing_loss);
+    CHECK(l.seq_load_balancing_loss == s.layer.router().aux_losses().seq_load_balancing_loss);
+    CHECK(a.layer.router().aux_losses().seq_load_balancing_loss == 0);
+    CHECK(s.layer.router().aux_losses().load_balancing_loss == 0);
+  }
+}
+
 TEST_CASE("MoE layer with sinkhorn load balancing matches PyTorch with Megatron's sinkhorn, top-1 and top-2") {
   for (int topk : {1, 2}) {
     for (bool training : {true, false}) {
