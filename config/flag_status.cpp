@@ -404,6 +404,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                          "does; global_aux_loss is refused"},
       {"moe_apply_probs_on_input", "the routing probability multiplies each expert's input rows instead of the "
                                    "activation's output (top-1 only, as Megatron asserts)"},
+      {"moe_router_force_load_balancing", "the router's logits replaced by standard normal draws of their dtype "
+                                          "(training and evaluation, as Megatron's RandomSTE), their gradient passed "
+                                          "straight to the gating GEMM; drawn from a counter stream of --seed, the layer "
+                                          "and the micro-batch, not Megatron's torch generator seeded 42 + global rank"},
       {"moe_input_jitter_eps", "the router's input times uniform(1 - eps, 1 + eps) noise of the input's dtype, in "
                                "training and evaluation as Megatron's apply_input_jitter (not Megatron's torch RNG "
                                "stream: a counter-based one from --seed, the layer and the micro-batch, redrawn the "

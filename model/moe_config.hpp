@@ -71,6 +71,9 @@ struct moe_settings {
   /// --moe-input-jitter-eps: the router's input multiplied by uniform(1 - eps, 1 + eps) noise,
   /// drawn per element from a generator seeded by `seed` (see moe_router).
   std::optional<double> input_jitter_eps;
+  /// --moe-router-force-load-balancing (benchmarking): the router's logits replaced by standard
+  /// normal draws (see moe_router), their gradient passed straight to the gating GEMM.
+  bool force_load_balancing = false;
 
   /// --expert-model-parallel-size: the experts split into that many equal blocks, one per
   /// expert-parallel rank; this rank holds block expert_parallel_rank and exchanges tokens

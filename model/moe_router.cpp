@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "kernels/convert.hpp"
+#include "kernels/dropout.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
@@ -27,7 +28,7 @@ moe_router::moe_router(parameter_store& store, const std::string& name, const gp
       z_coeff_(c.moe.z_loss_coeff),
       capacity_factor_(c.moe.expert_capacity_factor), drop_by_position_(c.moe.drop_by_position),
       bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate), router_dtype_(c.moe.router_dtype),
-      jitter_eps_(c.moe.input_jitter_eps) {
+      jitter_eps_(c.moe.input_jitter_eps), force_balance_(c.moe.force_load_balancing) {
   if (c.moe.enable_expert_bias) expert_bias_.assign(experts_, 0.0f), routed_tokens_.assign(experts_, 0.0);
 }
 
@@ -63,6 +64,13 @@ void moe_router::forward(const parameter_store& store, tensor::const_tensor_view
     kernels::convert(wide_x, x);
     kernels::convert(wide_w, store.value(weight_));
     kernels::linear_forward(wide_x, wide_w, logits, rows_, hidden_, experts_);
+  }
+  if (force_balance_) {
+    // RandomSTE: normal draws of the logits' dtype in place of the logits.
+    const std::uint64_t stream = kernels::dropout_stream(noise_stream, 0, 1, 0);
+    std::vector<double> draws(std::size_t(rows_) * experts_);
+    for (std::size_t i = 0; i < draws.size(); ++i) draws[i] = random_logit(stream, i);
+    kernels::convert(logits, tensor::view_of(std::span<const double>(draws)));
   }
   logits_.resize(std::size_t(rows_) * experts_);
   kernels::convert(tensor::view_of(std::span<double>(logits_)), logits);

@@ -31,7 +31,10 @@ class moe_router {
   /// Routes x[rows, hidden] (rows in [seq, batch] order). Training adds the auxiliary losses.
   /// With a router dtype, x and the weight are widened to it first. With --moe-input-jitter-eps
   /// x is first multiplied by noise drawn from noise_stream (in training and evaluation alike,
-  /// as Megatron's apply_input_jitter, which does not look at self.training).
+  /// as Megatron's apply_input_jitter, which does not look at self.training). With
+  /// --moe-router-force-load-balancing the logits are then replaced by standard normal draws
+  /// from a stream derived from noise_stream (Megatron's RandomSTE, in training and evaluation);
+  /// the backward passes their gradient to the gating GEMM unchanged (straight through).
   void forward(const parameter_store& store, tensor::const_tensor_view x, int seq, int batch,
                bool training, std::uint64_t noise_stream = 0);
   /// The last forward's jitter factors [rows, hidden] (of x's dtype, widened; empty without).
@@ -125,6 +128,7 @@ class moe_router {
   std::optional<tensor::dtype> router_dtype_;       // --moe-router-dtype, else the activations'
   tensor::tensor wide_x_, wide_w_, wide_dw_, wide_dx_, narrow_;  // a wider router's copies
   std::optional<double> jitter_eps_;       // --moe-input-jitter-eps
+  bool force_balance_;                     // --moe-router-force-load-balancing
   std::vector<double> jitter_;             // the last forward's factors [rows, hidden]
   tensor::tensor jittered_, djittered_;    // x * jitter (saved), the router's input gradient
 };

@@ -40,4 +40,10 @@ double input_jitter(std::uint64_t stream, std::uint64_t index, double eps) {
   return (1.0 - eps) + 2.0 * eps * double(kernels::dropout_uniform(stream, index));
 }
 
+double random_logit(std::uint64_t stream, std::uint64_t index) {
+  const double u1 = 1.0 - double(kernels::dropout_uniform(stream, 2 * index));  // (0, 1]
+  const double u2 = double(kernels::dropout_uniform(stream, 2 * index + 1));
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.14159265358979323846 * u2);
+}
+
 }  // namespace mactor::model

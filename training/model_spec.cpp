@@ -86,6 +86,7 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   s.drop_by_position = m.moe_token_drop_policy == "position";
   s.apply_probs_on_input = m.moe_apply_probs_on_input;  // validation: top-1
   s.input_jitter_eps = m.moe_input_jitter_eps;
+  s.force_load_balancing = m.moe_router_force_load_balancing;
   s.enable_expert_bias = m.moe_router_enable_expert_bias;  // validation: sigmoid scores
   s.bias_update_rate = m.moe_router_bias_update_rate;
   if (m.moe_router_dtype == "fp32") s.router_dtype = tensor::dtype::float32;

@@ -65,6 +65,10 @@ if cfg.get("jitter") == "1":  # --moe-input-jitter-eps: the factors mactor drew,
     jitter = torch.tensor(np.fromfile(d / "jitter.bin", dtype=np.float64).reshape(T, H))
     router_input = x * jitter
 logits = router_input @ wr.t()
+if cfg.get("random_logits") == "1":  # --moe-router-force-load-balancing: RandomSTE, forward the
+    # draws mactor made, backward straight through to the gating GEMM
+    drawn = torch.tensor(np.fromfile(d / "random_logits.bin", dtype=np.float64).reshape(T, E))
+    logits = logits + (drawn - logits).detach()
 aux_total = torch.zeros((), dtype=torch.float64)
 losses = {"load_balancing_loss": 0.0, "seq_load_balancing_loss": 0.0, "z_loss": 0.0}
 token_factor = T if per_token else 1

@@ -92,6 +92,7 @@ void write_config(const fs::path& path, const moe_case& k) {
     o << "\n";
   }
   if (m.input_jitter_eps) o << "jitter=1\n";
+  if (m.force_load_balancing) o << "random_logits=1\n";
 }
 
 struct layer_run {
@@ -154,6 +155,10 @@ std::vector<double> compare(const moe_case& k, const std::string& tag, double to
       write_floats(dir / ("shared_fc" + std::to_string(fc) + ".bin"), p.value);
     }
   if (k.config.moe.enable_expert_bias) write_floats(dir / "bias.bin", tensor::view_of(std::span<const float>(k.expert_bias)));
+  if (k.config.moe.force_load_balancing) {  // the drawn logits (fp32 values, widened)
+    const auto& l = run.layer.router().logits();
+    std::ofstream(dir / "random_logits.bin", std::ios::binary).write(reinterpret_cast<const char*>(l.data()), std::streamsize(l.size() * sizeof(double)));
+  }
   if (k.config.moe.input_jitter_eps) {  // the drawn noise, exactly as the router multiplied it in
     const auto& j = run.layer.router().jitter();
     std::ofstream(dir / "jitter.bin", std::ios::binary).write(reinterpret_cast<const char*>(j.data()), std::streamsize(j.size() * sizeof(double)));

@@ -157,6 +157,43 @@ TEST_CASE("the router's input jitter is reproducible from its stream and changes
   CHECK(test::relative_error(a.layer.router().logits(), d.layer.router().logits()) > 1e-3);
 }
 
+TEST_CASE("--moe-router-force-load-balancing routes by standard normal logits, straight through as PyTorch's RandomSTE") {
+  moe_case k{mixtral_like()};
+  k.config.moe.force_load_balancing = true;
+  compare(k, "force_load_balancing");  // the gradient: the random logits' one, into the gating GEMM
+  // A router skewed towards expert 0 still spreads its tokens evenly: 256 choices over 4 experts.
+  k.seq = 64, k.batch = 2;
+  layer_run run(k);
+  for (auto& p : run.store.all())
+    if (p.name == "decoder.layers.0.mlp.router.weight") {
+      std::vector<float> w = test::copy_of<float>(p.value);
+      for (int i = 0; i < k.config.hidden_size; ++i) w[std::size_t(i)] = 50.0f;
+      kernels::copy(p.value, test::view(w));
+    }
+  std::vector<float> out(run.x.size());
+  run.layer.forward(run.store, run.tp, test::view(run.x), test::view(out), k.seq, k.batch, true, 3);
+  const auto n = counts(run.layer.router());
+  WARN("tokens per expert with forced balance: " << n[0] << " " << n[1] << " " << n[2] << " " << n[3]);
+  for (int c : n) CHECK(std::abs(c - 64) <= 32);  // binomial sd 7: within 4.6 sd
+  // The logits are standard normal draws, whatever the input: mean 0, variance 1.
+  const auto& l = run.layer.router().logits();
+  double mean = 0, sq = 0;
+  for (double v : l) mean += v, sq += v * v;
+  mean /= double(l.size()), sq /= double(l.size());
+  WARN("random logits: mean " << mean << ", variance " << sq - mean * mean);
+  CHECK(std::abs(mean) < 0.15);
+  CHECK(std::abs(sq - mean * mean - 1.0) < 0.2);
+  moe_case plain = k;
+  plain.config.moe.force_load_balancing = false;
+  layer_run skewed(plain);
+  for (auto& p : skewed.store.all())
+    if (p.name == "decoder.layers.0.mlp.router.weight") kernels::copy(p.value, run.param(p.name).value);
+  std::vector<float> xs(run.x.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = std::abs(run.x[i]);
+  skewed.layer.forward(skewed.store, skewed.tp, test::view(xs), test::view(out), k.seq, k.batch, true, 3);
+  CHECK(counts(skewed.layer.router())[0] == k.seq * k.batch);  // without the flag: every token to expert 0
+}
+
 TEST_CASE("the jittered router's input gradient matches finite differences given the drawn noise") {
   auto c = mixtral_like();
   c.moe.input_jitter_eps = 0.2, c.moe.aux_loss_coeff = 0.1, c.moe.z_loss_coeff.reset();
