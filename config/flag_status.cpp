@@ -443,6 +443,10 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"gradient_accumulation_fusion", performance_only},
       {"no_persist_layer_norm", performance_only},
       {"moe_permute_fusion", performance_only},
+      {"moe_shared_expert_overlap", "performance-only: Megatron runs the shared expert's GEMMs on a side CUDA stream "
+                                    "during the alltoall token exchange and adds the same output; only the order in "
+                                    "which the input gradient's terms are summed differs (rounding level, as Megatron's "
+                                    "own docs say); mactor computes the shared expert in line"},
       {"moe_router_fusion", performance_only},
       {"moe_pad_expert_input_to_capacity", "performance-only: Megatron fills each expert to capacity with "
                                            "probability-0 tokens, whose output and gradients are zero; mactor does not "

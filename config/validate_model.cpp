@@ -163,6 +163,10 @@ void recompute(validation_context& c) {  // rules 103, 104
     for (const auto& m : t.recompute_modules.value_or(std::vector<std::string>{"core_attn"}))
       c.require(std::find(allowed.begin(), allowed.end(), m) != allowed.end(),
                 "--recompute-modules: '" + m + "' is not one of core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts");
+    const auto modules = t.recompute_modules.value_or(std::vector<std::string>{});
+    if (std::find(modules.begin(), modules.end(), "shared_experts") != modules.end() &&
+        c.a.moe.moe_shared_expert_intermediate_size && c.a.moe.moe_shared_expert_overlap)
+      c.error("shared_experts recompute cannot work with --moe-shared-expert-overlap (drop one of them)");
   }
   if (t.distribute_saved_activations)
     c.require(!t.sequence_parallel, "--distribute-saved-activations cannot be combined with --sequence-parallel");

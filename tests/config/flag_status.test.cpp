@@ -67,11 +67,11 @@ TEST_CASE("the timing flags are implemented") {
 }
 
 TEST_CASE("a program holding only some flags to the table hears nothing of the others") {
-  const std::vector<std::string> words{"--retro-add-retriever", "--use-flash-attn", "--moe-shared-expert-overlap"};
+  const std::vector<std::string> words{"--retro-add-retriever", "--use-flash-attn", "--moe-layer-recompute"};
   const auto args = parse_command_line(words, "pretrain_gpt").args;
-  const auto report = check_support(args, [](std::string_view dest) { return dest == "moe_shared_expert_overlap"; });
+  const auto report = check_support(args, [](std::string_view dest) { return dest == "moe_layer_recompute"; });
   REQUIRE(report.errors.size() == 1);
-  CHECK(report.errors[0] == "--moe-shared-expert-overlap is recognized but not implemented by mactor yet");
+  CHECK(report.errors[0] == "--moe-layer-recompute is recognized but not implemented by mactor yet");
   CHECK(report.warnings.empty());
   CHECK(check_support(args).errors.size() == 2);
 }
