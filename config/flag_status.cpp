@@ -322,7 +322,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                            "--recompute-num-layers layers of each chunk, the rest keep their activations"},
       {"recompute_num_layers", ""},
       {"recompute_modules", "core_attn (softmax probabilities), layernorm (both norms' outputs), mlp (fc1 output and "
-                            "activation); moe, moe_act and shared_experts name modules a dense GPT does not have; mla_up_proj keeps MLA's up-projection "
+                            "activation), moe (a MoE layer frees its activations after the forward and reruns it at the start of its backward: the same routing, noise and numbers); moe_act and shared_experts keep their activations; mla_up_proj keeps MLA's up-projection "
                             "activations (the values recomputation would give)"},
       {"distribute_saved_activations", "each tensor-parallel rank keeps 1/tp of a checkpointed group's input and "
                                        "all-gathers it before the rerun"},
@@ -404,6 +404,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                          "does; global_aux_loss is refused"},
       {"moe_apply_probs_on_input", "the routing probability multiplies each expert's input rows instead of the "
                                    "activation's output (top-1 only, as Megatron asserts)"},
+      {"moe_layer_recompute", "selective recomputation with the moe module (and core_attn unless --recompute-modules "
+                              "names others), as Megatron maps it: each MoE layer frees its activations after the "
+                              "forward and reruns it in the backward, the same losses bit for bit"},
       {"moe_router_force_load_balancing", "the router's logits replaced by standard normal draws of their dtype "
                                           "(training and evaluation, as Megatron's RandomSTE), their gradient passed "
                                           "straight to the gating GEMM; drawn from a counter stream of --seed, the layer "

@@ -215,6 +215,7 @@ model::recompute_config recompute_from_args(const config::megatron_args& a) {
     if (m == "core_attn") r.core_attn = true;
     if (m == "layernorm") r.layernorm = true;
     if (m == "mlp") r.mlp = true;
+    if (m == "moe") r.moe = true;
   }
   return r;
 }

@@ -67,11 +67,11 @@ TEST_CASE("the timing flags are implemented") {
 }
 
 TEST_CASE("a program holding only some flags to the table hears nothing of the others") {
-  const std::vector<std::string> words{"--retro-add-retriever", "--use-flash-attn", "--moe-layer-recompute"};
+  const std::vector<std::string> words{"--retro-add-retriever", "--use-flash-attn", "--moe-enable-deepep"};
   const auto args = parse_command_line(words, "pretrain_gpt").args;
-  const auto report = check_support(args, [](std::string_view dest) { return dest == "moe_layer_recompute"; });
+  const auto report = check_support(args, [](std::string_view dest) { return dest == "moe_enable_deepep"; });
   REQUIRE(report.errors.size() == 1);
-  CHECK(report.errors[0] == "--moe-layer-recompute is recognized but not implemented by mactor yet");
+  CHECK(report.errors[0] == "--moe-enable-deepep is recognized but not implemented by mactor yet");
   CHECK(report.warnings.empty());
   CHECK(check_support(args).errors.size() == 2);
 }

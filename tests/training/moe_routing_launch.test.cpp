@@ -7,6 +7,7 @@
 // also changes the run against the same flags without it.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <regex>
 #include <string>
 
 #include "tests/training/launch_support.hpp"
@@ -103,6 +104,33 @@ TEST_CASE("the list form aux_loss seq_aux_loss logs both losses, one process's u
     check_same(logged_values(spread.out, "load_balancing_loss"), lb, (what + " load_balancing_loss").c_str(), 2);
     check_same(logged_values(spread.out, "seq_load_balancing_loss"), seq, (what + " seq_load_balancing_loss").c_str(), 2);
   }
+}
+
+TEST_CASE("MoE layer recomputation logs the same losses bit for bit with a lower memory peak") {
+  // Longer sequences so that the experts' activations show in the peak.
+  const std::string flags = routing_flags("--moe-router-topk 2 --moe-aux-loss-coeff 0.01") +
+                            " --seq-length 128 --max-position-embeddings 128 --micro-batch-size 4 --global-batch-size 16";
+  auto peak = [](const std::string& log) {
+    std::smatch m;
+    REQUIRE(std::regex_search(log, m, std::regex("max allocated: ([0-9.]+)")));
+    return std::stod(m[1]);
+  };
+  const auto plain = launch(1, flags), moe = launch(1, flags + " --recompute-granularity selective --recompute-modules moe");
+  const auto both = launch(1, flags + " --moe-layer-recompute");  // Megatron's mapping: core_attn and moe
+  const auto p = parse_losses(plain.out), r = parse_losses(moe.out), b = parse_losses(both.out);
+  REQUIRE(p.train.size() == iterations);
+  CHECK(r.train == p.train);
+  CHECK(r.validation == p.validation);
+  CHECK(b.train == p.train);
+  CHECK(logged_values(moe.out, "load_balancing_loss") == logged_values(plain.out, "load_balancing_loss"));
+  CHECK(logged_values(moe.out, "z_loss") == logged_values(plain.out, "z_loss"));
+  std::printf("max allocated (MB): plain %.4f, --recompute-modules moe %.4f, --moe-layer-recompute %.4f\n", peak(plain.out),
+              peak(moe.out), peak(both.out));
+  CHECK(peak(moe.out) < peak(plain.out));
+  CHECK(peak(both.out) < peak(moe.out));
+  // Under EP2 the rerun forward exchanges the tokens again in the backward, in every rank's order.
+  const auto ep = launch(2, flags + " --moe-layer-recompute --expert-model-parallel-size 2");
+  check_same(parse_losses(ep.out).train, p.train, "MoE recompute, EP2 lm loss", 2);
 }
 
 TEST_CASE("Megatron's refusals of the new routing options end the job at start with exit 2") {
