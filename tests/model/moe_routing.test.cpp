@@ -77,7 +77,7 @@ TEST_CASE("MoE layer with the list form aux_loss and seq_aux_loss (one coefficie
   }
 }
 
-TEST_CASE("MoE layer with sinkhorn load balancing matches PyTorch with Megatron's sinkhorn, top-1 and top-2") {
+TEST_CASE("MoE layer with sinkhorn load balancing matches PyTorch with Megatron's sinkhorn for top-1 and top-2") {
   for (int topk : {1, 2}) {
     for (bool training : {true, false}) {
       moe_case k{mixtral_like()};
@@ -120,7 +120,7 @@ TEST_CASE("sinkhorn routing spreads a skewed router's tokens in training and not
   CHECK(*std::min_element(train.begin(), train.end()) >= 4);
 }
 
-TEST_CASE("MoE layer with --moe-input-jitter-eps matches PyTorch on the drawn noise, in training and evaluation") {
+TEST_CASE("MoE layer with --moe-input-jitter-eps matches PyTorch on the drawn noise in training and evaluation") {
   for (bool training : {true, false}) {
     moe_case k{mixtral_like()};
     k.config.moe.input_jitter_eps = 0.05;
@@ -157,7 +157,7 @@ TEST_CASE("the router's input jitter is reproducible from its stream and changes
   CHECK(test::relative_error(a.layer.router().logits(), d.layer.router().logits()) > 1e-3);
 }
 
-TEST_CASE("--moe-router-force-load-balancing routes by standard normal logits, straight through as PyTorch's RandomSTE") {
+TEST_CASE("forced load balancing (--moe-router-force-load-balancing) routes by standard normal logits straight through as RandomSTE") {
   moe_case k{mixtral_like()};
   k.config.moe.force_load_balancing = true;
   compare(k, "force_load_balancing");  // the gradient: the random logits' one, into the gating GEMM

@@ -84,7 +84,7 @@ TEST_CASE("forced load balancing logs one process's losses under DP2 and EP2") {
                 "--moe-router-topk 2 --moe-aux-loss-coeff 0.01");
 }
 
-TEST_CASE("the list form aux_loss seq_aux_loss logs both losses, one process's under DP2 and EP2") {
+TEST_CASE("the list form aux_loss seq_aux_loss logs both losses and one process's under DP2 and EP2") {
   const std::string routing = "--moe-router-topk 2 --moe-router-load-balancing-type aux_loss seq_aux_loss "
                               "--moe-aux-loss-coeff 0.01 0.001";
   const auto r = launch(1, routing_flags(routing));
