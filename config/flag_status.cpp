@@ -347,7 +347,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                            "--recompute-num-layers layers of each chunk, the rest keep their activations"},
       {"recompute_num_layers", ""},
       {"recompute_modules", "core_attn (softmax probabilities), layernorm (both norms' outputs), mlp (fc1 output and "
-                            "activation); moe, moe_act and shared_experts name modules a dense GPT does not have; mla_up_proj keeps MLA's up-projection "
+                            "activation), moe (a MoE layer frees its activations after the forward and reruns it at the start of its backward: the same routing, noise and numbers); moe_act and shared_experts keep their activations; mla_up_proj keeps MLA's up-projection "
                             "activations (the values recomputation would give)"},
       {"distribute_saved_activations", "each tensor-parallel rank keeps 1/tp of a checkpointed group's input and "
                                        "all-gathers it before the rerun"},
@@ -430,9 +430,26 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"moe_router_num_groups", "the experts in that many equal groups for --moe-router-group-topk"},
       {"moe_router_group_topk", "each token's groups: the top group_topk by the sum of their top (k / group_topk) "
                                 "scores, then its top k experts inside them (Megatron's group_limited_topk)"},
-      {"moe_router_load_balancing_type", "aux_loss, seq_aux_loss and none (global_aux_loss, sinkhorn and lists are "
-                                         "refused)"},
-      {"moe_aux_loss_coeff", "one value; the loss's gradient enters the router's logits scaled by the loss scale / "
+      {"moe_router_load_balancing_type", "aux_loss, seq_aux_loss, none and sinkhorn (in training the top k of the "
+                                         "Sinkhorn-balanced exp(logits) of the micro-batch, in evaluation of the scores; "
+                                         "probs = sigmoid for k = 1, else the softmax over all experts, no aux loss); "
+                                         "the list form (aux_loss seq_aux_loss, one --moe-aux-loss-coeff each) adds "
+                                         "both losses and logs both, and ignores none and sinkhorn in a list as Megatron "
+                                         "does; global_aux_loss is refused"},
+      {"moe_apply_probs_on_input", "the routing probability multiplies each expert's input rows instead of the "
+                                   "activation's output (top-1 only, as Megatron asserts)"},
+      {"moe_layer_recompute", "selective recomputation with the moe module (and core_attn unless --recompute-modules "
+                              "names others), as Megatron maps it: each MoE layer frees its activations after the "
+                              "forward and reruns it in the backward, the same losses bit for bit"},
+      {"moe_router_force_load_balancing", "the router's logits replaced by standard normal draws of their dtype "
+                                          "(training and evaluation, as Megatron's RandomSTE), their gradient passed "
+                                          "straight to the gating GEMM; drawn from a counter stream of --seed, the layer "
+                                          "and the micro-batch, not Megatron's torch generator seeded 42 + global rank"},
+      {"moe_input_jitter_eps", "the router's input times uniform(1 - eps, 1 + eps) noise of the input's dtype, in "
+                               "training and evaluation as Megatron's apply_input_jitter (not Megatron's torch RNG "
+                               "stream: a counter-based one from --seed, the layer and the micro-batch, redrawn the "
+                               "same on recompute); the gradient flows through the noise to the input"},
+      {"moe_aux_loss_coeff", "one value, or one per --moe-router-load-balancing-type entry; each loss's gradient enters the router's logits scaled by the loss scale / "
                              "the micro-batch count (times the local tokens with --calculate-per-token-loss), as "
                              "MoEAuxLossAutoScaler"},
       {"moe_z_loss_coeff", "the router z-loss mean(logsumexp(logits)^2) * coeff, its gradient scaled as the aux loss's"},
@@ -463,6 +480,10 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"gradient_accumulation_fusion", performance_only},
       {"no_persist_layer_norm", performance_only},
       {"moe_permute_fusion", performance_only},
+      {"moe_shared_expert_overlap", "performance-only: Megatron runs the shared expert's GEMMs on a side CUDA stream "
+                                    "during the alltoall token exchange and adds the same output; only the order in "
+                                    "which the input gradient's terms are summed differs (rounding level, as Megatron's "
+                                    "own docs say); mactor computes the shared expert in line"},
       {"moe_router_fusion", performance_only},
       {"moe_pad_expert_input_to_capacity", "performance-only: Megatron fills each expert to capacity with "
                                            "probability-0 tokens, whose output and gradients are zero; mactor does not "
@@ -574,21 +595,22 @@ const std::vector<value_limit>& value_limits() {
       {"non_persistent_ckpt_type", "--non-persistent-ckpt-type", {"global"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32", "fp16"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
-      {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "none"}},
+      {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "sinkhorn", "none"}},
       {"moe_token_dispatcher_type", "--moe-token-dispatcher-type", {"allgather", "alltoall"}},
   };
   return limits;
 }
 
+// The value's words: one, or each of an nargs='+' list (every one must be supported).
 template <class T>
-std::optional<std::string> as_text(const T& v) {
-  if constexpr (std::is_same_v<T, std::string>) return v;
-  else if constexpr (std::is_same_v<T, std::optional<std::string>>) return v;
-  else if constexpr (std::is_same_v<T, one_or_many<std::string>>) {
-    if (const auto* one = std::get_if<std::string>(&v)) return *one;
-    const auto& list = std::get<std::vector<std::string>>(v);  // nargs='+': one value is that value
-    if (list.size() == 1) return list.front();
-    return std::string("(a list of ") + std::to_string(list.size()) + ")";  // never a supported value
+std::optional<std::vector<std::string>> as_texts(const T& v) {
+  if constexpr (std::is_same_v<T, std::string>) return std::vector<std::string>{v};
+  else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
+    if (!v) return std::nullopt;
+    return std::vector<std::string>{*v};
+  } else if constexpr (std::is_same_v<T, one_or_many<std::string>>) {
+    if (const auto* one = std::get_if<std::string>(&v)) return std::vector<std::string>{*one};
+    return std::get<std::vector<std::string>>(v);
   }
   else return std::nullopt;
 }
@@ -715,15 +737,17 @@ support_report check_support(const megatron_args& args, const support_scope& sco
         if (st.status == support::implemented) {
           for (const auto& limit : value_limits()) {
             if (limit.dest != dest) continue;
-            const auto text = as_text(value);
-            if (!text) continue;
-            bool ok = false;
-            for (auto v : limit.supported) ok = ok || v == *text;
-            if (ok) continue;
-            std::string list;
-            for (auto v : limit.supported) list += (list.empty() ? "" : ", ") + std::string(v);
-            report.errors.push_back(std::string(limit.flag) + " " + *text +
-                                    " is recognized but not implemented by mactor yet (implemented: " + list + ")");
+            const auto texts = as_texts(value);
+            if (!texts) continue;
+            for (const auto& text : *texts) {
+              bool ok = false;
+              for (auto v : limit.supported) ok = ok || v == text;
+              if (ok) continue;
+              std::string list;
+              for (auto v : limit.supported) list += (list.empty() ? "" : ", ") + std::string(v);
+              report.errors.push_back(std::string(limit.flag) + " " + text +
+                                      " is recognized but not implemented by mactor yet (implemented: " + list + ")");
+            }
           }
         } else if (st.status == support::not_implemented) {
           const auto refused = refused_flags().find(dest);

@@ -100,11 +100,30 @@ void moe_rules(validation_context& c) {  // rules 99-101, 111, 112, 114
   if (c.a.training.add_bias_linear)
     c.require(m.expert_tensor_parallel_size.value_or(1) == 1, "bias in MoE experts is only supported with --expert-tensor-parallel-size 1 "
                                                               "(or add --disable-bias-linear)");
+  // Megatron asserts these in the experts' and the router's first forward; refused up front.
+  if (m.moe_apply_probs_on_input)
+    c.require(m.moe_router_topk == 1, "--moe-apply-probs-on-input only works with --moe-router-topk 1");
+  // One type (nargs='+' may hold it as a one-element list) takes one coefficient.
+  const auto* many_types = std::get_if<std::vector<std::string>>(&m.moe_router_load_balancing_type);
+  const std::string* one_type = many_types && many_types->size() == 1 ? &many_types->front()
+                                                                       : std::get_if<std::string>(&m.moe_router_load_balancing_type);
+  const auto* many_coeffs = std::get_if<std::vector<double>>(&m.moe_aux_loss_coeff);
+  const auto* one_coeff = many_coeffs && many_coeffs->size() == 1 ? &many_coeffs->front() : std::get_if<double>(&m.moe_aux_loss_coeff);
+  if (one_type && !one_coeff)
+    c.error("--moe-aux-loss-coeff has " + show(many_coeffs->size()) + " values but --moe-router-load-balancing-type " +
+            *one_type + " is one type; give one coefficient, or one type per coefficient");
+  if (one_type && *one_type == "sinkhorn")
+    c.require(one_coeff && *one_coeff == 0, "--moe-router-load-balancing-type sinkhorn does not support an aux loss "
+                                            "(leave --moe-aux-loss-coeff at 0)");
+  if (m.moe_input_jitter_eps)
+    c.require(*m.moe_input_jitter_eps > 0, "--moe-input-jitter-eps must be > 0 (the noise is uniform in "
+                                           "[1 - eps, 1 + eps], which torch's Uniform needs non-empty)");
   if (m.moe_router_enable_expert_bias)
     c.require(m.moe_router_score_function == "sigmoid", "expert bias for aux-loss-free routing needs --moe-router-score-function sigmoid");
+  // Megatron compares the type with "sinkhorn": a list is never equal to it.
+  const auto* single_type = std::get_if<std::string>(&m.moe_router_load_balancing_type);
   if (m.moe_router_topk == 1 && m.moe_router_score_function == "softmax" && !m.moe_router_pre_softmax &&
-      std::get_if<std::string>(&m.moe_router_load_balancing_type) &&
-      std::get<std::string>(m.moe_router_load_balancing_type) != "sinkhorn")
+      !(single_type && *single_type == "sinkhorn"))
     c.error("please use --moe-router-pre-softmax when topk is 1 (--moe-router-topk 1 with the softmax score function)");
   if (m.moe_router_group_topk) {
     if (c.require(m.moe_router_num_groups.has_value(), "--moe-router-group-topk needs --moe-router-num-groups")) {
@@ -144,6 +163,10 @@ void recompute(validation_context& c) {  // rules 103, 104
     for (const auto& m : t.recompute_modules.value_or(std::vector<std::string>{"core_attn"}))
       c.require(std::find(allowed.begin(), allowed.end(), m) != allowed.end(),
                 "--recompute-modules: '" + m + "' is not one of core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts");
+    const auto modules = t.recompute_modules.value_or(std::vector<std::string>{});
+    if (std::find(modules.begin(), modules.end(), "shared_experts") != modules.end() &&
+        c.a.moe.moe_shared_expert_intermediate_size && c.a.moe.moe_shared_expert_overlap)
+      c.error("shared_experts recompute cannot work with --moe-shared-expert-overlap (drop one of them)");
   }
   if (t.distribute_saved_activations)
     c.require(!t.sequence_parallel, "--distribute-saved-activations cannot be combined with --sequence-parallel");

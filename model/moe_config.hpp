@@ -2,6 +2,7 @@
 // that change the numbers) and this rank's share of the experts.
 #pragma once
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.hpp"
@@ -9,7 +10,8 @@
 namespace mactor::model {
 
 /// --moe-router-load-balancing-type: the auxiliary loss added to the router's logits' gradient.
-enum class moe_load_balancing { aux_loss, seq_aux_loss, none };
+/// sinkhorn: Megatron's S-BASE routing (no auxiliary loss; balanced choices in training).
+enum class moe_load_balancing { aux_loss, seq_aux_loss, sinkhorn, none };
 /// --moe-router-score-function.
 enum class moe_score_function { softmax, sigmoid };
 
@@ -31,6 +33,16 @@ struct moe_settings {
   int router_group_topk = 0;  // --moe-router-group-topk (0: not group-limited)
   moe_load_balancing load_balancing = moe_load_balancing::aux_loss;
   double aux_loss_coeff = 0.0;         // --moe-aux-loss-coeff (0: no auxiliary loss)
+  /// The list form (--moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff
+  /// a b): each type with its own coefficient; load_balancing and aux_loss_coeff then unused.
+  std::vector<std::pair<moe_load_balancing, double>> load_balancing_list;
+  /// The coefficient of the aux_loss or seq_aux_loss term (0: that loss is off).
+  double balancing_coeff(moe_load_balancing type) const {
+    if (load_balancing_list.empty()) return load_balancing == type ? aux_loss_coeff : 0.0;
+    for (const auto& [t, c] : load_balancing_list)
+      if (t == type) return c;
+    return 0.0;
+  }
   std::optional<double> z_loss_coeff;  // --moe-z-loss-coeff
   /// --moe-grouped-gemm: the experts' weights named as Megatron's TEGroupedMLP names them
   /// (experts.linear_fc1.weight<i>) rather than SequentialMLP's (experts.local_experts.<i>...).
@@ -53,6 +65,15 @@ struct moe_settings {
   std::optional<tensor::dtype> router_dtype;
   double bias_update_rate = 1e-3;
   bool drop_by_position = false;  // --moe-token-drop-policy position
+  /// --moe-apply-probs-on-input (top-1 only): the experts multiply the probability onto their
+  /// input rows instead of onto the activation's output.
+  bool apply_probs_on_input = false;
+  /// --moe-input-jitter-eps: the router's input multiplied by uniform(1 - eps, 1 + eps) noise,
+  /// drawn per element from a generator seeded by `seed` (see moe_router).
+  std::optional<double> input_jitter_eps;
+  /// --moe-router-force-load-balancing (benchmarking): the router's logits replaced by standard
+  /// normal draws (see moe_router), their gradient passed straight to the gating GEMM.
+  bool force_load_balancing = false;
 
   /// --expert-model-parallel-size: the experts split into that many equal blocks, one per
   /// expert-parallel rank; this rank holds block expert_parallel_rank and exchanges tokens

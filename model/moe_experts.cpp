@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "kernels/convert.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/moe_permute.hpp"
 #include "kernels/tensor_ops.hpp"
@@ -29,7 +30,7 @@ tensor::tensor_view block(tensor::tensor_view v, std::int64_t row, std::int64_t 
 moe_experts::moe_experts(parameter_store& store, const std::string& name, const gpt_model_config& c)
     : experts_(c.moe.local_experts()), hidden_(c.hidden_size),
       ffn_(c.moe.ffn_hidden_size > 0 ? c.moe.ffn_hidden_size : c.ffn_hidden_size),
-      fc1_width_(c.gated_linear_unit() ? 2 * ffn_ : ffn_), activation_(c) {
+      fc1_width_(c.gated_linear_unit() ? 2 * ffn_ : ffn_), on_input_(c.moe.apply_probs_on_input), activation_(c) {
   // Megatron registers each expert's fc1 and fc2 together, expert by expert (SequentialMLP) or
   // all fc1 then all fc2 (TEGroupedMLP); the store's order only matters for the flat layout.
   // An expert-parallel rank holds its block of the experts under their global numbers (the
@@ -59,6 +60,17 @@ void moe_experts::forward(const parameter_store& store, tensor::const_tensor_vie
   for (auto c : counts_) n += c;
   auto p = ensure_activation(probs_, n, 1, x.type);
   kernels::copy(p, elements(probs, 0, n));
+  if (on_input_) {
+    // --moe-apply-probs-on-input: the experts see probs * x, and the activation's output is
+    // then multiplied by ones (Megatron resets the probabilities after applying them).
+    auto in = ensure_activation(scaled_input_, n, hidden_, x.type);
+    kernels::scale_rows(in, elements(x, 0, n * hidden_), p, n, hidden_);
+    x = in;
+    auto saved = ensure_activation(input_probs_, n, 1, x.type);
+    kernels::copy(saved, p);
+    const std::vector<double> ones(std::size_t(n), 1.0);
+    kernels::convert(p, tensor::view_of(std::span<const double>(ones)));
+  }
   auto fc1 = ensure_activation(fc1_out_, n, fc1_width_, x.type);
   auto act = ensure_activation(act_, n, ffn_, x.type);
   auto scaled = ensure_activation(scaled_, n, ffn_, x.type);
@@ -82,6 +94,10 @@ void moe_experts::backward(parameter_store& store, tensor::const_tensor_view dou
                            tensor::tensor_view dprobs) {
   std::int64_t n = 0;
   for (auto c : counts_) n += c;
+  // With the probabilities on the input, the GEMMs saw probs * x and its gradient lands in
+  // dscaled_input_ first; dx and dprobs follow from it below.
+  const tensor::const_tensor_view x_in = on_input_ ? tensor::const_tensor_view(scaled_input_) : x;
+  const tensor::tensor_view dx_in = on_input_ ? ensure_activation(dscaled_input_, n, hidden_, dout.type) : dx;
   auto dscaled = ensure_activation(dscaled_, n, ffn_, dout.type);
   auto dact = ensure_activation(dact_, n, ffn_, dout.type);
   auto dfc1 = ensure_activation(dfc1_, n, fc1_width_, dout.type);
@@ -93,7 +109,7 @@ void moe_experts::backward(parameter_store& store, tensor::const_tensor_view dou
     auto ds = block(dscaled, row, r, ffn_);
     auto da = block(dact, row, r, ffn_);
     auto df = block(dfc1, row, r, fc1_width_);
-    auto xe = block(x, row, r, hidden_);
+    auto xe = block(x_in, row, r, hidden_);
     kernels::linear_backward_weight(dy, block(tensor::const_tensor_view(scaled_), row, r, ffn_),
                                     store.grad(fc2_[e]), int(r), ffn_, hidden_);
     kernels::linear_backward_input(dy, store.value(fc2_[e]), ds, int(r), ffn_, hidden_);
@@ -102,13 +118,18 @@ void moe_experts::backward(parameter_store& store, tensor::const_tensor_view dou
     kernels::scale_rows(da, ds, elements(tensor::const_tensor_view(probs_), row, r), r, ffn_);
     activation_.backward(df, da, block(tensor::const_tensor_view(fc1_out_), row, r, fc1_width_), int(r), ffn_);
     kernels::linear_backward_weight(df, xe, store.grad(fc1_[e]), int(r), hidden_, fc1_width_);
-    kernels::linear_backward_input(df, store.value(fc1_[e]), block(dx, row, r, hidden_), int(r), hidden_, fc1_width_);
+    kernels::linear_backward_input(df, store.value(fc1_[e]), block(dx_in, row, r, hidden_), int(r), hidden_, fc1_width_);
     row += r;
   }
+  if (!on_input_) return;
+  // in = p * x: dp = rowdot(din, x), dx = din * p (the ones' gradient above is dropped).
+  kernels::row_dots(elements(dprobs, 0, n), dx_in, elements(x, 0, n * hidden_), n, hidden_);
+  kernels::scale_rows(elements(dx, 0, n * hidden_), dx_in, elements(tensor::const_tensor_view(input_probs_), 0, n), n, hidden_);
 }
 
 void moe_experts::release() {
-  for (auto* t : {&probs_, &fc1_out_, &act_, &scaled_, &dscaled_, &dact_, &dfc1_}) *t = tensor::tensor();
+  for (auto* t : {&probs_, &fc1_out_, &act_, &scaled_, &dscaled_, &dact_, &dfc1_, &scaled_input_, &input_probs_, &dscaled_input_})
+    *t = tensor::tensor();
 }
 
 }  // namespace mactor::model

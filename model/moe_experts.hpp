@@ -1,6 +1,7 @@
 // The local experts of a MoE layer (Megatron-Core's SequentialMLP, or TEGroupedMLP's names under
 // --moe-grouped-gemm): expert e is fc1 [ffn (2 ffn gated), hidden], the model's activation,
-// the router probability multiplied in after the activation (as Megatron's experts do), and
+// the router probability multiplied in after the activation (as Megatron's experts do; onto the
+// input instead under --moe-apply-probs-on-input), and
 // fc2 [hidden, ffn], without biases. The rows arrive in expert order, tokens_per_expert[e] each.
 // With expert parallelism these are this rank's local experts (moe_settings::local_experts).
 #pragma once
@@ -30,11 +31,15 @@ class moe_experts {
 
  private:
   int experts_, hidden_, ffn_, fc1_width_;
+  bool on_input_;  // --moe-apply-probs-on-input
   mlp_activation activation_;
   std::vector<int> fc1_, fc2_;  // parameter ids per expert
   std::vector<std::int64_t> counts_;
   tensor::tensor probs_, fc1_out_, act_, scaled_;  // saved: [n], [n, fc1], [n, ffn], [n, ffn]
   tensor::tensor dscaled_, dact_, dfc1_;           // backward scratch
+  // --moe-apply-probs-on-input: probs * x [n, hidden] (saved), the probabilities [n] (probs_
+  // then holds ones), and the gradient of probs * x.
+  tensor::tensor scaled_input_, input_probs_, dscaled_input_;
 };
 
 }  // namespace mactor::model

@@ -33,9 +33,9 @@ moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_
 }
 
 void moe_layer::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
-                        tensor::tensor_view out, int seq, int batch, bool training) {
+                        tensor::tensor_view out, int seq, int batch, bool training, std::uint64_t noise_stream) {
   rows_ = seq * batch;
-  router_.forward(store, x, seq, batch, training);
+  router_.forward(store, x, seq, batch, training, noise_stream);
   dispatcher_.plan(router_.top(), router_.kept(), rows_);
   const std::int64_t n = dispatcher_.permuted_rows();
   auto permuted = ensure_activation(permuted_, n, hidden_, x.type);

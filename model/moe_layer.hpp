@@ -26,8 +26,9 @@ class moe_layer {
   /// config.moe.expert_parallel_size > 1).
   moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& config, group* ep = nullptr);
   /// out[rows, hidden] from x[rows, hidden], rows = seq * batch in [seq, batch] order.
+  /// noise_stream: the counter stream of the router's input jitter (--moe-input-jitter-eps).
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x, tensor::tensor_view out,
-               int seq, int batch, bool training);
+               int seq, int batch, bool training, std::uint64_t noise_stream = 0);
   /// dx (overwritten) from dout and the forward's input x; accumulates every weight gradient,
   /// the auxiliary losses' with aux_loss_scale().
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout, tensor::const_tensor_view x,

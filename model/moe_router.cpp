@@ -8,9 +8,11 @@
 #include <numeric>
 
 #include "kernels/convert.hpp"
+#include "kernels/dropout.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
+#include "model/moe_sinkhorn.hpp"
 
 namespace mactor::model {
 moe_router::moe_router(parameter_store& store, const std::string& name, const gpt_model_config& c)
@@ -20,9 +22,13 @@ moe_router::moe_router(parameter_store& store, const std::string& name, const gp
       pre_softmax_(c.moe.router_pre_softmax), per_token_loss_(c.moe.per_token_loss),
       sigmoid_(c.moe.score_function == moe_score_function::sigmoid), groups_(c.moe.router_num_groups),
       group_topk_(c.moe.router_group_topk), scaling_(c.moe.router_topk_scaling_factor),
-      balancing_(c.moe.load_balancing), aux_coeff_(c.moe.aux_loss_coeff), z_coeff_(c.moe.z_loss_coeff),
+      balancing_(c.moe.load_balancing),
+      balance_{{{false, c.moe.balancing_coeff(moe_load_balancing::aux_loss), {}},
+                 {true, c.moe.balancing_coeff(moe_load_balancing::seq_aux_loss), {}}}},
+      z_coeff_(c.moe.z_loss_coeff),
       capacity_factor_(c.moe.expert_capacity_factor), drop_by_position_(c.moe.drop_by_position),
-      bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate), router_dtype_(c.moe.router_dtype) {
+      bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate), router_dtype_(c.moe.router_dtype),
+      jitter_eps_(c.moe.input_jitter_eps), force_balance_(c.moe.force_load_balancing) {
   if (c.moe.enable_expert_bias) expert_bias_.assign(experts_, 0.0f), routed_tokens_.assign(experts_, 0.0);
 }
 
@@ -45,8 +51,9 @@ void moe_router::update_expert_bias(std::span<const double> tokens) {
 }
 
 void moe_router::forward(const parameter_store& store, tensor::const_tensor_view x, int seq,
-                         int batch, bool training) {
+                         int batch, bool training, std::uint64_t noise_stream) {
   seq_ = seq, batch_ = batch, rows_ = seq * batch, training_ = training;
+  if (jitter_eps_) x = apply_jitter(x, noise_stream);
   const auto type = router_dtype_.value_or(x.type);
   auto logits = ensure_activation(logits_tensor_, rows_, experts_, type);
   if (type == x.type) {
@@ -57,6 +64,13 @@ void moe_router::forward(const parameter_store& store, tensor::const_tensor_view
     kernels::convert(wide_x, x);
     kernels::convert(wide_w, store.value(weight_));
     kernels::linear_forward(wide_x, wide_w, logits, rows_, hidden_, experts_);
+  }
+  if (force_balance_) {
+    // RandomSTE: normal draws of the logits' dtype in place of the logits.
+    const std::uint64_t stream = kernels::dropout_stream(noise_stream, 0, 1, 0);
+    std::vector<double> draws(std::size_t(rows_) * experts_);
+    for (std::size_t i = 0; i < draws.size(); ++i) draws[i] = random_logit(stream, i);
+    kernels::convert(logits, tensor::view_of(std::span<const double>(draws)));
   }
   logits_.resize(std::size_t(rows_) * experts_);
   kernels::convert(tensor::view_of(std::span<double>(logits_)), logits);
@@ -115,6 +129,7 @@ void moe_router::route() {
     for (int e = 0; e < E; ++e) sum += (s[e] = std::exp(l[e] - m));
     for (int e = 0; e < E; ++e) s[e] /= sum;
     lse_[t] = m + std::log(sum);
+    if (balancing_ == moe_load_balancing::sinkhorn) continue;  // route_sinkhorn() chooses
     int* top = &top_[std::size_t(t) * k];
     double* q = &topk_softmax_[std::size_t(t) * k];
     double* p = &probs_[std::size_t(t) * k];
@@ -146,6 +161,7 @@ void moe_router::route() {
     }
     for (int j = 0; j < k; ++j) p[j] *= scaling_.value_or(1.0);
   }
+  if (balancing_ == moe_load_balancing::sinkhorn) route_sinkhorn();
   kept_.assign(std::size_t(rows_) * k, 1);
   if (capacity_factor_) drop_tokens();
   aux_losses_forward();
@@ -164,107 +180,23 @@ void moe_router::drop_tokens() {
   }
 }
 
-const double* moe_router::aux_scores(int t) const {
-  return sigmoid_ ? &aux_scores_[std::size_t(t) * experts_] : &softmax_[std::size_t(t) * experts_];
-}
-
-void moe_router::aux_losses_forward() {
-  const int E = experts_, k = topk_;
-  losses_ = {};
-  tokens_per_expert_.clear();
-  if (!training_) return;
-  const double T = rows_;
-  if (aux_coeff_ > 0 && balancing_ != moe_load_balancing::none) {
-    if (sigmoid_) {  // compute_routing_scores_for_aux_loss: sigmoid normalized over the experts
-      aux_scores_ = sigmoid_scores_;
-      for (int t = 0; t < rows_; ++t) {
-        double* a = &aux_scores_[std::size_t(t) * E];
-        const double z = std::accumulate(a, a + E, 0.0) + 1e-20;
-        for (int e = 0; e < E; ++e) a[e] /= z;
-      }
-    }
-    const bool seq_level = balancing_ == moe_load_balancing::seq_aux_loss;
-    const int groups = seq_level ? batch_ : 1;
-    tokens_per_expert_.assign(std::size_t(groups) * E, 0.0);
-    std::vector<double> score_sums(std::size_t(groups) * E, 0.0);
-    for (int t = 0; t < rows_; ++t) {
-      const int g = seq_level ? t % batch_ : 0;
-      for (int j = 0; j < k; ++j) tokens_per_expert_[std::size_t(g) * E + aux_top_[std::size_t(t) * k + j]] += 1;
-      const double* a = aux_scores(t);
-      for (int e = 0; e < E; ++e) score_sums[std::size_t(g) * E + e] += a[e];
-    }
-    const double n = seq_level ? seq_ : T;
-    double sum = 0;
-    for (std::size_t i = 0; i < score_sums.size(); ++i) sum += score_sums[i] * tokens_per_expert_[i];
-    const double loss_over_coeff = sum * E / (k * n * n) / groups;
-    (seq_level ? losses_.seq_load_balancing_loss : losses_.load_balancing_loss) = loss_over_coeff;
-  }
-  if (z_coeff_) {
-    double sq = 0;
-    for (double v : lse_) sq += v * v;
-    losses_.z_loss = sq / T;
-  }
-}
-
-void moe_router::add_softmax_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const {
-  const int E = experts_;
-  for (int t = 0; t < rows_; ++t) {
-    const double* s = &softmax_[std::size_t(t) * E];
-    const double* gt = &g[std::size_t(t) * E];
-    double dot = 0;
-    for (int e = 0; e < E; ++e) dot += s[e] * gt[e];
-    for (int e = 0; e < E; ++e) dlogits[std::size_t(t) * E + e] += s[e] * (gt[e] - dot);
-  }
-}
-
-void moe_router::add_normalized_sigmoid_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const {
-  // a = u / (sum u + eps), u = sigmoid(l): dL/du_f = g_f / Z - sum_e g_e u_e / Z^2.
-  const int E = experts_;
-  for (int t = 0; t < rows_; ++t) {
-    const double* u = &sigmoid_scores_[std::size_t(t) * E];
-    const double* gt = &g[std::size_t(t) * E];
-    const double z = std::accumulate(u, u + E, 0.0) + 1e-20;
-    double dot = 0;
-    for (int e = 0; e < E; ++e) dot += gt[e] * u[e];
-    for (int e = 0; e < E; ++e)
-      dlogits[std::size_t(t) * E + e] += (gt[e] / z - dot / (z * z)) * u[e] * (1 - u[e]);
-  }
-}
-
-void moe_router::add_aux_loss_gradients(std::vector<double>& dlogits, double scale) const {
-  if (!training_) return;
-  const int E = experts_, k = topk_;
-  // Megatron multiplies each auxiliary loss by the local token count under per-token loss.
-  const double unit = scale * (per_token_loss_ ? rows_ : 1.0);
-  if (!tokens_per_expert_.empty()) {
-    const bool seq_level = balancing_ == moe_load_balancing::seq_aux_loss;
-    const double n = seq_level ? seq_ : rows_;
-    const double groups = seq_level ? batch_ : 1;
-    const double c = unit * aux_coeff_ * E / (k * n * n) / groups;
-    std::vector<double> g(std::size_t(rows_) * E);
-    for (int t = 0; t < rows_; ++t)
-      for (int e = 0; e < E; ++e)
-        g[std::size_t(t) * E + e] = c * tokens_per_expert_[std::size_t(seq_level ? t % batch_ : 0) * E + e];
-    if (sigmoid_)
-      add_normalized_sigmoid_gradient(dlogits, g);
-    else
-      add_softmax_gradient(dlogits, g);
-  }
-  if (z_coeff_) {
-    // z = coeff * mean_t(lse_t^2): dz/dlogits[t, e] = coeff * 2 lse_t softmax[t, e] / rows.
-    const double c = unit * *z_coeff_ * 2.0 / rows_;
-    for (int t = 0; t < rows_; ++t)
-      for (int e = 0; e < E; ++e)
-        dlogits[std::size_t(t) * E + e] += c * lse_[t] * softmax_[std::size_t(t) * E + e];
-  }
-}
-
 void moe_router::backward(parameter_store& store, const std::vector<double>& dprobs,
                           tensor::const_tensor_view x, tensor::tensor_view dx, double aux_loss_scale) {
   const int E = experts_, k = topk_;
   const double sf = scaling_.value_or(1.0);
   std::vector<double> dlogits(std::size_t(rows_) * E, 0.0);
-  if (sigmoid_) {
+  if (jitter_eps_) x = jittered_;  // the GEMM's input was x * jitter
+  if (balancing_ == moe_load_balancing::sinkhorn) {
+    // probs = sigmoid(logits) at the top choice (k = 1), else the full softmax at the top k.
+    std::vector<double> g(std::size_t(rows_) * E, 0.0);
+    for (int t = 0; t < rows_; ++t)
+      for (int j = 0; j < k; ++j) {
+        const std::size_t c = std::size_t(t) * k + j, e = std::size_t(top_[c]);
+        if (k == 1) dlogits[std::size_t(t) * E + e] += dprobs[c] * probs_[c] * (1 - probs_[c]);
+        else g[std::size_t(t) * E + e] = dprobs[c];
+      }
+    if (k > 1) add_softmax_gradient(dlogits, g);
+  } else if (sigmoid_) {
     for (int t = 0; t < rows_; ++t) {
       const double* u = &topk_softmax_[std::size_t(t) * k];  // the top k sigmoid scores
       const double* dp = &dprobs[std::size_t(t) * k];
@@ -296,9 +228,13 @@ void moe_router::backward(parameter_store& store, const std::vector<double>& dpr
   const auto type = router_dtype_.value_or(x.type);
   auto dl = ensure_activation(dlogits_tensor_, rows_, E, type);
   kernels::convert(dl, tensor::view_of(std::span<const double>(dlogits)));
+  // With jitter, the input gradient goes through the noise: dx += jitter * d(x * jitter).
+  const tensor::tensor_view dx_router = jitter_eps_ ? ensure_activation(djittered_, rows_, hidden_, dx.type) : dx;
+  if (jitter_eps_) kernels::fill_zero(dx_router);
   if (type == x.type) {
     kernels::linear_backward_weight(dl, x, store.grad(weight_), rows_, hidden_, E);
-    kernels::linear_backward_input(dl, store.value(weight_), dx, rows_, hidden_, E, 1.0);
+    kernels::linear_backward_input(dl, store.value(weight_), dx_router, rows_, hidden_, E, 1.0);
+    if (jitter_eps_) add_jittered_input_gradient(dx, dx_router);
     return;
   }
   // A wider router: both gradients in its dtype, then rounded to the weight gradient's and the
@@ -314,7 +250,49 @@ void moe_router::backward(parameter_store& store, const std::vector<double>& dpr
   kernels::linear_backward_input(dl, wide_w_, wide_dx, rows_, hidden_, E);
   auto dx_narrow = ensure_activation(narrow_, rows_, hidden_, dx.type);
   kernels::convert(dx_narrow, wide_dx);
-  kernels::add(elements(dx, 0, std::int64_t(rows_) * hidden_), dx_narrow);
+  kernels::add(elements(dx_router, 0, std::int64_t(rows_) * hidden_), dx_narrow);
+  if (jitter_eps_) add_jittered_input_gradient(dx, dx_router);
+}
+
+void moe_router::route_sinkhorn() {
+  const int E = experts_, k = topk_;
+  std::vector<float> balanced;
+  if (training_) balanced = sinkhorn_balanced(logits_, rows_, E);
+  std::vector<double> score(E), key(E);
+  std::vector<int> order;
+  for (int t = 0; t < rows_; ++t) {
+    const std::size_t row = std::size_t(t) * E;
+    for (int e = 0; e < E; ++e)
+      score[e] = k == 1 ? 1.0 / (1.0 + std::exp(-logits_[row + e])) : softmax_[row + e];
+    for (int e = 0; e < E; ++e) key[e] = training_ ? double(balanced[row + e]) : score[e];
+    int* top = &top_[std::size_t(t) * k];
+    top_k(key.data(), E, k, top, order);
+    for (int j = 0; j < k; ++j) probs_[std::size_t(t) * k + j] = score[top[j]];
+  }
+}
+
+tensor::const_tensor_view moe_router::apply_jitter(tensor::const_tensor_view x, std::uint64_t stream) {
+  const std::size_t n = std::size_t(rows_) * hidden_;
+  std::vector<double> xs(n);
+  kernels::convert(tensor::view_of(std::span<double>(xs)), elements(x, 0, std::int64_t(n)));
+  jitter_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) jitter_[i] = input_jitter(stream, i, *jitter_eps_);
+  // Megatron draws the noise in the input's dtype and multiplies there.
+  auto out = ensure_activation(jittered_, rows_, hidden_, x.type);
+  kernels::convert(out, tensor::view_of(std::span<const double>(jitter_)));
+  kernels::convert(tensor::view_of(std::span<double>(jitter_)), tensor::const_tensor_view(out));
+  for (std::size_t i = 0; i < n; ++i) xs[i] *= jitter_[i];
+  kernels::convert(out, tensor::view_of(std::span<const double>(xs)));
+  return out;
+}
+
+void moe_router::add_jittered_input_gradient(tensor::tensor_view dx, tensor::tensor_view dx_router) {
+  const std::size_t n = std::size_t(rows_) * hidden_;
+  std::vector<double> g(n);
+  kernels::convert(tensor::view_of(std::span<double>(g)), dx_router);
+  for (std::size_t i = 0; i < n; ++i) g[i] *= jitter_[i];
+  kernels::convert(dx_router, tensor::view_of(std::span<const double>(g)));  // dx_router is scratch here
+  kernels::add(elements(dx, 0, std::int64_t(n)), dx_router);
 }
 
 }  // namespace mactor::model

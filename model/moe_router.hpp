@@ -5,6 +5,8 @@
 // enter the logits' gradient scaled as Megatron's MoEAuxLossAutoScaler scales them.
 // The routing math runs in double on the host (exact for fp32 and fp64 logits).
 #pragma once
+#include <array>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,9 +29,16 @@ class moe_router {
   /// Registers name.weight [num_experts, hidden] (normal(0, init_method_std), as Megatron).
   moe_router(parameter_store& store, const std::string& name, const gpt_model_config& config);
   /// Routes x[rows, hidden] (rows in [seq, batch] order). Training adds the auxiliary losses.
-  /// With a router dtype, x and the weight are widened to it first.
+  /// With a router dtype, x and the weight are widened to it first. With --moe-input-jitter-eps
+  /// x is first multiplied by noise drawn from noise_stream (in training and evaluation alike,
+  /// as Megatron's apply_input_jitter, which does not look at self.training). With
+  /// --moe-router-force-load-balancing the logits are then replaced by standard normal draws
+  /// from a stream derived from noise_stream (Megatron's RandomSTE, in training and evaluation);
+  /// the backward passes their gradient to the gating GEMM unchanged (straight through).
   void forward(const parameter_store& store, tensor::const_tensor_view x, int seq, int batch,
-               bool training);
+               bool training, std::uint64_t noise_stream = 0);
+  /// The last forward's jitter factors [rows, hidden] (of x's dtype, widened; empty without).
+  const std::vector<double>& jitter() const { return jitter_; }
   /// top()[t * k + j]: the j-th expert of token t, probs() its probability.
   const std::vector<int>& top() const { return top_; }
   const std::vector<double>& probs() const { return probs_; }
@@ -61,6 +70,13 @@ class moe_router {
 
  private:
   void route();
+  /// Megatron's sinkhorn_load_balancing: choices from the Sinkhorn-balanced logits in
+  /// training, from the scores in evaluation; probs = sigmoid (k = 1) or the full softmax.
+  void route_sinkhorn();
+  /// Multiplies x by the jitter into jittered_ (x's dtype); returns the view the router uses.
+  tensor::const_tensor_view apply_jitter(tensor::const_tensor_view x, std::uint64_t stream);
+  /// dx += jitter * dx_router (the jittered input's gradient); dx_router is overwritten.
+  void add_jittered_input_gradient(tensor::tensor_view dx, tensor::tensor_view dx_router);
   /// The k experts of one token from its selection scores (group-limited when configured).
   void select(const double* scores, int* top) const;
   void aux_losses_forward();
@@ -80,7 +96,16 @@ class moe_router {
   int groups_, group_topk_;
   std::optional<double> scaling_;
   moe_load_balancing balancing_;
-  double aux_coeff_;
+  /// A load-balancing loss of the micro-batch (aux_loss) or of each sequence (seq_aux_loss):
+  /// its coefficient (0: off) and the last forward's tokens per expert ([groups, experts]).
+  struct balance_term {
+    bool seq_level;
+    double coeff;
+    std::vector<double> tokens_per_expert;
+  };
+  std::array<balance_term, 2> balance_;  // aux_loss, seq_aux_loss (both with the list form)
+  /// Fills b's token counts; returns its loss divided by its coefficient.
+  double balance_loss(balance_term& b);
   std::optional<double> z_coeff_;
   std::vector<double> logits_;    // [rows, experts]
   std::vector<double> softmax_;   // softmax over all experts [rows, experts]
@@ -98,11 +123,14 @@ class moe_router {
   std::vector<double> routed_tokens_;  // [experts]: this global batch's kept tokens
   std::vector<double> biased_;         // scratch: one token's scores plus the bias
   std::vector<double> lse_;  // logsumexp of each row (z-loss)
-  std::vector<double> tokens_per_expert_;  // aux_loss: [experts]; seq_aux_loss: [batch, experts]
   moe_aux_losses losses_;
   tensor::tensor logits_tensor_, dlogits_tensor_;  // the router's dtype
   std::optional<tensor::dtype> router_dtype_;       // --moe-router-dtype, else the activations'
   tensor::tensor wide_x_, wide_w_, wide_dw_, wide_dx_, narrow_;  // a wider router's copies
+  std::optional<double> jitter_eps_;       // --moe-input-jitter-eps
+  bool force_balance_;                     // --moe-router-force-load-balancing
+  std::vector<double> jitter_;             // the last forward's factors [rows, hidden]
+  tensor::tensor jittered_, djittered_;    // x * jitter (saved), the router's input gradient
 };
 
 }  // namespace mactor::model

@@ -27,6 +27,7 @@ struct recompute_config {
   bool core_attn = false;                 // selective modules
   bool layernorm = false;
   bool mlp = false;
+  bool moe = false;  // the whole MoE layer (--moe-layer-recompute, or --recompute-modules moe)
 
   bool full() const { return granularity == recompute_granularity::full; }
   bool selective(bool module) const {

@@ -14,6 +14,7 @@ namespace {
 constexpr std::uint64_t attention_probs_site = 0;
 constexpr std::uint64_t attention_residual_site = 1;
 constexpr std::uint64_t mlp_residual_site = 2;
+constexpr std::uint64_t moe_input_jitter_site = 3;  // --moe-input-jitter-eps
 
 std::string prefix(const std::string& name, int number) {
   return name.empty() ? "decoder.layers." + std::to_string(number) : name;
@@ -26,6 +27,7 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
                                      const std::string& name, int spec)
     : number_(number), hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel),
       recompute_norms_(c.recompute.selective(c.recompute.layernorm)),
+      recompute_moe_(c.recompute.selective(c.recompute.moe)),
       shard_(c.shard()), seed_(c.seed), type_(c.params_dtype),
       attention_dropout_(c.attention_dropout), hidden_dropout_(c.hidden_dropout),
       input_layernorm_(store, prefix(name, number) + ".input_layernorm", c),
@@ -68,13 +70,17 @@ void transformer_layer::forward(const parameter_store& store, group& tp,
   placement_.bias_dropout_add(x1, x, branch, attention_bias(store), hidden_, hidden_p_,
                               attention_stream_);
   pre_mlp_layernorm_.forward(store, x1, ln2, local_rows_);
-  if (moe_)
-    moe_->forward(store, tp, ln2, branch, seq, batch, training);
-  else
+  if (moe_) {
+    moe_seq_ = seq, moe_batch_ = batch;
+    moe_stream_ = kernels::dropout_stream(seed_, number_, moe_input_jitter_site, step);
+    moe_->forward(store, tp, ln2, branch, seq, batch, training, moe_stream_);
+  } else {
     mlp_->forward(store, tp, ln2, branch, rows_);
+  }
   const tensor::const_tensor_view mlp_bias = moe_ ? tensor::const_tensor_view{} : mlp_->fc2_bias(store);
   placement_.bias_dropout_add(y, x1, branch, mlp_bias, hidden_, hidden_p_, mlp_stream_);
   if (recompute_norms_) ln2_ = tensor::tensor();
+  if (moe_ && recompute_moe_ && training) moe_->release();
 }
 
 void transformer_layer::backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
@@ -86,6 +92,8 @@ void transformer_layer::backward(parameter_store& store, group& tp, tensor::cons
   if (recompute_norms_)
     pre_mlp_layernorm_.forward(store, x1_, ensure_activation(ln2_, local_rows_, hidden_, type_),
                                local_rows_);
+  if (moe_ && recompute_moe_)  // rerun the MoE forward into branch_, which the next line overwrites
+    moe_->forward(store, tp, ln2_, branch_, moe_seq_, moe_batch_, true, moe_stream_);
   placement_.dropout_apply(branch_, elements(dy, 0, n), hidden_, hidden_p_, mlp_stream_);
   if (moe_)
     moe_->backward(store, tp, branch_, ln2_, dln);

@@ -48,6 +48,11 @@ class transformer_layer {
   int number_, hidden_, rows_ = 0, local_rows_ = 0;
   bool sequence_parallel_;
   bool recompute_norms_;  // selective layernorm recomputation
+  // Selective MoE recomputation: the MoE layer frees its activations after the forward and
+  // reruns it (same routing, noise and numbers) at the start of its backward.
+  bool recompute_moe_;
+  int moe_seq_ = 0, moe_batch_ = 0;
+  std::uint64_t moe_stream_ = 0;
   sequence_shard shard_;
   row_placement placement_;  // the rows' places in the one-rank [seq * batch, hidden] (dropout)
   std::uint64_t seed_;

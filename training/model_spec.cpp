@@ -64,15 +64,29 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   const auto* types = std::get_if<std::vector<std::string>>(&m.moe_router_load_balancing_type);
   const auto* type = types && types->size() == 1 ? &types->front() : std::get_if<std::string>(&m.moe_router_load_balancing_type);
   s.load_balancing = type && *type == "seq_aux_loss" ? model::moe_load_balancing::seq_aux_loss
+                     : type && *type == "sinkhorn"   ? model::moe_load_balancing::sinkhorn
                      : type && *type == "none"       ? model::moe_load_balancing::none
                                                      : model::moe_load_balancing::aux_loss;
   if (const auto* coeff = std::get_if<double>(&m.moe_aux_loss_coeff)) s.aux_loss_coeff = *coeff;
   else if (const auto& coeffs = std::get<std::vector<double>>(m.moe_aux_loss_coeff); coeffs.size() == 1)
     s.aux_loss_coeff = coeffs.front();
+  if (types && types->size() > 1) {  // the list form: one coefficient each (validation: same length)
+    const auto& coeffs = std::get<std::vector<double>>(m.moe_aux_loss_coeff);
+    for (std::size_t i = 0; i < types->size(); ++i) {
+      const auto& t = (*types)[i];
+      // Megatron looks the list up for aux_loss, seq_aux_loss and global_aux_loss only.
+      if (t == "aux_loss") s.load_balancing_list.emplace_back(model::moe_load_balancing::aux_loss, coeffs[i]);
+      if (t == "seq_aux_loss") s.load_balancing_list.emplace_back(model::moe_load_balancing::seq_aux_loss, coeffs[i]);
+    }
+    s.load_balancing = model::moe_load_balancing::none;
+  }
   s.z_loss_coeff = m.moe_z_loss_coeff;
   s.grouped_gemm = m.moe_grouped_gemm;
   s.expert_capacity_factor = m.moe_expert_capacity_factor;  // validation dropped a negative one
   s.drop_by_position = m.moe_token_drop_policy == "position";
+  s.apply_probs_on_input = m.moe_apply_probs_on_input;  // validation: top-1
+  s.input_jitter_eps = m.moe_input_jitter_eps;
+  s.force_load_balancing = m.moe_router_force_load_balancing;
   s.enable_expert_bias = m.moe_router_enable_expert_bias;  // validation: sigmoid scores
   s.bias_update_rate = m.moe_router_bias_update_rate;
   if (m.moe_router_dtype == "fp32") s.router_dtype = tensor::dtype::float32;
@@ -203,6 +217,7 @@ model::recompute_config recompute_from_args(const config::megatron_args& a) {
     if (m == "core_attn") r.core_attn = true;
     if (m == "layernorm") r.layernorm = true;
     if (m == "mlp") r.mlp = true;
+    if (m == "moe") r.moe = true;
   }
   return r;
 }

@@ -1,6 +1,7 @@
 // The MoE auxiliary-loss metrics of the log line.
 #include "training/moe_metrics.hpp"
 
+#include <algorithm>
 #include <variant>
 
 namespace mactor::training {
@@ -17,11 +18,12 @@ int num_moe_layers(const config::megatron_args& a, int num_layers) {
   return n;
 }
 
-std::string balancing_type(const config::megatron_args& a) {
+// Whether --moe-router-load-balancing-type (one type or the list form) names `type`.
+bool balances_with(const config::megatron_args& a, const std::string& type) {
   const auto& t = a.moe.moe_router_load_balancing_type;
-  if (const auto* one = std::get_if<std::string>(&t)) return *one;
+  if (const auto* one = std::get_if<std::string>(&t)) return *one == type;
   const auto& list = std::get<std::vector<std::string>>(t);
-  return list.size() == 1 ? list.front() : std::string();
+  return std::find(list.begin(), list.end(), type) != list.end();
 }
 
 }  // namespace
@@ -45,9 +47,9 @@ std::vector<moe_metric> moe_metrics(const config::megatron_args& a, const std::v
     out.push_back(std::move(m));
   };
   if (a.moe.moe_z_loss_coeff) add("z_loss", 2);
-  const auto type = balancing_type(a);
-  if (type == "aux_loss") add("load_balancing_loss", 0);
-  if (type == "seq_aux_loss") add("seq_load_balancing_loss", 1);
+  // The tracker's order: the router saves aux_loss's, then seq_aux_loss's, whatever the list's order.
+  if (balances_with(a, "aux_loss")) add("load_balancing_loss", 0);
+  if (balances_with(a, "seq_aux_loss")) add("seq_load_balancing_loss", 1);
   return out;
 }
 

@@ -63,11 +63,11 @@ TEST_CASE("the timing flags are implemented") {
 }
 
 TEST_CASE("a program holding only some flags to the table hears nothing of the others") {
-  const std::vector<std::string> words{"--retro-add-retriever", "--use-flash-attn", "--moe-input-jitter-eps", "0.1"};
+  const std::vector<std::string> words{"--retro-add-retriever", "--use-flash-attn", "--moe-enable-deepep"};
   const auto args = parse_command_line(words, "pretrain_gpt").args;
-  const auto report = check_support(args, [](std::string_view dest) { return dest == "moe_input_jitter_eps"; });
+  const auto report = check_support(args, [](std::string_view dest) { return dest == "moe_enable_deepep"; });
   REQUIRE(report.errors.size() == 1);
-  CHECK(report.errors[0] == "--moe-input-jitter-eps is recognized but not implemented by mactor yet");
+  CHECK(report.errors[0] == "--moe-enable-deepep is recognized but not implemented by mactor yet");
   CHECK(report.warnings.empty());
   CHECK(check_support(args).errors.size() == 2);
 }
@@ -127,8 +127,13 @@ TEST_CASE("MoE load-balancing types and dispatchers mactor does not build are re
   const auto global = errors_of({"--moe-router-load-balancing-type", "global_aux_loss"});
   REQUIRE(global.size() == 1);
   CHECK(global[0] == "--moe-router-load-balancing-type global_aux_loss is recognized but not implemented by mactor yet "
-                     "(implemented: aux_loss, seq_aux_loss, none)");
-  CHECK(errors_of({"--moe-router-load-balancing-type", "aux_loss", "seq_aux_loss", "--moe-aux-loss-coeff", "0.1", "0.1"}).size() == 1);
+                     "(implemented: aux_loss, seq_aux_loss, sinkhorn, none)");
+  // The list form: each entry must be implemented.
+  CHECK(errors_of({"--moe-router-load-balancing-type", "aux_loss", "seq_aux_loss", "--moe-aux-loss-coeff", "0.1", "0.1"}).empty());
+  const auto listed = errors_of({"--moe-router-load-balancing-type", "seq_aux_loss", "global_aux_loss", "--moe-aux-loss-coeff", "0.1", "0.1"});
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0].find("--moe-router-load-balancing-type global_aux_loss is recognized but not implemented") == 0);
+  CHECK(errors_of({"--moe-router-load-balancing-type", "sinkhorn"}).empty());
   CHECK(errors_of({"--moe-token-dispatcher-type", "flex"}).size() == 1);
   CHECK(errors_of({"--moe-router-load-balancing-type", "none"}).empty());
   CHECK(errors_of({"--moe-expert-capacity-factor", "1.5", "--moe-token-drop-policy", "position"}).empty());

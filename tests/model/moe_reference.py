@@ -34,6 +34,7 @@ score_function = cfg.get("score_function", "softmax")
 num_groups = int(cfg.get("num_groups", "0"))
 group_topk = int(cfg.get("group_topk", "0"))
 FC1 = 2 * FF if gated else FF
+probs_on_input = cfg.get("probs_on_input") == "1"  # --moe-apply-probs-on-input
 
 
 def load(name, *shape):
@@ -59,7 +60,15 @@ def activation(h):
     return F.gelu(h, approximate="tanh" if act_name == "gelu_tanh" else "none")
 
 
-logits = x @ wr.t()
+router_input = x
+if cfg.get("jitter") == "1":  # --moe-input-jitter-eps: the factors mactor drew, as constants
+    jitter = torch.tensor(np.fromfile(d / "jitter.bin", dtype=np.float64).reshape(T, H))
+    router_input = x * jitter
+logits = router_input @ wr.t()
+if cfg.get("random_logits") == "1":  # --moe-router-force-load-balancing: RandomSTE, forward the
+    # draws mactor made, backward straight through to the gating GEMM
+    drawn = torch.tensor(np.fromfile(d / "random_logits.bin", dtype=np.float64).reshape(T, E))
+    logits = logits + (drawn - logits).detach()
 aux_total = torch.zeros((), dtype=torch.float64)
 losses = {"load_balancing_loss": 0.0, "seq_load_balancing_loss": 0.0, "z_loss": 0.0}
 token_factor = T if per_token else 1
@@ -83,7 +92,29 @@ def compute_topk(scores):
 bias = None
 if cfg.get("expert_bias") == "1":
     bias = torch.tensor(np.fromfile(d / "bias.bin", dtype=np.float32).astype(np.float64))
-if score_function == "sigmoid":
+def load_sinkhorn():
+    import ast
+    import importlib.util
+    spec = importlib.util.find_spec("megatron")
+    path = Path(list(spec.submodule_search_locations)[0]) / "core/transformer/moe/moe_utils.py"
+    tree = ast.parse(path.read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "sinkhorn")
+    scope = {"torch": torch}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), str(path), "exec"), scope)
+    return scope["sinkhorn"]
+
+
+if balancing == "sinkhorn":
+    # sinkhorn_load_balancing: the choices from the balanced fp32 logits in training, from the
+    # scores in evaluation; probs = sigmoid (k = 1) or softmax over all experts at the choices.
+    act = torch.sigmoid(logits) if K == 1 else torch.softmax(logits, dim=-1)
+    if training:
+        with torch.no_grad():
+            _, top = torch.topk(load_sinkhorn()(logits.detach().to(torch.float32)), k=K, dim=1)
+    else:
+        _, top = torch.topk(act, k=K, dim=1)
+    probs = torch.gather(act, 1, top)
+elif score_function == "sigmoid":
     sig = torch.sigmoid(logits)
     if bias is not None:  # the bias picks the experts; the probabilities are the plain scores
         _, top = compute_topk(sig.detach() + bias)
@@ -97,7 +128,7 @@ elif pre_softmax:
 else:
     top_logits, top = compute_topk(logits)
     probs = torch.softmax(top_logits, dim=-1)
-if sf:
+if sf and balancing != "sinkhorn":
     probs = probs * sf
 routing_probs = torch.zeros_like(logits).scatter(1, top, probs)
 routing_map = torch.zeros_like(logits).int().scatter(1, top, 1).bool()
@@ -111,7 +142,11 @@ if cfg.get("capacity"):
         capacity_mask = (torch.cumsum(routing_map.int(), dim=0) <= capacity) & routing_map
     routing_map = routing_map & capacity_mask
     routing_probs = routing_probs * routing_map
-if training and aux_coeff > 0 and balancing != "none":
+# Each load-balancing type's coefficient: one type, or the list form ("list=type:coeff,...").
+coeffs = {balancing: aux_coeff}
+if cfg.get("list"):
+    coeffs = {t: float(c) for t, c in (item.split(":") for item in cfg["list"].split(","))}
+if training and any(coeffs.get(t, 0) > 0 for t in ("aux_loss", "seq_aux_loss")):
     if score_function == "sigmoid":
         scores_aux = torch.sigmoid(logits)
         scores_aux = scores_aux / (scores_aux.sum(dim=-1, keepdim=True) + 1e-20)
@@ -119,22 +154,26 @@ if training and aux_coeff > 0 and balancing != "none":
         scores_aux = torch.softmax(logits, dim=-1)
     _, top_aux = torch.topk(scores_aux, k=K, dim=1)
     map_aux = torch.zeros_like(logits).int().scatter(1, top_aux, 1).bool()
-    if balancing == "aux_loss":
+    if coeffs.get("aux_loss", 0) > 0:
+        c = coeffs["aux_loss"]
         tpe = map_aux.sum(dim=0)
-        aux = torch.sum(scores_aux.sum(dim=0) * tpe) * (E * aux_coeff / (K * T * T))
-        losses["load_balancing_loss"] = (aux / aux_coeff).item()
-    else:  # seq_aux_loss: [seq, batch * experts]
+        aux = torch.sum(scores_aux.sum(dim=0) * tpe) * (E * c / (K * T * T))
+        losses["load_balancing_loss"] = (aux / c).item()
+        aux_total = aux_total + aux * token_factor
+    if coeffs.get("seq_aux_loss", 0) > 0:  # [seq, batch * experts]
+        c = coeffs["seq_aux_loss"]
         tpe = map_aux.reshape(S, -1).sum(dim=0)
-        aux = torch.sum(scores_aux.reshape(S, -1).sum(dim=0) * tpe) * (E * aux_coeff / (K * S * S)) / B
-        losses["seq_load_balancing_loss"] = (aux / aux_coeff).item()
-    aux_total = aux_total + aux * token_factor
+        aux = torch.sum(scores_aux.reshape(S, -1).sum(dim=0) * tpe) * (E * c / (K * S * S)) / B
+        losses["seq_load_balancing_loss"] = (aux / c).item()
+        aux_total = aux_total + aux * token_factor
 
 out = torch.zeros(T, H, dtype=torch.float64)
 for e in range(E):
     idx = torch.nonzero(routing_map[:, e]).flatten()
     if idx.numel() == 0:
         continue
-    h = activation(x[idx] @ w1[e].t()) * routing_probs[idx, e].unsqueeze(-1)
+    p = routing_probs[idx, e].unsqueeze(-1)
+    h = activation((x[idx] * p) @ w1[e].t()) if probs_on_input else activation(x[idx] @ w1[e].t()) * p
     out = out.index_add(0, idx, h @ w2[e].t())
 
 if SH:
