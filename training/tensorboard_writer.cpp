@@ -102,8 +102,8 @@ tensorboard_writer::tensorboard_writer(const std::string& directory) {
   std::error_code ec;
   fs::create_directories(directory, ec);
   if (ec || !fs::is_directory(directory))
-    throw std::runtime_error("tensorboard: cannot create the log directory '" + directory +
-                             "'; pass a writable path to --tensorboard-dir");
+    throw std::runtime_error("--tensorboard-dir " + directory +
+                             ": cannot create the log directory; pass a writable path to --tensorboard-dir");
   // <n> tells apart writers opened by one process in the same second (TensorFlow uses a global counter).
   static std::atomic<int> writers_opened{0};
   const auto seconds = static_cast<long long>(wall_time_now());

@@ -44,10 +44,11 @@ TEST_CASE("mactor inspect on a live 4-rank pipeline job shows every rank's stage
   std::printf("mactor inspect against the live job:\n%s\n", view.c_str());
   CHECK(std::regex_search(view, std::regex(R"(mactor job: iteration \d+ / 5000)")));
   CHECK(job.address().rfind("127.0.0.1:", 0) == 0);  // localhost unless MACTOR_INSPECT says otherwise
-  // Every rank's stage, with what its schedule is doing (or waiting for) and its pipeline bytes.
+  // Every rank's stage, with what its schedule is doing (or waiting for) and its pipeline bytes; the
+  // world all-reduce is result validation's agreement on rerunning the iteration.
   const std::regex activity(
       R"(awaiting recv_(forward|backward) mb \d+ chunk 0 from rank [0-3] \(virtual stage [0-3]\)|(forward|backward) mb \d+ chunk 0|idle|optimizer step|flushing send of mb \d+ chunk 0 to rank [0-3]|)"
-      R"(awaiting (model-parallel|embedding) all-reduce of [0-9.]+ (B|KiB|MiB) with ranks? [0-3](, [0-3])*)");
+      R"(awaiting (model-parallel|embedding|world) all-reduce of [0-9.]+ (B|KiB|MiB) with ranks? [0-3](, [0-3])*)");
   for (int r = 0; r < 4; ++r) {
     std::smatch row;
     const std::regex stage_row("\\nstage +" + std::to_string(r) + " +([^\\n]*)");
