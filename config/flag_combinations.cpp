@@ -1,0 +1,87 @@
+// Implemented flags whose combinations mactor does not build yet, refused at start with the fix.
+#include "config/flag_tables.hpp"
+
+#include <string>
+
+namespace mactor::config::detail {
+
+// Implemented flags whose combination with others mactor does not build yet: the MoE layer has
+// tp 1, cp 1, no expert biases, no fp8 and one distributed-optimizer instance.
+void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) {
+  const auto& m = a.moe;
+  if (!m.num_experts || *m.num_experts <= 0) return;
+  const auto tp = a.distributed.tensor_model_parallel_size;
+  if (tp != 1)
+    errors.push_back("--num-experts with --tensor-model-parallel-size " + std::to_string(tp) +
+                     " is recognized but not implemented by mactor yet (experts sharded over the expert-tensor-parallel "
+                     "group); use --tensor-model-parallel-size 1");
+  if (const auto cp = a.distributed.context_parallel_size; cp != 1)
+    errors.push_back("--num-experts with --context-parallel-size " + std::to_string(cp) +
+                     " is recognized but not implemented by mactor yet (the routers' sequence-level losses would need "
+                     "the context-parallel reduction); use --context-parallel-size 1");
+  if (a.training.add_bias_linear)
+    errors.push_back("--num-experts with biases in the experts is recognized but not implemented by mactor yet; add "
+                     "--disable-bias-linear");
+  if (m.expert_model_parallel_size > 1 && a.distributed.num_distributed_optimizer_instances > 1)
+    errors.push_back("--expert-model-parallel-size with --num-distributed-optimizer-instances > 1 is recognized but not "
+                     "implemented by mactor yet (the experts' shards would need their own instance groups); use one "
+                     "optimizer instance");
+  if (a.transformer_engine.fp8)
+    errors.push_back("--num-experts with --fp8-format is recognized but not implemented by mactor yet; drop --fp8-format");
+  if (const auto* list = std::get_if<std::vector<std::int64_t>>(&m.moe_layer_freq))
+    if (std::int64_t(list->size()) != a.network_size.num_layers.value_or(0))
+      errors.push_back("--moe-layer-freq lists " + std::to_string(list->size()) +
+                       " layers; it needs one 0/1 entry per layer (--num-layers=" +
+                       std::to_string(a.network_size.num_layers.value_or(0)) + ")");
+}
+
+// Multi-latent attention is built without fp8 and the softmax variants.
+void mla_combinations(const megatron_args& a, std::vector<std::string>& errors) {
+  if (!a.network_size.multi_latent_attention) return;
+  if (a.transformer_engine.fp8)
+    errors.push_back("--multi-latent-attention with --fp8-format is recognized but not implemented by mactor yet; "
+                     "drop --fp8-format");
+  if (a.network_size.softmax_type != "vanilla")
+    errors.push_back("--multi-latent-attention with --softmax-type " + a.network_size.softmax_type +
+                     " is recognized but not implemented by mactor yet; drop --softmax-type");
+}
+
+// Multi-token prediction as built: on the last stage with the embedding's table there, dense
+// layers, no context parallelism, fp8, per-token loss or fp32 residual stream.
+void mtp_combinations(const megatron_args& a, std::vector<std::string>& errors) {
+  const auto depths = a.network_size.mtp_num_layers.value_or(0);
+  if (depths <= 0) return;
+  const auto refuse = [&](const std::string& what, const std::string& fix) {
+    errors.push_back("--mtp-num-layers with " + what + " is recognized but not implemented by mactor yet; " + fix);
+  };
+  if (const auto cp = a.distributed.context_parallel_size; cp != 1)
+    refuse("--context-parallel-size " + std::to_string(cp) + " (roll_tensor across the context-parallel ranks)",
+           "use --context-parallel-size 1");
+  if (a.transformer_engine.fp8) refuse("--fp8-format", "drop --fp8-format");
+  if (a.moe.num_experts && *a.moe.num_experts > 0)
+    refuse("--num-experts (MoE layers in the MTP depths)", "drop --num-experts");
+  if (a.training.calculate_per_token_loss) refuse("--calculate-per-token-loss", "drop --calculate-per-token-loss");
+  if (a.mixed_precision.fp32_residual_connection)
+    refuse("--fp32-residual-connection", "drop --fp32-residual-connection");
+  if (a.distributed.pipeline_model_parallel_size > 1 && a.network_size.untie_embeddings_and_output_weights)
+    refuse("--untie-embeddings-and-output-weights over pipeline stages (the last stage's copy of the embedding)",
+           "drop --untie-embeddings-and-output-weights or use --pipeline-model-parallel-size 1");
+}
+
+// --fp8-param-gather as built: per-tensor recipes, a 16-bit model.
+void fp8_param_gather_combinations(const megatron_args& a, std::vector<std::string>& errors) {
+  const auto& te = a.transformer_engine;
+  if (!te.fp8_param_gather || !te.fp8) return;
+  if (te.fp8_recipe == "mxfp8" || te.fp8_recipe == "blockwise")
+    errors.push_back("--fp8-param-gather with --fp8-recipe " + te.fp8_recipe +
+                     " is recognized but not implemented by mactor yet (block-scaled fp8 weights); use --fp8-recipe "
+                     "delayed or tensorwise, or drop --fp8-param-gather");
+  if (a.experimental.main_params_dtype == "fp16" || a.experimental.main_params_dtype == "float16")
+    errors.push_back("--fp8-param-gather with --main-params-dtype fp16 is recognized but not implemented by mactor yet "
+                     "(TE's FusedAdam casting fp16 masters to fp8 weights); drop one of the two");
+  if (!a.mixed_precision.bf16 && !a.mixed_precision.fp16)
+    errors.push_back("--fp8-param-gather without --bf16 or --fp16 is recognized but not implemented by mactor yet (an "
+                     "fp32 model's values are its main parameters); add --bf16");
+}
+
+}  // namespace mactor::config::detail

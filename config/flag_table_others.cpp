@@ -1,0 +1,150 @@
+// The flags accepted without effect, the refused ones with their reasons, and the implemented
+// flags some of whose values are not built yet.
+#include "config/flag_tables.hpp"
+
+namespace mactor::config::detail {
+
+namespace {
+
+constexpr std::string_view performance_only = "performance-only; mactor's kernels give the same result without it";
+constexpr std::string_view gpu_comm_only = "tunes NCCL/GPU communication; has no effect on mactor's transports";
+constexpr std::string_view ignored_by_megatron = "ignored by Megatron-LM itself";
+
+}  // namespace
+
+const std::map<std::string_view, std::string_view>& accepted_flags() {
+  static const std::map<std::string_view, std::string_view> table = {
+      {"masked_softmax_fusion", performance_only},
+      {"cp_comm_type", "chooses how Megatron moves keys and values between context-parallel ranks (p2p ring, a2a, "
+                       "allgather, a2a+p2p); every choice computes the same attention, and mactor all-gathers them for each"},
+      {"vocab_extra_ids", "Megatron adds the <extra_id_N> tokens only in its legacy BertWordPiece* and "
+                          "SentencePieceTokenizer (T5/BERT tokenizers, which mactor refuses); its GPT tokenizers and the "
+                          "megatron.core.tokenizers path ignore the flag, as mactor's do"},
+      {"hierarchical_context_parallel_sizes", "the a2a+p2p split of the context-parallel group (its product is checked); "
+                                              "mactor's all-gather needs no split"},
+      {"bias_swiglu_fusion", performance_only},
+      {"bias_dropout_fusion", performance_only},
+      {"apply_rope_fusion", performance_only},
+      {"cross_entropy_loss_fusion", performance_only},
+      {"cross_entropy_fusion_impl", performance_only},
+      {"use_flash_attn", performance_only},
+      {"gradient_accumulation_fusion", performance_only},
+      {"no_persist_layer_norm", performance_only},
+      {"moe_permute_fusion", performance_only},
+      {"moe_shared_expert_overlap", "performance-only: Megatron runs the shared expert's GEMMs on a side CUDA stream "
+                                    "during the alltoall token exchange and adds the same output; only the order in "
+                                    "which the input gradient's terms are summed differs (rounding level, as Megatron's "
+                                    "own docs say); mactor computes the shared expert in line"},
+      {"moe_router_fusion", performance_only},
+      {"moe_pad_expert_input_to_capacity", "performance-only: Megatron fills each expert to capacity with "
+                                           "probability-0 tokens, whose output and gradients are zero; mactor does not "
+                                           "pad, with the same numbers"},
+      {"gradient_reduce_div_fusion", performance_only},
+      {"defer_embedding_wgrad_compute", "performance-only: Megatron defers the last stage's output-layer weight-gradient "
+                                        "GEMMs to overlap them with pipeline communication; mactor computes them at once"},
+      {"wgrad_deferral_limit", "performance-only: bounds --defer-embedding-wgrad-compute's deferral"},
+      {"tp_comm_overlap", "performance-only: Transformer Engine's userbuffers overlap of tensor-parallel communication "
+                          "with GEMMs; mactor's tensor-parallel collectives give the same values"},
+      {"tp_comm_overlap_cfg", "configures Transformer Engine's userbuffers for --tp-comm-overlap"},
+      {"use_persistent_ckpt_worker", "mactor's asynchronous saves already run in the checkpointer actor, which lives "
+                                     "for the whole job: the persistent worker this asks for"},
+      {"overlap_param_gather_with_optimizer_step", "performance-only: overlaps the distributed optimizer's parameter "
+                                                   "all-gather with the optimizer step; the parameters are the same"},
+      {"attention_backend", "mactor has one attention implementation (the local spec's, exact softmax in fp32)"},
+      {"transformer_impl", "mactor has one transformer implementation, numerically Megatron's local spec"},
+      {"use_cpu_initialization", "mactor always initializes parameters on the CPU, as this flag asks"},
+      {"fp16_lm_cross_entropy", "ignored by Megatron-Core's GPTModel (core_v0.15 stores it and never reads it): the "
+                                "loss comes from fp32 logits either way, as here; it still needs --fp16"},
+      {"dist_ckpt_optim_fully_reshardable", "mactor's distributed-optimizer checkpoints are always fully reshardable: "
+                                            "any tensor-, pipeline- or data-parallel layout loads them"},
+      {"distrib_optim_fully_reshardable_mem_efficient", "mactor reshards optimizer state piece by piece already"},
+      {"dist_ckpt_save_pre_mcore_014", "mactor writes one checkpoint format, which every layout and version of mactor "
+                                       "reads; Megatron's loaders do not read it either way"},
+      {"ckpt_fully_parallel_save", "every rank writes only its own shards: saves are always fully parallel"},
+      {"ckpt_fully_parallel_save_deprecated", "deprecated in Megatron, which only prints a notice: saves are fully "
+                                              "parallel by default there and always here"},
+      {"ckpt_fully_parallel_load", "every rank reads only the pieces of its own shards: loads are always fully parallel"},
+      {"ckpt_assume_constant_structure", "performance-only: Megatron caches the save plan; mactor's plan is cheap "
+                                         "and the files are the same"},
+      {"disable_bf16_reduced_precision_matmul", "mactor's CPU GEMMs accumulate bf16 products in fp32 and round the "
+                                                "result once: the full-precision reduction this flag asks of cuBLAS"},
+      {"apply_query_key_layer_scaling", "mactor's attention keeps Q K^T in fp32 (as Transformer Engine's fused "
+                                        "attention does), where dividing the scores by the layer number and "
+                                        "multiplying them back in the fp32 softmax changes nothing; the "
+                                        "--attention-softmax-in-fp32 it implies is always on here"},
+      {"num_workers", "data loading runs in the training process; results are the same"},
+      {"num_dataset_builder_threads", "index building is single-threaded here; results are the same"},
+      {"mmap_bin_files", "mactor always memory-maps .bin files; results are the same"},
+      {"async_tensor_model_parallel_allreduce", ignored_by_megatron},
+      {"deprecated_use_mcore_models", ignored_by_megatron},
+      {"fp8_interval", ignored_by_megatron},
+      {"pin_cpu_grads", gpu_comm_only},
+      {"pin_cpu_params", gpu_comm_only},
+      {"distributed_backend", "mactor's own transports (UCX, NCCL, in-process) replace torch.distributed backends"},
+      {"nccl_communicator_config_path", gpu_comm_only},
+      {"nccl_ub", gpu_comm_only},
+      {"disable_symmetric_registration", gpu_comm_only},
+      {"use_sharp", gpu_comm_only},
+      {"sharp_enabled_group", gpu_comm_only},
+      {"high_priority_stream_groups", gpu_comm_only},
+      {"ddp_pad_buckets_for_high_nccl_busbw", gpu_comm_only},
+      {"tp_comm_bootstrap_backend", gpu_comm_only},
+      {"enable_gloo_process_groups", "mactor has no Gloo process groups"},
+      {"empty_unused_memory_level", "PyTorch caching-allocator control; mactor frees buffers itself"},
+      {"manual_gc", "Python garbage-collector control; there is no Python runtime in mactor"},
+      {"manual_gc_interval", "Python garbage-collector control; there is no Python runtime in mactor"},
+      {"manual_gc_eval", "Python garbage-collector control; there is no Python runtime in mactor"},
+      {"local_rank", "torch.distributed.launch passes it; mactor reads the rank from the launcher's environment"},
+      {"create_attention_mask_in_dataloader", "mactor applies the causal mask inside attention; the result is the same"},
+      {"barrier_with_L1_time", "timer barrier placement; does not change results"},
+      {"tensorboard_queue_size", "the writer flushes at every log line instead of queueing"},
+      {"logging_level", "Python logging level; mactor's log lines do not depend on it"},
+      {"te_rng_tracker", "Transformer Engine RNG tracker; mactor has no Transformer Engine"},
+      {"apply_residual_connection_post_layernorm",
+       "Megatron-Core's TransformerLayer never reads it (core_v0.15 keeps it in TransformerConfig; only the legacy "
+       "model, which --use-legacy-models selects and mactor does not offer, moves the residual after the norm): "
+       "GPT residuals stay pre-norm, as in Megatron"},
+      {"data_parallel_random_init",
+       "Megatron seeds each data-parallel replica's initialization with seed + 10 * dp_rank, then broadcasts replica "
+       "0's parameters (get_model), so every replica starts from the weights it has without the flag; what remains, a "
+       "different dropout stream per replica, mactor always has (masks follow each micro-batch's global sample index)"},
+      {"clone_scatter_output_in_embedding",
+       "memory only: Megatron clones the sequence-parallel scatter's output so the full embedding output can be freed; "
+       "mactor's embedding writes its shard into its own buffer already, and no value changes"},
+  };
+  return table;
+}
+
+// Not-implemented flags whose error says more than "not built yet".
+const std::map<std::string_view, std::string_view>& refused_flags() {
+  static const std::map<std::string_view, std::string_view> table = {
+      {"non_persistent_local_ckpt_dir", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
+                                        "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
+      {"non_persistent_local_ckpt_algo", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
+                                         "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
+      {"cache_mla_latents", "caches MLA latents for Megatron's dynamic inference engine, which mactor does not have "
+                            "(Megatron's training forward asserts an inference context with it)"},
+  };
+  return table;
+}
+
+
+const std::vector<value_limit>& value_limits() {
+  static const std::vector<value_limit> limits = {
+      {"position_embedding_type", "--position-embedding-type", {"learned_absolute", "rope", "none"}},
+      {"tokenizer_type", "--tokenizer-type",
+       {"GPT2BPETokenizer", "HuggingFaceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer", "TikTokenizer",
+        "NullTokenizer"}},
+      {"dataloader_type", "--dataloader-type", {"single"}},
+      {"ckpt_format", "--ckpt-format", {"torch_dist", "torch"}},
+      {"ckpt_convert_format", "--ckpt-convert-format", {"torch_dist", "torch"}},
+      {"non_persistent_ckpt_type", "--non-persistent-ckpt-type", {"global"}},
+      {"main_params_dtype", "--main-params-dtype", {"fp32", "fp16"}},
+      {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
+      {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "sinkhorn", "none"}},
+      {"moe_token_dispatcher_type", "--moe-token-dispatcher-type", {"allgather", "alltoall"}},
+  };
+  return limits;
+}
+
+}  // namespace mactor::config::detail
