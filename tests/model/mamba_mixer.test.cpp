@@ -14,6 +14,7 @@
 #include "kernels/convert.hpp"
 #include "model/activation.hpp"
 #include "tests/kernels/gradient_check.hpp"
+#include "tests/model/layer_reference.hpp"
 #include "tests/model/model_fixtures.hpp"
 
 using namespace mactor;
@@ -23,11 +24,7 @@ namespace {
 
 constexpr int seq = 11, batch = 2;
 
-struct mixer_run {
-  std::vector<double> x, dout, out, dx;
-  std::vector<std::string> names;
-  std::vector<std::vector<double>> params, grads;
-};
+using mixer_run = test::layer_run;
 
 // Values as the store's dtype holds them (fp32 rounding included), handed back as doubles.
 std::vector<double> through(tensor::dtype type, std::vector<double> v) {
@@ -78,20 +75,6 @@ mixer_run run_ours(const model::mamba_mixer_config& c, tensor::dtype type) {
   return r;
 }
 
-template <class T>
-void write_bin(const fs::path& path, const std::vector<T>& v) {
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(T)));
-}
-
-std::vector<double> read_bin(const fs::path& path, std::size_t n) {
-  std::vector<double> v(n);
-  std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * sizeof(double)));
-  REQUIRE(in.gcount() == std::streamsize(n * sizeof(double)));
-  return v;
-}
-
 mixer_run run_reference(const model::mamba_mixer_config& c, const mixer_run& ours,
                         const std::string& tag, int ref_block) {
   const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests/model/mamba_reference" / tag;
@@ -104,22 +87,7 @@ mixer_run run_reference(const model::mamba_mixer_config& c, const mixer_run& our
       << "\nstate=" << c.state_dim << "\nconv_width=" << c.conv_width << "\neps=" << c.norm_epsilon
       << "\nref_block=" << ref_block << "\n";
   cfg.close();
-  std::ofstream list(dir / "params.txt");
-  for (std::size_t i = 0; i < ours.names.size(); ++i) {
-    list << ours.names[i] << "\n";
-    write_bin(dir / ("param_" + std::to_string(i) + ".bin"), ours.params[i]);
-  }
-  list.close();
-  write_bin(dir / "x.bin", ours.x), write_bin(dir / "dout.bin", ours.dout);
-  const fs::path venv = fs::path(MACTOR_SOURCE_DIR) / ".venv/bin/python";
-  const std::string command = (fs::exists(venv) ? venv.string() : std::string("python3")) + " " +
-                              MACTOR_SOURCE_DIR + "/tests/model/mamba_reference.py " + dir.string();
-  REQUIRE(std::system(command.c_str()) == 0);
-  mixer_run ref;
-  ref.out = read_bin(dir / "out.bin", ours.out.size());
-  ref.dx = read_bin(dir / "dx.bin", ours.dx.size());
-  for (std::size_t i = 0; i < ours.names.size(); ++i)
-    ref.grads.push_back(read_bin(dir / ("grad_" + std::to_string(i) + ".bin"), ours.grads[i].size()));
+  auto ref = test::run_layer_reference(dir, "mamba_reference.py", ours);
   fs::remove_all(dir);
   return ref;
 }

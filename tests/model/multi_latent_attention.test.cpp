@@ -11,6 +11,7 @@
 #include "kernels/convert.hpp"
 #include "model/multi_latent_attention.hpp"
 #include "tests/kernels/gradient_check.hpp"
+#include "tests/model/layer_reference.hpp"
 #include "tests/model/model_fixtures.hpp"
 
 using namespace mactor;
@@ -40,19 +41,6 @@ model::gpt_model_config mla_config(int q_lora_rank, bool norms, bool yarn) {
   return c;
 }
 
-template <class T>
-void write_bin(const fs::path& path, const std::vector<T>& v) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(T)));
-}
-
-std::vector<double> read_bin(const fs::path& path, std::size_t n) {
-  std::vector<double> v(n);
-  std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * sizeof(double)));
-  REQUIRE(in.gcount() == std::streamsize(n * sizeof(double)));
-  return v;
-}
-
 void write_config(const fs::path& path, const model::gpt_model_config& c) {
   const auto& m = c.mla;
   std::ofstream o(path);
@@ -66,11 +54,7 @@ void write_config(const fs::path& path, const model::gpt_model_config& c) {
     << "\nbeta_slow=" << m.beta_slow << "\n";
 }
 
-struct mla_run {
-  std::vector<double> x, dout, out, dx;
-  std::vector<std::string> names;
-  std::vector<std::vector<double>> params, grads;
-};
+using mla_run = test::layer_run;
 
 mla_run run_ours(const model::gpt_model_config& c) {
   model::parameter_store store(tensor::dtype::float64, tensor::dtype::float64);
@@ -104,24 +88,7 @@ mla_run run_reference(const model::gpt_model_config& c, const mla_run& ours, con
   fs::remove_all(dir);
   fs::create_directories(dir);
   write_config(dir / "config.txt", c);
-  std::ofstream list(dir / "params.txt");
-  for (std::size_t i = 0; i < ours.names.size(); ++i) {
-    list << ours.names[i] << "\n";
-    write_bin(dir / ("param_" + std::to_string(i) + ".bin"), ours.params[i]);
-  }
-  list.close();
-  write_bin(dir / "x.bin", ours.x);
-  write_bin(dir / "dout.bin", ours.dout);
-  const fs::path venv = fs::path(MACTOR_SOURCE_DIR) / ".venv/bin/python";
-  const std::string command = (fs::exists(venv) ? venv.string() : std::string("python3")) + " " +
-                              MACTOR_SOURCE_DIR + "/tests/model/mla_reference.py " + dir.string();
-  REQUIRE(std::system(command.c_str()) == 0);
-  mla_run ref;
-  ref.out = read_bin(dir / "out.bin", ours.out.size());
-  ref.dx = read_bin(dir / "dx.bin", ours.dx.size());
-  for (std::size_t i = 0; i < ours.names.size(); ++i)
-    ref.grads.push_back(read_bin(dir / ("grad_" + std::to_string(i) + ".bin"), ours.grads[i].size()));
-  return ref;
+  return test::run_layer_reference(dir, "mla_reference.py", ours);
 }
 
 void compare(const model::gpt_model_config& c, const std::string& tag) {
