@@ -85,8 +85,15 @@ struct host_identity {
 // False once `pid` has exited (gone, or a zombie nobody has reaped yet).
 inline bool process_alive(int pid) {
   if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string stat;
+  try {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    stat.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    // libstdc++'s filebuf throws on a failed read(2) even without the stream's exception mask:
+    // a process that exits between the open and the read gives ESRCH. It is gone.
+    return false;
+  }
   const auto close = stat.rfind(')');
   if (close == std::string::npos || close + 2 >= stat.size()) return true;
   const char state = stat[close + 2];
