@@ -1,24 +1,15 @@
 // Reading the data-argument files of --data-args-path and --per-split-data-args-path.
 #include "data/data_args_file.hpp"
 
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "data/data_error.hpp"
+#include "data/text_file.hpp"
 
 namespace mactor::data {
 namespace {
-
-std::string whole_file(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw data_error(std::string(flag) + " " + path + ": cannot open it; give the path of an existing, readable file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::vector<std::string> words_of(const std::string& text) {
   std::istringstream in(text);
@@ -53,7 +44,7 @@ std::optional<std::vector<std::string>> split_words(const nlohmann::json& v, con
 }  // namespace
 
 std::vector<std::string> data_args_file_words(const std::string& path) {
-  auto words = words_of(whole_file(path, "--data-args-path"));
+  auto words = words_of(read_text_file(path, "--data-args-path"));
   if (words.empty())
     throw data_error("--data-args-path " + path + ": the file is empty; list the --data-path words in it (prefixes, or weight prefix pairs)");
   return words;
@@ -63,7 +54,7 @@ std::array<std::optional<std::vector<std::string>>, 3> per_split_data_args_file(
   const char* flag = "--per-split-data-args-path";
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(whole_file(path, flag));
+    j = nlohmann::json::parse(read_text_file(path, flag));
   } catch (const nlohmann::json::parse_error& e) {
     throw data_error(std::string(flag) + " " + path + ": not valid JSON (" + e.what() + "); give an object with train, valid and test");
   }

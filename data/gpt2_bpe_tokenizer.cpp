@@ -1,21 +1,13 @@
 // GPT2BPETokenizer: vocab.json + merges.txt byte-level BPE; <|endoftext|> is the eod.
-#include <fstream>
 #include <sstream>
 
 #include "data/byte_level_bpe.hpp"
 #include "data/data_error.hpp"
+#include "data/text_file.hpp"
 #include "data/tokenizer.hpp"
 
 namespace mactor::data {
 namespace {
-
-std::string read_text(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw data_error(std::string(flag) + "=" + path + ": cannot open the file; check the path");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class gpt2_bpe_tokenizer : public tokenizer {
  public:
@@ -45,7 +37,7 @@ class gpt2_bpe_tokenizer : public tokenizer {
   static std::unordered_map<std::string, std::int64_t> load_vocab(const std::string& path) {
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(read_text(path, "--vocab-file"));
+      j = nlohmann::json::parse(read_text_file(path, "--vocab-file"));
     } catch (const nlohmann::json::exception& e) {
       throw data_error("--vocab-file=" + path + ": not valid JSON (" + e.what() + ")");
     }
@@ -54,7 +46,7 @@ class gpt2_bpe_tokenizer : public tokenizer {
     return v;
   }
   static std::vector<std::pair<std::string, std::string>> load_merges(const std::string& path) {
-    std::istringstream in(read_text(path, "--merge-file"));
+    std::istringstream in(read_text_file(path, "--merge-file"));
     std::vector<std::pair<std::string, std::string>> m;
     std::string line;
     std::size_t n = 0;
