@@ -2,10 +2,8 @@
 // iteration loop (start on every replica, merge, log, evaluate, decide to go on or stop), and
 // turns any rank's failure or disappearance into one job error sent to every rank.
 #include <caf/all.hpp>
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -176,22 +174,6 @@ void plan_evaluations(coordinator_actor* self, bool final) {
       });
 }
 
-// --iterations-to-skip: Megatron's loop passes over an iteration whose number (the iterations
-// done so far) is listed: its batch is consumed and counted as skipped, nothing trains, logs,
-// evaluates or saves. False once training is over.
-bool skip_listed_iterations(coordinator_actor* self) {
-  auto& s = self->state;
-  const auto& skip = s.args.training.iterations_to_skip;
-  while (s.iteration < *s.args.training.train_iters &&
-         std::find(skip.begin(), skip.end(), s.iteration) != skip.end()) {
-    const std::int64_t batch = s.batches.running_global_batch_size(s.consumed);
-    s.consumed += batch;
-    s.skipped += batch;
-    ++s.iteration;
-  }
-  return s.iteration < *s.args.training.train_iters;
-}
-
 void start_iteration(coordinator_actor* self) {
   auto& s = self->state;
   if (!skip_listed_iterations(self)) {
@@ -298,19 +280,6 @@ void all_ready(coordinator_actor* self) {
     start_iteration(self);
   else
     finish_training(self);  // the loaded checkpoint is already at --train-iters
-}
-
-// --ckpt-convert-format: Megatron's setup_model_and_optimizer saves the loaded checkpoint in the
-// new format under <--ckpt-convert-save>/<format> and exits before training. (Every rank's worker
-// switched its save format when it loaded: rank_worker::load_checkpoint.)
-void convert_checkpoint_and_exit(coordinator_actor* self) {
-  auto& ck = self->state.args.checkpointing;
-  const std::string from = ck.ckpt_format, to = *ck.ckpt_convert_format;
-  ck.ckpt_format = to;  // --save is already <--ckpt-convert-save>/<format> (validate_parallel.cpp)
-  save_then(self, [self, from, to] {
-    log(self, "> converted checkpoint: " + from + " -> " + to + ".");
-    finish_ok(self);
-  });
 }
 
 // Sets up the coordinator's state, its inspector and the handler for ranks that vanish.

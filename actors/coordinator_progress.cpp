@@ -1,5 +1,6 @@
 // The coordinator's progress reports: Megatron's batch ramp-up messages and --log-progress's
-// progress.txt lines.
+// progress.txt lines; and the iterations --iterations-to-skip passes over.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -7,6 +8,22 @@
 #include "training/progress_log.hpp"
 
 namespace mactor::actors::coordination {
+
+// --iterations-to-skip: Megatron's loop passes over an iteration whose number (the iterations
+// done so far) is listed: its batch is consumed and counted as skipped, nothing trains, logs,
+// evaluates or saves. False once training is over.
+bool skip_listed_iterations(coordinator_actor* self) {
+  auto& s = self->state;
+  const auto& skip = s.args.training.iterations_to_skip;
+  while (s.iteration < *s.args.training.train_iters &&
+         std::find(skip.begin(), skip.end(), s.iteration) != skip.end()) {
+    const std::int64_t batch = s.batches.running_global_batch_size(s.consumed);
+    s.consumed += batch;
+    s.skipped += batch;
+    ++s.iteration;
+  }
+  return s.iteration < *s.args.training.train_iters;
+}
 
 // Megatron's RampupBatchsizeNumMicroBatchesCalculator.update(verbose=True) messages.
 void announce_batch_size(coordinator_actor* self) {

@@ -136,4 +136,17 @@ void end_on_result_validation(coordinator_actor* self) {
     leave();
 }
 
+// --ckpt-convert-format: Megatron's setup_model_and_optimizer saves the loaded checkpoint in the
+// new format under <--ckpt-convert-save>/<format> and exits before training. (Every rank's worker
+// captures in that format when it sees --ckpt-convert-format: rank_worker::capture_checkpoint.)
+void convert_checkpoint_and_exit(coordinator_actor* self) {
+  auto& ck = self->state.args.checkpointing;
+  const std::string from = ck.ckpt_format, to = *ck.ckpt_convert_format;
+  ck.ckpt_format = to;  // --save is already <--ckpt-convert-save>/<format> (validate_parallel.cpp)
+  save_then(self, [self, from, to] {
+    log(self, "> converted checkpoint: " + from + " -> " + to + ".");
+    finish_ok(self);
+  });
+}
+
 }  // namespace mactor::actors::coordination

@@ -101,7 +101,6 @@ void fail(coordinator_actor* self, int exit_code, std::string message);
 void finish_ok(coordinator_actor* self);
 void start_iteration(coordinator_actor* self);
 void finish_training(coordinator_actor* self);
-void convert_checkpoint_and_exit(coordinator_actor* self);
 void after_iteration(coordinator_actor* self);
 /// "%7lld", as Megatron prints an iteration in checkpoint lines.
 std::string iteration_field(std::int64_t iteration);
@@ -111,6 +110,8 @@ std::string layout_field(const comm::process_groups& g);
 // Progress reports (coordinator_progress.cpp): Megatron's ramp-up messages before an iteration,
 // --log-progress's progress.txt lines when training starts and after each save.
 void announce_batch_size(coordinator_actor* self);
+/// --iterations-to-skip: passes over the listed iterations from here on; false once training is over.
+bool skip_listed_iterations(coordinator_actor* self);
 void log_progress_start(coordinator_actor* self);
 void log_progress_save(coordinator_actor* self);
 
@@ -119,6 +120,8 @@ bool interval_save_at(const config::megatron_args& a, std::int64_t iteration);
 /// Whether --non-persistent-save-interval saves after this iteration (when the persistent one does not).
 bool non_persistent_save_at(const config::megatron_args& a, std::int64_t iteration);
 void save_then(coordinator_actor* self, std::function<void()> then, bool non_persistent = false);
+/// --ckpt-convert-format: saves the loaded checkpoint in the other format, then ends the job.
+void convert_checkpoint_and_exit(coordinator_actor* self);
 /// --rerun-mode: the iteration's report says the result validation ends the job (saving first when asked).
 void end_on_result_validation(coordinator_actor* self);
 void on_checkpoint_captured(coordinator_actor* self, const checkpoint_captured& c);

@@ -105,12 +105,12 @@ wandb_writer::wandb_writer(const config::megatron_args& args) {
                              "' cannot be started; set MACTOR_PYTHON to such an interpreter");
   }
   ::signal(SIGPIPE, SIG_IGN);  // a bridge that died is reported by write_all, not by a signal
-  std::string answer;
   try {
     write_all(to_bridge_, init_call(args).dump() + "\n");
   } catch (const std::runtime_error&) {
+    // The bridge ended before reading its start: its answer below (or none) says why.
   }
-  answer = read_line(out_pipe[0]);
+  const std::string answer = read_line(out_pipe[0]);
   ::close(out_pipe[0]);
   if (answer != "ready") {
     finish();
