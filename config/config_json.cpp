@@ -146,6 +146,8 @@ std::vector<std::pair<std::string, std::string>> argument_strings(const megatron
   return out;
 }
 
+std::string python_list_str(const std::vector<std::int64_t>& values) { return python_list(values); }
+
 std::string arguments_block(const megatron_args& args) {
   std::vector<std::string> lines;
   for (const auto& [key, value] : argument_strings(args)) {

@@ -1,6 +1,7 @@
 // Printing the resolved configuration: JSON for --dump-config, and Megatron's `arguments` block.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,9 @@ megatron_args from_json(const std::string& text);
 /// Every attribute of Megatron's args with its value as Python's str() prints it, in attribute order
 /// (what Megatron's _print_args and write_args_to_tensorboard iterate over).
 std::vector<std::pair<std::string, std::string>> argument_strings(const megatron_args& args);
+
+/// Python's str() of a list of ints, as Megatron prints one: "[]", "[4]", "[2, 9]".
+std::string python_list_str(const std::vector<std::int64_t>& values);
 
 /// Megatron's `_print_args("arguments", args)` block: every attribute as `  name ..... value`, sorted
 /// case-insensitively, values printed as Python's str() prints them.

@@ -2,6 +2,7 @@
 // model shape, sequence length, checkpointing, fusions, recompute, MoE and feature combinations.
 #include <cstdlib>
 
+#include "config/config_json.hpp"
 #include "config/rerun_tracker_skips.hpp"
 #include "config/validation_context.hpp"
 
@@ -295,14 +296,10 @@ void checkpoint_and_data(validation_context& c) {  // rules 67, 68, 72, 74, 76, 
 // Megatron appends the iterations its tracker file shows to be reproducibly wrong on one rank.
 void skips_from_tracker(validation_context& c, const std::string& tracker) {
   const auto found = skipped_iterations_from_tracker(tracker);
-  auto list = [](const std::vector<std::int64_t>& v) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "]";
-  };
   if (!found.error.empty()) c.warn("Could not parse iterations to skip in tracker file! (" + found.error + ")");
-  c.warn("Will skip these iterations from tracker file: " + list(found.skip));
-  if (!found.ignore.empty()) c.warn("Will not skip these iterations due to multiple rank errors: " + list(found.ignore));
+  c.warn("Will skip these iterations from tracker file: " + python_list_str(found.skip));
+  if (!found.ignore.empty())
+    c.warn("Will not skip these iterations due to multiple rank errors: " + python_list_str(found.ignore));
   auto& skip = c.a.training.iterations_to_skip;
   skip.insert(skip.end(), found.skip.begin(), found.skip.end());
 }
