@@ -30,6 +30,11 @@ void log_writer::wandb_log(const std::string& key, double value, std::int64_t st
   if (state_.wandb) state_.wandb->log(key, value, step);
 }
 
+void log_writer::scalar(const std::string& tag, double value, std::int64_t step) {
+  if (tb_) tb_->add_scalar(tag, value, step);
+  wandb_log(tag, value, step);
+}
+
 void log_writer::flush() {
   if (tb_) tb_->flush();
   if (out_) std::fflush(out_);
@@ -117,13 +122,22 @@ void log_writer::log_timers(std::int64_t iteration) {
       for (double seconds : reading.seconds_by_rank) max = std::max(max, static_cast<float>(seconds));
       if (max <= 0.0f) continue;
       const double per_iteration = static_cast<double>(max) / static_cast<double>(args_.training.log_interval);
-      if (tb_) tb_->add_scalar(reading.name + "-time", per_iteration, iteration);
-      wandb_log(reading.name + "-time", per_iteration, iteration);
+      scalar(reading.name + "-time", per_iteration, iteration);
     }
   }
   if (const auto block = timers_block()) print(*block);
   state_.timer_seconds.clear();
 }
+
+namespace {
+
+std::optional<double> present(bool has, double value) { return has ? std::optional(value) : std::nullopt; }
+
+std::int64_t batch_of(const iteration_report& r, const config::megatron_args& a) {
+  return r.global_batch_size > 0 ? r.global_batch_size : *a.training.global_batch_size;
+}
+
+}  // namespace
 
 void log_writer::iteration(const iteration_report& r, std::int64_t consumed, record_time at, std::int64_t skipped) {
   const auto& a = args_;
@@ -142,112 +156,100 @@ void log_writer::iteration(const iteration_report& r, std::int64_t consumed, rec
   for (const auto& m : moe) losses.emplace_back(m.name, m.value);
   state_.accumulator.add_iteration(losses, !r.update_successful);
   // Then track_mtp_metrics' "mtp_<k> loss" entries (added even to a skipped iteration's sums, as
-  // Megatron's), also written to TensorBoard every iteration.
+  // Megatron's), written every iteration (to W&B with or without TensorBoard).
   for (std::size_t k = 0; k < r.mtp_losses.size(); ++k) {
     const std::string name = "mtp_" + std::to_string(k + 1) + " loss";
     state_.accumulator.add_tracked(name, static_cast<float>(r.mtp_losses[k]));
-    if (tb_) tb_->add_scalar(name, r.mtp_losses[k], r.iteration);
-    wandb_log(name, r.mtp_losses[k], r.iteration);  // track_mtp_metrics logs to W&B with or without TensorBoard
+    scalar(name, r.mtp_losses[k], r.iteration);
   }
   if (tb_)  // track_moe_metrics writes every iteration, whatever --tensorboard-log-interval
     for (const auto& m : moe) {
-      tb_->add_scalar(m.name, m.value, r.iteration);
-      wandb_log(m.name, m.value, r.iteration);
+      scalar(m.name, m.value, r.iteration);
       if (a.moe.moe_per_layer_logging)
-        for (std::size_t i = 0; i < m.per_layer.size(); ++i) {
-          tb_->add_scalar("moe/" + m.name + "_layer_" + std::to_string(i), m.per_layer[i], r.iteration);
-          wandb_log("moe/" + m.name + "_layer_" + std::to_string(i), m.per_layer[i], r.iteration);
-        }
+        for (std::size_t i = 0; i < m.per_layer.size(); ++i)
+          scalar("moe/" + m.name + "_layer_" + std::to_string(i), m.per_layer[i], r.iteration);
     }
-  const std::int64_t gbs = r.global_batch_size > 0 ? r.global_batch_size : *a.training.global_batch_size;
-  const std::optional<double> grad_norm = r.has_grad_norm ? std::optional(r.grad_norm) : std::nullopt;
-  const std::optional<double> zeros = r.has_num_zeros ? std::optional(r.num_zeros) : std::nullopt;
-  const std::optional<double> params_norm = r.has_params_norm ? std::optional(r.params_norm) : std::nullopt;
-  const std::optional<double> decoupled =
-      r.has_decoupled_learning_rate ? std::optional(r.decoupled_learning_rate) : std::nullopt;
-  if (tb_ && r.iteration % a.logging.tensorboard_log_interval == 0) {
-    // Each of these goes to W&B too, under the same tag (Megatron's wandb_writer.log calls).
-    auto both = [&](const std::string& tag, double v) {
-      tb_->add_scalar(tag, v, r.iteration);
-      tb_->add_scalar(tag + " vs samples", v, consumed);
-      wandb_log(tag, v, r.iteration);
-    };
-    wandb_log("samples vs steps", static_cast<double>(consumed), r.iteration);
-    both("learning-rate", r.learning_rate);
-    if (decoupled) tb_->add_scalar("decoupled-learning-rate", *decoupled, r.iteration);
-    if (skipped > 0) {
-      tb_->add_scalar("skipped-train-samples", static_cast<double>(skipped), r.iteration);
-      wandb_log("skipped-train-samples", static_cast<double>(skipped), r.iteration);
-    }
-    both("batch-size", static_cast<double>(gbs));
-    both("lm loss", lm_loss);
-    if (a.logging.log_loss_scale_to_tensorboard) both("loss-scale", r.loss_scale);
-    if (a.logging.log_world_size_to_tensorboard) both("world-size", static_cast<double>(world_size_));
-    if (grad_norm) both("grad-norm", *grad_norm);
-    if (zeros) both("num-zeros", *zeros);
-    if (params_norm) both("params-norm", *params_norm);
-    if (a.logging.log_memory_to_tensorboard && !r.memory.empty()) {
-      // Megatron writes the writer rank's allocator statistics; here rank 0's ledger and RSS.
-      const auto& m = *std::min_element(r.memory.begin(), r.memory.end(),
-                                        [](const rank_memory& x, const rank_memory& y) { return x.rank < y.rank; });
-      tb_->add_scalar("mem-reserved-bytes", m.reserved_bytes, r.iteration);
-      tb_->add_scalar("mem-allocated-bytes", m.allocated_bytes, r.iteration);
-      tb_->add_scalar("mem-max-allocated-bytes", m.max_allocated_bytes, r.iteration);
-    }
+  if (tb_ && r.iteration % a.logging.tensorboard_log_interval == 0) interval_scalars(r, consumed, skipped, lm_loss);
+  if (r.iteration % a.training.log_interval == 0) interval_line(r, consumed, skipped, at);
+}
+
+// training_log's TensorBoard block (every --tensorboard-log-interval); each tag but the
+// "vs samples" ones and the decoupled learning rate goes to W&B too, as Megatron's calls send it.
+void log_writer::interval_scalars(const iteration_report& r, std::int64_t consumed, std::int64_t skipped, double lm_loss) {
+  const auto& a = args_;
+  auto both = [&](const std::string& tag, double v) {
+    scalar(tag, v, r.iteration);
+    tb_->add_scalar(tag + " vs samples", v, consumed);
+  };
+  wandb_log("samples vs steps", static_cast<double>(consumed), r.iteration);
+  both("learning-rate", r.learning_rate);
+  if (r.has_decoupled_learning_rate) tb_->add_scalar("decoupled-learning-rate", r.decoupled_learning_rate, r.iteration);
+  if (skipped > 0) scalar("skipped-train-samples", static_cast<double>(skipped), r.iteration);
+  both("batch-size", static_cast<double>(batch_of(r, a)));
+  both("lm loss", lm_loss);
+  if (a.logging.log_loss_scale_to_tensorboard) both("loss-scale", r.loss_scale);
+  if (a.logging.log_world_size_to_tensorboard) both("world-size", static_cast<double>(world_size_));
+  if (r.has_grad_norm) both("grad-norm", r.grad_norm);
+  if (r.has_num_zeros) both("num-zeros", r.num_zeros);
+  if (r.has_params_norm) both("params-norm", r.params_norm);
+  if (a.logging.log_memory_to_tensorboard && !r.memory.empty()) {
+    // Megatron writes the writer rank's allocator statistics; here rank 0's ledger and RSS.
+    const auto& m = *std::min_element(r.memory.begin(), r.memory.end(),
+                                      [](const rank_memory& x, const rank_memory& y) { return x.rank < y.rank; });
+    tb_->add_scalar("mem-reserved-bytes", m.reserved_bytes, r.iteration);
+    tb_->add_scalar("mem-allocated-bytes", m.allocated_bytes, r.iteration);
+    tb_->add_scalar("mem-max-allocated-bytes", m.max_allocated_bytes, r.iteration);
   }
-  if (r.iteration % a.training.log_interval == 0) {
-    const auto now = at.steady;
-    training_log_inputs in;
-    in.timestamp = log_timestamp(at.wall);
-    in.iteration = r.iteration;
-    in.train_iters = *a.training.train_iters;
-    in.consumed_train_samples = consumed;
-    in.skipped_train_samples = skipped;
-    in.interval_seconds = std::chrono::duration<double>(now - state_.interval_start).count();
-    in.learning_rate = r.learning_rate;
-    in.decoupled_learning_rate = decoupled;
-    in.global_batch_size = gbs;
-    in.world_size = world_size_;
-    if (a.logging.log_throughput) in.flops_per_iteration = num_floating_point_operations(a, padded_vocab_, gbs);
-    in.grad_norm = grad_norm;
-    in.num_zeros_in_grad = zeros;
-    in.params_norm = params_norm;
-    in.loss_scale = r.loss_scale;
-    if (a.logging.log_energy && !r.energy_missing) in.energy_joules = state_.energy_joules;
-    const training_log_line line = make_training_log_line(in, state_.accumulator);
-    print(format_training_log_line(line));
-    state_.accumulator.reset();
-    state_.energy_joules = 0;
-    if (line.energy_per_gpu && line.power_per_gpu) {  // the logged values, as Megatron writes them
-      if (tb_) {
-        tb_->add_scalar("iter-energy/gpu", *line.energy_per_gpu, r.iteration);
-        tb_->add_scalar("power/gpu", *line.power_per_gpu, r.iteration);
-      }
-      wandb_log("iter-energy/gpu", *line.energy_per_gpu, r.iteration);
-      wandb_log("power/gpu", *line.power_per_gpu, r.iteration);
-    }
-    if (!state_.memory_reported && !r.memory.empty()) {
-      // Megatron's report_memory after the first log line, from each data-parallel-rank-0 rank.
-      auto ranks = r.memory;
-      std::sort(ranks.begin(), ranks.end(), [](const rank_memory& x, const rank_memory& y) { return x.rank < y.rank; });
-      for (const auto& m : ranks)
-        if (m.data_parallel_first) print(memory_line(m, r.iteration));
-      state_.memory_reported = true;
-    }
-    if (a.logging.log_timers_to_tensorboard) {  // W&B gets these without --tensorboard-dir too
-      const double per_iteration = in.interval_seconds / static_cast<double>(a.training.log_interval);
-      if (tb_) tb_->add_scalar("iteration-time", per_iteration, r.iteration);
-      wandb_log("iteration-time", per_iteration, r.iteration);
-      if (in.flops_per_iteration) {
-        const double throughput = *in.flops_per_iteration / (per_iteration * 1e12 * world_size_);
-        if (tb_) tb_->add_scalar("throughput", throughput, r.iteration);
-        wandb_log("throughput", throughput, r.iteration);
-      }
-    }
-    log_timers(r.iteration);
-    if (tb_) tb_->flush();
-    state_.interval_start = now;
+}
+
+// The training line every --log-interval, then what Megatron writes with it: energy, the first
+// memory report, iteration time and throughput, the timers; the interval starts anew.
+void log_writer::interval_line(const iteration_report& r, std::int64_t consumed, std::int64_t skipped, record_time at) {
+  const auto& a = args_;
+  const auto now = at.steady;
+  const std::int64_t gbs = batch_of(r, a);
+  training_log_inputs in;
+  in.timestamp = log_timestamp(at.wall);
+  in.iteration = r.iteration;
+  in.train_iters = *a.training.train_iters;
+  in.consumed_train_samples = consumed;
+  in.skipped_train_samples = skipped;
+  in.interval_seconds = std::chrono::duration<double>(now - state_.interval_start).count();
+  in.learning_rate = r.learning_rate;
+  in.decoupled_learning_rate = present(r.has_decoupled_learning_rate, r.decoupled_learning_rate);
+  in.global_batch_size = gbs;
+  in.world_size = world_size_;
+  if (a.logging.log_throughput) in.flops_per_iteration = num_floating_point_operations(a, padded_vocab_, gbs);
+  in.grad_norm = present(r.has_grad_norm, r.grad_norm);
+  in.num_zeros_in_grad = present(r.has_num_zeros, r.num_zeros);
+  in.params_norm = present(r.has_params_norm, r.params_norm);
+  in.loss_scale = r.loss_scale;
+  if (a.logging.log_energy && !r.energy_missing) in.energy_joules = state_.energy_joules;
+  const training_log_line line = make_training_log_line(in, state_.accumulator);
+  print(format_training_log_line(line));
+  state_.accumulator.reset();
+  state_.energy_joules = 0;
+  if (line.energy_per_gpu && line.power_per_gpu) {  // the logged values, as Megatron writes them
+    scalar("iter-energy/gpu", *line.energy_per_gpu, r.iteration);
+    scalar("power/gpu", *line.power_per_gpu, r.iteration);
   }
+  if (!state_.memory_reported && !r.memory.empty()) {
+    // Megatron's report_memory after the first log line, from each data-parallel-rank-0 rank.
+    auto ranks = r.memory;
+    std::sort(ranks.begin(), ranks.end(), [](const rank_memory& x, const rank_memory& y) { return x.rank < y.rank; });
+    for (const auto& m : ranks)
+      if (m.data_parallel_first) print(memory_line(m, r.iteration));
+    state_.memory_reported = true;
+  }
+  if (a.logging.log_timers_to_tensorboard) {
+    const double per_iteration = in.interval_seconds / static_cast<double>(a.training.log_interval);
+    scalar("iteration-time", per_iteration, r.iteration);
+    if (in.flops_per_iteration)
+      scalar("throughput", *in.flops_per_iteration / (per_iteration * 1e12 * world_size_), r.iteration);
+  }
+  log_timers(r.iteration);
+  if (tb_) tb_->flush();
+  state_.interval_start = now;
 }
 
 void log_writer::validation(const std::string& prefix, double loss, std::int64_t iteration, std::int64_t consumed) {

@@ -86,6 +86,10 @@ class log_writer {
   std::vector<timer_reading> timer_readings() const;
   void log_timers(std::int64_t iteration);
   void wandb_log(const std::string& key, double value, std::int64_t step);
+  /// A scalar to TensorBoard (with --tensorboard-dir) and W&B (with --wandb-project) alike.
+  void scalar(const std::string& tag, double value, std::int64_t step);
+  void interval_scalars(const iteration_report& r, std::int64_t consumed, std::int64_t skipped, double lm_loss);
+  void interval_line(const iteration_report& r, std::int64_t consumed, std::int64_t skipped, record_time at);
 
   config::megatron_args args_;
   std::FILE* out_;
