@@ -47,7 +47,8 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   for (int i = layout_.layer_begin; i < layout_.layer_end; ++i)
     layers_.emplace_back(store_, i, config_, tp.rank(), tp.size(), cp, ep);
   if (layout_.post_process) {
-    final_layernorm_.emplace(store_, "decoder.final_layernorm", config_);
+    // MambaStack's final norm is a TENorm named final_norm; GPT's TransformerBlock's final_layernorm.
+    final_layernorm_.emplace(store_, config_.hybrid() ? "decoder.final_norm" : "decoder.final_layernorm", config_);
     int tied = -1;
     if (!config_.untie_embeddings_and_output_weights) {
       // The same name draws the same initial values as the first stage's embedding.
@@ -69,6 +70,7 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   groups_ = recompute_groups(config_.recompute, int(layers_.size()));
   distributed_.resize(groups_.size());
   store_.allocate(config_.seed, tp.rank(), tp.size());
+  for (const auto& l : layers_) l.initialize(store_, config_.seed);
 }
 
 std::size_t gpt_chunk::activation_numel(int micro_batch_size) const {

@@ -1,4 +1,6 @@
-// One pipeline stage's share of Megatron-Core's GPTModel: a contiguous run of transformer layers,
+// One pipeline stage's share of Megatron-Core's GPTModel (or MambaModel, when the config holds a
+// hybrid allocation: its layers are decoder_layers and its final norm decoder.final_norm): a
+// contiguous run of layers,
 // with the embedding when it is the first stage and the final norm, output layer and loss when it
 // is the last. Several micro-batches can be in flight: each forward keeps its input under a slot,
 // and a backward whose slot is not the most recent forward recomputes that forward first
@@ -17,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/decoder_layer.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/language_model_embedding.hpp"
@@ -181,7 +184,7 @@ class gpt_chunk {
   sequence_shard shard_;
   parameter_store store_;
   std::optional<language_model_embedding> embedding_;
-  std::vector<transformer_layer> layers_;
+  std::vector<decoder_layer> layers_;
   std::vector<layer_group> groups_;  // the layers cut for full recomputation
   std::vector<tensor::tensor> distributed_;  // per group: this rank's part of its input
   std::optional<norm> final_layernorm_;

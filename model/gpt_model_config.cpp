@@ -1,6 +1,8 @@
 // Consistency rules for gpt_model_config, reported all at once.
 #include "model/gpt_model_config.hpp"
 
+#include <cmath>
+
 namespace mactor::model {
 
 namespace {
@@ -66,7 +68,36 @@ void check_moe(std::vector<std::string>& errors, const gpt_model_config& c) {
              std::to_string(c.num_layers) + ")");
 }
 
+// A hybrid Mamba model as built: one kind per layer, the mixer's shape, and only the features
+// Megatron's mamba_stack_spec layers have (their tensor-parallel split is not built yet).
+void check_hybrid(std::vector<std::string>& errors, const gpt_model_config& c) {
+  const auto require = [&](bool ok, std::string message) {
+    if (!ok) errors.push_back(std::move(message));
+  };
+  require(int(c.hybrid_layers.size()) == c.num_layers,
+          "hybrid_layers has " + std::to_string(c.hybrid_layers.size()) + " kinds for " +
+              std::to_string(c.num_layers) + " layers");
+  for (char k : c.hybrid_layers)
+    require(k == 'M' || k == '*' || k == '-', std::string("hybrid layer kind '") + k + "' is not one of M, *, -");
+  const auto& m = c.mamba;
+  const int heads = m.num_heads > 0 ? m.num_heads : (m.head_dim > 0 ? 2 * c.hidden_size / m.head_dim : 0);
+  require(m.state_dim > 0 && m.head_dim > 0 && m.num_groups > 0, "mamba state_dim, head_dim and num_groups must be positive");
+  require(heads > 0 && m.num_groups > 0 && heads % m.num_groups == 0,
+          "the Mamba heads (" + std::to_string(heads) + ") must be a positive multiple of mamba.num_groups (" +
+              std::to_string(m.num_groups) + ")");
+  require(c.tensor_model_parallel_size == 1, "a hybrid Mamba model is built for tensor_model_parallel_size 1 only");
+  require(c.context_parallel_size == 1, "a hybrid Mamba model is not built with context parallelism");
+  require(!c.moe.enabled(), "a hybrid Mamba model has no MoE layers");
+  require(c.mtp_num_layers == 0, "a hybrid Mamba model has no multi-token prediction");
+  require(!c.mla.enabled && !c.qk_layernorm && !c.fp8.enabled && !c.fp32_residual_connection,
+          "a hybrid Mamba model's layers have no MLA, qk-layernorm, fp8 or fp32 residual");
+}
+
 }  // namespace
+
+double gpt_model_config::output_layer_init_std() const {
+  return init_method_std / std::sqrt((is_hybrid_model ? 1.0 : 2.0) * num_layers);
+}
 
 std::vector<std::string> validate(const gpt_model_config& c) {
   std::vector<std::string> errors;
@@ -156,6 +187,7 @@ std::vector<std::string> validate(const gpt_model_config& c) {
     errors.push_back("multi-token prediction is not built with context parallelism");
   if (c.mtp_num_layers > 0 && c.position_embedding_type == position_embedding_kind::learned_absolute)
     errors.push_back("multi-token prediction needs rope or no position embeddings");
+  if (c.hybrid()) check_hybrid(errors, c);
   return errors;
 }
 

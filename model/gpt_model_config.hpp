@@ -43,6 +43,15 @@ struct mla_settings {
   double beta_fast = 32, beta_slow = 1;
 };
 
+/// The Mamba-2 mixers of a hybrid model (--mamba-state-dim, --mamba-head-dim, --mamba-num-groups,
+/// --mamba-num-heads; 0 heads: 2 * hidden_size / head_dim, as Megatron's expand of 2 gives).
+struct mamba_settings {
+  int state_dim = 128;
+  int head_dim = 64;
+  int num_groups = 8;
+  int num_heads = 0;
+};
+
 struct gpt_model_config {
   int num_layers = 2;
   int hidden_size = 64;
@@ -138,6 +147,21 @@ struct gpt_model_config {
   /// and --mtp-loss-scaling-factor: their mean loss's weight in the backward.
   int mtp_num_layers = 0;
   float mtp_loss_scaling_factor = 0.1f;
+  /// A hybrid Mamba model (pretrain_mamba with Megatron's mamba_stack_spec): each layer's kind,
+  /// 'M' a Mamba layer, '*' attention only, '-' an MLP only (config::allocate_hybrid_layers).
+  /// Empty: a GPT, every layer with attention and an MLP.
+  std::string hybrid_layers;
+  mamba_settings mamba;
+  /// --is-hybrid-model: Megatron's output_layer_init_method draws with std / sqrt(num_layers)
+  /// instead of std / sqrt(2 num_layers).
+  bool is_hybrid_model = false;
+  /// Megatron's output_layer_init_method std (the attention projection's and fc2's).
+  double output_layer_init_std() const;
+  bool hybrid() const { return !hybrid_layers.empty(); }
+  /// Global layer `layer`'s kind in a hybrid model ('M', '*' or '-'); 0 in a GPT.
+  char hybrid_layer_kind(int layer) const {
+    return hybrid() ? hybrid_layers[std::size_t(layer)] : char(0);
+  }
   /// Megatron DDP's gradient buffer (main_grad) for a 16-bit model: fp32 with
   /// grad_reduce_in_fp32 (--accumulate-allreduce-grads-in-fp32, which --bf16 turns on unless
   /// --grad-reduce-in-bf16), else bf16: the backward accumulates and the data-parallel group

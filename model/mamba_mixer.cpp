@@ -45,7 +45,7 @@ mamba_mixer::mamba_mixer(parameter_store& store, const std::string& name,
       in_proj_(store, name + ".in_proj", c.hidden_size, c.in_proj_out(), false, tp_split::rows,
                c.init_method_std, checked_tp(tp_size)),
       out_proj_(store, name + ".out_proj", c.d_inner(), c.hidden_size, false,
-                c.init_method_std / std::sqrt(2.0 * c.num_layers), tp_size) {
+                c.init_method_std / std::sqrt(double(c.num_layers)), tp_size) {
   if (c.heads() % c.num_groups != 0)
     throw std::invalid_argument("--mamba-num-heads must be divisible by --mamba-num-groups");
 }

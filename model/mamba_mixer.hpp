@@ -28,7 +28,7 @@ struct mamba_mixer_config {
   int chunk_size = 128;
   double norm_epsilon = 1e-5;
   double init_method_std = 0.02;
-  int num_layers = 1;           // out_proj's std is init_method_std / sqrt(2 num_layers)
+  int num_layers = 1;           // out_proj's std: init_method_std / sqrt(num_layers) (MambaStack's _init_weights)
   int heads() const { return num_heads > 0 ? num_heads : expand * hidden_size / head_dim; }
   int d_inner() const { return heads() * head_dim; }
   int conv_dim() const { return d_inner() + 2 * num_groups * state_dim; }

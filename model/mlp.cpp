@@ -15,7 +15,7 @@ mlp::mlp(parameter_store& store, const std::string& name, const gpt_model_config
                   activation_.gated() ? tp_split::row_halves : tp_split::rows, c.init_method_std, tp_size,
                   c.sequence_parallel, c.fp8),
       linear_fc2_(store, name + ".linear_fc2", c.ffn_hidden_size, c.hidden_size,
-                  c.add_bias_linear, c.init_method_std / std::sqrt(2.0 * c.num_layers), tp_size,
+                  c.add_bias_linear, c.output_layer_init_std(), tp_size,
                   c.sequence_parallel, c.fp8) {}
 
 void mlp::forward_inner(const parameter_store& store, group& tp, tensor::const_tensor_view x) {

@@ -36,7 +36,7 @@ moe_experts::moe_experts(parameter_store& store, const std::string& name, const 
   // An expert-parallel rank holds its block of the experts under their global numbers (the
   // names Megatron's sharded state dict gives them), so any expert-parallel size starts from
   // the same experts and saves the same checkpoint.
-  const double fc2_std = c.init_method_std / std::sqrt(2.0 * c.num_layers);
+  const double fc2_std = c.output_layer_init_std();
   const int first = c.moe.first_local_expert();
   auto add = [&](int e, int linear, std::vector<std::int64_t> shape, double std) {
     const int id = store.add(weight_name(name, c.moe.grouped_gemm, first + e, linear), std::move(shape),

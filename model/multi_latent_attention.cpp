@@ -46,7 +46,7 @@ multi_latent_attention::multi_latent_attention(parameter_store& store, const std
              tp_split::rows, c.init_method_std, tp_size),
       linear_proj_(store, name + ".linear_proj", c.num_attention_heads * c.mla.v_head_dim,
                    c.hidden_size, c.add_bias_linear,
-                   c.init_method_std / std::sqrt(2.0 * c.num_layers), tp_size,
+                   c.output_layer_init_std(), tp_size,
                    c.sequence_parallel),
       shard_(c.shard()), cp_(cp) {
   if (shard_.cp_size > 1 && (!cp_ || cp_->size() != shard_.cp_size || cp_->rank() != shard_.cp_rank))

@@ -9,12 +9,20 @@
 namespace mactor::model {
 
 norm::norm(parameter_store& store, const std::string& name, const gpt_model_config& c)
+    : norm(store, name + ".weight", name + ".bias", c) {}
+
+norm norm::fused_into(parameter_store& store, const std::string& linear, const gpt_model_config& c) {
+  return norm(store, linear + ".layer_norm_weight", linear + ".layer_norm_bias", c);
+}
+
+norm::norm(parameter_store& store, const std::string& weight_name, const std::string& bias_name,
+           const gpt_model_config& c)
     : kind_(c.normalization), eps_(c.norm_epsilon), one_p_(c.apply_layernorm_1p),
       hidden_(c.hidden_size) {
-  weight_ = store.add(name + ".weight", {hidden_}, tp_split::replicated,
+  weight_ = store.add(weight_name, {hidden_}, tp_split::replicated,
                       one_p_ ? init_kind::zeros : init_kind::ones);
   if (kind_ == normalization_kind::layer_norm)
-    bias_ = store.add(name + ".bias", {hidden_}, tp_split::replicated, init_kind::zeros);
+    bias_ = store.add(bias_name, {hidden_}, tp_split::replicated, init_kind::zeros);
   // Under sequence parallelism the norm sees only this rank's positions (Megatron marks its
   // weights sequence_parallel whenever the config has it).
   store[weight_].sequence_parallel = c.sequence_parallel;

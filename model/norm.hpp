@@ -18,6 +18,10 @@ class norm {
   /// weights each tensor-parallel rank uses on its own heads: their gradients are partial sums
   /// over the tensor-parallel group (Megatron's finalize_model_grads sums them).
   norm(parameter_store& store, const std::string& name, const gpt_model_config& config, int width);
+  /// The norm Transformer Engine fuses into the linear `linear` (TELayerNormColumnParallelLinear,
+  /// as Megatron's mamba_stack_spec builds its layers): linear.layer_norm_weight and, for
+  /// LayerNorm, linear.layer_norm_bias.
+  static norm fused_into(parameter_store& store, const std::string& linear, const gpt_model_config& config);
   /// y[rows, hidden] = norm(x); keeps the row statistics.
   void forward(const parameter_store& store, tensor::const_tensor_view x, tensor::tensor_view y,
                int rows);
@@ -32,6 +36,8 @@ class norm {
   double eps_;
   bool one_p_;
   int hidden_, weight_, bias_ = -1;
+  norm(parameter_store& store, const std::string& weight_name, const std::string& bias_name,
+       const gpt_model_config& config);
   tensor::tensor mean_, rstd_;
 };
 

@@ -20,6 +20,13 @@ std::string prefix(const std::string& name, int number) {
   return name.empty() ? "decoder.layers." + std::to_string(number) : name;
 }
 int kind(int spec, int number) { return spec >= 0 ? spec : number; }
+
+// The layer's norm before a half: its own module, or, in a hybrid model, fused into `linear`.
+norm half_norm(parameter_store& store, const std::string& layer, const std::string& own,
+               const std::string& linear, const gpt_model_config& c) {
+  return c.hybrid() ? norm::fused_into(store, layer + linear, c) : norm(store, layer + own, c);
+}
+
 }  // namespace
 
 transformer_layer::transformer_layer(parameter_store& store, int number, const gpt_model_config& c,
@@ -30,18 +37,23 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
       recompute_moe_(c.recompute.selective(c.recompute.moe)),
       shard_(c.shard()), seed_(c.seed), type_(c.params_dtype),
       attention_dropout_(c.attention_dropout), hidden_dropout_(c.hidden_dropout),
-      input_layernorm_(store, prefix(name, number) + ".input_layernorm", c),
-      self_attention_(c.mla.enabled ? std::optional<self_attention>()
-                                    : std::optional<self_attention>(std::in_place, store, prefix(name, number) + ".self_attention",
-                                                                    with_layer_fp8(c, kind(spec, number)), kind(spec, number), tp_rank, tp_size, cp)),
-      mla_(!c.mla.enabled ? std::optional<multi_latent_attention>()
-                          : std::optional<multi_latent_attention>(std::in_place, store, prefix(name, number) + ".self_attention",
-                                                                  c, kind(spec, number), tp_rank, tp_size, cp)),
-      pre_mlp_layernorm_(store, prefix(name, number) + ".pre_mlp_layernorm", c) {
-  if (c.moe.layer_is_moe(kind(spec, number)))
-    moe_.emplace(store, prefix(name, number) + ".mlp", c, ep);
+      has_attention_(c.hybrid_layer_kind(kind(spec, number)) != '-'),
+      has_mlp_(c.hybrid_layer_kind(kind(spec, number)) != '*') {
+  const std::string at = prefix(name, number);
+  const int layer = kind(spec, number);
+  if (has_attention_) {
+    input_layernorm_.emplace(half_norm(store, at, ".input_layernorm", ".self_attention.linear_qkv", c));
+    if (c.mla.enabled)
+      mla_.emplace(store, at + ".self_attention", c, layer, tp_rank, tp_size, cp);
+    else
+      self_attention_.emplace(store, at + ".self_attention", with_layer_fp8(c, layer), layer, tp_rank, tp_size, cp);
+  }
+  if (!has_mlp_) return;
+  pre_mlp_layernorm_.emplace(half_norm(store, at, ".pre_mlp_layernorm", ".mlp.linear_fc1", c));
+  if (c.moe.layer_is_moe(layer))
+    moe_.emplace(store, at + ".mlp", c, ep);
   else
-    mlp_.emplace(store, prefix(name, number) + ".mlp", with_layer_fp8(c, kind(spec, number)), tp_size);
+    mlp_.emplace(store, at + ".mlp", with_layer_fp8(c, layer), tp_size);
 }
 
 void transformer_layer::forward(const parameter_store& store, group& tp,
@@ -51,28 +63,36 @@ void transformer_layer::forward(const parameter_store& store, group& tp,
   local_rows_ = sequence_parallel_ ? rows_ / tp.size() : rows_;
   placement_ = row_placement(shard_, batch, sequence_parallel_ ? std::int64_t(local_rows_) * tp.rank() : 0,
                              local_rows_);
+  hidden_p_ = training ? hidden_dropout_ : 0.0f;
+  step_ = step;
+  attention_stream_ = kernels::dropout_stream(seed_, number_, attention_residual_site, step);
+  mlp_stream_ = kernels::dropout_stream(seed_, number_, mlp_residual_site, step);
+  if (!has_attention_) return mlp_forward(store, tp, x, y, seq, batch, training);
   // x, x1 and y are of the residual stream's dtype; the norms' outputs and the branches of the
   // model's (they differ under --fp32-residual-connection).
   auto ln1 = ensure_activation(ln1_, local_rows_, hidden_, type_);
-  auto x1 = ensure_activation(x1_, local_rows_, hidden_, x.type);
-  auto ln2 = ensure_activation(ln2_, local_rows_, hidden_, type_);
+  auto x1 = has_mlp_ ? ensure_activation(x1_, local_rows_, hidden_, x.type) : y;
   auto branch = ensure_activation(branch_, local_rows_, hidden_, type_);
-  hidden_p_ = training ? hidden_dropout_ : 0.0f;
   const std::uint64_t probs_stream =
       kernels::dropout_stream(seed_, number_, attention_probs_site, step);
-  attention_stream_ = kernels::dropout_stream(seed_, number_, attention_residual_site, step);
-  mlp_stream_ = kernels::dropout_stream(seed_, number_, mlp_residual_site, step);
-
-  input_layernorm_.forward(store, x, ln1, local_rows_);
+  input_layernorm_->forward(store, x, ln1, local_rows_);
   attention_forward(store, tp, ln1, branch, seq, batch, training ? attention_dropout_ : 0.0f,
                     probs_stream);
   if (recompute_norms_) ln1_ = tensor::tensor();
   placement_.bias_dropout_add(x1, x, branch, attention_bias(store), hidden_, hidden_p_,
                               attention_stream_);
-  pre_mlp_layernorm_.forward(store, x1, ln2, local_rows_);
+  if (has_mlp_) mlp_forward(store, tp, x1, y, seq, batch, training);
+}
+
+void transformer_layer::mlp_forward(const parameter_store& store, group& tp,
+                                    tensor::const_tensor_view x1, tensor::tensor_view y, int seq,
+                                    int batch, bool training) {
+  auto ln2 = ensure_activation(ln2_, local_rows_, hidden_, type_);
+  auto branch = ensure_activation(branch_, local_rows_, hidden_, type_);
+  pre_mlp_layernorm_->forward(store, x1, ln2, local_rows_);
   if (moe_) {
     moe_seq_ = seq, moe_batch_ = batch;
-    moe_stream_ = kernels::dropout_stream(seed_, number_, moe_input_jitter_site, step);
+    moe_stream_ = kernels::dropout_stream(seed_, number_, moe_input_jitter_site, step_);
     moe_->forward(store, tp, ln2, branch, seq, batch, training, moe_stream_);
   } else {
     mlp_->forward(store, tp, ln2, branch, rows_);
@@ -86,12 +106,33 @@ void transformer_layer::forward(const parameter_store& store, group& tp,
 void transformer_layer::backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
                                  tensor::const_tensor_view dy, tensor::tensor_view dx) {
   const std::int64_t n = std::int64_t(local_rows_) * hidden_;
+  if (!has_attention_) return mlp_backward(store, tp, x, dy, dx);
   auto dx1 = ensure_activation(dx1_, local_rows_, hidden_, dy.type);
+  if (has_mlp_)
+    mlp_backward(store, tp, x1_, dy, dx1);
+  else
+    kernels::copy(dx1, elements(dy, 0, n));
+  // Through the attention residual: dx = dx1 + norm1'(attention'(dropout(dx1))).
+  auto dln = ensure_activation(dln_, local_rows_, hidden_, type_);
+  if (recompute_norms_)
+    input_layernorm_->forward(store, x, ensure_activation(ln1_, local_rows_, hidden_, type_),
+                              local_rows_);
+  ensure_activation(branch_, local_rows_, hidden_, type_);
+  placement_.dropout_apply(branch_, dx1, hidden_, hidden_p_, attention_stream_);
+  attention_backward(store, tp, branch_, ln1_, dln);
+  kernels::copy(elements(dx, 0, n), dx1);
+  input_layernorm_->backward(store, dln, x, dx, local_rows_, true);
+}
+
+void transformer_layer::mlp_backward(parameter_store& store, group& tp,
+                                     tensor::const_tensor_view x1, tensor::const_tensor_view dy,
+                                     tensor::tensor_view dx1) {
+  const std::int64_t n = std::int64_t(local_rows_) * hidden_;
   auto dln = ensure_activation(dln_, local_rows_, hidden_, type_);
   // Through the MLP residual: dx1 = dy + norm2'(mlp'(dropout(dy))).
   if (recompute_norms_)
-    pre_mlp_layernorm_.forward(store, x1_, ensure_activation(ln2_, local_rows_, hidden_, type_),
-                               local_rows_);
+    pre_mlp_layernorm_->forward(store, x1, ensure_activation(ln2_, local_rows_, hidden_, type_),
+                                local_rows_);
   if (moe_ && recompute_moe_)  // rerun the MoE forward into branch_, which the next line overwrites
     moe_->forward(store, tp, ln2_, branch_, moe_seq_, moe_batch_, true, moe_stream_);
   placement_.dropout_apply(branch_, elements(dy, 0, n), hidden_, hidden_p_, mlp_stream_);
@@ -100,16 +141,8 @@ void transformer_layer::backward(parameter_store& store, group& tp, tensor::cons
   else
     mlp_->backward(store, tp, branch_, ln2_, dln);
   if (recompute_norms_) ln2_ = tensor::tensor();
-  kernels::copy(dx1, elements(dy, 0, n));
-  pre_mlp_layernorm_.backward(store, dln, x1_, dx1, local_rows_, true);
-  // Through the attention residual: dx = dx1 + norm1'(attention'(dropout(dx1))).
-  if (recompute_norms_)
-    input_layernorm_.forward(store, x, ensure_activation(ln1_, local_rows_, hidden_, type_),
-                             local_rows_);
-  placement_.dropout_apply(branch_, dx1, hidden_, hidden_p_, attention_stream_);
-  attention_backward(store, tp, branch_, ln1_, dln);
-  kernels::copy(elements(dx, 0, n), dx1);
-  input_layernorm_.backward(store, dln, x, dx, local_rows_, true);
+  if (dx1.data != dy.data) kernels::copy(elements(dx1, 0, n), elements(dy, 0, n));
+  pre_mlp_layernorm_->backward(store, dln, x1, dx1, local_rows_, true);
 }
 
 void transformer_layer::attention_forward(const parameter_store& store, group& tp,
@@ -132,10 +165,10 @@ tensor::const_tensor_view transformer_layer::attention_bias(const parameter_stor
 
 void transformer_layer::release() {
   for (auto* t : {&ln1_, &x1_, &ln2_, &branch_, &dx1_, &dln_}) *t = tensor::tensor();
-  input_layernorm_.release();
+  if (input_layernorm_) input_layernorm_->release();
   if (self_attention_) self_attention_->release();
   if (mla_) mla_->release();
-  pre_mlp_layernorm_.release();
+  if (pre_mlp_layernorm_) pre_mlp_layernorm_->release();
   if (mlp_) mlp_->release();
   if (moe_) moe_->release();
 }

@@ -2,6 +2,9 @@
 // x1 = x + dropout(attention(input_layernorm(x)) + proj_bias)
 // y  = x1 + dropout(mlp(pre_mlp_layernorm(x1)) + fc2_bias), all rows in [seq, batch] order;
 // in a MoE layer (gpt_model_config::moe) the MLP is a moe_layer, without bias.
+// In a hybrid Mamba model (gpt_model_config::hybrid_layers) a '*' layer has only the attention
+// half and a '-' layer only the MLP half (Megatron's mamba_stack_spec: the other half is an
+// IdentityOp), their norms named as Transformer Engine fuses them into the following linear.
 // With sequence parallelism x, x1 and y (and the norms and residual dropouts) are this rank's
 // [seq / tp, batch, hidden] shard; a dropout mask element is that of the same element at tp = 1.
 #pragma once
@@ -53,6 +56,7 @@ class transformer_layer {
   bool recompute_moe_;
   int moe_seq_ = 0, moe_batch_ = 0;
   std::uint64_t moe_stream_ = 0;
+  std::uint64_t step_ = 0;  // the forward's dropout step
   sequence_shard shard_;
   row_placement placement_;  // the rows' places in the one-rank [seq * batch, hidden] (dropout)
   std::uint64_t seed_;
@@ -60,12 +64,13 @@ class transformer_layer {
   float attention_dropout_, hidden_dropout_;
   float hidden_p_ = 0;
   std::uint64_t attention_stream_ = 0, mlp_stream_ = 0;
-  norm input_layernorm_;
+  bool has_attention_, has_mlp_;  // both but in a hybrid model's '*' and '-' layers
+  std::optional<norm> input_layernorm_;
   // Megatron's self_attention module: SelfAttention, or MLASelfAttention under
   // --multi-latent-attention.
   std::optional<self_attention> self_attention_;
   std::optional<multi_latent_attention> mla_;
-  norm pre_mlp_layernorm_;
+  std::optional<norm> pre_mlp_layernorm_;
   std::optional<mlp> mlp_;        // a dense layer
   std::optional<moe_layer> moe_;  // a MoE layer
   tensor::tensor ln1_, x1_, ln2_;      // saved activations
@@ -77,6 +82,11 @@ class transformer_layer {
   void attention_backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
                           tensor::const_tensor_view x, tensor::tensor_view dx);
   tensor::const_tensor_view attention_bias(const parameter_store& store) const;
+  void mlp_forward(const parameter_store& store, group& tp, tensor::const_tensor_view x1,
+                   tensor::tensor_view y, int seq, int batch, bool training);
+  /// dx1 = dy + the MLP half's input gradient, from the half's input x1.
+  void mlp_backward(parameter_store& store, group& tp, tensor::const_tensor_view x1,
+                    tensor::const_tensor_view dy, tensor::tensor_view dx1);
 };
 
 }  // namespace mactor::model

@@ -1,0 +1,49 @@
+// A decoder layer: dispatch to the transformer or the Mamba layer it holds.
+#include "model/decoder_layer.hpp"
+
+namespace mactor::model {
+namespace {
+std::variant<transformer_layer, mamba_layer> build(parameter_store& store, int number,
+                                                   const gpt_model_config& c, int tp_rank,
+                                                   int tp_size, group* cp, group* ep) {
+  if (c.hybrid_layer_kind(number) == 'M')
+    return std::variant<transformer_layer, mamba_layer>(std::in_place_type<mamba_layer>, store, number, c, tp_size);
+  return std::variant<transformer_layer, mamba_layer>(std::in_place_type<transformer_layer>, store, number, c,
+                                                      tp_rank, tp_size, cp, ep);
+}
+}  // namespace
+
+decoder_layer::decoder_layer(parameter_store& store, int number, const gpt_model_config& c,
+                             int tp_rank, int tp_size, group* cp, group* ep)
+    : layer_(build(store, number, c, tp_rank, tp_size, cp, ep)) {}
+
+void decoder_layer::initialize(parameter_store& store, std::uint64_t seed) const {
+  if (const auto* m = std::get_if<mamba_layer>(&layer_)) m->initialize(store, seed);
+}
+
+void decoder_layer::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
+                            tensor::tensor_view y, int seq, int batch, bool training,
+                            std::uint64_t step) {
+  std::visit([&](auto& l) { l.forward(store, tp, x, y, seq, batch, training, step); }, layer_);
+}
+
+void decoder_layer::backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
+                             tensor::const_tensor_view dy, tensor::tensor_view dx) {
+  std::visit([&](auto& l) { l.backward(store, tp, x, dy, dx); }, layer_);
+}
+
+void decoder_layer::release() {
+  std::visit([](auto& l) { l.release(); }, layer_);
+}
+
+moe_layer* decoder_layer::moe() {
+  auto* t = std::get_if<transformer_layer>(&layer_);
+  return t ? t->moe() : nullptr;
+}
+
+const moe_layer* decoder_layer::moe() const {
+  const auto* t = std::get_if<transformer_layer>(&layer_);
+  return t ? t->moe() : nullptr;
+}
+
+}  // namespace mactor::model
