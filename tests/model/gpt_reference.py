@@ -85,6 +85,9 @@ def glu(cfg, y):
 
 def parameter_shapes(cfg):
     """Megatron-Core state-dict names and shapes of the tp=1 model."""
+    if cfg.get("hybrid_layers"):  # a hybrid Mamba model (MambaModel)
+        import hybrid_reference
+        return hybrid_reference.parameter_shapes(cfg)
     h, f, v = cfg["hidden_size"], cfg["ffn_hidden_size"], cfg["padded_vocab_size"]
     heads, groups, d = cfg["num_attention_heads"], cfg["num_query_groups"], cfg["kv_channels"]
     bias = cfg["add_bias_linear"]
@@ -272,12 +275,16 @@ def loss_sum(cfg, params, tokens, labels, mask):
     x = x.transpose(0, 1)  # [s, b, h]
     if cfg.get("fp32_residual_connection"):  # Megatron's LanguageModelEmbedding: embeddings.float()
         x = x.float()
-    for i in range(cfg["num_layers"]):
+    if cfg.get("hybrid_layers"):  # MambaModel's MambaStack
+        import hybrid_reference
+        x = hybrid_reference.decoder(cfg, x, params)
+    for i in range(0 if cfg.get("hybrid_layers") else cfg["num_layers"]):
         p = f"decoder.layers.{i}."
         x = x + attention(cfg, normalize(cfg, x, params, p + "input_layernorm"), params,
                           p + "self_attention.", i)
         x = x + mlp(cfg, normalize(cfg, x, params, p + "pre_mlp_layernorm"), params, p + "mlp.")
-    x = normalize(cfg, x, params, "decoder.final_layernorm")
+    if not cfg.get("hybrid_layers"):
+        x = normalize(cfg, x, params, "decoder.final_layernorm")
     out_w = params.get("output_layer.weight", params["embedding.word_embeddings.weight"])
     logits = linear(x, out_w)  # [s, b, v]
     losses = F.cross_entropy(logits.float().reshape(s * b, -1), labels.t().reshape(-1),

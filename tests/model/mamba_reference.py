@@ -7,6 +7,7 @@ segment-sum decay), torch's grouped Conv1d for the causal conv, and the gated RM
     dt = softplus(dt + dt_bias), A = -exp(A_log);  y = SSD(x dt, A dt, B, C) + D x
     out = (rmsnorm_per_group(y * silu(z)) * w_norm) W_out^T
 
+As a module: mixer(params, x, cfg) (hybrid_reference.py's Mamba layers).
 Usage: mamba_reference.py DIR (config.txt, params.txt, param_i.bin, x.bin, dout.bin; writes
 out.bin, dx.bin, grad_i.bin)."""
 import sys
@@ -15,20 +16,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-
-torch.set_default_dtype(torch.float64)
-d = Path(sys.argv[1])
-cfg = {k: int(v) if v.lstrip("-").isdigit() else float(v)
-       for k, v in (line.split("=", 1) for line in (d / "config.txt").read_text().split())}
-names = (d / "params.txt").read_text().split()
-load = lambda p: torch.from_numpy(np.fromfile(p, dtype=np.float64))
-params = {n.split(".", 1)[1]: load(d / f"param_{i}.bin").requires_grad_() for i, n in enumerate(names)}
-S, Bt, hidden = cfg["seq"], cfg["batch"], cfg["hidden"]
-H, P, G, N, K = cfg["heads"], cfg["head_dim"], cfg["groups"], cfg["state"], cfg["conv_width"]
-di = H * P
-x_in = load(d / "x.bin").reshape(S, Bt, hidden).requires_grad_()
-dout = load(d / "dout.bin").reshape(S, Bt, hidden)
-
 
 def segsum(a):
     """a[..., T] -> [..., T, T]: sum of a over (j, i] below the diagonal, -inf above it."""
@@ -56,7 +43,11 @@ def ssd(X, A, B, C, block):
     return (y_diag + y_off).reshape(b, l, *y_diag.shape[3:])
 
 
-def mixer(x):
+def mixer(params, x, cfg):
+    """x [S, B, hidden] -> [S, B, hidden]; params keyed in_proj.weight, conv1d.weight, ... ."""
+    S, Bt, hidden = x.shape
+    H, P, G, N, K = cfg["heads"], cfg["head_dim"], cfg["groups"], cfg["state"], cfg["conv_width"]
+    di = H * P
     zxbcdt = x @ params["in_proj.weight"].reshape(-1, hidden).T  # [s, b, io]
     zxbcdt = zxbcdt.transpose(0, 1)  # [b, s, io]
     conv_dim = di + 2 * G * N
@@ -82,9 +73,23 @@ def mixer(x):
     return (normed @ params["out_proj.weight"].reshape(hidden, di).T).transpose(0, 1)
 
 
-out = mixer(x_in)
-(out * dout).sum().backward()
-out.detach().numpy().astype(np.float64).tofile(d / "out.bin")
-x_in.grad.numpy().tofile(d / "dx.bin")
-for i, n in enumerate(names):
-    params[n.split(".", 1)[1]].grad.numpy().tofile(d / f"grad_{i}.bin")
+def main(d):
+    cfg = {k: int(v) if v.lstrip("-").isdigit() else float(v)
+           for k, v in (line.split("=", 1) for line in (d / "config.txt").read_text().split())}
+    names = (d / "params.txt").read_text().split()
+    load = lambda p: torch.from_numpy(np.fromfile(p, dtype=np.float64))
+    params = {n.split(".", 1)[1]: load(d / f"param_{i}.bin").requires_grad_() for i, n in enumerate(names)}
+    S, Bt, hidden = cfg["seq"], cfg["batch"], cfg["hidden"]
+    x_in = load(d / "x.bin").reshape(S, Bt, hidden).requires_grad_()
+    dout = load(d / "dout.bin").reshape(S, Bt, hidden)
+    out = mixer(params, x_in, cfg)
+    (out * dout).sum().backward()
+    out.detach().numpy().astype(np.float64).tofile(d / "out.bin")
+    x_in.grad.numpy().tofile(d / "dx.bin")
+    for i, n in enumerate(names):
+        params[n.split(".", 1)[1]].grad.numpy().tofile(d / f"grad_{i}.bin")
+
+
+if __name__ == "__main__":
+    torch.set_default_dtype(torch.float64)
+    main(Path(sys.argv[1]))

@@ -82,9 +82,14 @@ inline void write_config(const fs::path& path, const model::gpt_model_config& c,
     << "\nnormalization="
     << (c.normalization == model::normalization_kind::layer_norm ? "LayerNorm" : "RMSNorm")
     << "\nposition_embedding_type="
-    << (c.position_embedding_type == model::position_embedding_kind::rope ? "rope"
-                                                                           : "learned_absolute")
+    << (c.position_embedding_type == model::position_embedding_kind::rope   ? "rope"
+        : c.position_embedding_type == model::position_embedding_kind::none ? "none"
+                                                                             : "learned_absolute")
     << "\n";
+  if (c.hybrid())
+    o << "hybrid_layers=" << c.hybrid_layers << "\nmamba_state=" << c.mamba.state_dim
+      << "\nmamba_head_dim=" << c.mamba.head_dim << "\nmamba_groups=" << c.mamba.num_groups
+      << "\nmamba_heads=" << c.mamba.num_heads << "\n";
   write_attention_variants(o, c);
 }
 
