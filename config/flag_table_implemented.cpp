@@ -445,6 +445,25 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                            "the grouped GEMM is one GEMM per expert, so the numbers equal SequentialMLP's"},
       {"moe_token_dispatcher_type", "allgather and alltoall, which with tp 1 move the same rows: the alltoall "
                                     "exchange (a rank's tokens to its experts' ranks) serves both (flex is refused)"},
+      {"spec", "pretrain_mamba: 'megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec' builds MambaModel's "
+               "hybrid stack (required, as mamba_builder requires it); pretrain_gpt: 'local' or gpt_layer_specs' "
+               "get_gpt_layer_local_spec / get_gpt_layer_with_transformer_engine_spec, the layers mactor builds anyway; "
+               "any other spec is refused with the known ones"},
+      {"hybrid_attention_ratio", "pretrain_mamba: the share of attention-only layers, placed as Megatron's "
+                                 "allocate_layers places them (pretrain_gpt ignores it, as Megatron's does)"},
+      {"hybrid_mlp_ratio", "pretrain_mamba: the share of MLP-only layers, placed as allocate_layers places them "
+                           "(pretrain_gpt ignores it, as Megatron's does)"},
+      {"hybrid_override_pattern", "pretrain_mamba: one of M (Mamba), * (attention only), - (MLP only) per layer, "
+                                  "checked against the ratios as allocate_layers checks it"},
+      {"mamba_state_dim", "the Mamba-2 mixer's state size N"},
+      {"mamba_head_dim", "the Mamba-2 mixer's head size P"},
+      {"mamba_num_groups", "the Mamba-2 mixer's B/C groups (each group's heads share B and C; the gated norm is per group)"},
+      {"mamba_num_heads", "the Mamba-2 mixer's heads (default 2 * hidden / head_dim)"},
+      {"is_hybrid_model", "Megatron's TransformerConfig.is_hybrid_model: output_layer_init_method draws the MLP's fc2 "
+                          "(and MoE's) with std / sqrt(num_layers) instead of std / sqrt(2 num_layers) (the attention "
+                          "projection keeps sqrt(2 num_layers) for now), in pretrain_gpt and pretrain_mamba"},
+      {"disable_mamba_mem_eff_path", "Megatron's unfused mixer path instead of mamba_chunk_scan_combined's fused "
+                                     "one: the same numbers; mactor's CPU mixer has one path, which it runs either way"},
   };
   return table;
 }

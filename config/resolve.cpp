@@ -4,6 +4,7 @@
 #include "config/checkpoint_args.hpp"
 #include "config/config_json.hpp"
 #include "config/flag_status.hpp"
+#include "config/layer_spec.hpp"
 #include "config/parser.hpp"
 
 namespace mactor::config {
@@ -62,6 +63,9 @@ resolution resolve(std::span<const std::string> arguments, std::string_view prog
     for (const auto& w : support.warnings) warnings += w + "\n";
   }
   if (!report.ok()) return fail(prog, report.errors, warnings);
+  // What the program's model builder refuses (--spec, the hybrid allocation and its limits).
+  if (const auto errors = model_spec_errors(prog, r.args); !parsed.program.dump_config && !errors.empty())
+    return fail(prog, errors, warnings);
   r.err = warnings;
   if (placement.rank == 0)
     for (const auto& n : report.notices) r.err += n + "\n";

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <variant>
 
+#include "config/layer_spec.hpp"
 #include "data/data_args_file.hpp"
 #include "data/dataset_request.hpp"
 
@@ -195,6 +196,13 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   }
   c.mtp_num_layers = static_cast<int>(n.mtp_num_layers.value_or(0));
   c.mtp_loss_scaling_factor = static_cast<float>(n.mtp_loss_scaling_factor);
+  c.is_hybrid_model = a.experimental.is_hybrid_model;
+  if (config::selects_mamba_stack(a)) {  // pretrain_mamba's MambaModel (resolve checked the rest)
+    c.hybrid_layers = config::hybrid_layer_pattern(a);
+    const auto& e = a.experimental;
+    c.mamba = {static_cast<int>(e.mamba_state_dim), static_cast<int>(e.mamba_head_dim),
+               static_cast<int>(e.mamba_num_groups), static_cast<int>(e.mamba_num_heads.value_or(0))};
+  }
   return c;
 }
 

@@ -1,0 +1,117 @@
+// --spec and the model each program builds; the hybrid model's allocation and its limits.
+#include "config/layer_spec.hpp"
+
+#include <stdexcept>
+
+#include "config/hybrid_layer_allocation.hpp"
+
+namespace mactor::config {
+namespace {
+
+const std::vector<std::string> mamba_stack_spec = {"megatron.core.models.mamba.mamba_layer_specs", "mamba_stack_spec"};
+// The GPT layer specs mactor's layers follow (Megatron-Core's local and Transformer Engine specs
+// compute the same model; mactor names parameters as the local spec does).
+const std::vector<std::vector<std::string>> gpt_specs = {
+    {"local"},
+    {"megatron.core.models.gpt.gpt_layer_specs", "get_gpt_layer_local_spec"},
+    {"megatron.core.models.gpt.gpt_layer_specs", "get_gpt_layer_with_transformer_engine_spec"},
+};
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+std::string known_specs(std::string_view program) {
+  if (program == "pretrain_mamba") return "'" + joined(mamba_stack_spec) + "'";
+  std::string out;
+  for (const auto& s : gpt_specs) out += (out.empty() ? "'" : ", '") + joined(s) + "'";
+  return out;
+}
+
+// What the hybrid stack does not build yet, or what Megatron's MambaStack refuses.
+void hybrid_limits(const megatron_args& a, std::vector<std::string>& errors) {
+  const auto refuse = [&](const std::string& what, const std::string& fix) {
+    errors.push_back("the hybrid Mamba model (--spec " + joined(mamba_stack_spec) + ") with " + what +
+                     " is not built by mactor yet; " + fix);
+  };
+  const auto& d = a.distributed;
+  if (d.tensor_model_parallel_size != 1)
+    refuse("--tensor-model-parallel-size " + std::to_string(d.tensor_model_parallel_size) +
+               " (the mixer's segmented in_proj and conv1d split)",
+           "use --tensor-model-parallel-size 1");
+  if (d.context_parallel_size != 1) refuse("--context-parallel-size", "use --context-parallel-size 1");
+  if (a.network_size.mtp_num_layers.value_or(0) > 0) refuse("--mtp-num-layers", "drop --mtp-num-layers");
+  if (a.moe.num_experts.value_or(0) > 0) refuse("--num-experts (MoE layers)", "drop --num-experts");
+  if (a.network_size.multi_latent_attention) refuse("--multi-latent-attention", "drop --multi-latent-attention");
+  if (a.vision.qk_layernorm) refuse("--qk-layernorm", "drop --qk-layernorm");
+  if (a.transformer_engine.fp8) refuse("--fp8-format", "drop --fp8-format");
+  if (a.mixed_precision.fp32_residual_connection)
+    refuse("--fp32-residual-connection", "drop --fp32-residual-connection");
+  // MambaStack gives each pipeline stage num_layers // pp layers and has no virtual stages.
+  if (d.num_layers_per_virtual_pipeline_stage || d.num_virtual_stages_per_pipeline_rank)
+    errors.push_back("The Mamba hybrid model does not currently support virtual/interleaved pipeline parallelism: "
+                     "drop --num-layers-per-virtual-pipeline-stage / --num-virtual-stages-per-pipeline-rank");
+  if (d.decoder_first_pipeline_num_layers || d.decoder_last_pipeline_num_layers || d.pipeline_model_parallel_layout ||
+      d.account_for_embedding_in_pipeline_split || d.account_for_loss_in_pipeline_split)
+    errors.push_back("the hybrid Mamba model splits its layers evenly over the pipeline stages (Megatron's MambaStack "
+                     "ignores uneven splits): drop --decoder-first/last-pipeline-num-layers, "
+                     "--pipeline-model-parallel-layout and --account-for-*-in-pipeline-split");
+  const auto layers = a.network_size.num_layers.value_or(0);
+  if (d.pipeline_model_parallel_size > 1 && layers % d.pipeline_model_parallel_size != 0)
+    errors.push_back("--num-layers " + std::to_string(layers) + " must be a multiple of --pipeline-model-parallel-size " +
+                     std::to_string(d.pipeline_model_parallel_size) + " for the hybrid Mamba model");
+  const auto heads = a.experimental.mamba_num_heads.value_or(
+      a.experimental.mamba_head_dim > 0 ? 2 * a.network_size.hidden_size.value_or(0) / a.experimental.mamba_head_dim : 0);
+  if (a.experimental.mamba_state_dim <= 0 || a.experimental.mamba_head_dim <= 0 || a.experimental.mamba_num_groups <= 0)
+    errors.push_back("--mamba-state-dim, --mamba-head-dim and --mamba-num-groups must be positive");
+  else if (heads <= 0 || heads % a.experimental.mamba_num_groups != 0)
+    errors.push_back("nheads must be evenly divisible by ngroups: the Mamba heads (--mamba-num-heads, or 2 * --hidden-size / "
+                     "--mamba-head-dim = " + std::to_string(heads) + ") and --mamba-num-groups " +
+                     std::to_string(a.experimental.mamba_num_groups));
+}
+
+}  // namespace
+
+bool selects_mamba_stack(const megatron_args& a) {
+  return a.experimental.spec && *a.experimental.spec == mamba_stack_spec;
+}
+
+std::string hybrid_layer_pattern(const megatron_args& a) {
+  hybrid_allocation_settings s;
+  s.num_layers = int(a.network_size.num_layers.value_or(0));
+  s.attention_ratio = a.experimental.hybrid_attention_ratio;
+  s.mlp_ratio = a.experimental.hybrid_mlp_ratio;
+  s.pattern = a.experimental.hybrid_override_pattern;
+  return to_string(allocate_hybrid_layers(s));
+}
+
+std::vector<std::string> model_spec_errors(std::string_view program, const megatron_args& a) {
+  std::vector<std::string> errors;
+  const bool mamba_program = program == "pretrain_mamba";
+  const auto& spec = a.experimental.spec;
+  if (mamba_program && !spec) {
+    errors.push_back("You must provide a valid Mamba layer spec via --spec: --spec " + joined(mamba_stack_spec));
+    return errors;
+  }
+  if (!spec) return errors;
+  bool known = mamba_program && *spec == mamba_stack_spec;
+  for (const auto& s : gpt_specs) known = known || (!mamba_program && *spec == s);
+  if (!known) {
+    const std::string hint = !mamba_program && *spec == mamba_stack_spec ? " (the Mamba stack builds MambaModel: run pretrain_mamba)" : "";
+    errors.push_back("--spec '" + joined(*spec) + "' is not a spec " + std::string(program) + " builds in mactor" + hint +
+                     "; known: " + known_specs(program));
+    return errors;
+  }
+  if (!mamba_program) return errors;
+  try {
+    hybrid_layer_pattern(a);
+  } catch (const std::invalid_argument& e) {
+    errors.push_back(e.what());
+  }
+  hybrid_limits(a, errors);
+  return errors;
+}
+
+}  // namespace mactor::config

@@ -1,0 +1,108 @@
+// The main of pretrain_gpt and pretrain_mamba: Megatron-LM's pretrain_gpt.py / pretrain_mamba.py
+// command line, run by mactor (the program's name picks the model its builder makes).
+#include "examples/pretrain_main.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_reader.hpp"
+#include "checkpoint/layout.hpp"
+#include "checkpoint/torch_layout.hpp"
+#include "training/torch_checkpointing.hpp"
+#include "training/exit_signal.hpp"
+#include "comm/launch_env.hpp"
+#include "config/config_json.hpp"
+#include "config/resolve.hpp"
+#include "data/data_error.hpp"
+#include "comm/transport.hpp"
+#include "training/parallel_context.hpp"
+#include "actors/job.hpp"
+
+namespace {
+
+void print_layout(const mactor::config::megatron_args& a) {
+  const auto& d = a.distributed;
+  std::printf("using world size: %lld, data-parallel size: %lld, context-parallel size: %lld, "
+              "hierarchical context-parallel sizes: None, tensor-model-parallel size: %lld, "
+              "pipeline-model-parallel size: %lld\n",
+              static_cast<long long>(a.derived.world_size), static_cast<long long>(a.derived.data_parallel_size),
+              static_cast<long long>(d.context_parallel_size), static_cast<long long>(d.tensor_model_parallel_size),
+              static_cast<long long>(d.pipeline_model_parallel_size));
+}
+
+// --use-checkpoint-args: the arguments --load's latest checkpoint saved.
+std::optional<std::string> saved_arguments(const std::string& load_dir) {
+  const auto iteration = mactor::checkpoint::read_tracker(load_dir);
+  if (!iteration) return std::nullopt;
+  const auto dir = mactor::checkpoint::iteration_dir(load_dir, *iteration);
+  std::error_code missing;
+  if (std::filesystem::is_directory(dir, missing) &&
+      mactor::checkpoint::detect_format(dir) == mactor::checkpoint::stored_format::torch)
+    return mactor::training::torch_checkpoint_args(dir);
+  const mactor::checkpoint::checkpoint_reader reader(load_dir);
+  const auto& common = reader.common();
+  if (!common.contains("args"))
+    throw std::runtime_error(reader.directory().string() + " has no saved arguments");
+  return common["args"].dump();
+}
+
+}  // namespace
+
+int pretrain_main(int argc, char** argv, const char* prog) {
+  // libgomp reads OMP_WAIT_POLICY once, when it loads. Ranks that share cores must sleep rather than
+  // spin between kernels (spinning made a step 1.6-2.2x slower here: README, "Notes for users"),
+  // so unless the user chose a policy, set it and start this program again before any OpenMP code runs.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    ::setenv("OMP_WAIT_POLICY", "passive", 1);
+    ::execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
+  }
+  mactor::comm::launch_env env;
+  try {
+    env = mactor::comm::detect_launch_env(mactor::comm::process_env());
+  } catch (const mactor::comm::launch_env_error& e) {
+    std::fprintf(stderr, "%s: error: %s\n", prog, e.what());
+    return 2;
+  }
+  const std::vector<std::string> arguments(argv + 1, argv + argc);
+  auto r = mactor::config::resolve(arguments, prog, {env.rank, env.world_size}, mactor::config::every_flag,
+                                   saved_arguments);
+  std::fputs(r.err.c_str(), stderr);
+  std::fputs(r.out.c_str(), stdout);
+  if (r.exit_status) return *r.exit_status;
+  if (r.args.training.exit_signal_handler) mactor::training::install_exit_signal_handler();
+  if (env.rank == 0) {
+    print_layout(r.args);
+    std::fputs(mactor::config::arguments_block(r.args).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  try {
+    mactor::training::parallel_context ctx(r.args, env);
+    const auto outcome = mactor::actors::run_job(r.args, env, ctx, stdout);
+    if (outcome.exit_code != 0) {
+      // A stage may still be blocked in a collective: end the process without waiting for it.
+      std::fflush(stdout);
+      std::fprintf(stderr, "%s: error: %s\n", prog, outcome.error.c_str());
+      std::fflush(stderr);
+      std::_Exit(outcome.exit_code);
+    }
+    // A multi-rank job leaves its actor system up (see actors/job.hpp): end here, output flushed.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (env.world_size > 1) std::_Exit(0);
+  } catch (const mactor::comm::comm_error& e) {
+    std::fprintf(stderr, "%s: error: rank %d: communication with rank %d failed: %s\n", prog, env.rank, e.rank(), e.what());
+    return 1;
+  } catch (const mactor::data::data_error& e) {
+    std::fprintf(stderr, "%s: error: %s\n", prog, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: training failed: %s\n", prog, e.what());
+    return 1;
+  }
+  return 0;
+}
