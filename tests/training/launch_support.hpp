@@ -33,16 +33,18 @@ inline logged_losses parse_losses(const std::string& log) {
   return l;
 }
 
-/// pretrain_gpt alone, or under `mactor -np ranks --oversubscribe` (-np 4 on a 2-core machine).
-inline std::string launch_command(int ranks, const std::string& flags) {
-  const std::string program = bin_dir() + "/pretrain_gpt";
+/// pretrain_gpt (or `program`) alone, or under `mactor -np ranks --oversubscribe` (-np 4 on a
+/// 2-core machine).
+inline std::string launch_command(int ranks, const std::string& flags, const std::string& program_name = "pretrain_gpt") {
+  const std::string program = bin_dir() + "/" + program_name;
   return ranks == 1 ? program + " " + flags
                     : mactor_bin() + " -np " + std::to_string(ranks) + " --oversubscribe " + program + " " + flags;
 }
 
 /// Runs launch_command and requires its exit status; the output tail goes with a failure.
-inline run_result launch(int ranks, const std::string& flags, int want_status = 0) {
-  const auto command = launch_command(ranks, flags);
+inline run_result launch(int ranks, const std::string& flags, int want_status = 0,
+                         const std::string& program = "pretrain_gpt") {
+  const auto command = launch_command(ranks, flags, program);
   auto r = run_shell(command);
   INFO(command << "\nstdout tail:\n" << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << "\nstderr:\n" << r.err);
   REQUIRE(r.status == want_status);
@@ -76,8 +78,8 @@ inline std::map<int, std::string> iteration_lines(const std::string& log) {
 }
 
 inline logged_losses run_job(int ranks, const std::string& flags, std::size_t evaluations = 4,
-                             std::size_t iterations = 6) {
-  const std::string command = launch_command(ranks, flags);
+                             std::size_t iterations = 6, const std::string& program = "pretrain_gpt") {
+  const std::string command = launch_command(ranks, flags, program);
   const auto r = run_shell(command);
   INFO(command << "\nstdout tail:\n"
                << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << "\nstderr:\n"
@@ -105,10 +107,11 @@ inline void check_same(const std::vector<double>& got, const std::vector<double>
 /// Runs `flags + layout` on `ranks` processes and checks its training and validation losses
 /// against `one`, the same flags' one-process run (which must have moved).
 inline void check_layout_against(const logged_losses& one, int ranks, const std::string& flags, const std::string& layout,
-                                 std::size_t evaluations, std::size_t iterations) {
+                                 std::size_t evaluations, std::size_t iterations,
+                                 const std::string& program = "pretrain_gpt") {
   INFO("layout: " << layout);
   REQUIRE(one.train.front() != one.train.back());  // training must move for the comparison to mean anything
-  const auto spread = run_job(ranks, flags + " " + layout, evaluations, iterations);
+  const auto spread = run_job(ranks, flags + " " + layout, evaluations, iterations, program);
   check_same(spread.train, one.train, ("lm loss, " + layout).c_str(), ranks);
   check_same(spread.validation, one.validation, ("validation/test lm loss, " + layout).c_str(), ranks);
 }

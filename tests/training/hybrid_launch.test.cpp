@@ -1,0 +1,71 @@
+// A hybrid Mamba model (pretrain_mamba, Megatron's mamba_stack_spec, pattern M*-M: Mamba,
+// attention-only, MLP-only, Mamba) launched with `mactor`: PP2, DP2 and PP2 x DP2 with the
+// distributed optimizer log the one-process losses (hidden dropout on, so the layers' masks must
+// follow the global layer number); a checkpoint saved at iteration 3 resumes on the one-process
+// losses (torch_dist under PP2, the torch format in one process); what the hybrid stack does not build is
+// refused with exit status 2, naming the flag.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "tests/training/launch_support.hpp"
+
+using namespace mactor::test;
+
+namespace {
+
+const std::string mamba = "pretrain_mamba";
+
+std::string model_flags() {
+  return "--mock-data --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 "
+         "--spec megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec --hybrid-override-pattern M*-M "
+         "--mamba-state-dim 8 --mamba-head-dim 8 --mamba-num-groups 2 --is-hybrid-model "
+         "--position-embedding-type none --normalization RMSNorm --disable-bias-linear "
+         "--untie-embeddings-and-output-weights --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2 "
+         "--global-batch-size 8 --train-iters 6 --lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 "
+         "--clip-grad 1.0 --weight-decay 0.1 --init-method-std 0.1 --tokenizer-type NullTokenizer --vocab-size 8192 "
+         "--hidden-dropout 0.1 --attention-dropout 0 --log-interval 1 --eval-interval 3 --eval-iters 1 --seed 99";
+}
+
+// Saved by one process at iteration 3, loaded by `ranks` processes with `layout` (a torch-format
+// checkpoint loads only under the layout that saved it, as Megatron's).
+void check_resume(const logged_losses& one, const std::string& format, int ranks, const std::string& layout) {
+  const auto dir = scratch_dir("hybrid_launch", format);
+  launch(1, model_flags() + " --ckpt-format " + format + " --save " + dir.string() + " --save-interval 6 --exit-interval 3",
+         0, mamba);
+  const auto resumed = launch(ranks, model_flags() + " --ckpt-format " + format + " " + layout + " --load " + dir.string(),
+                              0, mamba);
+  const auto got = parse_losses(resumed.out).train;
+  REQUIRE(got.size() == 3);
+  check_same(got, std::vector<double>(one.train.begin() + 3, one.train.end()),
+             ("lm loss resumed from a " + format + " checkpoint, " + layout).c_str(), ranks);
+}
+
+}  // namespace
+
+TEST_CASE("a hybrid Mamba model under PP2, DP2 and PP2 x DP2 logs the one-process losses and resumes from its checkpoints") {
+  const auto one = run_job(1, model_flags(), 4, 6, mamba);
+  check_layout_against(one, 2, model_flags(), "--pipeline-model-parallel-size 2", 4, 6, mamba);
+  check_layout_against(one, 2, model_flags(), "", 4, 6, mamba);
+  check_layout_against(one, 4, model_flags(), "--pipeline-model-parallel-size 2 --use-distributed-optimizer", 4, 6, mamba);
+  check_resume(one, "torch_dist", 2, "--pipeline-model-parallel-size 2");
+  check_resume(one, "torch", 1, "");
+}
+
+TEST_CASE("pretrain_mamba and pretrain_gpt refuse the specs and hybrid layouts they do not build with exit status 2") {
+  const auto refused = [](const std::string& program, const std::string& flags, const std::string& named, int ranks = 1) {
+    const auto r = launch(ranks, flags, 2, program);
+    INFO(r.err);
+    CHECK(r.err.find(named) != std::string::npos);
+  };
+  auto without_spec = model_flags();
+  without_spec.replace(without_spec.find("--spec"), std::string("--spec megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec").size(), "");
+  refused(mamba, without_spec, "You must provide a valid Mamba layer spec via --spec");
+  refused(mamba, without_spec + " --spec my.module my_spec", "known: 'megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec'");
+  refused("pretrain_gpt", model_flags(), "run pretrain_mamba");
+  refused(mamba, model_flags() + " --tensor-model-parallel-size 2", "--tensor-model-parallel-size 2", 2);
+  refused(mamba, model_flags() + " --context-parallel-size 2", "--context-parallel-size", 2);
+  refused(mamba, model_flags() + " --hybrid-attention-ratio 0.5", "--hybrid-override-pattern");
+  refused(mamba, model_flags() + " --mamba-num-groups 3", "--mamba-num-groups 3");
+  refused(mamba, model_flags() + " --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 1",
+          "--decoder-first/last-pipeline-num-layers", 2);
+}
