@@ -140,6 +140,11 @@ model_args args_from_megatron(const nlohmann::json& args) {
   if (get_or<bool>(args, "squared_relu", false))
     errors.push_back("squared_relu is not convertible");
   if (get_or<int>(args, "num_experts", 0) > 0) moe_from_megatron(args, a, errors);
+  // A hybrid Mamba model (pretrain_mamba, --spec ... mamba_stack_spec) saves its spec as a list.
+  if (args.contains("spec") && args["spec"].is_array() && args["spec"].size() == 2 &&
+      args["spec"][1] == "mamba_stack_spec")
+    errors.push_back("a hybrid Mamba model (spec mamba_stack_spec) has no GPT2LMHeadModel or LlamaForCausalLM "
+                     "equivalent");
   if (get_or<bool>(args, "multi_latent_attention", false))
     errors.push_back("multi_latent_attention (MLA) has no GPT2LMHeadModel or LlamaForCausalLM equivalent");
   if (get_or<bool>(args, "quick_geglu", false))
