@@ -37,10 +37,6 @@ void hybrid_limits(const megatron_args& a, std::vector<std::string>& errors) {
                      " is not built by mactor yet; " + fix);
   };
   const auto& d = a.distributed;
-  if (d.tensor_model_parallel_size != 1)
-    refuse("--tensor-model-parallel-size " + std::to_string(d.tensor_model_parallel_size) +
-               " (the mixer's segmented in_proj and conv1d split)",
-           "use --tensor-model-parallel-size 1");
   if (d.context_parallel_size != 1) refuse("--context-parallel-size", "use --context-parallel-size 1");
   if (a.network_size.mtp_num_layers.value_or(0) > 0) refuse("--mtp-num-layers", "drop --mtp-num-layers");
   if (a.moe.num_experts.value_or(0) > 0) refuse("--num-experts (MoE layers)", "drop --num-experts");
@@ -70,6 +66,10 @@ void hybrid_limits(const megatron_args& a, std::vector<std::string>& errors) {
     errors.push_back("nheads must be evenly divisible by ngroups: the Mamba heads (--mamba-num-heads, or 2 * --hidden-size / "
                      "--mamba-head-dim = " + std::to_string(heads) + ") and --mamba-num-groups " +
                      std::to_string(a.experimental.mamba_num_groups));
+  else if (heads % d.tensor_model_parallel_size != 0 || a.experimental.mamba_num_groups % d.tensor_model_parallel_size != 0)
+    errors.push_back("the Mamba heads (" + std::to_string(heads) + ") and --mamba-num-groups " +
+                     std::to_string(a.experimental.mamba_num_groups) + " must be multiples of --tensor-model-parallel-size " +
+                     std::to_string(d.tensor_model_parallel_size) + " (Megatron's mixer splits both over the ranks)");
 }
 
 }  // namespace

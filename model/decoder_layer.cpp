@@ -17,8 +17,8 @@ decoder_layer::decoder_layer(parameter_store& store, int number, const gpt_model
                              int tp_rank, int tp_size, group* cp, group* ep)
     : layer_(build(store, number, c, tp_rank, tp_size, cp, ep)) {}
 
-void decoder_layer::initialize(parameter_store& store, std::uint64_t seed) const {
-  if (const auto* m = std::get_if<mamba_layer>(&layer_)) m->initialize(store, seed);
+void decoder_layer::initialize(parameter_store& store, std::uint64_t seed, int tp_rank) const {
+  if (const auto* m = std::get_if<mamba_layer>(&layer_)) m->initialize(store, seed, tp_rank);
 }
 
 void decoder_layer::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,

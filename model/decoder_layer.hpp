@@ -18,7 +18,7 @@ class decoder_layer {
   decoder_layer(parameter_store& store, int number, const gpt_model_config& config, int tp_rank,
                 int tp_size, group* cp, group* ep);
   /// After store.allocate(): what the store's initializer cannot draw (the Mamba mixer's).
-  void initialize(parameter_store& store, std::uint64_t seed) const;
+  void initialize(parameter_store& store, std::uint64_t seed, int tp_rank) const;
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                tensor::tensor_view y, int seq, int batch, bool training, std::uint64_t step);
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view x,

@@ -70,7 +70,7 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   groups_ = recompute_groups(config_.recompute, int(layers_.size()));
   distributed_.resize(groups_.size());
   store_.allocate(config_.seed, tp.rank(), tp.size());
-  for (const auto& l : layers_) l.initialize(store_, config_.seed);
+  for (const auto& l : layers_) l.initialize(store_, config_.seed, tp.rank());
 }
 
 std::size_t gpt_chunk::activation_numel(int micro_batch_size) const {

@@ -69,7 +69,7 @@ void check_moe(std::vector<std::string>& errors, const gpt_model_config& c) {
 }
 
 // A hybrid Mamba model as built: one kind per layer, the mixer's shape, and only the features
-// Megatron's mamba_stack_spec layers have (their tensor-parallel split is not built yet).
+// Megatron's mamba_stack_spec layers have.
 void check_hybrid(std::vector<std::string>& errors, const gpt_model_config& c) {
   const auto require = [&](bool ok, std::string message) {
     if (!ok) errors.push_back(std::move(message));
@@ -85,7 +85,9 @@ void check_hybrid(std::vector<std::string>& errors, const gpt_model_config& c) {
   require(heads > 0 && m.num_groups > 0 && heads % m.num_groups == 0,
           "the Mamba heads (" + std::to_string(heads) + ") must be a positive multiple of mamba.num_groups (" +
               std::to_string(m.num_groups) + ")");
-  require(c.tensor_model_parallel_size == 1, "a hybrid Mamba model is built for tensor_model_parallel_size 1 only");
+  const int tp = c.tensor_model_parallel_size;
+  require(tp > 0 && heads % tp == 0 && m.num_groups % tp == 0,
+          "the Mamba heads and mamba.num_groups must be multiples of tensor_model_parallel_size");
   require(c.context_parallel_size == 1, "a hybrid Mamba model is not built with context parallelism");
   require(!c.moe.enabled(), "a hybrid Mamba model has no MoE layers");
   require(c.mtp_num_layers == 0, "a hybrid Mamba model has no multi-token prediction");

@@ -25,11 +25,13 @@ mamba_mixer_config mamba_mixer_config_of(const gpt_model_config& c) {
   m.num_heads = c.mamba.num_heads;
   m.init_method_std = c.init_method_std;
   m.num_layers = c.num_layers;
+  m.sequence_parallel = c.sequence_parallel;
   return m;  // d_conv 4, expand 2, chunk 128, the gated norm's eps 1e-5: fixed in Megatron's mixer
 }
 
 mamba_layer::mamba_layer(parameter_store& store, int number, const gpt_model_config& c, int tp_size)
-    : number_(number), hidden_(c.hidden_size), seed_(c.seed), type_(c.params_dtype), shard_(c.shard()),
+    : number_(number), hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel && tp_size > 1),
+      seed_(c.seed), type_(c.params_dtype), shard_(c.shard()),
       hidden_dropout_(c.hidden_dropout),
       norm_(norm::fused_into(store, mixer_name(number) + ".in_proj", c)),
       mixer_(store, mixer_name(number), mamba_mixer_config_of(c), tp_size) {}
@@ -37,8 +39,9 @@ mamba_layer::mamba_layer(parameter_store& store, int number, const gpt_model_con
 void mamba_layer::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                           tensor::tensor_view y, int seq, int batch, bool training,
                           std::uint64_t step) {
-  rows_ = seq * batch;
-  placement_ = row_placement(shard_, batch, 0, rows_);
+  // With sequence parallelism x, y, the norm and the residual hold this rank's rows / tp.
+  rows_ = sequence_parallel_ ? seq * batch / tp.size() : seq * batch;
+  placement_ = row_placement(shard_, batch, sequence_parallel_ ? std::int64_t(rows_) * tp.rank() : 0, rows_);
   hidden_p_ = training ? hidden_dropout_ : 0.0f;
   stream_ = kernels::dropout_stream(seed_, number_, mixer_residual_site, step);
   auto normed = ensure_activation(normed_, rows_, hidden_, type_);

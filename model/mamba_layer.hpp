@@ -24,8 +24,10 @@ class mamba_layer {
   /// LayerNorm), in_proj.weight, conv1d, dt_bias, A_log, D, norm.weight, out_proj.weight}.
   mamba_layer(parameter_store& store, int number, const gpt_model_config& config, int tp_size);
   /// After store.allocate(): the mixer's own draws (A_log, dt_bias, conv1d).
-  void initialize(parameter_store& store, std::uint64_t seed) const { mixer_.initialize(store, seed); }
-  /// y[seq * batch, hidden] from x; keeps what the backward needs. Dropout only when training;
+  void initialize(parameter_store& store, std::uint64_t seed, int tp_rank) const {
+    mixer_.initialize(store, seed, tp_rank);
+  }
+  /// y[seq * batch, hidden] from x (this rank's rows / tp with sequence parallelism); keeps what the backward needs. Dropout only when training;
   /// step selects the dropout mask.
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                tensor::tensor_view y, int seq, int batch, bool training, std::uint64_t step);
@@ -35,7 +37,8 @@ class mamba_layer {
   void release();
 
  private:
-  int number_, hidden_, rows_ = 0;
+  int number_, hidden_, rows_ = 0;  // rows_: this rank's (a sequence shard's under SP)
+  bool sequence_parallel_;
   std::uint64_t seed_;
   tensor::dtype type_;
   sequence_shard shard_;

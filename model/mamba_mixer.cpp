@@ -19,11 +19,26 @@ namespace mactor::model {
 
 namespace {
 
-int checked_tp(int tp_size) {
-  if (tp_size != 1)
-    throw std::invalid_argument("the Mamba mixer has no tensor-parallel split yet: run it with "
-                                "--tensor-model-parallel-size 1");
+int checked_tp(const mamba_mixer_config& c, int tp_size) {
+  if (c.heads() % tp_size != 0 || c.num_groups % tp_size != 0)
+    throw std::invalid_argument("the Mamba heads (" + std::to_string(c.heads()) + ") and groups (" +
+                                std::to_string(c.num_groups) + ") must be multiples of --tensor-model-parallel-size " +
+                                std::to_string(tp_size));
   return tp_size;
+}
+
+// Rank `rank`'s runs of a full [rows, width] tensor split by row_segments `segments` into
+// `local` (the mixer's own draws, which the store cannot make).
+std::vector<double> shard_of(const std::vector<double>& full, const std::vector<std::int64_t>& segments, int width,
+                             int rank, int size) {
+  std::vector<double> local;
+  std::int64_t first = 0;
+  for (const auto rows : segments) {
+    const std::int64_t mine = rows / size, begin = (first + rank * mine) * width;
+    local.insert(local.end(), full.begin() + begin, full.begin() + begin + mine * width);
+    first += rows;
+  }
+  return local;
 }
 
 constexpr auto bs = row_order::batch_seq, sb = row_order::seq_batch;
@@ -32,25 +47,28 @@ constexpr auto bs = row_order::batch_seq, sb = row_order::seq_batch;
 
 mamba_mixer::mamba_mixer(parameter_store& store, const std::string& name,
                          const mamba_mixer_config& c, int tp_size)
-    : c_(c),
+    : c_(c), tp_(checked_tp(c, tp_size)),
       conv_weight_(store.add(name + ".conv1d.weight", {c.conv_dim(), 1, c.conv_width},
-                             tp_split::rows, init_kind::zeros)),
-      conv_bias_(store.add(name + ".conv1d.bias", {c.conv_dim()}, tp_split::rows,
+                             tp_split::row_segments, init_kind::zeros)),
+      conv_bias_(store.add(name + ".conv1d.bias", {c.conv_dim()}, tp_split::row_segments,
                            init_kind::zeros)),
       dt_bias_(store.add(name + ".dt_bias", {c.heads()}, tp_split::rows, init_kind::zeros)),
       A_log_(store.add(name + ".A_log", {c.heads()}, tp_split::rows, init_kind::zeros)),
       D_(store.add(name + ".D", {c.heads()}, tp_split::rows, init_kind::ones)),
       norm_weight_(store.add(name + ".norm.weight", {c.d_inner()}, tp_split::rows,
                              init_kind::ones)),
-      in_proj_(store, name + ".in_proj", c.hidden_size, c.in_proj_out(), false, tp_split::rows,
-               c.init_method_std, checked_tp(tp_size)),
+      in_proj_(store, name + ".in_proj", c.hidden_size, c.in_proj_out(), false, tp_split::row_segments,
+               c.init_method_std, tp_size, c.sequence_parallel),
       out_proj_(store, name + ".out_proj", c.d_inner(), c.hidden_size, false,
-                c.init_method_std / std::sqrt(double(c.num_layers)), tp_size) {
+                c.init_method_std / std::sqrt(double(c.num_layers)), tp_size, c.sequence_parallel) {
   if (c.heads() % c.num_groups != 0)
     throw std::invalid_argument("--mamba-num-heads must be divisible by --mamba-num-groups");
+  const std::int64_t di = c.d_inner(), gn = std::int64_t(c.num_groups) * c.state_dim;
+  store[in_proj_.weight_id()].segments = {di, di, gn, gn, c.heads()};
+  store[conv_weight_].segments = store[conv_bias_].segments = {di, gn, gn};
 }
 
-void mamba_mixer::initialize(parameter_store& store, std::uint64_t seed) const {
+void mamba_mixer::initialize(parameter_store& store, std::uint64_t seed, int tp_rank) const {
   std::mt19937_64 rng(seed ^ std::hash<std::string>{}(store[A_log_].name));
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   const int H = c_.heads();
@@ -65,6 +83,10 @@ void mamba_mixer::initialize(parameter_store& store, std::uint64_t seed) const {
   std::vector<double> w(std::size_t(c_.conv_dim()) * c_.conv_width), b(c_.conv_dim());
   for (auto* v : {&w, &b})
     for (auto& e : *v) e = bound * (2 * unit(rng) - 1);
+  // Drawn whole on every rank; each keeps its own heads and channels.
+  const std::int64_t di = c_.d_inner(), gn = std::int64_t(c_.num_groups) * c_.state_dim;
+  A_log = shard_of(A_log, {H}, 1, tp_rank, tp_), dt_bias = shard_of(dt_bias, {H}, 1, tp_rank, tp_);
+  w = shard_of(w, {di, gn, gn}, c_.conv_width, tp_rank, tp_), b = shard_of(b, {di, gn, gn}, 1, tp_rank, tp_);
   auto put = [&](int id, std::vector<double>& v) {
     kernels::convert(store[id].value, tensor::tensor_view{v.data(), {std::int64_t(v.size())},
                                                           tensor::dtype::float64, tensor::cpu});
@@ -73,13 +95,13 @@ void mamba_mixer::initialize(parameter_store& store, std::uint64_t seed) const {
 }
 
 kernels::ssd_shape mamba_mixer::shape() const {
-  return {.batch = batch_, .seq = seq_, .heads = c_.heads(), .head_dim = c_.head_dim,
-          .groups = c_.num_groups, .state = c_.state_dim, .chunk = c_.chunk_size};
+  return {.batch = batch_, .seq = seq_, .heads = heads(), .head_dim = c_.head_dim,
+          .groups = groups(), .state = c_.state_dim, .chunk = c_.chunk_size};
 }
 
 void mamba_mixer::scan_inputs_from_conv(tensor::dtype type) {
-  const int rows = seq_ * batch_, di = c_.d_inner(), gn = c_.num_groups * c_.state_dim;
-  const int cd = c_.conv_dim();
+  const int rows = seq_ * batch_, di = d_inner(), gn = groups() * c_.state_dim;
+  const int cd = conv_dim();
   auto x = ensure_activation(x_, rows, di, type), B = ensure_activation(B_, rows, gn, type);
   auto C = ensure_activation(C_, rows, gn, type);
   copy_columns(x, {bs, di, 0}, xbc_act_, {bs, cd, 0}, di, seq_, batch_);
@@ -90,8 +112,8 @@ void mamba_mixer::scan_inputs_from_conv(tensor::dtype type) {
 void mamba_mixer::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                           tensor::tensor_view out, int seq, int batch) {
   seq_ = seq, batch_ = batch;
-  const int rows = seq * batch, di = c_.d_inner(), cd = c_.conv_dim(), H = c_.heads();
-  const int io = c_.in_proj_out();
+  const int rows = seq * batch, di = d_inner(), cd = conv_dim(), H = heads();
+  const int io = in_proj_out();
   const auto type = x.type;
   auto zxbcdt = ensure_activation(zxbcdt_, rows, io, type);
   in_proj_.forward(store, tp, x, zxbcdt, rows);
@@ -109,8 +131,8 @@ void mamba_mixer::forward(const parameter_store& store, group& tp, tensor::const
   auto states = ensure_activation(states_, s.states_size(), 1, type);
   kernels::ssd_scan_forward(y, states, x_, dt, store.value(A_log_), B_, C_, store.value(D_),
                             store.value(dt_bias_), s);
-  const int group_size = di / c_.num_groups;
-  auto rstd = ensure_activation(rstd_, rows, c_.num_groups, kernels::compute_dtype(type));
+  const int group_size = di / groups();
+  auto rstd = ensure_activation(rstd_, rows, groups(), kernels::compute_dtype(type));
   tensor::tensor normed_bs;
   auto nbs = ensure_activation(normed_bs, rows, di, type);
   kernels::gated_rmsnorm_forward(nbs, rstd, y, z, store.value(norm_weight_), rows, di,
@@ -122,8 +144,8 @@ void mamba_mixer::forward(const parameter_store& store, group& tp, tensor::const
 
 void mamba_mixer::backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
                            tensor::const_tensor_view x, tensor::tensor_view dx) {
-  const int rows = seq_ * batch_, di = c_.d_inner(), cd = c_.conv_dim(), H = c_.heads();
-  const int gn = c_.num_groups * c_.state_dim, io = c_.in_proj_out();
+  const int rows = seq_ * batch_, di = d_inner(), cd = conv_dim(), H = heads();
+  const int gn = groups() * c_.state_dim, io = in_proj_out();
   const auto type = dout.type;
   auto dnormed = ensure_activation(scratch_a_, rows, di, type);
   out_proj_.backward(store, tp, dout, normed_, dnormed, rows);
@@ -133,7 +155,7 @@ void mamba_mixer::backward(parameter_store& store, group& tp, tensor::const_tens
   auto dy = ensure_activation(dy_t, rows, di, type), dz = ensure_activation(dz_t, rows, di, type);
   kernels::gated_rmsnorm_backward(dy, dz, store.grad(norm_weight_), dn_bs, y_, z_,
                                   store.value(norm_weight_), rstd_, rows, di,
-                                  di / c_.num_groups);
+                                  di / groups());
   auto dxs = ensure_activation(dxs_t, rows, di, type), ddt = ensure_activation(ddt_t, rows, H, type);
   auto dB = ensure_activation(dB_t, rows, gn, type), dC = ensure_activation(dC_t, rows, gn, type);
   kernels::ssd_scan_backward(dxs, ddt, store.grad(A_log_), dB, dC, store.grad(D_),

@@ -1,8 +1,11 @@
 // Megatron-Core's MambaMixer (Mamba-2): in_proj to [z, x, B, C, dt], a causal depthwise conv1d
 // with SiLU over xBC, the SSD scan (dt softplus with dt_bias, A = -exp(A_log), D skip, B and C
 // shared by each group's heads), RMSNorm of y * silu(z) per group, out_proj.
-// Tensor parallelism (not built yet) would split heads and groups: each rank's in_proj rows are
-// its own slice of each of z, x, B, C and dt, so the split is not one block of rows.
+// Tensor parallelism splits heads and groups as Megatron does: each rank's in_proj rows are its
+// own block of each of z, x, B, C and dt (tp_split::row_segments), its conv1d channels its block
+// of each of x, B and C, its dt_bias, A_log, D and norm weight its heads' and groups' entries;
+// out_proj is row-parallel. With sequence parallelism the mixer's input and output are this
+// rank's sequence shard (in_proj gathers it, out_proj reduce-scatters back).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,6 +31,7 @@ struct mamba_mixer_config {
   int chunk_size = 128;
   double norm_epsilon = 1e-5;
   double init_method_std = 0.02;
+  bool sequence_parallel = false;
   int num_layers = 1;           // out_proj's std: init_method_std / sqrt(num_layers) (MambaStack's _init_weights)
   int heads() const { return num_heads > 0 ? num_heads : expand * hidden_size / head_dim; }
   int d_inner() const { return heads() * head_dim; }
@@ -38,14 +42,16 @@ struct mamba_mixer_config {
 class mamba_mixer {
  public:
   /// Registers name.in_proj.weight, name.conv1d.weight/bias, name.dt_bias, name.A_log, name.D,
-  /// name.norm.weight, name.out_proj.weight (Megatron's state-dict names). tp_size must be 1.
+  /// name.norm.weight, name.out_proj.weight (Megatron's state-dict names). tp_size must divide
+  /// the heads and the groups.
   mamba_mixer(parameter_store& store, const std::string& name, const mamba_mixer_config& config,
               int tp_size);
   /// After store.allocate(): Megatron's draws for what the store cannot express: A_log =
   /// log(uniform(1, 16)), dt_bias = softplus^-1(dt), dt log-uniform in [0.001, 0.1] floored at
   /// 1e-4, conv1d weight and bias uniform(+-1/sqrt(d_conv)) (torch's Conv1d default). D = 1.
-  void initialize(parameter_store& store, std::uint64_t seed) const;
-  /// out[rows, hidden] = mixer(x[rows, hidden]), rows = seq * batch in [seq, batch] order.
+  void initialize(parameter_store& store, std::uint64_t seed, int tp_rank = 0) const;
+  /// out[rows, hidden] = mixer(x[rows, hidden]), rows = seq * batch in [seq, batch] order (with
+  /// sequence parallelism x and out are this rank's rows / tp).
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                tensor::tensor_view out, int seq, int batch);
   /// dx[rows, hidden] from dout; parameter gradients accumulate.
@@ -55,9 +61,16 @@ class mamba_mixer {
 
  private:
   kernels::ssd_shape shape() const;
+  // This rank's share: heads, groups, d_inner, conv channels, in_proj rows.
+  int heads() const { return c_.heads() / tp_; }
+  int groups() const { return c_.num_groups / tp_; }
+  int d_inner() const { return c_.d_inner() / tp_; }
+  int conv_dim() const { return c_.conv_dim() / tp_; }
+  int in_proj_out() const { return c_.in_proj_out() / tp_; }
   void scan_inputs_from_conv(tensor::dtype type);
 
   mamba_mixer_config c_;
+  int tp_;
   int seq_ = 0, batch_ = 0;
   int conv_weight_, conv_bias_, dt_bias_, A_log_, D_, norm_weight_;
   column_parallel_linear in_proj_;

@@ -12,10 +12,16 @@ namespace mactor::model {
 namespace {
 
 std::int64_t rows_of(const std::vector<std::int64_t>& s) { return s[0]; }
-std::int64_t cols_of(const std::vector<std::int64_t>& s) { return s.size() > 1 ? s[1] : 1; }
+// The elements of one row (dim 0) of an n-d tensor.
+std::int64_t cols_of(const std::vector<std::int64_t>& s) {
+  std::int64_t n = 1;
+  for (std::size_t d = 1; d < s.size(); ++d) n *= s[d];
+  return n;
+}
 
 // Visits (full offset, local offset, length) runs of the shard.
 void for_each_run(const std::vector<std::int64_t>& full, tp_split split, int rank, int size,
+                  const std::vector<std::int64_t>& segments,
                   const std::function<void(std::int64_t, std::int64_t, std::int64_t)>& run) {
   const std::int64_t rows = rows_of(full), cols = cols_of(full);
   switch (split) {
@@ -38,6 +44,15 @@ void for_each_run(const std::vector<std::int64_t>& full, tp_split split, int ran
       run((half + rank * local) * cols, local * cols, local * cols);
       return;
     }
+    case tp_split::row_segments: {
+      std::int64_t first = 0, at = 0;  // the segment's first full row; the next local element
+      for (const auto rows : segments) {
+        const std::int64_t local = rows / size;
+        run((first + rank * local) * cols, at, local * cols);
+        first += rows, at += local * cols;
+      }
+      return;
+    }
   }
 }
 
@@ -52,15 +67,15 @@ std::uint64_t name_seed(std::uint64_t seed, const std::string& name) {
 std::vector<std::int64_t> shard_shape(const std::vector<std::int64_t>& full, tp_split split,
                                       int tp_size) {
   auto s = full;
-  if (split == tp_split::rows || split == tp_split::row_halves) s[0] /= tp_size;
+  if (split == tp_split::rows || split == tp_split::row_halves || split == tp_split::row_segments) s[0] /= tp_size;
   if (split == tp_split::columns) s[1] /= tp_size;
   return s;
 }
 
 template <typename T>
 void copy_shard(const T* full, T* local, const std::vector<std::int64_t>& full_shape,
-                tp_split split, int tp_rank, int tp_size) {
-  for_each_run(full_shape, split, tp_rank, tp_size,
+                tp_split split, int tp_rank, int tp_size, const std::vector<std::int64_t>& segments) {
+  for_each_run(full_shape, split, tp_rank, tp_size, segments,
                [&](std::int64_t f, std::int64_t l, std::int64_t n) {
                  std::copy_n(full + f, n, local + l);
                });
@@ -68,8 +83,8 @@ void copy_shard(const T* full, T* local, const std::vector<std::int64_t>& full_s
 
 template <typename T>
 void place_shard(const T* local, T* full, const std::vector<std::int64_t>& full_shape,
-                 tp_split split, int tp_rank, int tp_size) {
-  for_each_run(full_shape, split, tp_rank, tp_size,
+                 tp_split split, int tp_rank, int tp_size, const std::vector<std::int64_t>& segments) {
+  for_each_run(full_shape, split, tp_rank, tp_size, segments,
                [&](std::int64_t f, std::int64_t l, std::int64_t n) {
                  std::copy_n(local + l, n, full + f);
                });
@@ -135,7 +150,7 @@ void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
     } else {
       full.resize(std::size_t(rows_of(p.full_shape) * cols_of(p.full_shape)));
       draw(full, name_seed(seed, p.name), p.full_shape, inits_[i]);
-      copy_shard(full.data(), local.data(), p.full_shape, p.split, tp_rank, tp_size);
+      copy_shard(full.data(), local.data(), p.full_shape, p.split, tp_rank, tp_size, p.segments);
     }
     kernels::convert(p.value, tensor::view_of(std::span<const float>(local)));
   }
@@ -144,13 +159,14 @@ void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
 void parameter_store::zero_grad() {
   grads_.zero();
 }
+using segment_rows = std::vector<std::int64_t>;
 template void copy_shard<float>(const float*, float*, const std::vector<std::int64_t>&, tp_split,
-                                int, int);
+                                int, int, const segment_rows&);
 template void copy_shard<double>(const double*, double*, const std::vector<std::int64_t>&,
-                                 tp_split, int, int);
+                                 tp_split, int, int, const segment_rows&);
 template void place_shard<float>(const float*, float*, const std::vector<std::int64_t>&, tp_split,
-                                 int, int);
+                                 int, int, const segment_rows&);
 template void place_shard<double>(const double*, double*, const std::vector<std::int64_t>&,
-                                  tp_split, int, int);
+                                  tp_split, int, int, const segment_rows&);
 
 }  // namespace mactor::model

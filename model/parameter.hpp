@@ -19,6 +19,8 @@ enum class tp_split {
   rows,        // contiguous blocks of rows (column-parallel weights and biases, vocab shards)
   columns,     // contiguous blocks of columns (row-parallel weights)
   row_halves,  // [gate; up] SwiGLU fc1: each rank holds a block of each half
+  row_segments,  // consecutive row segments (parameter::segments), each split in blocks of rows:
+                 // the Mamba mixer's in_proj [z; x; B; C; dt] and conv1d [x; B; C]
 };
 
 enum class init_kind {
@@ -34,6 +36,8 @@ struct parameter {
   std::vector<std::int64_t> shape;       // this rank's shape
   std::vector<std::int64_t> full_shape;  // the tp=1 shape
   tp_split split = tp_split::replicated;
+  /// row_segments: each segment's rows in the full tensor (they sum to full_shape[0]).
+  std::vector<std::int64_t> segments;
   bool no_weight_decay = false;  // Megatron's default: biases and 1-D tensors
   /// Replicated, but used on a sequence shard (Megatron's `sequence_parallel` attribute: norm
   /// weights and row-parallel biases under --sequence-parallel): each rank's gradient is a
@@ -124,12 +128,13 @@ class parameter_store {
 std::vector<std::int64_t> shard_shape(const std::vector<std::int64_t>& full, tp_split split,
                                       int tp_size);
 /// local = this rank's part of full (T: float or double).
+/// segments: row_segments' segment rows (parameter::segments).
 template <typename T>
 void copy_shard(const T* full, T* local, const std::vector<std::int64_t>& full_shape,
-                tp_split split, int tp_rank, int tp_size);
+                tp_split split, int tp_rank, int tp_size, const std::vector<std::int64_t>& segments = {});
 /// full's part for this rank = local (the inverse of copy_shard).
 template <typename T>
 void place_shard(const T* local, T* full, const std::vector<std::int64_t>& full_shape,
-                 tp_split split, int tp_rank, int tp_size);
+                 tp_split split, int tp_rank, int tp_size, const std::vector<std::int64_t>& segments = {});
 
 }  // namespace mactor::model

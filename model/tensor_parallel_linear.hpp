@@ -25,6 +25,8 @@ class column_parallel_linear {
                          bool bias, tp_split split, double init_std, int tp_size,
                          bool sequence_parallel = false, const fp8_settings& fp8 = {});
   int out_local() const { return out_local_; }
+  /// The weight's parameter id (a caller may give a row_segments weight its segments).
+  int weight_id() const { return weight_; }
   /// y[rows, out_local] = x[rows, in] W^T + b. With sequence parallelism x is this rank's
   /// [rows / tp, in] shard; the gathered input is kept for backward.
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x, tensor::tensor_view y, int rows);

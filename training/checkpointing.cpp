@@ -62,6 +62,22 @@ std::vector<segment> segments_of(const model::parameter& p, int t, int tp) {
       up[0] = half + t * rows;
       return {{gate, shape, 0, n}, {up, shape, n, n}};
     }
+    case model::tp_split::row_segments: {
+      // The Mamba mixer's [z; x; B; C; dt]: this rank's block of rows of each segment, in order.
+      std::vector<segment> out;
+      std::int64_t first = 0;
+      std::size_t at = 0;
+      const std::size_t row_numel = p.numel / std::size_t(local[0]);
+      for (const auto rows : p.segments) {
+        auto off = zero, shape = local;
+        shape[0] = rows / tp;
+        off[0] = first + t * shape[0];
+        const std::size_t n = std::size_t(shape[0]) * row_numel;
+        out.push_back({off, shape, at, n});
+        first += rows, at += n;
+      }
+      return out;
+    }
   }
   return {};
 }

@@ -1,8 +1,9 @@
 // A hybrid Mamba model (pretrain_mamba, Megatron's mamba_stack_spec, pattern M*-M: Mamba,
-// attention-only, MLP-only, Mamba) launched with `mactor`: PP2, DP2 and PP2 x DP2 with the
-// distributed optimizer log the one-process losses (hidden dropout on, so the layers' masks must
+// attention-only, MLP-only, Mamba) launched with `mactor`: TP2 (the mixer's segmented split),
+// TP2 with sequence parallelism x DP2, PP2, DP2 and PP2 x DP2 with the distributed optimizer log
+// the one-process losses (hidden dropout on, so the layers' masks must
 // follow the global layer number); a checkpoint saved at iteration 3 resumes on the one-process
-// losses (torch_dist under PP2, the torch format in one process); what the hybrid stack does not build is
+// losses (torch_dist saved by TP2 and resumed under PP2, the torch format in one process); what the hybrid stack does not build is
 // refused with exit status 2, naming the flag.
 #include <catch2/catch.hpp>
 #include <string>
@@ -22,15 +23,19 @@ std::string model_flags() {
          "--position-embedding-type none --normalization RMSNorm --disable-bias-linear "
          "--untie-embeddings-and-output-weights --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2 "
          "--global-batch-size 8 --train-iters 6 --lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 "
-         "--clip-grad 1.0 --weight-decay 0.1 --init-method-std 0.1 --tokenizer-type NullTokenizer --vocab-size 8192 "
+         "--clip-grad 1.0 --weight-decay 0.1 --init-method-std 0.1 --tokenizer-type NullTokenizer --vocab-size 8191 "
          "--hidden-dropout 0.1 --attention-dropout 0 --log-interval 1 --eval-interval 3 --eval-iters 1 --seed 99";
 }
 
-// Saved by one process at iteration 3, loaded by `ranks` processes with `layout` (a torch-format
-// checkpoint loads only under the layout that saved it, as Megatron's).
-void check_resume(const logged_losses& one, const std::string& format, int ranks, const std::string& layout) {
+// Saved at iteration 3 by one process (or two with the layout `saved_by`), loaded by `ranks`
+// processes with `layout` (a torch-format checkpoint loads only under the layout that saved it,
+// as Megatron's).
+void check_resume(const logged_losses& one, const std::string& format, const std::string& saved_by, int ranks,
+                  const std::string& layout) {
   const auto dir = scratch_dir("hybrid_launch", format);
-  launch(1, model_flags() + " --ckpt-format " + format + " --save " + dir.string() + " --save-interval 6 --exit-interval 3",
+  launch(saved_by.empty() ? 1 : 2,
+         model_flags() + " " + saved_by + " --ckpt-format " + format + " --save " + dir.string() +
+             " --save-interval 6 --exit-interval 3",
          0, mamba);
   const auto resumed = launch(ranks, model_flags() + " --ckpt-format " + format + " " + layout + " --load " + dir.string(),
                               0, mamba);
@@ -42,13 +47,16 @@ void check_resume(const logged_losses& one, const std::string& format, int ranks
 
 }  // namespace
 
-TEST_CASE("a hybrid Mamba model under PP2, DP2 and PP2 x DP2 logs the one-process losses and resumes from its checkpoints") {
+TEST_CASE("a hybrid Mamba model under TP2, TP2 x DP2 with SP, PP2, DP2 and PP2 x DP2 logs the one-process losses and resumes from its checkpoints") {
   const auto one = run_job(1, model_flags(), 4, 6, mamba);
+  check_layout_against(one, 2, model_flags(), "--tensor-model-parallel-size 2", 4, 6, mamba);
+  check_layout_against(one, 4, model_flags(),
+                       "--tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer", 4, 6, mamba);
   check_layout_against(one, 2, model_flags(), "--pipeline-model-parallel-size 2", 4, 6, mamba);
   check_layout_against(one, 2, model_flags(), "", 4, 6, mamba);
   check_layout_against(one, 4, model_flags(), "--pipeline-model-parallel-size 2 --use-distributed-optimizer", 4, 6, mamba);
-  check_resume(one, "torch_dist", 2, "--pipeline-model-parallel-size 2");
-  check_resume(one, "torch", 1, "");
+  check_resume(one, "torch_dist", "--tensor-model-parallel-size 2", 2, "--pipeline-model-parallel-size 2");
+  check_resume(one, "torch", "", 1, "");
 }
 
 TEST_CASE("pretrain_mamba and pretrain_gpt refuse the specs and hybrid layouts they do not build with exit status 2") {
@@ -62,7 +70,7 @@ TEST_CASE("pretrain_mamba and pretrain_gpt refuse the specs and hybrid layouts t
   refused(mamba, without_spec, "You must provide a valid Mamba layer spec via --spec");
   refused(mamba, without_spec + " --spec my.module my_spec", "known: 'megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec'");
   refused("pretrain_gpt", model_flags(), "run pretrain_mamba");
-  refused(mamba, model_flags() + " --tensor-model-parallel-size 2", "--tensor-model-parallel-size 2", 2);
+  refused(mamba, model_flags() + " --tensor-model-parallel-size 4", "multiples of --tensor-model-parallel-size 4", 4);
   refused(mamba, model_flags() + " --context-parallel-size 2", "--context-parallel-size", 2);
   refused(mamba, model_flags() + " --hybrid-attention-ratio 0.5", "--hybrid-override-pattern");
   refused(mamba, model_flags() + " --mamba-num-groups 3", "--mamba-num-groups 3");
