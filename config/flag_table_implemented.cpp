@@ -455,13 +455,15 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                            "(pretrain_gpt ignores it, as Megatron's does)"},
       {"hybrid_override_pattern", "pretrain_mamba: one of M (Mamba), * (attention only), - (MLP only) per layer, "
                                   "checked against the ratios as allocate_layers checks it"},
-      {"mamba_state_dim", "the Mamba-2 mixer's state size N"},
+      {"mamba_state_dim", "the Mamba-2 mixer's state size N (the mixer split over TP ranks as Megatron splits it: "
+                          "heads and groups per rank, in_proj and conv1d by segments)"},
       {"mamba_head_dim", "the Mamba-2 mixer's head size P"},
       {"mamba_num_groups", "the Mamba-2 mixer's B/C groups (each group's heads share B and C; the gated norm is per group)"},
       {"mamba_num_heads", "the Mamba-2 mixer's heads (default 2 * hidden / head_dim)"},
       {"is_hybrid_model", "Megatron's TransformerConfig.is_hybrid_model: output_layer_init_method draws the MLP's fc2 "
                           "(and MoE's) with std / sqrt(num_layers) instead of std / sqrt(2 num_layers) (the attention "
-                          "projection keeps sqrt(2 num_layers) for now), in pretrain_gpt and pretrain_mamba"},
+                          "projection keeps sqrt(2 num_layers) for now), in pretrain_gpt and pretrain_mamba; the throughput's FLOPs "
+                          "are Megatron's hybrid_flops (attention, MLP and Mamba layers counted from the pattern or ratios)"},
       {"disable_mamba_mem_eff_path", "Megatron's unfused mixer path instead of mamba_chunk_scan_combined's fused "
                                      "one: the same numbers; mactor's CPU mixer has one path, which it runs either way"},
   };

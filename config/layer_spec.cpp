@@ -24,10 +24,11 @@ std::string joined(const std::vector<std::string>& words) {
 }
 
 std::string known_specs(std::string_view program) {
-  if (program == "pretrain_mamba") return "'" + joined(mamba_stack_spec) + "'";
+  const std::string mamba = "'" + joined(mamba_stack_spec) + "'";
+  if (program == "pretrain_mamba") return mamba;
   std::string out;
   for (const auto& s : gpt_specs) out += (out.empty() ? "'" : ", '") + joined(s) + "'";
-  return out;
+  return program == "pretrain_gpt" ? out : out + ", " + mamba;
 }
 
 // What the hybrid stack does not build yet, or what Megatron's MambaStack refuses.
@@ -96,7 +97,9 @@ std::vector<std::string> model_spec_errors(std::string_view program, const megat
     return errors;
   }
   if (!spec) return errors;
-  bool known = mamba_program && *spec == mamba_stack_spec;
+  // Other programs taking the training flags (mactor schedule, the benches) take either model.
+  const bool gpt_program = program == "pretrain_gpt";
+  bool known = !gpt_program && *spec == mamba_stack_spec;
   for (const auto& s : gpt_specs) known = known || (!mamba_program && *spec == s);
   if (!known) {
     const std::string hint = !mamba_program && *spec == mamba_stack_spec ? " (the Mamba stack builds MambaModel: run pretrain_mamba)" : "";
@@ -104,7 +107,7 @@ std::vector<std::string> model_spec_errors(std::string_view program, const megat
                      "; known: " + known_specs(program));
     return errors;
   }
-  if (!mamba_program) return errors;
+  if (*spec != mamba_stack_spec) return errors;
   try {
     hybrid_layer_pattern(a);
   } catch (const std::invalid_argument& e) {

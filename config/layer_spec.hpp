@@ -19,8 +19,8 @@ bool selects_mamba_stack(const megatron_args& args);
 /// pattern (config::allocate_hybrid_layers). Throws std::invalid_argument naming the flag.
 std::string hybrid_layer_pattern(const megatron_args& args);
 
-/// Every problem with the model `program` ("pretrain_gpt" or "pretrain_mamba") would build from
-/// these args: an unknown --spec (with the known ones), the Mamba stack under pretrain_gpt, no
+/// Every problem with the model `program` ("pretrain_gpt" or "pretrain_mamba"; other programs
+/// take either model's spec) would build from these args: an unknown --spec (with the known ones), the Mamba stack under pretrain_gpt, no
 /// --spec under pretrain_mamba, a bad allocation, and what mactor's hybrid model does not
 /// build yet (each naming the flag and the fix). Empty when the model can be built.
 std::vector<std::string> model_spec_errors(std::string_view program, const megatron_args& args);

@@ -1,8 +1,11 @@
-// The dense-transformer branch of Megatron's num_floating_point_operations, with its
+// Megatron's num_floating_point_operations: the dense-transformer branch, with its
 // multi-latent-attention term and its multi-token prediction terms (each MTP depth counts as one
-// more layer, plus its norms, eh_proj and one more logits GEMM); hybrid models are refused by the
-// flag table, so their terms are zero here.
+// more layer, plus its norms, eh_proj and one more logits GEMM), and the --is-hybrid-model branch
+// (hybrid_flops: attention, MLP and Mamba layers counted from the pattern or the ratios).
 #include "training/flops.hpp"
+
+#include <cmath>
+#include <string>
 
 namespace mactor::training {
 namespace {
@@ -19,10 +22,41 @@ double mla_attention_term(const config::megatron_args& a, double h, double heads
           seq * heads * v / 2);
 }
 
+// Megatron's hybrid_flops: each layer kind's forward FLOPs (its own formulas, which differ from
+// the transformer branch's) plus the logits, times 3. Layer counts: the pattern's, or the ratios
+// times num_layers rounded half to even (Python's round), Mamba the rest.
+double hybrid_flops(const config::megatron_args& a, double vocab, double batch) {
+  const auto& n = a.network_size;
+  const auto& e = a.experimental;
+  const double layers = static_cast<double>(*n.num_layers);
+  double attention_layers = 0, mlp_layers = 0, mamba_layers = 0;
+  if (e.hybrid_override_pattern) {
+    for (char k : *e.hybrid_override_pattern) (k == '*' ? attention_layers : k == '-' ? mlp_layers : mamba_layers) += k == 'M' || k == '*' || k == '-';
+  } else {
+    attention_layers = std::nearbyint(layers * e.hybrid_attention_ratio);
+    mlp_layers = std::nearbyint(layers * e.hybrid_mlp_ratio);
+    mamba_layers = layers - attention_layers - mlp_layers;
+  }
+  const double h = static_cast<double>(*n.hidden_size), s = static_cast<double>(*a.data.seq_length), bs = batch * s;
+  const double heads = static_cast<double>(*n.num_attention_heads);
+  const double p = n.kv_channels ? static_cast<double>(*n.kv_channels) * heads / h : 1;
+  const double g = n.group_query_attention ? static_cast<double>(n.num_query_groups) : heads;
+  const double attention = 4 * bs * h * p * (h + h * (g / heads) + s / 2);
+  const double mlp = 4 * (static_cast<double>(*n.ffn_hidden_size) / h) * (n.swiglu ? 1.5 : 1.0) * bs * h * h;
+  const double d_in = 2 * h, state = static_cast<double>(e.mamba_state_dim);
+  const double mamba_heads = e.mamba_num_heads ? static_cast<double>(*e.mamba_num_heads)
+                                               : std::floor(d_in / static_cast<double>(e.mamba_head_dim));
+  const double mamba = 2 * bs * h * (2 * d_in + 2 * static_cast<double>(e.mamba_num_groups) * state + mamba_heads) +
+                       7 * bs * d_in * state + 2 * bs * d_in * h;
+  return 3 * (attention_layers * attention + mlp_layers * mlp + mamba_layers * mamba + 2 * bs * h * vocab);
+}
+
 }  // namespace
 
 double num_floating_point_operations(const config::megatron_args& a, std::int64_t padded_vocab_size,
                                      std::int64_t batch_size) {
+  if (a.experimental.is_hybrid_model)
+    return hybrid_flops(a, static_cast<double>(padded_vocab_size), static_cast<double>(batch_size));
   const auto& n = a.network_size;
   const double h = static_cast<double>(*n.hidden_size);
   const double heads = static_cast<double>(*n.num_attention_heads);

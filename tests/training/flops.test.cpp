@@ -54,3 +54,26 @@ TEST_CASE("multi-token prediction adds a layer and a logits GEMM per depth and i
   CHECK(training::num_floating_point_operations(a, 1024, 8) ==
         Approx(8.0 * 32 * (331776 + 589824 + 50304 + 786432)).epsilon(1e-12));
 }
+
+TEST_CASE("--is-hybrid-model counts Megatron's hybrid_flops from the pattern and from the ratios") {
+  // h 64, s 32, b 2 (bs 64), heads 4 (p 1, g 4): attention 4*64*64*(64 + 64 + 16) = 2359296;
+  // MLP (ffn 256) 4*4*64*64*64 = 4194304; Mamba (d_in 128, N 16, G 2, heads 128/32 = 4)
+  // 2*64*64*(256 + 64 + 4) + 7*64*128*16 + 2*64*128*64 = 2654208 + 917504 + 1048576 = 4620288;
+  // logits 2*64*64*512 = 4194304.
+  const std::vector<std::string> base{"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
+                                      "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "2",
+                                      "--train-iters", "1", "--lr", "1", "--is-hybrid-model", "--mamba-state-dim", "16",
+                                      "--mamba-head-dim", "32", "--mamba-num-groups", "2"};
+  auto with = [&](std::vector<std::string> more) {
+    auto flags = base;
+    flags.insert(flags.end(), more.begin(), more.end());
+    return args_of(flags);
+  };
+  const double attention = 2359296, mlp = 4194304, mamba = 4620288, logits = 4194304;
+  CHECK(training::num_floating_point_operations(with({"--hybrid-override-pattern", "M*-M"}), 512, 2) ==
+        Approx(3 * (attention + mlp + 2 * mamba + logits)).epsilon(1e-12));
+  // Ratios: round(4 * 0.25) = 1 attention layer, round(4 * 0.5) = 2 MLP layers, 1 Mamba layer.
+  CHECK(training::num_floating_point_operations(
+            with({"--hybrid-attention-ratio", "0.25", "--hybrid-mlp-ratio", "0.5"}), 512, 2) ==
+        Approx(3 * (attention + 2 * mlp + mamba + logits)).epsilon(1e-12));
+}
