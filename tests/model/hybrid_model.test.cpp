@@ -30,11 +30,11 @@ model::gpt_model_config nemotron_h_style(const std::string& pattern) {
 
 }  // namespace
 
-TEST_CASE("a hybrid Mamba model M*-M (RMSNorm, no position embedding, untied) matches PyTorch") {
+TEST_CASE("a hybrid Mamba model M*-M (RMSNorm and no position embedding and untied) matches PyTorch") {
   compare_with_pytorch(nemotron_h_style("M*-M"), "hybrid_rmsnorm");
 }
 
-TEST_CASE("a hybrid model with LayerNorm, biases, learned positions, tied embeddings and set Mamba heads matches PyTorch") {
+TEST_CASE("a hybrid model with LayerNorm and biases and learned positions and tied embeddings and set Mamba heads matches PyTorch") {
   auto c = nemotron_h_style("-M*M");
   c.normalization = model::normalization_kind::layer_norm;
   c.add_bias_linear = true, c.untie_embeddings_and_output_weights = false;

@@ -55,7 +55,7 @@ TEST_CASE("multi-token prediction adds a layer and a logits GEMM per depth and i
         Approx(8.0 * 32 * (331776 + 589824 + 50304 + 786432)).epsilon(1e-12));
 }
 
-TEST_CASE("--is-hybrid-model counts Megatron's hybrid_flops from the pattern and from the ratios") {
+TEST_CASE("a hybrid model (is-hybrid-model) counts Megatron's hybrid_flops from the pattern and from the ratios") {
   // h 64, s 32, b 2 (bs 64), heads 4 (p 1, g 4): attention 4*64*64*(64 + 64 + 16) = 2359296;
   // MLP (ffn 256) 4*4*64*64*64 = 4194304; Mamba (d_in 128, N 16, G 2, heads 128/32 = 4)
   // 2*64*64*(256 + 64 + 4) + 7*64*128*16 + 2*64*128*64 = 2654208 + 917504 + 1048576 = 4620288;

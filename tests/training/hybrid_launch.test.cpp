@@ -47,7 +47,7 @@ void check_resume(const logged_losses& one, const std::string& format, const std
 
 }  // namespace
 
-TEST_CASE("a hybrid Mamba model under TP2, TP2 x DP2 with SP, PP2, DP2 and PP2 x DP2 logs the one-process losses and resumes from its checkpoints") {
+TEST_CASE("a hybrid Mamba model under TP2 and TP2 x DP2 with SP and PP2 and DP2 and PP2 x DP2 logs the one-process losses and resumes from its checkpoints") {
   const auto one = run_job(1, model_flags(), 4, 6, mamba);
   check_layout_against(one, 2, model_flags(), "--tensor-model-parallel-size 2", 4, 6, mamba);
   check_layout_against(one, 4, model_flags(),
