@@ -95,3 +95,19 @@ TEST_CASE("shards of every split kind reassemble the full tensor") {
   CHECK(local[0] == 12.0f);
   CHECK(local[12] == 36.0f);
 }
+
+TEST_CASE("row segments split as the Mamba mixer's in_proj: each rank holds its block of every segment") {
+  // [z 4; x 2; dt 2] rows of 3 elements: rank 1 of 2 holds z rows 2..3, x row 5 and dt row 7.
+  const std::vector<std::int64_t> shape = {8, 3}, segments = {4, 2, 2};
+  std::vector<float> full(24);
+  for (int i = 0; i < 24; ++i) full[i] = float(i);
+  std::vector<float> back(24, -1.0f);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> local(12);
+    model::copy_shard(full.data(), local.data(), shape, model::tp_split::row_segments, r, 2, segments);
+    if (r == 1) CHECK(local == std::vector<float>{6, 7, 8, 9, 10, 11, 15, 16, 17, 21, 22, 23});
+    model::place_shard(local.data(), back.data(), shape, model::tp_split::row_segments, r, 2, segments);
+  }
+  CHECK(back == full);
+  CHECK(model::shard_shape({8, 1, 4}, model::tp_split::row_segments, 2) == std::vector<std::int64_t>{4, 1, 4});
+}
