@@ -1,7 +1,7 @@
 // A hybrid Mamba model (pretrain_mamba, Megatron's mamba_stack_spec, pattern M*-M: Mamba,
 // attention-only, MLP-only, Mamba) launched with `mactor`: TP2 (the mixer's segmented split),
 // TP2 with sequence parallelism x DP2, PP2, DP2 and PP2 x DP2 with the distributed optimizer log
-// the one-process losses (hidden dropout on, so the layers' masks must
+// the one-process losses, as does full recomputation (hidden dropout on, so the layers' masks must
 // follow the global layer number); a checkpoint saved at iteration 3 resumes on the one-process
 // losses (torch_dist saved by TP2 and resumed under PP2, the torch format in one process); what the hybrid stack does not build is
 // refused with exit status 2, naming the flag.
@@ -55,6 +55,9 @@ TEST_CASE("a hybrid Mamba model under TP2 and TP2 x DP2 with SP and PP2 and DP2 
   check_layout_against(one, 2, model_flags(), "--pipeline-model-parallel-size 2", 4, 6, mamba);
   check_layout_against(one, 2, model_flags(), "", 4, 6, mamba);
   check_layout_against(one, 4, model_flags(), "--pipeline-model-parallel-size 2 --use-distributed-optimizer", 4, 6, mamba);
+  // Full recomputation reruns each Mamba layer's forward (same dropout masks) before its backward.
+  check_layout_against(one, 1, model_flags(), "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1",
+                       4, 6, mamba);
   check_resume(one, "torch_dist", "--tensor-model-parallel-size 2", 2, "--pipeline-model-parallel-size 2");
   check_resume(one, "torch", "", 1, "");
 }
