@@ -95,6 +95,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"decoupled_min_lr", ""},
       {"eval_iters", ""},
       {"eval_interval", ""},
+      {"full_validation", "each evaluation reads the whole validation set (each set, with several) from its start, one "
+                          "epoch built without a sample count, every whole global batch once (Megatron takes the "
+                          "set's length in samples for its step count); the test split keeps --eval-iters"},
+      {"multiple_validation_sets", "each prefix of --valid-data-path (or the validation blend of "
+                                   "--per-split-data-args-path) is its own set, evaluated and logged as "
+                                   "'validation-<i> loss at ...' with 'lm loss validation-<i>' TensorBoard and W&B tags; "
+                                   "needs --full-validation unless --skip-train, as in Megatron"},
       {"data_path", ""},
       {"split", ""},
       {"train_data_path", ""},
