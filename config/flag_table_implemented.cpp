@@ -130,6 +130,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"encoder_seq_length", ""},
       {"reset_position_ids", ""},
       {"eod_mask_loss", ""},
+      {"reset_attention_mask", "the dataset's document mask reaches every attention (a query sees only the keys of its "
+                               "own document, Megatron's unfused masked softmax; checked against Megatron's mask), "
+                               "with tp, sp, pp and cp; a layer with --window-size keeps its window alone and "
+                               "--no-create-attention-mask-in-dataloader drops the mask, as in Megatron"},
+      {"create_attention_mask_in_dataloader", "without it the dataset builds no attention mask, so --reset-attention-mask "
+                                              "does not reach the attention (Megatron's causal fallback); the causal mask "
+                                              "is applied inside attention either way"},
       {"mid_level_dataset_surplus", ""},
       {"vocab_size", ""},
       {"vocab_file", ""},
