@@ -24,12 +24,8 @@ using namespace mactor::test;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+// The whole of a rank's or the launcher's output file.
+std::string slurp(const fs::path& p) { return mactor::test::slurp(p.string()); }
 
 std::string flags(const fs::path& checkpoints) {
   return "--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 32 "
