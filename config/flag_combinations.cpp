@@ -6,7 +6,7 @@
 namespace mactor::config::detail {
 
 // Implemented flags whose combination with others mactor does not build yet: the MoE layer has
-// tp 1, cp 1, no expert biases, no fp8 and one distributed-optimizer instance.
+// tp 1 (cp without the router's input noise), no expert biases, no fp8 and one distributed-optimizer instance.
 void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) {
   const auto& m = a.moe;
   if (!m.num_experts || *m.num_experts <= 0) return;
@@ -15,10 +15,10 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
     errors.push_back("--num-experts with --tensor-model-parallel-size " + std::to_string(tp) +
                      " is recognized but not implemented by mactor yet (experts sharded over the expert-tensor-parallel "
                      "group); use --tensor-model-parallel-size 1");
-  if (const auto cp = a.distributed.context_parallel_size; cp != 1)
+  if (const auto cp = a.distributed.context_parallel_size; cp != 1 && (m.moe_input_jitter_eps || m.moe_router_force_load_balancing))
     errors.push_back("--num-experts with --context-parallel-size " + std::to_string(cp) +
-                     " is recognized but not implemented by mactor yet (the routers' sequence-level losses would need "
-                     "the context-parallel reduction); use --context-parallel-size 1");
+                     " and --moe-input-jitter-eps or --moe-router-force-load-balancing is recognized but not implemented "
+                     "by mactor yet (their noise is drawn by the whole sequence's rows); use --context-parallel-size 1");
   if (a.training.add_bias_linear)
     errors.push_back("--num-experts with biases in the experts is recognized but not implemented by mactor yet; add "
                      "--disable-bias-linear");

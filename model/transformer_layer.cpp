@@ -39,7 +39,7 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
                                                                   c, kind(spec, number), tp_rank, tp_size, cp)),
       pre_mlp_layernorm_(store, prefix(name, number) + ".pre_mlp_layernorm", c) {
   if (c.moe.layer_is_moe(kind(spec, number)))
-    moe_.emplace(store, prefix(name, number) + ".mlp", c, ep);
+    moe_.emplace(store, prefix(name, number) + ".mlp", c, ep, c.context_parallel_size > 1 ? cp : nullptr);
   else
     mlp_.emplace(store, prefix(name, number) + ".mlp", with_layer_fp8(c, kind(spec, number)), tp_size);
 }
