@@ -18,6 +18,7 @@
 #include "model/optimizer_sgd.hpp"
 #include "training/checkpoint_state.hpp"
 #include "training/checkpoint_strictness.hpp"
+#include "training/data_parallel_sharding.hpp"
 #include "training/torch_checkpointing.hpp"
 
 namespace mactor::training {
@@ -157,7 +158,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   // Expert parallelism: each expert-parallel rank holds its own experts, the same as its
   // expert-data-parallel replicas'; their first one saves them.
   const auto saves = [&](const model::parameter& p) { return p.expert ? ctx.expert_dp_rank() == 0 : first_replica; };
-  const bool sharded = a.distributed.use_distributed_optimizer && ctx.optimizer_shard_group() != nullptr;
+  const bool sharded = shards_optimizer(a) && ctx.optimizer_shard_group() != nullptr;
   // With several distributed-optimizer instances each holds every shard: the first one saves.
   const bool shard_saver = ctx.optimizer_instance() == 0;
   const auto slots = optimizer_slots(engine);
@@ -293,8 +294,14 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
       at += q.data.size();
     }
   };
-  // --dist-ckpt-strictness decides what an absent tensor (or an unused one) means.
-  const std::string& strictness = a.checkpointing.dist_ckpt_strictness;
+  // --dist-ckpt-strictness decides what an absent tensor (or an unused one) means; --ckpt-format
+  // fsdp_dtensor has Megatron's strict DCP load instead (a tensor the model asks for must be
+  // there), or with --no-strict-fsdp-dtensor-load its partial load (the differences printed, the
+  // absent tensors keep their initial values).
+  const auto& ck = a.checkpointing;
+  const std::string strictness = ck.ckpt_format != "fsdp_dtensor" ? ck.dist_ckpt_strictness
+                                 : ck.strict_fsdp_dtensor_load    ? "raise_unexpected"
+                                                                  : "log_unexpected";
   checkpoint_keys keys;
   std::vector<std::string> requested;
   std::vector<model::moe_router*> biased;

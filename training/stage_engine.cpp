@@ -29,7 +29,7 @@ pipeline_position position_of(const stage_layout& l, const parallel_context& ctx
 
 stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx, std::int64_t padded)
     : args_(a), ctx_(ctx), layout_(stage_layout_of(a, ctx)),
-      distributed_optimizer_(a.distributed.use_distributed_optimizer && ctx.optimizer_shard_group() != nullptr),
+      distributed_optimizer_(shards_optimizer(a) && ctx.optimizer_shard_group() != nullptr),
       trace_(profile_plan_of(a, ctx.rank(), ctx.pp_rank(), ctx.tp_rank(), ctx.dp_rank())),
       timers_(static_cast<int>(a.logging.timing_log_level)),
       port_(ctx.transport(), position_of(layout_, ctx), [this] {

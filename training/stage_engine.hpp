@@ -25,6 +25,7 @@
 #include "schedules/generator.hpp"
 #include "schedules/schedule.hpp"
 #include "training/batch_loader.hpp"
+#include "training/data_parallel_sharding.hpp"
 #include "training/grad_sync.hpp"
 #include "training/main_grads.hpp"
 #include "training/fp16_main_params.hpp"
