@@ -15,6 +15,8 @@ constexpr std::string_view ignored_by_megatron = "ignored by Megatron-LM itself"
 const std::map<std::string_view, std::string_view>& accepted_flags() {
   static const std::map<std::string_view, std::string_view> table = {
       {"masked_softmax_fusion", performance_only},
+      {"suggested_communication_unit_size", "Megatron FSDP's elements per gather (and its prefetch size); mactor's "
+                                            "FSDP gathers one whole model chunk at a time, the same values"},
       {"cp_comm_type", "chooses how Megatron moves keys and values between context-parallel ranks (p2p ring, a2a, "
                        "allgather, a2a+p2p); every choice computes the same attention, and mactor all-gathers them for each"},
       {"vocab_extra_ids", "Megatron adds the <extra_id_N> tokens only in its legacy BertWordPiece* and "
@@ -137,8 +139,7 @@ const std::vector<value_limit>& value_limits() {
         "NullTokenizer"}},
       {"dataloader_type", "--dataloader-type", {"single"}},
       {"ckpt_format", "--ckpt-format", {"torch_dist", "torch", "fsdp_dtensor"}},
-      {"data_parallel_sharding_strategy", "--data-parallel-sharding-strategy", {"no_shard", "optim"}},
-      {"ckpt_convert_format", "--ckpt-convert-format", {"torch_dist", "torch"}},
+            {"ckpt_convert_format", "--ckpt-convert-format", {"torch_dist", "torch"}},
       {"non_persistent_ckpt_type", "--non-persistent-ckpt-type", {"global"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32", "fp16"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},

@@ -166,7 +166,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   // holds them all, except a 16-bit model's under the distributed optimizer: each replica holds
   // (and saves, as flat ranges) the shard it updates; the all-gather brings only the 16-bit
   // weights.
-  if (sharded && engine.main_params().separate()) {
+  if (sharded && (engine.main_params().separate() || engine.params_sharded())) {
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
       if (!shard_saver || is_shared_copy(*s.chunk, *s.param) || (s.param->split == model::tp_split::replicated && t != 0)) continue;
@@ -324,7 +324,11 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
       if (!reader.has(p.name)) continue;  // allowed by the strictness: it keeps its initial values
       if (reader.global_shape(p.name) != p.full_shape)
         throw checkpoint_error(shape_mismatch(where, p, reader.global_shape(p.name), common, a, tp));
-      read_into(p.name, p, 0, p.numel, engine.main_params().values(c) + p.offset);
+      // The part of p this rank holds: all of it, or with sharded parameters its shard's.
+      auto& store = engine.chunks()[c].store();
+      const std::size_t lo = std::max(p.offset, store.values_begin()),
+                        hi = std::min(p.offset + p.numel, store.values_begin() + std::size_t(store.value_tensor().numel()));
+      if (lo < hi) read_into(p.name, p, lo - p.offset, hi - p.offset, engine.main_params().values(c) + lo);
     }
   engine.model_params_from_main();  // a 16-bit model: its weights from the fp32 ones (fp8 ones cast)
   for (auto* r : biased) {
