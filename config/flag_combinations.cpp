@@ -98,8 +98,9 @@ void fsdp_combinations(const megatron_args& a, std::vector<std::string>& errors)
       errors.push_back(flag + " with " + other + " is recognized but not implemented by mactor yet (" + why +
                        "); drop " + other + " or use --data-parallel-sharding-strategy optim");
   };
-  refuse(d.pipeline_model_parallel_size > 1, "--pipeline-model-parallel-size > 1",
-         "the tied embedding's cross-stage sum runs on the whole gradients");
+  refuse(d.pipeline_model_parallel_size > 1 && !a.network_size.untie_embeddings_and_output_weights,
+         "--pipeline-model-parallel-size > 1 and tied embeddings",
+         "the tied embedding's cross-stage sum runs on the whole gradients; add --untie-embeddings-and-output-weights");
   refuse(a.moe.expert_model_parallel_size > 1, "--expert-model-parallel-size > 1", "the experts' own shards");
   refuse(d.overlap_grad_reduce, "--overlap-grad-reduce", "gradient buckets over the whole gradient buffer");
   refuse(a.training.check_for_large_grads, "--check-for-large-grads", "local norms of the whole gradients");
@@ -111,6 +112,8 @@ void fsdp_combinations(const megatron_args& a, std::vector<std::string>& errors)
   refuse(a.training.check_weight_hash_across_dp_replicas_interval.has_value(),
          "--check-weight-hash-across-dp-replicas-interval", "each replica holds only its shard of the weights");
   refuse(a.validation.test_mode, "--test-mode", "its check compares whole --qk-layernorm weights across ranks");
+  refuse(a.checkpointing.ckpt_convert_format == std::optional<std::string>("torch"), "--ckpt-convert-format torch",
+         "Megatron's per-rank torch files hold whole parameters");
 }
 
 }  // namespace mactor::config::detail

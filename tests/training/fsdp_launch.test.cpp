@@ -47,11 +47,13 @@ TEST_CASE("ZeRO-3 with tensor parallelism and a bf16 model with per-token loss l
                        megatron_fsdp("optim_grads_params") + " --use-distributed-optimizer", 4, 6);
 }
 
-TEST_CASE("torch FSDP2 with and without resharding after forward logs the losses of one process") {
+TEST_CASE("torch FSDP2 with and without resharding after forward and ZeRO-3 over pipeline stages log one process's losses") {
   const std::string flags = model_flags() + " --untie-embeddings-and-output-weights --no-gradient-accumulation-fusion";
   const auto one = run_job(1, flags);
   check_layout_against(one, 4, flags, "--use-torch-fsdp2", 4, 6);
   check_layout_against(one, 2, flags, "--use-torch-fsdp2 --torch-fsdp2-no-reshard-after-forward", 4, 6);
+  // PP2 x DP2: the first stage's forwards run without a gradient buffer, the last stage's with one.
+  check_layout_against(one, 4, flags, megatron_fsdp("optim_grads_params") + " --pipeline-model-parallel-size 2", 4, 6);
 }
 
 TEST_CASE("ZeRO-3 at dp 4 holds a quarter of the parameters, gradients and Adam moments") {
