@@ -120,6 +120,8 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
 // Not-implemented flags whose error says more than "not built yet".
 const std::map<std::string_view, std::string_view>& refused_flags() {
   static const std::map<std::string_view, std::string_view> table = {
+      {"init_model_with_meta_device", "mactor initializes each chunk's whole parameters before FSDP keeps their shard; "
+                                      "initializing the shard alone is not built; drop the flag"},
       {"non_persistent_local_ckpt_dir", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
                                         "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
       {"non_persistent_local_ckpt_algo", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "

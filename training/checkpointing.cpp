@@ -318,7 +318,11 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
       }
   }
   if (strictness_checks_missing(strictness)) keys.missing = unrequested_keys(reader.names(), requested, ctx.world());
-  apply_strictness(strictness, keys, where, ctx.rank());
+  apply_strictness(strictness, keys, where, ctx.rank(),
+                   ck.ckpt_format != "fsdp_dtensor" ? ""
+                   : ck.strict_fsdp_dtensor_load    ? "--ckpt-format fsdp_dtensor loads strictly; "
+                                                      "--no-strict-fsdp-dtensor-load loads the rest"
+                                                    : "--no-strict-fsdp-dtensor-load");
   for (std::size_t c = 0; c < engine.chunks().size(); ++c)
     for (auto& p : engine.chunks()[c].parameters()) {
       if (!reader.has(p.name)) continue;  // allowed by the strictness: it keeps its initial values

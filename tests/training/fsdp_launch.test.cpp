@@ -95,6 +95,22 @@ TEST_CASE("a checkpoint saved under ZeRO-3 trains on under the distributed optim
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("an fsdp_dtensor load is strict unless --no-strict-fsdp-dtensor-load") {
+  const auto dir = scratch_dir("fsdp", "strictness");
+  const std::string flags = model_flags() + " " + megatron_fsdp("optim_grads_params");
+  launch(1, flags + " --save-interval 3 --exit-interval 3 --save " + dir.string());
+  // A third layer the checkpoint lacks: Megatron's strict DCP load fails, its partial load keeps
+  // that layer's initial values and trains.
+  const std::string deeper = flags + " --num-layers 3 --no-load-optim --load " + dir.string();
+  const auto strict = launch(1, deeper, 2);
+  CHECK(strict.err.find("lacks 12 tensor(s) this model has: decoder.layers.2.") != std::string::npos);
+  CHECK(strict.err.find("--no-strict-fsdp-dtensor-load loads the rest") != std::string::npos);
+  const auto partial = launch(1, deeper + " --no-strict-fsdp-dtensor-load");
+  CHECK(partial.err.find("they keep their initial values (--no-strict-fsdp-dtensor-load)") != std::string::npos);
+  CHECK(parse_losses(partial.out).train.size() == 3);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("FSDP combinations mactor has not built are refused by name") {
   const auto r = launch(1, model_flags() + " " + megatron_fsdp("optim_grads") + " --overlap-grad-reduce", 2);
   CHECK(r.err.find("--data-parallel-sharding-strategy optim_grads with --overlap-grad-reduce is recognized but not "
