@@ -88,11 +88,15 @@ void next_evaluation(coordinator_actor* self) {
   auto& s = self->state;
   while (s.plan_index < s.plan.splits.size()) {
     const int split = s.plan.splits[s.plan_index];
-    if ((split == validation_split && s.has_valid) || (split == test_split && s.has_test)) {
+    if ((split == validation_split && s.valid_sets > 0) || (split == test_split && s.has_test)) {
       s.reports_pending = s.replicas.size();
-      if (s.inspect) s.inspect->coordinator_activity("evaluating split " + std::to_string(split) + " after iteration " +
-                                                     std::to_string(s.iteration), s.iteration);
-      broadcast(self, s.replicas, run_evaluation{split});
+      const int set = split == validation_split ? s.plan_set : 0;
+      if (s.inspect)
+        s.inspect->coordinator_activity("evaluating split " + std::to_string(split) +
+                                            (set > 0 ? " set " + std::to_string(set) : std::string()) +
+                                            " after iteration " + std::to_string(s.iteration),
+                                        s.iteration);
+      broadcast(self, s.replicas, run_evaluation{split, set});
       return;
     }
     ++s.plan_index;
@@ -346,7 +350,7 @@ void on_hello(coordinator_actor* self, const hello_message& h) {
 // A stage has built its model (and loaded the checkpoint, if any): every rank must agree on what it loaded.
 void on_stage_ready(coordinator_actor* self, const stage_ready& r) {
   auto& s = self->state;
-  s.has_valid = s.has_valid && r.has_valid;
+  s.valid_sets = s.valid_sets < 0 ? r.valid_sets : std::min(s.valid_sets, r.valid_sets);
   s.has_test = s.has_test && r.has_test;
   if (s.stages_ready == 0) {
     if (r.loaded) s.loaded = r;
@@ -410,12 +414,21 @@ void on_evaluation_report(coordinator_actor* self, const training::evaluation_re
   if (r.has_loss) s.eval_merged = r;
   if (--s.reports_pending > 0) return;
   const auto& m = s.eval_merged;
-  evaluation_result result{m.split, s.plan.prefixes[s.plan_index], m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0,
-                           s.iteration, s.consumed};
+  // Megatron names every validation set's block and tags with its index once there can be several.
+  const bool numbered = m.split == validation_split && s.args.validation.multiple_validation_sets;
+  evaluation_result result{m.split, s.plan.prefixes[s.plan_index], numbered ? s.plan_set : -1,
+                           m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0, s.iteration, s.consumed};
   send_logger(self, log_timers{{"evaluate"}, std::exchange(s.timings, {})});  // Megatron's level-0 timer
   self->request(s.evaluator, caf::infinite, result).then([=](log_validation& block) {
     send_logger(self, block);
-    ++self->state.plan_index;
+    auto& st = self->state;
+    // The next validation set, or the plan's next split.
+    if (st.plan.splits[st.plan_index] == validation_split && ++st.plan_set < st.valid_sets) {
+      next_evaluation(self);
+      return;
+    }
+    st.plan_set = 0;
+    ++st.plan_index;
     next_evaluation(self);
   });
 }
