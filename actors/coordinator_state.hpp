@@ -117,6 +117,13 @@ bool skip_listed_iterations(coordinator_actor* self);
 void log_progress_start(coordinator_actor* self);
 void log_progress_save(coordinator_actor* self);
 
+// Evaluations (coordinator_evaluation.cpp).
+/// Asks the evaluator what to evaluate after this iteration (final: training is over), runs it.
+void plan_evaluations(coordinator_actor* self, bool final);
+/// Runs the plan's next split (or validation set), or goes on when the plan is done.
+void next_evaluation(coordinator_actor* self);
+void on_evaluation_report(coordinator_actor* self, const training::evaluation_report& r);
+
 // Checkpoints (coordinator_saving.cpp).
 bool interval_save_at(const config::megatron_args& a, std::int64_t iteration);
 /// Whether --non-persistent-save-interval saves after this iteration (when the persistent one does not).
