@@ -51,6 +51,10 @@ void precision(validation_context& c) {  // rules 29-34
   if (te.fp4 && te.fp8) c.error("--fp4-format and --fp8-format cannot be used simultaneously; choose one");
   if (te.fp4_param && !te.fp4) c.error("--fp4-param-gather requires --fp4-format to be specified");
   if (d.use_megatron_fsdp) {
+    if (d.data_parallel_sharding_strategy == "optim_grads_params")
+      c.require(!c.a.training.check_weight_hash_across_dp_replicas_interval,
+                "--check-weight-hash-across-dp-replicas-interval is not supported with --data-parallel-sharding-strategy "
+                "optim_grads_params (each replica holds only its shard of the weights); drop one of them");
     require_fsdp_cuda_connections(c);
     c.require(c.a.checkpointing.ckpt_format == "fsdp_dtensor",
               "--use-megatron-fsdp requires --ckpt-format fsdp_dtensor (got " + c.a.checkpointing.ckpt_format + ")");
