@@ -25,7 +25,7 @@ std::string headline(const simulation& s) {
                            s.shape.num_microbatches);
   double bubble = 0;
   for (const auto& r : s.iteration.ranks) bubble = std::max(bubble, r.bubble_fraction);
-  out += format("iteration time (ms): %.1f | tokens/s: %.0f | model TFLOP/s/GPU: %.1f | MFU: %.1f%% | "
+  out += format("iteration time (ms): %.1f | tokens/s: %.0f | model TFLOP/s/GPU: %.4g | MFU: %.1f%% | "
                 "bubble: %.4f (ideal %.4f)\n",
                 s.iteration.iteration_s * 1e3, s.tokens_per_second, s.model_tflops_per_gpu, 100 * s.mfu, bubble,
                 s.ideal_bubble);
