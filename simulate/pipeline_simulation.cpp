@@ -48,6 +48,7 @@ void finish_rank(const std::vector<chunk_cost>& chunks, overlap_settings overlap
   std::sort(order.begin(), order.end(), [&](auto x, auto y) { return p.grads_ready_s[x] < p.grads_ready_s[y]; });
   double stream = overlap.grad_reduce ? 0.0 : p.pipeline_end_s;
   double gather = 0;
+  r.dp_start_s = overlap.grad_reduce && !order.empty() ? p.last_backward_start_s[order.front()] : p.pipeline_end_s;
   for (std::size_t c : order) {
     gather += chunks[c].param_gather_s;
     if (!overlap.grad_reduce) {
@@ -94,6 +95,8 @@ iteration_result simulate_iteration(const sch::schedule_shape& shape, const cost
     it.pipeline = drivers[std::size_t(r)].port.activity();
     out.pipeline_makespan_s = std::max(out.pipeline_makespan_s, it.pipeline.compute_end_s);
     finish_rank(costs.chunks[std::size_t(r)], overlap, it);
+    if (record_timeline && it.dp_end_s > it.dp_start_s)
+      out.timeline.push_back({r, "dp", "gradient sync", it.dp_start_s, it.dp_end_s - it.dp_start_s});
     out.ranks.push_back(std::move(it));
   }
   // The optimizer step starts everywhere after the slowest rank's sync (the gradient-norm

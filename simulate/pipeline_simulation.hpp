@@ -29,7 +29,8 @@ struct overlap_settings {
 /// One rank's iteration, activity plus what follows the pipeline.
 struct rank_iteration {
   rank_activity pipeline;
-  double dp_end_s = 0;         ///< its gradient sync is done
+  double dp_start_s = 0;       ///< its gradient sync starts (the first bucket)
+  double dp_end_s = 0;         ///< and is done
   double exposed_dp_s = 0;     ///< gradient sync and parameter gather not hidden behind compute
   double bubble_fraction = 0;  ///< 1 - busy / pipeline makespan
 };

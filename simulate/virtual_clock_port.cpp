@@ -2,6 +2,7 @@
 #include "simulate/virtual_clock_port.hpp"
 
 #include <algorithm>
+#include <string>
 
 namespace mactor::simulate {
 
@@ -123,8 +124,12 @@ void virtual_clock_port::flush() {
     const auto arrived = links_.arrival(link, index);
     if (!arrived) continue;  // the receiver never posts: a schedule bug the driver reports
     end = std::max(end, *arrived);
+    // One lane per link: a link's transfers never overlap one another.
+    const bool activations = std::get<2>(link);
     if (timeline_)
-      timeline_->push_back({shape_.pipeline_rank, "pp send", "send", *arrived - costs_.p2p_seconds, costs_.p2p_seconds});
+      timeline_->push_back({shape_.pipeline_rank, activations ? "pp send activations" : "pp send gradients",
+                            "to rank " + std::to_string(std::get<1>(link)), *arrived - costs_.p2p_seconds,
+                            costs_.p2p_seconds});
   }
   activity_.exposed_pp_s += end - clock_;
   activity_.pipeline_end_s = end;

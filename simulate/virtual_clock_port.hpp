@@ -19,7 +19,7 @@ namespace mactor::simulate {
 /// One span of the simulated timeline, for the trace file.
 struct timeline_span {
   int rank = 0;
-  std::string lane;  ///< "compute", "pp send", "dp"
+  std::string lane;  ///< "compute", "pp send activations", "pp send gradients", "dp"
   std::string name;  ///< the action's text (F3.1, SF3.1, ...) or what the span is
   double start_s = 0;
   double duration_s = 0;
