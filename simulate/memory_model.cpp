@@ -15,8 +15,10 @@ rank_memory memory_of(const config::megatron_args& a, const std::vector<chunk_co
   const double grad_bytes = a.mixed_precision.grad_reduce_in_bf16 ? 2 : 4;
   const double adam_bytes = a.training.optimizer == "sgd" ? 4 : 8;
   const double state_bytes = adam_bytes + (mixed ? 4 : 0);
+  // --num-distributed-optimizer-instances keeps that many full copies, each sharded over its part.
   const double shards = a.distributed.use_distributed_optimizer
-                            ? static_cast<double>(a.derived.data_parallel_size * a.distributed.context_parallel_size)
+                            ? static_cast<double>(a.derived.data_parallel_size * a.distributed.context_parallel_size) /
+                                  static_cast<double>(a.distributed.num_distributed_optimizer_instances)
                             : 1;
   rank_memory m;
   m.parameters = params * weight_bytes;

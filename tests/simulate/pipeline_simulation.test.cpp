@@ -4,6 +4,7 @@
 // microbatches' activations.
 #include <catch2/catch.hpp>
 
+#include "schedules/schedule.hpp"
 #include "schedules/schedule_shape.hpp"
 #include "simulate/pipeline_simulation.hpp"
 
@@ -95,4 +96,17 @@ TEST_CASE("the gradient sync overlaps the last backward only with overlap_grad_r
   // Four buckets of 0.25 s, ready every 0.5 s of the last 2 s backward: only the last one shows.
   CHECK(overlapped.ranks[0].exposed_dp_s == Approx(0.25));
   CHECK(overlapped.iteration_s < plain.iteration_s);
+}
+
+TEST_CASE("a schedule drops in through the factory: GPipe keeps every microbatch in flight") {
+  const int pp = 4, m = 6;
+  const sim::schedule_factory gpipe = [](sch::schedule_shape s) {
+    s.kind = sch::schedule_kind::gpipe;
+    return sch::make_schedule(s);
+  };
+  const auto result = sim::simulate_iteration(shape(pp, 1, m), equal_stages(pp, 1, 1.0, 2.0, 0, 1.0), {}, false, gpipe);
+  for (const auto& r : result.ranks) {
+    CHECK(r.bubble_fraction == Approx(double(pp - 1) / (m + pp - 1)).margin(1e-12));
+    CHECK(r.pipeline.peak_activation_bytes == m);  // all forwards before any backward
+  }
 }
