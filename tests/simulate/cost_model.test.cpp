@@ -63,7 +63,7 @@ TEST_CASE("full recompute adds one forward to every backward") {
   CHECK(c1.activation_bytes < c0.activation_bytes / 10);
 }
 
-TEST_CASE("weights, gradients and optimizer state follow Megatron's 18 and 6 + 12/dp bytes per parameter") {
+TEST_CASE("weights and gradients and optimizer state follow Megatron's 18 and 6 + 12/dp bytes per parameter") {
   const double params = l * (12 * h * h + 4 * h) + 2 * h + h * V;  // tied embedding, Megatron's count
   const auto plain = sim::simulate_config(gpt_args({}, 4), sim::ideal_system(1e15), false);
   const auto& m = plain.memory[0];

@@ -78,7 +78,7 @@ TEST_CASE("a transfer time c lengthens a one-microbatch 1F1B pipeline by 2 (p-1)
   }
 }
 
-TEST_CASE("simulated 1F1B rank r holds at most min(p - r, m) microbatches of activations") {
+TEST_CASE("simulated 1F1B rank r holds at most the smaller of p - r and m microbatches of activations") {
   const int pp = 4;
   for (int m : {2, 8}) {
     const auto result = sim::simulate_iteration(shape(pp, 1, m), equal_stages(pp, 1, 1.0, 2.0, 0.1, 1.0), {}, false);
