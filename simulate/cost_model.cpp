@@ -212,8 +212,6 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
     m.notes.push_back("the output layer's vocab-parallel collectives are not counted");
   if (a.transformer_engine.fp8.has_value())
     m.notes.push_back("fp8 GEMMs run at the system file's bf16 peak (it has no fp8 rate)");
-  if (a.training.rampup_batch_size)
-    m.notes.push_back("the iteration at the full --global-batch-size; --rampup-batch-size iterations run fewer microbatches");
   if (a.training.recompute_granularity == "selective")
     m.notes.push_back("selective recompute counted as the attention core's forward again in the backward");
   return m;

@@ -68,10 +68,25 @@ std::string rank_table(const simulation& s) {
 
 std::string report_text(const simulation& s) {
   std::string out = headline(s) + exposed_communication(s) + rank_table(s);
-  out += "every iteration simulates alike (no data-dependent work is modelled); simplifications: ";
+  out += "the lines above are one iteration at the full global batch (no data-dependent work is modelled); simplifications: ";
   std::string notes = "compute at the system's fixed efficiency";
   for (const auto& n : s.costs.notes) notes += "; " + n;
   return out + notes + "\n";
+}
+
+std::string run_text(const std::vector<run_phase>& phases) {
+  std::string out = "per iteration:\n";
+  double total = 0;
+  for (const auto& p : phases) {
+    out += format("iterations %lld-%lld | global batch size: %lld | microbatches: %lld | elapsed time per iteration (ms): %.1f | "
+                  "throughput per GPU (TFLOP/s/GPU): %.4g | tokens/s: %.0f | MFU: %.1f%%\n",
+                  static_cast<long long>(p.first), static_cast<long long>(p.last), static_cast<long long>(p.global_batch_size),
+                  static_cast<long long>(p.num_microbatches), p.iteration_s * 1e3, p.model_tflops_per_gpu,
+                  p.tokens_per_second, 100 * p.mfu);
+    total += static_cast<double>(p.last - p.first + 1) * p.iteration_s;
+  }
+  const long long iterations = phases.empty() ? 0 : static_cast<long long>(phases.back().last);
+  return out + format("training run: %lld iterations in %.3g hours (simulated)\n", iterations, total / 3600);
 }
 
 }  // namespace mactor::simulate

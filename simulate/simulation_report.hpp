@@ -4,10 +4,17 @@
 
 #include <string>
 
+#include <vector>
+
 #include "simulate/simulation.hpp"
+#include "simulate/training_run.hpp"
 
 namespace mactor::simulate {
 
 std::string report_text(const simulation& s);
+
+/// One line per run phase (iterations sharing a global batch) with Megatron's log-line fields,
+/// then the run's total simulated time.
+std::string run_text(const std::vector<run_phase>& phases);
 
 }  // namespace mactor::simulate

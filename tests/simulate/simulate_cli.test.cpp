@@ -76,3 +76,17 @@ TEST_CASE("mactor simulate runs Llama-3 405B on 16384 H100s and writes a timelin
   CHECK(computes == 16 * 2 * 16);  // pp ranks x (forward + backward) x microbatches
   std::remove(timeline.c_str());
 }
+
+TEST_CASE("mactor simulate groups a batch ramp-up's iterations as Megatron's calculator runs them") {
+  const auto r = run_shell(simulate("--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024 "
+                                    "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 64 "
+                                    "--rampup-batch-size 16 16 320 --train-samples 100000 --pipeline-model-parallel-size 4 "
+                                    "--world-size 16 --bf16"));
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  // 320 samples over 3 increments: 7 iterations of 16, 4 of 32, 2 of 48, then 64 to 100000 samples.
+  CHECK(r.out.find("iterations 1-7 | global batch size: 16 | microbatches: 4 |") != std::string::npos);
+  CHECK(r.out.find("iterations 8-11 | global batch size: 32 | microbatches: 8 |") != std::string::npos);
+  CHECK(r.out.find("iterations 12-13 | global batch size: 48 | microbatches: 12 |") != std::string::npos);
+  CHECK(r.out.find("iterations 14-1570 | global batch size: 64 | microbatches: 16 |") != std::string::npos);
+}

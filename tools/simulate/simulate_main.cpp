@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "config/parser.hpp"
 #include "simulate/cost_model.hpp"
 #include "simulate/simulation.hpp"
 #include "simulate/simulation_report.hpp"
 #include "simulate/timeline_json.hpp"
+#include "simulate/training_run.hpp"
 #include "tools/simulate/simulate_options.hpp"
 #include "tools/subcommands.hpp"
 
@@ -60,15 +62,17 @@ int run(const cli::simulate_flags& flags) {
   std::fputs(r.err.c_str(), stderr);
   if (r.exit_status) return *r.exit_status;
   if (auto refused = simulate::unsupported_flags(r.args); !refused.empty()) throw cli::usage_error{refused};
-  simulate::system_spec system;
   simulate::simulation result;
+  std::vector<simulate::run_phase> phases;
   try {
-    system = simulate::read_system_file(*flags.system);
+    const auto system = simulate::read_system_file(*flags.system);
     result = simulate::simulate_config(r.args, system, flags.timeline.has_value());
+    phases = simulate::simulate_run(r.args, system);
   } catch (const std::invalid_argument& e) {
     throw cli::usage_error{{e.what()}};
   }
   std::fputs(simulate::report_text(result).c_str(), stdout);
+  std::fputs(simulate::run_text(phases).c_str(), stdout);
   if (flags.timeline) {
     simulate::write_timeline(*flags.timeline, result.iteration.timeline);
     std::printf("timeline: %s\n", flags.timeline->c_str());
