@@ -55,7 +55,7 @@ std::string rank_table(const simulation& s) {
     int layers = 0;
     for (const auto& c : s.costs.chunks[r]) layers += c.layers;
     const bool fits = m.total() <= s.system.memory_bytes;
-    out += format("%4zu | %6d | %7.1f | %6.4f | %5.1f/%5.1f/%5.1f/%5.1f | %10.2f | %9.2f | %9.2f | %9.2f | %9.2f%s\n", r,
+    out += format("%4zu | %6d | %7.1f | %6.4f | %5.1f/%5.1f/%5.1f/%5.1f | %10.3g | %9.3g | %9.3g | %9.3g | %9.3g%s\n", r,
                   layers, it.pipeline.busy_s * 1e3, it.bubble_fraction, it.pipeline.exposed_tp_s * 1e3,
                   it.pipeline.exposed_cp_s * 1e3, it.pipeline.exposed_pp_s * 1e3, it.exposed_dp_s * 1e3,
                   m.parameters / GiB, m.gradients / GiB, m.optimizer / GiB, m.activations / GiB, m.total() / GiB,
