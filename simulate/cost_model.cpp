@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "config/pipeline_split.hpp"
 #include "training/flops.hpp"
@@ -210,6 +211,8 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
       training::num_floating_point_operations(a, padded_vocab, a.training.global_batch_size.value_or(1));
   if (a.training.sequence_parallel || d.tp > 1)
     m.notes.push_back("the output layer's vocab-parallel collectives are not counted");
+  if (!a.tokenizer.vocab_size && !a.tokenizer.padded_vocab_size)
+    m.notes.push_back("vocabulary " + std::to_string(padded_vocab) + " (GPT-2's 50257 padded; give --vocab-size for another)");
   if (a.transformer_engine.fp8.has_value())
     m.notes.push_back("fp8 GEMMs run at the system file's bf16 peak (it has no fp8 rate)");
   if (a.training.recompute_granularity == "selective")
