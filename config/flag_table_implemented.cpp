@@ -95,6 +95,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"decoupled_min_lr", ""},
       {"eval_iters", ""},
       {"eval_interval", ""},
+      {"full_validation", "each evaluation reads the whole validation set (each set, with several) from its start, one "
+                          "epoch built without a sample count, every whole global batch once (Megatron takes the "
+                          "set's length in samples for its step count); the test split keeps --eval-iters"},
+      {"multiple_validation_sets", "each prefix of --valid-data-path (or the validation blend of "
+                                   "--per-split-data-args-path) is its own set, evaluated and logged as "
+                                   "'validation-<i> loss at ...' with 'lm loss validation-<i>' TensorBoard and W&B tags; "
+                                   "needs --full-validation unless --skip-train, as in Megatron"},
       {"data_path", ""},
       {"split", ""},
       {"train_data_path", ""},
@@ -123,6 +130,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"encoder_seq_length", ""},
       {"reset_position_ids", ""},
       {"eod_mask_loss", ""},
+      {"reset_attention_mask", "the dataset's document mask reaches every attention (a query sees only the keys of its "
+                               "own document, Megatron's unfused masked softmax; checked against Megatron's mask), "
+                               "with tp, sp, pp and cp; a layer with --window-size keeps its window alone and "
+                               "--no-create-attention-mask-in-dataloader drops the mask, as in Megatron"},
+      {"create_attention_mask_in_dataloader", "without it the dataset builds no attention mask, so --reset-attention-mask "
+                                              "does not reach the attention (Megatron's causal fallback); the causal mask "
+                                              "is applied inside attention either way"},
       {"mid_level_dataset_surplus", ""},
       {"vocab_size", ""},
       {"vocab_file", ""},

@@ -95,7 +95,6 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"manual_gc_interval", "Python garbage-collector control; there is no Python runtime in mactor"},
       {"manual_gc_eval", "Python garbage-collector control; there is no Python runtime in mactor"},
       {"local_rank", "torch.distributed.launch passes it; mactor reads the rank from the launcher's environment"},
-      {"create_attention_mask_in_dataloader", "mactor applies the causal mask inside attention; the result is the same"},
       {"barrier_with_L1_time", "timer barrier placement; does not change results"},
       {"tensorboard_queue_size", "the writer flushes at every log line instead of queueing"},
       {"logging_level", "Python logging level; mactor's log lines do not depend on it"},

@@ -86,6 +86,11 @@ void data_loader(validation_context& c) {  // rules 35, 36
             "--num-dataset-builder-threads=" + show(c.a.data.num_dataset_builder_threads) + " must be > 0");
   c.a.derived.consumed_train_samples = c.a.derived.skipped_train_samples = c.a.derived.consumed_valid_samples = 0;
   c.a.derived.variable_seq_lengths = false;
+  // Megatron refuses this as it builds the validation loaders (NotImplementedError); found here, at start.
+  const auto& v = c.a.validation;
+  if (v.multiple_validation_sets && !v.full_validation && !v.skip_train)
+    c.error("--multiple-validation-sets currently requires --full-validation (each set is evaluated whole); add "
+            "--full-validation");
 }
 
 void training_length(validation_context& c) {  // rules 37, 38

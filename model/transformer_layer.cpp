@@ -130,6 +130,11 @@ tensor::const_tensor_view transformer_layer::attention_bias(const parameter_stor
   return mla_ ? mla_->proj_bias(store) : self_attention_->proj_bias(store);
 }
 
+void transformer_layer::set_document_starts(const std::int32_t* starts) {
+  if (self_attention_) self_attention_->set_document_starts(starts);
+  if (mla_) mla_->set_document_starts(starts);
+}
+
 void transformer_layer::release() {
   for (auto* t : {&ln1_, &x1_, &ln2_, &branch_, &dx1_, &dln_}) *t = tensor::tensor();
   input_layernorm_.release();
