@@ -83,27 +83,6 @@ void fail(coordinator_actor* self, int exit_code, std::string message) {
   finish(self, std::move(o));
 }
 
-// Runs the next split of the current evaluation plan, or goes on when the plan is done.
-void next_evaluation(coordinator_actor* self) {
-  auto& s = self->state;
-  while (s.plan_index < s.plan.splits.size()) {
-    const int split = s.plan.splits[s.plan_index];
-    if ((split == validation_split && s.has_valid) || (split == test_split && s.has_test)) {
-      s.reports_pending = s.replicas.size();
-      if (s.inspect) s.inspect->coordinator_activity("evaluating split " + std::to_string(split) + " after iteration " +
-                                                     std::to_string(s.iteration), s.iteration);
-      broadcast(self, s.replicas, run_evaluation{split});
-      return;
-    }
-    ++s.plan_index;
-  }
-  if (s.final_phase) {
-    finish_ok(self);
-    return;
-  }
-  after_iteration(self);
-}
-
 void finish_ok(coordinator_actor* self) {
   job_outcome ok;
   ok.result = self->state.result;
@@ -162,16 +141,6 @@ void after_iteration(coordinator_actor* self) {
     save_then(self, decide, non_persistent_save);
   else
     decide();
-}
-
-void plan_evaluations(coordinator_actor* self, bool final) {
-  self->request(self->state.evaluator, caf::infinite, iteration_done{self->state.iteration, final})
-      .then([=](evaluation_plan& plan) {
-        self->state.plan = std::move(plan);
-        self->state.plan_index = 0;
-        self->state.final_phase = final;
-        next_evaluation(self);
-      });
 }
 
 void start_iteration(coordinator_actor* self) {
@@ -346,7 +315,7 @@ void on_hello(coordinator_actor* self, const hello_message& h) {
 // A stage has built its model (and loaded the checkpoint, if any): every rank must agree on what it loaded.
 void on_stage_ready(coordinator_actor* self, const stage_ready& r) {
   auto& s = self->state;
-  s.has_valid = s.has_valid && r.has_valid;
+  s.valid_sets = s.valid_sets < 0 ? r.valid_sets : std::min(s.valid_sets, r.valid_sets);
   s.has_test = s.has_test && r.has_test;
   if (s.stages_ready == 0) {
     if (r.loaded) s.loaded = r;
@@ -400,24 +369,6 @@ void on_iteration_report(coordinator_actor* self, const training::iteration_repo
     for (auto& line : s.straggler->iteration(m.iteration, std::exchange(s.straggler_samples, {}), flops))
       log(self, std::move(line));
   plan_evaluations(self, /*final=*/false);
-}
-
-// A stage's share of an evaluation; the last one hands the result to the evaluator, whose block
-// goes to the logger before the next evaluation starts.
-void on_evaluation_report(coordinator_actor* self, const training::evaluation_report& r) {
-  auto& s = self->state;
-  s.timings.insert(s.timings.end(), r.timings.begin(), r.timings.end());
-  if (r.has_loss) s.eval_merged = r;
-  if (--s.reports_pending > 0) return;
-  const auto& m = s.eval_merged;
-  evaluation_result result{m.split, s.plan.prefixes[s.plan_index], m.num_tokens > 0 ? m.loss_sum / m.num_tokens : 0.0,
-                           s.iteration, s.consumed};
-  send_logger(self, log_timers{{"evaluate"}, std::exchange(s.timings, {})});  // Megatron's level-0 timer
-  self->request(s.evaluator, caf::infinite, result).then([=](log_validation& block) {
-    send_logger(self, block);
-    ++self->state.plan_index;
-    next_evaluation(self);
-  });
 }
 
 caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, comm::process_groups groups,

@@ -31,7 +31,8 @@ struct coordinator_state {
   std::vector<caf::actor> stages, agents, replicas;
   std::map<caf::actor_addr, int> rank_of;
   int hellos = 0, stages_ready = 0;  // ranks met, stages that sent stage_ready
-  bool has_valid = true, has_test = true;
+  int valid_sets = -1;  // the fewest validation sets a stage reported (-1: none reported yet)
+  bool has_test = true;
   std::int64_t iteration = 0, consumed = 0;
   std::int64_t skipped = 0;  // samples --iterations-to-skip passed over (Megatron's skipped_train_samples)
   config::microbatch_plan batches;    // each iteration's global batch (--rampup-batch-size)
@@ -55,6 +56,7 @@ struct coordinator_state {
   training::evaluation_report eval_merged;
   evaluation_plan plan;
   std::size_t plan_index = 0;
+  int plan_set = 0;  // the validation set the plan's current entry evaluates
   bool final_phase = false, finished = false;
   training::training_result result;
   clock_type::time_point train_start;
@@ -114,6 +116,13 @@ void announce_batch_size(coordinator_actor* self);
 bool skip_listed_iterations(coordinator_actor* self);
 void log_progress_start(coordinator_actor* self);
 void log_progress_save(coordinator_actor* self);
+
+// Evaluations (coordinator_evaluation.cpp).
+/// Asks the evaluator what to evaluate after this iteration (final: training is over), runs it.
+void plan_evaluations(coordinator_actor* self, bool final);
+/// Runs the plan's next split (or validation set), or goes on when the plan is done.
+void next_evaluation(coordinator_actor* self);
+void on_evaluation_report(coordinator_actor* self, const training::evaluation_report& r);
 
 // Checkpoints (coordinator_saving.cpp).
 bool interval_save_at(const config::megatron_args& a, std::int64_t iteration);

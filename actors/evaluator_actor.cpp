@@ -26,7 +26,7 @@ caf::behavior evaluator(caf::event_based_actor* self, std::int64_t eval_interval
       },
       [=](evaluation_result& r) {
         counters_of("evaluator").handled.fetch_add(1, std::memory_order_relaxed);
-        return log_validation{r.prefix, r.loss, r.iteration, r.consumed};
+        return log_validation{r.prefix, r.set_index, r.loss, r.iteration, r.consumed};
       },
       [=](stop_message&) { self->quit(); },
   };

@@ -68,7 +68,8 @@ caf::behavior logging(logger_actor* self, std::FILE* out, int world, std::int64_
       },
       [=](log_validation& m) {
         count(self);
-        self->state.writer->validation(m.prefix, m.loss, m.iteration, m.consumed);
+        self->state.writer->validation(m.prefix, m.loss, m.iteration, m.consumed,
+                                       m.set_index >= 0 ? std::optional<int>(m.set_index) : std::nullopt);
       },
       [=](log_timers& m) {
         count(self);

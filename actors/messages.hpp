@@ -28,7 +28,8 @@ struct hello_message {
 /// A stage has built its model from the config message (and read --load) and can start.
 struct stage_ready {
   int rank = 0;
-  bool has_valid = false, has_test = false;  ///< evaluation data exists (and --eval-iters > 0)
+  int valid_sets = 0;     ///< validation sets to evaluate (several with --multiple-validation-sets)
+  bool has_test = false;  ///< test data exists (and --eval-iters > 0)
   bool loaded = false;                       ///< a checkpoint was loaded
   std::int64_t saved_iteration = 0;          ///< the loaded checkpoint's iteration
   std::int64_t iteration = 0, consumed = 0;  ///< where training resumes (0 with --finetune)
@@ -53,9 +54,11 @@ struct run_iteration {
 inline constexpr int validation_split = 1;
 inline constexpr int test_split = 2;
 
-/// Evaluate one split (validation_split or test_split) over --eval-iters global batches.
+/// Evaluate one split (validation_split or test_split; `set`: which validation set) over
+/// --eval-iters global batches, or the whole set with --full-validation.
 struct run_evaluation {
   int split = validation_split;
+  int set = 0;
 };
 
 /// Coordinator -> every stage: snapshot this rank's state after `iteration` (`consumed` samples)
@@ -137,6 +140,7 @@ struct log_iteration {
 };
 struct log_validation {
   std::string prefix;
+  int set_index = -1;  ///< --multiple-validation-sets: the set (its blocks and tags say 'validation-<set>')
   double loss = 0;
   std::int64_t iteration = 0;
   std::int64_t consumed = 0;
@@ -167,6 +171,7 @@ struct evaluation_plan {
 struct evaluation_result {
   int split = validation_split;
   std::string prefix;
+  int set_index = -1;  ///< as log_validation's
   double loss = 0;
   std::int64_t iteration = 0;
   std::int64_t consumed = 0;
@@ -178,7 +183,7 @@ typename Inspector::result_type inspect(Inspector& f, hello_message& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_ready& x) {
-  return f(caf::meta::type_name("mactor::stage_ready"), x.rank, x.has_valid, x.has_test, x.loaded, x.saved_iteration,
+  return f(caf::meta::type_name("mactor::stage_ready"), x.rank, x.valid_sets, x.has_test, x.loaded, x.saved_iteration,
            x.iteration, x.consumed, x.skipped, x.floating_point_operations, x.load_directory);
 }
 template <class Inspector>
@@ -205,7 +210,7 @@ typename Inspector::result_type inspect(Inspector& f, run_iteration& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_evaluation& x) {
-  return f(caf::meta::type_name("mactor::run_evaluation"), x.split);
+  return f(caf::meta::type_name("mactor::run_evaluation"), x.split, x.set);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, resume_message&) {
@@ -230,7 +235,7 @@ typename Inspector::result_type inspect(Inspector& f, log_iteration& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_validation& x) {
-  return f(caf::meta::type_name("mactor::log_validation"), x.prefix, x.loss, x.iteration, x.consumed);
+  return f(caf::meta::type_name("mactor::log_validation"), x.prefix, x.set_index, x.loss, x.iteration, x.consumed);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_timers& x) {
@@ -250,7 +255,7 @@ typename Inspector::result_type inspect(Inspector& f, evaluation_plan& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, evaluation_result& x) {
-  return f(caf::meta::type_name("mactor::evaluation_result"), x.split, x.prefix, x.loss, x.iteration, x.consumed);
+  return f(caf::meta::type_name("mactor::evaluation_result"), x.split, x.prefix, x.set_index, x.loss, x.iteration, x.consumed);
 }
 
 }  // namespace mactor::actors

@@ -92,7 +92,7 @@ void configure(stage_actor* self, training::parallel_context& ctx, config_messag
   s.reporter->attach(&s.worker->engine());  // the status actor starts reporting
   stage_ready ready;
   ready.rank = ctx.rank();
-  ready.has_valid = s.worker->has_split(validation_split);
+  ready.valid_sets = s.worker->has_split(validation_split) ? s.worker->validation_sets() : 0;
   ready.has_test = s.worker->has_split(test_split);
   if (const auto loaded = s.worker->load_checkpoint()) {
     ready.loaded = true;
@@ -158,7 +158,7 @@ caf::behavior stage(stage_actor* self, training::parallel_context* ctx, std::sha
       [=](run_evaluation& m) {
         self->state.replica = caf::actor_cast<caf::actor>(self->current_sender());
         guarded([&] {
-          self->state.worker->begin_evaluation(m.split);
+          self->state.worker->begin_evaluation(m.split, m.set);
           self->state.job = job_kind::evaluation;
           pump(self);
         });

@@ -6,7 +6,7 @@
 namespace mactor::config::detail {
 
 // Implemented flags whose combination with others mactor does not build yet: the MoE layer has
-// tp 1, cp 1, no expert biases, no fp8 and one distributed-optimizer instance.
+// tp 1 (cp without the router's input noise), no expert biases, no fp8 and one distributed-optimizer instance.
 void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) {
   const auto& m = a.moe;
   if (!m.num_experts || *m.num_experts <= 0) return;
@@ -15,10 +15,10 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
     errors.push_back("--num-experts with --tensor-model-parallel-size " + std::to_string(tp) +
                      " is recognized but not implemented by mactor yet (experts sharded over the expert-tensor-parallel "
                      "group); use --tensor-model-parallel-size 1");
-  if (const auto cp = a.distributed.context_parallel_size; cp != 1)
+  if (const auto cp = a.distributed.context_parallel_size; cp != 1 && (m.moe_input_jitter_eps || m.moe_router_force_load_balancing))
     errors.push_back("--num-experts with --context-parallel-size " + std::to_string(cp) +
-                     " is recognized but not implemented by mactor yet (the routers' sequence-level losses would need "
-                     "the context-parallel reduction); use --context-parallel-size 1");
+                     " and --moe-input-jitter-eps or --moe-router-force-load-balancing is recognized but not implemented "
+                     "by mactor yet (their noise is drawn by the whole sequence's rows); use --context-parallel-size 1");
   if (a.training.add_bias_linear)
     errors.push_back("--num-experts with biases in the experts is recognized but not implemented by mactor yet; add "
                      "--disable-bias-linear");
@@ -82,6 +82,38 @@ void fp8_param_gather_combinations(const megatron_args& a, std::vector<std::stri
   if (!a.mixed_precision.bf16 && !a.mixed_precision.fp16)
     errors.push_back("--fp8-param-gather without --bf16 or --fp16 is recognized but not implemented by mactor yet (an "
                      "fp32 model's values are its main parameters); add --bf16");
+}
+
+// FSDP's sharded gradients (Megatron FSDP's optim_grads and optim_grads_params, torch FSDP2) are
+// reduce-scattered after each backward of a chunk; what runs on the whole gradient buffer at
+// finalize, or needs the whole parameters outside a compute, is not built with them.
+void fsdp_combinations(const megatron_args& a, std::vector<std::string>& errors) {
+  const auto& d = a.distributed;
+  const std::string& s = d.data_parallel_sharding_strategy;
+  const bool megatron = d.use_megatron_fsdp && (s == "optim_grads" || s == "optim_grads_params");
+  if (!megatron && !d.use_torch_fsdp2) return;
+  const std::string flag = d.use_torch_fsdp2 ? "--use-torch-fsdp2" : "--data-parallel-sharding-strategy " + s;
+  const auto refuse = [&](bool set, const std::string& other, const std::string& why) {
+    if (set)
+      errors.push_back(flag + " with " + other + " is recognized but not implemented by mactor yet (" + why +
+                       "); drop " + other + " or use --data-parallel-sharding-strategy optim");
+  };
+  refuse(d.pipeline_model_parallel_size > 1 && !a.network_size.untie_embeddings_and_output_weights,
+         "--pipeline-model-parallel-size > 1 and tied embeddings",
+         "the tied embedding's cross-stage sum runs on the whole gradients; add --untie-embeddings-and-output-weights");
+  refuse(a.moe.expert_model_parallel_size > 1, "--expert-model-parallel-size > 1", "the experts' own shards");
+  refuse(d.overlap_grad_reduce, "--overlap-grad-reduce", "gradient buckets over the whole gradient buffer");
+  refuse(a.training.check_for_large_grads, "--check-for-large-grads", "local norms of the whole gradients");
+  refuse(d.num_distributed_optimizer_instances > 1, "--num-distributed-optimizer-instances > 1",
+         "partial sharding");
+  const bool params = d.use_torch_fsdp2 || s == "optim_grads_params";
+  if (!params) return;
+  refuse(a.transformer_engine.fp8_param_gather, "--fp8-param-gather", "fp8 weights gathered from sharded parameters");
+  refuse(a.training.check_weight_hash_across_dp_replicas_interval.has_value(),
+         "--check-weight-hash-across-dp-replicas-interval", "each replica holds only its shard of the weights");
+  refuse(a.validation.test_mode, "--test-mode", "its check compares whole --qk-layernorm weights across ranks");
+  refuse(a.checkpointing.ckpt_convert_format == std::optional<std::string>("torch"), "--ckpt-convert-format torch",
+         "Megatron's per-rank torch files hold whole parameters");
 }
 
 }  // namespace mactor::config::detail

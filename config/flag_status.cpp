@@ -97,6 +97,7 @@ support_report check_support(const megatron_args& args, const support_scope& sco
   if (scope("multi_latent_attention")) mla_combinations(args, report.errors);
   if (scope("mtp_num_layers")) mtp_combinations(args, report.errors);
   if (scope("fp8_param_gather")) fp8_param_gather_combinations(args, report.errors);
+  if (scope("use_megatron_fsdp") || scope("use_torch_fsdp2")) fsdp_combinations(args, report.errors);
   // Implemented flags in a combination mactor has not built: its torch format writes neither the
   // distributed optimizer's distrib_optim.pt nor expert-parallel files.
   // Megatron raises NotImplementedError at the first non-persistent save without a type.

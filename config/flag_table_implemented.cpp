@@ -95,6 +95,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"decoupled_min_lr", ""},
       {"eval_iters", ""},
       {"eval_interval", ""},
+      {"full_validation", "each evaluation reads the whole validation set (each set, with several) from its start, one "
+                          "epoch built without a sample count, every whole global batch once (Megatron takes the "
+                          "set's length in samples for its step count); the test split keeps --eval-iters"},
+      {"multiple_validation_sets", "each prefix of --valid-data-path (or the validation blend of "
+                                   "--per-split-data-args-path) is its own set, evaluated and logged as "
+                                   "'validation-<i> loss at ...' with 'lm loss validation-<i>' TensorBoard and W&B tags; "
+                                   "needs --full-validation unless --skip-train, as in Megatron"},
       {"data_path", ""},
       {"split", ""},
       {"train_data_path", ""},
@@ -123,6 +130,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"encoder_seq_length", ""},
       {"reset_position_ids", ""},
       {"eod_mask_loss", ""},
+      {"reset_attention_mask", "the dataset's document mask reaches every attention (a query sees only the keys of its "
+                               "own document, Megatron's unfused masked softmax; checked against Megatron's mask), "
+                               "with tp, sp, pp and cp; a layer with --window-size keeps its window alone and "
+                               "--no-create-attention-mask-in-dataloader drops the mask, as in Megatron"},
+      {"create_attention_mask_in_dataloader", "without it the dataset builds no attention mask, so --reset-attention-mask "
+                                              "does not reach the attention (Megatron's causal fallback); the causal mask "
+                                              "is applied inside attention either way"},
       {"mid_level_dataset_surplus", ""},
       {"vocab_size", ""},
       {"vocab_file", ""},
@@ -166,6 +180,19 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"pipeline_model_parallel_layout", "Megatron's layout language (E, t, L; '|' between stages; repeats); empty stages pass activations through; MTP 'm' after the decoder in the last stage with 'L' (Megatron's rule)"},
       {"overlap_p2p_comm", "transfers are always posted asynchronously; the flag picks Megatron's op order"},
       {"use_distributed_optimizer", "optimizer state sharded over data-parallel ranks: reduce-scatter grads, all-gather params"},
+      {"use_megatron_fsdp", "Megatron FSDP's sharding over the data-parallel ranks, by --data-parallel-sharding-strategy "
+                            "(training/data_parallel_sharding.hpp); checkpoints in --ckpt-format fsdp_dtensor"},
+      {"data_parallel_sharding_strategy", "with --use-megatron-fsdp: no_shard is plain DDP (all-reduced gradients); "
+                                          "optim the distributed optimizer's sharding (ZeRO-1); optim_grads also "
+                                          "reduce-scatters each backward's gradients into the shard and frees the whole "
+                                          "buffer (ZeRO-2); optim_grads_params also keeps only the shard of each model "
+                                          "chunk's parameters, all-gathered into a buffer before each forward and "
+                                          "backward of the chunk and freed after (ZeRO-3)"},
+      {"use_torch_fsdp2", "fully sharded parameters, gradients and optimizer state: Megatron FSDP's optim_grads_params "
+                          "machinery (training/fsdp_residency.hpp)"},
+      {"torch_fsdp2_reshard_after_forward", "with --use-torch-fsdp2 the gathered parameters stay from a forward to its "
+                                            "backward (FSDP2's reshard_after_forward=False)"},
+      {"fsdp_double_buffer", "two freed parameter gather buffers are kept and reused instead of one allocated per gather"},
       {"overlap_grad_reduce", "gradient buckets are reduced on a background collective thread as the last micro-batch's backward completes them (with the distributed optimizer, one bucket per model chunk; with sequence parallelism too, at finalize)"},
       {"overlap_param_gather", "the distributed optimizer's parameter all-gather runs in the background until the next forward needs the parameters"},
       {"ddp_bucket_size", "elements per gradient bucket with --overlap-grad-reduce (default Megatron's max(40M, 1M x dp))"},
@@ -185,7 +212,11 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                       "per-rank iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt torch.save files, read and written by "
                       "mactor's zip and pickle code; with --use-distributed-optimizer also Megatron's distrib_optim.pt "
                       "(Adam's state gathered in Megatron's buffer layout); not with expert parallelism); "
-                      "see checkpoint/README.md"},
+                      "see checkpoint/README.md; fsdp_dtensor (with --use-megatron-fsdp) writes and reads the "
+                      "torch_dist files, so it loads into any layout, sharded or not"},
+      {"strict_fsdp_dtensor_load", "--ckpt-format fsdp_dtensor loads strictly (a tensor the model needs must be in the "
+                                   "checkpoint) unless this is given: then absent tensors are listed and keep their "
+                                   "initial values (Megatron's allow_partial_load)"},
       {"auto_detect_ckpt_format", "on load, Megatron's rule: metadata.json means torch_dist, mp_rank_0* means torch, "
                                   "and either loads (as --ckpt-format torch_dist also does)"},
       {"override_opt_param_scheduler", ""},

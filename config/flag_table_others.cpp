@@ -15,6 +15,8 @@ constexpr std::string_view ignored_by_megatron = "ignored by Megatron-LM itself"
 const std::map<std::string_view, std::string_view>& accepted_flags() {
   static const std::map<std::string_view, std::string_view> table = {
       {"masked_softmax_fusion", performance_only},
+      {"suggested_communication_unit_size", "Megatron FSDP's elements per gather (and its prefetch size); mactor's "
+                                            "FSDP gathers one whole model chunk at a time, the same values"},
       {"cp_comm_type", "chooses how Megatron moves keys and values between context-parallel ranks (p2p ring, a2a, "
                        "allgather, a2a+p2p); every choice computes the same attention, and mactor all-gathers them for each"},
       {"vocab_extra_ids", "Megatron adds the <extra_id_N> tokens only in its legacy BertWordPiece* and "
@@ -95,7 +97,6 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"manual_gc_interval", "Python garbage-collector control; there is no Python runtime in mactor"},
       {"manual_gc_eval", "Python garbage-collector control; there is no Python runtime in mactor"},
       {"local_rank", "torch.distributed.launch passes it; mactor reads the rank from the launcher's environment"},
-      {"create_attention_mask_in_dataloader", "mactor applies the causal mask inside attention; the result is the same"},
       {"barrier_with_L1_time", "timer barrier placement; does not change results"},
       {"tensorboard_queue_size", "the writer flushes at every log line instead of queueing"},
       {"logging_level", "Python logging level; mactor's log lines do not depend on it"},
@@ -118,6 +119,8 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
 // Not-implemented flags whose error says more than "not built yet".
 const std::map<std::string_view, std::string_view>& refused_flags() {
   static const std::map<std::string_view, std::string_view> table = {
+      {"init_model_with_meta_device", "mactor initializes each chunk's whole parameters before FSDP keeps their shard; "
+                                      "initializing the shard alone is not built; drop the flag"},
       {"non_persistent_local_ckpt_dir", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
                                         "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
       {"non_persistent_local_ckpt_algo", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
@@ -136,8 +139,8 @@ const std::vector<value_limit>& value_limits() {
        {"GPT2BPETokenizer", "HuggingFaceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer", "TikTokenizer",
         "NullTokenizer"}},
       {"dataloader_type", "--dataloader-type", {"single"}},
-      {"ckpt_format", "--ckpt-format", {"torch_dist", "torch"}},
-      {"ckpt_convert_format", "--ckpt-convert-format", {"torch_dist", "torch"}},
+      {"ckpt_format", "--ckpt-format", {"torch_dist", "torch", "fsdp_dtensor"}},
+            {"ckpt_convert_format", "--ckpt-convert-format", {"torch_dist", "torch"}},
       {"non_persistent_ckpt_type", "--non-persistent-ckpt-type", {"global"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32", "fp16"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},

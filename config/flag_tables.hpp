@@ -30,5 +30,6 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors);
 void mla_combinations(const megatron_args& a, std::vector<std::string>& errors);
 void mtp_combinations(const megatron_args& a, std::vector<std::string>& errors);
 void fp8_param_gather_combinations(const megatron_args& a, std::vector<std::string>& errors);
+void fsdp_combinations(const megatron_args& a, std::vector<std::string>& errors);
 
 }  // namespace mactor::config::detail

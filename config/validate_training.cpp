@@ -51,6 +51,10 @@ void precision(validation_context& c) {  // rules 29-34
   if (te.fp4 && te.fp8) c.error("--fp4-format and --fp8-format cannot be used simultaneously; choose one");
   if (te.fp4_param && !te.fp4) c.error("--fp4-param-gather requires --fp4-format to be specified");
   if (d.use_megatron_fsdp) {
+    if (d.data_parallel_sharding_strategy == "optim_grads_params")
+      c.require(!c.a.training.check_weight_hash_across_dp_replicas_interval,
+                "--check-weight-hash-across-dp-replicas-interval is not supported with --data-parallel-sharding-strategy "
+                "optim_grads_params (each replica holds only its shard of the weights); drop one of them");
     require_fsdp_cuda_connections(c);
     c.require(c.a.checkpointing.ckpt_format == "fsdp_dtensor",
               "--use-megatron-fsdp requires --ckpt-format fsdp_dtensor (got " + c.a.checkpointing.ckpt_format + ")");
@@ -86,6 +90,11 @@ void data_loader(validation_context& c) {  // rules 35, 36
             "--num-dataset-builder-threads=" + show(c.a.data.num_dataset_builder_threads) + " must be > 0");
   c.a.derived.consumed_train_samples = c.a.derived.skipped_train_samples = c.a.derived.consumed_valid_samples = 0;
   c.a.derived.variable_seq_lengths = false;
+  // Megatron refuses this as it builds the validation loaders (NotImplementedError); found here, at start.
+  const auto& v = c.a.validation;
+  if (v.multiple_validation_sets && !v.full_validation && !v.skip_train)
+    c.error("--multiple-validation-sets currently requires --full-validation (each set is evaluated whole); add "
+            "--full-validation");
 }
 
 void training_length(validation_context& c) {  // rules 37, 38

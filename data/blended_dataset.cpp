@@ -255,7 +255,7 @@ datasets3 build_gpt_datasets(gpt_dataset_config config, const sizes3& sizes) {
   if (config.blend) return build_blend(*config.blend, config.matrix, sizes, config);
   datasets3 out;
   for (int s = 0; s < 3; ++s) {
-    if (!config.blend_per_split[s]) continue;
+    if (!config.blend_per_split[s] || (s == 1 && has_multiple_validation_sets(config))) continue;
     split_matrix spoof;
     spoof[s] = std::make_pair(0.0, 1.0);
     sizes3 sz{};
@@ -263,6 +263,25 @@ datasets3 build_gpt_datasets(gpt_dataset_config config, const sizes3& sizes) {
     out[s] = build_blend(*config.blend_per_split[s], spoof, sz, config)[s];
   }
   return out;
+}
+
+bool has_multiple_validation_sets(const gpt_dataset_config& config) {
+  const auto& valid = config.blend_per_split[1];
+  return config.multiple_validation_sets && !config.mock && !config.blend && valid && valid->prefixes.size() > 1;
+}
+
+std::vector<std::shared_ptr<sample_dataset>> build_validation_sets(gpt_dataset_config config,
+                                                                   std::optional<std::int64_t> size) {
+  config.finalize();
+  if (!has_multiple_validation_sets(config)) return {};
+  split_matrix spoof;
+  spoof[1] = std::make_pair(0.0, 1.0);
+  sizes3 sizes{};
+  sizes[1] = size;
+  std::vector<std::shared_ptr<sample_dataset>> sets;
+  for (const auto& prefix : config.blend_per_split[1]->prefixes)
+    sets.push_back(build_splits(prefix, spoof, sizes, config)[1]);
+  return sets;
 }
 
 }  // namespace mactor::data

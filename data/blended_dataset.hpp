@@ -56,7 +56,16 @@ std::vector<std::array<std::optional<std::int64_t>, 3>> size_per_split_per_datas
 
 /// Builds the three splits' datasets the way BlendedMegatronDatasetBuilder does, for the requested
 /// sample counts (nullopt: one full epoch). A split that is not built is nullptr.
+/// With multiple validation sets (below) the validation split is left to build_validation_sets.
 std::array<std::shared_ptr<sample_dataset>, 3> build_gpt_datasets(
     gpt_dataset_config config, const std::array<std::optional<std::int64_t>, 3>& sizes);
+
+/// Whether --multiple-validation-sets applies: a per-split validation blend of several prefixes
+/// (with --data-path, or one validation prefix, there is one validation set, as in Megatron).
+bool has_multiple_validation_sets(const gpt_dataset_config& config);
+/// --multiple-validation-sets: each prefix of the validation blend as its own dataset, in order,
+/// each of `size` samples (nullopt: one epoch); its weights are not used, as in Megatron.
+std::vector<std::shared_ptr<sample_dataset>> build_validation_sets(gpt_dataset_config config,
+                                                                   std::optional<std::int64_t> size);
 
 }  // namespace mactor::data

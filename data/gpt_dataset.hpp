@@ -33,6 +33,7 @@ struct gpt_dataset_config {
   bool reset_position_ids = false;                  // --reset-position-ids
   bool reset_attention_mask = false;                // --reset-attention-mask
   bool eod_mask_loss = false;                       // --eod-mask-loss
+  bool multiple_validation_sets = false;            // --multiple-validation-sets
   bool create_attention_mask = true;                // --no-create-attention-mask-in-dataloader
   bool drop_last_partial_validation_sequence = true;
   bool add_extra_token_to_sequence = true;

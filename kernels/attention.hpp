@@ -1,7 +1,8 @@
 // Causal self-attention core (softmax(Q K^T * scale) V) with grouped-query attention, reading
 // Megatron's fused QKV layout directly: each (seq, batch) row of qkv holds, per query group,
 // that group's query heads, then its key head, then its value head.
-// Two Megatron variants: a sliding window (--window-size (left, 0): query i sees keys
+// A document mask keeps each query to the keys of its own document (Megatron's
+// --reset-attention-mask). Two Megatron variants: a sliding window (--window-size (left, 0): query i sees keys
 // i - left .. i) and a per-head sink logit s_h in the softmax's denominator (--softmax-type
 // off-by-one with s_h = 0, learnable with the parameter softmax_offset):
 //   p[i, j] = exp(x[i, j]) / (exp(s_h) + sum_k exp(x[i, k])).
@@ -33,6 +34,9 @@ struct attention_dims {
   int head_offset = 0;  // global index of the first head here (dropout mask indices)
   int total_heads = 0;  // global number of query heads (dropout mask indices)
   int window = -1;      // sliding window: query i sees keys [i - window, i]; -1: every key <= i
+  /// Document mask (--reset-attention-mask): [batch, keys], the first key position the query at
+  /// each position sees (non-decreasing along a sequence, at most the position); null: 0.
+  const std::int32_t* document_start = nullptr;
   int kv_seq = 0;       // key rows (the whole sequence); 0: seq
   std::array<query_run, 2> runs{};  // the query rows' positions; num_runs = 0: rows 0..seq
   int num_runs = 0;

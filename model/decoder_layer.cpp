@@ -36,6 +36,10 @@ void decoder_layer::release() {
   std::visit([](auto& l) { l.release(); }, layer_);
 }
 
+void decoder_layer::set_document_starts(const std::int32_t* starts) {
+  if (auto* t = std::get_if<transformer_layer>(&layer_)) t->set_document_starts(starts);
+}
+
 moe_layer* decoder_layer::moe() {
   auto* t = std::get_if<transformer_layer>(&layer_);
   return t ? t->moe() : nullptr;

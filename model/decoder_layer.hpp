@@ -24,6 +24,9 @@ class decoder_layer {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
                 tensor::const_tensor_view dy, tensor::tensor_view dx);
   void release();
+  /// The micro-batch's document mask for the attention (null: causal); a Mamba layer's scan
+  /// runs over the whole sequence, as Megatron's mixer does.
+  void set_document_starts(const std::int32_t* starts);
   /// The MoE layer in place of the MLP, or null.
   moe_layer* moe();
   const moe_layer* moe() const;

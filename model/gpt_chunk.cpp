@@ -129,6 +129,7 @@ void gpt_chunk::load_batch(const micro_batch& b, saved& s) const {
   if (ids && !b.tokens) throw std::invalid_argument("multi-token prediction needs the micro-batch's tokens on the last stage");
   if (ids) s.ids.resize(rows), s.positions.resize(rows);
   if (layout_.post_process) s.labels.resize(rows), s.mask.resize(rows);
+  if (b.document_start) s.document_start.assign(b.document_start, b.document_start + std::size_t(mb) * seq);
   const std::vector<int> positions = shard_.positions();
   for (int bi = 0; bi < mb; ++bi)
     for (int li = 0; li < local_seq; ++li) {
@@ -168,7 +169,15 @@ tensor::tensor_view gpt_chunk::stream(int i, const saved& s) {
 
 // Embedding (or the kept input), the layers and the final norm; fills stream_ and final_. A
 // checkpointed group frees its layers' activations and its inner stream entries as it goes.
+void gpt_chunk::use_document_mask(const saved& s) {
+  const std::int32_t* starts = s.document_start.empty() ? nullptr : s.document_start.data();
+  for (auto& layer : layers_) layer.set_document_starts(starts);
+  if (mtp_)
+    for (auto* layer : mtp_->layers()) layer->set_document_starts(starts);
+}
+
 void gpt_chunk::run_forward(const saved& s, bool training) {
+  use_document_mask(s);
   const int seq = shard_.local_length(), mb = s.micro_batch_size, rows = seq * mb;
   const int local = local_rows(mb), hidden = config_.hidden_size;
   stream_.resize(layers_.size() + 1);
@@ -273,6 +282,7 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
                            " without a kept forward");
   saved& s = it->second;
   if (resident_ != slot) run_forward(s, /*training=*/true);  // recompute the activations
+  use_document_mask(s);
   const int rows = local_rows(s.micro_batch_size);
   const std::int64_t n = std::int64_t(activation_numel(s.micro_batch_size));
   auto grad = ensure_activation(grad_a_, rows, config_.hidden_size, activation_dtype());

@@ -40,6 +40,9 @@ struct micro_batch {
   const float* loss_mask = nullptr;
   const std::int32_t* position_ids = nullptr;  // null: 0..seq-1 (used by learned positions only)
   int micro_batch_size = 1;
+  /// [micro_batch_size, seq]: the first position of each position's document, the keys its
+  /// attention may see (--reset-attention-mask); null: causal attention over the whole sequence.
+  const std::int32_t* document_start = nullptr;
 };
 
 /// Megatron's loss reduction pair: sum of loss * mask and sum of mask.
@@ -165,11 +168,14 @@ class gpt_chunk {
     std::uint64_t step = 0;
     int micro_batch_size = 1;
     std::vector<std::int32_t> ids, positions, labels;
+    std::vector<std::int32_t> document_start;  // the micro-batch's, [batch, seq]; empty: causal
     std::vector<float> mask;
     tensor::tensor input, loss_grad;
     std::vector<tensor::tensor> mtp_grads;  // each MTP depth's output gradient
   };
   void load_batch(const micro_batch& batch, saved& s) const;
+  /// Points every attention at the micro-batch's document mask (before its forward or backward).
+  void use_document_mask(const saved& s);
   int local_rows(int micro_batch_size) const;
   void run_forward(const saved& s, bool training);
   /// Reruns a checkpointed group's forward (its input gathered first when distributed).

@@ -19,8 +19,9 @@ gpt_model_config shared_expert_config(gpt_model_config c) {
 
 }  // namespace
 
-moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& c, group* ep)
-    : hidden_(c.hidden_size), router_(store, name + ".router", c),
+moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& c, group* ep,
+                     group* sequence_shards)
+    : hidden_(c.hidden_size), router_(store, name + ".router", c, sequence_shards),
       dispatcher_(c.moe.num_experts, c.moe.router_topk), experts_(store, name + ".experts", c) {
   if (c.moe.expert_parallel_size > 1) {
     if (!ep || ep->size() != c.moe.expert_parallel_size || ep->rank() != c.moe.expert_parallel_rank)

@@ -23,8 +23,11 @@ class moe_layer {
  public:
   /// Registers name.router.weight, the experts under name.experts and the shared expert's
   /// name.shared_experts.linear_fc{1,2}.weight. ep: the expert-parallel group (needed when
-  /// config.moe.expert_parallel_size > 1).
-  moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& config, group* ep = nullptr);
+  /// config.moe.expert_parallel_size > 1). sequence_shards: the group whose ranks hold the other
+  /// parts of the micro-batch's sequences (context parallelism; Megatron's tp_cp group), over
+  /// which the router's load-balancing losses count tokens (null: this rank holds them all).
+  moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& config, group* ep = nullptr,
+            group* sequence_shards = nullptr);
   /// out[rows, hidden] from x[rows, hidden], rows = seq * batch in [seq, batch] order.
   /// noise_stream: the counter stream of the router's input jitter (--moe-input-jitter-eps).
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x, tensor::tensor_view out,

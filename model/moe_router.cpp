@@ -15,10 +15,13 @@
 #include "model/moe_sinkhorn.hpp"
 
 namespace mactor::model {
-moe_router::moe_router(parameter_store& store, const std::string& name, const gpt_model_config& c)
+moe_router::moe_router(parameter_store& store, const std::string& name, const gpt_model_config& c,
+                       group* sequence_shards)
     : weight_(store.add(name + ".weight", {c.moe.num_experts, c.hidden_size}, tp_split::replicated,
                         init_kind::normal, c.init_method_std)),
       experts_(c.moe.num_experts), topk_(c.moe.router_topk), hidden_(c.hidden_size),
+      shards_(sequence_shards && sequence_shards->size() > 1 ? sequence_shards : nullptr),
+      num_shards_(shards_ ? shards_->size() : 1),
       pre_softmax_(c.moe.router_pre_softmax), per_token_loss_(c.moe.per_token_loss),
       sigmoid_(c.moe.score_function == moe_score_function::sigmoid), groups_(c.moe.router_num_groups),
       group_topk_(c.moe.router_group_topk), scaling_(c.moe.router_topk_scaling_factor),

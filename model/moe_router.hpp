@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/gpt_model_config.hpp"
+#include "model/group.hpp"
 #include "model/parameter.hpp"
 
 namespace mactor::model {
@@ -27,7 +28,11 @@ struct moe_aux_losses {
 class moe_router {
  public:
   /// Registers name.weight [num_experts, hidden] (normal(0, init_method_std), as Megatron).
-  moe_router(parameter_store& store, const std::string& name, const gpt_model_config& config);
+  /// sequence_shards: the ranks holding the other parts of each micro-batch's sequences (the
+  /// context-parallel group): the load-balancing losses sum their tokens per expert over it and
+  /// count its tokens (Megatron's tp_cp_group), and the z-loss's coefficient is divided by its size.
+  moe_router(parameter_store& store, const std::string& name, const gpt_model_config& config,
+             group* sequence_shards = nullptr);
   /// Routes x[rows, hidden] (rows in [seq, batch] order). Training adds the auxiliary losses.
   /// With a router dtype, x and the weight are widened to it first. With --moe-input-jitter-eps
   /// x is first multiplied by noise drawn from noise_stream (in training and evaluation alike,
@@ -91,6 +96,8 @@ class moe_router {
   void add_softmax_gradient(std::vector<double>& dlogits, const std::vector<double>& g) const;
 
   int weight_, experts_, topk_, hidden_, rows_ = 0, seq_ = 0, batch_ = 0;
+  group* shards_;   // sequence_shards (null: none)
+  int num_shards_;  // its size, 1 without
   bool pre_softmax_, per_token_loss_, training_ = false;
   bool sigmoid_;
   int groups_, group_topk_;

@@ -47,7 +47,10 @@ double moe_router::balance_loss(balance_term& b) {
     const double* a = aux_scores(t);
     for (int e = 0; e < E; ++e) score_sums[std::size_t(g) * E + e] += a[e];
   }
-  const double n = b.seq_level ? seq_ : rows_;
+  // The tokens the other shards of these sequences routed count too (Megatron's reduction over
+  // tp_cp_group); the scores stay this rank's, so the shards' losses sum to the whole one.
+  if (shards_) shards_->all_reduce_sum(b.tokens_per_expert.data(), b.tokens_per_expert.size());
+  const double n = double(b.seq_level ? seq_ : rows_) * num_shards_;
   double sum = 0;
   for (std::size_t i = 0; i < score_sums.size(); ++i) sum += score_sums[i] * b.tokens_per_expert[i];
   return sum * E / (k * n * n) / groups;  // the loss divided by its coefficient
@@ -87,7 +90,7 @@ void moe_router::add_aux_loss_gradients(std::vector<double>& dlogits, double sca
   std::vector<double> g;
   for (const auto& b : balance_) {
     if (b.tokens_per_expert.empty()) continue;
-    const double n = b.seq_level ? seq_ : rows_;
+    const double n = double(b.seq_level ? seq_ : rows_) * num_shards_;
     const double groups = b.seq_level ? batch_ : 1;
     const double c = unit * b.coeff * E / (k * n * n) / groups;
     g.resize(std::size_t(rows_) * E, 0.0);
@@ -102,8 +105,9 @@ void moe_router::add_aux_loss_gradients(std::vector<double>& dlogits, double sca
       add_softmax_gradient(dlogits, g);
   }
   if (z_coeff_) {
-    // z = coeff * mean_t(lse_t^2): dz/dlogits[t, e] = coeff * 2 lse_t softmax[t, e] / rows.
-    const double c = unit * *z_coeff_ * 2.0 / rows_;
+    // z = coeff * mean_t(lse_t^2): dz/dlogits[t, e] = coeff * 2 lse_t softmax[t, e] / rows, with
+    // Megatron's coefficient divided by the shards (their means then sum to the whole one's).
+    const double c = unit * *z_coeff_ / num_shards_ * 2.0 / rows_;
     for (int t = 0; t < rows_; ++t)
       for (int e = 0; e < E; ++e)
         dlogits[std::size_t(t) * E + e] += c * lse_[t] * softmax_[std::size_t(t) * E + e];

@@ -47,6 +47,8 @@ class multi_latent_attention {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
                 tensor::const_tensor_view x, tensor::tensor_view dx);
   void release();
+  /// As self_attention's.
+  void set_document_starts(const std::int32_t* starts) { dims_.document_start = dims_.window < 0 ? starts : nullptr; }
 
  private:
   mla_settings m_;

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <stdexcept>
 
 #include "kernels/convert.hpp"
+#include "kernels/tensor_ops.hpp"
 
 namespace mactor::model {
 namespace {
@@ -134,11 +136,7 @@ void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
   const tensor::shape_type flat{static_cast<std::int64_t>(total)};
   values_ = tensor::tensor(flat, type_, tensor::memory_kind::parameters);
   grads_ = tensor::tensor(flat, grad_type_, tensor::memory_kind::gradients);
-  const auto piece = [&](tensor::tensor& buffer, const parameter& p) {
-    auto v = buffer.view().rows(std::int64_t(p.offset), std::int64_t(p.offset + p.numel));
-    v.shape = p.shape;
-    return v;
-  };
+  flat_numel_ = total;
   for (auto& p : params_) p.value = piece(values_, p), p.grad = piece(grads_, p);
   std::vector<float> full, local;
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -157,7 +155,48 @@ void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
 }
 
 void parameter_store::zero_grad() {
-  grads_.zero();
+  if (grads_.defined()) grads_.zero();
+}
+
+tensor::tensor_view parameter_store::piece(tensor::tensor_view buffer, const parameter& p) {
+  auto v = buffer.rows(std::int64_t(p.offset), std::int64_t(p.offset + p.numel));
+  v.shape = p.shape;
+  return v;
+}
+
+void parameter_store::keep_values_shard(std::size_t begin, std::size_t end) {
+  tensor::tensor shard({static_cast<std::int64_t>(end - begin)}, type_, tensor::memory_kind::parameters);
+  const std::size_t held = std::min(end, flat_numel_);
+  if (begin < held)
+    kernels::copy(shard.view().rows(0, std::int64_t(held - begin)), values_.view().rows(std::int64_t(begin), std::int64_t(held)));
+  values_ = std::move(shard);
+  values_begin_ = begin;
+  unbind_values();
+}
+
+void parameter_store::bind_values(tensor::tensor_view full) {
+  if (full.type != type_ || std::size_t(full.numel()) < flat_numel_)
+    throw std::logic_error("parameter_store::bind_values: not a whole flat layout of the store's dtype");
+  for (auto& p : params_) p.value = piece(full, p);
+}
+
+void parameter_store::unbind_values() {
+  for (auto& p : params_) p.value.data = nullptr;
+}
+
+void parameter_store::drop_grads() {
+  grads_ = tensor::tensor();
+  unbind_grads();
+}
+
+void parameter_store::bind_grads(tensor::tensor_view full) {
+  if (full.type != grad_type_ || std::size_t(full.numel()) < flat_numel_)
+    throw std::logic_error("parameter_store::bind_grads: not a whole flat layout of the gradients' dtype");
+  for (auto& p : params_) p.grad = piece(full, p);
+}
+
+void parameter_store::unbind_grads() {
+  for (auto& p : params_) p.grad.data = nullptr;
 }
 using segment_rows = std::vector<std::int64_t>;
 template void copy_shard<float>(const float*, float*, const std::vector<std::int64_t>&, tp_split,

@@ -105,6 +105,24 @@ class parameter_store {
   void zero_grad();
   /// Where the experts start in the flat buffers (the end when there are none); after allocate().
   std::size_t expert_begin() const { return expert_begin_; }
+  /// Elements of the flat layout (every parameter's).
+  std::size_t flat_numel() const { return flat_numel_; }
+
+  /// Fully sharded data parallelism (ZeRO-3): value_tensor() keeps only flat elements
+  /// [begin, end) (a data-parallel shard; elements past flat_numel() are zeros), the rest is
+  /// freed and every parameter's value view is unbound (null) until bind_values().
+  void keep_values_shard(std::size_t begin, std::size_t end);
+  /// The first flat element value_tensor() holds: 0 unless sharded.
+  std::size_t values_begin() const { return values_begin_; }
+  /// Points each parameter's value at its place in `full`, a whole flat layout of the store's
+  /// dtype (at least flat_numel() elements): the gathered parameters. unbind_values() undoes it.
+  void bind_values(tensor::tensor_view full);
+  void unbind_values();
+  /// ZeRO-2: frees the gradient buffer; backward() then needs bind_grads() with a whole flat
+  /// layout of grad_type() (zero_grad() leaves it alone). unbind_grads() undoes it.
+  void drop_grads();
+  void bind_grads(tensor::tensor_view full);
+  void unbind_grads();
 
  private:
   struct init_spec {
@@ -114,12 +132,14 @@ class parameter_store {
   /// Fills `full` (the tp = 1 tensor) with its initial values from a generator seeded by seed.
   void draw(std::vector<float>& full, std::uint64_t seed, const std::vector<std::int64_t>& full_shape,
             init_spec init) const;
+  /// p's elements in a whole flat layout, in p's shape.
+  static tensor::tensor_view piece(tensor::tensor_view buffer, const parameter& p);
 
   tensor::dtype type_, grad_type_;
   std::vector<parameter> params_;
   std::vector<init_spec> inits_;
   bool xavier_uniform_ = false;
-  std::size_t expert_begin_ = 0;
+  std::size_t expert_begin_ = 0, flat_numel_ = 0, values_begin_ = 0;
   // The data plane all-reduces the gradients and all-gathers the values (huge pages).
   tensor::tensor values_, grads_;
 };

@@ -42,6 +42,10 @@ class self_attention {
                 tensor::const_tensor_view x, tensor::tensor_view dx);
   /// Frees every saved activation and scratch buffer (full recomputation reruns the forward).
   void release();
+  /// --reset-attention-mask: [batch, seq] document starts for the next forward and backward
+  /// (null: causal). A layer with a sliding window keeps its window alone, as Megatron's softmax
+  /// replaces the given mask with the window's.
+  void set_document_starts(const std::int32_t* starts) { dims_.document_start = dims_.window < 0 ? starts : nullptr; }
 
  private:
   // The learnable sink logits' parameter id (-1: none), registered first as Megatron's

@@ -51,7 +51,7 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
   if (!has_mlp_) return;
   pre_mlp_layernorm_.emplace(half_norm(store, at, ".pre_mlp_layernorm", ".mlp.linear_fc1", c));
   if (c.moe.layer_is_moe(layer))
-    moe_.emplace(store, at + ".mlp", c, ep);
+    moe_.emplace(store, at + ".mlp", c, ep, c.context_parallel_size > 1 ? cp : nullptr);
   else
     mlp_.emplace(store, at + ".mlp", with_layer_fp8(c, layer), tp_size);
 }
@@ -161,6 +161,11 @@ void transformer_layer::attention_backward(parameter_store& store, group& tp,
 
 tensor::const_tensor_view transformer_layer::attention_bias(const parameter_store& store) const {
   return mla_ ? mla_->proj_bias(store) : self_attention_->proj_bias(store);
+}
+
+void transformer_layer::set_document_starts(const std::int32_t* starts) {
+  if (self_attention_) self_attention_->set_document_starts(starts);
+  if (mla_) mla_->set_document_starts(starts);
 }
 
 void transformer_layer::release() {

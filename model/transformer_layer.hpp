@@ -46,6 +46,8 @@ class transformer_layer {
   /// Frees every activation the layer keeps and its scratch: a checkpointed layer after its
   /// forward (the backward reruns the forward first) and after its backward.
   void release();
+  /// The micro-batch's document mask for the attention (null: causal); see micro_batch.
+  void set_document_starts(const std::int32_t* starts);
 
  private:
   int number_, hidden_, rows_ = 0, local_rows_ = 0;

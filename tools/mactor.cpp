@@ -1,7 +1,5 @@
 // The `mactor` program: launches jobs the way mpirun does, and hosts the subcommands.
-#include <cstdio>
 #include <cstring>
-#include <initializer_list>
 
 #include "tools/subcommands.hpp"
 
@@ -12,11 +10,7 @@ int main(int argc, char** argv) {
     return mactor::tools::inspect_main(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "swap") == 0)
     return mactor::tools::swap_main(argc - 1, argv + 1);
-  for (const char* later : {"simulate"}) {
-    if (argc >= 2 && std::strcmp(argv[1], later) == 0) {
-      std::fprintf(stderr, "mactor: error: 'mactor %s' is not implemented yet\n", later);
-      return 2;
-    }
-  }
+  if (argc >= 2 && std::strcmp(argv[1], "simulate") == 0)
+    return mactor::tools::simulate_main(argc - 1, argv + 1);
   return mactor::tools::launch_main(argc, argv);
 }

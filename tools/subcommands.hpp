@@ -9,6 +9,10 @@ int launch_main(int argc, char** argv);
 /// `mactor schedule [flags]`: prints each pipeline rank's op order. argv[0] is "schedule".
 int schedule_main(int argc, char** argv);
 
+/// `mactor simulate --system FILE [flags]`: predicts a layout's iteration on a machine. argv[0] is
+/// "simulate". Exit 0; 2 for bad flags, a refused layout or a bad system file.
+int simulate_main(int argc, char** argv);
+
 /// `mactor inspect ADDR [--token T | --token-file F] [--once] [--interval S]`: a running job's
 /// live view. Exit 0; 1 when the job cannot be reached; 2 for bad flags or a refused token.
 int inspect_main(int argc, char** argv);

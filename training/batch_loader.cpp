@@ -1,12 +1,32 @@
 // Sample assembly into model-ready micro-batches.
 #include "training/batch_loader.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "data/data_error.hpp"
 
 namespace mactor::training {
+namespace {
+
+// The dataset's attention mask ([L, L], true where masked: causal, and with --reset-attention-mask
+// no key at or before an EOD for the queries after it) as each position's first visible key.
+void append_document_starts(const data::gpt_sample& s, std::vector<std::int32_t>& starts) {
+  const std::size_t length = s.tokens.size();
+  if (s.attention_mask.size() != length * length) {
+    starts.insert(starts.end(), length, 0);
+    return;
+  }
+  for (std::size_t p = 0; p < length; ++p) {
+    const std::uint8_t* row = s.attention_mask.data() + p * length;
+    std::size_t first = 0;
+    while (first < p && row[first]) ++first;
+    starts.push_back(static_cast<std::int32_t>(first));
+  }
+}
+
+}  // namespace
 
 batch_loader::batch_loader(std::shared_ptr<data::sample_dataset> dataset, int micro_batch_size, std::int64_t vocab_size,
                            int dp_rank, int dp_size)
@@ -35,7 +55,11 @@ batch_buffers batch_loader::load(std::int64_t consumed_samples, bool cyclic) con
       b.position_ids.push_back(static_cast<std::int32_t>(s.position_ids[t]));
       b.loss_mask.push_back(s.loss_mask[t]);
     }
+    append_document_starts(s, b.document_start);
   }
+  // A causal mask everywhere (no --reset-attention-mask): no document mask to pass on.
+  if (std::all_of(b.document_start.begin(), b.document_start.end(), [](std::int32_t v) { return v == 0; }))
+    b.document_start.clear();
   return b;
 }
 

@@ -14,10 +14,12 @@ namespace mactor::training {
 struct batch_buffers {
   std::vector<std::int32_t> tokens, labels, position_ids;
   std::vector<float> loss_mask;
+  std::vector<std::int32_t> document_start;  // --reset-attention-mask's document mask; empty: causal
   int micro_batch_size = 0;
 
   [[nodiscard]] model::micro_batch view() const {
-    return {tokens.data(), labels.data(), loss_mask.data(), position_ids.data(), micro_batch_size};
+    return {tokens.data(), labels.data(), loss_mask.data(), position_ids.data(), micro_batch_size,
+            document_start.empty() ? nullptr : document_start.data()};
   }
 };
 

@@ -41,7 +41,9 @@ std::vector<std::string> unrequested_keys(const std::vector<std::string>& checkp
   return out;
 }
 
-void apply_strictness(const std::string& mode, const checkpoint_keys& keys, const std::string& where, int rank) {
+void apply_strictness(const std::string& mode, const checkpoint_keys& keys, const std::string& where, int rank,
+                      const std::string& chosen_by) {
+  const std::string why = chosen_by.empty() ? "--dist-ckpt-strictness " + mode : chosen_by;
   const auto& u = keys.unexpected;
   const auto& m = keys.missing;
   const std::string lacks = where + " lacks " + std::to_string(u.size()) + " tensor(s) this model has: " + listed(u);
@@ -57,14 +59,14 @@ void apply_strictness(const std::string& mode, const checkpoint_keys& keys, cons
   const bool raise = mode == "raise_unexpected" || mode == "raise_all";
   if (raise && (!u.empty() || !m.empty()))
     throw checkpoint::checkpoint_error((u.empty() ? extra : m.empty() ? lacks : lacks + "; it also " + extra.substr(where.size() + 1)) +
-                                       " (--dist-ckpt-strictness " + mode + ")");
+                                       " (" + why + ")");
   if (raise) return;
   // log_unexpected, log_all, return_unexpected, return_all
   if (!u.empty())
-    std::fprintf(stderr, "rank %d: WARNING: %s; they keep their initial values (--dist-ckpt-strictness %s)\n", rank,
-                 lacks.c_str(), mode.c_str());
+    std::fprintf(stderr, "rank %d: WARNING: %s; they keep their initial values (%s)\n", rank, lacks.c_str(),
+                 why.c_str());
   if (!m.empty() && rank == 0)
-    std::fprintf(stderr, "WARNING: %s; they are not loaded (--dist-ckpt-strictness %s)\n", extra.c_str(), mode.c_str());
+    std::fprintf(stderr, "WARNING: %s; they are not loaded (%s)\n", extra.c_str(), why.c_str());
 }
 
 }  // namespace mactor::training

@@ -31,8 +31,9 @@ std::vector<std::string> unrequested_keys(const std::vector<std::string>& checkp
 
 /// Applies `mode` to the keys: throws checkpoint::checkpoint_error naming them (raise_*, or an
 /// unexpected key under assume_ok_unexpected), prints one warning per list on stderr (log_*,
-/// return_*; missing keys from rank 0 only), or nothing.
+/// return_*; missing keys from rank 0 only), or nothing. The messages name what chose the mode:
+/// `chosen_by`, or "--dist-ckpt-strictness <mode>".
 void apply_strictness(const std::string& mode, const checkpoint_keys& keys, const std::string& where,
-                      int rank);
+                      int rank, const std::string& chosen_by = "");
 
 }  // namespace mactor::training

@@ -18,6 +18,7 @@
 #include "model/optimizer_sgd.hpp"
 #include "training/checkpoint_state.hpp"
 #include "training/checkpoint_strictness.hpp"
+#include "training/data_parallel_sharding.hpp"
 #include "training/torch_checkpointing.hpp"
 
 namespace mactor::training {
@@ -173,7 +174,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   // Expert parallelism: each expert-parallel rank holds its own experts, the same as its
   // expert-data-parallel replicas'; their first one saves them.
   const auto saves = [&](const model::parameter& p) { return p.expert ? ctx.expert_dp_rank() == 0 : first_replica; };
-  const bool sharded = a.distributed.use_distributed_optimizer && ctx.optimizer_shard_group() != nullptr;
+  const bool sharded = shards_optimizer(a) && ctx.optimizer_shard_group() != nullptr;
   // With several distributed-optimizer instances each holds every shard: the first one saves.
   const bool shard_saver = ctx.optimizer_instance() == 0;
   const auto slots = optimizer_slots(engine);
@@ -181,7 +182,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   // holds them all, except a 16-bit model's under the distributed optimizer: each replica holds
   // (and saves, as flat ranges) the shard it updates; the all-gather brings only the 16-bit
   // weights.
-  if (sharded && engine.main_params().separate()) {
+  if (sharded && (engine.main_params().separate() || engine.params_sharded())) {
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
       if (!shard_saver || is_shared_copy(*s.chunk, *s.param) || (s.param->split == model::tp_split::replicated && t != 0)) continue;
@@ -309,8 +310,14 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
       at += q.data.size();
     }
   };
-  // --dist-ckpt-strictness decides what an absent tensor (or an unused one) means.
-  const std::string& strictness = a.checkpointing.dist_ckpt_strictness;
+  // --dist-ckpt-strictness decides what an absent tensor (or an unused one) means; --ckpt-format
+  // fsdp_dtensor has Megatron's strict DCP load instead (a tensor the model asks for must be
+  // there), or with --no-strict-fsdp-dtensor-load its partial load (the differences printed, the
+  // absent tensors keep their initial values).
+  const auto& ck = a.checkpointing;
+  const std::string strictness = ck.ckpt_format != "fsdp_dtensor" ? ck.dist_ckpt_strictness
+                                 : ck.strict_fsdp_dtensor_load    ? "raise_unexpected"
+                                                                  : "log_unexpected";
   checkpoint_keys keys;
   std::vector<std::string> requested;
   std::vector<model::moe_router*> biased;
@@ -327,13 +334,21 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
       }
   }
   if (strictness_checks_missing(strictness)) keys.missing = unrequested_keys(reader.names(), requested, ctx.world());
-  apply_strictness(strictness, keys, where, ctx.rank());
+  apply_strictness(strictness, keys, where, ctx.rank(),
+                   ck.ckpt_format != "fsdp_dtensor" ? ""
+                   : ck.strict_fsdp_dtensor_load    ? "--ckpt-format fsdp_dtensor loads strictly; "
+                                                      "--no-strict-fsdp-dtensor-load loads the rest"
+                                                    : "--no-strict-fsdp-dtensor-load");
   for (std::size_t c = 0; c < engine.chunks().size(); ++c)
     for (auto& p : engine.chunks()[c].parameters()) {
       if (!reader.has(p.name)) continue;  // allowed by the strictness: it keeps its initial values
       if (reader.global_shape(p.name) != p.full_shape)
         throw checkpoint_error(shape_mismatch(where, p, reader.global_shape(p.name), common, a, tp));
-      read_into(p.name, p, 0, p.numel, engine.main_params().values(c) + p.offset);
+      // The part of p this rank holds: all of it, or with sharded parameters its shard's.
+      auto& store = engine.chunks()[c].store();
+      const std::size_t lo = std::max(p.offset, store.values_begin()),
+                        hi = std::min(p.offset + p.numel, store.values_begin() + std::size_t(store.value_tensor().numel()));
+      if (lo < hi) read_into(p.name, p, lo - p.offset, hi - p.offset, engine.main_params().values(c) + lo);
     }
   engine.model_params_from_main();  // a 16-bit model: its weights from the fp32 ones (fp8 ones cast)
   for (auto* r : biased) {

@@ -87,9 +87,11 @@ void grad_sync::build_shards() {
     shards_[r.chunk].ranges.push_back({r.begin + std::min(r.lo, numel), r.begin + std::min(r.hi, numel), r.at});
     const auto& c = chunks_[r.chunk];
     const auto padded = static_cast<std::int64_t>(r.padded);
-    r.scratch = tensor::tensor({padded}, c.grads.type, tensor::memory_kind::communication);
+    // The whole-chunk buffers the collectives run on; FSDP's sharded gradients and parameters
+    // run on the engine's temporary whole buffers instead.
+    if (!options_.shard_grads) r.scratch = tensor::tensor({padded}, c.grads.type, tensor::memory_kind::communication);
     // A 16-bit model gathers its 16-bit values: a buffer of their dtype beside the fp32 scratch.
-    if (c.values.type != c.grads.type)
+    if (!options_.shard_params && (c.values.type != c.grads.type || options_.shard_grads))
       r.gathered = tensor::tensor({padded}, c.values.type, tensor::memory_kind::communication);
   }
   for (std::size_t c = 0; c < chunks_.size(); ++c)
@@ -99,6 +101,49 @@ void grad_sync::build_shards() {
 
 grad_sync::shard* grad_sync::shard_of(std::size_t chunk) {
   return shards_.empty() ? nullptr : &shards_[chunk];
+}
+
+const grad_sync::region& grad_sync::fsdp_region(std::size_t chunk) const {
+  const region* found = nullptr;
+  for (const auto& r : regions_)
+    if (r.chunk == chunk) {
+      if (found) throw std::logic_error("FSDP shards a chunk with expert-parallel experts");
+      found = &r;
+    }
+  if (!found || shards_.empty() || !found->shard_group) throw std::logic_error("FSDP needs a sharded chunk");
+  return *found;
+}
+
+grad_sync::padded_slice grad_sync::slice_of(std::size_t chunk) const {
+  const auto& r = fsdp_region(chunk);
+  return {r.lo, r.hi, r.padded};
+}
+
+void grad_sync::gather_values(std::size_t chunk, tensor::const_tensor_view shard, tensor::tensor_view full) {
+  const auto& r = fsdp_region(chunk);
+  const trace_recorder::scope traced(*trace_, "fsdp params all-gather", "grad_sync",
+                                     {{"chunk", static_cast<std::int64_t>(chunk)},
+                                      {"bytes", static_cast<std::int64_t>(full.nbytes())},
+                                      {"group_size", r.shard_group->size()}});
+  r.shard_group->all_gather(shard, full);
+  param_gather_bytes_ += full.nbytes();
+}
+
+void grad_sync::reduce_into_shard(std::size_t chunk, tensor::tensor_view full) {
+  const auto& r = fsdp_region(chunk);
+  const trace_recorder::scope traced(*trace_, "fsdp grads reduce-scatter", "grad_sync",
+                                     {{"chunk", static_cast<std::int64_t>(chunk)},
+                                      {"bytes", static_cast<std::int64_t>(full.nbytes())},
+                                      {"group_size", r.shard_group->size()}});
+  if (!options_.sum_over_replicas && data_parallel_) kernels::scale(full, 1.0 / data_parallel_->size());
+  auto mine = shards_[chunk].grads.view().rows(static_cast<std::int64_t>(r.at), static_cast<std::int64_t>(r.at + r.hi - r.lo));
+  tensor::tensor part({static_cast<std::int64_t>(r.hi - r.lo)}, mine.type, tensor::memory_kind::communication);
+  reduce_scatter_in(*r.shard_group, full, part.view());
+  kernels::add(mine, part.view());
+}
+
+void grad_sync::zero_shard_grads() {
+  for (auto& s : shards_) s.grads.zero();
 }
 
 void grad_sync::build_buckets(std::int64_t bucket_size) {
@@ -260,7 +305,7 @@ void grad_sync::finish_grad_sync() {
           if (p.tied_embedding) reduce_tied_embedding(c, p);
   }
   const auto timed = timers_.time(step_timer::all_grads_sync);
-  if (!data_parallel_) return;
+  if (!data_parallel_ || options_.shard_grads) return;  // FSDP reduced each backward's gradients
   for (std::size_t r = 0; r < regions_.size(); ++r) reduce_over_replicas(r, regions_[r].begin, regions_[r].end);
 }
 
@@ -324,7 +369,7 @@ void grad_sync::gather_params(std::size_t ri) {
 }
 
 void grad_sync::start_param_sync() {
-  if (shards_.empty()) return;
+  if (shards_.empty() || options_.shard_params) return;  // ZeRO-3 gathers before each compute
   const bool overlap = options_.overlap_param_gather && background_;
   for (std::size_t r = 0; r < regions_.size(); ++r) {
     if (overlap)

@@ -59,6 +59,12 @@ struct grad_sync_options {
   bool expert_parallel = false;
   /// --check-for-large-grads: each bucket's local gradient norm is kept (Megatron's check_grads).
   bool check_for_large_grads = false;
+  /// FSDP's optim_grads (ZeRO-2): the engine reduce-scatters each backward's gradients into the
+  /// shard (reduce_into_shard); finish_grad_sync has nothing left to reduce.
+  bool shard_grads = false;
+  /// FSDP's optim_grads_params (ZeRO-3): the engine gathers a chunk's parameters before each
+  /// compute (gather_values); start_param_sync has nothing to gather.
+  bool shard_params = false;
 };
 
 class grad_sync {
@@ -88,6 +94,20 @@ class grad_sync {
   };
   /// Null without the distributed optimizer.
   shard* shard_of(std::size_t chunk);
+  /// FSDP: chunk's slice [first, second) of its padded flat layout on this rank, and the padded
+  /// length (a multiple of the shard group's size). The chunk must be one region (no expert
+  /// parallelism) sharded over more than one rank.
+  struct padded_slice {
+    std::size_t begin = 0, end = 0, padded = 0;
+  };
+  padded_slice slice_of(std::size_t chunk) const;
+  /// ZeRO-3: every rank's shard of chunk's values into `full` (padded length, the values' dtype).
+  void gather_values(std::size_t chunk, tensor::const_tensor_view shard, tensor::tensor_view full);
+  /// ZeRO-2: one backward's gradients of chunk (`full`, padded length, zeros past the chunk),
+  /// scaled as finish_grad_sync would, reduce-scattered and added to the shard's gradients.
+  void reduce_into_shard(std::size_t chunk, tensor::tensor_view full);
+  /// ZeRO-2: the shard's gradients start the step at zero.
+  void zero_shard_grads();
 
   /// grad_sync_func: during the last micro-batch's backward, `chunk` has finished `event`:
   /// posts (in the same order on every replica) each bucket that is now complete.
@@ -151,6 +171,7 @@ class grad_sync {
   void gather_packed(std::size_t region);
   void record_local_norm(std::size_t chunk, std::size_t begin, std::size_t end);
   void wait_background(const char* why);
+  const region& fsdp_region(std::size_t chunk) const;
 
   std::vector<synced_chunk> chunks_;
   grad_sync_options options_;

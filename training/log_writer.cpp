@@ -252,20 +252,22 @@ void log_writer::interval_line(const iteration_report& r, std::int64_t consumed,
   state_.interval_start = now;
 }
 
-void log_writer::validation(const std::string& prefix, double loss, std::int64_t iteration, std::int64_t consumed) {
+void log_writer::validation(const std::string& prefix, double loss, std::int64_t iteration, std::int64_t consumed,
+                            std::optional<int> set_index) {
   if (tb_) {
-    tb_->add_scalar("lm loss validation", loss, iteration);
-    tb_->add_scalar("lm loss validation vs samples", loss, consumed);
+    const std::string tag = "lm loss validation" + (set_index ? "-" + std::to_string(*set_index) : std::string());
+    tb_->add_scalar(tag, loss, iteration);
+    tb_->add_scalar(tag + " vs samples", loss, consumed);
     if (args_.logging.log_validation_ppl_to_tensorboard) {
       const double ppl = std::exp(std::min(20.0, loss));
-      tb_->add_scalar("lm loss validation ppl", ppl, iteration);
-      tb_->add_scalar("lm loss validation ppl vs samples", ppl, consumed);
+      tb_->add_scalar(tag + " ppl", ppl, iteration);
+      tb_->add_scalar(tag + " ppl vs samples", ppl, consumed);
     }
-    wandb_log("lm loss validation", loss, iteration);
+    wandb_log(tag, loss, iteration);
     tb_->flush();
   }
   const std::pair<std::string, float> v{"lm loss", static_cast<float>(loss)};
-  print(format_validation_block(prefix, std::span(&v, 1)));
+  print(format_validation_block(prefix, std::span(&v, 1), set_index));
 }
 
 }  // namespace mactor::training

@@ -62,7 +62,9 @@ class log_writer {
   void iteration(const iteration_report& r, std::int64_t consumed_samples, record_time at = {},
                  std::int64_t skipped_samples = 0);
   /// Megatron's evaluate_and_print_results block (and its TensorBoard scalars).
-  void validation(const std::string& prefix, double loss, std::int64_t iteration, std::int64_t consumed_samples);
+  /// One validation block; `set_index` numbers it (and its tags) among --multiple-validation-sets.
+  void validation(const std::string& prefix, double loss, std::int64_t iteration, std::int64_t consumed_samples,
+                  std::optional<int> set_index = std::nullopt);
   /// Leaves `seconds` out of the current interval's elapsed time (Megatron stops its
   /// interval-time timer while it evaluates or saves a checkpoint).
   void exclude_time(double seconds) {

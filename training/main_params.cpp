@@ -20,14 +20,19 @@ main_params::main_params(std::vector<model::gpt_chunk>& chunks) : chunks_(chunks
 }
 
 float* main_params::values(std::size_t c) {
-  if (separate()) return copies_[c].host<float>().data();
-  return chunks_[c].store().values<float>().data();
+  // Indexed by flat element: a sharded store's buffer starts at its first held element.
+  const auto first = static_cast<std::ptrdiff_t>(chunks_[c].store().values_begin());
+  if (separate()) return copies_[c].host<float>().data() - first;
+  return chunks_[c].store().values<float>().data() - first;
 }
 
 void main_params::copy_to_model(std::size_t c, std::size_t begin, std::size_t end) {
   if (!separate()) return;
+  // Flat elements [begin, end) that this rank holds, as places in its buffers.
+  const std::size_t first = chunks_[c].store().values_begin();
   const auto numel = static_cast<std::size_t>(copies_[c].numel());
-  end = std::min(end, numel);
+  begin = std::max(begin, first) - first;
+  end = std::min(end > first ? end - first : 0, numel);
   if (begin >= end) return;
   const auto lo = static_cast<std::int64_t>(begin), hi = static_cast<std::int64_t>(end);
   kernels::convert(chunks_[c].store().value_tensor().view().rows(lo, hi), copies_[c].view().rows(lo, hi));
@@ -35,7 +40,7 @@ void main_params::copy_to_model(std::size_t c, std::size_t begin, std::size_t en
 
 void main_params::copy_all_to_model() {
   for (std::size_t c = 0; c < copies_.size(); ++c)
-    copy_to_model(c, 0, static_cast<std::size_t>(copies_[c].numel()));
+    copy_to_model(c, 0, chunks_[c].store().values_begin() + static_cast<std::size_t>(copies_[c].numel()));
 }
 
 void main_params::copy_all_from_model() {

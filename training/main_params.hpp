@@ -20,7 +20,9 @@ class main_params {
 
   /// True when the model is 16-bit and the main parameters are a copy.
   bool separate() const { return !copies_.empty(); }
-  /// Chunk c's fp32 main parameters, flat (the model's own values for an fp32 model).
+  /// Chunk c's fp32 main parameters, indexed by flat element (the model's own values for an
+  /// fp32 model). With fully sharded parameters only the store's shard is held: elements
+  /// [values_begin, values_begin + its size).
   float* values(std::size_t c);
   /// Rounds elements [begin, end) of chunk c's main parameters into the model's values (after
   /// the optimizer updated them); nothing for an fp32 model.

@@ -267,6 +267,7 @@ data::gpt_dataset_config dataset_config_from_args(const config::megatron_args& a
   c.reset_position_ids = a.data.reset_position_ids;
   c.reset_attention_mask = a.data.reset_attention_mask;
   c.eod_mask_loss = a.data.eod_mask_loss;
+  c.multiple_validation_sets = a.validation.multiple_validation_sets;
   c.create_attention_mask = a.data.create_attention_mask_in_dataloader;
   c.path_to_cache = a.data.data_cache_path;
   c.mid_level_dataset_surplus = a.data.mid_level_dataset_surplus;

@@ -32,22 +32,6 @@ vocabulary vocabulary_of(const data::tokenizer& tok, const config::megatron_args
   return v;
 }
 
-std::array<std::shared_ptr<data::sample_dataset>, 3> datasets_from_args(const config::megatron_args& a,
-                                                                        const data::tokenizer& tok) {
-  auto d = data::build_gpt_datasets(dataset_config_from_args(a, tok), split_sample_counts(a));
-  if (!d[0] && !a.validation.skip_train)
-    throw std::runtime_error("the --split gives no training data; give the train split a weight");
-  return d;
-}
-
-// The loss sum and token count over every data-parallel replica, in place.
-// The loss sum and token count over the data-parallel replicas.
-model::loss_and_count sum_over_replicas(parallel_context& ctx, model::loss_and_count totals) {
-  std::array<double, 2> sums{totals.loss_sum, totals.num_tokens};
-  if (auto* dp = ctx.data_parallel()) dp->all_reduce(std::span<double>(sums));
-  return {sums[0], sums[1]};
-}
-
 // --rerun-mode and its flags; Megatron's rank-0 lines come from the last stage's first rank
 // (the ranks that validate the loss).
 rerun_options rerun_options_of(const config::megatron_args& a, parallel_context& ctx) {
@@ -89,7 +73,7 @@ rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx)
     : rank_worker(a, ctx, tokenizer_after_recording(a)) {}
 
 rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx, std::unique_ptr<data::tokenizer> tok)
-    : args_(a), ctx_(ctx), vocab_(vocabulary_of(*tok, a)), datasets_(datasets_from_args(a, *tok)),
+    : args_(a), ctx_(ctx), vocab_(vocabulary_of(*tok, a)), data_(datasets_from_args(a, *tok)),
       engine_(a, ctx, vocab_.padded),
       scheduler_(model::lr_scheduler_options_from_args(lr_schedule_args_from_args(a)), engine_.optimizer().param_groups()),
       batches_(config::microbatch_plan_of(a)), validation_(rerun_options_of(a, ctx), print_rerun_line) {
@@ -97,8 +81,12 @@ rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx, 
   if (a.logging.log_energy && ctx.local_rank() == 0)
     energy_ = std::make_unique<energy_meter>();
   const int mbs = static_cast<int>(*a.training.micro_batch_size);
-  for (int s = 0; s < 3; ++s)
-    if (datasets_[s]) loaders_[s] = std::make_unique<batch_loader>(datasets_[s], mbs, vocab_.padded, ctx.dp_rank(), ctx.groups().dp());
+  auto loader_of = [&](std::shared_ptr<data::sample_dataset> d) {
+    return std::make_unique<batch_loader>(std::move(d), mbs, vocab_.padded, ctx.dp_rank(), ctx.groups().dp());
+  };
+  if (data_.train) train_loader_ = loader_of(data_.train);
+  if (data_.test) test_loader_ = loader_of(data_.test);
+  for (auto& v : data_.valid) valid_loaders_.push_back(loader_of(v));
   if (const auto& save = a.checkpointing.save; save && ctx.rank() == 0) {
     // A --save that cannot be written is found now, not after hours of training; leftovers of
     // saves a crash interrupted are removed before this job's ranks can save.
@@ -142,7 +130,7 @@ checkpoint::rank_state rank_worker::capture_checkpoint(std::int64_t iteration, s
 }
 
 void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed) {
-  if (!loaders_[0]) throw std::logic_error("no training data to iterate over");
+  if (!train_loader_) throw std::logic_error("no training data to iterate over");
   iteration_ = iteration;
   eval_split_ = 0;
   started_ = std::chrono::steady_clock::now();
@@ -165,7 +153,7 @@ void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed)
 // dropout masks follow their sample index, so a rerun draws the same ones).
 void rank_worker::begin_schedule_of_iteration() {
   engine_.zero_grad();
-  engine_.begin_schedule(/*forward_only=*/false, *loaders_[0], consumed_, microbatches_, false);
+  engine_.begin_schedule(/*forward_only=*/false, *train_loader_, consumed_, microbatches_, false);
 }
 
 // pretrain_gpt.py's loss_func checks, on each micro-batch's local loss sum in order.
@@ -211,28 +199,6 @@ bool rank_worker::rerun_iteration() {
   if (again) begin_schedule_of_iteration();
   concluded_ = !again;
   return again;
-}
-
-bool rank_worker::begin_next_eval_pass() {
-  if (eval_passes_left_ == 0) return false;
-  --eval_passes_left_;
-  const std::int64_t gbs = *args_.training.global_batch_size;
-  const std::int64_t step = *args_.training.micro_batch_size * args_.derived.data_parallel_size;
-  if (args_.validation.test_mode) engine_.check_qk_norms();
-  engine_.begin_schedule(/*forward_only=*/true, *loaders_[eval_split_], eval_consumed_[eval_split_], static_cast<int>(gbs / step),
-                         /*cyclic=*/true);
-  eval_consumed_[eval_split_] += gbs;
-  return true;
-}
-
-void rank_worker::begin_evaluation(int split) {
-  if (!has_split(split)) throw std::logic_error("no data for evaluation split " + std::to_string(split));
-  evaluation_start_ = std::chrono::steady_clock::now();
-  eval_split_ = split;
-  eval_passes_left_ = args_.validation.eval_iters;
-  eval_totals_ = {};
-  if (split == 2) eval_consumed_[2] = 0;  // Megatron evaluates the test set from its start
-  begin_next_eval_pass();
 }
 
 bool rank_worker::pump() {
@@ -288,6 +254,11 @@ iteration_report rank_worker::finish_iteration() {
   if (auto* dp = ctx_.data_parallel(); dp && !moe_losses.empty()) {
     dp->all_reduce(std::span<double>(moe_losses));
     for (auto& v : moe_losses) v /= dp->size();
+    // The replica then sums its context-parallel ranks' values: Megatron's tp_cp reduction of
+    // the load-balancing losses. The z-loss has none (its mean over data x context parallel is
+    // the value): its last third is taken once.
+    if (const int cp = ctx_.groups().cp(); cp > 1)
+      for (std::size_t i = 2 * moe_losses.size() / 3; i < moe_losses.size(); ++i) moe_losses[i] /= cp;
   }
   // Megatron's MTPLossLoggingHelper.reduce_loss_in_tracker: the mean over the data-parallel group.
   auto mtp_losses = engine_.mtp_losses();
@@ -344,20 +315,6 @@ iteration_report rank_worker::finish_iteration() {
     write_memory_snapshot(args_.training.memory_snapshot_path);
   // --profile: the iteration's span; the trace file once the window (or the run) ends.
   engine_.trace().end_iteration(started_, args_.training.train_iters && iteration_ >= *args_.training.train_iters);
-  return r;
-}
-
-evaluation_report rank_worker::finish_evaluation() {
-  const auto totals = sum_over_replicas(ctx_, eval_totals_);
-  evaluation_report r;
-  r.rank = ctx_.rank();
-  r.split = eval_split_;
-  r.has_loss = engine_.is_last_stage();
-  r.loss_sum = totals.loss_sum;
-  r.num_tokens = totals.num_tokens;
-  // Megatron's level-0 'evaluate' timer spans the whole evaluate() call.
-  r.timings.push_back({ctx_.rank(), {std::chrono::duration<double>(std::chrono::steady_clock::now() - evaluation_start_).count()}});
-  eval_split_ = 0;
   return r;
 }
 

@@ -32,6 +32,16 @@ struct vocabulary {
 };
 vocabulary vocabulary_from_args(const config::megatron_args& a);
 
+/// One rank's datasets: Megatron's train, validation (one per set) and test splits.
+struct rank_datasets {
+  std::shared_ptr<data::sample_dataset> train, test;
+  std::vector<std::shared_ptr<data::sample_dataset>> valid;
+};
+/// The datasets the flags ask for (throws data::data_error for unusable data).
+rank_datasets datasets_from_args(const config::megatron_args& a, const data::tokenizer& tok);
+/// The loss sum and token count over the data-parallel replicas.
+model::loss_and_count sum_over_replicas(parallel_context& ctx, model::loss_and_count totals);
+
 class rank_worker {
  public:
   /// Builds the tokenizer, the datasets (throws data::data_error for unusable data) and this rank's
@@ -39,12 +49,17 @@ class rank_worker {
   rank_worker(const config::megatron_args& args, parallel_context& ctx);
 
   void set_wakeup(std::function<void()> wakeup) { engine_.set_wakeup(std::move(wakeup)); }
-  bool has_split(int split) const { return split >= 1 && split <= 2 && datasets_[split] && args_.validation.eval_iters > 0; }
+  /// Whether `split` (1 validation, 2 test) is evaluated: it has data, and --eval-iters > 0
+  /// (or, for validation, --full-validation).
+  bool has_split(int split) const;
+  /// The validation sets (several with --multiple-validation-sets; 0 without validation data).
+  int validation_sets() const { return static_cast<int>(data_.valid.size()); }
 
   /// Starts training iteration `iteration` (1-based) at `consumed` samples.
   void begin_iteration(std::int64_t iteration, std::int64_t consumed);
-  /// Starts evaluating `split` (1 validation, 2 test) over eval_iters global batches.
-  void begin_evaluation(int split);
+  /// Starts evaluating `split` (1 validation, 2 test; `set`: which validation set) over
+  /// --eval-iters global batches, or with --full-validation over the whole validation set.
+  void begin_evaluation(int split, int set = 0);
   /// Advances the schedule(s); true once the iteration's or evaluation's schedules have all run.
   bool pump();
   /// After pump() returned true for an iteration: finalize the gradients and validate the
@@ -72,6 +87,7 @@ class rank_worker {
  private:
   rank_worker(const config::megatron_args& args, parallel_context& ctx, std::unique_ptr<data::tokenizer> tok);
   bool begin_next_eval_pass();
+  std::int64_t evaluation_passes(int split, int set) const;
   bool memory_wanted() const;
   straggler_sample straggler_sample_now() const;
   void validate_losses();
@@ -81,8 +97,9 @@ class rank_worker {
   const config::megatron_args& args_;
   parallel_context& ctx_;
   vocabulary vocab_;
-  std::array<std::shared_ptr<data::sample_dataset>, 3> datasets_;
-  std::array<std::unique_ptr<batch_loader>, 3> loaders_;
+  rank_datasets data_;
+  std::unique_ptr<batch_loader> train_loader_, test_loader_;
+  std::vector<std::unique_ptr<batch_loader>> valid_loaders_;  // one per validation set
   stage_engine engine_;
   model::lr_scheduler scheduler_;
   config::microbatch_plan batches_;  // each iteration's global batch (--rampup-batch-size)
@@ -95,9 +112,11 @@ class rank_worker {
   result_validation validation_;      // --rerun-mode
   bool memory_logged_ = false;  // the report after the first log line has been sent
   std::chrono::steady_clock::time_point started_, forward_backward_start_, evaluation_start_;
-  // Evaluation in progress: split, passes left, the split's consumed samples, sums so far.
-  int eval_split_ = 0;
+  // Evaluation in progress: split and set, passes left, where its next pass reads, the samples
+  // each split has consumed (Megatron's consumed_valid_samples counts every validation pass), sums so far.
+  int eval_split_ = 0, eval_set_ = 0;
   std::int64_t eval_passes_left_ = 0;
+  std::int64_t eval_position_ = 0;
   std::array<std::int64_t, 3> eval_consumed_{0, 0, 0};
   model::loss_and_count eval_totals_;
 };

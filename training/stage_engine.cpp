@@ -29,7 +29,8 @@ pipeline_position position_of(const stage_layout& l, const parallel_context& ctx
 
 stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx, std::int64_t padded)
     : args_(a), ctx_(ctx), layout_(stage_layout_of(a, ctx)),
-      distributed_optimizer_(a.distributed.use_distributed_optimizer && ctx.optimizer_shard_group() != nullptr),
+      sharding_(sharding_plan_of(a)),
+      distributed_optimizer_(sharding_.shards_optimizer() && ctx.optimizer_shard_group() != nullptr),
       trace_(profile_plan_of(a, ctx.rank(), ctx.pp_rank(), ctx.tp_rank(), ctx.dp_rank())),
       timers_(static_cast<int>(a.logging.timing_log_level)),
       port_(ctx.transport(), position_of(layout_, ctx), [this] {
@@ -48,12 +49,19 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   std::int64_t rank_parameters = 0;
   for (auto& chunk : chunks_)
     for (const auto& p : chunk.parameters()) rank_parameters += static_cast<std::int64_t>(p.numel);
-  grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_),
-                                           grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel, rank_parameters),
+  auto sync_options = grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel, rank_parameters);
+  // FSDP shards gradients (and parameters) only where the optimizer is sharded: over one replica
+  // there is nothing to shard.
+  const bool fully_sharded = distributed_optimizer_ && sharding_.strategy >= dp_sharding::optim_grads;
+  sync_options.shard_grads = fully_sharded;
+  sync_options.shard_params = fully_sharded && sharding_.shards_params();
+  grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), sync_options,
                                            ctx.data_parallel(), ctx.embedding(), timers_, activity_,
                                            ctx.optimizer_shard_group(), ctx.optimizer_instances(),
                                            ctx.expert_data_parallel());
   grad_sync_->trace_into(&trace_);
+  // Before the main parameters: with sharded parameters they are the shard's.
+  if (fully_sharded) fsdp_ = std::make_unique<fsdp_residency>(chunks_, *grad_sync_, sharding_);
   main_params_ = std::make_unique<training::main_params>(chunks_);
   main_grads_ = std::make_unique<training::main_grads>(chunks_, *grad_sync_);
   if (a.transformer_engine.fp8_param_gather) hold_fp8_weights();
@@ -181,10 +189,14 @@ bool stage_engine::execute(const action& a) {
   tensor::tensor output;
   if (forward ? !layout.post_process : !layout.pre_process)
     output = tensor::tensor(activation_shape(), chunks_[a.chunk].activation_dtype(), tensor::memory_kind::activations);
+  // A training backward accumulates weight gradients, and so does the last stage's forward
+  // (the output layer's, with the loss gradient made at once).
+  if (fsdp_) fsdp_->before_compute(a.chunk, /*grads=*/!forward_only_ && (!forward || layout.post_process));
   if (forward)
     run_forward(a, input, output);
   else
     run_backward(a, input, output);
+  if (fsdp_) forward ? fsdp_->after_forward(a.chunk) : fsdp_->after_backward(a.chunk);
   if (output.defined()) port_.keep_output(a, std::move(output));
   if (input) port_.release_input(a);
   record(a, start, /*waiting=*/false, clock_type::now());
@@ -278,6 +290,7 @@ bool stage_engine::pump() {
   }
   schedule_.reset();
   batches_.clear();
+  if (fsdp_) fsdp_->release_all();
   {
     std::lock_guard lock(timeline_mutex_);
     last_timeline_ = std::move(timeline_);

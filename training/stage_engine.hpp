@@ -25,10 +25,12 @@
 #include "schedules/generator.hpp"
 #include "schedules/schedule.hpp"
 #include "training/batch_loader.hpp"
+#include "training/data_parallel_sharding.hpp"
 #include "training/grad_sync.hpp"
 #include "training/main_grads.hpp"
 #include "training/fp16_main_params.hpp"
 #include "training/fp8_params.hpp"
+#include "training/fsdp_residency.hpp"
 #include "training/main_params.hpp"
 #include "training/parallel_context.hpp"
 #include "training/pipeline_port.hpp"
@@ -138,6 +140,9 @@ class stage_engine {
   trace_recorder& trace() { return trace_; }
 
   std::vector<model::gpt_chunk>& chunks() { return chunks_; }
+  /// Fully sharded parameters (ZeRO-3 over more than one replica): the chunks' stores hold only
+  /// their shards outside a compute.
+  bool params_sharded() const { return fsdp_ && sharding_.shards_params(); }
   bool is_last_stage() const { return layout_.pipeline_rank == layout_.pipeline_size - 1; }
   bool is_first_stage() const { return layout_.pipeline_rank == 0; }
   int num_microbatches_in_flight() const;
@@ -160,7 +165,8 @@ class stage_engine {
   const config::megatron_args& args_;
   parallel_context& ctx_;
   stage_layout layout_;
-  bool distributed_optimizer_;  // --use-distributed-optimizer over more than one replica
+  sharding_plan sharding_;
+  bool distributed_optimizer_;  // the optimizer state sharded over more than one replica
   trace_recorder trace_;
   std::unique_ptr<traced_group> traced_tp_;  // a profiled rank's tensor-parallel group (tp > 1)
   std::vector<model::gpt_chunk> chunks_;
@@ -174,6 +180,7 @@ class stage_engine {
   stage_activity activity_;
   pipeline_port port_;
   std::unique_ptr<grad_sync> grad_sync_;
+  std::unique_ptr<fsdp_residency> fsdp_;  // FSDP's sharded gradients (and parameters), or null
   std::unique_ptr<model::optimizer> optimizer_;
 
   // The schedule in progress.

@@ -36,6 +36,7 @@ void stage_engine::main_params_from_model() {
 
 void stage_engine::zero_grad() {
   for (auto& c : chunks_) c.zero_grad();
+  if (fsdp_) fsdp_->zero_grads();
 }
 
 void stage_engine::finalize_grads() {
@@ -45,7 +46,8 @@ void stage_engine::finalize_grads() {
   // their gradients are summed over the tensor-parallel group (Megatron's
   // _allreduce_layernorm_grads): before the data-parallel sync, or after the overlapped one
   // (both are sums: the same).
-  if (!grad_sync_->overlapped())
+  // (FSDP's sharded gradients had theirs summed after each backward.)
+  if (!grad_sync_->overlapped() && !fsdp_)
     for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
   grad_sync_->finish_grad_sync();
   if (grad_sync_->overlapped())
@@ -183,7 +185,7 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
     // Megatron's distributed optimizer times its all-gather even over one replica (with
     // --overlap-param-gather, the posting only, as Megatron's does).
     std::optional<step_timers::scope> gather_timer;
-    if (args_.distributed.use_distributed_optimizer) gather_timer.emplace(timers_, step_timer::params_all_gather);
+    if (shards_optimizer(args_)) gather_timer.emplace(timers_, step_timer::params_all_gather);
     grad_sync_->start_param_sync();
   }
   optimizer_state_bytes_ = std::int64_t(optimizer_->state_bytes());

@@ -1,6 +1,7 @@
 // Attention core on the CPU: one OpenMP task per (batch, query group), so the heads sharing a
 // key/value head accumulate its gradient in one thread; GEMMs run single-threaded inside, over
-// the blocks of keys a block of query rows can see (causal, and the sliding window's start).
+// the blocks of keys a block of query rows can see (causal, the sliding window's start, and the
+// first row's document start: starts never decrease along a sequence).
 #include "kernels/attention.hpp"
 #include "kernels/cpu/typed.hpp"
 
@@ -90,17 +91,22 @@ void apply_dropout(T* dst, const T* src, const attention_dims& d, float p, std::
   });
 }
 
-// First key query position g sees: 0, or g - window with a sliding window.
-int first_key(const attention_dims& d, int g) { return d.window < 0 ? 0 : std::max(0, g - d.window); }
+// First key query position g of batch row b sees: 0, g - window with a sliding window, and not
+// before its document's start with a document mask.
+int first_key(const attention_dims& d, int b, int g) {
+  const int window_start = d.window < 0 ? 0 : std::max(0, g - d.window);
+  if (!d.document_start) return window_start;
+  return std::max(window_start, int(d.document_start[std::int64_t(b) * d.keys() + g]));
+}
 
-// Row-wise masked softmax in place: s[i, j] for first_key(g) <= j <= g (g: row i's position),
+// Row-wise masked softmax in place: s[i, j] for first_key(b, g) <= j <= g (g: row i's position),
 // zero elsewhere; with a sink logit, exp(sink) joins the denominator.
 template <typename T>
-void masked_softmax(T* s, const attention_dims& d, const T* sink) {
+void masked_softmax(T* s, const attention_dims& d, int b, const T* sink) {
   const int keys = d.keys();
   for_each_row(d, [&](int i, int g) {
     T* row = s + std::int64_t(i) * keys;
-    const int lo = first_key(d, g);
+    const int lo = first_key(d, b, g);
     T mx = sink ? *sink : -std::numeric_limits<T>::infinity();
     for (int j = lo; j <= g; ++j) mx = std::max(mx, row[j]);
     T sum = sink ? std::exp(*sink - mx) : T(0);
@@ -118,13 +124,13 @@ void masked_softmax(T* s, const attention_dims& d, const T* sink) {
 // dS = P * (dP - rowsum(P * dP)) over the visible keys, zero elsewhere; returns the sink
 // logit's gradient -sum_i p_sink[i] * rowsum_i (p_sink = 1 - rowsum(P)).
 template <typename T>
-T softmax_backward(T* dp, const T* p, const attention_dims& d) {
+T softmax_backward(T* dp, const T* p, const attention_dims& d, int b) {
   T dsink = 0;
   const int keys = d.keys();
   for_each_row(d, [&](int i, int g) {
     T* row = dp + std::int64_t(i) * keys;
     const T* prow = p + std::int64_t(i) * keys;
-    const int lo = first_key(d, g);
+    const int lo = first_key(d, b, g);
     T dot = 0, mass = 0;
     for (int k = lo; k <= g; ++k) dot += prow[k] * row[k], mass += prow[k];
     for (int k = lo; k <= g; ++k) row[k] = prow[k] * (row[k] - dot);
@@ -158,19 +164,19 @@ void attention_forward(T* out, T* probs, const T* qkv, const attention_dims& d, 
         T* p = probs + (std::int64_t(b) * d.heads + h) * ss;
         // Query rows at positions [g0, g1) only see keys [k0, g1): causal, and the window's start.
         for_each_block(d, [&](row_block_span s) {
-          const int k0 = first_key(d, s.g0);
+          const int k0 = first_key(d, b, s.g0);
           gemm<T>(false, true, s.r1 - s.r0, s.g1() - k0, d.head_dim, scale,
                   qkv + at.q + std::int64_t(s.r0) * ld, ld, kv + at.k + std::int64_t(k0) * ld, ld,
                   T(0), p + std::int64_t(s.r0) * keys + k0, keys);
         });
-        masked_softmax(p, d, sink ? sink + h : nullptr);
+        masked_softmax(p, d, b, sink ? sink + h : nullptr);
         const T* pv = p;
         if (dropout_p > 0) {
           apply_dropout(dropped.data(), p, d, dropout_p, stream, mask_base(d, b, h));
           pv = dropped.data();
         }
         for_each_block(d, [&](row_block_span s) {
-          const int k0 = first_key(d, s.g0);
+          const int k0 = first_key(d, b, s.g0);
           gemm<T>(false, false, s.r1 - s.r0, d.head_dim, s.g1() - k0, T(1),
                   pv + std::int64_t(s.r0) * keys + k0, keys, kv + at.v + std::int64_t(k0) * ld, ld,
                   T(0), out + at.o + std::int64_t(s.r0) * ldo, ldo);
@@ -214,7 +220,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs,
         // dV += P'^T dO ; dP' = dO V^T, over the visible blocks only (the rest of dP' is left
         // unset and zeroed by softmax_backward).
         for_each_block(d, [&](row_block_span s) {
-          const int k0 = first_key(d, s.g0);
+          const int k0 = first_key(d, b, s.g0);
           gemm<T>(true, false, s.g1() - k0, d.head_dim, s.r1 - s.r0, T(1),
                   pv + std::int64_t(s.r0) * keys + k0, keys, dout + at.o + std::int64_t(s.r0) * ldo,
                   ldo, T(1), dkv + at.v + std::int64_t(k0) * ld, ld);
@@ -224,11 +230,11 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs,
         });
         if (dropout_p > 0)
           apply_dropout(dp.data(), dp.data(), d, dropout_p, stream, mask_base(d, b, h));
-        const T ds = softmax_backward(dp.data(), p, d);
+        const T ds = softmax_backward(dp.data(), p, d, b);
         if (!sink_grads.empty()) sink_grads[std::size_t(b) * d.heads + h] = ds;
         // dQ = scale * dS K ; dK += scale * dS^T Q
         for_each_block(d, [&](row_block_span s) {
-          const int k0 = first_key(d, s.g0);
+          const int k0 = first_key(d, b, s.g0);
           const T* dsr = dp.data() + std::int64_t(s.r0) * keys + k0;
           gemm<T>(false, false, s.r1 - s.r0, d.head_dim, s.g1() - k0, scale, dsr, keys,
                   kv + at.k + std::int64_t(k0) * ld, ld, T(0), dqkv + at.q + std::int64_t(s.r0) * ld,

@@ -182,7 +182,8 @@ inline caf::behavior fake_stage(caf::event_based_actor* self, fake_stage_script 
         *batch = m.args.training.global_batch_size.value_or(0);
         stage_ready ready;
         ready.rank = s.rank;
-        ready.has_valid = ready.has_test = s.evaluates;
+        ready.valid_sets = s.evaluates ? 1 : 0;
+        ready.has_test = s.evaluates;
         self->send(s.coordinator, ready);
       },
       [=](run_iteration& m) {

@@ -111,8 +111,9 @@ TEST_CASE("MoE with tensor parallelism, expert biases, fp8 or a missing layer in
   REQUIRE(tp.size() == 1);
   CHECK(has(tp, "--num-experts with --tensor-model-parallel-size 2 is recognized but not implemented"));
   CHECK(has(errors_of({"--num-experts", "8"}), "add --disable-bias-linear"));
-  CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--context-parallel-size", "2"}),
-            "--num-experts with --context-parallel-size 2 is recognized but not implemented"));
+  CHECK(errors_of({"--num-experts", "8", "--disable-bias-linear", "--context-parallel-size", "2"}).empty());
+  CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--context-parallel-size", "2", "--moe-input-jitter-eps", "0.1"}),
+            "--num-experts with --context-parallel-size 2 and --moe-input-jitter-eps or --moe-router-force-load-balancing is recognized but not implemented"));
   CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--fp8-format", "hybrid"}), "drop --fp8-format"));
   CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--num-layers", "4", "--moe-layer-freq", "[1,0,1]"}),
             "--moe-layer-freq lists 3 layers"));

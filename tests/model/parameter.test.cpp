@@ -111,3 +111,36 @@ TEST_CASE("row segments split as the Mamba mixer's in_proj: each rank holds its 
   CHECK(back == full);
   CHECK(model::shard_shape({8, 1, 4}, model::tp_split::row_segments, 2) == std::vector<std::int64_t>{4, 1, 4});
 }
+
+TEST_CASE("a store keeps only its values shard and binds its parameters to a whole layout for a compute") {
+  // Two parameters of 3 and 4 elements: the flat layout is 7, padded to 8 for two shards.
+  model::parameter_store store;
+  store.add("a", {3}, model::tp_split::replicated, model::init_kind::normal, 1.0);
+  store.add("b", {4}, model::tp_split::replicated, model::init_kind::normal, 1.0);
+  store.allocate(5, 0, 1);
+  REQUIRE(store.flat_numel() == 7);
+  const auto all = store.values<float>();
+  const std::vector<float> whole(all.begin(), all.end());
+  store.keep_values_shard(4, 8);  // the second shard: b's last 3 elements and one of padding
+  CHECK(store.values_begin() == 4);
+  const auto kept = store.values<float>();
+  REQUIRE(kept.size() == 4);
+  CHECK(std::vector<float>(kept.begin(), kept.begin() + 3) == std::vector<float>(whole.begin() + 4, whole.end()));
+  CHECK(kept[3] == 0.0f);
+  CHECK(store[0].value.data == nullptr);  // unbound outside a compute
+  std::vector<float> gathered(whole);
+  gathered.push_back(0.0f);
+  store.bind_values(tensor::view_of(std::span<float>(gathered)));
+  CHECK(store[1].value_as<float>() == gathered.data() + 3);
+  CHECK(store[1].value.shape == std::vector<std::int64_t>{4});
+  store.unbind_values();
+  CHECK(store[1].value.data == nullptr);
+  // Sharded gradients: the buffer is dropped and bound only for a backward.
+  store.drop_grads();
+  store.zero_grad();  // nothing to zero
+  std::vector<float> grads(8, 0.0f);
+  store.bind_grads(tensor::view_of(std::span<float>(grads)));
+  CHECK(store[0].grad_as<float>() == grads.data());
+  std::vector<float> short_layout(6, 0.0f);
+  CHECK_THROWS_AS(store.bind_grads(tensor::view_of(std::span<float>(short_layout))), std::logic_error);
+}

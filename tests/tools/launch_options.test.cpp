@@ -61,6 +61,8 @@ TEST_CASE("the rsh agent comes from --launch-agent, --mca plm_rsh_agent, or ssh"
 TEST_CASE("bad options are refused with the option named") {
   CHECK_THROWS_WITH(parse({"-np", "x", "p"}), Catch::Contains("-np x"));
   CHECK_THROWS_WITH(parse({"--timeout", "-1", "p"}), Catch::Contains("--timeout -1"));
+  CHECK_THROWS_WITH(parse({"--max-restarts", "-1", "p"}), Catch::Contains("--max-restarts -1"));
+  CHECK(parse({"--max-restarts", "3", "p"}).max_restarts == 3);
   CHECK_THROWS_WITH(parse({"--bogus", "p"}), Catch::Contains("--bogus"));
   CHECK_THROWS_WITH(parse({"-np", "2", "p", ":"}), Catch::Contains("no program"));
   CHECK_THROWS_WITH(parse({"--mca", "btl", "tcp", "p"}), Catch::Contains("btl"));

@@ -274,3 +274,26 @@ TEST_CASE("mactor --help lists the mpirun options") {
                           "--output-filename", "--timeout", "--launch-agent", " : "})
     CHECK(r.out.find(opt) != std::string::npos);
 }
+
+TEST_CASE("max-restarts starts a failed job again up to N times, and not after a user error") {
+  // A rank that fails each time: two restarts, then mactor exits with its status.
+  auto r = run_shell(mactor_bin() + " -np 2 --oversubscribe --max-restarts 2 " + rank_exit() +
+                     " --rank 1 --code 3 --after-ms 50 --sleep-s 30");
+  CHECK(r.status == 3);
+  CHECK(r.err.find("starting it again (restart 1 of 2)") != std::string::npos);
+  CHECK(r.err.find("starting it again (restart 2 of 2)") != std::string::npos);
+  CHECK(r.err.find("restart 3") == std::string::npos);
+  // Exit status 2 (a bad command line or bad data) and 17 (failed result validation) are not retried.
+  for (int code : {2, 17}) {
+    r = run_shell(mactor_bin() + " -np 2 --oversubscribe --max-restarts 2 " + rank_exit() + " --rank 0 --code " +
+                  std::to_string(code) + " --after-ms 50 --sleep-s 30");
+    CHECK(r.status == code);
+    CHECK(r.err.find("starting it again") == std::string::npos);
+  }
+  // Each start tells the ranks its number, as torchrun does.
+  r = run_shell(mactor_bin() + " -np 1 --max-restarts 1 sh -c 'echo start $MACTOR_RESTART_COUNT "
+                "$TORCHELASTIC_RESTART_COUNT; exit 5'");
+  CHECK(r.status == 5);
+  CHECK(r.out.find("start 0 0") != std::string::npos);
+  CHECK(r.out.find("start 1 1") != std::string::npos);
+}

@@ -90,6 +90,20 @@ TEST_CASE("experts over EP4 without the distributed optimizer log one process's 
   CHECK(logged_values(spread.out, "num zeros") == logged_values(one.out, "num zeros"));
 }
 
+TEST_CASE("experts over EP2 x CP2 (the expert-parallel ranks spanning the context-parallel ones) train as one process with halved aux coefficients") {
+  // Megatron's CP leaves the auxiliary losses' gradients unscaled (tests/training/moe_launch.test.cpp).
+  std::string halved = moe_flags();
+  halved.replace(halved.find("--moe-aux-loss-coeff 0.1 --moe-z-loss-coeff 0.01"), 48,
+                 "--moe-aux-loss-coeff 0.05 --moe-z-loss-coeff 0.005");
+  const auto one = run_moe(1, halved);
+  const auto spread = run_moe(4, moe_flags() + " --expert-model-parallel-size 2 --context-parallel-size 2");
+  check_same(spread.losses.train, one.losses.train, "EP lm loss, EP2 x CP2", 4);
+  check_same(spread.losses.validation, one.losses.validation, "EP validation/test lm loss, EP2 x CP2", 4);
+  check_same(spread.load_balancing_loss, one.load_balancing_loss, "EP load_balancing_loss, EP2 x CP2", 4);
+  check_same(spread.z_loss, one.z_loss, "EP z_loss, EP2 x CP2", 4);
+  check_same(spread.grad_norm, one.grad_norm, "EP grad norm, EP2 x CP2", 4, 5e-3);
+}
+
 TEST_CASE("experts over EP2 x PP2 log one process's losses") {
   check_layout(4, "--expert-model-parallel-size 2 --pipeline-model-parallel-size 2");
 }

@@ -108,3 +108,28 @@ TEST_CASE("a MoE with sigmoid group-limited routing, a shared expert and seq_aux
   check_same(spread.seq_load_balancing_loss, one.seq_load_balancing_loss,
              "MoE (sigmoid, groups, shared) seq_load_balancing_loss, PP2 x DP2", 4);
 }
+
+// Megatron's context parallelism leaves the auxiliary losses' gradients unscaled by cp while the
+// gradients are averaged over data x context parallel (forward_step scales only the main loss's
+// reduction): a CP run is the one-process run with the load-balancing and z-loss coefficients
+// divided by cp (the router's loss values, logged without their coefficients, are the same).
+TEST_CASE("a tiny MoE under CP2 trains as one process with its auxiliary-loss coefficients halved, as Megatron") {
+  const auto one = run_moe(1, moe_flags("--moe-aux-loss-coeff 0.05 --moe-z-loss-coeff 0.005"));
+  const auto spread = run_moe(2, moe_flags() + " --context-parallel-size 2");
+  check_same(spread.losses.train, one.losses.train, "MoE lm loss, CP2", 2);
+  check_same(spread.losses.validation, one.losses.validation, "MoE validation/test lm loss, CP2", 2);
+  check_same(spread.z_loss, one.z_loss, "MoE z_loss, CP2", 2);
+  check_same(spread.load_balancing_loss, one.load_balancing_loss, "MoE load_balancing_loss, CP2", 2);
+  // Not the one-process run with the full coefficients: the difference above is real.
+  CHECK(alone().losses.train.back() != one.losses.train.back());
+}
+
+TEST_CASE("a MoE with seq_aux_loss and a shared expert under CP2 x PP2 trains as one process with halved coefficients") {
+  const std::string shape = "--moe-shared-expert-intermediate-size 48 --moe-router-load-balancing-type seq_aux_loss ";
+  const auto one = run_moe(1, moe_flags(shape + "--moe-aux-loss-coeff 0.005"));
+  const auto spread = run_moe(4, moe_flags(shape + "--moe-aux-loss-coeff 0.01") +
+                                     " --context-parallel-size 2 --pipeline-model-parallel-size 2");
+  REQUIRE(one.seq_load_balancing_loss.size() == iterations);
+  check_same(spread.losses.train, one.losses.train, "MoE (seq_aux_loss, shared) lm loss, CP2 x PP2", 4);
+  check_same(spread.seq_load_balancing_loss, one.seq_load_balancing_loss, "MoE seq_load_balancing_loss, CP2 x PP2", 4);
+}

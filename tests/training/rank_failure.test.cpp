@@ -21,12 +21,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+// The whole of a rank's or the launcher's output file.
+std::string slurp(const fs::path& p) { return mactor::test::slurp(p.string()); }
 
 pid_t start_rank(int rank, int port, const fs::path& dir, const std::vector<std::string>& extra) {
   const pid_t pid = fork();

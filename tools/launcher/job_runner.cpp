@@ -67,6 +67,8 @@ class job_runner {
                                            plan.opts.output_filename) {}
 
   int run();
+  /// After run(): the job was ended by --timeout or a forwarded signal.
+  bool stopped() const { return forwarded_ != 0 || timed_out_; }
 
  private:
   spawn_request request_for(int rank);
@@ -94,6 +96,7 @@ class job_runner {
   int exit_code_ = 0;
   int forwarded_ = 0;           // the signal mactor forwarded to the ranks (SIGINT, SIGTERM, SIGHUP)
   bool all_exited_ok_ = true;   // every rank exited with status 0
+  bool timed_out_ = false;      // --timeout ended the job
   clock_type::time_point kill_at_ = never, deadline_ = never;
 };
 
@@ -235,6 +238,7 @@ int job_runner::run() {
       std::fprintf(stderr, "mactor: the job ran past --timeout %g s; stopping every rank\n",
                    plan_.opts.timeout_s);
       exit_code_ = 124;
+      timed_out_ = true;
       tear_down(SIGTERM);
     }
     if (now >= kill_at_) {
@@ -261,8 +265,10 @@ int job_runner::run() {
 
 }  // namespace
 
-int run_job(const job_plan& plan, comm::rendezvous_server& store) {
-  return job_runner(plan, store).run();
+job_result run_job(const job_plan& plan, comm::rendezvous_server& store) {
+  job_runner runner(plan, store);
+  const int code = runner.run();
+  return {code, runner.stopped()};
 }
 
 }  // namespace mactor::tools

@@ -21,7 +21,13 @@ struct job_plan {
   std::string remote_mactor;        ///< mactor's path on remote hosts
 };
 
-/// Starts every rank and waits for the job; returns mactor's exit status.
-int run_job(const job_plan& plan, comm::rendezvous_server& store);
+/// How a job ended.
+struct job_result {
+  int exit_code = 0;    ///< mactor's exit status
+  bool stopped = false; ///< ended by --timeout or a forwarded signal, not by a rank's failure
+};
+
+/// Starts every rank and waits for the job.
+job_result run_job(const job_plan& plan, comm::rendezvous_server& store);
 
 }  // namespace mactor::tools

@@ -93,6 +93,35 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? v : fallback;
 }
 
+// One start of the job: a fresh store (no keys of an earlier start), job id and master port.
+job_result run_attempt(job_plan& plan, const std::string& rdzv_host, int restart) {
+  comm::rendezvous_server store(plan.opts.rdzv_port);
+  plan.identity.job_id = make_job_id();
+  plan.identity.restart_count = restart;
+  // MASTER_ADDR/MASTER_PORT given to mactor are passed on, unless they are an enclosing
+  // mactor job's own (a job started from inside a rank gets fresh ones).
+  bool nested = std::getenv("MACTOR_RANK") != nullptr;
+  auto master_env = [&](const char* name, const std::string& fallback) {
+    return nested ? fallback : env_or(name, fallback);
+  };
+  plan.identity.rdzv_addr = rdzv_host + ":" + std::to_string(store.port());
+  const auto& host0 = plan.layout.hosts[plan.layout.ranks[0].host];
+  plan.identity.master_addr =
+      master_env("MASTER_ADDR", plan.host_is_local[plan.layout.ranks[0].host] ? rdzv_host : host0.name);
+  plan.identity.master_port = std::atoi(master_env("MASTER_PORT", "0").c_str());
+  if (plan.identity.master_port <= 0 || restart > 0) plan.identity.master_port = free_port();
+  const job_result r = run_job(plan, store);
+  store.stop();
+  return r;
+}
+
+// --max-restarts starts the job again after a failure, not after what a restart cannot mend or
+// what the user asked for: a bad command line or data (2), Megatron's failed result validation
+// (17; its 16 asks for a resume), --timeout or a forwarded signal.
+bool restartable(const job_result& r) {
+  return r.exit_code != 0 && r.exit_code != 2 && r.exit_code != 17 && !r.stopped;
+}
+
 }  // namespace
 
 int launch_main(int argc, char** argv) {
@@ -135,25 +164,14 @@ int launch_main(int argc, char** argv) {
     return 2;
   }
   try {
-    comm::rendezvous_server store(plan.opts.rdzv_port);
-    plan.identity.job_id = make_job_id();
-    // MASTER_ADDR/MASTER_PORT given to mactor are passed on, unless they are an enclosing
-    // mactor job's own (a job started from inside a rank gets fresh ones).
-    bool nested = std::getenv("MACTOR_RANK") != nullptr;
-    auto master_env = [&](const char* name, const std::string& fallback) {
-      return nested ? fallback : env_or(name, fallback);
-    };
-    plan.identity.rdzv_addr = rdzv_host + ":" + std::to_string(store.port());
-    const auto& host0 = plan.layout.hosts[plan.layout.ranks[0].host];
-    plan.identity.master_addr =
-        master_env("MASTER_ADDR", plan.host_is_local[plan.layout.ranks[0].host] ? rdzv_host : host0.name);
-    plan.identity.master_port = std::atoi(master_env("MASTER_PORT", "0").c_str());
-    if (plan.identity.master_port <= 0) plan.identity.master_port = free_port();
     plan.remote_mactor = plan.opts.remote_mactor;
     if (plan.remote_mactor.empty()) plan.remote_mactor = std::filesystem::read_symlink("/proc/self/exe");
-    int rc = run_job(plan, store);
-    store.stop();
-    return rc;
+    for (int restart = 0;; ++restart) {
+      const job_result r = run_attempt(plan, rdzv_host, restart);
+      if (!restartable(r) || restart >= plan.opts.max_restarts) return r.exit_code;
+      std::fprintf(stderr, "mactor: the job failed (exit status %d); starting it again (restart %d of %d)\n",
+                   r.exit_code, restart + 1, plan.opts.max_restarts);
+    }
   } catch (const comm::rendezvous_error& e) {
     std::fprintf(stderr, "mactor: error: %s\n", e.what());
     return 2;

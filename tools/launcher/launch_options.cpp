@@ -58,7 +58,7 @@ void apply_env_option(app_context& ctx, const std::string& v) {
 const char* const value_options[] = {
     "n", "np", "c", "H", "host", "hostfile", "machinefile", "default-hostfile", "N", "npernode",
     "map-by", "bind-to", "x", "output-filename", "timeout", "launch-agent", "rsh-agent",
-    "rdzv-addr", "rdzv-port", "kill-grace", "remote-mactor"};
+    "rdzv-addr", "rdzv-port", "kill-grace", "remote-mactor", "max-restarts"};
 const char* const flag_options[] = {"oversubscribe", "tag-output", "timestamp-output",
                                     "display-map", "do-not-launch",
                                     "allow-run-as-root", "h", "help", "V", "version"};
@@ -85,6 +85,7 @@ void apply(launch_options& o, app_context& ctx, const std::string& opt, const st
   else if (name == "output-filename") o.output_filename = v;
   else if (name == "timeout") o.timeout_s = parse_seconds(opt, v);
   else if (name == "kill-grace") o.kill_grace_s = parse_seconds(opt, v);
+  else if (name == "max-restarts") o.max_restarts = parse_count(opt, v, 0);
   else if (name == "launch-agent" || name == "rsh-agent") o.rsh_agent = split_words(v);
   else if (name == "rdzv-addr") o.rdzv_host = v;
   else if (name == "rdzv-port") o.rdzv_port = parse_count(opt, v, 1);
@@ -192,6 +193,11 @@ Output and time:
   --output-filename DIR   also write DIR/1/rank.N/stdout and stderr
   --timeout SECONDS       stop the whole job after SECONDS (exit status 124)
   --kill-grace SECONDS    SIGTERM-to-SIGKILL delay when stopping the job (default 5)
+  --max-restarts N        start the whole job again (fresh ranks and rendezvous) after a rank
+                          fails, up to N times, as torchrun's --max-restarts; the program resumes
+                          from its newest checkpoint (pretrain_gpt: give --save and --load the same
+                          directory). Not after exit status 2 (a user error), 17 (Megatron's failed
+                          result validation), --timeout or a forwarded Ctrl-C/SIGTERM
 
 Remote hosts:
   --launch-agent CMD      command that runs a command on a host, as "CMD HOST COMMAND..."
@@ -207,7 +213,8 @@ Remote hosts:
 Each rank gets Open MPI's variables (OMPI_COMM_WORLD_SIZE, _RANK, _LOCAL_RANK, _LOCAL_SIZE,
 _NODE_RANK), torchrun's (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
 MASTER_ADDR, MASTER_PORT) and mactor's (MACTOR_RANK, MACTOR_WORLD_SIZE, MACTOR_LOCAL_RANK,
-MACTOR_LOCAL_SIZE, MACTOR_NODE_RANK, MACTOR_RDZV_ADDR, MACTOR_JOB_ID).
+MACTOR_LOCAL_SIZE, MACTOR_NODE_RANK, MACTOR_RDZV_ADDR, MACTOR_JOB_ID, MACTOR_RESTART_COUNT and
+torchrun's TORCHELASTIC_RESTART_COUNT).
 If a rank exits non-zero or dies, the others get SIGTERM (then SIGKILL after the grace period)
 and mactor exits with that rank's status (128+signal for a signal), naming the rank.
 Ctrl-C, SIGTERM, SIGUSR1 and SIGUSR2 are forwarded to every rank; stdin goes to rank 0. After a

@@ -36,6 +36,7 @@ env_list rank_env(const job_layout& layout, const launch_options& opts, const jo
       {"GROUP_RANK", node},
       {"MASTER_ADDR", job.master_addr},
       {"MASTER_PORT", std::to_string(job.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count)},
       // mactor
       {"MACTOR_RANK", r},
       {"MACTOR_WORLD_SIZE", size},
@@ -44,6 +45,7 @@ env_list rank_env(const job_layout& layout, const launch_options& opts, const jo
       {"MACTOR_NODE_RANK", node},
       {"MACTOR_RDZV_ADDR", job.rdzv_addr},
       {"MACTOR_JOB_ID", job.job_id},
+      {"MACTOR_RESTART_COUNT", std::to_string(job.restart_count)},
   };
   for (auto& [name, value] : ctx.env) {
     if (value) {

@@ -15,6 +15,7 @@ struct job_identity {
   std::string rdzv_addr;    ///< "host:port" of mactor's store as the ranks reach it
   std::string master_addr;  ///< rank 0's host
   int master_port = 0;
+  int restart_count = 0;    ///< --max-restarts: how many times the job was started again
 };
 
 using env_list = std::vector<std::pair<std::string, std::string>>;

@@ -1,0 +1,44 @@
+// What `mactor simulate --system FILE` knows about a machine: one accelerator's peak rates and the
+// share of them real kernels reach, and the links between accelerators inside a node and across
+// nodes, each as latency + bytes / bandwidth (the alpha-beta model).
+#pragma once
+
+#include <string>
+
+namespace mactor::simulate {
+
+/// One link class, per accelerator and per direction.
+struct link_spec {
+  double latency_s = 0;         ///< alpha: fixed cost of one message (or one ring step)
+  double bandwidth_Bps = 0;     ///< beta^-1: bytes per second one accelerator can push
+};
+
+/// A machine: accelerators grouped in nodes; every accelerator alike.
+struct system_spec {
+  std::string name;
+  double peak_flops_bf16 = 0;   ///< dense matmul peak, FLOP/s (also used for fp16)
+  double peak_flops_fp32 = 0;   ///< used when neither --bf16 nor --fp16 is given
+  /// Share of the peak a transformer layer's kernels reach on average (matmuls, attention and the
+  /// element-wise work around them together). Model FLOPs / (peak x efficiency) = compute time.
+  double compute_efficiency = 1;
+  double memory_bytes = 0;              ///< accelerator memory, for the "fits" column
+  double memory_bandwidth_Bps = 0;      ///< HBM, for the optimizer step (a memory-bound pass)
+  int accelerators_per_node = 1;
+  link_spec intra_node;                 ///< NVLink / shared memory
+  link_spec inter_node;                 ///< InfiniBand / RoCE, per accelerator (its own NIC)
+  /// Share of a link's bandwidth a collective's ring reaches (NCCL's bus bandwidth / link rate).
+  double collective_efficiency = 1;
+};
+
+/// Reads a system file (JSON, see simulate/systems/*.json and README.md). Throws
+/// std::invalid_argument naming the file and the missing or bad field.
+system_spec read_system_file(const std::string& path);
+
+/// Parses the JSON text of a system file; `where` names it in errors.
+system_spec parse_system_json(const std::string& text, const std::string& where);
+
+/// An ideal machine for tests: `flops` FLOP/s at efficiency 1, free links (zero latency, infinite
+/// bandwidth), unbounded memory, `per_node` accelerators per node.
+system_spec ideal_system(double flops, int per_node = 8);
+
+}  // namespace mactor::simulate

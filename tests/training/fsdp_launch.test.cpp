@@ -1,0 +1,120 @@
+// Fully sharded data parallelism through pretrain_gpt under `mactor -np`: every Megatron FSDP
+// sharding strategy (no_shard, optim, optim_grads, optim_grads_params) and torch FSDP2 log one
+// process's losses (relative difference <= 1e-5; the sharded gradients are reduce-scattered after
+// each micro-batch's backward, so their sums round in another order); the memory a rank holds
+// after a step drops by (1 - 1/dp) of the parameters, gradients and Adam moments; a checkpoint
+// saved under ZeRO-3 trains on in a non-FSDP layout and back; combinations not built are refused.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "tests/training/launch_support.hpp"
+
+using namespace mactor::test;
+
+namespace {
+
+// --eval-interval 3 over 6 iterations: validation at 3 and 6, then the final one (and test).
+std::string model_flags() {
+  return "--mock-data --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+         "--max-position-embeddings 32 --micro-batch-size 1 --global-batch-size 8 --train-iters 6 --lr 1e-2 "
+         "--min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 "
+         "--init-method-std 0.1 --tokenizer-type NullTokenizer --vocab-size 4095 --hidden-dropout 0 "
+         "--attention-dropout 0 --log-interval 1 --eval-interval 3 --eval-iters 1 --seed 21";
+}
+
+std::string megatron_fsdp(const std::string& strategy) {
+  return "--use-megatron-fsdp --ckpt-format fsdp_dtensor --data-parallel-sharding-strategy " + strategy;
+}
+
+}  // namespace
+
+TEST_CASE("every Megatron FSDP sharding strategy under mactor -np 4 logs the losses of one process") {
+  const auto one = run_job(1, model_flags());
+  for (const char* strategy : {"no_shard", "optim", "optim_grads", "optim_grads_params"})
+    check_layout_against(one, 4, model_flags(), megatron_fsdp(strategy), 4, 6);
+  check_layout_against(one, 4, model_flags(), megatron_fsdp("optim_grads_params") + " --fsdp-double-buffer", 4, 6);
+}
+
+TEST_CASE("ZeRO-3 with tensor parallelism and a bf16 model with per-token loss logs the distributed optimizer's losses") {
+  // bf16 weights round the two replicas' summed gradients' updates a little differently from one
+  // replica's (about 1e-5 here, with or without FSDP): the reference is the same TP2 x DP2 layout
+  // without FSDP, Megatron's functional-test set gpt3_mr_mcore_te_tp2_zp_z3_resume_fsdp_dtensor.
+  const std::string flags = model_flags() + " --bf16 --calculate-per-token-loss --tensor-model-parallel-size 2";
+  const auto distributed_optimizer = run_job(4, flags + " --use-distributed-optimizer");
+  check_layout_against(distributed_optimizer, 4, flags,
+                       megatron_fsdp("optim_grads_params") + " --use-distributed-optimizer", 4, 6);
+}
+
+TEST_CASE("torch FSDP2 with and without resharding after forward and ZeRO-3 over pipeline stages log one process's losses") {
+  const std::string flags = model_flags() + " --untie-embeddings-and-output-weights --no-gradient-accumulation-fusion";
+  const auto one = run_job(1, flags);
+  check_layout_against(one, 4, flags, "--use-torch-fsdp2", 4, 6);
+  check_layout_against(one, 2, flags, "--use-torch-fsdp2 --torch-fsdp2-no-reshard-after-forward", 4, 6);
+  // PP2 x DP2: the first stage's forwards run without a gradient buffer, the last stage's with one.
+  check_layout_against(one, 4, flags, megatron_fsdp("optim_grads_params") + " --pipeline-model-parallel-size 2", 4, 6);
+}
+
+TEST_CASE("ZeRO-3 at dp 4 holds a quarter of the parameters, gradients and Adam moments") {
+  // GPT-2 style, tied: 8192 x 64 word and 64 x 64 position embeddings, 2 layers of 12 h^2 + 13 h,
+  // the final norm: each parameter held 4 times in fp32 (value, gradient, 2 moments) unsharded.
+  const double parameters = 8192.0 * 64 + 64.0 * 64 + 2 * (12.0 * 64 * 64 + 13 * 64) + 2 * 64;
+  const std::string flags =
+      "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64 "
+      "--micro-batch-size 1 --global-batch-size 8 --train-iters 2 --lr 1e-3 --log-interval 2 "
+      "--tokenizer-type NullTokenizer --vocab-size 8191 --mock-data --eval-iters 0 ";
+  // Megatron's memory line after the first logged iteration, of rank 0: allocated MB.
+  const auto allocated = [&](const std::string& strategy) {
+    const auto r = launch(4, flags + megatron_fsdp(strategy));
+    const std::regex line(R"(\[Rank 0\] \(after 2 iterations\) memory \(MB\) \| allocated: ([0-9.e+-]+) \|)");
+    std::smatch m;
+    REQUIRE(std::regex_search(r.out, m, line));
+    return std::stod(m[1].str()) * 1024 * 1024;
+  };
+  const double whole = allocated("no_shard"), sharded = allocated("optim_grads_params");
+  const double expected_drop = parameters * 16 * (1 - 1.0 / 4);
+  INFO("no_shard " << whole << " B, optim_grads_params " << sharded << " B, expected drop " << expected_drop << " B");
+  CHECK(whole - sharded == Approx(expected_drop).epsilon(0.02));
+}
+
+TEST_CASE("a checkpoint saved under ZeRO-3 trains on under the distributed optimizer and back") {
+  const auto dir = scratch_dir("fsdp", "checkpoints");
+  const std::string flags = model_flags() + " --bf16";
+  const auto full = run_job(1, flags);
+  // Saved at 3 by ZeRO-3 over 4 ranks, resumed by 2 ranks without FSDP.
+  const std::string save = " --save-interval 3 --exit-interval 3 --save " + (dir / "fsdp").string();
+  const auto first = run_job(4, flags + " " + megatron_fsdp("optim_grads_params") + save, 1, 3);
+  const auto resumed = run_job(2, flags + " --use-distributed-optimizer --load " + (dir / "fsdp").string(), 3, 3);
+  check_same(resumed.train, std::vector<double>(full.train.begin() + 3, full.train.end()), "lm loss after FSDP save", 2);
+  // Saved at 3 by one process, resumed by ZeRO-3 over 4 ranks.
+  const std::string save_alone = " --save-interval 3 --exit-interval 3 --save " + (dir / "alone").string();
+  run_job(1, flags + save_alone, 1, 3);
+  const auto loaded = run_job(4, flags + " " + megatron_fsdp("optim_grads_params") + " --load " + (dir / "alone").string(), 3, 3);
+  check_same(loaded.train, std::vector<double>(full.train.begin() + 3, full.train.end()), "lm loss after FSDP load", 4);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("an fsdp_dtensor load is strict unless --no-strict-fsdp-dtensor-load") {
+  const auto dir = scratch_dir("fsdp", "strictness");
+  const std::string flags = model_flags() + " " + megatron_fsdp("optim_grads_params");
+  launch(1, flags + " --save-interval 3 --exit-interval 3 --save " + dir.string());
+  // A third layer the checkpoint lacks: Megatron's strict DCP load fails, its partial load keeps
+  // that layer's initial values and trains.
+  const std::string deeper = flags + " --num-layers 3 --no-load-optim --load " + dir.string();
+  const auto strict = launch(1, deeper, 2);
+  CHECK(strict.err.find("lacks 12 tensor(s) this model has: decoder.layers.2.") != std::string::npos);
+  CHECK(strict.err.find("--no-strict-fsdp-dtensor-load loads the rest") != std::string::npos);
+  const auto partial = launch(1, deeper + " --no-strict-fsdp-dtensor-load");
+  CHECK(partial.err.find("they keep their initial values (--no-strict-fsdp-dtensor-load)") != std::string::npos);
+  CHECK(parse_losses(partial.out).train.size() == 3);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("FSDP combinations mactor has not built are refused by name") {
+  const auto r = launch(1, model_flags() + " " + megatron_fsdp("optim_grads") + " --overlap-grad-reduce", 2);
+  CHECK(r.err.find("--data-parallel-sharding-strategy optim_grads with --overlap-grad-reduce is recognized but not "
+                   "implemented") != std::string::npos);
+  const auto megatron_rule = launch(1, model_flags() + " --use-megatron-fsdp --data-parallel-sharding-strategy optim", 2);
+  CHECK(megatron_rule.err.find("--use-megatron-fsdp requires --ckpt-format fsdp_dtensor") != std::string::npos);
+}
