@@ -15,6 +15,12 @@ namespace mactor::model {
 
 class group;
 
+/// --cp-comm-type: how attention reaches the other ranks' keys and values.
+///   allgather: all-gather the whole sequence's keys and values (reduce-scatter their gradients);
+///   p2p: ring attention (model/ring_attention.hpp), blocks passed around the ring;
+///   a2a: Ulysses (model/ulysses_attention.hpp), all-to-all from sequence to head sharding.
+enum class cp_comm_kind { p2p, a2a, allgather };
+
 /// The sequence positions a context-parallel rank holds, in its row order.
 struct sequence_shard {
   int seq_length = 0;  ///< the whole sequence
