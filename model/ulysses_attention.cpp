@@ -39,7 +39,8 @@ void exchange_equal_blocks(group& cp, const exchange_shape& s, const std::byte* 
   cp.all_to_all_v_bytes(send, counts, recv, counts);
 }
 
-void check_units(const char* what, const exchange_shape& s, tensor::const_tensor_view local, tensor::const_tensor_view heads) {
+void check_units(const char* what, const exchange_shape& s, tensor::const_tensor_view local,
+                 tensor::const_tensor_view heads) {
   const std::int64_t numel = s.rows() * s.units * s.unit_width;
   if (s.units % s.shard.cp_size != 0 || local.numel() != numel || heads.numel() != numel)
     throw std::invalid_argument(std::string(what) + ": " + std::to_string(s.units) + " units of " +
@@ -113,7 +114,8 @@ void ulysses_attention::forward(tensor::tensor_view out, tensor::const_tensor_vi
                                 const kernels::attention_dims& dims, double scale, float dropout_p,
                                 std::uint64_t dropout_stream, tensor::const_tensor_view sink) {
   const auto d = head_dims(dims);
-  const std::int64_t rows = std::int64_t(d.seq) * d.batch, group_width = std::int64_t(dims.heads / dims.groups + 2) * d.head_dim;
+  const std::int64_t rows = std::int64_t(d.seq) * d.batch;
+  const std::int64_t group_width = std::int64_t(dims.heads / dims.groups + 2) * d.head_dim;
   auto heads_qkv = ensure_activation(qkv_heads_, rows, d.qkv_width(), qkv.type);
   sequence_to_heads(cp_, shard_, d.batch, dims.groups, group_width, qkv, heads_qkv);
   auto probs = ensure_activation(probs_, std::int64_t(d.batch) * d.heads * d.seq, d.seq, qkv.type);
@@ -125,9 +127,11 @@ void ulysses_attention::forward(tensor::tensor_view out, tensor::const_tensor_vi
 
 void ulysses_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_view dout,
                                  const kernels::attention_dims& dims, double scale, float dropout_p,
-                                 std::uint64_t dropout_stream, tensor::const_tensor_view sink, tensor::tensor_view dsink) {
+                                 std::uint64_t dropout_stream, tensor::const_tensor_view sink,
+                                 tensor::tensor_view dsink) {
   const auto d = head_dims(dims);
-  const std::int64_t rows = std::int64_t(d.seq) * d.batch, group_width = std::int64_t(dims.heads / dims.groups + 2) * d.head_dim;
+  const std::int64_t rows = std::int64_t(d.seq) * d.batch;
+  const std::int64_t group_width = std::int64_t(dims.heads / dims.groups + 2) * d.head_dim;
   tensor::tensor heads_dout({rows, std::int64_t(d.heads) * d.head_dim}, dout.type, tensor::memory_kind::activations);
   sequence_to_heads(cp_, shard_, d.batch, dims.heads, d.head_dim, dout, heads_dout);
   tensor::tensor heads_dqkv({rows, d.qkv_width()}, dout.type, tensor::memory_kind::activations);
