@@ -132,7 +132,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"eod_mask_loss", ""},
       {"reset_attention_mask", "the dataset's document mask reaches every attention (a query sees only the keys of its "
                                "own document, Megatron's unfused masked softmax; checked against Megatron's mask), "
-                               "with tp, sp, pp and cp; a layer with --window-size keeps its window alone and "
+                               "with tp, sp, pp and cp (a2a and allgather; p2p layers all-gather instead of ring attention); a layer with "
+                               "--window-size keeps its window alone and "
                                "--no-create-attention-mask-in-dataloader drops the mask, as in Megatron"},
       {"create_attention_mask_in_dataloader", "without it the dataset builds no attention mask, so --reset-attention-mask "
                                               "does not reach the attention (Megatron's causal fallback); the causal mask "
@@ -165,9 +166,15 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"sequence_parallel", "norms, dropouts and residuals on [seq / tp] shards; all-gather / reduce-scatter around the "
                             "tensor-parallel linears; pipeline messages are the shards"},
       {"context_parallel_size", "each rank holds sequence chunks r and 2cp-1-r (Megatron's load-balanced split) of tokens, "
-                                "labels, loss mask and positions; attention all-gathers the whole sequence's keys and values "
-                                "over the context-parallel group and reduce-scatters their gradients; gradients, losses and "
-                                "the distributed optimizer reduce over data x context parallel"},
+                                "labels, loss mask and positions; attention reaches the other ranks' keys and values as "
+                                "--cp-comm-type says; gradients, losses and the distributed optimizer reduce over data x "
+                                "context parallel"},
+      {"cp_comm_type", "one entry or one per layer. p2p: ring attention (key/value blocks passed around the context-parallel "
+                       "ring while the current block computes, online-softmax merge, key/value gradients sent back around "
+                       "the ring; fp32/fp64 models, a 16-bit model all-gathers instead); a2a: Ulysses all-to-all to head "
+                       "sharding and back (query groups per tp rank divisible by cp); allgather: all-gather keys and values, "
+                       "reduce-scatter their gradients; a2a+p2p: all-gathers (the hierarchical split is not used yet); "
+                       "multi-latent attention always all-gathers"},
       {"pipeline_model_parallel_size", "1F1B (interleaved with a virtual pipeline); out-of-order backwards recompute the chunk's forward"},
       {"num_layers_per_virtual_pipeline_stage", ""},
       {"num_virtual_stages_per_pipeline_rank", ""},

@@ -1,8 +1,10 @@
 // Megatron's context parallelism as the model sees it. The sequence is cut into 2 * cp chunks and
 // context-parallel rank r holds chunks r and 2 * cp - 1 - r (Megatron's get_batch_on_this_cp_rank),
 // so every rank has the same causal attention work. Each layer runs on those positions only;
-// attention all-gathers the keys and values of the whole sequence over the context-parallel
-// group and reduce-scatters their gradients back. Row placements keep the dropout masks of one
+// attention reaches the other ranks' keys and values as --cp-comm-type says: p2p passes them
+// around the ring (model/ring_attention.hpp), a2a swaps sequence for head sharding
+// (model/ulysses_attention.hpp), allgather (below) all-gathers the whole sequence's and
+// reduce-scatters their gradients back. Row placements keep the dropout masks of one
 // rank: a row's mask is that of its position in the whole [seq, batch, hidden] tensor.
 #pragma once
 #include <cstdint>
@@ -14,6 +16,12 @@
 namespace mactor::model {
 
 class group;
+
+/// --cp-comm-type: how attention reaches the other ranks' keys and values.
+///   allgather: all-gather the whole sequence's keys and values (reduce-scatter their gradients);
+///   p2p: ring attention (model/ring_attention.hpp), blocks passed around the ring;
+///   a2a: Ulysses (model/ulysses_attention.hpp), all-to-all from sequence to head sharding.
+enum class cp_comm_kind { p2p, a2a, allgather };
 
 /// The sequence positions a context-parallel rank holds, in its row order.
 struct sequence_shard {

@@ -119,6 +119,11 @@ struct gpt_model_config {
   /// sequence's 2 * cp chunks (model/context_parallel.hpp).
   int context_parallel_size = 1;
   int context_parallel_rank = 0;
+  /// --cp-comm-type: one entry for every layer, or one per layer (layer = the global number).
+  std::vector<cp_comm_kind> cp_comm_types{cp_comm_kind::p2p};
+  cp_comm_kind cp_comm(int layer) const {
+    return cp_comm_types.size() == 1 ? cp_comm_types[0] : cp_comm_types.at(std::size_t(layer));
+  }
   sequence_shard shard() const { return {seq_length, context_parallel_size, context_parallel_rank}; }
   /// Megatron's --sequence-parallel: outside the tensor-parallel regions (norms, dropouts,
   /// residuals) each rank holds seq_length / tp positions of the [seq, batch, hidden] activations.

@@ -97,4 +97,12 @@ void group::all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t>
   if (send_bytes[0] > 0) std::memcpy(out, in, send_bytes[0]);
 }
 
+void group::ring_shift_bytes(const std::byte* send, std::byte* recv, std::size_t n) {
+  const auto ranks = static_cast<std::size_t>(size());
+  std::vector<std::size_t> send_bytes(ranks, 0), recv_bytes(ranks, 0);
+  send_bytes[(static_cast<std::size_t>(rank()) + 1) % ranks] = n;
+  recv_bytes[(static_cast<std::size_t>(rank()) + ranks - 1) % ranks] = n;
+  all_to_all_v_bytes(send, send_bytes, recv, recv_bytes);
+}
+
 }  // namespace mactor::model

@@ -43,6 +43,10 @@ class group {
   /// larger group throws std::logic_error (a group without the collective).
   virtual void all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
                                   std::span<const std::size_t> recv_bytes);
+  /// One step of a ring: send[n bytes] goes to rank (rank() + 1) % size() and recv[n bytes]
+  /// arrives from rank (rank() - 1) % size() (every rank calls it; an all_to_all_v_bytes with
+  /// one non-empty block each way). Context parallelism's ring attention passes its KV blocks so.
+  void ring_shift_bytes(const std::byte* send, std::byte* recv, std::size_t n);
 };
 
 /// A group of one rank: every collective is a copy or nothing.

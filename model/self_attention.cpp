@@ -47,7 +47,7 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
                   tp_size, c.sequence_parallel, c.fp8),
       linear_proj_(store, name + ".linear_proj", c.num_attention_heads * c.head_dim(),
                    c.hidden_size, c.add_bias_linear,
-                   c.init_method_std / std::sqrt(2.0 * c.num_layers), tp_size,
+                   c.output_layer_init_std(), tp_size,
                    c.sequence_parallel, c.fp8),
       rope_(c.layer_applies_rope(layer)),
       rope_interleaved_(c.rotary_interleaved),
@@ -57,6 +57,11 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
   if (shard_.cp_size > 1 && (!cp_ || cp_->size() != shard_.cp_size || cp_->rank() != shard_.cp_rank))
     throw std::invalid_argument("self_attention: context_parallel_size=" + std::to_string(shard_.cp_size) +
                                 " needs the context-parallel group of that size with this rank's place");
+  if (shard_.cp_size > 1 && c.cp_comm(layer) == cp_comm_kind::p2p &&
+      !tensor::is_half_precision(c.params_dtype))
+    ring_.emplace(*cp_, shard_);
+  if (shard_.cp_size > 1 && c.cp_comm(layer) == cp_comm_kind::a2a)
+    ulysses_.emplace(*cp_, shard_, c.query_groups() / tp_size);
   dims_.heads = c.num_attention_heads / tp_size;
   dims_.groups = c.query_groups() / tp_size;
   dims_.head_dim = c.head_dim();
@@ -136,11 +141,24 @@ void self_attention::set_dims(int seq, int batch) {
 
 void self_attention::core_forward(const parameter_store& store, tensor::tensor_view context,
                                   tensor::tensor_view probs) {
+  if (ring_) {
+    auto lse = ensure_activation(lse_, std::int64_t(dims_.seq) * dims_.batch, dims_.heads, context.type);
+    ring_->forward(context, lse, qkv_, dims_, scale_, dropout_, stream_, sink(store));
+    return;
+  }
+  if (ulysses_) return ulysses_->forward(context, qkv_, dims_, scale_, dropout_, stream_, sink(store));
   kernels::attention_forward(context, probs, qkv_, dims_, scale_, dropout_, stream_, sink(store),
                              kv_.numel() ? tensor::const_tensor_view(kv_) : tensor::const_tensor_view{});
 }
 
 void self_attention::core_backward(parameter_store& store, tensor::tensor_view dqkv) {
+  if (ring_) {
+    ring_->backward(dqkv, dcontext_, qkv_, context_, lse_, dims_, scale_, dropout_, stream_, sink(store),
+                    store.grad(softmax_offset_));
+    return;
+  }
+  if (ulysses_)
+    return ulysses_->backward(dqkv, dcontext_, dims_, scale_, dropout_, stream_, sink(store), store.grad(softmax_offset_));
   if (shard_.cp_size == 1) {
     kernels::attention_backward(dqkv, dcontext_, qkv_, probs_, dims_, scale_, dropout_, stream_,
                                 sink(store), store.grad(softmax_offset_));
@@ -167,7 +185,9 @@ void self_attention::forward(const parameter_store& store, group& tp, tensor::co
   const int rows = seq * batch;
   const std::int64_t width = dims_.qkv_width();
   auto qkv = ensure_activation(qkv_, rows, width, x.type);
-  auto probs = ensure_activation(probs_, std::int64_t(batch) * dims_.heads * seq, dims_.keys(), x.type);
+  // Ring attention keeps no probabilities (its backward recomputes them block by block).
+  auto probs = ring_ || ulysses_ ? tensor::tensor_view{}
+                     : ensure_activation(probs_, std::int64_t(batch) * dims_.heads * seq, dims_.keys(), x.type);
   auto context = ensure_activation(context_, rows, std::int64_t(dims_.heads) * dims_.head_dim,
                                    x.type);
   linear_qkv_.forward(store, tp, x, qkv, rows);
@@ -177,7 +197,7 @@ void self_attention::forward(const parameter_store& store, group& tp, tensor::co
   if (rope_)  // queries and the key head of each group are contiguous: rotate per_group + 1 heads
     kernels::rope_apply(qkv, cos_, sin_, seq, batch, dims_.groups, per_group + 1, dims_.head_dim,
                         rot_dim_, width, group_stride, rope_interleaved_, false);
-  if (shard_.cp_size > 1)
+  if (shard_.cp_size > 1 && !ring_ && !ulysses_)
     gather_sequence(*cp_, shard_, batch, qkv,
                     ensure_activation(kv_, std::int64_t(shard_.seq_length) * batch, width, x.type));
   core_forward(store, context, probs);
@@ -193,7 +213,7 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
                                     dout.type);
   auto dqkv = ensure_activation(dqkv_, rows, width, dout.type);
   linear_proj_.backward(store, tp, dout, context_, dcontext, rows);
-  if (recompute_core_) {  // the context is no longer needed: the rerun may overwrite it
+  if (recompute_core_ && !ring_ && !ulysses_) {  // the context is no longer needed: the rerun may overwrite it
     auto probs = ensure_activation(probs_, std::int64_t(dims_.batch) * dims_.heads * dims_.seq,
                                    dims_.keys(), dout.type);
     core_forward(store, context_, probs);
@@ -209,10 +229,11 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
 }
 
 void self_attention::release() {
-  for (auto* t : {&qkv_, &probs_, &context_, &kv_, &dqkv_, &dcontext_, &dkv_, &dkv_local_, &q_in_,
+  for (auto* t : {&qkv_, &probs_, &context_, &kv_, &dqkv_, &dcontext_, &dkv_, &dkv_local_, &lse_, &q_in_,
                  &k_in_, &q_out_, &k_out_})
     *t = tensor::tensor();
   if (q_layernorm_) q_layernorm_->release(), k_layernorm_->release();
+  if (ulysses_) ulysses_->release();
   linear_qkv_.release();
   linear_proj_.release();
 }

@@ -3,7 +3,9 @@
 // RoPE on queries and keys (unless --no-rope-freq skips this layer), causal softmax attention
 // (a sliding window under --window-size, a sink logit under --softmax-type) with dropout,
 // row-parallel output projection. Under context parallelism (cp given) the queries are this
-// rank's chunks and the keys and values the whole sequence's, all-gathered over cp.
+// rank's chunks; --cp-comm-type p2p runs ring attention (model/ring_attention.hpp) on fp32 and
+// fp64 models, a2a Ulysses attention (model/ulysses_attention.hpp), and allgather (and a 16-bit
+// model under p2p) all-gathers the whole sequence's keys and values over cp.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -13,6 +15,8 @@
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/norm.hpp"
+#include "model/ring_attention.hpp"
+#include "model/ulysses_attention.hpp"
 #include "model/tensor_parallel_linear.hpp"
 
 namespace mactor::model {
@@ -65,6 +69,9 @@ class self_attention {
   std::uint64_t stream_ = 0;
   sequence_shard shard_;
   group* cp_;
+  std::optional<ring_attention> ring_;    // --cp-comm-type p2p (fp32, fp64)
+  tensor::tensor lse_;                    // ring attention: each query row's log-sum-exp
+  std::optional<ulysses_attention> ulysses_;  // --cp-comm-type a2a
   tensor::tensor cos_, sin_;              // [local sequence, rot_dim / 2]: this rank's positions
   tensor::tensor qkv_, probs_, context_;  // saved activations of the last forward
   tensor::tensor kv_;                     // context parallelism: the whole sequence's qkv

@@ -79,7 +79,8 @@ TEST_CASE("reset-attention-mask changes training where Megatron's mask reaches t
   CHECK(run_job(1, base + window + " --reset-attention-mask", 3).train == run_job(1, base + window, 3).train);
   for (const auto& [ranks, layout] : {std::pair{2, std::string("--tensor-model-parallel-size 2 --sequence-parallel")},
                                       std::pair{2, std::string("--pipeline-model-parallel-size 2")},
-                                      std::pair{2, std::string("--context-parallel-size 2")}})
+                                      std::pair{2, std::string("--context-parallel-size 2")},  // ring: all-gathers
+                                      std::pair{2, std::string("--context-parallel-size 2 --cp-comm-type a2a")}})
     check_layout_against(masked, ranks, base + " --reset-attention-mask", layout, 3, 6);
   std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,321 @@
+// Ring attention's blocks (online softmax forward, recomputing backward) and the ring driver.
+#include "model/ring_attention.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <future>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.hpp"
+#include "kernels/dropout.hpp"
+#include "model/group.hpp"
+
+namespace mactor::model {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+// The index arithmetic of one rank's queries and of one key/value block. A block holds, per
+// (local position, batch row, group), the key head then the value head: [rows, groups, 2, hd].
+struct layout {
+  const kernels::attention_dims& d;
+  sequence_shard shard;
+  int per_group() const { return d.heads / d.groups; }
+  std::int64_t width() const { return d.qkv_width(); }
+  std::int64_t block_numel() const {
+    return std::int64_t(shard.local_length()) * d.batch * d.groups * 2 * d.head_dim;
+  }
+  // Offset of head h's query in qkv row r; of group g's key in qkv row r.
+  std::int64_t q_at(std::int64_t r, int h) const {
+    const int g = h / per_group();
+    return r * width() + (std::int64_t(g) * (per_group() + 2) + h % per_group()) * d.head_dim;
+  }
+  std::int64_t k_at(std::int64_t r, int g) const {
+    return r * width() + (std::int64_t(g) * (per_group() + 2) + per_group()) * d.head_dim;
+  }
+  // Offset of group g's key in block row r (its value follows at + head_dim).
+  std::int64_t block_at(std::int64_t r, int g) const { return (r * d.groups + g) * 2 * d.head_dim; }
+  std::int64_t row_head(std::int64_t r, int h) const { return r * d.heads + h; }
+};
+
+// qkv's keys and values -> a block; the block's gradients -> dqkv's key and value parts.
+template <typename T>
+void pack_block(T* block, const T* qkv, const layout& L, std::int64_t rows) {
+  const std::int64_t hd = L.d.head_dim;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int g = 0; g < L.d.groups; ++g) std::copy_n(qkv + L.k_at(r, g), 2 * hd, block + L.block_at(r, g));
+}
+template <typename T>
+void unpack_block(T* dqkv, const T* block, const layout& L, std::int64_t rows) {
+  const std::int64_t hd = L.d.head_dim;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int g = 0; g < L.d.groups; ++g) std::copy_n(block + L.block_at(r, g), 2 * hd, dqkv + L.k_at(r, g));
+}
+
+template <typename T>
+T dot(const T* a, const T* b, int n) {
+  T s = 0;
+  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// The keys one query row sees in a key chunk: positions [first, last] (empty when first > last).
+struct key_span {
+  int first, last;
+};
+key_span visible(const kernels::attention_dims& d, int query_pos, const kernels::query_run& keys) {
+  int first = keys.global, last = std::min(keys.global + keys.length - 1, query_pos);
+  if (d.window >= 0) first = std::max(first, query_pos - d.window);
+  return {first, last};
+}
+
+// Calls f(local query row, its position, key span, key chunk) for every query row of this rank
+// and every key chunk of `owner`'s block it sees part of (skipped chunk pairs cost nothing).
+template <typename F>
+void for_each_visible(const layout& L, int owner, F&& f) {
+  const sequence_shard keys_of{L.shard.seq_length, L.shard.cp_size, owner};
+  const auto key_runs = keys_of.runs();
+  for (const auto& q : L.shard.runs())
+    for (const auto& k : key_runs) {
+      if (k.global > q.global + q.length - 1) continue;  // every key after every query
+      for (int i = 0; i < q.length; ++i) {
+        const key_span s = visible(L.d, q.global + i, k);
+        if (s.first <= s.last) f(q.local + i, q.global + i, s, k);
+      }
+    }
+}
+
+// The online softmax's state of every (query row, head): running max, sum and unnormalized out.
+template <typename T>
+struct forward_state {
+  std::vector<T> m, l, o;
+};
+
+// Dropout's keep-and-rescale factor of (batch row, head, query position, key position): the
+// element kernels::attention_forward draws for it on one rank.
+struct dropout_mask {
+  float p;
+  std::uint64_t stream;
+  const kernels::attention_dims& d;
+  std::uint64_t seq;
+  template <typename T>
+  T factor(int b, int h, int qpos, int kpos) const {
+    if (p <= 0) return T(1);
+    const std::uint64_t head = std::uint64_t(b) * d.total_heads + d.head_offset + h;
+    const std::uint64_t at = head * seq * seq + std::uint64_t(qpos) * seq + std::uint64_t(kpos);
+    return kernels::dropout_uniform(stream, at) >= p ? T(1) / (T(1) - T(p)) : T(0);
+  }
+};
+
+template <typename T>
+void forward_block(forward_state<T>& st, const T* qkv, const T* block, int owner, const layout& L,
+                   T scale, const dropout_mask& drop) {
+  const int hd = L.d.head_dim, batch = L.d.batch;
+  std::vector<T> s;
+  for_each_visible(L, owner, [&](int qi, int qpos, key_span span, const kernels::query_run& k) {
+    s.resize(std::size_t(span.last - span.first + 1));
+    for (int b = 0; b < batch; ++b)
+      for (int h = 0; h < L.d.heads; ++h) {
+        const std::int64_t r = std::int64_t(qi) * batch + b, rh = L.row_head(r, h);
+        const T* q = qkv + L.q_at(r, h);
+        const int g = h / L.per_group();
+        T block_max = -std::numeric_limits<T>::infinity();
+        for (int kp = span.first; kp <= span.last; ++kp) {
+          const std::int64_t kr = std::int64_t(k.local + kp - k.global) * batch + b;
+          T& x = s[std::size_t(kp - span.first)] = scale * dot(q, block + L.block_at(kr, g), hd);
+          block_max = std::max(block_max, x);
+        }
+        const T m = std::max(st.m[rh], block_max), corr = std::exp(st.m[rh] - m);
+        T* o = st.o.data() + rh * hd;
+        T l = st.l[rh] * corr;
+        for (int c = 0; c < hd; ++c) o[c] *= corr;
+        for (int kp = span.first; kp <= span.last; ++kp) {
+          const std::int64_t kr = std::int64_t(k.local + kp - k.global) * batch + b;
+          const T e = std::exp(s[std::size_t(kp - span.first)] - m);
+          l += e;
+          const T w = e * drop.factor<T>(b, h, qpos, kp);
+          if (w == T(0)) continue;
+          const T* v = block + L.block_at(kr, g) + hd;
+          for (int c = 0; c < hd; ++c) o[c] += w * v[c];
+        }
+        st.m[rh] = m, st.l[rh] = l;
+      }
+  });
+}
+
+// Per query row and head: its log-sum-exp, dout . out (the softmax backward's row term) and
+// the gradient it accumulates for its query.
+template <typename T>
+struct backward_rows {
+  const T* lse;
+  std::vector<T> delta, dq;
+};
+
+template <typename T>
+void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* qkv, const T* block,
+                    int owner, const layout& L, T scale, const dropout_mask& drop) {
+  const int hd = L.d.head_dim, batch = L.d.batch;
+  for_each_visible(L, owner, [&](int qi, int qpos, key_span span, const kernels::query_run& k) {
+    for (int b = 0; b < batch; ++b)
+      for (int h = 0; h < L.d.heads; ++h) {
+        const std::int64_t r = std::int64_t(qi) * batch + b, rh = L.row_head(r, h);
+        const T* q = qkv + L.q_at(r, h);
+        const T* dor = dout + rh * hd;
+        T* dq = rows.dq.data() + rh * hd;
+        const int g = h / L.per_group();
+        for (int kp = span.first; kp <= span.last; ++kp) {
+          const std::int64_t at = L.block_at(std::int64_t(k.local + kp - k.global) * batch + b, g);
+          const T* key = block + at;
+          const T p = std::exp(scale * dot(q, key, hd) - rows.lse[rh]);
+          const T z = drop.factor<T>(b, h, qpos, kp);
+          const T ds = p * (z * dot(dor, key + hd, hd) - rows.delta[std::size_t(rh)]) * scale;
+          T* dk = dblock + at;
+          T* dv = dk + hd;
+          for (int c = 0; c < hd; ++c) dv[c] += p * z * dor[c], dq[c] += ds * key[c], dk[c] += ds * q[c];
+        }
+      }
+  });
+}
+
+// A transfer on its own thread, timed; wait() returns once it is done and counts the stall.
+class pending_shift {
+ public:
+  pending_shift(group& cp, const void* send, void* recv, std::size_t bytes, ring_timing& t) : timing_(t) {
+    done_ = std::async(std::launch::async, [&cp, send, recv, bytes] {
+      const auto start = clock_type::now();
+      cp.ring_shift_bytes(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), bytes);
+      return seconds_since(start);
+    });
+  }
+  void wait() {
+    const auto start = clock_type::now();
+    timing_.transfer_s += done_.get();
+    timing_.wait_s += seconds_since(start);
+    ++timing_.transfers;
+  }
+
+ private:
+  ring_timing& timing_;
+  std::future<double> done_;
+};
+
+template <typename T>
+T sink_of(const T* sink, int h) {
+  return sink ? sink[h] : -std::numeric_limits<T>::infinity();
+}
+
+}  // namespace
+
+ring_attention::ring_attention(group& cp, const sequence_shard& shard) : cp_(cp), shard_(shard) {
+  if (cp.size() != shard.cp_size || cp.rank() != shard.cp_rank)
+    throw std::invalid_argument("ring_attention: the context-parallel group (rank " + std::to_string(cp.rank()) +
+                                " of " + std::to_string(cp.size()) + ") is not the shard's (rank " +
+                                std::to_string(shard.cp_rank) + " of " + std::to_string(shard.cp_size) + ")");
+}
+
+void ring_attention::forward(tensor::tensor_view out, tensor::tensor_view lse, tensor::const_tensor_view qkv,
+                             const kernels::attention_dims& dims, double scale, float dropout_p,
+                             std::uint64_t dropout_stream, tensor::const_tensor_view sink) {
+  timing_ = {};
+  const layout L{dims, shard_};
+  const std::int64_t rows = std::int64_t(shard_.local_length()) * dims.batch, hd = dims.head_dim;
+  const dropout_mask drop{dropout_p, dropout_stream, dims, std::uint64_t(shard_.seq_length)};
+  kernels::dispatch_floating("ring_attention::forward", qkv.type, qkv.where, [&](auto zero) {
+    using T = decltype(zero);
+    const T* q = qkv.host<T>().data();
+    const T* sk = sink.data ? sink.host<T>().data() : nullptr;
+    forward_state<T> st;
+    st.m.resize(std::size_t(rows * dims.heads));
+    for (std::int64_t rh = 0; rh < rows * dims.heads; ++rh) st.m[std::size_t(rh)] = sink_of(sk, int(rh % dims.heads));
+    st.l.assign(st.m.size(), sk ? T(1) : T(0));  // exp(sink - max) with the max at the sink
+    st.o.assign(st.m.size() * std::size_t(hd), T(0));
+    std::vector<T> current(std::size_t(L.block_numel())), next(current.size());
+    pack_block(current.data(), q, L, rows);
+    for (int step = 0; step < shard_.cp_size; ++step) {
+      std::optional<pending_shift> shift;
+      if (step + 1 < shard_.cp_size)
+        shift.emplace(cp_, current.data(), next.data(), current.size() * sizeof(T), timing_);
+      const auto start = clock_type::now();
+      const int owner = (shard_.cp_rank - step + shard_.cp_size) % shard_.cp_size;
+      forward_block(st, q, current.data(), owner, L, T(scale), drop);
+      timing_.compute_s += seconds_since(start);
+      if (shift) shift->wait(), std::swap(current, next);
+    }
+    T* o = out.host<T>().data();
+    T* ls = lse.host<T>().data();
+    for (std::size_t rh = 0; rh < st.m.size(); ++rh) {
+      for (std::int64_t c = 0; c < hd; ++c) o[rh * hd + c] = st.o[rh * hd + c] / st.l[rh];
+      ls[rh] = st.m[rh] + std::log(st.l[rh]);
+    }
+  });
+}
+
+void ring_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_view dout,
+                              tensor::const_tensor_view qkv, tensor::const_tensor_view out,
+                              tensor::const_tensor_view lse, const kernels::attention_dims& dims,
+                              double scale, float dropout_p, std::uint64_t dropout_stream,
+                              tensor::const_tensor_view sink, tensor::tensor_view dsink) {
+  timing_ = {};
+  const layout L{dims, shard_};
+  const std::int64_t rows = std::int64_t(shard_.local_length()) * dims.batch, hd = dims.head_dim;
+  const dropout_mask drop{dropout_p, dropout_stream, dims, std::uint64_t(shard_.seq_length)};
+  const int cp = shard_.cp_size;
+  kernels::dispatch_floating("ring_attention::backward", qkv.type, qkv.where, [&](auto zero) {
+    using T = decltype(zero);
+    const T* q = qkv.host<T>().data();
+    const T* dor = dout.host<T>().data();
+    const T* o = out.host<T>().data();
+    backward_rows<T> br{lse.host<T>().data(), std::vector<T>(std::size_t(rows * dims.heads)),
+                        std::vector<T>(std::size_t(rows * dims.heads * hd), T(0))};
+    for (std::size_t rh = 0; rh < br.delta.size(); ++rh) br.delta[rh] = dot(dor + rh * hd, o + rh * hd, int(hd));
+    // A message of the ring: the next key/value block, then the gradients of the previous one.
+    const std::size_t n = std::size_t(L.block_numel());
+    std::vector<T> current(2 * n), next(2 * n), part(n);
+    pack_block(current.data(), q, L, rows);
+    for (int step = 0; step < cp; ++step) {
+      std::optional<pending_shift> shift;
+      if (step + 1 < cp || step > 0)
+        shift.emplace(cp_, current.data(), next.data(), current.size() * sizeof(T), timing_);
+      const auto start = clock_type::now();
+      std::fill(part.begin(), part.end(), T(0));
+      backward_block(br, part.data(), dor, q, current.data(), (shard_.cp_rank - step + cp) % cp, L, T(scale), drop);
+      timing_.compute_s += seconds_since(start);
+      if (shift) shift->wait();
+      // The received gradients (this block's, from the ranks before) plus this rank's share
+      // travel on with the next message; the block moves on too.
+      T* accumulated = (shift ? next.data() : current.data()) + n;
+      for (std::size_t i = 0; i < n; ++i) accumulated[i] = (step > 0 ? accumulated[i] : T(0)) + part[i];
+      if (shift) std::swap(current, next);
+    }
+    // The last step's gradients belong to the next rank; this rank's arrive from the previous.
+    pending_shift(cp_, current.data() + n, next.data() + n, n * sizeof(T), timing_).wait();
+    T* dq = dqkv.host<T>().data();
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (int h = 0; h < dims.heads; ++h) std::copy_n(br.dq.data() + L.row_head(r, h) * hd, hd, dq + L.q_at(r, h));
+    unpack_block(dq, next.data() + n, L, rows);
+    if (sink.data && dsink.data) {
+      const T* sk = sink.host<T>().data();
+      std::vector<double> grad(std::size_t(dims.heads), 0.0);
+      for (std::size_t rh = 0; rh < br.delta.size(); ++rh) {
+        const int h = int(rh % std::size_t(dims.heads));
+        grad[std::size_t(h)] -= double(std::exp(sk[h] - br.lse[rh]) * br.delta[rh]);
+      }
+      kernels::dispatch_floating("ring_attention::backward dsink", dsink.type, dsink.where, [&](auto z) {
+        using U = decltype(z);
+        U* ds = dsink.host<U>().data();
+        for (int h = 0; h < dims.heads; ++h) ds[h] += U(grad[std::size_t(h)]);
+      });
+    }
+  });
+}
+
+}  // namespace mactor::model

@@ -1,0 +1,61 @@
+// Ring attention: context parallelism's --cp-comm-type p2p (Megatron's default, Transformer
+// Engine's AttnFuncWithCPAndKVP2P). Each context-parallel rank keeps its own queries (sequence
+// chunks r and 2 cp - 1 - r) and passes key/value blocks around the ring: at step s it holds
+// the block of rank r - s, and the receive of the next block runs (on a helper thread) while the
+// current one computes. Partial results merge by the online softmax (running max and sum, the
+// log-sum-exp kept per query row for the backward). Causal masking works on global positions:
+// a (query chunk, key chunk) pair is full, diagonal (causal inside) or skipped.
+// Backward: every rank recomputes the probabilities block by block from the saved log-sum-exp;
+// the keys' and values' gradients travel with their block, each rank adding its share, and one
+// last step hands them to their owner (TE's scheme); the next block's receive and the previous
+// gradient's send overlap the compute. No rank holds more than three blocks at once (never the
+// whole sequence's keys and values). fp32 and fp64 tensors on the CPU.
+#pragma once
+#include <cstdint>
+
+#include "kernels/attention.hpp"
+#include "model/context_parallel.hpp"
+#include "tensor/tensor.hpp"
+
+namespace mactor::model {
+
+class group;
+
+/// Seconds spent by the last forward or backward: computing blocks, waiting for a transfer
+/// after the compute (the part not hidden), and the transfers themselves (on their thread).
+struct ring_timing {
+  double compute_s = 0;
+  double wait_s = 0;
+  double transfer_s = 0;
+  int transfers = 0;
+};
+
+class ring_attention {
+ public:
+  /// cp: the context-parallel group (size shard.cp_size, this rank at shard.cp_rank).
+  ring_attention(group& cp, const sequence_shard& shard);
+
+  /// out [rows, heads * head_dim] and lse [rows * heads] (the log-sum-exp of each query row,
+  /// kept for the backward) from qkv [rows, qkv width] (rows = local_length * batch, Megatron's
+  /// fused layout). dims: heads, groups, head_dim, head_offset, total_heads, window and batch
+  /// as kernels::attention_dims; dropout masks and the sink logits as kernels::attention_forward.
+  void forward(tensor::tensor_view out, tensor::tensor_view lse, tensor::const_tensor_view qkv,
+               const kernels::attention_dims& dims, double scale, float dropout_p,
+               std::uint64_t dropout_stream, tensor::const_tensor_view sink = {});
+  /// dqkv (overwritten, qkv's layout) from dout [rows, heads * head_dim] and the forward's
+  /// qkv, out and lse; dsink[heads] += the sink's gradient when both are given.
+  void backward(tensor::tensor_view dqkv, tensor::const_tensor_view dout,
+                tensor::const_tensor_view qkv, tensor::const_tensor_view out,
+                tensor::const_tensor_view lse, const kernels::attention_dims& dims, double scale,
+                float dropout_p, std::uint64_t dropout_stream,
+                tensor::const_tensor_view sink = {}, tensor::tensor_view dsink = {});
+
+  const ring_timing& timing() const { return timing_; }
+
+ private:
+  group& cp_;
+  sequence_shard shard_;
+  ring_timing timing_;
+};
+
+}  // namespace mactor::model

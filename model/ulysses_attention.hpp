@@ -1,0 +1,54 @@
+// Ulysses attention: context parallelism's --cp-comm-type a2a (Megatron hands it to Transformer
+// Engine's AttnFuncWithCPAndQKVOA2A). One all-to-all over the context-parallel group turns this
+// rank's sequence-sharded qkv [local positions, batch, groups, ...] into a head-sharded one
+// [whole sequence, batch, groups / cp, ...] (rank r gets query groups r * groups / cp onwards,
+// with their query heads), each rank runs the ordinary causal attention on the whole sequence
+// for its heads, and a second all-to-all returns the context to the sequence sharding. The
+// backward runs the same exchanges on the gradients. Query groups (per tensor-parallel rank)
+// must divide by cp. Any dtype (the exchanges move bytes; the kernel widens 16-bit ones).
+#pragma once
+#include <cstdint>
+
+#include "kernels/attention.hpp"
+#include "model/context_parallel.hpp"
+#include "tensor/tensor.hpp"
+
+namespace mactor::model {
+
+class group;
+
+class ulysses_attention {
+ public:
+  /// cp: the context-parallel group (size shard.cp_size, this rank at shard.cp_rank); groups:
+  /// the query groups held here (tensor-parallel shard), divisible by cp (else invalid_argument).
+  ulysses_attention(group& cp, const sequence_shard& shard, int groups);
+
+  /// out [rows, heads * head_dim] from qkv [rows, qkv width] (rows = local_length * batch);
+  /// dims: heads, groups, head_dim, head_offset, total_heads, window and batch as
+  /// kernels::attention_dims. Keeps the head-sharded qkv and probabilities for the backward.
+  void forward(tensor::tensor_view out, tensor::const_tensor_view qkv, const kernels::attention_dims& dims,
+               double scale, float dropout_p, std::uint64_t dropout_stream, tensor::const_tensor_view sink = {});
+  /// dqkv (overwritten) from dout [rows, heads * head_dim]; dsink[heads] += the sink's gradient
+  /// for this rank's heads when both are given.
+  void backward(tensor::tensor_view dqkv, tensor::const_tensor_view dout, const kernels::attention_dims& dims,
+                double scale, float dropout_p, std::uint64_t dropout_stream, tensor::const_tensor_view sink = {},
+                tensor::tensor_view dsink = {});
+  void release();
+
+ private:
+  group& cp_;
+  sequence_shard shard_;
+  tensor::tensor qkv_heads_, probs_;  // the forward's head-sharded qkv and probabilities
+
+  /// The dims of this rank's heads over the whole sequence.
+  kernels::attention_dims head_dims(const kernels::attention_dims& local) const;
+};
+
+/// The exchanges: in [local rows, units, unit_width] (sequence-sharded, this rank's positions)
+/// to out [seq * batch, units / cp, unit_width] (sequence order, this rank's units), and back.
+void sequence_to_heads(group& cp, const sequence_shard& shard, int batch, std::int64_t units,
+                       std::int64_t unit_width, tensor::const_tensor_view in, tensor::tensor_view out);
+void heads_to_sequence(group& cp, const sequence_shard& shard, int batch, std::int64_t units,
+                       std::int64_t unit_width, tensor::const_tensor_view in, tensor::tensor_view out);
+
+}  // namespace mactor::model
