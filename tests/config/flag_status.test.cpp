@@ -38,7 +38,7 @@ TEST_CASE("an accepted-without-effect flag gives one warning line") {
   CHECK(report.warnings[0].rfind("WARNING: --no-masked-softmax-fusion is accepted without effect", 0) == 0);
 }
 
-TEST_CASE("--cp-comm-type is implemented and the hierarchical split and --vocab-extra-ids warn") {
+TEST_CASE("the cp-comm-type flag is implemented and the hierarchical split and --vocab-extra-ids warn") {
   const std::vector<std::string> words{"--context-parallel-size", "2", "--cp-comm-type", "a2a+p2p",
                                        "--hierarchical-context-parallel-sizes", "2", "1", "--vocab-extra-ids", "100"};
   auto report = check_support(parse_command_line(words, "pretrain_gpt").args);
