@@ -4,18 +4,12 @@
 #include <stdexcept>
 
 #include "config/validate.hpp"
+#include "schedules/shape_from_args.hpp"
 
 namespace mactor::simulate {
 
 schedules::schedule_shape shape_of(const config::megatron_args& a) {
-  schedules::schedule_shape s;
-  s.pipeline_model_parallel_size = static_cast<int>(a.distributed.pipeline_model_parallel_size);
-  s.virtual_pipeline_model_parallel_size = static_cast<int>(a.derived.virtual_pipeline_model_parallel_size.value_or(1));
-  s.num_microbatches = static_cast<int>(a.derived.num_microbatches);
-  if (a.distributed.microbatch_group_size_per_vp_stage)
-    s.microbatch_group_size_per_vp_stage = static_cast<int>(*a.distributed.microbatch_group_size_per_vp_stage);
-  s.overlap_p2p_comm = a.distributed.overlap_p2p_comm;
-  s.overlap_p2p_comm_warmup_flush = a.distributed.overlap_p2p_comm_warmup_flush;
+  const schedules::schedule_shape s = schedules::shape_from_args(a);
   if (auto errors = schedules::validate(s); !errors.empty()) {
     std::string text;
     for (const auto& e : errors) text += (text.empty() ? "" : "\n") + e;

@@ -14,6 +14,7 @@
 #include "config/parser.hpp"
 #include "config/pipeline_split.hpp"
 #include "config/resolve.hpp"
+#include "schedules/shape_from_args.hpp"
 #include "config/validate.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/trace_port.hpp"
@@ -205,14 +206,7 @@ config::resolution resolved(const schedule_flags& f) {
 }
 
 sch::schedule_shape shape_from(const config::megatron_args& a, const schedule_flags& f) {
-  sch::schedule_shape s;
-  s.pipeline_model_parallel_size = static_cast<int>(a.distributed.pipeline_model_parallel_size);
-  s.virtual_pipeline_model_parallel_size = static_cast<int>(a.derived.virtual_pipeline_model_parallel_size.value_or(1));
-  s.num_microbatches = static_cast<int>(a.derived.num_microbatches);
-  if (a.distributed.microbatch_group_size_per_vp_stage)
-    s.microbatch_group_size_per_vp_stage = static_cast<int>(*a.distributed.microbatch_group_size_per_vp_stage);
-  s.overlap_p2p_comm = a.distributed.overlap_p2p_comm;
-  s.overlap_p2p_comm_warmup_flush = a.distributed.overlap_p2p_comm_warmup_flush;
+  sch::schedule_shape s = sch::shape_from_args(a);
   s.forward_only = f.forward_only;
   s.kind = f.kind;
   if (auto errors = sch::validate(s); !errors.empty()) throw usage_error{errors};
