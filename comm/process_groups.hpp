@@ -64,6 +64,9 @@ class process_groups {
   group dp_cp_group() const;
   /// Tensor and pipeline parallel together (Megatron's model-parallel group).
   group model_parallel_group() const;
+  /// Tensor and context parallel together (Megatron's tp_cp group: the ranks holding the parts
+  /// of one micro-batch's sequences).
+  group tp_cp_group() const;
   group ep_group() const;
   group expert_tp_group() const;
   group expert_dp_group() const;
@@ -75,7 +78,7 @@ class process_groups {
   int pipeline_prev() const;
 
  private:
-  enum class kind : std::uint32_t { tp = 1, cp, dp, pp, dp_cp, mp, ep, etp, edp };
+  enum class kind : std::uint32_t { tp = 1, cp, dp, pp, dp_cp, mp, ep, etp, edp, tp_cp };
   // Dimensions are named in the order (tp, cp, dp, pp) and its expert counterpart; these map
   // them onto the rank's mixed-radix digits, fastest first.
   std::array<int, 4> radices(const std::array<int, 4>& named) const;

@@ -6,26 +6,35 @@
 namespace mactor::config::detail {
 
 // Implemented flags whose combination with others mactor does not build yet: the MoE layer has
-// tp 1 (cp without the router's input noise), no expert biases, no fp8 and one distributed-optimizer instance.
+// its experts whole or split like the dense layers, no router noise with sequence shards, no
+// expert biases, no fp8 and one distributed-optimizer instance.
 void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) {
   const auto& m = a.moe;
   if (!m.num_experts || *m.num_experts <= 0) return;
   const auto tp = a.distributed.tensor_model_parallel_size;
-  if (tp != 1)
+  if (const auto etp = m.expert_tensor_parallel_size.value_or(tp); etp != 1 && etp != tp)
+    errors.push_back("--expert-tensor-parallel-size " + std::to_string(etp) + " with --tensor-model-parallel-size " +
+                     std::to_string(tp) + " is recognized but not implemented by mactor yet (experts split over a "
+                     "group other than the tensor-parallel one); use --expert-tensor-parallel-size 1 or " +
+                     std::to_string(tp));
+  // Megatron's MoELayer raises at the first training step without it.
+  if (tp > 1 && !a.training.sequence_parallel)
     errors.push_back("--num-experts with --tensor-model-parallel-size " + std::to_string(tp) +
-                     " is recognized but not implemented by mactor yet (experts sharded over the expert-tensor-parallel "
-                     "group); use --tensor-model-parallel-size 1");
-  if (const auto cp = a.distributed.context_parallel_size; cp != 1 && (m.moe_input_jitter_eps || m.moe_router_force_load_balancing))
-    errors.push_back("--num-experts with --context-parallel-size " + std::to_string(cp) +
-                     " and --moe-input-jitter-eps or --moe-router-force-load-balancing is recognized but not implemented "
-                     "by mactor yet (their noise is drawn by the whole sequence's rows); use --context-parallel-size 1");
+                     " needs --sequence-parallel (Megatron's MoE layer refuses tensor parallelism without it in "
+                     "training); add --sequence-parallel");
+  const auto shards = a.distributed.context_parallel_size * tp;
+  if (shards != 1 && (m.moe_input_jitter_eps || m.moe_router_force_load_balancing))
+    errors.push_back("--num-experts with --context-parallel-size or --tensor-model-parallel-size above 1 and "
+                     "--moe-input-jitter-eps or --moe-router-force-load-balancing is recognized but not implemented "
+                     "by mactor yet (their noise is drawn by the whole sequence's rows); use one rank per sequence");
   if (a.training.add_bias_linear)
     errors.push_back("--num-experts with biases in the experts is recognized but not implemented by mactor yet; add "
                      "--disable-bias-linear");
-  if (m.expert_model_parallel_size > 1 && a.distributed.num_distributed_optimizer_instances > 1)
-    errors.push_back("--expert-model-parallel-size with --num-distributed-optimizer-instances > 1 is recognized but not "
-                     "implemented by mactor yet (the experts' shards would need their own instance groups); use one "
-                     "optimizer instance");
+  const bool experts_apart = m.expert_model_parallel_size > 1 || m.expert_tensor_parallel_size.value_or(tp) != tp;
+  if (experts_apart && a.distributed.num_distributed_optimizer_instances > 1)
+    errors.push_back("--expert-model-parallel-size (or an --expert-tensor-parallel-size other than the tensor-parallel "
+                     "size) with --num-distributed-optimizer-instances > 1 is recognized but not implemented by mactor "
+                     "yet (the experts' shards would need their own instance groups); use one optimizer instance");
   if (a.transformer_engine.fp8)
     errors.push_back("--num-experts with --fp8-format is recognized but not implemented by mactor yet; drop --fp8-format");
   if (const auto* list = std::get_if<std::vector<std::int64_t>>(&m.moe_layer_freq))

@@ -5,17 +5,17 @@ namespace mactor::model {
 namespace {
 std::variant<transformer_layer, mamba_layer> build(parameter_store& store, int number,
                                                    const gpt_model_config& c, int tp_rank,
-                                                   int tp_size, group* cp, group* ep) {
+                                                   int tp_size, group* cp, moe_groups moe) {
   if (c.hybrid_layer_kind(number) == 'M')
     return std::variant<transformer_layer, mamba_layer>(std::in_place_type<mamba_layer>, store, number, c, tp_size);
   return std::variant<transformer_layer, mamba_layer>(std::in_place_type<transformer_layer>, store, number, c,
-                                                      tp_rank, tp_size, cp, ep);
+                                                      tp_rank, tp_size, cp, moe);
 }
 }  // namespace
 
 decoder_layer::decoder_layer(parameter_store& store, int number, const gpt_model_config& c,
-                             int tp_rank, int tp_size, group* cp, group* ep)
-    : layer_(build(store, number, c, tp_rank, tp_size, cp, ep)) {}
+                             int tp_rank, int tp_size, group* cp, moe_groups moe)
+    : layer_(build(store, number, c, tp_rank, tp_size, cp, moe)) {}
 
 void decoder_layer::initialize(parameter_store& store, std::uint64_t seed, int tp_rank) const {
   if (const auto* m = std::get_if<mamba_layer>(&layer_)) m->initialize(store, seed, tp_rank);

@@ -16,7 +16,7 @@ class decoder_layer {
   /// Global layer `number` (0-based) of the config: a Mamba layer where the hybrid allocation
   /// says 'M', a transformer layer otherwise.
   decoder_layer(parameter_store& store, int number, const gpt_model_config& config, int tp_rank,
-                int tp_size, group* cp, group* ep);
+                int tp_size, group* cp, moe_groups moe);
   /// After store.allocate(): what the store's initializer cannot draw (the Mamba mixer's).
   void initialize(parameter_store& store, std::uint64_t seed, int tp_rank) const;
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,

@@ -34,7 +34,7 @@ constexpr std::uint64_t embedding_dropout_site = 3;
 
 }  // namespace
 
-gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout, group* cp, group* ep)
+gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout, group* cp, moe_groups moe)
     : config_(checked(config, tp, layout)), tp_(tp), layout_(layout), shard_(config_.shard()),
       store_(config_.params_dtype, config_.grads_dtype()) {
   store_.set_xavier_uniform(config_.init_method_xavier_uniform);
@@ -45,7 +45,7 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   }
   layers_.reserve(layout_.layer_end - layout_.layer_begin);
   for (int i = layout_.layer_begin; i < layout_.layer_end; ++i)
-    layers_.emplace_back(store_, i, config_, tp.rank(), tp.size(), cp, ep);
+    layers_.emplace_back(store_, i, config_, tp.rank(), tp.size(), cp, moe);
   if (layout_.post_process) {
     // MambaStack's final norm is a TENorm named final_norm; GPT's TransformerBlock's final_layernorm.
     final_layernorm_.emplace(store_, config_.hybrid() ? "decoder.final_norm" : "decoder.final_layernorm", config_);
@@ -62,7 +62,7 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
       if (word_embeddings_ < 0)
         throw std::invalid_argument("multi-token prediction on a last pipeline stage without the embedding is built only "
                                     "with tied embeddings (drop --untie-embeddings-and-output-weights or use one stage)");
-      mtp_.emplace(store_, config_, tp.rank(), tp.size(), word_embeddings_, ep);
+      mtp_.emplace(store_, config_, tp.rank(), tp.size(), word_embeddings_, moe);
       mtp_tracker_.assign(std::size_t(config_.mtp_num_layers), 0.0);
     }
     output_ = std::make_unique<output_layer_loss>(store_, config_, tp.rank(), tp.size(), tied);

@@ -66,9 +66,9 @@ class gpt_chunk {
   /// embeddings, a last stage without the embedding registers its own copy of
   /// embedding.word_embeddings.weight (initialized identically; keep it in sync by summing its
   /// gradient with the first stage's, as Megatron's embedding group does).
-  /// cp: the context-parallel group (needed when config.context_parallel_size > 1); ep: the
-  /// expert-parallel group (needed when config.moe.expert_parallel_size > 1).
-  gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout, group* cp = nullptr, group* ep = nullptr);
+  /// cp: the context-parallel group (needed when config.context_parallel_size > 1); moe: the
+  /// MoE layers' groups (model/moe_groups.hpp).
+  gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout, group* cp = nullptr, moe_groups moe = {});
 
   /// Forward of one micro-batch into `slot`. `input` is the previous stage's output [seq * mb,
   /// hidden] ([seq / tp * mb, hidden] with sequence parallelism; ignored with pre_process);

@@ -47,9 +47,16 @@ void check_moe(std::vector<std::string>& errors, const gpt_model_config& c) {
   need(m.router_topk >= 1 && m.router_topk <= m.num_experts,
        "moe.router_topk=" + std::to_string(m.router_topk) + " must lie in [1, num_experts=" +
            std::to_string(m.num_experts) + "]");
-  need(c.tensor_model_parallel_size == 1,
-       "MoE layers with tensor_model_parallel_size > 1 (experts sharded over the expert-tensor-parallel "
-       "group) are not implemented yet; use --tensor-model-parallel-size 1");
+  need(m.expert_tensor_parallel_size == 1 || m.expert_tensor_parallel_size == c.tensor_model_parallel_size,
+       "moe.expert_tensor_parallel_size=" + std::to_string(m.expert_tensor_parallel_size) +
+           " must be 1 or the tensor-parallel size (" + std::to_string(c.tensor_model_parallel_size) + ")");
+  need(c.tensor_model_parallel_size == 1 || c.sequence_parallel,
+       "MoE layers with tensor_model_parallel_size > 1 run on sequence-parallel shards; set sequence_parallel "
+       "(--sequence-parallel)");
+  const int ffn = m.ffn_hidden_size > 0 ? m.ffn_hidden_size : c.ffn_hidden_size;
+  need(ffn % m.expert_tensor_parallel_size == 0,
+       "the experts' ffn_hidden_size " + std::to_string(ffn) + " must divide over expert_tensor_parallel_size=" +
+           std::to_string(m.expert_tensor_parallel_size));
   need(m.expert_parallel_size >= 1 && m.num_experts % m.expert_parallel_size == 0 &&
            m.expert_parallel_rank >= 0 && m.expert_parallel_rank < m.expert_parallel_size,
        "moe.num_experts=" + std::to_string(m.num_experts) + " must divide into expert_parallel_size=" +

@@ -80,6 +80,10 @@ struct moe_settings {
   /// with the others (an all-to-all over the expert-parallel group).
   int expert_parallel_size = 1;
   int expert_parallel_rank = 0;
+  /// --expert-tensor-parallel-size: 1 (each expert whole on its rank) or the tensor-parallel
+  /// size (each expert split over the tensor-parallel ranks, which then all run every token any
+  /// of them received for their experts: moe_expert_tensor_exchange).
+  int expert_tensor_parallel_size = 1;
   int local_experts() const { return num_experts / expert_parallel_size; }
   int first_local_expert() const { return expert_parallel_rank * local_experts(); }
 

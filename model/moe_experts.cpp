@@ -29,27 +29,35 @@ tensor::tensor_view block(tensor::tensor_view v, std::int64_t row, std::int64_t 
 
 moe_experts::moe_experts(parameter_store& store, const std::string& name, const gpt_model_config& c)
     : experts_(c.moe.local_experts()), hidden_(c.hidden_size),
-      ffn_(c.moe.ffn_hidden_size > 0 ? c.moe.ffn_hidden_size : c.ffn_hidden_size),
+      ffn_((c.moe.ffn_hidden_size > 0 ? c.moe.ffn_hidden_size : c.ffn_hidden_size) / c.moe.expert_tensor_parallel_size),
       fc1_width_(c.gated_linear_unit() ? 2 * ffn_ : ffn_), on_input_(c.moe.apply_probs_on_input), activation_(c) {
   // Megatron registers each expert's fc1 and fc2 together, expert by expert (SequentialMLP) or
   // all fc1 then all fc2 (TEGroupedMLP); the store's order only matters for the flat layout.
   // An expert-parallel rank holds its block of the experts under their global numbers (the
   // names Megatron's sharded state dict gives them), so any expert-parallel size starts from
   // the same experts and saves the same checkpoint.
+  // With --expert-tensor-parallel-size (the tensor-parallel size, on the same ranks) each expert
+  // is split as Megatron's expert MLP is: fc1 by rows ([gate; up] halves each split when gated),
+  // fc2 by columns.
   const double fc2_std = c.output_layer_init_std();
   const int first = c.moe.first_local_expert();
-  auto add = [&](int e, int linear, std::vector<std::int64_t> shape, double std) {
-    const int id = store.add(weight_name(name, c.moe.grouped_gemm, first + e, linear), std::move(shape),
-                             tp_split::replicated, init_kind::normal, std);
+  const int etp = c.moe.expert_tensor_parallel_size;
+  const std::int64_t ffn = std::int64_t(ffn_) * etp;
+  const tp_split fc1_split = etp == 1 ? tp_split::replicated : c.gated_linear_unit() ? tp_split::row_halves : tp_split::rows;
+  const tp_split fc2_split = etp == 1 ? tp_split::replicated : tp_split::columns;
+  auto add = [&](int e, int linear, std::vector<std::int64_t> shape, tp_split split, double std) {
+    const int id = store.add(weight_name(name, c.moe.grouped_gemm, first + e, linear), std::move(shape), split,
+                             init_kind::normal, std);
     store[id].expert = true;
     return id;
   };
+  const std::int64_t fc1_rows = c.gated_linear_unit() ? 2 * ffn : ffn;
   for (int e = 0; e < experts_; ++e) {
-    fc1_.push_back(add(e, 1, {fc1_width_, hidden_}, c.init_method_std));
-    if (!c.moe.grouped_gemm) fc2_.push_back(add(e, 2, {hidden_, ffn_}, fc2_std));
+    fc1_.push_back(add(e, 1, {fc1_rows, hidden_}, fc1_split, c.init_method_std));
+    if (!c.moe.grouped_gemm) fc2_.push_back(add(e, 2, {hidden_, ffn}, fc2_split, fc2_std));
   }
   if (c.moe.grouped_gemm)
-    for (int e = 0; e < experts_; ++e) fc2_.push_back(add(e, 2, {hidden_, ffn_}, fc2_std));
+    for (int e = 0; e < experts_; ++e) fc2_.push_back(add(e, 2, {hidden_, ffn}, fc2_split, fc2_std));
 }
 
 void moe_experts::forward(const parameter_store& store, tensor::const_tensor_view x,

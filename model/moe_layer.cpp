@@ -19,10 +19,12 @@ gpt_model_config shared_expert_config(gpt_model_config c) {
 
 }  // namespace
 
-moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& c, group* ep,
-                     group* sequence_shards)
-    : hidden_(c.hidden_size), router_(store, name + ".router", c, sequence_shards),
+moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& c, moe_groups groups)
+    : hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel),
+      expert_tensor_parallel_(c.moe.expert_tensor_parallel_size), local_experts_(c.moe.local_experts()),
+      router_(store, name + ".router", c, groups.sequence_shards),
       dispatcher_(c.moe.num_experts, c.moe.router_topk), experts_(store, name + ".experts", c) {
+  group* ep = groups.expert_parallel;
   if (c.moe.expert_parallel_size > 1) {
     if (!ep || ep->size() != c.moe.expert_parallel_size || ep->rank() != c.moe.expert_parallel_rank)
       throw std::invalid_argument("moe_layer " + name + ": expert_parallel_size " + std::to_string(c.moe.expert_parallel_size) +
@@ -30,12 +32,14 @@ moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_
     exchange_.emplace(c.moe.num_experts, *ep);
   }
   if (c.moe.shared_expert_intermediate_size > 0)
-    shared_.emplace(store, name + ".shared_experts", shared_expert_config(c), 1);
+    shared_.emplace(store, name + ".shared_experts", shared_expert_config(c), c.tensor_model_parallel_size);
 }
 
 void moe_layer::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                         tensor::tensor_view out, int seq, int batch, bool training, std::uint64_t noise_stream) {
   rows_ = seq * batch;
+  full_rows_ = sequence_parallel_ ? rows_ * tp.size() : rows_;
+  if (expert_tensor_parallel_ > 1 && !tensor_exchange_) tensor_exchange_.emplace(tp, local_experts_);
   router_.forward(store, x, seq, batch, training, noise_stream);
   dispatcher_.plan(router_.top(), router_.kept(), rows_);
   const std::int64_t n = dispatcher_.permuted_rows();
@@ -56,17 +60,17 @@ void moe_layer::forward(const parameter_store& store, group& tp, tensor::const_t
     exchange_->to_experts(permuted, in, hidden_);
     exchange_->to_experts(p, in_probs, 1);
     auto local_out = ensure_activation(expert_local_out_, m, hidden_, x.type);
-    experts_.forward(store, in, in_probs, exchange_->local_tokens_per_expert(), local_out);
+    experts_forward(store, in, in_probs, exchange_->local_tokens_per_expert(), local_out);
     exchange_->from_experts(local_out, expert_out, hidden_);
   } else {
-    experts_.forward(store, permuted, p, dispatcher_.tokens_per_expert(), expert_out);
+    experts_forward(store, permuted, p, dispatcher_.tokens_per_expert(), expert_out);
   }
   dispatcher_.combine(expert_out, out, rows_, hidden_);
   if (shared_) {
     identity_.resize(rows_);
     for (int i = 0; i < rows_; ++i) identity_[i] = i;
     auto shared = ensure_activation(shared_out_, rows_, hidden_, x.type);
-    shared_->forward(store, tp, x, shared, rows_);
+    shared_->forward(store, tp, x, shared, full_rows_);
     kernels::scatter_add_rows(out, shared, identity_, hidden_);
   }
 }
@@ -84,11 +88,11 @@ void moe_layer::backward(parameter_store& store, group& tp, tensor::const_tensor
     auto dlocal = ensure_activation(dexpert_local_in_, m, hidden_, dout.type);
     auto dlocal_probs = ensure_activation(dexpert_local_probs_, m, 1, dout.type);
     exchange_->to_experts(dexpert_out, din, hidden_);
-    experts_.backward(store, din, expert_in_, dlocal, dlocal_probs);
+    experts_backward(store, din, expert_in_, dlocal, dlocal_probs);
     exchange_->from_experts(dlocal, dpermuted, hidden_);
     exchange_->from_experts(dlocal_probs, dp, 1);
   } else {
-    experts_.backward(store, dexpert_out, permuted_, dpermuted, dp);
+    experts_backward(store, dexpert_out, permuted_, dpermuted, dp);
   }
   dispatcher_.dispatch_backward(dpermuted, dx, rows_, hidden_);
   std::vector<double> dpermuted_probs(n), dprobs(std::size_t(rows_) * router_.topk());
@@ -102,10 +106,41 @@ void moe_layer::backward(parameter_store& store, group& tp, tensor::const_tensor
   }
 }
 
+void moe_layer::experts_forward(const parameter_store& store, tensor::const_tensor_view in,
+                                tensor::const_tensor_view in_probs, const std::vector<std::int64_t>& counts,
+                                tensor::tensor_view out) {
+  if (!tensor_exchange_) return experts_.forward(store, in, in_probs, counts, out);
+  tensor_exchange_->plan(counts);
+  const std::int64_t n = tensor_exchange_->gathered_rows();
+  auto gathered = ensure_activation(gathered_in_, n, hidden_, in.type);
+  auto gathered_probs = ensure_activation(gathered_probs_, n, 1, in.type);
+  tensor_exchange_->gather(in, gathered, hidden_);
+  tensor_exchange_->gather(in_probs, gathered_probs, 1);
+  auto partial = ensure_activation(gathered_out_, n, hidden_, in.type);
+  experts_.forward(store, gathered, gathered_probs, tensor_exchange_->gathered_tokens_per_expert(), partial);
+  tensor_exchange_->scatter_sum(partial, out, hidden_);
+}
+
+void moe_layer::experts_backward(parameter_store& store, tensor::const_tensor_view dout, tensor::const_tensor_view in,
+                                 tensor::tensor_view dx, tensor::tensor_view dprobs) {
+  if (!tensor_exchange_) return experts_.backward(store, dout, in, dx, dprobs);
+  // The reduce-scatter's gradient is the all-gather and the reverse: the shards' input and
+  // probability gradients are partial sums.
+  const std::int64_t n = tensor_exchange_->gathered_rows();
+  auto d = ensure_activation(dgathered_out_, n, hidden_, dout.type);
+  tensor_exchange_->gather(dout, d, hidden_);
+  auto dgathered = ensure_activation(dgathered_in_, n, hidden_, dout.type);
+  auto dgathered_probs = ensure_activation(dgathered_probs_, n, 1, dout.type);
+  experts_.backward(store, d, gathered_in_, dgathered, dgathered_probs);
+  tensor_exchange_->scatter_sum(dgathered, dx, hidden_);
+  tensor_exchange_->scatter_sum(dgathered_probs, dprobs, 1);
+}
+
 void moe_layer::release() {
   for (auto* t : {&permuted_, &permuted_probs_, &expert_out_, &dexpert_out_, &dpermuted_, &dpermuted_probs_,
                   &expert_in_, &expert_in_probs_, &expert_local_out_, &dexpert_in_, &dexpert_local_in_,
-                  &dexpert_local_probs_})
+                  &dexpert_local_probs_, &gathered_in_, &gathered_probs_, &gathered_out_, &dgathered_out_,
+                  &dgathered_in_, &dgathered_probs_})
     *t = tensor::tensor();
   experts_.release();
   shared_out_ = tensor::tensor();

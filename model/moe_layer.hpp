@@ -14,6 +14,8 @@
 #include "model/mlp.hpp"
 #include "model/moe_experts.hpp"
 #include "model/moe_expert_exchange.hpp"
+#include "model/moe_expert_tensor_exchange.hpp"
+#include "model/moe_groups.hpp"
 #include "model/moe_router.hpp"
 #include "model/moe_token_dispatcher.hpp"
 
@@ -22,13 +24,15 @@ namespace mactor::model {
 class moe_layer {
  public:
   /// Registers name.router.weight, the experts under name.experts and the shared expert's
-  /// name.shared_experts.linear_fc{1,2}.weight. ep: the expert-parallel group (needed when
-  /// config.moe.expert_parallel_size > 1). sequence_shards: the group whose ranks hold the other
-  /// parts of the micro-batch's sequences (context parallelism; Megatron's tp_cp group), over
-  /// which the router's load-balancing losses count tokens (null: this rank holds them all).
-  moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& config, group* ep = nullptr,
-            group* sequence_shards = nullptr);
-  /// out[rows, hidden] from x[rows, hidden], rows = seq * batch in [seq, batch] order.
+  /// name.shared_experts.linear_fc{1,2}.weight. groups.expert_parallel is needed when
+  /// config.moe.expert_parallel_size > 1; groups.sequence_shards holds the other parts of the
+  /// micro-batch's sequences (null: this rank holds them all). With tensor parallelism the layer
+  /// runs on this rank's sequence-parallel shard of the tokens; the shared expert is a
+  /// tensor-parallel MLP and the experts are split over the tensor-parallel group when
+  /// config.moe.expert_tensor_parallel_size > 1.
+  moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& config, moe_groups groups = {});
+  /// out[rows, hidden] from x[rows, hidden], rows = seq * batch in [seq, batch] order (this
+  /// rank's sequence-parallel shard: seq is the shard's positions).
   /// noise_stream: the counter stream of the router's input jitter (--moe-input-jitter-eps).
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x, tensor::tensor_view out,
                int seq, int batch, bool training, std::uint64_t noise_stream = 0);
@@ -46,13 +50,28 @@ class moe_layer {
   void release();
 
  private:
-  int hidden_, rows_ = 0;
+  /// The local experts on in[rows, hidden] (rows by local expert, counts each), or on every
+  /// expert-tensor-parallel rank's rows when the experts are split; out[rows, hidden].
+  void experts_forward(const parameter_store& store, tensor::const_tensor_view in,
+                       tensor::const_tensor_view in_probs, const std::vector<std::int64_t>& counts,
+                       tensor::tensor_view out);
+  /// Their backward: dx[rows, hidden] and dprobs[rows] from dout and the forward's input.
+  void experts_backward(parameter_store& store, tensor::const_tensor_view dout, tensor::const_tensor_view in,
+                        tensor::tensor_view dx, tensor::tensor_view dprobs);
+
+  int hidden_, rows_ = 0, full_rows_ = 0;
+  bool sequence_parallel_;
+  int expert_tensor_parallel_, local_experts_;
   double aux_loss_scale_ = 1.0;
   moe_router router_;
   moe_token_dispatcher dispatcher_;
   moe_experts experts_;
   std::optional<mlp> shared_;  // the shared expert
   std::optional<moe_expert_exchange> exchange_;  // expert parallelism
+  std::optional<moe_expert_tensor_exchange> tensor_exchange_;  // experts split over tensor parallelism
+  // The split experts' input, probabilities and partial outputs over the whole tensor-parallel
+  // group's rows (saved), and their gradients in the backward.
+  tensor::tensor gathered_in_, gathered_probs_, gathered_out_, dgathered_out_, dgathered_in_, dgathered_probs_;
   std::vector<std::int64_t> identity_;  // rows 0 .. rows-1: adds a [rows, hidden] block in place
   tensor::tensor shared_out_;           // the shared expert's output or input gradient
   tensor::tensor permuted_, permuted_probs_, expert_out_;       // saved

@@ -40,24 +40,24 @@ void copy_from_columns(tensor::tensor_view dst, std::int64_t width, tensor::cons
 }  // namespace
 
 multi_token_prediction::depth::depth(parameter_store& store, int k, const gpt_model_config& c,
-                                     int tp_rank, int tp_size, int word, group* ep)
+                                     int tp_rank, int tp_size, int word, moe_groups moe)
     : embedding(c, tp_rank, tp_size, word),
       enorm(store, depth_name(k) + ".enorm", c),
       hnorm(store, depth_name(k) + ".hnorm", c),
       eh_proj(store, depth_name(k) + ".eh_proj", 2 * c.hidden_size, c.hidden_size, false,
               tp_split::rows, c.init_method_std, tp_size, c.sequence_parallel && tp_size > 1),
-      layer(store, c.num_layers + k, c, tp_rank, tp_size, nullptr, ep,
+      layer(store, c.num_layers + k, c, tp_rank, tp_size, nullptr, moe,
             depth_name(k) + ".transformer_layer", c.num_layers - 1),
       final_layernorm(store, depth_name(k) + ".final_layernorm", c) {}
 
 multi_token_prediction::multi_token_prediction(parameter_store& store, const gpt_model_config& c,
-                                               int tp_rank, int tp_size, int word, group* ep)
+                                               int tp_rank, int tp_size, int word, moe_groups moe)
     : config_(c) {
   if (word < 0) throw std::invalid_argument("multi-token prediction needs the word-embedding table on its stage");
   if (c.fp32_residual_connection)
     throw std::invalid_argument("multi-token prediction is not built with --fp32-residual-connection");
   depths_.reserve(std::size_t(c.mtp_num_layers));
-  for (int k = 0; k < c.mtp_num_layers; ++k) depths_.emplace_back(store, k, c, tp_rank, tp_size, word, ep);
+  for (int k = 0; k < c.mtp_num_layers; ++k) depths_.emplace_back(store, k, c, tp_rank, tp_size, word, moe);
 }
 
 std::vector<transformer_layer*> multi_token_prediction::layers() {

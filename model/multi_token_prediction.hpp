@@ -40,7 +40,7 @@ class multi_token_prediction {
   /// transformer layer has the spec of the decoder's last layer (dense or MoE), as Megatron's
   /// pretrain_gpt builds it.
   multi_token_prediction(parameter_store& store, const gpt_model_config& config, int tp_rank,
-                         int tp_size, int word, group* ep = nullptr);
+                         int tp_size, int word, moe_groups moe = {});
   int depths() const { return int(depths_.size()); }
   std::vector<transformer_layer*> layers();
 
@@ -67,7 +67,7 @@ class multi_token_prediction {
  private:
   struct depth {
     depth(parameter_store& store, int k, const gpt_model_config& c, int tp_rank, int tp_size,
-          int word, group* ep);
+          int word, moe_groups moe);
     language_model_embedding embedding;
     norm enorm, hnorm;
     column_parallel_linear eh_proj;

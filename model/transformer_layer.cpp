@@ -30,7 +30,7 @@ norm half_norm(parameter_store& store, const std::string& layer, const std::stri
 }  // namespace
 
 transformer_layer::transformer_layer(parameter_store& store, int number, const gpt_model_config& c,
-                                     int tp_rank, int tp_size, group* cp, group* ep,
+                                     int tp_rank, int tp_size, group* cp, moe_groups moe,
                                      const std::string& name, int spec)
     : number_(number), hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel),
       recompute_norms_(c.recompute.selective(c.recompute.layernorm)),
@@ -51,7 +51,7 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
   if (!has_mlp_) return;
   pre_mlp_layernorm_.emplace(half_norm(store, at, ".pre_mlp_layernorm", ".mlp.linear_fc1", c));
   if (c.moe.layer_is_moe(layer))
-    moe_.emplace(store, at + ".mlp", c, ep, c.context_parallel_size > 1 ? cp : nullptr);
+    moe_.emplace(store, at + ".mlp", c, moe);
   else
     mlp_.emplace(store, at + ".mlp", with_layer_fp8(c, layer), tp_size);
 }
@@ -91,9 +91,9 @@ void transformer_layer::mlp_forward(const parameter_store& store, group& tp,
   auto branch = ensure_activation(branch_, local_rows_, hidden_, type_);
   pre_mlp_layernorm_->forward(store, x1, ln2, local_rows_);
   if (moe_) {
-    moe_seq_ = seq, moe_batch_ = batch;
+    moe_seq_ = sequence_parallel_ ? seq / tp.size() : seq, moe_batch_ = batch;
     moe_stream_ = kernels::dropout_stream(seed_, number_, moe_input_jitter_site, step_);
-    moe_->forward(store, tp, ln2, branch, seq, batch, training, moe_stream_);
+    moe_->forward(store, tp, ln2, branch, moe_seq_, batch, training, moe_stream_);
   } else {
     mlp_->forward(store, tp, ln2, branch, rows_);
   }

@@ -28,7 +28,7 @@ class transformer_layer {
   /// mtp.layers.<k>.transformer_layer); spec: the decoder layer whose spec (dense or MoE,
   /// attention window, RoPE) it copies (-1: number itself); number still picks the dropout masks.
   transformer_layer(parameter_store& store, int number, const gpt_model_config& config,
-                    int tp_rank, int tp_size, group* cp = nullptr, group* ep = nullptr,
+                    int tp_rank, int tp_size, group* cp = nullptr, moe_groups moe = {},
                     const std::string& name = {}, int spec = -1);
   /// y[seq * batch, hidden] from x ([seq / tp * batch, hidden] shards with sequence
   /// parallelism; seq is this rank's positions under context parallelism); keeps what the backward needs. Dropout only when training; step selects the

@@ -21,7 +21,10 @@ grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool dist
   grad_sync_options o;
   o.distributed_optimizer = distributed_optimizer;
   o.sum_over_replicas = a.training.calculate_per_token_loss;
-  o.expert_parallel = a.moe.num_experts && a.moe.expert_model_parallel_size > 1;
+  // The experts reduce over their own expert-data-parallel group (training/parallel_context's experts_apart).
+  const auto tp = a.distributed.tensor_model_parallel_size;
+  o.expert_parallel = a.moe.num_experts && (a.moe.expert_model_parallel_size > 1 ||
+                                            a.moe.expert_tensor_parallel_size.value_or(tp) != tp);
   o.check_for_large_grads = a.training.check_for_large_grads;
   // With the distributed optimizer and sequence parallelism, the tensor-parallel sum must
   // precede the reduce-scatter, on the stage's thread: those gradients are reduced at finalize.
@@ -54,9 +57,9 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks) {
 // slice of each chunk's flat buffer (its gradients are the reduce-scattered shard).
 std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, main_params& main,
                                                 main_grads& grads, grad_sync& sync,
-                                                const config::megatron_args& args, int tp_rank, int ep_rank) {
+                                                const config::megatron_args& args, const stats_place& place) {
   const bool decoupled = args.learning_rate.decoupled_lr.has_value();
-  const bool tp_first = tp_rank == 0;
+  const bool tp_first = place.tp_rank == 0;
   std::vector<model::optim_param> params;
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     auto& chunk = chunks[c];
@@ -85,10 +88,14 @@ std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& 
       o.decoupled_lr = decoupled && (p.name.rfind("embedding.", 0) == 0 || p.name.rfind("output_layer.", 0) == 0);
       // Counted once: tensor-parallel duplicates on tp rank 0 only, the tied embedding on the
       // first stage only (Megatron's param_is_not_tensor_parallel_duplicate / param_is_not_shared).
-      // Expert parallelism without the distributed optimizer: every expert-parallel rank holds
-      // the same dense gradients (counted on the first) and its own experts (counted on each).
-      const bool duplicate = (p.split == model::tp_split::replicated && !tp_first) ||
-                             (!shard && !p.expert && ep_rank != 0);
+      const bool tp_duplicate = p.split == model::tp_split::replicated && !tp_first;
+      bool duplicate;
+      if (place.over_world && p.expert && place.experts_apart)
+        duplicate = !shard && place.expert_dp_rank != 0;
+      else if (place.over_world)
+        duplicate = tp_duplicate || (shard ? place.optimizer_instance != 0 : place.dp_rank != 0 || place.cp_rank != 0);
+      else  // the model-parallel group's sum, then the shards' (see stage_engine::reduce_stats)
+        duplicate = tp_duplicate;
       const bool shared_copy = !chunk.layout().pre_process && p.name == "embedding.word_embeddings.weight";
       o.in_grad_stats = !duplicate && !shared_copy;
       params.push_back(std::move(o));

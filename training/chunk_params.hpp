@@ -23,8 +23,21 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks);
 /// The optimizer's parameters: whole, or with the distributed optimizer this rank's slice of each
 /// chunk's flat buffer (its gradients are the reduce-scattered shard); their values are the
 /// fp32 main parameters, their gradients the fp32 main gradients.
+/// Where this rank stands, so that the gradient statistics (grad norm, zeros, params norm) count
+/// every piece of the model once (Megatron's param_is_not_tensor_parallel_duplicate and
+/// param_is_not_shared; its expert parameters' own statistics group).
+struct stats_place {
+  int tp_rank = 0, ep_rank = 0;
+  /// MoE runs sum the statistics over the whole world (stage_engine::reduce_stats), so each
+  /// piece counts on one rank: the first data- and context-parallel replica (or its shard's
+  /// holder with the distributed optimizer), the experts on their first expert-data-parallel
+  /// replica when experts_apart.
+  bool over_world = false;
+  bool experts_apart = false;
+  int dp_rank = 0, cp_rank = 0, expert_dp_rank = 0, optimizer_instance = 0;
+};
 std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& chunks, main_params& main,
                                                 main_grads& grads, grad_sync& sync,
-                                                const config::megatron_args& args, int tp_rank, int ep_rank = 0);
+                                                const config::megatron_args& args, const stats_place& place);
 
 }  // namespace mactor::training

@@ -203,6 +203,8 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   if (c.moe.enabled()) {
     c.moe.expert_parallel_size = static_cast<int>(a.moe.expert_model_parallel_size);
     c.moe.expert_parallel_rank = ep_rank;
+    const auto tp = a.distributed.tensor_model_parallel_size;
+    c.moe.expert_tensor_parallel_size = static_cast<int>(a.moe.expert_tensor_parallel_size.value_or(tp));
   }
   c.mtp_num_layers = static_cast<int>(n.mtp_num_layers.value_or(0));
   c.mtp_loss_scaling_factor = static_cast<float>(n.mtp_loss_scaling_factor);

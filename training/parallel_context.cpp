@@ -125,13 +125,19 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   else
     cp_group_ = std::make_unique<model::single_group>();
   dp_ = make(groups_.dp_cp_group(), groups_.cp() > 1 ? "data-parallel (with context-parallel)" : "data-parallel");
-  if (groups_.ep() > 1) {
+  if (groups_.tp() > 1 && groups_.cp() > 1)
+    tp_cp_group_ = std::make_unique<owning_group>(make(groups_.tp_cp_group(), "tensor and context parallel"));
+  if (a.moe.num_experts) {
     const auto ep = groups_.ep_group();
     ep_rank_ = static_cast<int>(std::find(ep.ranks.begin(), ep.ranks.end(), env.rank) - ep.ranks.begin());
     const auto edp = groups_.expert_dp_group();
     expert_dp_rank_ = static_cast<int>(std::find(edp.ranks.begin(), edp.ranks.end(), env.rank) - edp.ranks.begin());
-    ep_ = make(ep, "expert-parallel");
-    expert_dp_ = make(edp, "expert-data-parallel");
+    // The experts' own groups, unless they are the dense ones (one expert-parallel rank and the
+    // experts split like the dense layers: the expert-data-parallel group is the data-parallel one).
+    if (experts_apart(groups_)) {
+      ep_ = make(ep, "expert-parallel");
+      expert_dp_ = make(edp, "expert-data-parallel");
+    }
   }
   ep_group_ = ep_ ? make_model_group(*ep_) : std::make_unique<model::single_group>();
   if (const auto instances = static_cast<int>(a.distributed.num_distributed_optimizer_instances); instances > 1) {
@@ -160,6 +166,15 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   world_ = make(all, "world");
 }
 
+model::group* parallel_context::sequence_shards() {
+  if (tp_cp_group_) return tp_cp_group_.get();
+  if (groups_.tp() > 1) return tp_group_.get();
+  if (groups_.cp() > 1) return cp_group_.get();
+  return nullptr;
+}
+
+bool experts_apart(const comm::process_groups& g) { return g.ep() > 1 || g.etp() != g.tp(); }
+
 int parallel_context::pipeline_rank_of(int stage) const {
   auto c = groups_.coords();
   c.pp = stage;
@@ -178,6 +193,7 @@ parallel_context::~parallel_context() {
   watched_.clear();
   tp_group_.reset();
   cp_group_.reset();
+  tp_cp_group_.reset();
   ep_group_.reset();
   dp_.reset(), ep_.reset(), expert_dp_.reset(), intra_.reset(), instances_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
   transport_.reset();

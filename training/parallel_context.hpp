@@ -46,6 +46,9 @@ class parallel_context {
   model::group& tensor_parallel() { return *tp_group_; }
   /// The context-parallel group as the model takes it (attention's key/value all-gather).
   model::group& context_parallel() { return *cp_group_; }
+  /// Megatron's tp_cp group as the model takes it (the MoE routers' token counts): the
+  /// tensor-parallel, context-parallel or their joint group; null when both are one rank.
+  model::group* sequence_shards();
   /// The expert-parallel group as the model takes it (the MoE token all-to-all).
   model::group& expert_parallel_group() { return *ep_group_; }
   /// This rank's place in its expert-parallel and expert-data-parallel groups (0 without MoE).
@@ -63,9 +66,9 @@ class parallel_context {
   comm::communicator* optimizer_instances() { return instances_.get(); }
   /// Which instance holds this rank's optimizer shard (0 with one instance).
   int optimizer_instance() const { return optimizer_instance_; }
-  /// --expert-model-parallel-size > 1: the expert-parallel group (the experts' share of the
-  /// gradient statistics) and the expert-data-parallel group (the ranks holding the same
-  /// experts: their gradients and distributed-optimizer shards reduce over it).
+  /// With experts_apart(groups()): the expert-parallel group and the expert-data-parallel group
+  /// (the ranks holding the same experts: their gradients and distributed-optimizer shards
+  /// reduce over it); null otherwise (the experts then reduce with the dense parameters).
   comm::communicator* expert_parallel() { return ep_.get(); }
   comm::communicator* expert_data_parallel() { return expert_dp_.get(); }
   comm::communicator* model_parallel() { return mp_.get(); }   ///< tp x pp: grad norms
@@ -89,11 +92,16 @@ class parallel_context {
   int local_rank_ = 0;
   std::unique_ptr<comm::transport> transport_;
   std::unique_ptr<comm::communicator> dp_, ep_, expert_dp_, intra_, instances_, mp_, embedding_, world_;
-  std::unique_ptr<model::group> tp_group_, cp_group_, ep_group_;
+  std::unique_ptr<model::group> tp_group_, cp_group_, tp_cp_group_, ep_group_;
   int ep_rank_ = 0, expert_dp_rank_ = 0;
   int optimizer_instance_ = 0;
   std::vector<const comm::watched_communicator*> watched_;
 };
+
+/// Whether the experts reduce over groups of their own: with expert parallelism, or when their
+/// tensor-parallel size differs from the dense layers' (Megatron's expert-data-parallel group
+/// then differs from the data-parallel one).
+bool experts_apart(const comm::process_groups& g);
 
 /// A model::group over a communicator (the model's tensor-parallel collectives on the data plane).
 std::unique_ptr<model::group> make_model_group(comm::communicator& c);

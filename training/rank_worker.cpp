@@ -254,11 +254,15 @@ iteration_report rank_worker::finish_iteration() {
   if (auto* dp = ctx_.data_parallel(); dp && !moe_losses.empty()) {
     dp->all_reduce(std::span<double>(moe_losses));
     for (auto& v : moe_losses) v /= dp->size();
-    // The replica then sums its context-parallel ranks' values: Megatron's tp_cp reduction of
-    // the load-balancing losses. The z-loss has none (its mean over data x context parallel is
-    // the value): its last third is taken once.
-    if (const int cp = ctx_.groups().cp(); cp > 1)
-      for (std::size_t i = 2 * moe_losses.size() / 3; i < moe_losses.size(); ++i) moe_losses[i] /= cp;
+  }
+  // The replica then sums its tensor- and context-parallel ranks' values: Megatron's tp_cp
+  // reduction of the load-balancing losses. The z-loss has none: Megatron logs its mean over
+  // data x context parallel on the last rank, so the last tensor-parallel rank's values count,
+  // each context-parallel rank's divided by cp.
+  if (!moe_losses.empty()) {
+    const int cp = ctx_.groups().cp(), tp = ctx_.groups().tp();
+    const bool last_tp = ctx_.tp_rank() == tp - 1;
+    for (std::size_t i = 2 * moe_losses.size() / 3; i < moe_losses.size(); ++i) moe_losses[i] = last_tp ? moe_losses[i] / cp : 0.0;
   }
   // Megatron's MTPLossLoggingHelper.reduce_loss_in_tracker: the mean over the data-parallel group.
   auto mtp_losses = engine_.mtp_losses();

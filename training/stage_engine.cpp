@@ -45,7 +45,7 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
     traced_tp_ = std::make_unique<traced_group>(ctx.tensor_parallel(), trace_);
   for (const auto& l : layout_.chunks)
     chunks_.emplace_back(config, traced_tp_ ? static_cast<model::group&>(*traced_tp_) : ctx.tensor_parallel(), l,
-                         &ctx.context_parallel(), &ctx.expert_parallel_group());
+                         &ctx.context_parallel(), model::moe_groups{&ctx.expert_parallel_group(), ctx.sequence_shards()});
   std::int64_t rank_parameters = 0;
   for (auto& chunk : chunks_)
     for (const auto& p : chunk.parameters()) rank_parameters += static_cast<std::int64_t>(p.numel);
@@ -65,8 +65,14 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   main_params_ = std::make_unique<training::main_params>(chunks_);
   main_grads_ = std::make_unique<training::main_grads>(chunks_, *grad_sync_);
   if (a.transformer_engine.fp8_param_gather) hold_fp8_weights();
-  optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *main_grads_, *grad_sync_, a, ctx.tp_rank(),
-                                                      ctx.ep_rank()),
+  stats_place place{ctx.tp_rank(), ctx.ep_rank()};
+  if (a.moe.num_experts.value_or(0) > 0) {
+    stats_over_world_ = place.over_world = true;
+    place.experts_apart = experts_apart(ctx.groups());
+    place.dp_rank = ctx.dp_rank(), place.cp_rank = ctx.cp_rank();
+    place.expert_dp_rank = ctx.expert_dp_rank(), place.optimizer_instance = ctx.optimizer_instance();
+  }
+  optimizer_ = model::make_optimizer(optimizer_params(chunks_, *main_params_, *main_grads_, *grad_sync_, a, place),
                                      optimizer_options_from_args(a));
   if (auto options = grad_scaler_options_from_args(a)) scaler_.emplace(*options);
   // TE's FusedAdam holds fp16 master weights only for a 16-bit model (an fp32 one has none),

@@ -167,6 +167,7 @@ class stage_engine {
   stage_layout layout_;
   sharding_plan sharding_;
   bool distributed_optimizer_;  // the optimizer state sharded over more than one replica
+  bool stats_over_world_ = false;  // a MoE model: see reduce_stats
   trace_recorder trace_;
   std::unique_ptr<traced_group> traced_tp_;  // a profiled rank's tensor-parallel group (tp > 1)
   std::vector<model::gpt_chunk> chunks_;

@@ -56,7 +56,7 @@ void stage_engine::finalize_grads() {
 }
 
 // Megatron's _update_router_expert_bias: every router's tokens per expert of this global batch,
-// summed over the data-parallel replicas (MoE runs with tp = cp = 1 here), move its bias.
+// summed over the tensor-, context- and data-parallel ranks (each routes its own tokens), move its bias.
 void stage_engine::update_router_expert_biases() {
   std::vector<model::moe_router*> routers;
   for (auto& c : chunks_)
@@ -67,6 +67,7 @@ void stage_engine::update_router_expert_biases() {
   std::vector<double> counts;
   counts.reserve(routers.size() * experts);
   for (auto* r : routers) counts.insert(counts.end(), r->routed_tokens().begin(), r->routed_tokens().end());
+  if (ctx_.tensor_parallel().size() > 1) ctx_.tensor_parallel().all_reduce_sum(counts.data(), counts.size());
   if (auto* dp = ctx_.data_parallel()) dp->all_reduce(std::span<double>(counts));
   for (std::size_t i = 0; i < routers.size(); ++i)
     routers[i]->update_expert_bias(std::span<const double>(counts).subspan(i * experts, experts));
@@ -84,14 +85,15 @@ void stage_engine::scale_by_global_tokens() {
 }
 
 // Sums over the ranks holding different parts of the model: the model-parallel group, then the
-// distributed optimizer's shards (with expert parallelism, the data-parallel group covers every
-// dense and every expert slice once), or the expert-parallel ranks' own experts.
+// distributed optimizer's shards. A MoE model's experts are laid out over other groups than its
+// dense layers: its sums run over the whole world, each piece counted on one rank (stats_place).
 void stage_engine::reduce_stats(std::span<double> values) {
+  if (stats_over_world_) {
+    if (auto* world = ctx_.world()) world->all_reduce(values);
+    return;
+  }
   if (auto* mp = ctx_.model_parallel()) mp->all_reduce(values);
-  if (distributed_optimizer_)
-    ctx_.optimizer_shard_group()->all_reduce(values);
-  else if (auto* ep = ctx_.expert_parallel())
-    ep->all_reduce(values);
+  if (distributed_optimizer_) ctx_.optimizer_shard_group()->all_reduce(values);
 }
 
 void stage_engine::check_qk_norms() {

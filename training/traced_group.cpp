@@ -33,4 +33,12 @@ void traced_group::reduce_scatter_sum(const double* in, double* out, std::size_t
   inner_.reduce_scatter_sum(in, out, n);
 }
 
+void traced_group::all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
+                                      std::span<const std::size_t> recv_bytes) {
+  std::size_t bytes = 0;
+  for (auto b : send_bytes) bytes += b;
+  const auto span = traced("tensor-parallel all-to-all", bytes);
+  inner_.all_to_all_v_bytes(in, send_bytes, out, recv_bytes);
+}
+
 }  // namespace mactor::training

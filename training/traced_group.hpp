@@ -25,6 +25,9 @@ class traced_group final : public model::group {
   void all_gather(const double* in, double* out, std::size_t n) override;
   void reduce_scatter_sum(const float* in, float* out, std::size_t n) override;
   void reduce_scatter_sum(const double* in, double* out, std::size_t n) override;
+  /// The experts' tensor-parallel exchange (MoE with --expert-tensor-parallel-size > 1).
+  void all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
+                          std::span<const std::size_t> recv_bytes) override;
 
  private:
   /// A span named `what` over a collective of `bytes` (this rank's buffer).

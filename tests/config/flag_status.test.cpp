@@ -104,7 +104,7 @@ TEST_CASE("the MoE flags of one expert-parallel rank are implemented") {
   CHECK(report.warnings.empty());
 }
 
-TEST_CASE("MoE with tensor parallelism, expert biases, fp8 or a missing layer in --moe-layer-freq is refused by name") {
+TEST_CASE("MoE with tensor parallelism but no sequence parallelism or an uneven expert split, expert biases, fp8 or a missing layer in --moe-layer-freq is refused by name") {
   auto errors_of = [](std::vector<std::string> words) {
     return check_support(parse_command_line(words, "pretrain_gpt").args).errors;
   };
@@ -115,11 +115,20 @@ TEST_CASE("MoE with tensor parallelism, expert biases, fp8 or a missing layer in
   };
   const auto tp = errors_of({"--num-experts", "8", "--disable-bias-linear", "--tensor-model-parallel-size", "2"});
   REQUIRE(tp.size() == 1);
-  CHECK(has(tp, "--num-experts with --tensor-model-parallel-size 2 is recognized but not implemented"));
+  CHECK(has(tp, "--num-experts with --tensor-model-parallel-size 2 needs --sequence-parallel"));
+  CHECK(errors_of({"--num-experts", "8", "--disable-bias-linear", "--tensor-model-parallel-size", "2", "--sequence-parallel"}).empty());
+  CHECK(errors_of({"--num-experts", "8", "--disable-bias-linear", "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                   "--expert-tensor-parallel-size", "1"}).empty());
+  CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--tensor-model-parallel-size", "4", "--sequence-parallel",
+                       "--expert-tensor-parallel-size", "2"}),
+            "--expert-tensor-parallel-size 2 with --tensor-model-parallel-size 4 is recognized but not implemented"));
+  CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                       "--moe-input-jitter-eps", "0.1"}),
+            "--moe-router-force-load-balancing is recognized but not implemented"));
   CHECK(has(errors_of({"--num-experts", "8"}), "add --disable-bias-linear"));
   CHECK(errors_of({"--num-experts", "8", "--disable-bias-linear", "--context-parallel-size", "2"}).empty());
   CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--context-parallel-size", "2", "--moe-input-jitter-eps", "0.1"}),
-            "--num-experts with --context-parallel-size 2 and --moe-input-jitter-eps or --moe-router-force-load-balancing is recognized but not implemented"));
+            "--moe-input-jitter-eps or --moe-router-force-load-balancing is recognized but not implemented"));
   CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--fp8-format", "hybrid"}), "drop --fp8-format"));
   CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--num-layers", "4", "--moe-layer-freq", "[1,0,1]"}),
             "--moe-layer-freq lists 3 layers"));

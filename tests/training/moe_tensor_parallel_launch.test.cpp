@@ -1,0 +1,114 @@
+// MoE with tensor parallelism under `mactor`: a tiny Mixtral-style MoE (8 experts, top-2, aux and
+// z losses) on sequence-parallel shards, with its experts split over the tensor-parallel ranks
+// (--expert-tensor-parallel-size = tp, Megatron's default) or whole (1), with and without expert
+// parallelism, a shared expert and pipeline stages: each layout logs one process's lm loss,
+// load-balancing loss and grad norm (every piece of the model counted once). The z-loss is
+// Megatron's: the last tensor-parallel rank's own tokens' mean, so it is checked against a
+// second layout whose last tensor-parallel rank routes the same tokens. A checkpoint saved with
+// the experts split over TP2 x EP2 resumes under one process as the uninterrupted run goes on.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/training/launch_support.hpp"
+
+using namespace mactor::test;
+
+namespace {
+
+constexpr std::size_t iterations = 8;
+
+std::string moe_flags() {
+  return "--mock-data --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+         "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 16 --train-iters 8 --lr-decay-iters 8 "
+         "--lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 "
+         "--init-method-std 0.05 --tokenizer-type NullTokenizer --vocab-size 4095 --log-interval 1 --eval-interval 4 "
+         "--eval-iters 1 --seed 9 --hidden-dropout 0 --attention-dropout 0 --disable-bias-linear --swiglu "
+         "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-layer-freq '([0]*1+[1]*3)' "
+         "--moe-aux-loss-coeff 0.1 --moe-z-loss-coeff 0.01 --moe-token-dispatcher-type alltoall";
+}
+
+struct moe_run {
+  logged_losses losses;
+  std::vector<double> grad_norm, load_balancing_loss, z_loss, params_norm, zeros;
+};
+
+moe_run run_moe(int ranks, const std::string& flags, std::size_t evaluations = 4) {
+  const auto r = launch(ranks, flags);
+  moe_run m{parse_losses(r.out),
+            logged_values(r.out, "grad norm"),
+            logged_values(r.out, "load_balancing_loss"),
+            logged_values(r.out, "z_loss"),
+            logged_values(r.out, "params norm"),
+            logged_values(r.out, "num zeros")};
+  REQUIRE(m.losses.validation.size() == evaluations);
+  return m;
+}
+
+// Checks the layout's logged values against the same flags on one process; returns its run.
+moe_run check_layout(const std::string& flags, int ranks, const std::string& layout) {
+  INFO("layout: " << layout);
+  const auto one = run_moe(1, flags);
+  REQUIRE(one.losses.train.size() == iterations);
+  REQUIRE(one.losses.train.front() != one.losses.train.back());
+  const auto spread = run_moe(ranks, flags + " " + layout);
+  REQUIRE(spread.losses.train.size() == iterations);
+  REQUIRE(spread.grad_norm.size() == iterations);
+  check_same(spread.losses.train, one.losses.train, ("lm loss, " + layout).c_str(), ranks);
+  check_same(spread.losses.validation, one.losses.validation, ("validation/test lm loss, " + layout).c_str(), ranks);
+  check_same(spread.load_balancing_loss, one.load_balancing_loss, ("load_balancing_loss, " + layout).c_str(), ranks);
+  // The grad norm is printed with 3 decimals.
+  check_same(spread.grad_norm, one.grad_norm, ("grad norm, " + layout).c_str(), ranks, 5e-3);
+  if (!one.params_norm.empty()) check_same(spread.params_norm, one.params_norm, ("params norm, " + layout).c_str(), ranks, 1e-4);
+  if (!one.zeros.empty()) CHECK(spread.zeros == one.zeros);
+  // The last tensor-parallel rank's tokens are half of each micro-batch: its z-loss is near the
+  // whole micro-batch's, not equal to it.
+  REQUIRE(spread.z_loss.size() == iterations);
+  for (std::size_t i = 0; i < iterations; ++i) CHECK(std::abs(spread.z_loss[i] / one.z_loss[i] - 1) < 0.2);
+  return spread;
+}
+
+}  // namespace
+
+TEST_CASE("MoE with experts split over TP2 x EP2 logs one process's losses and grad norm, and its z-loss is the last TP rank's") {
+  const std::string flags = moe_flags() + " --use-distributed-optimizer";
+  const auto split = check_layout(flags, 4, "--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2");
+  // The experts whole on each rank (ETP1): the same tokens reach tensor-parallel rank 1, so the
+  // same z-loss (fp32 routing sums: to 1e-5).
+  const auto whole = run_moe(4, flags + " --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 "
+                                        "--expert-tensor-parallel-size 1");
+  check_same(whole.z_loss, split.z_loss, "z_loss, ETP1 vs ETP2", 4);
+  check_same(whole.losses.train, split.losses.train, "lm loss, ETP1 vs ETP2", 4);
+}
+
+TEST_CASE("MoE with whole experts (ETP1) over TP2 without the distributed optimizer logs one process's params norm and zeros") {
+  check_layout(moe_flags() + " --log-params-norm --log-num-zeros-in-grad", 4,
+               "--tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1");
+}
+
+TEST_CASE("MoE with a shared expert and aux-loss-free expert bias over TP2 x PP2 logs one process's losses") {
+  check_layout(moe_flags() + " --moe-shared-expert-intermediate-size 48 --moe-router-score-function sigmoid "
+                             "--moe-router-enable-expert-bias --moe-router-bias-update-rate 0.01 --use-distributed-optimizer",
+               4, "--tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2");
+}
+
+TEST_CASE("a checkpoint of experts split over TP2 x EP2 resumes under one process") {
+  const auto dir = scratch_dir("moe_tensor_parallel", "tp2_ep2_save");
+  const std::string layout = " --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2";
+  const auto one = run_moe(1, moe_flags());
+  const auto cut = run_moe(4, moe_flags() + layout + " --save " + dir.string() + " --save-interval 4 --exit-interval 4", 1);
+  REQUIRE(cut.losses.train.size() == 4);
+  const auto resumed = run_moe(1, moe_flags() + " --load " + dir.string(), 3);
+  REQUIRE(resumed.losses.train.size() == 4);
+  const std::vector<double> tail(one.losses.train.begin() + 4, one.losses.train.end());
+  check_same(resumed.losses.train, tail, "lm loss resumed from TP2 x EP2 on 1", 1);
+}
+
+TEST_CASE("MoE with tensor parallelism is refused without sequence parallelism and with a third expert split") {
+  auto r = launch(2, moe_flags() + " --tensor-model-parallel-size 2", 2);
+  CHECK(r.err.find("needs --sequence-parallel") != std::string::npos);
+  r = launch(4, moe_flags() + " --tensor-model-parallel-size 4 --num-attention-heads 4 --sequence-parallel "
+                              "--expert-tensor-parallel-size 2", 2);
+  CHECK(r.err.find("--expert-tensor-parallel-size 2 with --tensor-model-parallel-size 4") != std::string::npos);
+}
