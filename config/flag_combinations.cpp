@@ -12,11 +12,6 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
   const auto& m = a.moe;
   if (!m.num_experts || *m.num_experts <= 0) return;
   const auto tp = a.distributed.tensor_model_parallel_size;
-  if (const auto etp = m.expert_tensor_parallel_size.value_or(tp); etp != 1 && etp != tp)
-    errors.push_back("--expert-tensor-parallel-size " + std::to_string(etp) + " with --tensor-model-parallel-size " +
-                     std::to_string(tp) + " is recognized but not implemented by mactor yet (experts split over a "
-                     "group other than the tensor-parallel one); use --expert-tensor-parallel-size 1 or " +
-                     std::to_string(tp));
   // Megatron's MoELayer raises at the first training step without it.
   if (tp > 1 && !a.training.sequence_parallel)
     errors.push_back("--num-experts with --tensor-model-parallel-size " + std::to_string(tp) +

@@ -279,10 +279,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                               "context-parallel group (Megatron's intra-partial groups) and sums each "
                                               "shard over the parts (inter-partial); the first part saves the shards"},
       {"expert_tensor_parallel_size", "the expert process groups (Megatron's expert RankGenerator: etp-ep-dp-pp order, the "
-                                      "world divisible by etp x ep x pp, checked at start); = tp (the default): each "
-                                      "expert's fc1 rows and fc2 columns split over the tensor-parallel ranks, which "
-                                      "all-gather the rows routed to their experts and reduce-scatter the outputs; 1: "
-                                      "whole experts, their gradients reduced over the expert-data-parallel group"},
+                                      "world divisible by etp x ep x pp, checked at start); above 1 (tp by default): each "
+                                      "expert's fc1 rows and fc2 columns split over the expert-tensor-parallel group, "
+                                      "which all-gathers the rows routed to its experts and reduce-scatters the "
+                                      "outputs; 1: whole experts; checkpoints hold whole experts either way"},
       {"use_tp_pp_dp_mapping", "ranks in Megatron's tp-cp-ep-pp-dp order (data parallel slowest); every group "
                                "equal to Megatron-Core's RankGenerator"},
       {"pretrained_checkpoint", "loaded as with --finetune when --load holds no checkpoint (Megatron's fallback, with its "

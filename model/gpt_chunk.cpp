@@ -69,6 +69,8 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   }
   groups_ = recompute_groups(config_.recompute, int(layers_.size()));
   distributed_.resize(groups_.size());
+  if (const int etp = config_.moe.expert_tensor_parallel_size; config_.moe.enabled() && etp > 1 && etp != tp.size())
+    store_.set_expert_split(config_.moe.expert_tensor_parallel_rank, etp);
   store_.allocate(config_.seed, tp.rank(), tp.size());
   for (const auto& l : layers_) l.initialize(store_, config_.seed, tp.rank());
 }

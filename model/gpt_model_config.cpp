@@ -47,9 +47,10 @@ void check_moe(std::vector<std::string>& errors, const gpt_model_config& c) {
   need(m.router_topk >= 1 && m.router_topk <= m.num_experts,
        "moe.router_topk=" + std::to_string(m.router_topk) + " must lie in [1, num_experts=" +
            std::to_string(m.num_experts) + "]");
-  need(m.expert_tensor_parallel_size == 1 || m.expert_tensor_parallel_size == c.tensor_model_parallel_size,
+  need(m.expert_tensor_parallel_size >= 1 && m.expert_tensor_parallel_rank >= 0 &&
+           m.expert_tensor_parallel_rank < m.expert_tensor_parallel_size,
        "moe.expert_tensor_parallel_size=" + std::to_string(m.expert_tensor_parallel_size) +
-           " must be 1 or the tensor-parallel size (" + std::to_string(c.tensor_model_parallel_size) + ")");
+           " must be at least 1, with 0 <= expert_tensor_parallel_rank < it");
   need(c.tensor_model_parallel_size == 1 || c.sequence_parallel,
        "MoE layers with tensor_model_parallel_size > 1 run on sequence-parallel shards; set sequence_parallel "
        "(--sequence-parallel)");

@@ -80,10 +80,12 @@ struct moe_settings {
   /// with the others (an all-to-all over the expert-parallel group).
   int expert_parallel_size = 1;
   int expert_parallel_rank = 0;
-  /// --expert-tensor-parallel-size: 1 (each expert whole on its rank) or the tensor-parallel
-  /// size (each expert split over the tensor-parallel ranks, which then all run every token any
-  /// of them received for their experts: moe_expert_tensor_exchange).
+  /// --expert-tensor-parallel-size: 1 (each expert whole on its rank) or more (each expert split
+  /// over the expert-tensor-parallel group, the tensor-parallel one when the sizes agree, whose
+  /// ranks then all run every token any of them received for their experts:
+  /// moe_expert_tensor_exchange); this rank's place in that group.
   int expert_tensor_parallel_size = 1;
+  int expert_tensor_parallel_rank = 0;
   int local_experts() const { return num_experts / expert_parallel_size; }
   int first_local_expert() const { return expert_parallel_rank * local_experts(); }
 

@@ -12,6 +12,9 @@ struct moe_groups {
   /// (sequence-parallel shards and context-parallel chunks), over which the router's
   /// load-balancing losses count tokens. Null or a group of one: this rank holds them all.
   group* sequence_shards = nullptr;
+  /// The experts' tensor-parallel group when its size differs from the tensor-parallel group's
+  /// (null: the experts are whole, or split over the tensor-parallel group).
+  group* expert_tensor_parallel = nullptr;
 };
 
 }  // namespace mactor::model

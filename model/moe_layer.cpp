@@ -25,6 +25,12 @@ moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_
       router_(store, name + ".router", c, groups.sequence_shards),
       dispatcher_(c.moe.num_experts, c.moe.router_topk), experts_(store, name + ".experts", c) {
   group* ep = groups.expert_parallel;
+  if (expert_tensor_parallel_ > 1 && expert_tensor_parallel_ != c.tensor_model_parallel_size) {
+    if (!groups.expert_tensor_parallel || groups.expert_tensor_parallel->size() != expert_tensor_parallel_)
+      throw std::invalid_argument("moe_layer " + name + ": expert_tensor_parallel_size " +
+                                  std::to_string(expert_tensor_parallel_) + " needs an expert-tensor-parallel group of that size");
+    tensor_exchange_.emplace(*groups.expert_tensor_parallel, local_experts_);
+  }
   if (c.moe.expert_parallel_size > 1) {
     if (!ep || ep->size() != c.moe.expert_parallel_size || ep->rank() != c.moe.expert_parallel_rank)
       throw std::invalid_argument("moe_layer " + name + ": expert_parallel_size " + std::to_string(c.moe.expert_parallel_size) +

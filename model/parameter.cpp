@@ -126,7 +126,7 @@ void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
     if (experts) expert_begin_ = total;
     for (auto& p : params_) {
       if (p.expert != experts) continue;
-      p.shape = shard_shape(p.full_shape, p.split, tp_size);
+      p.shape = shard_shape(p.full_shape, p.split, p.expert && expert_size_ > 0 ? expert_size_ : tp_size);
       p.numel = 1;
       for (auto d : p.shape) p.numel *= std::size_t(d);
       p.offset = total;
@@ -148,7 +148,9 @@ void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
     } else {
       full.resize(std::size_t(rows_of(p.full_shape) * cols_of(p.full_shape)));
       draw(full, name_seed(seed, p.name), p.full_shape, inits_[i]);
-      copy_shard(full.data(), local.data(), p.full_shape, p.split, tp_rank, tp_size, p.segments);
+      const bool own_split = p.expert && expert_size_ > 0;
+      copy_shard(full.data(), local.data(), p.full_shape, p.split, own_split ? expert_rank_ : tp_rank,
+                 own_split ? expert_size_ : tp_size, p.segments);
     }
     kernels::convert(p.value, tensor::view_of(std::span<const float>(local)));
   }

@@ -82,6 +82,10 @@ class parameter_store {
   /// starts from the same model; a 16-bit store rounds those values (Megatron initializes in
   /// fp32 and casts the module to bf16/fp16).
   void allocate(std::uint64_t seed, int tp_rank, int tp_size);
+  /// The MoE experts split over a group other than the tensor-parallel one (an
+  /// --expert-tensor-parallel-size other than 1 and tp): their shards are (rank, size)'s. Before
+  /// allocate().
+  void set_expert_split(int rank, int size) { expert_rank_ = rank, expert_size_ = size; }
   /// Megatron's --init-method-xavier-uniform: init_kind::normal weights draw uniform(-b, b),
   /// b = sqrt(6 / (fan_in + fan_out)) with the fans of the full [out, in] weight (Megatron's CPU
   /// initialization, which initializes the master weight before splitting it). Before allocate().
@@ -139,6 +143,7 @@ class parameter_store {
   std::vector<parameter> params_;
   std::vector<init_spec> inits_;
   bool xavier_uniform_ = false;
+  int expert_rank_ = 0, expert_size_ = 0;  // 0: the experts split like the rest
   std::size_t expert_begin_ = 0, flat_numel_ = 0, values_begin_ = 0;
   // The data plane all-reduces the gradients and all-gathers the values (huge pages).
   tensor::tensor values_, grads_;

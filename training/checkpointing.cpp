@@ -168,6 +168,9 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   if (a.checkpointing.ckpt_format == "torch") return capture_torch_checkpoint(a, ctx, engine, scheduler, at, padded_vocab_size);
   checkpoint::rank_state state;
   const int t = ctx.tp_rank(), tp = ctx.groups().tp();
+  // The experts split over their own tensor-parallel group (whole with --expert-tensor-parallel-size 1).
+  const auto rank_in_split = [&](const model::parameter& p) { return p.expert ? ctx.expert_tp_rank() : t; };
+  const auto split_size = [&](const model::parameter& p) { return p.expert ? ctx.groups().etp() : tp; };
   // Context-parallel ranks hold the same parameters as their data-parallel replica's first one;
   // the distributed optimizer shards over both (Megatron's with_context_parallel group).
   const bool first_replica = ctx.dp_rank() == 0 && ctx.cp_rank() == 0;
@@ -185,17 +188,17 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   if (sharded && (engine.main_params().separate() || engine.params_sharded())) {
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
-      if (!shard_saver || is_shared_copy(*s.chunk, *s.param) || (s.param->split == model::tp_split::replicated && t != 0)) continue;
+      if (!shard_saver || is_shared_copy(*s.chunk, *s.param) || (s.param->split == model::tp_split::replicated && rank_in_split(*s.param) != 0)) continue;
       const float* local = engine.optimizer().params()[i].value - s.begin;
-      for (auto& q : pieces_of(s.param->name, *s.param, t, tp, s.begin, s.end, local)) state.pieces.push_back(std::move(q));
+      for (auto& q : pieces_of(s.param->name, *s.param, rank_in_split(*s.param), split_size(*s.param), s.begin, s.end, local)) state.pieces.push_back(std::move(q));
     }
   } else {
     for (std::size_t c = 0; c < engine.chunks().size(); ++c)
       for (const auto& p : engine.chunks()[c].parameters()) {
         const auto& chunk = engine.chunks()[c];
-        if (!saves(p) || is_shared_copy(chunk, p) || (p.split == model::tp_split::replicated && t != 0)) continue;
+        if (!saves(p) || is_shared_copy(chunk, p) || (p.split == model::tp_split::replicated && rank_in_split(p) != 0)) continue;
         const float* main = engine.main_params().values(c) + p.offset;
-        for (auto& q : pieces_of(p.name, p, t, tp, 0, p.numel, main)) state.pieces.push_back(std::move(q));
+        for (auto& q : pieces_of(p.name, p, rank_in_split(p), split_size(p), 0, p.numel, main)) state.pieces.push_back(std::move(q));
       }
   }
   // Megatron's persistent buffers: the routers' expert biases (equal on every replica).
@@ -210,14 +213,14 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
       if ((!sharded && !saves(*s.param)) || (sharded && !shard_saver) || is_shared_copy(*s.chunk, *s.param) ||
-          (s.param->split == model::tp_split::replicated && t != 0))
+          (s.param->split == model::tp_split::replicated && rank_in_split(*s.param) != 0))
         continue;
       for (const auto& tensor : state_tensors(opt, i)) {
         if (tensor.empty()) continue;  // before the first step (or SGD without momentum)
         const auto values = tensor.values();
         // The state covers local elements [begin, end): index it from the local tensor's start.
         const float* local = values.data() - s.begin;
-        for (auto& q : pieces_of(optimizer_name(tensor.kind, s.param->name), *s.param, t, tp, s.begin, s.end, local))
+        for (auto& q : pieces_of(optimizer_name(tensor.kind, s.param->name), *s.param, rank_in_split(*s.param), split_size(*s.param), s.begin, s.end, local))
           state.pieces.push_back(std::move(q));
       }
     }
@@ -297,6 +300,9 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
   out.saved_iteration = reader.iteration();
   const json& common = reader.common();
   const int t = ctx.tp_rank(), tp = ctx.groups().tp();
+  // The experts split over their own tensor-parallel group (whole with --expert-tensor-parallel-size 1).
+  const auto rank_in_split = [&](const model::parameter& p) { return p.expert ? ctx.expert_tp_rank() : t; };
+  const auto split_size = [&](const model::parameter& p) { return p.expert ? ctx.groups().etp() : tp; };
 
   auto read_into = [&](const std::string& name, const model::parameter& p, std::size_t begin, std::size_t end,
                        float* dest) {
@@ -304,7 +310,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
       throw checkpoint_error(where + " has no tensor " + name + "; was it saved by a different model (check --num-layers, "
                              "--swiglu, --untie-embeddings-and-output-weights)?");
     std::size_t at = 0;
-    for (auto& q : pieces_of(name, p, t, tp, begin, end, nullptr)) {
+    for (auto& q : pieces_of(name, p, rank_in_split(p), split_size(p), begin, end, nullptr)) {
       reader.read(q);
       std::memcpy(dest + at, q.data.data(), q.data.size() * sizeof(float));
       at += q.data.size();

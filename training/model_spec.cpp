@@ -121,7 +121,7 @@ model::softmax_kind softmax_kind_from(const std::string& type) {  // validation 
 }  // namespace
 
 model::gpt_model_config model_config_from_args(const config::megatron_args& a, std::int64_t padded_vocab_size, int tp_rank,
-                                               int cp_rank, int ep_rank) {
+                                               int cp_rank, int ep_rank, int etp_rank) {
   const auto& n = a.network_size;
   const auto& t = a.training;
   model::gpt_model_config c;
@@ -205,6 +205,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
     c.moe.expert_parallel_rank = ep_rank;
     const auto tp = a.distributed.tensor_model_parallel_size;
     c.moe.expert_tensor_parallel_size = static_cast<int>(a.moe.expert_tensor_parallel_size.value_or(tp));
+    c.moe.expert_tensor_parallel_rank = etp_rank;
   }
   c.mtp_num_layers = static_cast<int>(n.mtp_num_layers.value_or(0));
   c.mtp_loss_scaling_factor = static_cast<float>(n.mtp_loss_scaling_factor);

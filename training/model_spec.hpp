@@ -16,9 +16,9 @@
 namespace mactor::training {
 
 /// The GPT that core_transformer_config_from_args describes, for tensor-parallel rank tp_rank
-/// context-parallel rank cp_rank and expert-parallel rank ep_rank.
+/// context-parallel rank cp_rank, expert-parallel rank ep_rank and expert-tensor-parallel rank etp_rank.
 model::gpt_model_config model_config_from_args(const config::megatron_args& a, std::int64_t padded_vocab_size,
-                                               int tp_rank = 0, int cp_rank = 0, int ep_rank = 0);
+                                               int tp_rank = 0, int cp_rank = 0, int ep_rank = 0, int etp_rank = 0);
 /// --recompute-granularity, --recompute-method, --recompute-num-layers, --recompute-modules and
 /// --distribute-saved-activations, after validation.
 model::recompute_config recompute_from_args(const config::megatron_args& a);

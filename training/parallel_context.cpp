@@ -132,6 +132,10 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
     ep_rank_ = static_cast<int>(std::find(ep.ranks.begin(), ep.ranks.end(), env.rank) - ep.ranks.begin());
     const auto edp = groups_.expert_dp_group();
     expert_dp_rank_ = static_cast<int>(std::find(edp.ranks.begin(), edp.ranks.end(), env.rank) - edp.ranks.begin());
+    const auto etp = groups_.expert_tp_group();
+    expert_tp_rank_ = static_cast<int>(std::find(etp.ranks.begin(), etp.ranks.end(), env.rank) - etp.ranks.begin());
+    if (groups_.etp() > 1 && groups_.etp() != groups_.tp())
+      etp_group_ = std::make_unique<owning_group>(make(etp, "expert-tensor-parallel"));
     // The experts' own groups, unless they are the dense ones (one expert-parallel rank and the
     // experts split like the dense layers: the expert-data-parallel group is the data-parallel one).
     if (experts_apart(groups_)) {
@@ -194,6 +198,7 @@ parallel_context::~parallel_context() {
   tp_group_.reset();
   cp_group_.reset();
   tp_cp_group_.reset();
+  etp_group_.reset();
   ep_group_.reset();
   dp_.reset(), ep_.reset(), expert_dp_.reset(), intra_.reset(), instances_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
   transport_.reset();

@@ -39,13 +39,13 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   prepare_profile_folder(trace_.plan());
   timers_.trace_into(&trace_);
   port_.trace_into(&trace_);
-  const auto config = model_config_from_args(a, padded, ctx.tp_rank(), ctx.cp_rank(), ctx.ep_rank());
+  const auto config = model_config_from_args(a, padded, ctx.tp_rank(), ctx.cp_rank(), ctx.ep_rank(), ctx.expert_tp_rank());
   chunks_.reserve(layout_.virtual_size);
   if (trace_.plan().enabled && ctx.tensor_parallel().size() > 1)
     traced_tp_ = std::make_unique<traced_group>(ctx.tensor_parallel(), trace_);
   for (const auto& l : layout_.chunks)
     chunks_.emplace_back(config, traced_tp_ ? static_cast<model::group&>(*traced_tp_) : ctx.tensor_parallel(), l,
-                         &ctx.context_parallel(), model::moe_groups{&ctx.expert_parallel_group(), ctx.sequence_shards()});
+                         &ctx.context_parallel(), model::moe_groups{&ctx.expert_parallel_group(), ctx.sequence_shards(), ctx.expert_tensor_parallel_group()});
   std::int64_t rank_parameters = 0;
   for (auto& chunk : chunks_)
     for (const auto& p : chunk.parameters()) rank_parameters += static_cast<std::int64_t>(p.numel);

@@ -1,15 +1,16 @@
 // MoE with tensor parallelism under `mactor`: a tiny Mixtral-style MoE (8 experts, top-2, aux and
 // z losses) on sequence-parallel shards, with its experts split over the tensor-parallel ranks
-// (--expert-tensor-parallel-size = tp, Megatron's default) or whole (1), with and without expert
-// parallelism, a shared expert and pipeline stages: each layout logs one process's lm loss,
+// (--expert-tensor-parallel-size = tp, Megatron's default), over a group of their own (etp other
+// than tp) or whole (1), with and without expert parallelism, a shared expert and pipeline stages: each layout logs one process's lm loss,
 // load-balancing loss and grad norm (every piece of the model counted once). The z-loss is
 // Megatron's: the last tensor-parallel rank's own tokens' mean, so it is checked against a
-// second layout whose last tensor-parallel rank routes the same tokens. A checkpoint saved with
-// the experts split over TP2 x EP2 resumes under one process as the uninterrupted run goes on.
+// second layout whose last tensor-parallel rank routes the same tokens. Checkpoints saved with the
+// experts split or whole resume under one process as the uninterrupted run goes on.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tests/training/launch_support.hpp"
 
@@ -93,22 +94,34 @@ TEST_CASE("MoE with a shared expert and aux-loss-free expert bias over TP2 x PP2
                4, "--tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2");
 }
 
-TEST_CASE("a checkpoint of experts split over TP2 x EP2 resumes under one process") {
-  const auto dir = scratch_dir("moe_tensor_parallel", "tp2_ep2_save");
-  const std::string layout = " --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2";
-  const auto one = run_moe(1, moe_flags());
-  const auto cut = run_moe(4, moe_flags() + layout + " --save " + dir.string() + " --save-interval 4 --exit-interval 4", 1);
-  REQUIRE(cut.losses.train.size() == 4);
-  const auto resumed = run_moe(1, moe_flags() + " --load " + dir.string(), 3);
-  REQUIRE(resumed.losses.train.size() == 4);
-  const std::vector<double> tail(one.losses.train.begin() + 4, one.losses.train.end());
-  check_same(resumed.losses.train, tail, "lm loss resumed from TP2 x EP2 on 1", 1);
+TEST_CASE("MoE with experts split over their own group (TP4 x ETP2 x EP2, and ETP2 x EP2 without TP) logs one process's losses") {
+  const std::string flags = moe_flags() + " --use-distributed-optimizer";
+  check_layout(flags, 4, "--tensor-model-parallel-size 4 --sequence-parallel --expert-tensor-parallel-size 2 "
+                         "--expert-model-parallel-size 2");
+  const auto one = run_moe(1, flags), spread = run_moe(4, flags + " --expert-tensor-parallel-size 2 --expert-model-parallel-size 2");
+  check_same(spread.losses.train, one.losses.train, "lm loss, ETP2 x EP2", 4);
+  check_same(spread.z_loss, one.z_loss, "z_loss, ETP2 x EP2 (one sequence shard)", 4);
+  check_same(spread.grad_norm, one.grad_norm, "grad norm, ETP2 x EP2", 4, 5e-3);
 }
 
-TEST_CASE("MoE with tensor parallelism is refused without sequence parallelism and with a third expert split") {
-  auto r = launch(2, moe_flags() + " --tensor-model-parallel-size 2", 2);
+TEST_CASE("checkpoints of experts split over TP2 x EP2, whole over TP2 x EP2 and split over TP4 x ETP2 x EP2 resume under one process") {
+  const auto one = run_moe(1, moe_flags());
+  const std::vector<double> tail(one.losses.train.begin() + 4, one.losses.train.end());
+  const std::string tp2 = " --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2";
+  for (const std::string& layout : std::vector<std::string>{tp2, tp2 + " --expert-tensor-parallel-size 1",
+                                   " --tensor-model-parallel-size 4 --sequence-parallel --expert-tensor-parallel-size 2 "
+                                   "--expert-model-parallel-size 2"}) {
+    INFO("saved under" << layout);
+    const auto dir = scratch_dir("moe_tensor_parallel", "save");
+    const auto cut = run_moe(4, moe_flags() + layout + " --save " + dir.string() + " --save-interval 4 --exit-interval 4", 1);
+    REQUIRE(cut.losses.train.size() == 4);
+    const auto resumed = run_moe(1, moe_flags() + " --load " + dir.string(), 3);
+    REQUIRE(resumed.losses.train.size() == 4);
+    check_same(resumed.losses.train, tail, ("lm loss resumed on 1 from" + layout).c_str(), 1);
+  }
+}
+
+TEST_CASE("MoE with tensor parallelism is refused without sequence parallelism") {
+  const auto r = launch(2, moe_flags() + " --tensor-model-parallel-size 2", 2);
   CHECK(r.err.find("needs --sequence-parallel") != std::string::npos);
-  r = launch(4, moe_flags() + " --tensor-model-parallel-size 4 --num-attention-heads 4 --sequence-parallel "
-                              "--expert-tensor-parallel-size 2", 2);
-  CHECK(r.err.find("--expert-tensor-parallel-size 2 with --tensor-model-parallel-size 4") != std::string::npos);
 }
