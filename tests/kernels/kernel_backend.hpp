@@ -1,0 +1,56 @@
+// A backend the kernel checks run against: the same kernels with host vectors in and out, so one
+// test body (kernel_checks.hpp) checks the CPU kernels in every build and the CUDA kernels where a
+// device is found. Each method has the contract of the kernel it names (kernels/*.hpp), in fp32.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensor/half_float.hpp"
+
+namespace mactor::testing {
+
+using floats = std::vector<float>;
+using ids = std::vector<std::int32_t>;
+using bf16s = std::vector<tensor::bfloat16>;
+
+class kernel_backend {
+ public:
+  virtual ~kernel_backend() = default;
+  virtual std::string name() const = 0;
+
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const floats& a, int lda,
+                    const floats& b, int ldb, float beta, floats& c, int ldc) = 0;
+  /// bf16 operands and result, fp32 accumulation.
+  virtual void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const bf16s& a, int lda,
+                         const bf16s& b, int ldb, float beta, bf16s& c, int ldc) = 0;
+
+  virtual void rmsnorm_forward(floats& y, floats& rstd, const floats& x, const floats& gamma, int n, int h, float eps,
+                               bool zero_centered_gamma) = 0;
+  virtual void rmsnorm_backward(floats& dx, floats& dgamma, const floats& dy, const floats& x, const floats& gamma,
+                                const floats& rstd, int n, int h, bool zero_centered_gamma, bool accumulate_dx) = 0;
+  /// beta and dbeta empty: no bias.
+  virtual void layernorm_forward(floats& y, floats& mean, floats& rstd, const floats& x, const floats& gamma,
+                                 const floats& beta, int n, int h, float eps, bool zero_centered_gamma) = 0;
+  virtual void layernorm_backward(floats& dx, floats& dgamma, floats& dbeta, const floats& dy, const floats& x,
+                                  const floats& gamma, const floats& mean, const floats& rstd, int n, int h,
+                                  bool zero_centered_gamma, bool accumulate_dx) = 0;
+
+  virtual void swiglu_forward(floats& y, const floats& x, int n, int f) = 0;
+  virtual void swiglu_backward(floats& dx, const floats& dy, const floats& x, int n, int f) = 0;
+  virtual void gelu_forward(floats& y, const floats& x, bool tanh_approximation) = 0;
+  virtual void gelu_backward(floats& dx, const floats& dy, const floats& x, bool tanh_approximation) = 0;
+
+  virtual void embedding_forward(floats& out, const floats& table, const ids& tokens, int n, int hidden,
+                                 int vocab_start, int vocab_end, float beta) = 0;
+  virtual void embedding_backward(floats& dtable, const floats& dout, const ids& tokens, int n, int hidden,
+                                  int vocab_start, int vocab_end) = 0;
+
+  /// The four cross-entropy steps in a row, as one shard of the whole vocabulary: logits are
+  /// replaced by their gradient (grad_scale per row).
+  virtual void cross_entropy(floats& loss, floats& logits, const ids& labels, const floats& grad_scale, int n, int v,
+                             int vocab_start) = 0;
+};
+
+}  // namespace mactor::testing

@@ -1,0 +1,240 @@
+// The kernel checks: each draws inputs, runs the backend in fp32 and the CPU kernel in double on
+// the same inputs, and requires |got - want| <= tolerance * (1 + |want|) element by element.
+#include "tests/kernels/kernel_checks.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "kernels/cross_entropy.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/gelu.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/layernorm.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/swiglu.hpp"
+
+namespace mactor::testing {
+
+namespace {
+
+using doubles = std::vector<double>;
+
+floats random_floats(std::size_t count, std::mt19937& rng, float scale = 1.f) {
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  floats v(count);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+doubles widen(const floats& v) { return doubles(v.begin(), v.end()); }
+
+// Every element within tolerance of the reference; names the first one that is not.
+void require_close(const std::string& what, const floats& got, const doubles& want, double tolerance) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::abs(got[i] - want[i]) <= tolerance * (1 + std::abs(want[i]))) continue;
+    FAIL(what << "[" << i << "] = " << got[i] << ", reference " << want[i] << " (tolerance " << tolerance << ")");
+  }
+  SUCCEED(what << ": " << got.size() << " elements within " << tolerance);
+}
+
+struct gemm_case {
+  bool trans_a, trans_b;
+  int m, n, k;
+  float alpha, beta;
+};
+
+// Transposes, odd sizes, beta 0 and not, leading dimensions wider than the rows.
+const gemm_case gemm_cases[] = {
+    {false, false, 1, 1, 1, 1.f, 0.f},     {false, true, 7, 13, 5, 1.f, 0.f},  {true, false, 33, 17, 65, 0.5f, 1.f},
+    {true, true, 64, 48, 31, 1.f, -0.5f}, {false, true, 129, 257, 96, 1.f, 1.f}, {false, false, 3, 200, 1, 2.f, 0.f},
+};
+
+}  // namespace
+
+void check_gemm(kernel_backend& backend) {
+  std::mt19937 rng(11);
+  for (const auto& g : gemm_cases) {
+    INFO(backend.name() << " gemm " << g.trans_a << g.trans_b << " m=" << g.m << " n=" << g.n << " k=" << g.k);
+    const int pad = 3;  // leading dimensions past the matrix width
+    const int a_rows = g.trans_a ? g.k : g.m, a_cols = g.trans_a ? g.m : g.k;
+    const int b_rows = g.trans_b ? g.n : g.k, b_cols = g.trans_b ? g.k : g.n;
+    const int lda = a_cols + pad, ldb = b_cols + pad, ldc = g.n + pad;
+    const floats a = random_floats(std::size_t(a_rows) * lda, rng), b = random_floats(std::size_t(b_rows) * ldb, rng);
+    floats c = random_floats(std::size_t(g.m) * ldc, rng);
+    doubles want = widen(c);
+    kernels::gemm<double>(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, widen(a).data(), lda, widen(b).data(), ldb,
+                          g.beta, want.data(), ldc);
+    backend.gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a, lda, b, ldb, g.beta, c, ldc);
+    require_close("c", c, want, 2e-5 * std::sqrt(double(g.k)));
+  }
+}
+
+void check_gemm_bf16(kernel_backend& backend) {
+  std::mt19937 rng(12);
+  for (const auto& g : gemm_cases) {
+    INFO(backend.name() << " bf16 gemm " << g.trans_a << g.trans_b << " m=" << g.m << " n=" << g.n << " k=" << g.k);
+    const int lda = g.trans_a ? g.m : g.k, ldb = g.trans_b ? g.k : g.n, ldc = g.n;
+    auto to_bf16 = [](const floats& v) {
+      bf16s out(v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) out[i] = tensor::to_bfloat16(v[i]);
+      return out;
+    };
+    auto to_doubles = [](const bf16s& v) {
+      doubles out(v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) out[i] = tensor::to_float(v[i]);
+      return out;
+    };
+    const bf16s a = to_bf16(random_floats(std::size_t(g.m) * g.k, rng));
+    const bf16s b = to_bf16(random_floats(std::size_t(g.k) * g.n, rng));
+    bf16s c = to_bf16(random_floats(std::size_t(g.m) * g.n, rng));
+    doubles want = to_doubles(c);
+    kernels::gemm<double>(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, to_doubles(a).data(), lda,
+                          to_doubles(b).data(), ldb, g.beta, want.data(), ldc);
+    backend.gemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a, lda, b, ldb, g.beta, c, ldc);
+    floats got(c.size());
+    for (std::size_t i = 0; i < c.size(); ++i) got[i] = tensor::to_float(c[i]);
+    // The inputs are exact in fp32; the error is the result's rounding to bf16 (2^-8 relative)
+    // plus fp32 accumulation.
+    require_close("c", got, want, 1.0 / 128);
+  }
+}
+
+namespace {
+struct norm_case {
+  int n, h;
+  bool zero_centered_gamma, accumulate_dx;
+};
+const norm_case norm_cases[] = {{1, 1, false, false}, {3, 7, true, false},     {5, 255, false, true},
+                                {17, 1000, false, false}, {2, 4097, true, true}};
+}  // namespace
+
+void check_rmsnorm(kernel_backend& backend) {
+  std::mt19937 rng(21);
+  for (const auto& c : norm_cases) {
+    INFO(backend.name() << " rmsnorm n=" << c.n << " h=" << c.h << " zc=" << c.zero_centered_gamma);
+    const std::size_t nh = std::size_t(c.n) * c.h;
+    const floats x = random_floats(nh, rng, 2.f), gamma = random_floats(c.h, rng), dy = random_floats(nh, rng);
+    floats y(nh), rstd(c.n), dx = random_floats(nh, rng), dgamma = random_floats(c.h, rng);
+    doubles want_y(nh), want_rstd(c.n), want_dx = widen(dx), want_dgamma = widen(dgamma);
+    kernels::rmsnorm_forward<double>(want_y.data(), want_rstd.data(), widen(x).data(), widen(gamma).data(), c.n, c.h,
+                                     1e-5, c.zero_centered_gamma);
+    kernels::rmsnorm_backward<double>(want_dx.data(), want_dgamma.data(), widen(dy).data(), widen(x).data(),
+                                      widen(gamma).data(), want_rstd.data(), c.n, c.h, c.zero_centered_gamma,
+                                      c.accumulate_dx);
+    backend.rmsnorm_forward(y, rstd, x, gamma, c.n, c.h, 1e-5f, c.zero_centered_gamma);
+    backend.rmsnorm_backward(dx, dgamma, dy, x, gamma, rstd, c.n, c.h, c.zero_centered_gamma, c.accumulate_dx);
+    require_close("y", y, want_y, 1e-5), require_close("rstd", rstd, want_rstd, 1e-5);
+    require_close("dx", dx, want_dx, 1e-4), require_close("dgamma", dgamma, want_dgamma, 1e-4);
+  }
+}
+
+void check_layernorm(kernel_backend& backend) {
+  std::mt19937 rng(22);
+  for (const auto& c : norm_cases) {
+    const bool with_bias = c.h % 2 == 1;
+    INFO(backend.name() << " layernorm n=" << c.n << " h=" << c.h << " bias=" << with_bias);
+    const std::size_t nh = std::size_t(c.n) * c.h;
+    const floats x = random_floats(nh, rng, 3.f), gamma = random_floats(c.h, rng), dy = random_floats(nh, rng);
+    const floats beta = with_bias ? random_floats(c.h, rng) : floats{};
+    floats y(nh), mean(c.n), rstd(c.n), dx = random_floats(nh, rng), dgamma = random_floats(c.h, rng);
+    floats dbeta = with_bias ? random_floats(c.h, rng) : floats{};
+    doubles want_y(nh), want_mean(c.n), want_rstd(c.n), want_dx = widen(dx), want_dgamma = widen(dgamma);
+    doubles want_dbeta = widen(dbeta), beta64 = widen(beta);
+    kernels::layernorm_forward<double>(want_y.data(), want_mean.data(), want_rstd.data(), widen(x).data(),
+                                       widen(gamma).data(), with_bias ? beta64.data() : nullptr, c.n, c.h, 1e-5,
+                                       c.zero_centered_gamma);
+    kernels::layernorm_backward<double>(want_dx.data(), want_dgamma.data(), with_bias ? want_dbeta.data() : nullptr,
+                                        widen(dy).data(), widen(x).data(), widen(gamma).data(), want_mean.data(),
+                                        want_rstd.data(), c.n, c.h, c.zero_centered_gamma, c.accumulate_dx);
+    backend.layernorm_forward(y, mean, rstd, x, gamma, beta, c.n, c.h, 1e-5f, c.zero_centered_gamma);
+    backend.layernorm_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, c.n, c.h, c.zero_centered_gamma,
+                               c.accumulate_dx);
+    require_close("y", y, want_y, 1e-5), require_close("mean", mean, want_mean, 1e-5);
+    require_close("rstd", rstd, want_rstd, 1e-5), require_close("dx", dx, want_dx, 1e-4);
+    require_close("dgamma", dgamma, want_dgamma, 1e-4), require_close("dbeta", dbeta, want_dbeta, 1e-4);
+  }
+}
+
+void check_swiglu(kernel_backend& backend) {
+  std::mt19937 rng(31);
+  for (auto [n, f] : {std::pair{1, 1}, {3, 5}, {7, 129}, {64, 1000}}) {
+    INFO(backend.name() << " swiglu n=" << n << " f=" << f);
+    const std::size_t nf = std::size_t(n) * f;
+    const floats x = random_floats(2 * nf, rng, 4.f), dy = random_floats(nf, rng);
+    floats y(nf), dx(2 * nf);
+    doubles want_y(nf), want_dx(2 * nf);
+    kernels::swiglu_forward<double>(want_y.data(), widen(x).data(), n, f);
+    kernels::swiglu_backward<double>(want_dx.data(), widen(dy).data(), widen(x).data(), n, f);
+    backend.swiglu_forward(y, x, n, f);
+    backend.swiglu_backward(dx, dy, x, n, f);
+    require_close("y", y, want_y, 1e-6), require_close("dx", dx, want_dx, 1e-6);
+  }
+}
+
+void check_gelu(kernel_backend& backend) {
+  std::mt19937 rng(32);
+  for (const bool tanh_form : {false, true})
+    for (const std::size_t count : {std::size_t(1), std::size_t(1023), std::size_t(100003)}) {
+      INFO(backend.name() << " gelu tanh=" << tanh_form << " n=" << count);
+      const floats x = random_floats(count, rng, 6.f), dy = random_floats(count, rng);
+      floats y(count), dx(count);
+      doubles want_y(count), want_dx(count);
+      kernels::gelu_forward<double>(want_y.data(), widen(x).data(), std::int64_t(count), tanh_form);
+      kernels::gelu_backward<double>(want_dx.data(), widen(dy).data(), widen(x).data(), std::int64_t(count), tanh_form);
+      backend.gelu_forward(y, x, tanh_form);
+      backend.gelu_backward(dx, dy, x, tanh_form);
+      // The CPU fp32 path evaluates tanh and erf with vectorized approximations (about 2e-6).
+      require_close("y", y, want_y, 1e-5), require_close("dx", dx, want_dx, 1e-5);
+    }
+}
+
+void check_embedding(kernel_backend& backend) {
+  std::mt19937 rng(41);
+  // One shard [vocab_start, vocab_end) of a vocabulary of 50: ids outside it give zero rows and
+  // no gradient; repeated ids add up.
+  for (auto [n, hidden, beta] : {std::tuple{1, 1, 0.f}, {9, 33, 0.f}, {100, 257, 1.f}}) {
+    INFO(backend.name() << " embedding n=" << n << " hidden=" << hidden << " beta=" << beta);
+    const int vocab_start = 10, vocab_end = 40, rows = vocab_end - vocab_start;
+    std::uniform_int_distribution<int> token(0, 49);
+    ids tokens(n);
+    for (auto& t : tokens) t = token(rng);
+    const floats table = random_floats(std::size_t(rows) * hidden, rng), dout = random_floats(std::size_t(n) * hidden, rng);
+    floats out = random_floats(std::size_t(n) * hidden, rng), dtable = random_floats(table.size(), rng);
+    doubles want_out = widen(out), want_dtable = widen(dtable);
+    kernels::embedding_forward<double>(want_out.data(), widen(table).data(), tokens.data(), n, hidden, vocab_start,
+                                       vocab_end, beta);
+    kernels::embedding_backward<double>(want_dtable.data(), widen(dout).data(), tokens.data(), n, hidden, vocab_start,
+                                        vocab_end);
+    backend.embedding_forward(out, table, tokens, n, hidden, vocab_start, vocab_end, beta);
+    backend.embedding_backward(dtable, dout, tokens, n, hidden, vocab_start, vocab_end);
+    require_close("out", out, want_out, 1e-6), require_close("dtable", dtable, want_dtable, 1e-5);
+  }
+}
+
+void check_cross_entropy(kernel_backend& backend) {
+  std::mt19937 rng(51);
+  for (auto [n, v] : {std::pair{1, 1}, {5, 31}, {33, 1000}, {4, 50257}}) {
+    INFO(backend.name() << " cross_entropy n=" << n << " v=" << v);
+    const int vocab_start = 3;  // a shard: some labels fall outside it
+    std::uniform_int_distribution<int> label(0, v + 5);
+    ids labels(n);
+    for (auto& l : labels) l = label(rng);
+    floats logits = random_floats(std::size_t(n) * v, rng, 8.f), grad_scale = random_floats(n, rng), loss(n);
+    doubles want_logits = widen(logits), row_max(n), sum_exp(n), target(n), want_loss(n);
+    const doubles scale64 = widen(grad_scale);
+    kernels::cross_entropy_row_max<double>(row_max.data(), want_logits.data(), n, v);
+    kernels::cross_entropy_shard_sums<double>(sum_exp.data(), target.data(), want_logits.data(), row_max.data(),
+                                              labels.data(), n, v, vocab_start);
+    kernels::cross_entropy_loss<double>(want_loss.data(), sum_exp.data(), row_max.data(), target.data(), n);
+    kernels::cross_entropy_backward<double>(want_logits.data(), sum_exp.data(), labels.data(), scale64.data(), n, v,
+                                            vocab_start);
+    backend.cross_entropy(loss, logits, labels, grad_scale, n, v, vocab_start);
+    require_close("loss", loss, want_loss, 1e-5), require_close("dlogits", logits, want_logits, 1e-6);
+  }
+}
+
+}  // namespace mactor::testing
