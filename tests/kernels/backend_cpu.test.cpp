@@ -17,3 +17,5 @@ TEST_CASE("cpu backend: embedding matches double", "[backend][cpu]") { check_emb
 TEST_CASE("cpu backend: cross entropy matches double", "[backend][cpu]") {
   check_cross_entropy(*make_cpu_kernel_backend());
 }
+TEST_CASE("cpu backend: rope matches double", "[backend][cpu]") { check_rope(*make_cpu_kernel_backend()); }
+TEST_CASE("cpu backend: adam matches double", "[backend][cpu]") { check_adam(*make_cpu_kernel_backend()); }

@@ -24,3 +24,5 @@ TEST_CASE("cuda backend: swiglu matches double", "[backend][cuda]") { check_swig
 TEST_CASE("cuda backend: gelu matches double", "[backend][cuda]") { check_gelu(*cuda_backend()); }
 TEST_CASE("cuda backend: embedding matches double", "[backend][cuda]") { check_embedding(*cuda_backend()); }
 TEST_CASE("cuda backend: cross entropy matches double", "[backend][cuda]") { check_cross_entropy(*cuda_backend()); }
+TEST_CASE("cuda backend: rope matches double", "[backend][cuda]") { check_rope(*cuda_backend()); }
+TEST_CASE("cuda backend: adam matches double", "[backend][cuda]") { check_adam(*cuda_backend()); }

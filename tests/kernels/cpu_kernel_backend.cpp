@@ -7,7 +7,9 @@
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/rmsnorm.hpp"
+#include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
+#include "model/optimizer_adam.hpp"
 
 namespace mactor::testing {
 
@@ -88,6 +90,40 @@ class cpu_kernel_backend final : public kernel_backend {
     kernels::cross_entropy_loss<float>(loss.data(), sum_exp.data(), row_max.data(), target.data(), n);
     kernels::cross_entropy_backward<float>(logits.data(), sum_exp.data(), labels.data(), grad_scale.data(), n, v,
                                            vocab_start);
+  }
+
+  void rope_apply(floats& x, const floats& cos, const floats& sin, const rope_layout& r, bool interleaved,
+                  bool inverse) override {
+    kernels::rope_apply<float>(x.data(), cos.data(), sin.data(), r.seq, r.batch, r.groups, r.heads_per_group,
+                               r.head_dim, r.rot_dim, r.row_stride, r.group_stride, interleaved, inverse);
+  }
+
+  // The training optimizer itself (model::adam_optimizer), one group holding every tensor.
+  void adam(std::vector<floats>& values, std::vector<floats>& exp_avg, std::vector<floats>& exp_avg_sq,
+            const std::vector<std::vector<floats>>& grads, const adam_settings& settings) override {
+    std::vector<floats> grad(values.size());
+    std::vector<model::optim_param> params;
+    model::param_group group;
+    group.lr = settings.lr, group.weight_decay = settings.weight_decay;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      grad[i].resize(values[i].size());
+      params.push_back({"p" + std::to_string(i), values[i].data(), grad[i].data(), values[i].size()});
+      group.params.push_back(i);
+    }
+    model::adam_options options;
+    options.beta1 = settings.beta1, options.beta2 = settings.beta2, options.eps = settings.eps;
+    options.decoupled_weight_decay = settings.decoupled_weight_decay;
+    model::adam_optimizer optimizer(std::move(params), {group}, options);
+    for (const auto& step_grads : grads) {
+      for (std::size_t i = 0; i < values.size(); ++i) grad[i] = step_grads[i];
+      optimizer.step();
+    }
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const float* m = optimizer.state()[i].exp_avg.fp32_data();
+      const float* v = optimizer.state()[i].exp_avg_sq.fp32_data();
+      exp_avg[i].assign(m, m + values[i].size());
+      exp_avg_sq[i].assign(v, v + values[i].size());
+    }
   }
 };
 

@@ -3,11 +3,13 @@
 #include "tests/kernels/cuda_kernel_backend.hpp"
 
 #include "kernels/cuda/activations.hpp"
+#include "kernels/cuda/adam.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/embedding.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layernorm.hpp"
 #include "kernels/cuda/rmsnorm.hpp"
+#include "kernels/cuda/rope.hpp"
 #include "tensor/cuda/copy.hpp"
 #include "tensor/cuda/device_allocator.hpp"
 #include "tensor/cuda/stream.hpp"
@@ -116,6 +118,40 @@ class cuda_kernel_backend final : public kernel_backend {
     kc::cross_entropy_backward(dlog.as<float>(), sum_exp.as<float>(), dlab.as<std::int32_t>(), dg.as<float>(), n, v,
                                vocab_start, stream_);
     down(loss, dl), down(logits, dlog);
+  }
+
+  void rope_apply(floats& x, const floats& cos, const floats& sin, const rope_layout& r, bool interleaved,
+                  bool inverse) override {
+    auto dx = up(x), dc = up(cos), ds = up(sin);
+    kc::rope_apply(dx.as<float>(), dc.as<float>(), ds.as<float>(), r.seq, r.batch, r.groups, r.heads_per_group,
+                   r.head_dim, r.rot_dim, r.row_stride, r.group_stride, interleaved, inverse, stream_);
+    down(x, dx);
+  }
+
+  void adam(std::vector<floats>& values, std::vector<floats>& exp_avg, std::vector<floats>& exp_avg_sq,
+            const std::vector<std::vector<floats>>& grads, const adam_settings& settings) override {
+    std::vector<device_buffer> value, grad, m, v;
+    std::vector<kc::adam_tensor> tensors;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const floats zeros(values[i].size());
+      value.push_back(up(values[i])), grad.push_back(up(zeros)), m.push_back(up(zeros)), v.push_back(up(zeros));
+      tensors.push_back({value[i].as<float>(), grad[i].as<float>(), m[i].as<float>(), v[i].as<float>(),
+                         std::int64_t(values[i].size())});
+    }
+    kc::adam_hyperparameters h{settings.lr, settings.weight_decay, settings.beta1, settings.beta2, settings.eps,
+                               settings.decoupled_weight_decay, 0};
+    for (const auto& step_grads : grads) {
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const auto bytes = std::int64_t(step_grads[i].size() * sizeof(float));
+        mactor::cuda::copy(grad[i].view(), tensor::const_tensor_view{step_grads[i].data(), {bytes}, byte_type}, stream_);
+      }
+      h.step += 1;
+      kc::adam_step(tensors, h, stream_);
+    }
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      exp_avg[i].resize(values[i].size()), exp_avg_sq[i].resize(values[i].size());
+      down(values[i], value[i]), down(exp_avg[i], m[i]), down(exp_avg_sq[i], v[i]);
+    }
   }
 
  private:

@@ -15,6 +15,18 @@ using floats = std::vector<float>;
 using ids = std::vector<std::int32_t>;
 using bf16s = std::vector<tensor::bfloat16>;
 
+/// How rope_apply sees x: [seq, batch, groups, heads_per_group, head_dim] with strides.
+struct rope_layout {
+  int seq, batch, groups, heads_per_group, head_dim, rot_dim;
+  std::int64_t row_stride, group_stride;
+};
+
+/// Adam's settings for kernel_backend::adam.
+struct adam_settings {
+  double lr = 1e-3, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  bool decoupled_weight_decay = true;
+};
+
 class kernel_backend {
  public:
   virtual ~kernel_backend() = default;
@@ -51,6 +63,15 @@ class kernel_backend {
   /// replaced by their gradient (grad_scale per row).
   virtual void cross_entropy(floats& loss, floats& logits, const ids& labels, const floats& grad_scale, int n, int v,
                              int vocab_start) = 0;
+
+  /// Rotates x in place with the cos/sin tables [seq, rot_dim / 2].
+  virtual void rope_apply(floats& x, const floats& cos, const floats& sin, const rope_layout& r, bool interleaved,
+                          bool inverse) = 0;
+
+  /// grads.size() Adam steps (numbered from 1) on the tensors `values` with moments starting at
+  /// zero, grads[step][tensor] the gradients; returns the moments in exp_avg and exp_avg_sq.
+  virtual void adam(std::vector<floats>& values, std::vector<floats>& exp_avg, std::vector<floats>& exp_avg_sq,
+                    const std::vector<std::vector<floats>>& grads, const adam_settings& settings) = 0;
 };
 
 }  // namespace mactor::testing

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <string>
 
 #include "kernels/cross_entropy.hpp"
@@ -14,6 +15,7 @@
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/rmsnorm.hpp"
+#include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
 
 namespace mactor::testing {
@@ -234,6 +236,79 @@ void check_cross_entropy(kernel_backend& backend) {
                                             vocab_start);
     backend.cross_entropy(loss, logits, labels, grad_scale, n, v, vocab_start);
     require_close("loss", loss, want_loss, 1e-5), require_close("dlogits", logits, want_logits, 1e-6);
+  }
+}
+
+void check_rope(kernel_backend& backend) {
+  std::mt19937 rng(61);
+  // Partial rotation (rot_dim < head_dim), GQA groups, rows wider than the heads (a fused QKV
+  // row), both pair layouts and both directions.
+  const rope_layout layouts[] = {{1, 1, 1, 1, 2, 2, 2, 2},
+                                 {5, 3, 2, 3, 16, 8, 2 * 3 * 16 + 7, 3 * 16},
+                                 {33, 2, 4, 2, 64, 64, 4 * 2 * 64, 2 * 64}};
+  for (const auto& r : layouts)
+    for (const bool interleaved : {false, true})
+      for (const bool inverse : {false, true}) {
+        INFO(backend.name() << " rope seq=" << r.seq << " head_dim=" << r.head_dim << " rot_dim=" << r.rot_dim
+                            << " interleaved=" << interleaved << " inverse=" << inverse);
+        floats cos(std::size_t(r.seq) * r.rot_dim / 2), sin(cos.size());
+        kernels::rope_tables<float>(cos.data(), sin.data(), r.seq, r.rot_dim, kernels::rope_frequencies{});
+        floats x = random_floats(std::size_t(r.seq) * r.batch * r.row_stride, rng);
+        doubles want = widen(x);
+        kernels::rope_apply<double>(want.data(), widen(cos).data(), widen(sin).data(), r.seq, r.batch, r.groups,
+                                    r.heads_per_group, r.head_dim, r.rot_dim, r.row_stride, r.group_stride,
+                                    interleaved, inverse);
+        backend.rope_apply(x, cos, sin, r, interleaved, inverse);
+        require_close("x", x, want, 1e-6);
+      }
+}
+
+namespace {
+
+// Textbook Adam/AdamW in double: the second implementation the backends are held to.
+void reference_adam(std::vector<doubles>& values, std::vector<doubles>& m, std::vector<doubles>& v,
+                    const std::vector<std::vector<floats>>& grads, const adam_settings& a) {
+  for (std::size_t step = 1; step <= grads.size(); ++step) {
+    const double bc1 = 1 - std::pow(a.beta1, double(step)), bc2 = 1 - std::pow(a.beta2, double(step));
+    for (std::size_t t = 0; t < values.size(); ++t)
+      for (std::size_t i = 0; i < values[t].size(); ++i) {
+        double g = grads[step - 1][t][i];
+        double& p = values[t][i];
+        if (a.decoupled_weight_decay) p *= 1 - a.lr * a.weight_decay;
+        else g += a.weight_decay * p;
+        m[t][i] = a.beta1 * m[t][i] + (1 - a.beta1) * g;
+        v[t][i] = a.beta2 * v[t][i] + (1 - a.beta2) * g * g;
+        p -= a.lr / bc1 * m[t][i] / (std::sqrt(v[t][i]) / std::sqrt(bc2) + a.eps);
+      }
+  }
+}
+
+}  // namespace
+
+void check_adam(kernel_backend& backend) {
+  std::mt19937 rng(71);
+  // Tensors of odd sizes, one larger than a chunk of the multi-tensor kernel, 40 of them so a
+  // step needs more than one launch.
+  std::vector<std::size_t> sizes = {1, 7, 1000, 65537 * 2 + 3};
+  for (int i = 0; i < 36; ++i) sizes.push_back(std::size_t(3 + 17 * i));
+  for (const bool decoupled : {true, false}) {
+    INFO(backend.name() << " adam decoupled=" << decoupled);
+    adam_settings settings;
+    settings.decoupled_weight_decay = decoupled;
+    std::vector<floats> values, m(sizes.size()), v(sizes.size());
+    for (auto n : sizes) values.push_back(random_floats(n, rng));
+    std::vector<std::vector<floats>> grads(3);
+    for (auto& step : grads)
+      for (auto n : sizes) step.push_back(random_floats(n, rng, 0.01f));
+    std::vector<doubles> want_values, want_m, want_v;
+    for (const auto& t : values) want_values.push_back(widen(t)), want_m.emplace_back(t.size()), want_v.emplace_back(t.size());
+    reference_adam(want_values, want_m, want_v, grads, settings);
+    backend.adam(values, m, v, grads, settings);
+    for (std::size_t t = 0; t < sizes.size(); ++t) {
+      INFO("tensor " << t << " of " << sizes[t] << " elements");
+      require_close("value", values[t], want_values[t], 1e-6);
+      require_close("exp_avg", m[t], want_m[t], 1e-6), require_close("exp_avg_sq", v[t], want_v[t], 1e-6);
+    }
   }
 }
 

@@ -16,5 +16,7 @@ void check_swiglu(kernel_backend& backend);
 void check_gelu(kernel_backend& backend);
 void check_embedding(kernel_backend& backend);
 void check_cross_entropy(kernel_backend& backend);
+void check_rope(kernel_backend& backend);
+void check_adam(kernel_backend& backend);
 
 }  // namespace mactor::testing
