@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks (issue 24), for a machine with an NVIDIA GPU: builds the GPU targets, runs every
 # GPU test (CTest label gpu: the CUDA device layer, and each CUDA kernel against the CPU kernel in
-# double on random inputs of odd shapes) plus the same checks on the CPU backend, and writes into
-# OUTDIR:
+# double on random inputs of odd shapes) plus the same checks on the CPU backend, then
+# bench_gpu_kernels (GEMM TFLOP/s, kernel GB/s), and writes into OUTDIR:
 #   summary.txt       device, toolkit, build time, one line per test (Passed/Failed/Skipped), verdict
-#   configure.log, build.log, ctest_gpu.log, ctest_cpu.log, nvidia-smi.txt
+#   bench.txt, configure.log, build.log, ctest_gpu.log, ctest_cpu.log, nvidia-smi.txt
 # Designed to finish in well under 8 minutes on one H200 (the build is the bulk: a few minutes on
 # 16 cores from scratch); each phase has its own time limit.
 #
@@ -46,6 +46,7 @@ if [[ "${MACTOR_GPU_CHECK_PREBUILT:-0}" != 1 ]]; then
       { say "FAILED: configure (see configure.log)"; exit 1; }
   fi
   timeout 420 cmake --build "$BUILD" -j"$JOBS" --target tensor_cuda_tests kernels_cuda_tests kernels_backend_tests \
+    bench_gpu_kernels \
     >"$OUT/build.log" 2>&1 || { say "FAILED: build (see build.log)"; exit 1; }
   say "build: $(( $(date +%s) - start )) s on $JOBS cores"
 fi
@@ -63,6 +64,12 @@ say ""
 say "GPU tests (label gpu):"
 grep -E '^ *[0-9]+/[0-9]+ Test' "$OUT/ctest_gpu.log" | sed 's/^ *[0-9]*\/[0-9]* //' | tee -a "$SUMMARY"
 grep -m1 'SKIPPED: no CUDA device' "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //' | tee -a "$SUMMARY"
+
+say ""
+say "bench_gpu_kernels (bench.txt):"
+timeout 150 "$BUILD/bin/bench_gpu_kernels" >"$OUT/bench.txt" 2>&1
+say "  exit status $? (3: no device)"
+cat "$OUT/bench.txt" >>"$SUMMARY"
 
 skipped=$(grep -cE 'Test +#.*Skipped' "$OUT/ctest_gpu.log")
 failed=$(grep -cE 'Test +#.*(Failed|Timeout|Exception)' "$OUT/ctest_gpu.log")
