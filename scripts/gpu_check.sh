@@ -24,6 +24,7 @@ fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 BUILD=${2:-$ROOT/build-gpu}
+mkdir -p "$BUILD" && BUILD=$(cd "$BUILD" && pwd)
 JOBS=$(nproc)
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
@@ -68,7 +69,8 @@ grep -m1 'SKIPPED: no CUDA device' "$OUT/ctest_gpu.log" | sed 's/^[0-9]*: //' | 
 say ""
 say "bench_gpu_kernels (bench.txt):"
 timeout 150 "$BUILD/bin/bench_gpu_kernels" >"$OUT/bench.txt" 2>&1
-say "  exit status $? (3: no device)"
+bench_status=$?
+say "  exit status $bench_status (3: no device)"
 cat "$OUT/bench.txt" >>"$SUMMARY"
 
 skipped=$(grep -cE 'Test +#.*Skipped' "$OUT/ctest_gpu.log")
