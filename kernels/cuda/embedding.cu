@@ -12,7 +12,7 @@ __global__ void embedding_forward_kernel(float* out, const float* table, const s
   const long long i = blockIdx.x;
   const int id = ids[i];
   const bool inside = id >= vocab_start && id < vocab_end;
-  const float* row = table + (long long)(id - vocab_start) * hidden;
+  const float* row = inside ? table + (long long)(id - vocab_start) * hidden : nullptr;
   float* o = out + i * hidden;
   for (int j = threadIdx.x; j < hidden; j += blockDim.x) {
     const float v = inside ? row[j] : 0.f;

@@ -123,6 +123,7 @@ cublasLtMatmulAlgo_t pick_algorithm(lt_context& ctx, descriptors& d, const void*
 void matmul(cudaDataType_t type, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void* a,
             int lda, const void* b, int ldb, float beta, void* c, int ldc, stream_handle s) {
   if (m == 0 || n == 0) return;
+  if (k == 0) throw mactor::cuda::cuda_error("cuda::gemm: k = 0 (c = beta * c) is not supported on a CUDA device yet");
   lt_context& ctx = context();
   descriptors d;
   describe(d, type, trans_a, trans_b, m, n, k, lda, ldb, ldc);

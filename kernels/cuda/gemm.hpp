@@ -9,7 +9,8 @@ namespace mactor::kernels::cuda {
 
 /// c[m, n] = alpha * op(a) · op(b) + beta * c, all row-major with leading dimensions lda/ldb/ldc;
 /// op(a) is [m, k] (a is [k, m] when trans_a), op(b) is [k, n] (b is [n, k] when trans_b).
-/// fp32 in and out, computed in full fp32 (no TF32).
+/// fp32 in and out, computed in full fp32 (no TF32). k = 0 throws cuda_error (the CPU kernel
+/// scales c by beta; no layer multiplies over an empty dimension).
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
           int ldb, float beta, float* c, int ldc, stream_handle s = nullptr);
 

@@ -22,6 +22,13 @@ TEST_CASE("cuda device count is zero exactly when a reason is given", "[cuda][de
   if (count > 0) CHECK_FALSE(cuda::describe_device(0).empty());
 }
 
+TEST_CASE("cuda device memory on a missing device is an error naming it", "[cuda][detect]") {
+  const int missing = cuda::device_count();  // one past the last device (0 without any)
+  CHECK_THROWS_WITH(cuda::device_allocator(missing),
+                    Catch::Contains("no CUDA device " + std::to_string(missing)));
+  CHECK_THROWS_AS(cuda::device_buffer({4}, tensor::dtype::float32, missing), cuda::cuda_error);
+}
+
 TEST_CASE("cuda copies a tensor to the device and back", "[cuda][device]") {
   mactor::testing::require_cuda_device();
   std::vector<float> host(1001), back(1001, -1.f);
