@@ -107,11 +107,10 @@ void bench_row_kernels(mactor::cuda::stream_handle s) {
   const int n = 8192, h = 4096, f = 11008;
   const double nh = double(n) * h * 4;  // bytes of one [n, h] fp32 tensor
   const std::string dims = std::to_string(n) + "x" + std::to_string(h);
-  auto x = filled(std::int64_t(n) * h, tensor::dtype::float32, s), dy = filled(std::int64_t(n) * h, tensor::dtype::float32, s);
-  auto gamma = filled(h, tensor::dtype::float32, s), beta = filled(h, tensor::dtype::float32, s);
-  device_buffer y({std::int64_t(n) * h}, tensor::dtype::float32), dx({std::int64_t(n) * h}, tensor::dtype::float32);
-  device_buffer mean({n}, tensor::dtype::float32), rstd({n}, tensor::dtype::float32), dgamma({h}, tensor::dtype::float32),
-      dbeta({h}, tensor::dtype::float32);
+  const auto f32 = tensor::dtype::float32;
+  const std::int64_t count = std::int64_t(n) * h;
+  auto x = filled(count, f32, s), dy = filled(count, f32, s), gamma = filled(h, f32, s), beta = filled(h, f32, s);
+  device_buffer y({count}, f32), dx({count}, f32), mean({n}, f32), rstd({n}, f32), dgamma({h}, f32), dbeta({h}, f32);
   float *X = x.as<float>(), *Y = y.as<float>(), *G = gamma.as<float>(), *R = rstd.as<float>();
   row("rmsnorm fwd", dims, time_ms(s, [&] { kc::rmsnorm_forward(Y, R, X, G, n, h, 1e-5f, false, s); }), 0, 2 * nh);
   row("rmsnorm bwd", dims, time_ms(s, [&] {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/grid_stride.cuh"
 
 namespace mactor::kernels::cuda {
 
@@ -20,7 +21,7 @@ int blocks_for(long long n) { return int(std::min<long long>(detail::blocks_for(
 __device__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
 
 __global__ void swiglu_forward_kernel(float* y, const float* x, long long count, int f) {
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < count; e += (long long)gridDim.x * blockDim.x) {
+  for (long long e = detail::first_element(); e < count; e += detail::grid_stride()) {
     const long long row = e / f, j = e % f;
     const float gate = x[row * 2 * f + j], up = x[row * 2 * f + f + j];
     y[e] = gate * sigmoid(gate) * up;
@@ -28,7 +29,7 @@ __global__ void swiglu_forward_kernel(float* y, const float* x, long long count,
 }
 
 __global__ void swiglu_backward_kernel(float* dx, const float* dy, const float* x, long long count, int f) {
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < count; e += (long long)gridDim.x * blockDim.x) {
+  for (long long e = detail::first_element(); e < count; e += detail::grid_stride()) {
     const long long row = e / f, j = e % f;
     const float gate = x[row * 2 * f + j], up = x[row * 2 * f + f + j];
     const float s = sigmoid(gate);
@@ -52,12 +53,12 @@ __device__ float gelu_slope(float v, bool tanh_form) {
 }
 
 __global__ void gelu_forward_kernel(float* y, const float* x, long long n, bool tanh_form) {
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x)
+  for (long long e = detail::first_element(); e < n; e += detail::grid_stride())
     y[e] = gelu_value(x[e], tanh_form);
 }
 
 __global__ void gelu_backward_kernel(float* dx, const float* dy, const float* x, long long n, bool tanh_form) {
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x)
+  for (long long e = detail::first_element(); e < n; e += detail::grid_stride())
     dx[e] = dy[e] * gelu_slope(x[e], tanh_form);
 }
 

@@ -42,7 +42,9 @@ struct rmsnorm_dgamma_term {
   const float* dy;
   const float* x;
   const float* rstd;
-  __device__ float operator()(long long row, int j, int h) const { return dy[row * h + j] * x[row * h + j] * rstd[row]; }
+  __device__ float operator()(long long row, int j, int h) const {
+    return dy[row * h + j] * x[row * h + j] * rstd[row];
+  }
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/grid_stride.cuh"
 
 namespace mactor::kernels::cuda {
 
@@ -18,8 +19,7 @@ struct rope_shape {
 
 __global__ void rope_apply_kernel(float* x, const float* cos, const float* sin, rope_shape r, long long pairs,
                                   float sign) {
-  for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < pairs;
-       e += (long long)gridDim.x * blockDim.x) {
+  for (long long e = detail::first_element(); e < pairs; e += detail::grid_stride()) {
     const int i = int(e % r.half);
     long long rest = e / r.half;
     const int h = int(rest % r.heads_per_group);

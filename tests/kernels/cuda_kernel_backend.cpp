@@ -143,7 +143,8 @@ class cuda_kernel_backend final : public kernel_backend {
     for (const auto& step_grads : grads) {
       for (std::size_t i = 0; i < values.size(); ++i) {
         const auto bytes = std::int64_t(step_grads[i].size() * sizeof(float));
-        mactor::cuda::copy(grad[i].view(), tensor::const_tensor_view{step_grads[i].data(), {bytes}, byte_type}, stream_);
+        const tensor::const_tensor_view host{step_grads[i].data(), {bytes}, byte_type};
+        mactor::cuda::copy(grad[i].view(), host, stream_);
       }
       h.step += 1;
       kc::adam_step(tensors, h, stream_);

@@ -204,7 +204,8 @@ void check_embedding(kernel_backend& backend) {
     std::uniform_int_distribution<int> token(0, 49);
     ids tokens(n);
     for (auto& t : tokens) t = token(rng);
-    const floats table = random_floats(std::size_t(rows) * hidden, rng), dout = random_floats(std::size_t(n) * hidden, rng);
+    const floats table = random_floats(std::size_t(rows) * hidden, rng);
+    const floats dout = random_floats(std::size_t(n) * hidden, rng);
     floats out = random_floats(std::size_t(n) * hidden, rng), dtable = random_floats(table.size(), rng);
     doubles want_out = widen(out), want_dtable = widen(dtable);
     kernels::embedding_forward<double>(want_out.data(), widen(table).data(), tokens.data(), n, hidden, vocab_start,
@@ -301,7 +302,10 @@ void check_adam(kernel_backend& backend) {
     for (auto& step : grads)
       for (auto n : sizes) step.push_back(random_floats(n, rng, 0.01f));
     std::vector<doubles> want_values, want_m, want_v;
-    for (const auto& t : values) want_values.push_back(widen(t)), want_m.emplace_back(t.size()), want_v.emplace_back(t.size());
+    for (const auto& t : values) {
+      want_values.push_back(widen(t));
+      want_m.emplace_back(t.size()), want_v.emplace_back(t.size());
+    }
     reference_adam(want_values, want_m, want_v, grads, settings);
     backend.adam(values, m, v, grads, settings);
     for (std::size_t t = 0; t < sizes.size(); ++t) {
