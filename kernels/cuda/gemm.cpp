@@ -82,7 +82,7 @@ cublasLtMatrixLayout_t layout_of(cudaDataType_t type, int rows, int cols, int ld
 
 // The operation and the three layouts. Column-major: the first operand is the stored b (op =
 // trans_b), the second the stored a (op = trans_a); c is read (beta) and written in place.
-void describe(descriptors& d, cudaDataType_t type, bool trans_a, bool trans_b, int m, int n, int k, int lda,
+void describe(descriptors& d, cudaDataType_t type, cudaDataType_t c_type, bool trans_a, bool trans_b, int m, int n, int k, int lda,
               int ldb, int ldc) {
   check_cublas(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -93,7 +93,7 @@ void describe(descriptors& d, cudaDataType_t type, bool trans_a, bool trans_b, i
                "cublasLtMatmulDescSetAttribute");
   d.a = trans_b ? layout_of(type, n, k, ldb) : layout_of(type, k, n, ldb);
   d.b = trans_a ? layout_of(type, k, m, lda) : layout_of(type, m, k, lda);
-  d.c = layout_of(type, m, n, ldc);
+  d.c = layout_of(c_type, m, n, ldc);
 }
 
 // cuBLASLt's first choice for these descriptors within our workspace and the operands' alignment.
@@ -120,13 +120,13 @@ cublasLtMatmulAlgo_t pick_algorithm(lt_context& ctx, descriptors& d, const void*
   return heuristic.algo;
 }
 
-void matmul(cudaDataType_t type, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void* a,
+void matmul(cudaDataType_t type, cudaDataType_t c_type, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const void* a,
             int lda, const void* b, int ldb, float beta, void* c, int ldc, stream_handle s) {
   if (m == 0 || n == 0) return;
   if (k == 0) throw mactor::cuda::cuda_error("cuda::gemm: k = 0 (c = beta * c) is not supported on a CUDA device yet");
   lt_context& ctx = context();
   descriptors d;
-  describe(d, type, trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  describe(d, type, c_type, trans_a, trans_b, m, n, k, lda, ldb, ldc);
   const cublasLtMatmulAlgo_t algo = pick_algorithm(ctx, d, a, b, c);
   check_cublas(cublasLtMatmul(ctx.handle, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c, &algo,
                               ctx.workspace, workspace_bytes, s),
@@ -137,12 +137,17 @@ void matmul(cudaDataType_t type, bool trans_a, bool trans_b, int m, int n, int k
 
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
           int ldb, float beta, float* c, int ldc, stream_handle s) {
-  matmul(CUDA_R_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, s);
+  matmul(CUDA_R_32F, CUDA_R_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, s);
 }
 
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const tensor::bfloat16* a, int lda,
           const tensor::bfloat16* b, int ldb, float beta, tensor::bfloat16* c, int ldc, stream_handle s) {
-  matmul(CUDA_R_16BF, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, s);
+  matmul(CUDA_R_16BF, CUDA_R_16BF, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, s);
+}
+
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const tensor::bfloat16* a, int lda,
+          const tensor::bfloat16* b, int ldb, float beta, float* c, int ldc, stream_handle s) {
+  matmul(CUDA_R_16BF, CUDA_R_32F, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, s);
 }
 
 }  // namespace mactor::kernels::cuda

@@ -18,4 +18,9 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const tensor::bfloat16* a, int lda,
           const tensor::bfloat16* b, int ldb, float beta, tensor::bfloat16* c, int ldc, stream_handle s = nullptr);
 
+/// bf16 a and b into an fp32 c (a weight gradient accumulated into fp32 main grads with beta 1,
+/// as Megatron's --gradient-accumulation-fusion does).
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const tensor::bfloat16* a, int lda,
+          const tensor::bfloat16* b, int ldb, float beta, float* c, int ldc, stream_handle s = nullptr);
+
 }  // namespace mactor::kernels::cuda

@@ -38,6 +38,11 @@ class cpu_kernel_backend final : public kernel_backend {
     for (std::size_t i = 0; i < c.size(); ++i) c[i] = tensor::to_bfloat16(c32[i]);
   }
 
+  void gemm_bf16_fp32_out(bool ta, bool tb, int m, int n, int k, float alpha, const bf16s& a, int lda,
+                          const bf16s& b, int ldb, float beta, floats& c, int ldc) override {
+    kernels::gemm<float>(ta, tb, m, n, k, alpha, widen(a).data(), lda, widen(b).data(), ldb, beta, c.data(), ldc);
+  }
+
   void rmsnorm_forward(floats& y, floats& rstd, const floats& x, const floats& gamma, int n, int h, float eps,
                        bool zc) override {
     kernels::rmsnorm_forward<float>(y.data(), rstd.data(), x.data(), gamma.data(), n, h, eps, zc);

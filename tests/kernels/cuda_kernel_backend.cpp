@@ -39,6 +39,14 @@ class cuda_kernel_backend final : public kernel_backend {
     down(c, dc);
   }
 
+  void gemm_bf16_fp32_out(bool ta, bool tb, int m, int n, int k, float alpha, const bf16s& a, int lda,
+                          const bf16s& b, int ldb, float beta, floats& c, int ldc) override {
+    auto da = up(a), db = up(b), dc = up(c);
+    kc::gemm(ta, tb, m, n, k, alpha, da.as<tensor::bfloat16>(), lda, db.as<tensor::bfloat16>(), ldb, beta,
+             dc.as<float>(), ldc, stream_);
+    down(c, dc);
+  }
+
   void rmsnorm_forward(floats& y, floats& rstd, const floats& x, const floats& gamma, int n, int h, float eps,
                        bool zc) override {
     auto dy = up(y), dr = up(rstd), dx = up(x), dg = up(gamma);

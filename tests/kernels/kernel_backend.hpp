@@ -37,6 +37,9 @@ class kernel_backend {
   /// bf16 operands and result, fp32 accumulation.
   virtual void gemm_bf16(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const bf16s& a, int lda,
                          const bf16s& b, int ldb, float beta, bf16s& c, int ldc) = 0;
+  /// bf16 operands, fp32 result (accumulated into with beta).
+  virtual void gemm_bf16_fp32_out(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const bf16s& a,
+                                  int lda, const bf16s& b, int ldb, float beta, floats& c, int ldc) = 0;
 
   virtual void rmsnorm_forward(floats& y, floats& rstd, const floats& x, const floats& gamma, int n, int h, float eps,
                                bool zero_centered_gamma) = 0;

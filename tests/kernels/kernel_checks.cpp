@@ -75,33 +75,45 @@ void check_gemm(kernel_backend& backend) {
   }
 }
 
+namespace {
+
+bf16s to_bf16(const floats& v) {
+  bf16s out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = tensor::to_bfloat16(v[i]);
+  return out;
+}
+
+doubles to_doubles(const bf16s& v) {
+  doubles out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = tensor::to_float(v[i]);
+  return out;
+}
+
+}  // namespace
+
+// bf16 operands (exact in fp32 and double), into a bf16 c and into an fp32 c.
 void check_gemm_bf16(kernel_backend& backend) {
   std::mt19937 rng(12);
   for (const auto& g : gemm_cases) {
     INFO(backend.name() << " bf16 gemm " << g.trans_a << g.trans_b << " m=" << g.m << " n=" << g.n << " k=" << g.k);
     const int lda = g.trans_a ? g.m : g.k, ldb = g.trans_b ? g.k : g.n, ldc = g.n;
-    auto to_bf16 = [](const floats& v) {
-      bf16s out(v.size());
-      for (std::size_t i = 0; i < v.size(); ++i) out[i] = tensor::to_bfloat16(v[i]);
-      return out;
-    };
-    auto to_doubles = [](const bf16s& v) {
-      doubles out(v.size());
-      for (std::size_t i = 0; i < v.size(); ++i) out[i] = tensor::to_float(v[i]);
-      return out;
-    };
     const bf16s a = to_bf16(random_floats(std::size_t(g.m) * g.k, rng));
     const bf16s b = to_bf16(random_floats(std::size_t(g.k) * g.n, rng));
+    const doubles a64 = to_doubles(a), b64 = to_doubles(b);
     bf16s c = to_bf16(random_floats(std::size_t(g.m) * g.n, rng));
-    doubles want = to_doubles(c);
-    kernels::gemm<double>(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, to_doubles(a).data(), lda,
-                          to_doubles(b).data(), ldb, g.beta, want.data(), ldc);
+    floats c32 = random_floats(std::size_t(g.m) * g.n, rng);
+    doubles want = to_doubles(c), want32 = widen(c32);
+    kernels::gemm<double>(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a64.data(), lda, b64.data(), ldb, g.beta,
+                          want.data(), ldc);
+    kernels::gemm<double>(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a64.data(), lda, b64.data(), ldb, g.beta,
+                          want32.data(), ldc);
     backend.gemm_bf16(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a, lda, b, ldb, g.beta, c, ldc);
+    backend.gemm_bf16_fp32_out(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a, lda, b, ldb, g.beta, c32, ldc);
     floats got(c.size());
     for (std::size_t i = 0; i < c.size(); ++i) got[i] = tensor::to_float(c[i]);
-    // The inputs are exact in fp32; the error is the result's rounding to bf16 (2^-8 relative)
-    // plus fp32 accumulation.
-    require_close("c", got, want, 1.0 / 128);
+    // The error is fp32 accumulation, plus for a bf16 c its rounding to bf16 (2^-8 relative).
+    require_close("bf16 c", got, want, 1.0 / 128);
+    require_close("fp32 c", c32, want32, 2e-5 * std::sqrt(double(g.k)));
   }
 }
 
