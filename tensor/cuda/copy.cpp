@@ -32,6 +32,20 @@ void copy(tensor::tensor_view dst, tensor::const_tensor_view src, stream_handle 
                 "cudaMemcpyAsync");
 }
 
+device_buffer to_device(tensor::const_tensor_view host, int index, stream_handle s) {
+  device_buffer d(host.shape, host.type, index);
+  copy(d, host, s);
+  detail::check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  return d;
+}
+
+tensor::tensor to_host(tensor::const_tensor_view device, tensor::memory_kind kind, stream_handle s) {
+  tensor::tensor t(device.shape, device.type, kind);
+  copy(t.view(), device, s);
+  detail::check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  return t;
+}
+
 void zero(tensor::tensor_view dst, stream_handle s) {
   if (dst.where.type != tensor::device_type::cuda)
     throw tensor::tensor_error("cuda::zero: a tensor on " + tensor::to_string(dst.where) + ", not a CUDA device");

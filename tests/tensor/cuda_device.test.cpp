@@ -2,6 +2,7 @@
 // host<->device copies of tensors, streams and events (skipped without one).
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <vector>
 
 #include "tensor/cuda/copy.hpp"
@@ -45,6 +46,19 @@ TEST_CASE("cuda copies a tensor to the device and back", "[cuda][device]") {
   s.synchronize();
   CHECK(back == std::vector<float>(1001, 0.f));
   CHECK_THROWS_AS(cuda::copy(a, tensor::view_of(std::span<const float>(host.data(), 10)), s), tensor::tensor_error);
+}
+
+TEST_CASE("cuda moves a mactor tensor to the device and back", "[cuda][device]") {
+  mactor::testing::require_cuda_device();
+  tensor::tensor host({3, 5}, tensor::dtype::bfloat16, tensor::memory_kind::other);
+  auto elements = host.host<tensor::bfloat16>();
+  for (std::size_t i = 0; i < elements.size(); ++i) elements[i] = tensor::to_bfloat16(float(i) - 4.5f);
+  const cuda::device_buffer on_device = cuda::to_device(host);
+  CHECK(on_device.view().shape == host.shape());
+  CHECK(on_device.view().where == tensor::device{tensor::device_type::cuda, 0});
+  const tensor::tensor back = cuda::to_host(on_device, tensor::memory_kind::other);
+  CHECK(back.shape() == host.shape());
+  CHECK(std::memcmp(back.data(), host.data(), host.nbytes()) == 0);
 }
 
 TEST_CASE("cuda device allocator reuses blocks and tracks peaks", "[cuda][device]") {
