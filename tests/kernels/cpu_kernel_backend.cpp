@@ -1,0 +1,139 @@
+// The CPU kernels (fp32) behind the kernel_backend interface.
+#include "tests/kernels/cpu_kernel_backend.hpp"
+
+#include "kernels/cross_entropy.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/gelu.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/layernorm.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/rope.hpp"
+#include "kernels/swiglu.hpp"
+#include "model/optimizer_adam.hpp"
+
+namespace mactor::testing {
+
+namespace {
+
+floats widen(const bf16s& v) {
+  floats out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = tensor::to_float(v[i]);
+  return out;
+}
+
+class cpu_kernel_backend final : public kernel_backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const floats& a, int lda, const floats& b, int ldb,
+            float beta, floats& c, int ldc) override {
+    kernels::gemm<float>(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+  }
+
+  // As a GPU does it: widen exactly, compute in fp32, round the result to nearest-even.
+  void gemm_bf16(bool ta, bool tb, int m, int n, int k, float alpha, const bf16s& a, int lda, const bf16s& b,
+                 int ldb, float beta, bf16s& c, int ldc) override {
+    floats c32 = widen(c);
+    kernels::gemm<float>(ta, tb, m, n, k, alpha, widen(a).data(), lda, widen(b).data(), ldb, beta, c32.data(), ldc);
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = tensor::to_bfloat16(c32[i]);
+  }
+
+  void gemm_bf16_fp32_out(bool ta, bool tb, int m, int n, int k, float alpha, const bf16s& a, int lda,
+                          const bf16s& b, int ldb, float beta, floats& c, int ldc) override {
+    kernels::gemm<float>(ta, tb, m, n, k, alpha, widen(a).data(), lda, widen(b).data(), ldb, beta, c.data(), ldc);
+  }
+
+  void rmsnorm_forward(floats& y, floats& rstd, const floats& x, const floats& gamma, int n, int h, float eps,
+                       bool zc) override {
+    kernels::rmsnorm_forward<float>(y.data(), rstd.data(), x.data(), gamma.data(), n, h, eps, zc);
+  }
+  void rmsnorm_backward(floats& dx, floats& dgamma, const floats& dy, const floats& x, const floats& gamma,
+                        const floats& rstd, int n, int h, bool zc, bool acc) override {
+    kernels::rmsnorm_backward<float>(dx.data(), dgamma.data(), dy.data(), x.data(), gamma.data(), rstd.data(), n, h,
+                                     zc, acc);
+  }
+  void layernorm_forward(floats& y, floats& mean, floats& rstd, const floats& x, const floats& gamma,
+                         const floats& beta, int n, int h, float eps, bool zc) override {
+    kernels::layernorm_forward<float>(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(),
+                                      beta.empty() ? nullptr : beta.data(), n, h, eps, zc);
+  }
+  void layernorm_backward(floats& dx, floats& dgamma, floats& dbeta, const floats& dy, const floats& x,
+                          const floats& gamma, const floats& mean, const floats& rstd, int n, int h, bool zc,
+                          bool acc) override {
+    kernels::layernorm_backward<float>(dx.data(), dgamma.data(), dbeta.empty() ? nullptr : dbeta.data(), dy.data(),
+                                       x.data(), gamma.data(), mean.data(), rstd.data(), n, h, zc, acc);
+  }
+
+  void swiglu_forward(floats& y, const floats& x, int n, int f) override {
+    kernels::swiglu_forward<float>(y.data(), x.data(), n, f);
+  }
+  void swiglu_backward(floats& dx, const floats& dy, const floats& x, int n, int f) override {
+    kernels::swiglu_backward<float>(dx.data(), dy.data(), x.data(), n, f);
+  }
+  void gelu_forward(floats& y, const floats& x, bool tanh_form) override {
+    kernels::gelu_forward<float>(y.data(), x.data(), std::int64_t(x.size()), tanh_form);
+  }
+  void gelu_backward(floats& dx, const floats& dy, const floats& x, bool tanh_form) override {
+    kernels::gelu_backward<float>(dx.data(), dy.data(), x.data(), std::int64_t(x.size()), tanh_form);
+  }
+
+  void embedding_forward(floats& out, const floats& table, const ids& tokens, int n, int hidden, int vocab_start,
+                         int vocab_end, float beta) override {
+    kernels::embedding_forward<float>(out.data(), table.data(), tokens.data(), n, hidden, vocab_start, vocab_end, beta);
+  }
+  void embedding_backward(floats& dtable, const floats& dout, const ids& tokens, int n, int hidden, int vocab_start,
+                          int vocab_end) override {
+    kernels::embedding_backward<float>(dtable.data(), dout.data(), tokens.data(), n, hidden, vocab_start, vocab_end);
+  }
+
+  void cross_entropy(floats& loss, floats& logits, const ids& labels, const floats& grad_scale, int n, int v,
+                     int vocab_start) override {
+    floats row_max(n), sum_exp(n), target(n);
+    kernels::cross_entropy_row_max<float>(row_max.data(), logits.data(), n, v);
+    kernels::cross_entropy_shard_sums<float>(sum_exp.data(), target.data(), logits.data(), row_max.data(),
+                                             labels.data(), n, v, vocab_start);
+    kernels::cross_entropy_loss<float>(loss.data(), sum_exp.data(), row_max.data(), target.data(), n);
+    kernels::cross_entropy_backward<float>(logits.data(), sum_exp.data(), labels.data(), grad_scale.data(), n, v,
+                                           vocab_start);
+  }
+
+  void rope_apply(floats& x, const floats& cos, const floats& sin, const rope_layout& r, bool interleaved,
+                  bool inverse) override {
+    kernels::rope_apply<float>(x.data(), cos.data(), sin.data(), r.seq, r.batch, r.groups, r.heads_per_group,
+                               r.head_dim, r.rot_dim, r.row_stride, r.group_stride, interleaved, inverse);
+  }
+
+  // The training optimizer itself (model::adam_optimizer), one group holding every tensor.
+  void adam(std::vector<floats>& values, std::vector<floats>& exp_avg, std::vector<floats>& exp_avg_sq,
+            const std::vector<std::vector<floats>>& grads, const adam_settings& settings) override {
+    std::vector<floats> grad(values.size());
+    std::vector<model::optim_param> params;
+    model::param_group group;
+    group.lr = settings.lr, group.weight_decay = settings.weight_decay;
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      grad[i].resize(values[i].size());
+      params.push_back({"p" + std::to_string(i), values[i].data(), grad[i].data(), values[i].size()});
+      group.params.push_back(i);
+    }
+    model::adam_options options;
+    options.beta1 = settings.beta1, options.beta2 = settings.beta2, options.eps = settings.eps;
+    options.decoupled_weight_decay = settings.decoupled_weight_decay;
+    model::adam_optimizer optimizer(std::move(params), {group}, options);
+    for (const auto& step_grads : grads) {
+      for (std::size_t i = 0; i < values.size(); ++i) grad[i] = step_grads[i];
+      optimizer.step();
+    }
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const float* m = optimizer.state()[i].exp_avg.fp32_data();
+      const float* v = optimizer.state()[i].exp_avg_sq.fp32_data();
+      exp_avg[i].assign(m, m + values[i].size());
+      exp_avg_sq[i].assign(v, v + values[i].size());
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<kernel_backend> make_cpu_kernel_backend() { return std::make_unique<cpu_kernel_backend>(); }
+
+}  // namespace mactor::testing
