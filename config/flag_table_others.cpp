@@ -37,6 +37,10 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
                                     "which the input gradient's terms are summed differs (rounding level, as Megatron's "
                                     "own docs say); mactor computes the shared expert in line"},
       {"moe_router_fusion", performance_only},
+      {"overlap_moe_expert_parallel_comm", "performance-only: Megatron's combined 1F1B schedule runs one micro-batch's "
+                                           "forward beside another's backward so that each one's expert all-to-all hides "
+                                           "behind the other's compute; the results are the same; mactor runs the "
+                                           "all-to-alls in line (Megatron's rules for the flag are checked)"},
       {"moe_pad_expert_input_to_capacity", "performance-only: Megatron fills each expert to capacity with "
                                            "probability-0 tokens, whose output and gradients are zero; mactor does not "
                                            "pad, with the same numbers"},

@@ -136,6 +136,17 @@ void moe_rules(validation_context& c) {  // rules 99-101, 111, 112, 114
     c.require(m.moe_token_dispatcher_type == "alltoall" || m.moe_token_dispatcher_type == "flex",
               "--overlap-moe-expert-parallel-comm needs the alltoall or flex dispatcher");
     c.require(c.a.mixed_precision.bf16 || c.a.mixed_precision.fp16, "--overlap-moe-expert-parallel-comm needs --bf16 or --fp16");
+    const auto& d = c.a.distributed;
+    if (d.pipeline_model_parallel_size > 1)
+      c.require(c.a.derived.virtual_pipeline_model_parallel_size.has_value(),
+                "--overlap-moe-expert-parallel-comm with --pipeline-model-parallel-size > 1 needs virtual pipeline stages "
+                "(--num-layers-per-virtual-pipeline-stage or --num-virtual-stages-per-pipeline-rank)");
+    const auto& t = c.a.training;
+    c.require(t.recompute_granularity != "full", "--overlap-moe-expert-parallel-comm cannot be combined with --recompute-granularity full");
+    c.require(!t.recompute_method, "--overlap-moe-expert-parallel-comm cannot be combined with --recompute-method");
+    c.require(!t.recompute_num_layers, "--overlap-moe-expert-parallel-comm cannot be combined with --recompute-num-layers");
+    c.require(!m.moe_shared_expert_overlap, "--overlap-moe-expert-parallel-comm cannot be combined with --moe-shared-expert-overlap");
+    c.require(c.a.network_size.mtp_num_layers.value_or(1) == 1, "--overlap-moe-expert-parallel-comm allows at most one MTP layer (--mtp-num-layers 1)");
   }
 }
 

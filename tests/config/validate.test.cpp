@@ -189,6 +189,24 @@ TEST_CASE("rule 112: top-1 softmax routing needs pre-softmax") {
   CHECK(with_base({"--num-experts", "4", "--moe-router-topk", "1", "--moe-router-pre-softmax"}).report.ok());
 }
 
+TEST_CASE("rule 114: the expert all-to-all overlap needs expert parallelism, 16-bit, virtual stages with pipelining and no layer recompute") {
+  const std::vector<std::string> moe = {"--num-experts", "4", "--moe-router-topk", "2", "--expert-model-parallel-size", "2",
+                                        "--moe-token-dispatcher-type", "alltoall", "--overlap-moe-expert-parallel-comm"};
+  auto with = [&](std::vector<std::string> extra, int world) {
+    auto flags = base_flags();
+    flags.insert(flags.end(), moe.begin(), moe.end());
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return validate_flags(flags, world);
+  };
+  CHECK(with({}, 2).has_error("--overlap-moe-expert-parallel-comm needs --bf16 or --fp16"));
+  CHECK(with({"--bf16"}, 2).report.ok());
+  CHECK(with({"--bf16", "--pipeline-model-parallel-size", "2"}, 4).has_error("needs virtual pipeline stages"));
+  CHECK(with({"--bf16", "--recompute-granularity", "full", "--recompute-method", "uniform"}, 2)
+            .has_error("cannot be combined with --recompute-granularity full"));
+  CHECK(with({"--bf16", "--moe-shared-expert-intermediate-size", "32", "--moe-shared-expert-overlap"}, 2)
+            .has_error("cannot be combined with --moe-shared-expert-overlap"));
+}
+
 TEST_CASE("rule 118: the global batch must split into whole microbatches") {
   auto v = with_base({"--global-batch-size", "7"});
   CHECK(v.has_error("--global-batch-size=7 is not divisible by --micro-batch-size=2 x data-parallel size 1 = 2"));
