@@ -14,6 +14,7 @@
 
 #include "checkpoint/checkpoint_reader.hpp"
 #include "tests/training/launch_support.hpp"
+#include "tests/training/tiny_moe_flags.hpp"
 
 namespace fs = std::filesystem;
 using namespace mactor::test;
@@ -22,16 +23,7 @@ namespace {
 
 constexpr std::size_t iterations = 8;
 
-std::string moe_flags() {
-  return "--mock-data --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 32 "
-         "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 16 --train-iters 8 --lr-decay-iters 8 "
-         "--lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 "
-         "--init-method-std 0.05 --tokenizer-type NullTokenizer --vocab-size 4095 --log-interval 1 --eval-interval 4 "
-         "--eval-iters 1 --seed 9 --hidden-dropout 0 --attention-dropout 0 --disable-bias-linear --swiglu "
-         "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 32 --moe-layer-freq '([0]*1+[1]*3)' "
-         "--moe-aux-loss-coeff 0.1 --moe-z-loss-coeff 0.01 --moe-token-dispatcher-type alltoall "
-         "--use-distributed-optimizer";
-}
+std::string moe_flags() { return tiny_moe_flags() + " --use-distributed-optimizer"; }
 
 struct moe_run {
   logged_losses losses;
