@@ -113,6 +113,7 @@ group process_groups::pp_group() const { return dense_group(kind::pp, 0b1000); }
 group process_groups::dp_cp_group() const { return dense_group(kind::dp_cp, 0b0110); }
 group process_groups::model_parallel_group() const { return dense_group(kind::mp, 0b1001); }
 group process_groups::tp_cp_group() const { return dense_group(kind::tp_cp, 0b0011); }
+group process_groups::tp_dp_cp_group() const { return dense_group(kind::tp_dp_cp, 0b0111); }
 group process_groups::ep_group() const { return expert_group(kind::ep, 0b0010); }
 group process_groups::expert_tp_group() const { return expert_group(kind::etp, 0b0001); }
 group process_groups::expert_dp_group() const { return expert_group(kind::edp, 0b0100); }

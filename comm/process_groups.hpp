@@ -67,6 +67,9 @@ class process_groups {
   /// Tensor and context parallel together (Megatron's tp_cp group: the ranks holding the parts
   /// of one micro-batch's sequences).
   group tp_cp_group() const;
+  /// Tensor, data and context parallel together (Megatron's tp_dp_cp group: the ranks of one
+  /// pipeline stage).
+  group tp_dp_cp_group() const;
   group ep_group() const;
   group expert_tp_group() const;
   group expert_dp_group() const;
@@ -78,7 +81,7 @@ class process_groups {
   int pipeline_prev() const;
 
  private:
-  enum class kind : std::uint32_t { tp = 1, cp, dp, pp, dp_cp, mp, ep, etp, edp, tp_cp };
+  enum class kind : std::uint32_t { tp = 1, cp, dp, pp, dp_cp, mp, ep, etp, edp, tp_cp, tp_dp_cp };
   // Dimensions are named in the order (tp, cp, dp, pp) and its expert counterpart; these map
   // them onto the rank's mixed-radix digits, fastest first.
   std::array<int, 4> radices(const std::array<int, 4>& named) const;

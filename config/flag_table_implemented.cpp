@@ -463,7 +463,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                          "probs = sigmoid for k = 1, else the softmax over all experts, no aux loss); "
                                          "the list form (aux_loss seq_aux_loss, one --moe-aux-loss-coeff each) adds "
                                          "both losses and logs both, and ignores none and sinkhorn in a list as Megatron "
-                                         "does; global_aux_loss is refused"},
+                                         "does; global_aux_loss: aux_loss with the tokens per expert summed over "
+                                         "every tensor-, data- and context-parallel rank and averaged over the global "
+                                         "batch's micro-batches so far, logged as global_load_balancing_loss"},
       {"moe_apply_probs_on_input", "the routing probability multiplies each expert's input rows instead of the "
                                    "activation's output (top-1 only, as Megatron asserts)"},
       {"moe_layer_recompute", "selective recomputation with the moe module (and core_attn unless --recompute-modules "

@@ -127,7 +127,7 @@ class gpt_chunk {
   }
   /// Adds each local MoE layer's auxiliary losses of its last forward (divided by their
   /// coefficients, as Megatron's tracker holds them) to totals[k * config().num_layers + layer],
-  /// k = 0 load_balancing_loss, 1 seq_load_balancing_loss, 2 z_loss; layer is global, 0-based.
+  /// k as moe_aux_loss_kinds orders them; layer is global, 0-based.
   /// The MoE routers of this chunk's layers, in layer order (empty for a dense model).
   std::vector<moe_router*> moe_routers() {
     std::vector<moe_router*> out;
@@ -145,7 +145,8 @@ class gpt_chunk {
         const std::size_t layer = std::size_t(layout_.layer_begin) + i, n = std::size_t(config_.num_layers);
         totals[layer] += l.load_balancing_loss;
         totals[n + layer] += l.seq_load_balancing_loss;
-        totals[2 * n + layer] += l.z_loss;
+        totals[2 * n + layer] += l.global_load_balancing_loss;
+        totals[3 * n + layer] += l.z_loss;
       }
   }
   /// The backward scale of the multi-token prediction losses (Megatron's

@@ -11,7 +11,9 @@ namespace mactor::model {
 
 /// --moe-router-load-balancing-type: the auxiliary loss added to the router's logits' gradient.
 /// sinkhorn: Megatron's S-BASE routing (no auxiliary loss; balanced choices in training).
-enum class moe_load_balancing { aux_loss, seq_aux_loss, sinkhorn, none };
+/// global_aux_loss: aux_loss with the tokens per expert of every data-, tensor- and
+/// context-parallel rank, averaged over the global batch's micro-batches so far.
+enum class moe_load_balancing { aux_loss, seq_aux_loss, global_aux_loss, sinkhorn, none };
 /// --moe-router-score-function.
 enum class moe_score_function { softmax, sigmoid };
 

@@ -15,6 +15,9 @@ struct moe_groups {
   /// The experts' tensor-parallel group when its size differs from the tensor-parallel group's
   /// (null: the experts are whole, or split over the tensor-parallel group).
   group* expert_tensor_parallel = nullptr;
+  /// Megatron's tp_dp_cp group: every rank routing tokens of the global batch at this stage
+  /// (--moe-router-load-balancing-type global_aux_loss counts their tokens). Null: this rank alone.
+  group* global_batch = nullptr;
 };
 
 }  // namespace mactor::model

@@ -22,7 +22,7 @@ gpt_model_config shared_expert_config(gpt_model_config c) {
 moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& c, moe_groups groups)
     : hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel),
       expert_tensor_parallel_(c.moe.expert_tensor_parallel_size), local_experts_(c.moe.local_experts()),
-      router_(store, name + ".router", c, groups.sequence_shards),
+      router_(store, name + ".router", c, groups.sequence_shards, groups.global_batch),
       dispatcher_(c.moe.num_experts, c.moe.router_topk), experts_(store, name + ".experts", c) {
   group* ep = groups.expert_parallel;
   if (expert_tensor_parallel_ > 1 && expert_tensor_parallel_ != c.tensor_model_parallel_size) {

@@ -16,7 +16,7 @@
 
 namespace mactor::model {
 moe_router::moe_router(parameter_store& store, const std::string& name, const gpt_model_config& c,
-                       group* sequence_shards)
+                       group* sequence_shards, group* global_batch)
     : weight_(store.add(name + ".weight", {c.moe.num_experts, c.hidden_size}, tp_split::replicated,
                         init_kind::normal, c.init_method_std)),
       experts_(c.moe.num_experts), topk_(c.moe.router_topk), hidden_(c.hidden_size),
@@ -26,8 +26,11 @@ moe_router::moe_router(parameter_store& store, const std::string& name, const gp
       sigmoid_(c.moe.score_function == moe_score_function::sigmoid), groups_(c.moe.router_num_groups),
       group_topk_(c.moe.router_group_topk), scaling_(c.moe.router_topk_scaling_factor),
       balancing_(c.moe.load_balancing),
-      balance_{{{false, c.moe.balancing_coeff(moe_load_balancing::aux_loss), {}},
-                 {true, c.moe.balancing_coeff(moe_load_balancing::seq_aux_loss), {}}}},
+      balance_{{{false, c.moe.balancing_coeff(moe_load_balancing::aux_loss), {}, shards_, num_shards_},
+                 {true, c.moe.balancing_coeff(moe_load_balancing::seq_aux_loss), {}, shards_, num_shards_},
+                 {false, c.moe.balancing_coeff(moe_load_balancing::global_aux_loss), {},
+                  global_batch && global_batch->size() > 1 ? global_batch : nullptr,
+                  global_batch ? global_batch->size() : 1, true}}},
       z_coeff_(c.moe.z_loss_coeff),
       capacity_factor_(c.moe.expert_capacity_factor), drop_by_position_(c.moe.drop_by_position),
       bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate), router_dtype_(c.moe.router_dtype),

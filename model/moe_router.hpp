@@ -22,8 +22,12 @@ namespace mactor::model {
 struct moe_aux_losses {
   double load_balancing_loss = 0;      // aux_loss
   double seq_load_balancing_loss = 0;  // seq_aux_loss
+  double global_load_balancing_loss = 0;  // global_aux_loss
   double z_loss = 0;
 };
+/// The kinds a MoE model's per-layer loss tracker holds, in this order: load_balancing_loss,
+/// seq_load_balancing_loss, global_load_balancing_loss, z_loss.
+constexpr int moe_aux_loss_kinds = 4;
 
 class moe_router {
  public:
@@ -31,8 +35,12 @@ class moe_router {
   /// sequence_shards: the ranks holding the other parts of each micro-batch's sequences (the
   /// context-parallel group): the load-balancing losses sum their tokens per expert over it and
   /// count its tokens (Megatron's tp_cp_group), and the z-loss's coefficient is divided by its size.
+  /// global_batch: the ranks whose tokens global_aux_loss counts (Megatron's tp_dp_cp group).
   moe_router(parameter_store& store, const std::string& name, const gpt_model_config& config,
-             group* sequence_shards = nullptr);
+             group* sequence_shards = nullptr, group* global_batch = nullptr);
+  /// Megatron's reset_global_aux_loss_tracker: global_aux_loss's running count of tokens per
+  /// expert restarts (after every global batch).
+  void reset_global_tokens();
   /// Routes x[rows, hidden] (rows in [seq, batch] order). Training adds the auxiliary losses.
   /// With a router dtype, x and the weight are widened to it first. With --moe-input-jitter-eps
   /// x is first multiplied by noise drawn from noise_stream (in training and evaluation alike,
@@ -109,8 +117,14 @@ class moe_router {
     bool seq_level;
     double coeff;
     std::vector<double> tokens_per_expert;
+    group* ranks = nullptr;  // whose tokens count with this rank's (null: none)
+    int num_ranks = 1;       // its size
+    bool running = false;    // global_aux_loss: the counts averaged over the micro-batches so far
   };
-  std::array<balance_term, 2> balance_;  // aux_loss, seq_aux_loss (both with the list form)
+  /// aux_loss, seq_aux_loss, global_aux_loss (several with the list form).
+  std::array<balance_term, 3> balance_;
+  std::vector<double> global_tokens_;  // global_aux_loss: the running sum [experts]
+  int global_steps_ = 0;
   /// Fills b's token counts; returns its loss divided by its coefficient.
   double balance_loss(balance_term& b);
   std::optional<double> z_coeff_;

@@ -1,5 +1,6 @@
 // The router's auxiliary losses (Megatron's switch_load_balancing_loss_func at the micro-batch
-// (aux_loss) and sequence (seq_aux_loss) level, each with its own coefficient, and the z-loss)
+// (aux_loss), sequence (seq_aux_loss) and global batch (global_aux_loss) level, each with its own
+// coefficient, and the z-loss)
 // and their gradients through the scores into the logits.
 #include <cmath>
 #include <numeric>
@@ -17,7 +18,7 @@ void moe_router::aux_losses_forward() {
   losses_ = {};
   for (auto& b : balance_) b.tokens_per_expert.clear();
   if (!training_) return;
-  if (balance_[0].coeff > 0 || balance_[1].coeff > 0) {
+  if (balance_[0].coeff > 0 || balance_[1].coeff > 0 || balance_[2].coeff > 0) {
     if (sigmoid_) {  // compute_routing_scores_for_aux_loss: sigmoid normalized over the experts
       aux_scores_ = sigmoid_scores_;
       for (int t = 0; t < rows_; ++t) {
@@ -26,14 +27,21 @@ void moe_router::aux_losses_forward() {
         for (int e = 0; e < E; ++e) a[e] /= z;
       }
     }
-    for (auto& b : balance_)
-      if (b.coeff > 0) (b.seq_level ? losses_.seq_load_balancing_loss : losses_.load_balancing_loss) = balance_loss(b);
+    double* loss_of[] = {&losses_.load_balancing_loss, &losses_.seq_load_balancing_loss,
+                         &losses_.global_load_balancing_loss};
+    for (std::size_t i = 0; i < balance_.size(); ++i)
+      if (balance_[i].coeff > 0) *loss_of[i] = balance_loss(balance_[i]);
   }
   if (z_coeff_) {
     double sq = 0;
     for (double v : lse_) sq += v * v;
     losses_.z_loss = sq / rows_;
   }
+}
+
+void moe_router::reset_global_tokens() {
+  global_tokens_.clear();
+  global_steps_ = 0;
 }
 
 double moe_router::balance_loss(balance_term& b) {
@@ -48,9 +56,19 @@ double moe_router::balance_loss(balance_term& b) {
     for (int e = 0; e < E; ++e) score_sums[std::size_t(g) * E + e] += a[e];
   }
   // The tokens the other shards of these sequences routed count too (Megatron's reduction over
-  // tp_cp_group); the scores stay this rank's, so the shards' losses sum to the whole one.
-  if (shards_) shards_->all_reduce_sum(b.tokens_per_expert.data(), b.tokens_per_expert.size());
-  const double n = double(b.seq_level ? seq_ : rows_) * num_shards_;
+  // tp_cp_group, or tp_dp_cp_group for global_aux_loss); the scores stay this rank's, so the
+  // shards' losses sum to the whole one.
+  if (b.ranks) b.ranks->all_reduce_sum(b.tokens_per_expert.data(), b.tokens_per_expert.size());
+  if (b.running) {
+    // Megatron's fp32 running sum over the global batch's micro-batches and its mean.
+    if (global_tokens_.empty()) global_tokens_.assign(std::size_t(E), 0.0);
+    ++global_steps_;
+    for (int e = 0; e < E; ++e) {
+      global_tokens_[e] = static_cast<float>(global_tokens_[e] + b.tokens_per_expert[e]);
+      b.tokens_per_expert[e] = static_cast<float>(static_cast<float>(global_tokens_[e]) / static_cast<float>(global_steps_));
+    }
+  }
+  const double n = double(b.seq_level ? seq_ : rows_) * b.num_ranks;
   double sum = 0;
   for (std::size_t i = 0; i < score_sums.size(); ++i) sum += score_sums[i] * b.tokens_per_expert[i];
   return sum * E / (k * n * n) / groups;  // the loss divided by its coefficient
@@ -90,7 +108,7 @@ void moe_router::add_aux_loss_gradients(std::vector<double>& dlogits, double sca
   std::vector<double> g;
   for (const auto& b : balance_) {
     if (b.tokens_per_expert.empty()) continue;
-    const double n = double(b.seq_level ? seq_ : rows_) * num_shards_;
+    const double n = double(b.seq_level ? seq_ : rows_) * b.num_ranks;
     const double groups = b.seq_level ? batch_ : 1;
     const double c = unit * b.coeff * E / (k * n * n) / groups;
     g.resize(std::size_t(rows_) * E, 0.0);

@@ -64,7 +64,8 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   // nargs='+': a single value may arrive as a one-element list.
   const auto* types = std::get_if<std::vector<std::string>>(&m.moe_router_load_balancing_type);
   const auto* type = types && types->size() == 1 ? &types->front() : std::get_if<std::string>(&m.moe_router_load_balancing_type);
-  s.load_balancing = type && *type == "seq_aux_loss" ? model::moe_load_balancing::seq_aux_loss
+  s.load_balancing = type && *type == "seq_aux_loss"      ? model::moe_load_balancing::seq_aux_loss
+                     : type && *type == "global_aux_loss" ? model::moe_load_balancing::global_aux_loss
                      : type && *type == "sinkhorn"   ? model::moe_load_balancing::sinkhorn
                      : type && *type == "none"       ? model::moe_load_balancing::none
                                                      : model::moe_load_balancing::aux_loss;
@@ -78,6 +79,7 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
       // Megatron looks the list up for aux_loss, seq_aux_loss and global_aux_loss only.
       if (t == "aux_loss") s.load_balancing_list.emplace_back(model::moe_load_balancing::aux_loss, coeffs[i]);
       if (t == "seq_aux_loss") s.load_balancing_list.emplace_back(model::moe_load_balancing::seq_aux_loss, coeffs[i]);
+      if (t == "global_aux_loss") s.load_balancing_list.emplace_back(model::moe_load_balancing::global_aux_loss, coeffs[i]);
     }
     s.load_balancing = model::moe_load_balancing::none;
   }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <variant>
 
+#include "model/moe_router.hpp"
+
 namespace mactor::training {
 namespace {
 
@@ -32,7 +34,7 @@ std::vector<moe_metric> moe_metrics(const config::megatron_args& a, const std::v
   std::vector<moe_metric> out;
   if (!a.moe.num_experts) return out;
   const int layers = int(a.network_size.num_layers.value_or(0));
-  if (layers <= 0 || losses.size() != 3 * std::size_t(layers)) return out;
+  if (layers <= 0 || losses.size() != model::moe_aux_loss_kinds * std::size_t(layers)) return out;
   const int moe_layers = num_moe_layers(a, layers);
   auto add = [&](const char* name, int k) {
     moe_metric m;
@@ -46,10 +48,12 @@ std::vector<moe_metric> moe_metrics(const config::megatron_args& a, const std::v
     m.value = moe_layers > 0 ? sum / static_cast<float>(moe_layers) : 0.0f;
     out.push_back(std::move(m));
   };
-  if (a.moe.moe_z_loss_coeff) add("z_loss", 2);
-  // The tracker's order: the router saves aux_loss's, then seq_aux_loss's, whatever the list's order.
+  if (a.moe.moe_z_loss_coeff) add("z_loss", 3);
+  // The tracker's order: the router saves aux_loss's, then seq_aux_loss's, then global_aux_loss's,
+  // whatever the list's order.
   if (balances_with(a, "aux_loss")) add("load_balancing_loss", 0);
   if (balances_with(a, "seq_aux_loss")) add("seq_load_balancing_loss", 1);
+  if (balances_with(a, "global_aux_loss")) add("global_load_balancing_loss", 2);
   return out;
 }
 

@@ -15,9 +15,9 @@ struct moe_metric {
 };
 
 /// The tracked names in Megatron's tracker order (z_loss first: the router saves it before the
-/// load-balancing loss), from report_losses ([3 * num_layers]: load_balancing_loss,
-/// seq_load_balancing_loss, z_loss by layer, already divided by the micro-batch count and
-/// reduced over the ranks). Empty without --num-experts.
+/// load-balancing loss), from report_losses ([model::moe_aux_loss_kinds * num_layers]:
+/// load_balancing_loss, seq_load_balancing_loss, global_load_balancing_loss, z_loss by layer,
+/// already divided by the micro-batch count and reduced over the ranks). Empty without --num-experts.
 std::vector<moe_metric> moe_metrics(const config::megatron_args& a, const std::vector<double>& report_losses);
 
 }  // namespace mactor::training

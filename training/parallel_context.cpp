@@ -14,6 +14,14 @@
 namespace mactor::training {
 namespace {
 
+// Whether --moe-router-load-balancing-type names global_aux_loss (alone or in the list form).
+bool names_global_aux_loss(const config::megatron_args& a) {
+  const auto& t = a.moe.moe_router_load_balancing_type;
+  if (const auto* one = std::get_if<std::string>(&t)) return *one == "global_aux_loss";
+  const auto& list = std::get<std::vector<std::string>>(t);
+  return std::find(list.begin(), list.end(), "global_aux_loss") != list.end();
+}
+
 comm::process_groups make_groups(const config::megatron_args& a, const comm::launch_env& env) {
   comm::parallel_sizes s;
   s.tp = static_cast<int>(a.distributed.tensor_model_parallel_size);
@@ -127,6 +135,10 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   dp_ = make(groups_.dp_cp_group(), groups_.cp() > 1 ? "data-parallel (with context-parallel)" : "data-parallel");
   if (groups_.tp() > 1 && groups_.cp() > 1)
     tp_cp_group_ = std::make_unique<owning_group>(make(groups_.tp_cp_group(), "tensor and context parallel"));
+  if (a.moe.num_experts && names_global_aux_loss(a)) {
+    const auto g = groups_.tp_dp_cp_group();
+    if (g.ranks.size() > 1) global_batch_group_ = std::make_unique<owning_group>(make(g, "tensor, data and context parallel"));
+  }
   if (a.moe.num_experts) {
     const auto ep = groups_.ep_group();
     ep_rank_ = static_cast<int>(std::find(ep.ranks.begin(), ep.ranks.end(), env.rank) - ep.ranks.begin());
@@ -199,6 +211,7 @@ parallel_context::~parallel_context() {
   cp_group_.reset();
   tp_cp_group_.reset();
   etp_group_.reset();
+  global_batch_group_.reset();
   ep_group_.reset();
   dp_.reset(), ep_.reset(), expert_dp_.reset(), intra_.reset(), instances_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
   transport_.reset();

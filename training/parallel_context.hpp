@@ -52,6 +52,9 @@ class parallel_context {
   /// The experts' tensor-parallel group as the model takes it, when its size is neither 1 nor
   /// the tensor-parallel size (null otherwise), and this rank's place in it.
   model::group* expert_tensor_parallel_group() { return etp_group_.get(); }
+  /// Megatron's tp_dp_cp group as the model takes it, made for --moe-router-load-balancing-type
+  /// global_aux_loss (null otherwise, or when this stage has one rank).
+  model::group* global_batch_group() { return global_batch_group_.get(); }
   int expert_tp_rank() const { return expert_tp_rank_; }
   /// The expert-parallel group as the model takes it (the MoE token all-to-all).
   model::group& expert_parallel_group() { return *ep_group_; }
@@ -96,7 +99,7 @@ class parallel_context {
   int local_rank_ = 0;
   std::unique_ptr<comm::transport> transport_;
   std::unique_ptr<comm::communicator> dp_, ep_, expert_dp_, intra_, instances_, mp_, embedding_, world_;
-  std::unique_ptr<model::group> tp_group_, cp_group_, tp_cp_group_, ep_group_, etp_group_;
+  std::unique_ptr<model::group> tp_group_, cp_group_, tp_cp_group_, ep_group_, etp_group_, global_batch_group_;
   int ep_rank_ = 0, expert_dp_rank_ = 0, expert_tp_rank_ = 0;
   int optimizer_instance_ = 0;
   std::vector<const comm::watched_communicator*> watched_;

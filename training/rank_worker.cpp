@@ -251,18 +251,22 @@ iteration_report rank_worker::finish_iteration() {
   // before the optimizer step, whose --overlap-param-gather all-gather then runs on that group
   // in the background.
   auto moe_losses = engine_.moe_aux_losses();
+  const int dp_cp = ctx_.data_parallel() ? ctx_.data_parallel()->size() : 1;
   if (auto* dp = ctx_.data_parallel(); dp && !moe_losses.empty()) {
     dp->all_reduce(std::span<double>(moe_losses));
-    for (auto& v : moe_losses) v /= dp->size();
+    for (auto& v : moe_losses) v /= dp_cp;
   }
   // The replica then sums its tensor- and context-parallel ranks' values: Megatron's tp_cp
-  // reduction of the load-balancing losses. The z-loss has none: Megatron logs its mean over
-  // data x context parallel on the last rank, so the last tensor-parallel rank's values count,
-  // each context-parallel rank's divided by cp.
+  // reduction of the load-balancing losses. global_aux_loss's is over tp x dp x cp: its data-
+  // parallel sum is kept, each context-parallel rank's share divided by cp. The z-loss has none:
+  // Megatron logs its mean over data x context parallel on the last rank, so the last
+  // tensor-parallel rank's values count, each context-parallel rank's divided by cp.
   if (!moe_losses.empty()) {
     const int cp = ctx_.groups().cp(), tp = ctx_.groups().tp();
     const bool last_tp = ctx_.tp_rank() == tp - 1;
-    for (std::size_t i = 2 * moe_losses.size() / 3; i < moe_losses.size(); ++i) moe_losses[i] = last_tp ? moe_losses[i] / cp : 0.0;
+    const std::size_t n = moe_losses.size() / model::moe_aux_loss_kinds;
+    for (std::size_t i = 2 * n; i < 3 * n; ++i) moe_losses[i] *= double(dp_cp) / cp;
+    for (std::size_t i = 3 * n; i < 4 * n; ++i) moe_losses[i] = last_tp ? moe_losses[i] / cp : 0.0;
   }
   // Megatron's MTPLossLoggingHelper.reduce_loss_in_tracker: the mean over the data-parallel group.
   auto mtp_losses = engine_.mtp_losses();

@@ -45,7 +45,8 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
     traced_tp_ = std::make_unique<traced_group>(ctx.tensor_parallel(), trace_);
   for (const auto& l : layout_.chunks)
     chunks_.emplace_back(config, traced_tp_ ? static_cast<model::group&>(*traced_tp_) : ctx.tensor_parallel(), l,
-                         &ctx.context_parallel(), model::moe_groups{&ctx.expert_parallel_group(), ctx.sequence_shards(), ctx.expert_tensor_parallel_group()});
+                         &ctx.context_parallel(), model::moe_groups{&ctx.expert_parallel_group(), ctx.sequence_shards(), ctx.expert_tensor_parallel_group(),
+                                           ctx.global_batch_group()});
   std::int64_t rank_parameters = 0;
   for (auto& chunk : chunks_)
     for (const auto& p : chunk.parameters()) rank_parameters += static_cast<std::int64_t>(p.numel);
@@ -244,7 +245,7 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
   const auto r = chunk.forward(a.microbatch, b.view(), input ? input->view() : tensor::const_tensor_view{},
                                output.view(), !forward_only_, !forward_only_, scale, step);
   if (chunk.config().moe.enabled() && !forward_only_) {
-    moe_losses_.resize(3 * std::size_t(chunk.config().num_layers), 0.0);
+    moe_losses_.resize(model::moe_aux_loss_kinds * std::size_t(chunk.config().num_layers), 0.0);
     chunk.add_moe_aux_losses(moe_losses_);
     for (auto* router : chunk.moe_routers()) router->count_routed_tokens();
   }

@@ -58,6 +58,9 @@ void stage_engine::finalize_grads() {
 // Megatron's _update_router_expert_bias: every router's tokens per expert of this global batch,
 // summed over the tensor-, context- and data-parallel ranks (each routes its own tokens), move its bias.
 void stage_engine::update_router_expert_biases() {
+  // Megatron's reset_model_temporary_tensors: global_aux_loss's running counts restart too.
+  for (auto& c : chunks_)
+    for (auto* r : c.moe_routers()) r->reset_global_tokens();
   std::vector<model::moe_router*> routers;
   for (auto& c : chunks_)
     for (auto* r : c.moe_routers())

@@ -118,3 +118,18 @@ TEST_CASE("MoE with tensor parallelism is refused without sequence parallelism")
   const auto r = launch(2, moe_flags() + " --tensor-model-parallel-size 2", 2);
   CHECK(r.err.find("needs --sequence-parallel") != std::string::npos);
 }
+
+TEST_CASE("global_aux_loss over TP2 logs one process's losses, and over DP2 counts both replicas' tokens") {
+  const std::string flags = moe_flags() + " --moe-router-load-balancing-type global_aux_loss";
+  const auto r1 = launch(1, flags), tp2 = launch(2, flags + " --tensor-model-parallel-size 2 --sequence-parallel"),
+             dp2 = launch(2, flags);
+  const auto one = logged_values(r1.out, "global_load_balancing_loss");
+  REQUIRE(one.size() == iterations);
+  check_same(logged_values(tp2.out, "global_load_balancing_loss"), one, "global_load_balancing_loss, TP2", 2);
+  check_same(parse_losses(tp2.out).train, parse_losses(r1.out).train, "lm loss with global_aux_loss, TP2", 2);
+  // Data parallelism changes the tokens each micro-batch's loss counts (the global batch's).
+  const auto spread = logged_values(dp2.out, "global_load_balancing_loss");
+  REQUIRE(spread.size() == iterations);
+  CHECK(spread != one);
+  CHECK(logged_values(r1.out, "load_balancing_loss").empty());
+}
