@@ -62,8 +62,6 @@ void mtp_combinations(const megatron_args& a, std::vector<std::string>& errors) 
     refuse("--context-parallel-size " + std::to_string(cp) + " (roll_tensor across the context-parallel ranks)",
            "use --context-parallel-size 1");
   if (a.transformer_engine.fp8) refuse("--fp8-format", "drop --fp8-format");
-  if (a.moe.num_experts && *a.moe.num_experts > 0)
-    refuse("--num-experts (MoE layers in the MTP depths)", "drop --num-experts");
   if (a.training.calculate_per_token_loss) refuse("--calculate-per-token-loss", "drop --calculate-per-token-loss");
   if (a.mixed_precision.fp32_residual_connection)
     refuse("--fp32-residual-connection", "drop --fp32-residual-connection");

@@ -126,7 +126,7 @@ class gpt_chunk {
         if (auto* m = l->moe()) m->set_aux_loss_scale(scale);
   }
   /// Adds each local MoE layer's auxiliary losses of its last forward (divided by their
-  /// coefficients, as Megatron's tracker holds them) to totals[k * config().num_layers + layer],
+  /// coefficients, as Megatron's tracker holds them) to totals[k * (num_layers + mtp_num_layers) + layer],
   /// k as moe_aux_loss_kinds orders them; layer is global, 0-based.
   /// The MoE routers of this chunk's layers, in layer order (empty for a dense model).
   std::vector<moe_router*> moe_routers() {
@@ -139,15 +139,21 @@ class gpt_chunk {
     return out;
   }
   void add_moe_aux_losses(std::vector<double>& totals) const {
+    const std::size_t n = std::size_t(config_.num_layers + config_.mtp_num_layers);
+    auto add = [&](const moe_layer& m, std::size_t layer) {
+      const auto& l = m.router().aux_losses();
+      totals[layer] += l.load_balancing_loss;
+      totals[n + layer] += l.seq_load_balancing_loss;
+      totals[2 * n + layer] += l.global_load_balancing_loss;
+      totals[3 * n + layer] += l.z_loss;
+    };
     for (std::size_t i = 0; i < layers_.size(); ++i)
-      if (const auto* m = layers_[i].moe()) {
-        const auto& l = m->router().aux_losses();
-        const std::size_t layer = std::size_t(layout_.layer_begin) + i, n = std::size_t(config_.num_layers);
-        totals[layer] += l.load_balancing_loss;
-        totals[n + layer] += l.seq_load_balancing_loss;
-        totals[2 * n + layer] += l.global_load_balancing_loss;
-        totals[3 * n + layer] += l.z_loss;
-      }
+      if (const auto* m = layers_[i].moe()) add(*m, std::size_t(layout_.layer_begin) + i);
+    // Megatron builds the MTP depths' transformer layers with the default layer number, so their
+    // routers log into the entry of this stage's first layer.
+    if (mtp_)
+      for (auto* l : mtp_->layers())
+        if (const auto* m = l->moe()) add(*m, std::size_t(layout_.layer_begin));
   }
   /// The backward scale of the multi-token prediction losses (Megatron's
   /// MTPLossAutoScaler.set_loss_scale: the loss scale / the number of micro-batches).

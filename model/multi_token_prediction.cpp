@@ -66,6 +66,12 @@ std::vector<transformer_layer*> multi_token_prediction::layers() {
   return out;
 }
 
+std::vector<const transformer_layer*> multi_token_prediction::layers() const {
+  std::vector<const transformer_layer*> out;
+  for (const auto& d : depths_) out.push_back(&d.layer);
+  return out;
+}
+
 // eh_proj on [enorm(emb), hnorm(h)] (d.cat), its column blocks all-gathered into d.x (this
 // rank's sequence shard under sequence parallelism).
 void multi_token_prediction::project_forward(const parameter_store& store, group& tp, depth& d) {

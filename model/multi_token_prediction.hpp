@@ -43,6 +43,7 @@ class multi_token_prediction {
                          int tp_size, int word, moe_groups moe = {});
   int depths() const { return int(depths_.size()); }
   std::vector<transformer_layer*> layers();
+  std::vector<const transformer_layer*> layers() const;
 
   /// Every depth's forward from h0 (the decoder's output after its final norm, this rank's
   /// [local rows, hidden]); ids [seq * batch] in [seq, batch] order (all rows). Keeps what the

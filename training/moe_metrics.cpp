@@ -33,9 +33,12 @@ bool balances_with(const config::megatron_args& a, const std::string& type) {
 std::vector<moe_metric> moe_metrics(const config::megatron_args& a, const std::vector<double>& losses) {
   std::vector<moe_metric> out;
   if (!a.moe.num_experts) return out;
-  const int layers = int(a.network_size.num_layers.value_or(0));
+  // Megatron's tracker has an entry for each MTP depth too, and counts each depth as a MoE layer.
+  const int decoder_layers = int(a.network_size.num_layers.value_or(0));
+  const int depths = int(a.network_size.mtp_num_layers.value_or(0));
+  const int layers = decoder_layers + depths;
   if (layers <= 0 || losses.size() != model::moe_aux_loss_kinds * std::size_t(layers)) return out;
-  const int moe_layers = num_moe_layers(a, layers);
+  const int moe_layers = num_moe_layers(a, decoder_layers) + depths;
   auto add = [&](const char* name, int k) {
     moe_metric m;
     m.name = name;

@@ -245,7 +245,7 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
   const auto r = chunk.forward(a.microbatch, b.view(), input ? input->view() : tensor::const_tensor_view{},
                                output.view(), !forward_only_, !forward_only_, scale, step);
   if (chunk.config().moe.enabled() && !forward_only_) {
-    moe_losses_.resize(model::moe_aux_loss_kinds * std::size_t(chunk.config().num_layers), 0.0);
+    moe_losses_.resize(model::moe_aux_loss_kinds * std::size_t(chunk.config().num_layers + chunk.config().mtp_num_layers), 0.0);
     chunk.add_moe_aux_losses(moe_losses_);
     for (auto* router : chunk.moe_routers()) router->count_routed_tokens();
   }

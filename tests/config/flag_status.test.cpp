@@ -243,7 +243,11 @@ TEST_CASE("multi-token prediction is implemented and its unbuilt combinations ar
   };
   refused({"--context-parallel-size", "2"}, "--context-parallel-size 2");
   refused({"--fp8-format", "hybrid"}, "--fp8-format");
-  refused({"--num-experts", "4", "--disable-bias-linear"}, "--num-experts");
+  {  // MoE depths are built
+    auto words = mtp;
+    words.insert(words.end(), {"--num-experts", "4", "--disable-bias-linear"});
+    CHECK(check_support(parse_command_line(words, "pretrain_gpt").args).errors.empty());
+  }
   refused({"--calculate-per-token-loss"}, "--calculate-per-token-loss");
   refused({"--bf16", "--fp32-residual-connection"}, "--fp32-residual-connection");
   refused({"--pipeline-model-parallel-size", "2", "--untie-embeddings-and-output-weights"},

@@ -133,3 +133,22 @@ TEST_CASE("global_aux_loss over TP2 logs one process's losses, and over DP2 coun
   CHECK(spread != one);
   CHECK(logged_values(r1.out, "load_balancing_loss").empty());
 }
+
+TEST_CASE("multi-token prediction with a MoE depth over TP2 x EP2 and PP2 x EP2 logs one process's losses") {
+  const std::string flags = moe_flags() + " --use-distributed-optimizer --mtp-num-layers 1 --position-embedding-type rope";
+  const auto r1 = launch(1, flags);
+  const auto one = parse_losses(r1.out);
+  REQUIRE(one.train.size() == iterations);
+  for (const std::string layout : {"--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2",
+                                   "--pipeline-model-parallel-size 2 --expert-model-parallel-size 2"}) {
+    INFO("layout: " << layout);
+    const auto spread = launch(4, flags + " " + layout);
+    check_same(parse_losses(spread.out).train, one.train, ("lm loss with a MoE MTP depth, " + layout).c_str(), 4);
+    for (const char* key : {"mtp_1 loss", "load_balancing_loss"}) {
+      const auto want = logged_values(r1.out, key);
+      REQUIRE(want.size() == iterations);
+      check_same(logged_values(spread.out, key), want, (std::string(key) + ", " + layout).c_str(), 4);
+    }
+    check_same(logged_values(spread.out, "grad norm"), logged_values(r1.out, "grad norm"), ("grad norm, " + layout).c_str(), 4, 5e-3);
+  }
+}
