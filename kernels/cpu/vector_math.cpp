@@ -3,6 +3,8 @@
 
 #include <limits>
 
+#include "kernels/gelu_constants.hpp"
+
 namespace mactor::kernels::detail {
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -28,12 +30,7 @@ float exp_shifted_sum(float* row, int n, float shift) {
 }  // namespace mactor::kernels::detail
 
 namespace mactor::kernels::detail {
-namespace {
-constexpr float inv_sqrt2 = 0.70710678118654752440f;
-constexpr float inv_sqrt_2pi = 0.39894228040143267794f;
-constexpr float sqrt_2_over_pi = 0.79788456080286535588f;
-constexpr float tanh_coeff = 0.044715f;
-}  // namespace
+using namespace gelu_constants;
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 void gelu_forward_f32(float* y, const float* x, std::int64_t n, bool tanh_form) {

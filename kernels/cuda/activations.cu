@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/block_reduce.cuh"
+#include "kernels/gelu_constants.hpp"
 #include "kernels/cuda/grid_stride.cuh"
 
 namespace mactor::kernels::cuda {
@@ -11,10 +12,7 @@ namespace mactor::kernels::cuda {
 namespace {
 
 constexpr int threads = 256;
-constexpr float inv_sqrt2 = 0.70710678118654752440f;
-constexpr float inv_sqrt_2pi = 0.39894228040143267794f;
-constexpr float sqrt_2_over_pi = 0.79788456080286535588f;
-constexpr float tanh_coeff = 0.044715f;
+using namespace gelu_constants;
 
 int blocks_for(long long n) { return int(std::min<long long>(detail::blocks_for(n, threads), 65535LL * 16)); }
 
