@@ -104,6 +104,9 @@ void fsdp_combinations(const megatron_args& a, std::vector<std::string>& errors)
          "--pipeline-model-parallel-size > 1 and tied embeddings",
          "the tied embedding's cross-stage sum runs on the whole gradients; add --untie-embeddings-and-output-weights");
   refuse(a.moe.expert_model_parallel_size > 1, "--expert-model-parallel-size > 1", "the experts' own shards");
+  const auto tp = d.tensor_model_parallel_size;
+  refuse(a.moe.num_experts.value_or(0) > 0 && a.moe.expert_tensor_parallel_size.value_or(tp) != tp,
+         "--expert-tensor-parallel-size other than the tensor-parallel size", "the experts' own shards");
   refuse(d.overlap_grad_reduce, "--overlap-grad-reduce", "gradient buckets over the whole gradient buffer");
   refuse(a.training.check_for_large_grads, "--check-for-large-grads", "local norms of the whole gradients");
   refuse(d.num_distributed_optimizer_instances > 1, "--num-distributed-optimizer-instances > 1",

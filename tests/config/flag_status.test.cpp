@@ -122,6 +122,10 @@ TEST_CASE("MoE with tensor parallelism but no sequence parallelism or with route
   CHECK(errors_of({"--num-experts", "8", "--disable-bias-linear", "--tensor-model-parallel-size", "4", "--sequence-parallel",
                    "--expert-tensor-parallel-size", "2"}).empty());
   CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--tensor-model-parallel-size", "2", "--sequence-parallel",
+                       "--expert-tensor-parallel-size", "1", "--use-megatron-fsdp", "--data-parallel-sharding-strategy",
+                       "optim_grads_params"}),
+            "with --expert-tensor-parallel-size other than the tensor-parallel size is recognized but not implemented"));
+  CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--tensor-model-parallel-size", "2", "--sequence-parallel",
                        "--moe-input-jitter-eps", "0.1"}),
             "--moe-router-force-load-balancing is recognized but not implemented"));
   CHECK(has(errors_of({"--num-experts", "8"}), "add --disable-bias-linear"));
