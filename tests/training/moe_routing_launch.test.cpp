@@ -140,10 +140,10 @@ TEST_CASE("Megatron's refusals of the new routing options end the job at start w
   CHECK(aux.err.find("sinkhorn does not support an aux loss") != std::string::npos);
   const auto eps = launch(1, routing_flags("--moe-input-jitter-eps 0"), 2);
   CHECK(eps.err.find("--moe-input-jitter-eps must be > 0") != std::string::npos);
-  const auto global = launch(1, routing_flags("--moe-router-load-balancing-type global_aux_loss --moe-aux-loss-coeff 0.01"), 2);
-  CHECK(global.err.find("global_aux_loss is recognized but not implemented") != std::string::npos);
-  const auto in_list = launch(1, routing_flags("--moe-router-load-balancing-type aux_loss global_aux_loss --moe-aux-loss-coeff 0.01 0.01"), 2);
-  CHECK(in_list.err.find("global_aux_loss is recognized but not implemented") != std::string::npos);
+  // global_aux_loss is built, alone and in the list form (its log entry after the others').
+  const auto in_list = launch(1, routing_flags("--moe-router-load-balancing-type aux_loss global_aux_loss --moe-aux-loss-coeff 0.01 0.01"));
+  CHECK(logged_values(in_list.out, "load_balancing_loss").size() == logged_values(in_list.out, "global_load_balancing_loss").size());
+  CHECK(!logged_values(in_list.out, "global_load_balancing_loss").empty());
   const auto lengths = launch(1, routing_flags("--moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 0.01"), 2);
   CHECK(lengths.err.find("one value per --moe-router-load-balancing-type entry") != std::string::npos);
 }
