@@ -105,11 +105,11 @@ void print_header(const options& o) {
               tensor::huge_pages_enabled() ? "transparent huge pages from 1 MiB (mactor's data-plane buffers; perftest "
                                      "UCX_ALLOC_PRIO=thp,heap)"
                                    : "4 KiB pages (MACTOR_HUGE_PAGES=off; perftest UCX_ALLOC_PRIO=heap)");
-  std::printf("%12s %17s %17s %17s %16s %6s %6s %9s %15s\n", "", "mactor p2p", "perftest poll",
+  std::printf("%12s %17s %17s %17s %16s %6s %6s %18s %15s\n", "", "mactor p2p", "perftest poll",
               "perftest sleep", "mactor/perftest", "", "pt", "mactor", "CPU us/message");
-  std::printf("%8s %3s %8s %7s %8s %7s %8s %7s %8s %7s %6s %6s %9s %7s %7s\n", "size", "win", "overall",
+  std::printf("%8s %3s %8s %7s %8s %7s %8s %7s %8s %7s %6s %6s %9s %8s %7s %7s\n", "size", "win", "overall",
               "median", "overall", "median", "overall", "median", "overall", "median", "target",
-              "spread", "all-red.", "mactor", "sleep");
+              "spread", "all-red.", "all2all", "mactor", "sleep");
   std::fflush(stdout);
 }
 
@@ -127,19 +127,25 @@ void keep_best(rates& best, const rates& x) {
   if (x.cpu_us > 0 && (best.cpu_us < 0 || x.cpu_us < best.cpu_us)) best.cpu_us = x.cpu_us;
 }
 
-// Every window's rounds at one size (filling `rows`, one per window); returns the all-reduce's
-// best rate. The all-reduce and every window's rounds alternate with perftest's, so a passing
+// The collectives' best rates at one size.
+struct collective_rates {
+  double all_reduce = 0, all_to_all = 0;
+};
+
+// Every window's rounds at one size (filling `rows`, one per window); returns the collectives'
+// best rates. The collectives and every window's rounds alternate with perftest's, so a passing
 // disturbance (the cores' state after a busy-polling perftest run) costs one round of each.
-double measure_size(ranks& r, std::size_t size, const options& o, std::vector<measured>& rows) {
+collective_rates measure_size(ranks& r, std::size_t size, const options& o, std::vector<measured>& rows) {
   const int iters = iterations(size, o);
   const std::string sz = std::to_string(size) + " ";
-  double all_reduce = 0;
+  collective_rates best;
   r.ask("ar " + sz + std::to_string(1));  // warm-up
   rows.assign(std::size(windows), {});
   for (int window : windows)
     r.ask("p2p " + sz + std::to_string(window) + " " + std::to_string(std::max(2, iters / 10)));  // warm-up
   for (int k = 0; k < o.repeats; ++k) {
-    all_reduce = std::max(all_reduce, r.ask("ar " + sz + std::to_string(std::max(2, iters / 4))).overall);
+    best.all_reduce = std::max(best.all_reduce, r.ask("ar " + sz + std::to_string(std::max(2, iters / 4))).overall);
+    best.all_to_all = std::max(best.all_to_all, r.ask("a2a " + sz + std::to_string(std::max(2, iters / 4))).overall);
     for (std::size_t wi = 0; wi < std::size(windows); ++wi) {
       const int window = windows[wi];
       keep_best(rows[wi].p2p, r.ask("p2p " + sz + std::to_string(window) + " " + std::to_string(iters)));
@@ -148,11 +154,11 @@ double measure_size(ranks& r, std::size_t size, const options& o, std::vector<me
       keep_best(rows[wi].sleep, perftest_gib_per_s(size, iters, window, "sleep"));
     }
   }
-  return all_reduce;
+  return best;
 }
 
 // One row of the table: mactor against the better of perftest's two modes, per measure.
-void print_row(std::size_t size, int window, const measured& m, double all_reduce, int repeats) {
+void print_row(std::size_t size, int window, const measured& m, const collective_rates& collectives, int repeats) {
   const auto& [p2p, poll, sleep] = m;
   const double ref_overall = std::max(poll.overall, sleep.overall);
   const double ref_median = std::max(poll.median, sleep.median);
@@ -173,13 +179,14 @@ void print_row(std::size_t size, int window, const measured& m, double all_reduc
     std::snprintf(b, sizeof b, f, x);
     return std::string(b);
   };
-  std::printf("%5.3g MiB %3d %8.2f %7s %8s %7s %8s %7s %8s %7s %6s %6s %9.2f %7s %7s\n",
+  std::printf("%5.3g MiB %3d %8.2f %7s %8s %7s %8s %7s %8s %7s %6s %6s %9.2f %8.2f %7s %7s\n",
               static_cast<double>(size) / mib, window, p2p.overall, num(p2p.median > 0 ? p2p.median : -1, "%.2f").c_str(),
               num(poll.overall, "%.2f").c_str(), num(poll.median, "%.2f").c_str(),
               num(sleep.overall, "%.2f").c_str(), num(sleep.median, "%.2f").c_str(),
               num(ref_overall > 0 ? pct(p2p.overall, ref_overall) : -1, "%.0f%%").c_str(),
               num(ref_median > 0 ? pct(p2p.median, ref_median) : -1, "%.0f%%").c_str(),
-              target_met(p2p, ref_overall, ref_median), num(spread, "%.0f%%").c_str(), all_reduce,
+              target_met(p2p, ref_overall, ref_median), num(spread, "%.0f%%").c_str(), collectives.all_reduce,
+              collectives.all_to_all,
               num(p2p.cpu_us, "%.0f").c_str(), num(sleep.cpu_us, "%.0f").c_str());
   std::fflush(stdout);
 }
@@ -197,6 +204,8 @@ void print_legend(const std::string& lanes) {
               "pt spread: perftest's worst round / its best, on that measure and mode: the "
               "machine's\n noise seen on one program; a target row within it is noise too.\n"
               "all-reduce: float32 sum, bytes / time (2 ranks: each sends and receives half).\n"
+              "all-to-all: the MoE token exchange (all_to_all_v): bytes each rank sends the other / time,\n"
+              " both directions at once (compare with p2p at win 1, one direction).\n"
               "rank 0's endpoints:\n");
   std::istringstream in(lanes);
   std::string l;
@@ -216,11 +225,11 @@ int main(int argc, char** argv) {
   print_header(o);
   std::vector<measured> rows;
   for (std::size_t size : o.sizes) {
-    const double all_reduce = measure_size(r, size, o, rows);
+    const auto collectives = measure_size(r, size, o, rows);
     for (std::size_t wi = 0; wi < std::size(windows); ++wi) {
       // CPU per message barely depends on other programs' load, unlike the rates.
       rows[wi].sleep.cpu_us = o.perftest ? perftest_cpu_us_per_message(size, iterations(size, o), windows[wi]) : -1;
-      print_row(size, windows[wi], rows[wi], all_reduce, o.repeats);
+      print_row(size, windows[wi], rows[wi], collectives, o.repeats);
     }
   }
   const auto [lanes, failed] = stop_ranks(r);

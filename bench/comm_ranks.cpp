@@ -114,8 +114,23 @@ double all_reduce_gib_per_s(transport_communicator& c, std::size_t size, int ite
   return static_cast<double>(size) * iters / seconds / (1024.0 * 1024 * 1024);
 }
 
+// The MoE token exchange's collective (communicator::all_to_all_v_bytes) with SIZE bytes for the
+// other rank and SIZE for this one: the bytes each rank sends the other per second (both ways
+// at once).
+double all_to_all_gib_per_s(transport_communicator& c, std::size_t size, int iters) {
+  tensor::host_vector<std::byte> in(2 * size, std::byte{1}), out(2 * size);
+  const std::size_t counts[2] = {size, size};
+  auto exchange = [&] { c.all_to_all_v_bytes(std::span<const std::byte>(in), counts, std::span<std::byte>(out), counts); };
+  exchange();  // warm-up
+  c.barrier();
+  const auto start = clock_type::now();
+  for (int i = 0; i < iters; ++i) exchange();
+  const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  return static_cast<double>(size) * iters / seconds / (1024.0 * 1024 * 1024);
+}
+
 // One rank of the mactor side, run in a forked child. It serves the parent's commands, one a
-// line: "p2p SIZE WINDOW ITERS", "ar SIZE ITERS" or "quit"; rank 0 answers each measurement
+// line: "p2p SIZE WINDOW ITERS", "ar SIZE ITERS", "a2a SIZE ITERS" or "quit"; rank 0 answers each measurement
 // with one line (GiB/s) and "quit" with its endpoint description.
 int run_rank(int rank, const std::filesystem::path& dir, bool untouched_send, std::FILE* commands,
              std::FILE* answers) {
@@ -134,6 +149,8 @@ int run_rank(int rank, const std::filesystem::path& dir, bool untouched_send, st
       result = p2p_gib_per_s(t, c, size, b, a, untouched_send);
     } else if (what == "ar") {
       result.overall = all_reduce_gib_per_s(c, size, a);
+    } else if (what == "a2a") {
+      result.overall = all_to_all_gib_per_s(c, size, a);
     } else {
       break;
     }

@@ -15,7 +15,7 @@
 namespace mactor::bench {
 
 // The parent's side: both ranks get each command; rank 0's answer comes back.
-// Commands, one a line: "p2p SIZE WINDOW ITERS" or "ar SIZE ITERS".
+// Commands, one a line: "p2p SIZE WINDOW ITERS", "ar SIZE ITERS" or "a2a SIZE ITERS".
 struct ranks {
   std::FILE* to[2];
   std::FILE* from;
