@@ -171,10 +171,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                 "context parallel"},
       {"cp_comm_type", "one entry or one per layer. p2p: ring attention (key/value blocks passed around the context-parallel "
                        "ring while the current block computes, online-softmax merge, key/value gradients sent back around "
-                       "the ring; fp32/fp64 models, a 16-bit model all-gathers instead); a2a: Ulysses all-to-all to head "
-                       "sharding and back (query groups per tp rank divisible by cp); allgather: all-gather keys and values, "
-                       "reduce-scatter their gradients; a2a+p2p: all-gathers (the hierarchical split is not used yet); "
-                       "multi-latent attention always all-gathers"},
+                       "the ring; a 16-bit model's blocks travel in 16 bits, computed and accumulated in fp32); a2a: "
+                       "Ulysses all-to-all to head sharding and back (query groups per tp rank divisible by cp); "
+                       "allgather: all-gather keys and values, reduce-scatter their gradients; a2a+p2p: all-gathers (the "
+                       "hierarchical split is not used yet); multi-latent attention always all-gathers"},
       {"pipeline_model_parallel_size", "1F1B (interleaved with a virtual pipeline); out-of-order backwards recompute the chunk's forward"},
       {"num_layers_per_virtual_pipeline_stage", ""},
       {"num_virtual_stages_per_pipeline_rank", ""},

@@ -8,10 +8,12 @@
 #include <future>
 #include <limits>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/convert.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/dropout.hpp"
 #include "model/group.hpp"
@@ -47,18 +49,35 @@ struct layout {
   std::int64_t row_head(std::int64_t r, int h) const { return r * d.heads + h; }
 };
 
-// qkv's keys and values -> a block; the block's gradients -> dqkv's key and value parts.
-template <typename T>
-void pack_block(T* block, const T* qkv, const layout& L, std::int64_t rows) {
-  const std::int64_t hd = L.d.head_dim;
+// qkv's keys and values -> a block (bytes: elements of `bytes` each, the model's dtype); the
+// block's gradients (of the compute type) -> dqkv's key and value parts.
+void pack_block(std::byte* block, const std::byte* qkv, const layout& L, std::int64_t rows, std::size_t bytes) {
+  const std::size_t head_pair = std::size_t(2 * L.d.head_dim) * bytes;
   for (std::int64_t r = 0; r < rows; ++r)
-    for (int g = 0; g < L.d.groups; ++g) std::copy_n(qkv + L.k_at(r, g), 2 * hd, block + L.block_at(r, g));
+    for (int g = 0; g < L.d.groups; ++g)
+      std::memcpy(block + std::size_t(L.block_at(r, g)) * bytes, qkv + std::size_t(L.k_at(r, g)) * bytes, head_pair);
 }
 template <typename T>
 void unpack_block(T* dqkv, const T* block, const layout& L, std::int64_t rows) {
   const std::int64_t hd = L.d.head_dim;
   for (std::int64_t r = 0; r < rows; ++r)
     for (int g = 0; g < L.d.groups; ++g) std::copy_n(block + L.block_at(r, g), 2 * hd, dqkv + L.k_at(r, g));
+}
+
+// The first n elements at data (of dtype type) as the compute type A: in place when they are
+// of A, else widened exactly into scratch (a 16-bit model's tensor or block).
+template <typename A>
+const A* as_compute(std::vector<A>& scratch, const void* data, tensor::dtype type, std::int64_t n) {
+  if (type == tensor::dtype_of<A>()) return static_cast<const A*>(data);
+  scratch.resize(std::size_t(n));
+  kernels::convert(tensor::view_of(std::span<A>(scratch)), tensor::const_tensor_view(data, {n}, type));
+  return scratch.data();
+}
+// values (of A) into v's first values.size() elements: copied, or rounded once to v's 16-bit dtype.
+template <typename A>
+void store(tensor::tensor_view v, const std::vector<A>& values) {
+  kernels::convert(tensor::tensor_view(v.data, {std::int64_t(values.size())}, v.type, v.where),
+                   tensor::view_of(std::span<const A>(values)));
 }
 
 template <typename T>
@@ -229,35 +248,56 @@ void ring_attention::forward(tensor::tensor_view out, tensor::tensor_view lse, t
   const layout L{dims, shard_};
   const std::int64_t rows = std::int64_t(shard_.local_length()) * dims.batch, hd = dims.head_dim;
   const dropout_mask drop{dropout_p, dropout_stream, dims, std::uint64_t(shard_.seq_length)};
-  kernels::dispatch_floating("ring_attention::forward", qkv.type, qkv.where, [&](auto zero) {
-    using T = decltype(zero);
-    const T* q = qkv.host<T>().data();
-    const T* sk = sink.data ? sink.host<T>().data() : nullptr;
-    forward_state<T> st;
+  // A 16-bit model's blocks travel in 16 bits; each is widened to fp32 to compute on, and the
+  // running max, sum and output stay in fp32 until the output is rounded once at the end.
+  kernels::dispatch_compute("ring_attention::forward", qkv.type, qkv.where, [&](auto zero) {
+    using A = decltype(zero);
+    std::vector<A> qkv_wide, sink_wide, block_wide;
+    const A* q = as_compute(qkv_wide, qkv.data, qkv.type, rows * L.width());
+    const A* sk = sink.data ? as_compute(sink_wide, sink.data, sink.type, dims.heads) : nullptr;
+    forward_state<A> st;
     st.m.resize(std::size_t(rows * dims.heads));
     for (std::int64_t rh = 0; rh < rows * dims.heads; ++rh) st.m[std::size_t(rh)] = sink_of(sk, int(rh % dims.heads));
-    st.l.assign(st.m.size(), sk ? T(1) : T(0));  // exp(sink - max) with the max at the sink
-    st.o.assign(st.m.size() * std::size_t(hd), T(0));
-    std::vector<T> current(std::size_t(L.block_numel())), next(current.size());
-    pack_block(current.data(), q, L, rows);
+    st.l.assign(st.m.size(), sk ? A(1) : A(0));  // exp(sink - max) with the max at the sink
+    st.o.assign(st.m.size() * std::size_t(hd), A(0));
+    const std::size_t n = std::size_t(L.block_numel()), bytes = tensor::size_of(qkv.type);
+    std::vector<std::byte> current(n * bytes), next(current.size());
+    pack_block(current.data(), static_cast<const std::byte*>(qkv.data), L, rows, bytes);
     for (int step = 0; step < shard_.cp_size; ++step) {
       std::optional<pending_shift> shift;
-      if (step + 1 < shard_.cp_size)
-        shift.emplace(cp_, current.data(), next.data(), current.size() * sizeof(T), timing_);
+      if (step + 1 < shard_.cp_size) shift.emplace(cp_, current.data(), next.data(), current.size(), timing_);
       const auto start = clock_type::now();
       const int owner = (shard_.cp_rank - step + shard_.cp_size) % shard_.cp_size;
-      forward_block(st, q, current.data(), owner, L, T(scale), drop);
+      forward_block(st, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)), owner, L, A(scale), drop);
       timing_.compute_s += seconds_since(start);
       if (shift) shift->wait(), std::swap(current, next);
     }
-    T* o = out.host<T>().data();
-    T* ls = lse.host<T>().data();
+    A* ls = lse.host<A>().data();
     for (std::size_t rh = 0; rh < st.m.size(); ++rh) {
-      for (std::int64_t c = 0; c < hd; ++c) o[rh * hd + c] = st.o[rh * hd + c] / st.l[rh];
+      for (std::int64_t c = 0; c < hd; ++c) st.o[rh * hd + c] /= st.l[rh];
       ls[rh] = st.m[rh] + std::log(st.l[rh]);
     }
+    store(out, st.o);
   });
 }
+
+namespace {
+
+// dsink[h] += -sum over this rank's rows of exp(sink - lse) * delta (the sink's probability times
+// the row term), in dsink's dtype.
+template <typename A>
+void add_sink_gradient(tensor::tensor_view dsink, const A* sink, const backward_rows<A>& br, int heads) {
+  std::vector<A> grad(std::size_t(heads), A(0)), scratch;
+  for (std::size_t rh = 0; rh < br.delta.size(); ++rh) {
+    const int h = int(rh % std::size_t(heads));
+    grad[std::size_t(h)] -= std::exp(sink[h] - br.lse[rh]) * br.delta[rh];
+  }
+  const A* before = as_compute(scratch, dsink.data, dsink.type, heads);
+  for (int h = 0; h < heads; ++h) grad[std::size_t(h)] += before[h];
+  store(dsink, grad);
+}
+
+}  // namespace
 
 void ring_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_view dout,
                               tensor::const_tensor_view qkv, tensor::const_tensor_view out,
@@ -269,51 +309,50 @@ void ring_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_vie
   const std::int64_t rows = std::int64_t(shard_.local_length()) * dims.batch, hd = dims.head_dim;
   const dropout_mask drop{dropout_p, dropout_stream, dims, std::uint64_t(shard_.seq_length)};
   const int cp = shard_.cp_size;
-  kernels::dispatch_floating("ring_attention::backward", qkv.type, qkv.where, [&](auto zero) {
-    using T = decltype(zero);
-    const T* q = qkv.host<T>().data();
-    const T* dor = dout.host<T>().data();
-    const T* o = out.host<T>().data();
-    backward_rows<T> br{lse.host<T>().data(), std::vector<T>(std::size_t(rows * dims.heads)),
-                        std::vector<T>(std::size_t(rows * dims.heads * hd), T(0))};
+  // As the forward: 16-bit blocks widened to fp32; the gradients (the queries' here, the keys'
+  // and values' around the ring) accumulate in fp32 and dqkv is rounded once at the end.
+  kernels::dispatch_compute("ring_attention::backward", qkv.type, qkv.where, [&](auto zero) {
+    using A = decltype(zero);
+    std::vector<A> qkv_wide, dout_wide, out_wide, block_wide;
+    const A* q = as_compute(qkv_wide, qkv.data, qkv.type, rows * L.width());
+    const A* dor = as_compute(dout_wide, dout.data, dout.type, rows * dims.heads * hd);
+    const A* o = as_compute(out_wide, out.data, out.type, rows * dims.heads * hd);
+    backward_rows<A> br{lse.host<A>().data(), std::vector<A>(std::size_t(rows * dims.heads)),
+                        std::vector<A>(std::size_t(rows * dims.heads * hd), A(0))};
     for (std::size_t rh = 0; rh < br.delta.size(); ++rh) br.delta[rh] = dot(dor + rh * hd, o + rh * hd, int(hd));
-    // A message of the ring: the next key/value block, then the gradients of the previous one.
-    const std::size_t n = std::size_t(L.block_numel());
-    std::vector<T> current(2 * n), next(2 * n), part(n);
-    pack_block(current.data(), q, L, rows);
+    // A message of the ring: the next key/value block (the model's dtype), then the gradients
+    // of the previous one (the compute type).
+    const std::size_t n = std::size_t(L.block_numel()), block_bytes = n * tensor::size_of(qkv.type);
+    std::vector<std::byte> current(block_bytes + n * sizeof(A)), next(current.size());
+    const auto grads_of = [&](std::vector<std::byte>& m) { return reinterpret_cast<A*>(m.data() + block_bytes); };
+    std::vector<A> part(n);
+    pack_block(current.data(), static_cast<const std::byte*>(qkv.data), L, rows, tensor::size_of(qkv.type));
     for (int step = 0; step < cp; ++step) {
       std::optional<pending_shift> shift;
-      if (step + 1 < cp || step > 0)
-        shift.emplace(cp_, current.data(), next.data(), current.size() * sizeof(T), timing_);
+      if (step + 1 < cp || step > 0) shift.emplace(cp_, current.data(), next.data(), current.size(), timing_);
       const auto start = clock_type::now();
-      std::fill(part.begin(), part.end(), T(0));
-      backward_block(br, part.data(), dor, q, current.data(), (shard_.cp_rank - step + cp) % cp, L, T(scale), drop);
+      std::fill(part.begin(), part.end(), A(0));
+      backward_block(br, part.data(), dor, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)),
+                     (shard_.cp_rank - step + cp) % cp, L, A(scale), drop);
       timing_.compute_s += seconds_since(start);
       if (shift) shift->wait();
       // The received gradients (this block's, from the ranks before) plus this rank's share
       // travel on with the next message; the block moves on too.
-      T* accumulated = (shift ? next.data() : current.data()) + n;
-      for (std::size_t i = 0; i < n; ++i) accumulated[i] = (step > 0 ? accumulated[i] : T(0)) + part[i];
+      A* accumulated = grads_of(shift ? next : current);
+      for (std::size_t i = 0; i < n; ++i) accumulated[i] = (step > 0 ? accumulated[i] : A(0)) + part[i];
       if (shift) std::swap(current, next);
     }
     // The last step's gradients belong to the next rank; this rank's arrive from the previous.
-    pending_shift(cp_, current.data() + n, next.data() + n, n * sizeof(T), timing_).wait();
-    T* dq = dqkv.host<T>().data();
+    pending_shift(cp_, grads_of(current), grads_of(next), n * sizeof(A), timing_).wait();
+    std::vector<A> dq(std::size_t(rows * L.width()));
     for (std::int64_t r = 0; r < rows; ++r)
-      for (int h = 0; h < dims.heads; ++h) std::copy_n(br.dq.data() + L.row_head(r, h) * hd, hd, dq + L.q_at(r, h));
-    unpack_block(dq, next.data() + n, L, rows);
+      for (int h = 0; h < dims.heads; ++h)
+        std::copy_n(br.dq.data() + L.row_head(r, h) * hd, hd, dq.data() + L.q_at(r, h));
+    unpack_block(dq.data(), grads_of(next), L, rows);
+    store(dqkv, dq);
     if (sink.data && dsink.data) {
-      const T* sk = sink.host<T>().data();
-      std::vector<double> grad(std::size_t(dims.heads), 0.0);
-      for (std::size_t rh = 0; rh < br.delta.size(); ++rh) {
-        const int h = int(rh % std::size_t(dims.heads));
-        grad[std::size_t(h)] -= double(std::exp(sk[h] - br.lse[rh]) * br.delta[rh]);
-      }
-      kernels::dispatch_floating("ring_attention::backward dsink", dsink.type, dsink.where, [&](auto z) {
-        using U = decltype(z);
-        U* ds = dsink.host<U>().data();
-        for (int h = 0; h < dims.heads; ++h) ds[h] += U(grad[std::size_t(h)]);
-      });
+      std::vector<A> sink_wide;
+      add_sink_gradient(dsink, as_compute(sink_wide, sink.data, sink.type, dims.heads), br, dims.heads);
     }
   });
 }

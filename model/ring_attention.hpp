@@ -9,7 +9,12 @@
 // the keys' and values' gradients travel with their block, each rank adding its share, and one
 // last step hands them to their owner (TE's scheme); the next block's receive and the previous
 // gradient's send overlap the compute. No rank holds more than three blocks at once (never the
-// whole sequence's keys and values). fp32 and fp64 tensors on the CPU.
+// whole sequence's keys and values). fp32 and fp64 tensors on the CPU, and bf16/fp16 ones: the
+// key/value blocks travel in the model's dtype (as Transformer Engine's ring sends them), each
+// is widened to fp32 to compute on, the running max and sum, the partial output and every
+// gradient accumulate in fp32 (the keys' and values' gradients travel in fp32: one rounding at
+// the end instead of one per step), and the output and dqkv are rounded to 16 bits once; the
+// log-sum-exp is fp32 (the compute type).
 #pragma once
 #include <cstdint>
 
@@ -36,7 +41,7 @@ class ring_attention {
   ring_attention(group& cp, const sequence_shard& shard);
 
   /// out [rows, heads * head_dim] and lse [rows * heads] (the log-sum-exp of each query row,
-  /// kept for the backward) from qkv [rows, qkv width] (rows = local_length * batch, Megatron's
+  /// kept for the backward; of kernels::compute_dtype(qkv's dtype)) from qkv [rows, qkv width] (rows = local_length * batch, Megatron's
   /// fused layout). dims: heads, groups, head_dim, head_offset, total_heads, window and batch
   /// as kernels::attention_dims; dropout masks and the sink logits as kernels::attention_forward.
   void forward(tensor::tensor_view out, tensor::tensor_view lse, tensor::const_tensor_view qkv,

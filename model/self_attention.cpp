@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/dispatch.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
@@ -57,9 +58,7 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
   if (shard_.cp_size > 1 && (!cp_ || cp_->size() != shard_.cp_size || cp_->rank() != shard_.cp_rank))
     throw std::invalid_argument("self_attention: context_parallel_size=" + std::to_string(shard_.cp_size) +
                                 " needs the context-parallel group of that size with this rank's place");
-  if (shard_.cp_size > 1 && c.cp_comm(layer) == cp_comm_kind::p2p &&
-      !tensor::is_half_precision(c.params_dtype))
-    ring_.emplace(*cp_, shard_);
+  if (shard_.cp_size > 1 && c.cp_comm(layer) == cp_comm_kind::p2p) ring_.emplace(*cp_, shard_);
   if (shard_.cp_size > 1 && c.cp_comm(layer) == cp_comm_kind::a2a)
     ulysses_.emplace(*cp_, shard_, c.query_groups() / tp_size);
   dims_.heads = c.num_attention_heads / tp_size;
@@ -142,7 +141,9 @@ void self_attention::set_dims(int seq, int batch) {
 void self_attention::core_forward(const parameter_store& store, tensor::tensor_view context,
                                   tensor::tensor_view probs) {
   if (ring_) {
-    auto lse = ensure_activation(lse_, std::int64_t(dims_.seq) * dims_.batch, dims_.heads, context.type);
+    // The log-sum-exp stays in the compute type (fp32 for a 16-bit model), as TE keeps it.
+    auto lse = ensure_activation(lse_, std::int64_t(dims_.seq) * dims_.batch, dims_.heads,
+                                 kernels::compute_dtype(context.type));
     ring_->forward(context, lse, qkv_, dims_, scale_, dropout_, stream_, sink(store));
     return;
   }

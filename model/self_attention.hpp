@@ -3,9 +3,9 @@
 // RoPE on queries and keys (unless --no-rope-freq skips this layer), causal softmax attention
 // (a sliding window under --window-size, a sink logit under --softmax-type) with dropout,
 // row-parallel output projection. Under context parallelism (cp given) the queries are this
-// rank's chunks; --cp-comm-type p2p runs ring attention (model/ring_attention.hpp) on fp32 and
-// fp64 models, a2a Ulysses attention (model/ulysses_attention.hpp), and allgather (and a 16-bit
-// model under p2p) all-gathers the whole sequence's keys and values over cp.
+// rank's chunks; --cp-comm-type p2p runs ring attention (model/ring_attention.hpp), a2a Ulysses
+// attention (model/ulysses_attention.hpp), and allgather all-gathers the whole sequence's keys
+// and values over cp.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -69,7 +69,7 @@ class self_attention {
   std::uint64_t stream_ = 0;
   sequence_shard shard_;
   group* cp_;
-  std::optional<ring_attention> ring_;    // --cp-comm-type p2p (fp32, fp64)
+  std::optional<ring_attention> ring_;    // --cp-comm-type p2p
   tensor::tensor lse_;                    // ring attention: each query row's log-sum-exp
   std::optional<ulysses_attention> ulysses_;  // --cp-comm-type a2a
   tensor::tensor cos_, sin_;              // [local sequence, rot_dim / 2]: this rank's positions
