@@ -161,6 +161,19 @@ void newer_non_persistent(const config::megatron_args& a, std::string& dir, std:
   iteration = *np;
 }
 
+// The same rule for --non-persistent-ckpt-type local: the newest checkpoint every rank holds (a
+// collective: every rank calls it), read from this rank's own directory. Returns whether it is taken.
+bool newer_local(const config::megatron_args& a, parallel_context& ctx, std::string& dir,
+                 std::optional<std::int64_t>& iteration) {
+  const auto local = agreed_local_checkpoint(a, ctx);
+  if (!local) return false;
+  const auto persistent = iteration ? iteration : checkpoint::read_tracker(dir);
+  if (local->iteration < persistent.value_or(-1)) return false;
+  dir = local->directory;
+  iteration = local->iteration;
+  return true;
+}
+
 }  // namespace
 
 checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parallel_context& ctx, stage_engine& engine,
@@ -279,16 +292,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
   bool from_local = false;  // a local checkpoint is in torch_dist pieces whatever --ckpt-format says
   if (!source->pretrained) {
     newer_non_persistent(a, dir, iteration);
-    // --non-persistent-ckpt-type local: the newest checkpoint every rank holds, from this rank's
-    // own directory, when it is at least as new as the persistent one (Megatron's rule).
-    if (const auto local = agreed_local_checkpoint(a, ctx)) {
-      const auto persistent = iteration ? iteration : checkpoint::read_tracker(dir);
-      if (local->iteration >= persistent.value_or(-1)) {
-        dir = local->directory;
-        iteration = local->iteration;
-        from_local = true;
-      }
-    }
+    from_local = newer_local(a, ctx, dir, iteration);
   }
   if (!iteration) {
     iteration = checkpoint::read_tracker(dir);
