@@ -11,6 +11,7 @@
 #include "actors/inspection.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
+#include "checkpoint/local_checkpoint.hpp"
 #include "checkpoint/non_persistent.hpp"
 #include "checkpoint/save.hpp"
 
@@ -53,15 +54,23 @@ caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings set
         try {
           checkpoint::save_options options;
           options.attempt_id = settings.attempt_id;
-          // Megatron's cleanup_old_non_persistent_checkpoint (rank 0, before the save): the newest
-          // complete one stays until this one is committed.
-          if (w.non_persistent && settings.rank == 0)
-            reply.removed_non_persistent = checkpoint::remove_old_iterations(dir, 1);
-          if (!w.non_persistent) options.retain_interval = settings.retain_interval;
-          options.on_deleted = [&reply](std::int64_t deleted) { reply.deleted_iteration = deleted; };
           if (const auto delay = test_write_delay(); delay.count() > 0)
             options.before_write = [delay] { std::this_thread::sleep_for(delay); };
-          checkpoint::save(dir, w.iteration, settings.rank, settings.world_size, std::move(*w.state), options);
+          if (w.non_persistent && settings.local_non_persistent) {
+            // A local checkpoint: this rank's whole state, committed on its own; its older ones
+            // go only once this one is complete (the one before it stays, see local_checkpoint.hpp).
+            const auto own = checkpoint::local_rank_dir(dir, settings.rank);
+            checkpoint::save(own, w.iteration, 0, 1, std::move(*w.state), options);
+            checkpoint::remove_old_iterations(own, checkpoint::local_checkpoints_kept);
+          } else {
+            // Megatron's cleanup_old_non_persistent_checkpoint (rank 0, before the save): the newest
+            // complete one stays until this one is committed.
+            if (w.non_persistent && settings.rank == 0)
+              reply.removed_non_persistent = checkpoint::remove_old_iterations(dir, 1);
+            if (!w.non_persistent) options.retain_interval = settings.retain_interval;
+            options.on_deleted = [&reply](std::int64_t deleted) { reply.deleted_iteration = deleted; };
+            checkpoint::save(dir, w.iteration, settings.rank, settings.world_size, std::move(*w.state), options);
+          }
         } catch (const std::exception& e) {
           reply.ok = false;
           reply.error = "rank " + std::to_string(settings.rank) + ": saving the checkpoint of iteration " +

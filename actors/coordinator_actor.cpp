@@ -213,6 +213,11 @@ void all_ready(coordinator_actor* self) {
         } catch (const std::exception&) {
         }
       }
+      if (ck.non_persistent_ckpt_type == std::optional<std::string>("local") && ck.non_persistent_local_ckpt_dir &&
+          s.loaded->load_directory.rfind(*ck.non_persistent_local_ckpt_dir, 0) == 0) {
+        log(self, "Loading from a local non-persistent checkpoint (non-persistent iter " +
+                      std::to_string(s.loaded->saved_iteration) + ") in " + *ck.non_persistent_local_ckpt_dir);
+      }
       try {
         if (checkpoint::detect_format(checkpoint::iteration_dir(from, s.loaded->saved_iteration)) ==
             checkpoint::stored_format::torch)

@@ -77,7 +77,10 @@ void save_then(coordinator_actor* self, std::function<void()> then, bool non_per
     return;
   }
   const auto& ck = s.args.checkpointing;
-  s.save_directory = non_persistent ? checkpoint::non_persistent_dir(ck.non_persistent_global_ckpt_dir, *ck.save) : *ck.save;
+  s.save_directory = !non_persistent ? *ck.save
+                     : ck.non_persistent_ckpt_type == std::optional<std::string>("local")
+                         ? ck.non_persistent_local_ckpt_dir.value_or(*ck.save)
+                         : checkpoint::non_persistent_dir(ck.non_persistent_global_ckpt_dir, *ck.save);
   log(self, "saving checkpoint at iteration " + iteration_field(s.iteration) + " to " + s.save_directory + " in " +
                 ck.ckpt_format + " format");
   s.saving = true;

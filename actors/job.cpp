@@ -90,6 +90,7 @@ rank_actors spawn_rank_actors(caf::actor_system& sys, const config::megatron_arg
     checkpoint_job_settings settings;
     settings.save_dir = *args.checkpointing.save;
     settings.retain_interval = args.checkpointing.save_retain_interval;
+    settings.local_non_persistent = args.checkpointing.non_persistent_ckpt_type == std::optional<std::string>("local");
     settings.rank = rank;
     settings.world_size = ctx.world_size();
     settings.attempt_id = env.job_id;

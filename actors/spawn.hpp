@@ -24,6 +24,8 @@ struct checkpoint_job_settings {
   int rank = 0, world_size = 1;
   std::string attempt_id;  ///< the job id: names the iteration's temporary directory
   std::optional<std::int64_t> retain_interval;  ///< --save-retain-interval
+  /// --non-persistent-ckpt-type local: a non-persistent save goes to <its directory>/rank_N alone.
+  bool local_non_persistent = false;
 };
 
 /// The stage actor of this rank (detached: it blocks in collectives). Builds its rank_worker from

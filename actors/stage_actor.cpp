@@ -126,7 +126,7 @@ void begin_iteration(stage_actor* self, int rank, const run_iteration& m) {
 void capture_checkpoint(stage_actor* self, int rank, const save_checkpoint& m) {
   auto& s = self->state;
   const auto start = std::chrono::steady_clock::now();
-  auto snapshot = std::make_shared<checkpoint::rank_state>(s.worker->capture_checkpoint(m.iteration, m.consumed, m.skipped, m.floating_point_operations));
+  auto snapshot = std::make_shared<checkpoint::rank_state>(s.worker->capture_checkpoint(m.iteration, m.consumed, m.skipped, m.floating_point_operations, m.non_persistent));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   self->send(s.checkpointer, checkpoint_write{std::move(snapshot), m.iteration, s.coordinator, m.directory, m.non_persistent});
   self->send(s.coordinator, checkpoint_captured{rank, m.iteration, seconds});

@@ -103,7 +103,7 @@ support_report check_support(const megatron_args& args, const support_scope& sco
   // Megatron raises NotImplementedError at the first non-persistent save without a type.
   if (scope("non_persistent_save_interval") && args.checkpointing.non_persistent_save_interval &&
       !args.checkpointing.non_persistent_ckpt_type)
-    report.errors.push_back("--non-persistent-save-interval needs --non-persistent-ckpt-type global (Megatron fails at "
+    report.errors.push_back("--non-persistent-save-interval needs --non-persistent-ckpt-type global or local (Megatron fails at "
                             "the first non-persistent save without a type)");
   if (scope("ckpt_format") && args.checkpointing.ckpt_format == "torch") {
     // Megatron's distrib_optim.pt holds Adam's param, exp_avg and exp_avg_sq: its save fails with SGD.

@@ -382,13 +382,20 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"deterministic_mode", "Megatron's rules (no flash attention, no fused cross-entropy, NCCL_ALGO one of Tree, "
                              "Ring, CollnetDirect, CollnetChain, ^NVLS); mactor's kernels and collectives reduce in "
                              "a fixed order, so a job run twice logs the same bits with or without it"},
-      {"non_persistent_save_interval", "with --non-persistent-ckpt-type global, a checkpoint every N iterations (where "
-                                      "--save-interval does not save) to the non-persistent directory; it spares the "
-                                      "exit's own save as Megatron's does"},
+      {"non_persistent_save_interval", "with --non-persistent-ckpt-type global or local, a checkpoint every N "
+                                      "iterations (where --save-interval does not save) to the non-persistent "
+                                      "directory; it spares the exit's own save as Megatron's does"},
       {"non_persistent_ckpt_type", "global: ordinary checkpoints (--ckpt-format's) in <save>/non_persistent or "
                                    "--non-persistent-global-ckpt-dir; rank 0 removes all but the newest before each "
-                                   "save; a load takes it when it is at least as new as the persistent one"},
+                                   "save; a load takes it when it is at least as new as the persistent one. local: "
+                                   "each rank commits its whole state alone under --non-persistent-local-ckpt-dir/"
+                                   "rank_N (keeping its 2 newest); --load takes the newest iteration every rank holds "
+                                   "when it is at least as new as the persistent one"},
       {"non_persistent_global_ckpt_dir", "the non-persistent global checkpoints' directory, for saving and loading"},
+      {"non_persistent_local_ckpt_dir", "the local checkpoints' directory: rank N saves to and loads from its rank_N"},
+      {"non_persistent_local_ckpt_algo", "fully_parallel and atomic load the same state; each rank writes its whole "
+                                         "state (atomic's layout): fully_parallel's de-duplication of data-parallel "
+                                         "replicas on disk is not done"},
       {"save_retain_interval", "once a save is tracked, the checkpoint tracked before it is deleted unless its "
                                "iteration is a multiple of the interval (or it is a symbolic link), as Megatron does"},
       {"dist_ckpt_strictness", "every mode, in dist_checkpointing's terms: a tensor this model asks for that the "

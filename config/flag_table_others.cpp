@@ -124,10 +124,6 @@ const std::map<std::string_view, std::string_view>& refused_flags() {
   static const std::map<std::string_view, std::string_view> table = {
       {"init_model_with_meta_device", "mactor initializes each chunk's whole parameters before FSDP keeps their shard; "
                                       "initializing the shard alone is not built; drop the flag"},
-      {"non_persistent_local_ckpt_dir", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
-                                        "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
-      {"non_persistent_local_ckpt_algo", "local non-persistent checkpoints (Megatron's nvidia_resiliency_ext "
-                                         "LocalCheckpointManager) are not built; use --non-persistent-ckpt-type global"},
       {"cache_mla_latents", "caches MLA latents for Megatron's dynamic inference engine, which mactor does not have "
                             "(Megatron's training forward asserts an inference context with it)"},
   };
@@ -144,7 +140,7 @@ const std::vector<value_limit>& value_limits() {
       {"dataloader_type", "--dataloader-type", {"single"}},
       {"ckpt_format", "--ckpt-format", {"torch_dist", "torch", "fsdp_dtensor"}},
             {"ckpt_convert_format", "--ckpt-convert-format", {"torch_dist", "torch"}},
-      {"non_persistent_ckpt_type", "--non-persistent-ckpt-type", {"global"}},
+      {"non_persistent_ckpt_type", "--non-persistent-ckpt-type", {"global", "local"}},
       {"main_params_dtype", "--main-params-dtype", {"fp32", "fp16"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
       {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none"}},

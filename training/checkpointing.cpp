@@ -20,6 +20,7 @@
 #include "training/checkpoint_state.hpp"
 #include "training/checkpoint_strictness.hpp"
 #include "training/data_parallel_sharding.hpp"
+#include "training/local_checkpoint_agreement.hpp"
 #include "training/torch_checkpointing.hpp"
 
 namespace mactor::training {
@@ -44,12 +45,26 @@ void newer_non_persistent(const config::megatron_args& a, std::string& dir, std:
   iteration = *np;
 }
 
+// The same rule for --non-persistent-ckpt-type local: the newest checkpoint every rank holds (a
+// collective: every rank calls it), read from this rank's own directory. Returns whether it is taken.
+bool newer_local(const config::megatron_args& a, parallel_context& ctx, std::string& dir,
+                 std::optional<std::int64_t>& iteration) {
+  const auto local = agreed_local_checkpoint(a, ctx);
+  if (!local) return false;
+  const auto persistent = iteration ? iteration : checkpoint::read_tracker(dir);
+  if (local->iteration < persistent.value_or(-1)) return false;
+  dir = local->directory;
+  iteration = local->iteration;
+  return true;
+}
+
 }  // namespace
 
 checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parallel_context& ctx, stage_engine& engine,
                                           const model::lr_scheduler& scheduler, const training_position& at,
-                                          std::int64_t padded_vocab_size) {
-  if (a.checkpointing.ckpt_format == "torch") return capture_torch_checkpoint(a, ctx, engine, scheduler, at, padded_vocab_size);
+                                          std::int64_t padded_vocab_size, bool whole_rank) {
+  if (a.checkpointing.ckpt_format == "torch" && !whole_rank)
+    return capture_torch_checkpoint(a, ctx, engine, scheduler, at, padded_vocab_size);
   checkpoint::rank_state state;
   const int t = ctx.tp_rank(), tp = ctx.groups().tp();
   // The experts split over their own tensor-parallel group (whole with --expert-tensor-parallel-size 1).
@@ -57,13 +72,20 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   const auto split_size = [&](const model::parameter& p) { return p.expert ? ctx.groups().etp() : tp; };
   // Context-parallel ranks hold the same parameters as their data-parallel replica's first one;
   // the distributed optimizer shards over both (Megatron's with_context_parallel group).
-  const bool first_replica = ctx.dp_rank() == 0 && ctx.cp_rank() == 0;
+  // A whole rank's state (a local checkpoint) holds everything this rank loads, replicas' included.
+  const bool first_replica = whole_rank || (ctx.dp_rank() == 0 && ctx.cp_rank() == 0);
   // Expert parallelism: each expert-parallel rank holds its own experts, the same as its
   // expert-data-parallel replicas'; their first one saves them.
-  const auto saves = [&](const model::parameter& p) { return p.expert ? ctx.expert_dp_rank() == 0 : first_replica; };
+  const auto saves = [&](const model::parameter& p) {
+    return whole_rank || (p.expert ? ctx.expert_dp_rank() == 0 : first_replica);
+  };
+  // A piece another rank saves for this one (a replicated tensor's, a later stage's embedding copy).
+  const auto saved_elsewhere = [&](const model::gpt_chunk& chunk, const model::parameter& p) {
+    return !whole_rank && (is_shared_copy(chunk, p) || (p.split == model::tp_split::replicated && rank_in_split(p) != 0));
+  };
   const bool sharded = shards_optimizer(a) && ctx.optimizer_shard_group() != nullptr;
   // With several distributed-optimizer instances each holds every shard: the first one saves.
-  const bool shard_saver = ctx.optimizer_instance() == 0;
+  const bool shard_saver = whole_rank || ctx.optimizer_instance() == 0;
   const auto slots = optimizer_slots(engine);
   // The model as fp32 main parameters (a 16-bit model's weights are these, rounded). A replica
   // holds them all, except a 16-bit model's under the distributed optimizer: each replica holds
@@ -72,7 +94,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   if (sharded && (engine.main_params().separate() || engine.params_sharded())) {
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
-      if (!shard_saver || is_shared_copy(*s.chunk, *s.param) || (s.param->split == model::tp_split::replicated && rank_in_split(*s.param) != 0)) continue;
+      if (!shard_saver || saved_elsewhere(*s.chunk, *s.param)) continue;
       const float* local = engine.optimizer().params()[i].value - s.begin;
       for (auto& q : pieces_of(s.param->name, *s.param, rank_in_split(*s.param), split_size(*s.param), s.begin, s.end, local)) state.pieces.push_back(std::move(q));
     }
@@ -80,7 +102,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
     for (std::size_t c = 0; c < engine.chunks().size(); ++c)
       for (const auto& p : engine.chunks()[c].parameters()) {
         const auto& chunk = engine.chunks()[c];
-        if (!saves(p) || is_shared_copy(chunk, p) || (p.split == model::tp_split::replicated && rank_in_split(p) != 0)) continue;
+        if (!saves(p) || saved_elsewhere(chunk, p)) continue;
         const float* main = engine.main_params().values(c) + p.offset;
         for (auto& q : pieces_of(p.name, p, rank_in_split(p), split_size(p), 0, p.numel, main)) state.pieces.push_back(std::move(q));
       }
@@ -96,9 +118,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
     auto& opt = engine.optimizer();
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
-      if ((!sharded && !saves(*s.param)) || (sharded && !shard_saver) || is_shared_copy(*s.chunk, *s.param) ||
-          (s.param->split == model::tp_split::replicated && rank_in_split(*s.param) != 0))
-        continue;
+      if ((!sharded && !saves(*s.param)) || (sharded && !shard_saver) || saved_elsewhere(*s.chunk, *s.param)) continue;
       for (const auto& tensor : state_tensors(opt, i)) {
         if (tensor.empty()) continue;  // before the first step (or SGD without momentum)
         const auto values = tensor.values();
@@ -109,7 +129,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
       }
     }
   }
-  if (ctx.rank() == 0) {
+  if (ctx.rank() == 0 || whole_rank) {
     json args = json::parse(config::to_json(a));
     args["consumed_train_samples"] = at.consumed_train_samples;
     args["skipped_train_samples"] = at.skipped_train_samples;
@@ -153,7 +173,11 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
   if (!source) return std::nullopt;
   std::string dir = source->directory;
   std::optional<std::int64_t> iteration = a.checkpointing.ckpt_step;
-  if (!source->pretrained) newer_non_persistent(a, dir, iteration);
+  bool from_local = false;  // a local checkpoint is in torch_dist pieces whatever --ckpt-format says
+  if (!source->pretrained) {
+    newer_non_persistent(a, dir, iteration);
+    from_local = newer_local(a, ctx, dir, iteration);
+  }
   if (!iteration) {
     iteration = checkpoint::read_tracker(dir);
     if (!iteration) {
@@ -168,7 +192,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
   // iteration holds; --ckpt-format torch loads the torch format.
   const auto iteration_path = checkpoint::iteration_dir(dir, *iteration);
   std::error_code missing;
-  if (std::filesystem::is_directory(iteration_path, missing)) {
+  if (!from_local && std::filesystem::is_directory(iteration_path, missing)) {
     const bool detect = a.checkpointing.auto_detect_ckpt_format || a.checkpointing.ckpt_format == "torch_dist";
     const auto stored = checkpoint::detect_format(iteration_path);
     if (stored == checkpoint::stored_format::torch && (detect || a.checkpointing.ckpt_format == "torch"))

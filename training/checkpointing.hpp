@@ -29,10 +29,12 @@ struct training_position {
 /// Model tensors are saved once per layout (data-parallel rank 0; replicated tensor-parallel
 /// tensors from tensor-parallel rank 0; the tied embedding from the first stage); optimizer
 /// state likewise, or per data-parallel rank with the distributed optimizer. --no-save-optim
-/// leaves the optimizer out.
+/// leaves the optimizer out. `whole_rank` (a local non-persistent checkpoint): everything this rank
+/// would load, the common document included, in the torch_dist pieces whatever --ckpt-format says.
 checkpoint::rank_state capture_checkpoint(const config::megatron_args& args, parallel_context& ctx,
                                           stage_engine& engine, const model::lr_scheduler& scheduler,
-                                          const training_position& at, std::int64_t padded_vocab_size);
+                                          const training_position& at, std::int64_t padded_vocab_size,
+                                          bool whole_rank = false);
 
 /// Where a job loads from: --load, or (Megatron's finetuning fallback) --pretrained-checkpoint
 /// when --load holds no checkpoint, which then loads as --finetune does.

@@ -113,7 +113,8 @@ std::optional<loaded_checkpoint> rank_worker::load_checkpoint() {
 }
 
 checkpoint::rank_state rank_worker::capture_checkpoint(std::int64_t iteration, std::int64_t consumed,
-                                                       std::int64_t skipped, double floating_point_operations) {
+                                                       std::int64_t skipped, double floating_point_operations,
+                                                       bool non_persistent) {
   training_position at;
   at.iteration = iteration;
   at.consumed_train_samples = consumed;
@@ -126,7 +127,8 @@ checkpoint::rank_state rank_worker::capture_checkpoint(std::int64_t iteration, s
     converting.checkpointing.ckpt_format = *to;
     return training::capture_checkpoint(converting, ctx_, engine_, scheduler_, at, vocab_.padded);
   }
-  return training::capture_checkpoint(args_, ctx_, engine_, scheduler_, at, vocab_.padded);
+  const bool local = non_persistent && args_.checkpointing.non_persistent_ckpt_type == std::optional<std::string>("local");
+  return training::capture_checkpoint(args_, ctx_, engine_, scheduler_, at, vocab_.padded, local);
 }
 
 void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed) {

@@ -77,9 +77,10 @@ class rank_worker {
   /// --load: the checkpoint's model (and optimizer, scheduler, data position) into this rank;
   /// nullopt without --load or when it holds no checkpoint. Throws checkpoint::checkpoint_error.
   std::optional<loaded_checkpoint> load_checkpoint();
-  /// A snapshot of this rank's state after iteration `iteration` at `consumed` samples.
+  /// A snapshot of this rank's state after iteration `iteration` at `consumed` samples; a
+  /// non-persistent one under --non-persistent-ckpt-type local holds the rank's whole state.
   checkpoint::rank_state capture_checkpoint(std::int64_t iteration, std::int64_t consumed, std::int64_t skipped,
-                                            double floating_point_operations);
+                                            double floating_point_operations, bool non_persistent = false);
 
   stage_engine& engine() { return engine_; }
   const vocabulary& vocab() const { return vocab_; }
