@@ -16,6 +16,13 @@ std::string iteration_dir_name(std::int64_t iteration) {
   return buf;
 }
 
+std::optional<std::int64_t> committed_iteration(const std::string& name) {
+  if (name.size() <= 5 || name.compare(0, 5, "iter_") != 0 || name.size() > 5 + 18) return std::nullopt;
+  for (std::size_t i = 5; i < name.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return std::nullopt;
+  return std::stoll(name.substr(5));
+}
+
 std::filesystem::path iteration_dir(const std::filesystem::path& save_dir, std::int64_t iteration) {
   return save_dir / iteration_dir_name(iteration);
 }

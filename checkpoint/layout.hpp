@@ -14,6 +14,9 @@ inline constexpr const char* common_file_name = "common.json";
 
 /// "iter_0000100" (Megatron's 'iter_{:07d}').
 std::string iteration_dir_name(std::int64_t iteration);
+/// The iteration of a committed directory's name ("iter_" + digits); nullopt for anything else
+/// (temporary and replaced directories of interrupted saves among them).
+std::optional<std::int64_t> committed_iteration(const std::string& name);
 std::filesystem::path iteration_dir(const std::filesystem::path& save_dir, std::int64_t iteration);
 /// Where a save of `iteration` is assembled before its rename: iter_0000100.tmp[-<attempt>].
 std::filesystem::path temporary_iteration_dir(const std::filesystem::path& save_dir,

@@ -7,24 +7,14 @@
 #include <iterator>
 #include <system_error>
 
+#include "checkpoint/layout.hpp"
+
 namespace mactor::checkpoint {
 namespace fs = std::filesystem;
 
 std::string local_rank_dir(const std::string& dir, int rank) {
   return (fs::path(dir) / ("rank_" + std::to_string(rank))).string();
 }
-
-namespace {
-
-// The iteration of a committed directory's name "iter_" + digits; nullopt for anything else.
-std::optional<std::int64_t> committed_iteration(const std::string& name) {
-  if (name.size() <= 5 || name.compare(0, 5, "iter_") != 0 || name.size() > 5 + 18) return std::nullopt;
-  for (std::size_t i = 5; i < name.size(); ++i)
-    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return std::nullopt;
-  return std::stoll(name.substr(5));
-}
-
-}  // namespace
 
 std::vector<std::int64_t> complete_iterations(const std::string& dir) {
   std::vector<std::int64_t> found;

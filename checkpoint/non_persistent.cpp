@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "checkpoint/layout.hpp"
+
 #include "checkpoint/checkpoint_error.hpp"
 
 namespace mactor::checkpoint {
@@ -15,19 +17,6 @@ std::string non_persistent_dir(const std::optional<std::string>& global_dir, con
   if (global_dir && !global_dir->empty()) return *global_dir;
   return (fs::path(base) / non_persistent_subdir).string();
 }
-
-namespace {
-
-// The iteration of a committed directory's name "iter_" + digits; nullopt for anything else
-// (temporary and replaced directories of interrupted saves among them).
-std::optional<std::int64_t> committed_iteration(const std::string& name) {
-  if (name.size() <= 5 || name.compare(0, 5, "iter_") != 0 || name.size() > 5 + 18) return std::nullopt;
-  for (std::size_t i = 5; i < name.size(); ++i)
-    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return std::nullopt;
-  return std::stoll(name.substr(5));
-}
-
-}  // namespace
 
 std::vector<std::int64_t> remove_old_iterations(const std::string& dir, int keep) {
   std::vector<std::pair<std::int64_t, fs::path>> found;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tests/training/launch_support.hpp"
+#include "tests/training/tiny_cp_flags.hpp"
 
 using namespace mactor::test;
 
@@ -13,14 +14,7 @@ namespace {
 
 constexpr std::size_t iterations = 6;
 
-std::string model_flags() {
-  return "--mock-data --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 "
-         "--group-query-attention --num-query-groups 2 --position-embedding-type rope --seq-length 32 "
-         "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 8 --train-iters 6 "
-         "--lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 --clip-grad 1.0 --weight-decay 0.1 "
-         "--init-method-std 0.05 --tokenizer-type NullTokenizer --vocab-size 4095 --hidden-dropout 0.1 "
-         "--attention-dropout 0.1 --log-interval 1 --eval-interval 3 --eval-iters 1 --seed 11 --bf16";
-}
+std::string model_flags() { return tiny_cp_flags() + " --bf16"; }
 
 }  // namespace
 
