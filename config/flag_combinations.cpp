@@ -1,6 +1,8 @@
 // Implemented flags whose combinations mactor does not build yet, refused at start with the fix.
 #include "config/flag_tables.hpp"
 
+#include "config/moe_layout.hpp"
+
 #include <string>
 
 namespace mactor::config::detail {
@@ -25,8 +27,7 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
   if (a.training.add_bias_linear)
     errors.push_back("--num-experts with biases in the experts is recognized but not implemented by mactor yet; add "
                      "--disable-bias-linear");
-  const bool experts_apart = m.expert_model_parallel_size > 1 || m.expert_tensor_parallel_size.value_or(tp) != tp;
-  if (experts_apart && a.distributed.num_distributed_optimizer_instances > 1)
+  if (experts_have_own_groups(a) && a.distributed.num_distributed_optimizer_instances > 1)
     errors.push_back("--expert-model-parallel-size (or an --expert-tensor-parallel-size other than the tensor-parallel "
                      "size) with --num-distributed-optimizer-instances > 1 is recognized but not implemented by mactor "
                      "yet (the experts' shards would need their own instance groups); use one optimizer instance");

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "config/moe_layout.hpp"
+
 namespace mactor::training {
 namespace {
 
@@ -21,10 +23,8 @@ grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool dist
   grad_sync_options o;
   o.distributed_optimizer = distributed_optimizer;
   o.sum_over_replicas = a.training.calculate_per_token_loss;
-  // The experts reduce over their own expert-data-parallel group (training/parallel_context's experts_apart).
-  const auto tp = a.distributed.tensor_model_parallel_size;
-  o.expert_parallel = a.moe.num_experts && (a.moe.expert_model_parallel_size > 1 ||
-                                            a.moe.expert_tensor_parallel_size.value_or(tp) != tp);
+  // The experts reduce over their own expert-data-parallel group.
+  o.expert_parallel = config::experts_have_own_groups(a);
   o.check_for_large_grads = a.training.check_for_large_grads;
   // With the distributed optimizer and sequence parallelism, the tensor-parallel sum must
   // precede the reduce-scatter, on the stage's thread: those gradients are reduced at finalize.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <variant>
 
+#include "config/moe_layout.hpp"
 #include "model/moe_router.hpp"
 
 namespace mactor::training {
@@ -18,14 +19,6 @@ int num_moe_layers(const config::megatron_args& a, int num_layers) {
   int n = 0;
   for (auto v : std::get<std::vector<std::int64_t>>(a.moe.moe_layer_freq)) n += int(v);
   return n;
-}
-
-// Whether --moe-router-load-balancing-type (one type or the list form) names `type`.
-bool balances_with(const config::megatron_args& a, const std::string& type) {
-  const auto& t = a.moe.moe_router_load_balancing_type;
-  if (const auto* one = std::get_if<std::string>(&t)) return *one == type;
-  const auto& list = std::get<std::vector<std::string>>(t);
-  return std::find(list.begin(), list.end(), type) != list.end();
 }
 
 }  // namespace
@@ -54,9 +47,9 @@ std::vector<moe_metric> moe_metrics(const config::megatron_args& a, const std::v
   if (a.moe.moe_z_loss_coeff) add("z_loss", 3);
   // The tracker's order: the router saves aux_loss's, then seq_aux_loss's, then global_aux_loss's,
   // whatever the list's order.
-  if (balances_with(a, "aux_loss")) add("load_balancing_loss", 0);
-  if (balances_with(a, "seq_aux_loss")) add("seq_load_balancing_loss", 1);
-  if (balances_with(a, "global_aux_loss")) add("global_load_balancing_loss", 2);
+  if (config::names_load_balancing_type(a, "aux_loss")) add("load_balancing_loss", 0);
+  if (config::names_load_balancing_type(a, "seq_aux_loss")) add("seq_load_balancing_loss", 1);
+  if (config::names_load_balancing_type(a, "global_aux_loss")) add("global_load_balancing_loss", 2);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/collectives.hpp"
+#include "config/moe_layout.hpp"
 #include "comm/watched_communicator.hpp"
 #include "comm/rendezvous.hpp"
 #include "comm/store_address_exchange.hpp"
@@ -13,14 +14,6 @@
 
 namespace mactor::training {
 namespace {
-
-// Whether --moe-router-load-balancing-type names global_aux_loss (alone or in the list form).
-bool names_global_aux_loss(const config::megatron_args& a) {
-  const auto& t = a.moe.moe_router_load_balancing_type;
-  if (const auto* one = std::get_if<std::string>(&t)) return *one == "global_aux_loss";
-  const auto& list = std::get<std::vector<std::string>>(t);
-  return std::find(list.begin(), list.end(), "global_aux_loss") != list.end();
-}
 
 comm::process_groups make_groups(const config::megatron_args& a, const comm::launch_env& env) {
   comm::parallel_sizes s;
@@ -135,7 +128,7 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   dp_ = make(groups_.dp_cp_group(), groups_.cp() > 1 ? "data-parallel (with context-parallel)" : "data-parallel");
   if (groups_.tp() > 1 && groups_.cp() > 1)
     tp_cp_group_ = std::make_unique<owning_group>(make(groups_.tp_cp_group(), "tensor and context parallel"));
-  if (a.moe.num_experts && names_global_aux_loss(a)) {
+  if (a.moe.num_experts && config::names_load_balancing_type(a, "global_aux_loss")) {
     const auto g = groups_.tp_dp_cp_group();
     if (g.ranks.size() > 1) global_batch_group_ = std::make_unique<owning_group>(make(g, "tensor, data and context parallel"));
   }
@@ -150,7 +143,7 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
       etp_group_ = std::make_unique<owning_group>(make(etp, "expert-tensor-parallel"));
     // The experts' own groups, unless they are the dense ones (one expert-parallel rank and the
     // experts split like the dense layers: the expert-data-parallel group is the data-parallel one).
-    if (experts_apart(groups_)) {
+    if (config::experts_have_own_groups(a)) {
       ep_ = make(ep, "expert-parallel");
       expert_dp_ = make(edp, "expert-data-parallel");
     }
@@ -188,8 +181,6 @@ model::group* parallel_context::sequence_shards() {
   if (groups_.cp() > 1) return cp_group_.get();
   return nullptr;
 }
-
-bool experts_apart(const comm::process_groups& g) { return g.ep() > 1 || g.etp() != g.tp(); }
 
 int parallel_context::pipeline_rank_of(int stage) const {
   auto c = groups_.coords();

@@ -73,7 +73,7 @@ class parallel_context {
   comm::communicator* optimizer_instances() { return instances_.get(); }
   /// Which instance holds this rank's optimizer shard (0 with one instance).
   int optimizer_instance() const { return optimizer_instance_; }
-  /// With experts_apart(groups()): the expert-parallel group and the expert-data-parallel group
+  /// With config::experts_have_own_groups: the expert-parallel group and the expert-data-parallel group
   /// (the ranks holding the same experts: their gradients and distributed-optimizer shards
   /// reduce over it); null otherwise (the experts then reduce with the dense parameters).
   comm::communicator* expert_parallel() { return ep_.get(); }
@@ -104,11 +104,6 @@ class parallel_context {
   int optimizer_instance_ = 0;
   std::vector<const comm::watched_communicator*> watched_;
 };
-
-/// Whether the experts reduce over groups of their own: with expert parallelism, or when their
-/// tensor-parallel size differs from the dense layers' (Megatron's expert-data-parallel group
-/// then differs from the data-parallel one).
-bool experts_apart(const comm::process_groups& g);
 
 /// A model::group over a communicator (the model's tensor-parallel collectives on the data plane).
 std::unique_ptr<model::group> make_model_group(comm::communicator& c);

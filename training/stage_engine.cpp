@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "config/moe_layout.hpp"
 #include "training/chunk_params.hpp"
 #include "training/model_spec.hpp"
 
@@ -69,7 +70,7 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   stats_place place{ctx.tp_rank(), ctx.ep_rank()};
   if (a.moe.num_experts.value_or(0) > 0) {
     stats_over_world_ = place.over_world = true;
-    place.experts_apart = experts_apart(ctx.groups());
+    place.experts_apart = config::experts_have_own_groups(a);
     place.dp_rank = ctx.dp_rank(), place.cp_rank = ctx.cp_rank();
     place.expert_dp_rank = ctx.expert_dp_rank(), place.optimizer_instance = ctx.optimizer_instance();
   }
