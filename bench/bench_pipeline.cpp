@@ -14,6 +14,7 @@
 #include "comm/launch_env.hpp"
 #include "config/resolve.hpp"
 #include "schedules/schedule_shape.hpp"
+#include "schedules/shape_from_args.hpp"
 #include "training/rank_worker.hpp"
 
 int main(int argc, char** argv) {
@@ -61,12 +62,8 @@ int main(int argc, char** argv) {
     }
     idle_sum += idle, busy_sum += busy, span_sum += span;
   }
-  schedules::schedule_shape s;
-  s.pipeline_model_parallel_size = ctx.groups().pp();
+  schedules::schedule_shape s = schedules::shape_from_args(a);  // with --pipeline-schedule's kind
   s.pipeline_rank = ctx.pp_rank();
-  s.virtual_pipeline_model_parallel_size = static_cast<int>(a.derived.virtual_pipeline_model_parallel_size.value_or(1));
-  s.num_microbatches = static_cast<int>(a.derived.num_microbatches);
-  s.microbatch_group_size_per_vp_stage = static_cast<int>(a.distributed.microbatch_group_size_per_vp_stage.value_or(0));
   const int world = ctx.world_size();
   std::vector<double> mine = {static_cast<double>(ctx.rank()), static_cast<double>(ctx.pp_rank()), idle_sum, busy_sum, span_sum,
                               schedules::ideal_bubble_fraction(s)};
@@ -76,7 +73,8 @@ int main(int argc, char** argv) {
   else
     all = mine;
   if (ctx.rank() == 0) {
-    std::printf("pipeline bubble: pp=%d vp=%d microbatches=%d, %lld measured iterations\n", s.pipeline_model_parallel_size,
+    std::printf("pipeline bubble: %s schedule, pp=%d vp=%d microbatches=%d, %lld measured iterations\n",
+                schedules::to_string(schedules::resolved_kind(s)), s.pipeline_model_parallel_size,
                 s.virtual_pipeline_model_parallel_size, s.num_microbatches, static_cast<long long>(iterations - 1));
     std::printf("%5s %6s %12s %12s %12s %10s %10s\n", "rank", "stage", "iter ms", "busy ms", "idle ms", "idle", "ideal");
     for (int q = 0; q < world; ++q) {

@@ -120,6 +120,7 @@ std::string to_json(const megatron_args& args, int indent) {
   auto put = [&](std::string_view key, const auto& value) { j[std::string(key)] = to_json_value(value); };
   for_each_flag_field(put, static_cast<const flag_args&>(args));
   for_each_derived(put, args.derived);
+  j["mactor_pipeline_schedule"] = args.mactor.pipeline_schedule;
   return j.dump(indent);
 }
 
@@ -133,6 +134,8 @@ megatron_args from_json(const std::string& text) {
   };
   for_each_flag_field(get, static_cast<flag_args&>(args));
   for_each_derived(get, args.derived);
+  // mactor's own flags: absent from a config written before they existed.
+  if (auto it = j.find("mactor_pipeline_schedule"); it != j.end()) args.mactor.pipeline_schedule = it->get<std::string>();
   return args;
 }
 

@@ -25,9 +25,18 @@ struct derived_args {
   std::int64_t consumed_valid_samples = 0;
 };
 
+/// mactor's own flags that change the run: Megatron has none of them, and its argument listing
+/// leaves them out; they travel in the config message with the rest.
+struct mactor_args {
+  /// --pipeline-schedule: empty for Megatron's choice, else "1f1b", "interleaved-1f1b" or
+  /// "zb-h1" (schedules/schedule_shape.hpp).
+  std::string pipeline_schedule;
+};
+
 /// What every actor receives: Megatron's args after validation.
 struct megatron_args : flag_args {
   derived_args derived;
+  mactor_args mactor;
 };
 
 }  // namespace mactor::config

@@ -41,6 +41,11 @@ classified classify(const std::string& word, bool after_separator) {
   c.option = word;
   if (const auto* s = find_flag(word)) { c.spec = s; return c; }
   if (is_program_flag(word)) return c;
+  if (word.starts_with("--pipeline-schedule=")) {
+    c.option = "--pipeline-schedule";
+    c.explicit_value = word.substr(c.option.size() + 1);
+    return c;
+  }
   if (auto eq = word.find('='); eq != std::string::npos) {
     if (const auto* s = find_flag(std::string_view(word).substr(0, eq))) {
       c.spec = s;
@@ -103,6 +108,7 @@ class parser {
     // Megatron's parser has no positionals, so Python 3.11's argparse leaves "--" itself among the extras.
     if (c.kind != word_kind::option) { extras_.push_back(words[i]); return i + 1; }
     if (!c.spec) {
+      if (c.option == "--pipeline-schedule") return program_value(words, kinds, i);
       if (!program_flag(c.option)) extras_.push_back(words[i]);
       return i + 1;
     }
@@ -125,6 +131,24 @@ class parser {
     if (values.empty() && spec.nargs == nargs_kind::one) fail(spec, "expected one argument");
     if (values.empty() && spec.nargs == nargs_kind::one_or_more) fail(spec, "expected at least one argument");
     store_values(spec, values);
+    return next;
+  }
+
+  // mactor's --pipeline-schedule NAME (or =NAME), with argparse's messages.
+  std::size_t program_value(std::span<const std::string> words, const std::vector<classified>& kinds, std::size_t i) {
+    std::size_t next = i + 1;
+    std::string value;
+    if (kinds[i].explicit_value) {
+      value = *kinds[i].explicit_value;
+    } else if (next < words.size() && kinds[next].kind == word_kind::argument) {
+      value = words[next++];
+    } else {
+      fail("argument --pipeline-schedule: expected one argument");
+    }
+    if (value != "1f1b" && value != "interleaved-1f1b" && value != "zb-h1")
+      fail("argument --pipeline-schedule: invalid choice: " + python_str_repr(value) +
+           " (choose from '1f1b', 'interleaved-1f1b', 'zb-h1')");
+    result_.args.mactor.pipeline_schedule = value;
     return next;
   }
 

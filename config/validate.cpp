@@ -12,6 +12,7 @@ validation_report validate(megatron_args& args, const process_placement& placeme
   detail::validate_training_args(c);
   detail::validate_transformer_config(c);
   detail::validate_runtime(c);
+  detail::validate_pipeline_schedule(c);
   return report;
 }
 

@@ -39,5 +39,6 @@ void validate_parallel_layout(validation_context& c);   // validate_args: world 
 void validate_training_args(validation_context& c);     // validate_args: precision, length, model shape, features
 void validate_transformer_config(validation_context& c); // TransformerConfig / ModelParallelConfig __post_init__
 void validate_runtime(validation_context& c);           // microbatches, schedules, LR scheduler
+void validate_pipeline_schedule(validation_context& c); // mactor's --pipeline-schedule against the layout
 
 }  // namespace mactor::config::detail

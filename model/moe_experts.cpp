@@ -118,14 +118,18 @@ void moe_experts::backward(parameter_store& store, tensor::const_tensor_view dou
     auto da = block(dact, row, r, ffn_);
     auto df = block(dfc1, row, r, fc1_width_);
     auto xe = block(x_in, row, r, hidden_);
-    kernels::linear_backward_weight(dy, block(tensor::const_tensor_view(scaled_), row, r, ffn_),
-                                    store.grad(fc2_[e]), int(r), ffn_, hidden_);
+    store.weight_grads().add({dy, block(tensor::const_tensor_view(scaled_), row, r, ffn_)},
+                             [&store, w = fc2_[e], r = int(r), this](auto in) {
+                               kernels::linear_backward_weight(in[0], in[1], store.grad(w), r, ffn_, hidden_);
+                             });
     kernels::linear_backward_input(dy, store.value(fc2_[e]), ds, int(r), ffn_, hidden_);
     // scaled = act * p: dp = rowdot(dscaled, act), dact = dscaled * p.
     kernels::row_dots(elements(dprobs, row, r), ds, block(tensor::const_tensor_view(act_), row, r, ffn_), r, ffn_);
     kernels::scale_rows(da, ds, elements(tensor::const_tensor_view(probs_), row, r), r, ffn_);
     activation_.backward(df, da, block(tensor::const_tensor_view(fc1_out_), row, r, fc1_width_), int(r), ffn_);
-    kernels::linear_backward_weight(df, xe, store.grad(fc1_[e]), int(r), hidden_, fc1_width_);
+    store.weight_grads().add({df, xe}, [&store, w = fc1_[e], r = int(r), this](auto in) {
+      kernels::linear_backward_weight(in[0], in[1], store.grad(w), r, hidden_, fc1_width_);
+    });
     kernels::linear_backward_input(df, store.value(fc1_[e]), block(dx_in, row, r, hidden_), int(r), hidden_, fc1_width_);
     row += r;
   }

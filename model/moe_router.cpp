@@ -241,20 +241,24 @@ void moe_router::backward(parameter_store& store, const std::vector<double>& dpr
   const tensor::tensor_view dx_router = jitter_eps_ ? ensure_activation(djittered_, rows_, hidden_, dx.type) : dx;
   if (jitter_eps_) kernels::fill_zero(dx_router);
   if (type == x.type) {
-    kernels::linear_backward_weight(dl, x, store.grad(weight_), rows_, hidden_, E);
+    store.weight_grads().add({dl, x}, [&store, this, E](auto in) {
+      kernels::linear_backward_weight(in[0], in[1], store.grad(weight_), rows_, hidden_, E);
+    });
     kernels::linear_backward_input(dl, store.value(weight_), dx_router, rows_, hidden_, E, 1.0);
     if (jitter_eps_) add_jittered_input_gradient(dx, dx_router);
     return;
   }
   // A wider router: both gradients in its dtype, then rounded to the weight gradient's and the
   // input's dtypes and added there (autograd's cast back and sum).
-  auto dw = ensure_activation(wide_dw_, E, hidden_, type);
-  kernels::fill_zero(dw);
-  kernels::linear_backward_weight(dl, wide_x_, dw, rows_, hidden_, E);
-  auto grad = store.grad(weight_);
-  auto dw_narrow = ensure_activation(narrow_, E, hidden_, grad.type);
-  kernels::convert(dw_narrow, dw);
-  kernels::add(grad, dw_narrow);
+  store.weight_grads().add({dl, wide_x_}, [&store, this, E, type](auto in) {
+    auto dw = ensure_activation(wide_dw_, E, hidden_, type);
+    kernels::fill_zero(dw);
+    kernels::linear_backward_weight(in[0], in[1], dw, rows_, hidden_, E);
+    auto grad = store.grad(weight_);
+    auto dw_narrow = ensure_activation(narrow_, E, hidden_, grad.type);
+    kernels::convert(dw_narrow, dw);
+    kernels::add(grad, dw_narrow);
+  });
   auto wide_dx = ensure_activation(wide_dx_, rows_, hidden_, type);
   kernels::linear_backward_input(dl, wide_w_, wide_dx, rows_, hidden_, E);
   auto dx_narrow = ensure_activation(narrow_, rows_, hidden_, dx.type);

@@ -240,9 +240,11 @@ void multi_latent_attention::project_backward(parameter_store& store, group& tp)
     kv_up_.backward(store, tp, dkv_, kv_lat_, dlat, n);
   }
   const auto w = store.value(kv_down_);
-  const auto dw = store.grad(kv_down_);
-  kernels::linear_backward_weight(dlat, x_full_, elements(dw, 0, kr_w), n, hidden_, kr);
-  kernels::linear_backward_weight(dk_pe_, x_full_, elements(dw, kr_w, pe_w), n, hidden_, pe);
+  store.weight_grads().add({dlat, dk_pe_, x_full_}, [&store, this, n, kr, pe, kr_w, pe_w](auto in) {
+    const auto dw = store.grad(kv_down_);
+    kernels::linear_backward_weight(in[0], in[2], elements(dw, 0, kr_w), n, hidden_, kr);
+    kernels::linear_backward_weight(in[1], in[2], elements(dw, kr_w, pe_w), n, hidden_, pe);
+  });
   kernels::linear_backward_input(dlat, elements(w, 0, kr_w), dx, n, hidden_, kr);
   kernels::linear_backward_input(dk_pe_, elements(w, kr_w, pe_w), dx, n, hidden_, pe, 1.0);
   if (q_proj_) {
@@ -259,7 +261,9 @@ void multi_latent_attention::project_backward(parameter_store& store, group& tp)
   } else {
     q_up_->backward(store, tp, dq_, q_lat_, dq_lat, n);
   }
-  kernels::linear_backward_weight(dq_lat, x_full_, store.grad(q_down_), n, hidden_, m_.q_lora_rank);
+  store.weight_grads().add({dq_lat, x_full_}, [&store, this, n](auto in) {
+    kernels::linear_backward_weight(in[0], in[1], store.grad(q_down_), n, hidden_, m_.q_lora_rank);
+  });
   kernels::linear_backward_input(dq_lat, store.value(q_down_), dx, n, hidden_, m_.q_lora_rank, 1.0);
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "model/deferred_weight_grads.hpp"
 #include "tensor/tensor.hpp"
 
 namespace mactor::model {
@@ -127,6 +128,9 @@ class parameter_store {
   void drop_grads();
   void bind_grads(tensor::tensor_view full);
   void unbind_grads();
+  /// Where the layers' backward hands its weight-gradient work: run at once, or kept for a
+  /// zero-bubble schedule's W pass (model/deferred_weight_grads.hpp).
+  deferred_weight_grads& weight_grads() { return weight_grads_; }
 
  private:
   struct init_spec {
@@ -147,6 +151,7 @@ class parameter_store {
   std::size_t expert_begin_ = 0, flat_numel_ = 0, values_begin_ = 0;
   // The data plane all-reduces the gradients and all-gathers the values (huge pages).
   tensor::tensor values_, grads_;
+  deferred_weight_grads weight_grads_;
 };
 
 /// Local shape of a full [rows, cols] (or [n]) tensor under split.

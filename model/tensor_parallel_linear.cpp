@@ -18,13 +18,23 @@ void forward_gemm(fp8_linear* fp8, tensor::const_tensor_view x, tensor::const_te
   kernels::linear_forward(x, w, y, rows, in, out);
 }
 
-// dW += dy^T x, dx = dy W.
-void backward_gemms(fp8_linear* fp8, tensor::const_tensor_view dy, tensor::const_tensor_view x,
-                    tensor::const_tensor_view w, tensor::tensor_view dw, tensor::tensor_view dx,
-                    int rows, int in, int out) {
-  if (fp8) return fp8->backward(dy, x, w, dw, dx, rows, in, out);
-  kernels::linear_backward_weight(dy, x, dw, rows, in, out);
-  kernels::linear_backward_input(dy, w, dx, rows, in, out);
+// db += colsum(dy[rows, out]): now, or in a zero-bubble schedule's weight pass.
+void add_bias_grad(parameter_store& store, int bias, tensor::const_tensor_view dy, int rows, int out) {
+  if (bias < 0) return;
+  store.weight_grads().add({dy}, [&store, bias, rows, out](auto in) {
+    kernels::bias_backward(store.grad(bias), in[0], rows, out);
+  });
+}
+
+// dW += dy^T x, dx = dy W. The weight gradient runs now or in a zero-bubble schedule's weight
+// pass; an fp8 GEMM makes both at once.
+void backward_gemms(parameter_store& store, fp8_linear* fp8, int weight, tensor::const_tensor_view dy,
+                    tensor::const_tensor_view x, tensor::tensor_view dx, int rows, int in, int out) {
+  if (fp8) return fp8->backward(dy, x, store.value(weight), store.grad(weight), dx, rows, in, out);
+  store.weight_grads().add({dy, x}, [&store, weight, rows, in, out](auto v) {
+    kernels::linear_backward_weight(v[0], v[1], store.grad(weight), rows, in, out);
+  });
+  kernels::linear_backward_input(dy, store.value(weight), dx, rows, in, out);
 }
 
 }  // namespace
@@ -61,14 +71,14 @@ void column_parallel_linear::backward(parameter_store& store, group& tp,
                   ensure_activation(gathered_, rows, in_, x.type));
     x = gathered_;
   }
-  if (bias_ >= 0) kernels::bias_backward(store.grad(bias_), dy, rows, out_local_);
+  add_bias_grad(store, bias_, dy, rows, out_local_);
   if (sequence_parallel_) {
     auto full = ensure_activation(scratch_, rows, in_, dy.type);
-    backward_gemms(fp8_.get(), dy, x, store.value(weight_), store.grad(weight_), full, rows, in_, out_local_);
+    backward_gemms(store, fp8_.get(), weight_, dy, x, full, rows, in_, out_local_);
     tp.reduce_scatter_sum(full, elements(dx, 0, std::int64_t(rows / tp.size()) * in_));
     return;
   }
-  backward_gemms(fp8_.get(), dy, x, store.value(weight_), store.grad(weight_), dx, rows, in_, out_local_);
+  backward_gemms(store, fp8_.get(), weight_, dy, x, dx, rows, in_, out_local_);
   if (tp.size() > 1) tp.all_reduce_sum(elements(dx, 0, std::int64_t(rows) * in_));
 }
 
@@ -108,14 +118,14 @@ void row_parallel_linear::backward(parameter_store& store, group& tp,
                                    tensor::tensor_view dx, int rows) {
   if (sequence_parallel_) {
     const int shard_rows = rows / tp.size();
-    if (bias_ >= 0) kernels::bias_backward(store.grad(bias_), dy, shard_rows, out_);
+    add_bias_grad(store, bias_, dy, shard_rows, out_);
     auto full = ensure_activation(full_, rows, out_, dy.type);
     tp.all_gather(elements(dy, 0, std::int64_t(shard_rows) * out_), full);
     dy = full;
-  } else if (bias_ >= 0) {
-    kernels::bias_backward(store.grad(bias_), dy, rows, out_);
+  } else {
+    add_bias_grad(store, bias_, dy, rows, out_);
   }
-  backward_gemms(fp8_.get(), dy, x, store.value(weight_), store.grad(weight_), dx, rows, in_local_, out_);
+  backward_gemms(store, fp8_.get(), weight_, dy, x, dx, rows, in_local_, out_);
 }
 
 void row_parallel_linear::release() {

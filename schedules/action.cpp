@@ -15,6 +15,7 @@ std::string_view prefix_of(op kind) {
     case op::send_forward: return "SF";
     case op::recv_backward: return "RB";
     case op::send_backward: return "SB";
+    case op::backward_weight: return "W";
   }
   return "?";
 }
@@ -27,7 +28,7 @@ bool parse_int(std::string_view text, int& out) {
 
 action parse_token(std::string_view token) {
   static constexpr op kinds[] = {op::recv_forward, op::send_forward, op::recv_backward,
-                                 op::send_backward, op::forward, op::backward};
+                                 op::send_backward, op::forward, op::backward, op::backward_weight};
   for (op kind : kinds) {
     std::string_view prefix = prefix_of(kind);
     if (!token.starts_with(prefix)) continue;
@@ -42,13 +43,13 @@ action parse_token(std::string_view token) {
     break;
   }
   throw std::invalid_argument("bad schedule action '" + std::string(token) +
-                              "': expected F, B, RF, SF, RB or SB, a microbatch and an optional "
+                              "': expected F, B, W, RF, SF, RB or SB, a microbatch and an optional "
                               ".chunk, e.g. F3.1");
 }
 
 }  // namespace
 
-bool is_compute(op kind) { return kind == op::forward || kind == op::backward; }
+bool is_compute(op kind) { return kind == op::forward || kind == op::backward || kind == op::backward_weight; }
 
 std::string to_string(const action& a) {
   std::string text(prefix_of(a.kind));

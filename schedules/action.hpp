@@ -18,6 +18,9 @@ enum class op : std::uint8_t {
   send_forward,   ///< send the activation that forward(microbatch, chunk) produced
   recv_backward,  ///< post the receive of the gradient that backward(microbatch, chunk) consumes
   send_backward,  ///< send the input gradient that backward(microbatch, chunk) produced
+  /// run the weight-gradient pass that backward(microbatch, chunk) left for later (zero-bubble
+  /// schedules: their backward computes only the input gradient, the critical path)
+  backward_weight,
 };
 
 /// One step of a schedule on one pipeline rank. `chunk` is the rank's local model chunk
@@ -32,11 +35,11 @@ struct action {
   friend bool operator==(const action&, const action&) = default;
 };
 
-/// True for forward and backward, false for the four transfers.
+/// True for forward, backward and backward_weight, false for the four transfers.
 bool is_compute(op kind);
 
 /// Short text of an action: `F3.1` (forward, microbatch 3, chunk 1), `B3.1`, and for transfers
-/// `RF3.1` / `SF3.1` (recv / send for forward 3.1) and `RB3.1` / `SB3.1`.
+/// `RF3.1` / `SF3.1` (recv / send for forward 3.1), `RB3.1` / `SB3.1`, and `W3.1` (weight gradients).
 std::string to_string(const action& a);
 
 /// Joins `to_string` of each action with single spaces.

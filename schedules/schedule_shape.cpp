@@ -52,6 +52,7 @@ void check_kind(const schedule_shape& s, std::vector<std::string>& errors) {
       break;
     case schedule_kind::one_f_one_b:
     case schedule_kind::gpipe:
+    case schedule_kind::zero_bubble_h1:
       if (vp != 1)
         errors.push_back(std::string("the ") + to_string(s.kind) +
                          " schedule runs one model chunk per rank, but "
@@ -132,8 +133,17 @@ const char* to_string(schedule_kind kind) {
     case schedule_kind::one_f_one_b: return "1f1b";
     case schedule_kind::interleaved_one_f_one_b: return "interleaved-1f1b";
     case schedule_kind::gpipe: return "gpipe";
+    case schedule_kind::zero_bubble_h1: return "zb-h1";
   }
   return "?";
+}
+
+std::optional<schedule_kind> schedule_kind_named(std::string_view name) {
+  if (name.empty()) return schedule_kind::megatron;
+  for (auto kind : {schedule_kind::megatron, schedule_kind::no_pipelining, schedule_kind::one_f_one_b,
+                    schedule_kind::interleaved_one_f_one_b, schedule_kind::gpipe, schedule_kind::zero_bubble_h1})
+    if (name == to_string(kind)) return kind;
+  return std::nullopt;
 }
 
 int microbatch_group_size(const schedule_shape& s) {
@@ -160,6 +170,7 @@ int warmup_microbatches(const schedule_shape& s) {
     case schedule_kind::no_pipelining: return s.forward_only ? m : 0;
     case schedule_kind::gpipe: return m;
     case schedule_kind::one_f_one_b:
+    case schedule_kind::zero_bubble_h1:
       return s.forward_only ? m : std::min(pp - s.pipeline_rank - 1, m);
     case schedule_kind::interleaved_one_f_one_b:
       // Every rank first fills (vp - 1) groups so chunk vp-1 has work; earlier ranks run two more
@@ -180,9 +191,17 @@ double ideal_bubble_fraction(const schedule_shape& s) {
     case schedule_kind::one_f_one_b:
     case schedule_kind::gpipe: return (pp - 1) / (m + pp - 1);
     case schedule_kind::interleaved_one_f_one_b: return (pp - 1) / (vp * m + pp - 1);
+    case schedule_kind::zero_bubble_h1:
+      return s.forward_only ? (pp - 1) / (m + pp - 1)
+                            : zero_bubble_h1_bubble_fraction(int(pp), int(m), 1.0, 1.0, 1.0);
     case schedule_kind::megatron: break;
   }
   return 0.0;
+}
+
+double zero_bubble_h1_bubble_fraction(int pp, int m, double t_f, double t_b, double t_w) {
+  const double idle = (pp - 1) * (t_f + t_b - t_w);
+  return idle / (m * (t_f + t_b + t_w) + idle);
 }
 
 }  // namespace mactor::schedules

@@ -2,7 +2,9 @@
 // checks Megatron-Core makes on it, and the numbers derived from it (warmup, ideal bubble).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mactor::schedules {
@@ -15,6 +17,7 @@ enum class schedule_kind {
   one_f_one_b,             ///< forward_backward_pipelining_without_interleaving
   interleaved_one_f_one_b, ///< forward_backward_pipelining_with_interleaving
   gpipe,                   ///< all forwards, then all backwards (not in Megatron; an extra)
+  zero_bubble_h1,          ///< ZB-H1: 1F1B with deferred weight-gradient passes (not in Megatron)
 };
 
 /// Everything a schedule needs to know about one pipeline rank. Plain data; field names are
@@ -42,8 +45,11 @@ struct schedule_shape {
 schedule_kind resolved_kind(const schedule_shape& s);
 
 /// Name used on the command line and in reports: "no-pipelining", "1f1b", "interleaved-1f1b",
-/// "gpipe" (and "megatron" for the automatic choice).
+/// "gpipe", "zb-h1" (and "megatron" for the automatic choice).
 const char* to_string(schedule_kind kind);
+/// The kind `to_string` names; the empty name is Megatron's choice, as "megatron". nullopt for
+/// any other name.
+std::optional<schedule_kind> schedule_kind_named(std::string_view name);
 
 /// g with Megatron's default applied (pp when unset).
 int microbatch_group_size(const schedule_shape& s);
@@ -55,15 +61,21 @@ int microbatch_group_size(const schedule_shape& s);
 std::vector<std::string> validate(const schedule_shape& s);
 
 /// Forward passes this rank runs before its first backward (Megatron's num_warmup_microbatches,
-/// counted in forward passes of one chunk): 1F1B min(pp - rank - 1, m); interleaved
+/// counted in forward passes of one chunk): 1F1B and ZB-H1 min(pp - rank - 1, m); interleaved
 /// min(2 (pp - rank - 1) + (vp - 1) g, vp m); no pipelining 0; GPipe m; forward_only: all of them.
 int warmup_microbatches(const schedule_shape& s);
 
 /// Fraction of the iteration each rank sits idle in the ideal model: every chunk's forward takes
 /// the same time t_f / vp, every backward t_b / vp, transfers are free (derivation in README.md).
 /// 1F1B and GPipe: (pp - 1) / (m + pp - 1); interleaved: (pp - 1) / (vp m + pp - 1);
-/// no pipelining: 0. Independent of t_b / t_f and of forward_only.
+/// no pipelining: 0. Independent of t_b / t_f and of forward_only. ZB-H1 (training): the
+/// paper's setting t_f = t_b = t_w, zero_bubble_h1_bubble_fraction(pp, m, 1, 1, 1).
 double ideal_bubble_fraction(const schedule_shape& s);
+
+/// ZB-H1's idle fraction on every rank when each forward takes t_f, each input-gradient backward
+/// t_b and each weight-gradient pass t_w <= t_f, m >= pp: (pp - 1)(t_f + t_b - t_w) over
+/// m (t_f + t_b + t_w) + (pp - 1)(t_f + t_b - t_w) (Qi et al., section 3.1).
+double zero_bubble_h1_bubble_fraction(int pp, int m, double t_f, double t_b, double t_w);
 
 /// Whether this rank holds the first (or last) pipeline stage.
 inline bool is_first_rank(const schedule_shape& s) { return s.pipeline_rank == 0; }

@@ -148,6 +148,8 @@ chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, c
   const double logits_f = span.loss ? flops.logits_forward / shards / rate : 0;
   c.forward_s = c.layers * layer_f + logits_f + c.forward_tp_s + c.forward_cp_s;
   c.backward_s = c.layers * (2 * layer_f + selective) + recomputed * layer_f + 2 * logits_f + c.backward_tp_s + c.backward_cp_s;
+  // dW = dY^T X repeats each linear's forward GEMM; attention's core has no weights.
+  c.weight_grad_s = c.layers * (layer_f - core_attention_f) + logits_f;
 
   const double vocab_params = static_cast<double>(padded_vocab) * d.h / d.tp;
   const bool output_copy = span.loss && (a.network_size.untie_embeddings_and_output_weights || d.pp > 1 || !span.embedding);

@@ -21,6 +21,9 @@ struct chunk_cost {
   bool loss = false;        ///< holds the output layer and the loss (last virtual stage)
   double forward_s = 0;
   double backward_s = 0;    ///< with the recomputed forward under --recompute-granularity
+  /// The weight-gradient GEMMs within backward_s: what a zero-bubble schedule's W pass runs (its
+  /// backward runs the rest).
+  double weight_grad_s = 0;
   double forward_tp_s = 0, backward_tp_s = 0;  ///< exposed tensor-parallel collectives within the above
   double forward_cp_s = 0, backward_cp_s = 0;  ///< exposed context-parallel ring exchange within the above
   double parameters = 0;    ///< parameters this chunk holds on one tensor-parallel rank

@@ -67,13 +67,15 @@ bool virtual_clock_port::try_execute(const sch::action& a) {
       posted_recvs_[{a.kind, a.microbatch, a.chunk}] = links_.post_recv(link_of(a), clock_);
       return true;
     case sch::op::forward:
-    case sch::op::backward: return run_compute(a);
+    case sch::op::backward:
+    case sch::op::backward_weight: return run_compute(a);
   }
   return true;
 }
 
 bool virtual_clock_port::run_compute(const sch::action& a) {
   const bool forward = a.kind == sch::op::forward;
+  if (a.kind == sch::op::backward_weight) return run_weight_pass(a);
   double start = clock_;
   const auto recv = posted_recvs_.find({forward ? sch::op::recv_forward : sch::op::recv_backward, a.microbatch, a.chunk});
   if (recv != posted_recvs_.end()) {
@@ -87,7 +89,9 @@ bool virtual_clock_port::run_compute(const sch::action& a) {
     posted_recvs_.erase(recv);
   }
   const chunk_cost& c = costs_.chunks[std::size_t(shape_.pipeline_rank)][std::size_t(a.chunk)];
-  const double duration = forward ? c.forward_s : c.backward_s;
+  // A split backward (ZB-H1) leaves the weight gradients to the W pass.
+  const bool split = sch::resolved_kind(shape_) == sch::schedule_kind::zero_bubble_h1;
+  const double duration = forward ? c.forward_s : split ? c.backward_s - c.weight_grad_s : c.backward_s;
   activity_.exposed_tp_s += forward ? c.forward_tp_s : c.backward_tp_s;
   activity_.exposed_cp_s += forward ? c.forward_cp_s : c.backward_cp_s;
   activity_.busy_s += duration;
@@ -98,13 +102,27 @@ bool virtual_clock_port::run_compute(const sch::action& a) {
     note_memory(0);
   } else {
     note_memory(c.backward_transient_bytes);
-    --in_flight_[chunk];
+    if (!split) --in_flight_[chunk];  // a split backward's inputs stay until its W pass
     ++activity_.backwards;
     if (++backwards_done_[chunk] == shape_.num_microbatches) {
       activity_.last_backward_start_s[chunk] = start;
       activity_.grads_ready_s[chunk] = start + duration;
     }
   }
+  if (timeline_) timeline_->push_back({shape_.pipeline_rank, "compute", sch::to_string(a), start, duration});
+  clock_ = start + duration;
+  activity_.compute_end_s = clock_;
+  return true;
+}
+
+// ZB-H1's W: the weight-gradient GEMMs of a backward that ran earlier, with no input to wait for.
+bool virtual_clock_port::run_weight_pass(const sch::action& a) {
+  const chunk_cost& c = costs_.chunks[std::size_t(shape_.pipeline_rank)][std::size_t(a.chunk)];
+  const auto chunk = std::size_t(a.chunk);
+  const double start = clock_, duration = c.weight_grad_s;
+  activity_.busy_s += duration;
+  --in_flight_[chunk];
+  if (a.microbatch == shape_.num_microbatches - 1) activity_.grads_ready_s[chunk] = start + duration;
   if (timeline_) timeline_->push_back({shape_.pipeline_rank, "compute", sch::to_string(a), start, duration});
   clock_ = start + duration;
   activity_.compute_end_s = clock_;

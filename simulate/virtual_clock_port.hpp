@@ -76,6 +76,7 @@ class virtual_clock_port {
  private:
   link_table::key link_of(const schedules::action& a) const;
   bool run_compute(const schedules::action& a);
+  bool run_weight_pass(const schedules::action& a);
   void note_memory(double extra_bytes);
 
   schedules::schedule_shape shape_;
@@ -86,7 +87,7 @@ class virtual_clock_port {
   rank_activity activity_;
   std::map<std::tuple<schedules::op, int, int>, int> posted_recvs_;  ///< (op, mb, chunk) -> link index
   std::vector<std::pair<link_table::key, int>> sends_;
-  std::vector<int> in_flight_;       ///< per chunk: microbatches forwarded, not yet backwarded
+  std::vector<int> in_flight_;       ///< per chunk: microbatches forwarded, not yet backwarded (ZB-H1: W run)
   std::vector<int> backwards_done_;  ///< per chunk
 };
 

@@ -20,6 +20,7 @@ const char* op_name(op kind) {
     case op::send_forward: return "send_forward";
     case op::recv_backward: return "recv_backward";
     case op::send_backward: return "send_backward";
+    case op::backward_weight: return "backward_weight";
   }
   return "?";
 }

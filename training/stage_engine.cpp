@@ -97,6 +97,7 @@ void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader,
   s.overlap_p2p_comm = args_.distributed.overlap_p2p_comm;
   s.overlap_p2p_comm_warmup_flush = args_.distributed.overlap_p2p_comm_warmup_flush;
   s.forward_only = forward_only;
+  s.kind = schedules::schedule_kind_named(args_.mactor.pipeline_schedule).value_or(schedules::schedule_kind::megatron);
   if (const auto errors = schedules::validate(s); !errors.empty()) {
     std::string message = "the pipeline schedule cannot run:";
     for (const auto& e : errors) message += "\n  " + e;
@@ -106,6 +107,9 @@ void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader,
   port_.begin(forward_only);
   pending_.reset();
   forward_only_ = forward_only;
+  // Rank 0 runs each weight pass right after its backward (ZB-H1's lag is the rank): nothing to keep.
+  defer_weight_grads_ = !forward_only && schedules::resolved_kind(s) == schedules::schedule_kind::zero_bubble_h1 &&
+                        layout_.pipeline_rank > 0;
   cyclic_ = cyclic;
   loader_ = &loader;
   consumed_ = consumed;
@@ -147,7 +151,9 @@ void stage_engine::record(const action& a, clock_type::time_point start, bool wa
 void stage_engine::trace_compute(const action& a, clock_type::time_point start, bool waiting, clock_type::time_point end) {
   const bool forward = a.kind == op::forward;
   std::string name = forward_only_ ? "eval " : "";
-  name += waiting ? (forward ? "wait recv_forward" : "wait recv_backward") : (forward ? "forward" : "backward");
+  const bool weight = a.kind == op::backward_weight;
+  name += waiting ? (forward ? "wait recv_forward" : "wait recv_backward")
+                  : (forward ? "forward" : weight ? "weight gradients" : "backward");
   name += " mb " + std::to_string(a.microbatch) + " chunk " + std::to_string(a.chunk);
   trace_.span(std::move(name), forward_only_ ? "eval" : waiting ? "wait" : "compute", start, end,
               {{"microbatch", a.microbatch}, {"chunk", a.chunk},
@@ -180,6 +186,7 @@ bool stage_engine::execute(const action& a) {
     case op::recv_backward: port_.post_recv(a, activation_shape(), chunks_[a.chunk].activation_dtype()); return true;
     case op::send_forward:
     case op::send_backward: port_.post_send(a); return true;
+    case op::backward_weight: run_weight_pass(a); return true;
     case op::forward:
     case op::backward: break;
   }
@@ -275,12 +282,33 @@ std::vector<double> stage_engine::mtp_losses() {
 }
 
 void stage_engine::run_backward(const action& a, const tensor::tensor* input, tensor::tensor& grad_input) {
-  // The chunk's last backward of the iteration reduces each bucket as soon as it is complete.
+  // The chunk's last backward of the iteration reduces each bucket as soon as it is complete
+  // (with deferred weight gradients: its weight pass, below).
   std::function<void(int)> progress;
-  if (grad_sync_->overlapped() && a.microbatch == num_microbatches_ - 1)
+  if (grad_sync_->overlapped() && a.microbatch == num_microbatches_ - 1 && !defer_weight_grads_)
     progress = [this, c = a.chunk](int event) { grad_sync_->backward_progress(c, event); };
+  auto& weight_grads = chunks_[a.chunk].store().weight_grads();
+  if (defer_weight_grads_) weight_grads.begin_collecting(a.microbatch);
   chunks_[a.chunk].backward(a.microbatch, input ? input->view() : tensor::const_tensor_view{},
                             grad_input.view(), progress);
+  weight_grads.stop_collecting();
+}
+
+// ZB-H1's W: the weight gradients the backward of (microbatch, chunk) left, in the order the
+// layers handed them over. Without deferral they were made in the backward: nothing to do.
+void stage_engine::run_weight_pass(const action& a) {
+  if (!defer_weight_grads_) return;
+  const auto start = clock_type::now();
+  activity_.set("weight gradients mb " + std::to_string(a.microbatch) + " chunk " + std::to_string(a.chunk));
+  auto& chunk = chunks_[a.chunk];
+  chunk.store().weight_grads().run(a.microbatch);
+  if (grad_sync_->overlapped() && a.microbatch == num_microbatches_ - 1) {
+    // Every part's weight gradients are complete now: the buckets go in the backward's order.
+    if (chunk.layout().post_process) grad_sync_->backward_progress(a.chunk, chunk.backward_done_final_norm());
+    for (int layer = chunk.backward_done_final_norm() - 1; layer >= 0; --layer) grad_sync_->backward_progress(a.chunk, layer);
+    if (chunk.layout().pre_process) grad_sync_->backward_progress(a.chunk, model::gpt_chunk::backward_done_embedding);
+  }
+  record(a, start, /*waiting=*/false, clock_type::now());
 }
 
 bool stage_engine::pump() {
@@ -291,6 +319,9 @@ bool stage_engine::pump() {
     if (!execute(*pending_)) return false;
     pending_.reset();
   }
+  for (auto& chunk : chunks_)
+    if (chunk.store().weight_grads().pending())
+      throw std::logic_error("stage_engine: the schedule ended with weight gradients not run (a W action is missing)");
   // Flush: every send must have left before the iteration ends.
   if (const auto send = port_.unfinished_send()) {
     activity_.set("flushing " + *send);

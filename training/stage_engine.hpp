@@ -155,6 +155,7 @@ class stage_engine {
   bool input_ready(const schedules::action& a, tensor::tensor*& input);
   void run_forward(const schedules::action& a, const tensor::tensor* input, tensor::tensor& output);
   void run_backward(const schedules::action& a, const tensor::tensor* input, tensor::tensor& grad_input);
+  void run_weight_pass(const schedules::action& a);
   void record(const schedules::action& a, std::chrono::steady_clock::time_point start, bool waiting,
               std::chrono::steady_clock::time_point end);
   void trace_compute(const schedules::action& a, std::chrono::steady_clock::time_point start, bool waiting,
@@ -188,6 +189,9 @@ class stage_engine {
   std::optional<schedules::generator<schedules::action>> schedule_;
   std::optional<schedules::action> pending_;
   bool forward_only_ = false, cyclic_ = false;
+  // ZB-H1 on a rank that runs weight passes after later backwards: the backward leaves its
+  // weight gradients to the W action (model/deferred_weight_grads.hpp).
+  bool defer_weight_grads_ = false;
   const batch_loader* loader_ = nullptr;
   std::int64_t consumed_ = 0;
   int num_microbatches_ = 0;

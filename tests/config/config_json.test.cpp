@@ -27,7 +27,7 @@ TEST_CASE("the JSON is keyed by Megatron's dests and carries the derived values"
   auto v = with_base({}, 4);
   REQUIRE(v.report.ok());
   const auto j = nlohmann::json::parse(to_json(v.args));
-  CHECK(j.size() == 564 + 12);  // 565 flags share 564 dests, plus the derived values
+  CHECK(j.size() == 564 + 12 + 1);  // 565 flags share 564 dests, plus the derived values and mactor_pipeline_schedule
   CHECK(j["data_parallel_size"] == 4);
   CHECK(j["masked_softmax_fusion"] == true);
   CHECK(j["num_microbatches"] == 1);

@@ -47,10 +47,12 @@ struct replay {
 
 /// Runs all ranks' compute actions in their schedule order, each as early as its data allows:
 /// forward (mb, v) after forward (mb, v - 1) on the previous virtual stage, backward (mb, v)
-/// after backward (mb, v + 1) and after this rank's forward (mb, v). A forward on one chunk takes
-/// t_forward, a backward t_backward; transfers take no time. Reports a deadlock when no rank can
+/// after backward (mb, v + 1) and after this rank's forward (mb, v), a weight-gradient pass (mb, v)
+/// after backward (mb, v). A forward on one chunk takes t_forward, a backward t_backward, a
+/// weight-gradient pass t_weight; transfers take no time. Reports a deadlock when no rank can
 /// move (a schedule whose orders are inconsistent across ranks).
-inline replay replay_compute(const schedule_shape& shape, double t_forward, double t_backward) {
+inline replay replay_compute(const schedule_shape& shape, double t_forward, double t_backward,
+                             double t_weight = 0.0) {
   const int pp = shape.pipeline_model_parallel_size;
   const int stages = pp * shape.virtual_pipeline_model_parallel_size;
   std::vector<std::vector<action>> ops;
@@ -67,9 +69,11 @@ inline replay replay_compute(const schedule_shape& shape, double t_forward, doub
         const action a = ops[r][next[r]];
         const int stage = a.chunk * pp + r;
         const bool bwd = a.kind == op::backward;
+        const bool weight = a.kind == op::backward_weight;
         double ready = free_at[r];
         std::vector<std::tuple<int, int, int>> deps;
-        if (!bwd && stage > 0) deps.push_back({0, a.microbatch, stage - 1});
+        if (weight) deps.push_back({1, a.microbatch, stage});
+        if (!bwd && !weight && stage > 0) deps.push_back({0, a.microbatch, stage - 1});
         if (bwd) deps.push_back({0, a.microbatch, stage});
         if (bwd && stage < stages - 1 && !shape.forward_only) deps.push_back({1, a.microbatch, stage + 1});
         bool blocked = false;
@@ -82,10 +86,10 @@ inline replay replay_compute(const schedule_shape& shape, double t_forward, doub
           ready = std::max(ready, it->second);
         }
         if (blocked) break;
-        const double t = bwd ? t_backward : t_forward;
+        const double t = bwd ? t_backward : weight ? t_weight : t_forward;
         free_at[r] = ready + t;
         out.busy[r] += t;
-        done[{bwd ? 1 : 0, a.microbatch, stage}] = free_at[r];
+        done[{bwd ? 1 : weight ? 2 : 0, a.microbatch, stage}] = free_at[r];
         ++next[r];
         progress = true;
       }

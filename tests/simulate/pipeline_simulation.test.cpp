@@ -110,3 +110,23 @@ TEST_CASE("a schedule drops in through the factory: GPipe keeps every microbatch
     CHECK(r.pipeline.peak_activation_bytes == m);  // all forwards before any backward
   }
 }
+
+TEST_CASE("simulated ZB-H1 with free transfers has the paper's bubble (p-1)(F+B-W) and beats 1F1B on the same costs") {
+  for (int pp : {2, 4, 8})
+    for (int m : {pp, 2 * pp, 4 * pp}) {
+      // Backward 2 of which the weight gradients take 1 (F = B = W, the paper's setting), and W = 0.5.
+      for (double tw : {1.0, 0.5}) {
+        auto costs = equal_stages(pp, 1, 1.0, 2.0, 0);
+        for (auto& rank : costs.chunks) rank[0].weight_grad_s = tw;
+        auto s = shape(pp, 1, m);
+        s.kind = sch::schedule_kind::zero_bubble_h1;
+        const auto zb = sim::simulate_iteration(s, costs, {}, false);
+        const auto one_f_one_b = sim::simulate_iteration(shape(pp, 1, m), costs, {}, false);
+        INFO("pp " << pp << " m " << m << " W " << tw);
+        const double expected = sch::zero_bubble_h1_bubble_fraction(pp, m, 1.0, 2.0 - tw, tw);
+        for (const auto& r : zb.ranks) CHECK(r.bubble_fraction == Approx(expected).margin(1e-12));
+        CHECK(zb.pipeline_makespan_s == Approx(m * 3.0 + (pp - 1) * (3.0 - 2 * tw)));
+        CHECK(zb.pipeline_makespan_s < one_f_one_b.pipeline_makespan_s);
+      }
+    }
+}

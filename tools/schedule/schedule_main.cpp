@@ -28,7 +28,7 @@ constexpr const char* prog = "mactor schedule";
 
 constexpr const char* usage =
     "usage: mactor schedule [PRETRAIN_GPT FLAGS ...] [--world-size W | --data-parallel-size DP]\n"
-    "         [--num-microbatches M] [--schedule megatron|1f1b|interleaved-1f1b|gpipe|no-pipelining]\n"
+    "         [--num-microbatches M] [--schedule megatron|1f1b|interleaved-1f1b|gpipe|no-pipelining|zb-h1]\n"
     "         [--forward-only] [--with-p2p]\n";
 
 constexpr const char* help_text =
@@ -57,7 +57,8 @@ constexpr const char* help_text =
     "  --virtual-pipeline-model-parallel-size VP\n"
     "                          --num-virtual-stages-per-pipeline-rank under its older name\n"
     "  --schedule S            megatron (Megatron's choice, default), 1f1b, interleaved-1f1b, gpipe,\n"
-    "                          no-pipelining\n"
+    "                          no-pipelining, zb-h1 (zero bubble: W = a deferred weight-gradient pass);\n"
+    "                          pretrain_gpt's --pipeline-schedule is read too\n"
     "  --forward-only          forward passes only (evaluation)\n"
     "  --with-p2p              also print the transfers: RF/SF = recv/send activation, RB/SB = gradient\n";
 
@@ -96,12 +97,9 @@ int positive(const std::string& flag, const std::string& value) {
 }
 
 sch::schedule_kind parse_kind(const std::string& name) {
-  for (auto kind : {sch::schedule_kind::megatron, sch::schedule_kind::one_f_one_b,
-                    sch::schedule_kind::interleaved_one_f_one_b, sch::schedule_kind::gpipe,
-                    sch::schedule_kind::no_pipelining})
-    if (name == sch::to_string(kind)) return kind;
+  if (auto kind = sch::schedule_kind_named(name); kind && !name.empty()) return *kind;
   fail("argument --schedule: invalid choice: '" + name +
-       "' (choose from 'megatron', '1f1b', 'interleaved-1f1b', 'gpipe', 'no-pipelining')");
+       "' (choose from 'megatron', '1f1b', 'interleaved-1f1b', 'gpipe', 'no-pipelining', 'zb-h1')");
 }
 
 schedule_flags split_flags(int argc, char** argv) {
@@ -208,7 +206,8 @@ config::resolution resolved(const schedule_flags& f) {
 sch::schedule_shape shape_from(const config::megatron_args& a, const schedule_flags& f) {
   sch::schedule_shape s = sch::shape_from_args(a);
   s.forward_only = f.forward_only;
-  s.kind = f.kind;
+  // --schedule, else pretrain_gpt's --pipeline-schedule among the Megatron flags.
+  if (f.kind != sch::schedule_kind::megatron) s.kind = f.kind;
   if (auto errors = sch::validate(s); !errors.empty()) throw usage_error{errors};
   return s;
 }
@@ -222,6 +221,10 @@ std::string bubble_formula(const sch::schedule_shape& s) {
     case sch::schedule_kind::interleaved_one_f_one_b:
       return "(pp-1)/(vp*m+pp-1) = " + std::to_string(pp - 1) + "/" +
              std::to_string(vp * m + pp - 1);
+    case sch::schedule_kind::zero_bubble_h1:
+      if (s.forward_only) break;
+      return "(pp-1)/(3m+pp-1) = " + std::to_string(pp - 1) + "/" + std::to_string(3 * m + pp - 1) +
+             " with F, B and W of equal time";
     default: return "(pp-1)/(m+pp-1) = " + std::to_string(pp - 1) + "/" + std::to_string(m + pp - 1);
   }
 }

@@ -1,0 +1,51 @@
+// The deferred weight-gradient queue.
+#include "model/deferred_weight_grads.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace mactor::model {
+
+void deferred_weight_grads::begin_collecting(int microbatch) {
+  collecting_ = true;
+  microbatch_ = microbatch;
+}
+
+void deferred_weight_grads::add(std::initializer_list<tensor::const_tensor_view> inputs, work w) {
+  if (!collecting_) {
+    const std::vector<tensor::const_tensor_view> views(inputs);
+    w(views);
+    return;
+  }
+  item it{microbatch_, {}, std::move(w)};
+  it.inputs.reserve(inputs.size());
+  for (const auto& v : inputs) {
+    if (v.where != tensor::cpu)
+      throw std::logic_error("deferred_weight_grads: a deferred weight gradient's input is on a device; "
+                             "zero-bubble schedules run on the CPU only");
+    auto& copy = it.inputs.emplace_back(v.shape, v.type, tensor::memory_kind::activations);
+    if (v.nbytes()) std::memcpy(copy.data(), v.data, v.nbytes());
+    pending_bytes_ += static_cast<std::int64_t>(v.nbytes());
+  }
+  queue_.push_back(std::move(it));
+}
+
+void deferred_weight_grads::run(int microbatch) {
+  std::vector<tensor::const_tensor_view> views;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->microbatch != microbatch) {
+      ++it;
+      continue;
+    }
+    views.clear();
+    for (const auto& t : it->inputs) {
+      views.push_back(t.view());
+      pending_bytes_ -= static_cast<std::int64_t>(t.nbytes());
+    }
+    it->w(views);
+    it = queue_.erase(it);
+  }
+}
+
+}  // namespace mactor::model

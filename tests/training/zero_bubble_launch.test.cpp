@@ -1,0 +1,95 @@
+// ZB-H1 (--pipeline-schedule zb-h1) under `mactor`: the weight gradients a backward leaves to the
+// W pass are the same numbers added in the same order as 1F1B's, so every layer kind (dense GPT
+// with biases and tied embeddings, MoE experts and router with tensor and expert parallelism,
+// multi-latent attention with multi-token prediction) logs 1F1B's lines and saves 1F1B's
+// model and Adam moments bit for bit, with the overlapped gradient reduction and the
+// distributed optimizer too.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "checkpoint/checkpoint_reader.hpp"
+#include "tests/training/launch_support.hpp"
+#include "tests/training/tiny_moe_flags.hpp"
+
+using namespace mactor::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string dense_flags() {
+  return "--mock-data --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+         "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 16 --train-iters 4 --lr-decay-iters 4 "
+         "--lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 1 --clip-grad 1.0 --weight-decay 0.1 "
+         "--init-method-std 0.05 --tokenizer-type NullTokenizer --vocab-size 4095 --hidden-dropout 0.1 "
+         "--attention-dropout 0.1 --log-interval 1 --eval-interval 2 --eval-iters 1 --seed 13 --log-params-norm";
+}
+
+std::string mla_mtp_flags() {
+  return "--mock-data --num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 "
+         "--multi-latent-attention --q-lora-rank 16 --kv-lora-rank 8 --qk-head-dim 8 --qk-pos-emb-head-dim 4 "
+         "--v-head-dim 8 --qk-layernorm --normalization RMSNorm --position-embedding-type rope --disable-bias-linear "
+         "--mtp-num-layers 1 --seq-length 16 --max-position-embeddings 16 --micro-batch-size 2 --global-batch-size 8 "
+         "--train-iters 4 --lr 1e-2 --clip-grad 1.0 --init-method-std 0.05 --tokenizer-type NullTokenizer "
+         "--vocab-size 4095 --log-interval 1 --eval-interval 2 --eval-iters 1 --seed 5";
+}
+
+// Runs `flags` under 1F1B and ZB-H1 on `ranks` processes, saving at the last iteration, and checks
+// that both log the same lines and save the same tensors, byte for byte.
+void check_zero_bubble_equals_one_f_one_b(int ranks, const std::string& flags, std::int64_t iterations, const std::string& name) {
+  INFO(name << ": " << flags);
+  const auto one_dir = scratch_dir("zero_bubble", name + "_1f1b"), zb_dir = scratch_dir("zero_bubble", name + "_zb");
+  const std::string save = " --save-interval " + std::to_string(iterations) + " --save ";
+  const auto one = launch(ranks, flags + " --pipeline-schedule 1f1b" + save + one_dir.string());
+  const auto zb = launch(ranks, flags + " --pipeline-schedule zb-h1" + save + zb_dir.string());
+  const auto want = iteration_lines(one.out), got = iteration_lines(zb.out);
+  REQUIRE(want.size() == std::size_t(iterations));
+  REQUIRE(logged_values(one.out, "lm loss").front() != logged_values(one.out, "lm loss").back());
+  CHECK(got == want);  // lm loss, grad norm, params norm, ... as printed
+  mactor::checkpoint::checkpoint_reader a(one_dir.string(), iterations), b(zb_dir.string(), iterations);
+  REQUIRE(a.names() == b.names());
+  int optimizer_tensors = 0;
+  for (const auto& tensor : a.names()) {
+    INFO(tensor);
+    const auto x = a.read_whole(tensor), y = b.read_whole(tensor);
+    REQUIRE(x.size() == y.size());
+    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+    optimizer_tensors += tensor.rfind("optimizer.state.", 0) == 0;
+  }
+  CHECK(optimizer_tensors > 0);
+  std::printf("%s: ZB-H1 equals 1F1B bit for bit over %zu tensors and %lld iterations\n", name.c_str(),
+              a.names().size(), static_cast<long long>(iterations));
+}
+
+}  // namespace
+
+TEST_CASE("ZB-H1 trains a dense GPT over PP4 bit for bit as 1F1B does") {
+  check_zero_bubble_equals_one_f_one_b(4, dense_flags() + " --pipeline-model-parallel-size 4", 4, "dense_pp4");
+}
+
+TEST_CASE("ZB-H1 with the distributed optimizer and overlapped gradient reduction over PP2 x DP2 equals 1F1B bit for bit") {
+  check_zero_bubble_equals_one_f_one_b(
+      4, dense_flags() + " --pipeline-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 2000", 4,
+      "dense_pp2_dp2_overlap");
+}
+
+TEST_CASE("ZB-H1 trains MoE over PP2 x TP2 with sequence parallelism, and MLA with MTP over PP2, bit for bit as 1F1B") {
+  check_zero_bubble_equals_one_f_one_b(
+      4, tiny_moe_flags() + " --train-iters 4 --lr-decay-iters 4 --pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel", 4,
+      "moe_pp2_tp2");
+  check_zero_bubble_equals_one_f_one_b(2, mla_mtp_flags() + " --pipeline-model-parallel-size 2", 4, "mla_mtp_pp2");
+}
+
+TEST_CASE("--pipeline-schedule is refused where it cannot run, naming the fix") {
+  const auto vp = launch(4, dense_flags() + " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 "
+                                            "--pipeline-schedule zb-h1", 2);
+  CHECK(vp.err.find("--pipeline-schedule zb-h1 runs one model chunk per rank") != std::string::npos);
+  CHECK(vp.err.find("interleaved-1f1b") != std::string::npos);
+  const auto bad = launch(2, dense_flags() + " --pipeline-model-parallel-size 2 --pipeline-schedule zbv", 2);
+  CHECK(bad.err.find("argument --pipeline-schedule: invalid choice: 'zbv'") != std::string::npos);
+  const auto sharded = launch(4, dense_flags() + " --pipeline-model-parallel-size 2 --use-distributed-optimizer "
+                                                 "--data-parallel-sharding-strategy optim_grads --pipeline-schedule zb-h1", 2);
+  CHECK(sharded.err.find("--pipeline-schedule zb-h1 with sharded gradients") != std::string::npos);
+}
