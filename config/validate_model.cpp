@@ -67,6 +67,13 @@ void low_precision(validation_context& c) {  // rules 97, 98
 
 void moe_rules(validation_context& c) {  // rules 99-101, 111, 112, 114
   auto& m = c.a.moe;
+  if (m.delay_wgrad_compute) {  // TransformerConfig.__post_init__, with or without experts
+    c.require(m.overlap_moe_expert_parallel_comm,
+              "overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute; add "
+              "--overlap-moe-expert-parallel-comm");
+    c.require(!m.moe_use_legacy_grouped_gemm,
+              "delay_wgrad_compute is not supported with legacy groupedgemm implementation; drop --moe-use-legacy-grouped-gemm");
+  }
   if (m.expert_model_parallel_size > 1 && !m.num_experts) return;  // reported by validate_args
   if (!m.num_experts && c.a.moe.moe_ffn_hidden_size && c.a.moe.moe_ffn_hidden_size != c.a.network_size.ffn_hidden_size)
     c.error("--moe-ffn-hidden-size needs --num-experts");

@@ -450,7 +450,7 @@ def check_cli(mactor):
         # A flag that changes Megatron's op order in a way mactor's schedules do not model.
         (["--pipeline-model-parallel-size", 4, "--num-microbatches", 8, "--num-virtual-stages-per-pipeline-rank",
           2, "--delay-wgrad-compute"],
-         "--delay-wgrad-compute is recognized but not implemented"),
+         "--delay-wgrad-compute changes Megatron's op order"),
         (["--pipeline-model-parallel-size", 3, "--num-microbatches", 6, "--num-layers", 16,
           "--num-layers-per-virtual-pipeline-stage", 2], "number of layers (16)"),
         (["--pipeline-model-parallel-size", 2, "--num-microbatches", 6, "--num-layers", 16,

@@ -192,6 +192,13 @@ std::vector<std::string> completed_flags(const schedule_flags& f, const config::
 // The Megatron flags through config/'s parser, validation and derived values, as pretrain_gpt's.
 config::resolution resolved(const schedule_flags& f) {
   const auto parsed = config::parse_command_line(f.megatron, prog);  // throws config::usage_error
+  // Accepted without effect by pretrain_gpt (their results are the same), but they change
+  // Megatron's op order into its combined EP-overlap schedule, which this tool does not print.
+  for (const auto& [set, flag] : {std::pair{parsed.args.moe.overlap_moe_expert_parallel_comm, "--overlap-moe-expert-parallel-comm"},
+                                  std::pair{parsed.args.moe.delay_wgrad_compute, "--delay-wgrad-compute"}})
+    if (set)
+      fail(std::string(flag) + " changes Megatron's op order (its combined 1F1B schedule that overlaps the expert "
+                               "all-to-alls), which mactor schedule does not model; drop it to print the plain schedule");
   auto flags = completed_flags(f, parsed);
   const std::int64_t replica = config::replica_size(parsed.args);
   const std::int64_t world = f.world_size.value_or(f.data_parallel_size.value_or(1) * replica);
