@@ -1,11 +1,14 @@
 // Megatron's num_floating_point_operations: the dense-transformer branch, with its
-// multi-latent-attention term and its multi-token prediction terms (each MTP depth counts as one
+// multi-latent-attention term, its MoE MLP term (top-k routed experts and the shared expert on the
+// --moe-layer-freq layers) and its multi-token prediction terms (each MTP depth counts as one
 // more layer, plus its norms, eh_proj and one more logits GEMM), and the --is-hybrid-model branch
 // (hybrid_flops: attention, MLP and Mamba layers counted from the pattern or the ratios).
 #include "training/flops.hpp"
 
 #include <cmath>
 #include <string>
+#include <variant>
+#include <vector>
 
 namespace mactor::training {
 namespace {
@@ -51,6 +54,37 @@ double hybrid_flops(const config::megatron_args& a, double vocab, double batch) 
   return 3 * (attention_layers * attention + mlp_layers * mlp + mamba_layers * mamba + 2 * bs * h * vocab);
 }
 
+// Megatron's MLP term per token over num_layers (MTP depths included): dense layers' ffn, MoE
+// layers' top-k routed experts and shared expert, from --moe-layer-freq (an MTP depth counts as
+// the kind of the model's last layer).
+double mlp_term(const config::megatron_args& a, double h, double layers, double mtp) {
+  const auto& n = a.network_size;
+  const auto& m = a.moe;
+  const double gated = n.swiglu ? 1.5 : 1.0;
+  const double ffn = static_cast<double>(*n.ffn_hidden_size);
+  double dense = layers, moe = 0, routed = 0;
+  if (m.num_experts) {
+    const auto num_layers = *n.num_layers;
+    std::vector<std::int64_t> pattern;
+    if (const auto* list = std::get_if<std::vector<std::int64_t>>(&m.moe_layer_freq)) {
+      pattern = *list;
+    } else {
+      const std::int64_t every = std::get<std::int64_t>(m.moe_layer_freq);
+      for (std::int64_t i = 0; i < num_layers; ++i) pattern.push_back(i % every == 0 ? 1 : 0);
+    }
+    for (auto v : pattern) moe += static_cast<double>(v);
+    const double last_is_moe = pattern.empty() ? 0.0 : static_cast<double>(pattern.back());
+    moe += last_is_moe * mtp;
+    dense = layers - moe;
+    routed = static_cast<double>(m.moe_router_topk);
+  }
+  const double moe_ffn = m.moe_ffn_hidden_size ? static_cast<double>(*m.moe_ffn_hidden_size) : ffn;
+  const double shared = static_cast<double>(m.moe_shared_expert_intermediate_size.value_or(0));
+  const double expansion = 3 * 2 * 2;
+  return expansion * layers * h *
+         (ffn * gated * (dense / layers) + moe_ffn * routed * gated * (moe / layers) + shared * gated * (moe / layers));
+}
+
 }  // namespace
 
 double num_floating_point_operations(const config::megatron_args& a, std::int64_t padded_vocab_size,
@@ -66,12 +100,11 @@ double num_floating_point_operations(const config::megatron_args& a, std::int64_
   const double kv_channels = static_cast<double>(n.kv_channels.value_or(static_cast<std::int64_t>(h / heads)));
   const double groups = n.group_query_attention ? static_cast<double>(n.num_query_groups) : heads;
   const double query_projection_ratio = kv_channels * heads / h;
-  const double gated = n.swiglu ? 1.5 : 1.0;
   const double expansion = 3 * 2 * 2;  // forward + 2x backward, 2 FLOPs per multiply-add, 2 GEMMs
   const double attention = n.multi_latent_attention
                                ? mla_attention_term(a, h, heads, layers, seq)
                                : expansion * layers * h * h * ((1 + groups / heads + seq / h / 2) * query_projection_ratio);
-  const double mlp = expansion * layers * h * static_cast<double>(*n.ffn_hidden_size) * gated;
+  const double mlp = mlp_term(a, h, layers, mtp);
   const double mtp_norms_and_projection = 3 * 2 * mtp * (3 * h + 2 * h * h);
   const double logits = 3 * 2 * h * static_cast<double>(padded_vocab_size) * (mtp + 1);
   return static_cast<double>(batch_size) * seq * (mlp + attention + mtp_norms_and_projection + logits);

@@ -77,3 +77,22 @@ TEST_CASE("a hybrid model (is-hybrid-model) counts Megatron's hybrid_flops from 
             with({"--hybrid-attention-ratio", "0.25", "--hybrid-mlp-ratio", "0.5"}), 512, 2) ==
         Approx(3 * (attention + 2 * mlp + mamba + logits)).epsilon(1e-12));
 }
+
+TEST_CASE("MoE counts the top-k routed experts and the shared expert on the MoE layers, an MTP depth as the last layer's kind") {
+  // 4 layers (the last 3 MoE) and one MTP depth after a MoE layer: 5 layers, 4 of them MoE.
+  // MLP 12*5*32*(64*1.5/5 + 32*2*1.5*4/5 + 16*1.5*4/5) = 221184; attention 12*5*32*32*2.5 = 153600;
+  // MTP norms and eh_proj 6*(3*32 + 2*32*32) = 12864; logits 6*32*256*2 = 98304.
+  auto a = args_of({"--num-layers", "4", "--hidden-size", "32", "--num-attention-heads", "4", "--ffn-hidden-size", "64",
+                    "--swiglu", "--num-experts", "8", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "32",
+                    "--moe-shared-expert-intermediate-size", "16", "--moe-layer-freq", "([0]*1+[1]*3)",
+                    "--mtp-num-layers", "1", "--position-embedding-type", "rope", "--seq-length", "32",
+                    "--max-position-embeddings", "32", "--micro-batch-size", "1", "--train-iters", "1", "--lr", "1"});
+  CHECK(training::num_floating_point_operations(a, 256, 1) == Approx(32.0 * (221184 + 153600 + 12864 + 98304)).epsilon(1e-12));
+  // An integer frequency: layers 0 and 2 of 4 are MoE.
+  // MLP 12*4*32*(64*1.5*2/4 + 32*2*1.5*2/4 + 16*1.5*2/4) = 165888; attention 12*4*32*32*2.5 = 122880; logits 49152.
+  auto every_other = args_of({"--num-layers", "4", "--hidden-size", "32", "--num-attention-heads", "4", "--ffn-hidden-size", "64",
+                              "--swiglu", "--num-experts", "8", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "32",
+                              "--moe-shared-expert-intermediate-size", "16", "--moe-layer-freq", "2", "--seq-length", "32",
+                              "--max-position-embeddings", "32", "--micro-batch-size", "1", "--train-iters", "1", "--lr", "1"});
+  CHECK(training::num_floating_point_operations(every_other, 256, 1) == Approx(32.0 * (165888 + 122880 + 49152)).epsilon(1e-12));
+}

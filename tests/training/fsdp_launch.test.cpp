@@ -38,13 +38,15 @@ TEST_CASE("every Megatron FSDP sharding strategy under mactor -np 4 logs the los
 }
 
 TEST_CASE("ZeRO-3 with tensor parallelism and a bf16 model with per-token loss logs the distributed optimizer's losses") {
-  // bf16 weights round the two replicas' summed gradients' updates a little differently from one
-  // replica's (about 1e-5 here, with or without FSDP): the reference is the same TP2 x DP2 layout
-  // without FSDP, Megatron's functional-test set gpt3_mr_mcore_te_tp2_zp_z3_resume_fsdp_dtensor.
+  // The fp32 gradients reduce-scattered after each micro-batch sum in another order than ones
+  // reduced once per step; where that moves a main parameter across a bf16 rounding boundary the
+  // bf16 weight moves by a whole ulp (2^-8), so the losses part by 0, 4.5e-6, then 3.1e-5 over
+  // iterations 5-7 (measured; the fp32 case above stays within 1e-5). The reference is the same
+  // TP2 x DP2 layout without FSDP, Megatron's functional-test set gpt3_mr_mcore_te_tp2_zp_z3_resume_fsdp_dtensor.
   const std::string flags = model_flags() + " --bf16 --calculate-per-token-loss --tensor-model-parallel-size 2";
   const auto distributed_optimizer = run_job(4, flags + " --use-distributed-optimizer");
   check_layout_against(distributed_optimizer, 4, flags,
-                       megatron_fsdp("optim_grads_params") + " --use-distributed-optimizer", 4, 6);
+                       megatron_fsdp("optim_grads_params") + " --use-distributed-optimizer", 4, 6, "pretrain_gpt", 1e-4);
 }
 
 TEST_CASE("torch FSDP2 with and without resharding after forward and ZeRO-3 over pipeline stages log one process's losses") {

@@ -108,12 +108,12 @@ inline void check_same(const std::vector<double>& got, const std::vector<double>
 /// against `one`, the same flags' one-process run (which must have moved).
 inline void check_layout_against(const logged_losses& one, int ranks, const std::string& flags, const std::string& layout,
                                  std::size_t evaluations, std::size_t iterations,
-                                 const std::string& program = "pretrain_gpt") {
+                                 const std::string& program = "pretrain_gpt", double tolerance = 1e-5) {
   INFO("layout: " << layout);
   REQUIRE(one.train.front() != one.train.back());  // training must move for the comparison to mean anything
   const auto spread = run_job(ranks, flags + " " + layout, evaluations, iterations, program);
-  check_same(spread.train, one.train, ("lm loss, " + layout).c_str(), ranks);
-  check_same(spread.validation, one.validation, ("validation/test lm loss, " + layout).c_str(), ranks);
+  check_same(spread.train, one.train, ("lm loss, " + layout).c_str(), ranks, tolerance);
+  check_same(spread.validation, one.validation, ("validation/test lm loss, " + layout).c_str(), ranks, tolerance);
 }
 
 }  // namespace mactor::test

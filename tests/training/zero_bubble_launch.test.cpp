@@ -82,7 +82,7 @@ TEST_CASE("ZB-H1 trains MoE over PP2 x TP2 with sequence parallelism, and MLA wi
   check_zero_bubble_equals_one_f_one_b(2, mla_mtp_flags() + " --pipeline-model-parallel-size 2", 4, "mla_mtp_pp2");
 }
 
-TEST_CASE("--pipeline-schedule is refused where it cannot run, naming the fix") {
+TEST_CASE("a pipeline schedule that cannot run is refused, naming the fix") {
   const auto vp = launch(4, dense_flags() + " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 "
                                             "--pipeline-schedule zb-h1", 2);
   CHECK(vp.err.find("--pipeline-schedule zb-h1 runs one model chunk per rank") != std::string::npos);
