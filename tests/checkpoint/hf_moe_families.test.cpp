@@ -60,7 +60,8 @@ std::vector<family_case> cases() {
   return {
       {"deepseek-q-lora", "DeepseekV3ForCausalLM",
        with(mla, {"--q-lora-rank", "16", "--v-head-dim", "6", "--moe-router-topk", "2", "--moe-layer-freq", "[0,1]",
-                  "--moe-router-topk-scaling-factor", "2.5", "--rope-type", "rope",
+                  "--moe-router-topk-scaling-factor", "2.5", "--num-experts", "8", "--moe-router-num-groups", "2",
+                  "--moe-router-group-topk", "1", "--rope-type", "rope",
                   "--no-rope-fusion", "--untie-embeddings-and-output-weights"})},
       {"deepseek-no-q-lora", "DeepseekV3ForCausalLM", with(mla, {"--v-head-dim", "8", "--moe-router-topk", "1"})},
       {"qwen3-moe", "Qwen3MoeForCausalLM",
@@ -242,15 +243,15 @@ TEST_CASE("convert_checkpoint refuses what DeepseekV3ForCausalLM and Qwen3MoeFor
           {"without qk_layernorm", "routes by sigmoid", "norm_epsilon", "moe_shared_expert_intermediate_size",
            "first k layers dense"});
   refused("mla-yarn-groups", deepseek,
-          {{"rotary_scaling_factor", 40.0}, {"moe_router_num_groups", 2}, {"moe_router_group_topk", 1},
+          {{"rotary_scaling_factor", 40.0}, {"moe_router_num_groups", 2}, {"moe_router_group_topk", 2},
            {"moe_shared_expert_intermediate_size", 24}, {"moe_expert_capacity_factor", 1.0}},
           {"rotary_scaling_factor", "group-limited routing", "positive multiple", "moe_expert_capacity_factor"});
   refused("mla-dense", deepseek, {{"num_experts", nullptr}}, {"multi_latent_attention without MoE"});
   refused("qwen3-unexpressed", qwen3,
           {{"moe_shared_expert_intermediate_size", 16}, {"moe_router_topk_scaling_factor", 2.0},
            {"moe_router_score_function", "sigmoid"}, {"moe_router_enable_expert_bias", true},
-           {"moe_router_load_balancing_type", "sinkhorn"}, {"add_qkv_bias", true}},
-          {"shared experts", "moe_router_topk_scaling_factor", "other than softmax", "moe_router_enable_expert_bias",
+           {"moe_router_load_balancing_type", "sinkhorn"}, {"add_qkv_bias", true}, {"moe_router_num_groups", 2}},
+          {"group-limited routing", "shared experts", "moe_router_topk_scaling_factor", "other than softmax", "moe_router_enable_expert_bias",
            "sinkhorn", "biases"});
   refused("dense-qk-layernorm", qwen3, {{"num_experts", nullptr}}, {"qk_layernorm on a dense model"});
   // Accepted (then failing for want of tensors): DeepseekV3's first-k-dense list and the int form.
@@ -267,7 +268,7 @@ TEST_CASE("convert_checkpoint refuses what DeepseekV3ForCausalLM and Qwen3MoeFor
   std::ofstream(hf / "config.json") << R"({"model_type": "deepseek_v3", "num_hidden_layers": 2, "hidden_size": 32,
     "num_attention_heads": 4, "intermediate_size": 48, "moe_intermediate_size": 16, "max_position_embeddings": 16,
     "vocab_size": 96, "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1, "kv_lora_rank": 8,
-    "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8, "n_group": 2, "topk_group": 1,
+    "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8, "n_group": 4, "topk_group": 2,
     "rope_scaling": {"type": "yarn", "factor": 40}, "norm_topk_prob": false, "rms_norm_eps": 1e-6})";
   const auto j = mactor::test::run_shell(tool + " from-hf --hf " + hf.string() + " --save " + (root / "x").string());
   INFO(j.err);

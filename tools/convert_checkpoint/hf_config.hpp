@@ -45,6 +45,8 @@ struct model_args {
   double moe_router_topk_scaling_factor = 1.0;  // DeepseekV3: routed_scaling_factor
   int moe_shared_expert_intermediate_size = 0;  // DeepseekV3: n_shared_experts * moe_ffn_hidden_size
   bool moe_router_enable_expert_bias = false;   // DeepseekV3: e_score_correction_bias
+  int moe_router_num_groups = 0;  // DeepseekV3: n_group (0: no group-limited routing)
+  int moe_router_group_topk = 0;  // DeepseekV3: topk_group
   bool qk_layernorm = false;  // Qwen3-MoE: q_norm/k_norm; DeepseekV3: the latent norms
   // Multi-latent attention (DeepseekV3): --q-lora-rank (0: none, q_proj), --kv-lora-rank,
   // --qk-head-dim (qk_nope_head_dim), --qk-pos-emb-head-dim (qk_rope_head_dim), --v-head-dim.

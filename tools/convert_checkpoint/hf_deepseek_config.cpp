@@ -62,6 +62,14 @@ void deepseek_from_megatron(const nlohmann::json& args, model_args& a, std::vect
   if (shared <= 0 || shared % f != 0)
     errors.push_back("moe_shared_expert_intermediate_size must be a positive multiple of moe_ffn_hidden_size (" +
                      std::string(who) + " has n_shared_experts shared experts of moe_intermediate_size)");
+  // Megatron scores a group by the sum of its top (topk / group_topk) scores, DeepseekV3 by its
+  // top 2; DeepseekV3 masks the other groups' experts with 0 where Megatron excludes them, which
+  // chooses alike while the biased scores of the chosen groups' experts are positive.
+  const int groups = a.moe_router_num_groups, group_topk = a.moe_router_group_topk;
+  if ((groups > 0 || group_topk > 0) &&
+      (groups <= 0 || group_topk <= 0 || a.num_experts % groups != 0 || a.moe_router_topk != 2 * group_topk))
+    errors.push_back("group-limited routing needs moe_router_topk == 2 * moe_router_group_topk and num_experts a "
+                     "multiple of moe_router_num_groups (" + std::string(who) + " scores a group by its top 2)");
   if (!first_k_dense(a))
     errors.push_back("moe_layer_freq must make the first k layers dense and the rest MoE (" + std::string(who) +
                      "'s first_k_dense_replace)");
@@ -83,8 +91,8 @@ nlohmann::json deepseek_config_json(const model_args& a) {
           {"num_experts_per_tok", a.moe_router_topk},
           {"routed_scaling_factor", a.moe_router_topk_scaling_factor},
           {"norm_topk_prob", a.moe_router_topk > 1},  // Megatron's sigmoid normalizes k > 1 scores
-          {"n_group", 1},
-          {"topk_group", 1},
+          {"n_group", a.moe_router_num_groups > 0 ? a.moe_router_num_groups : 1},
+          {"topk_group", a.moe_router_group_topk > 0 ? a.moe_router_group_topk : 1},
           {"first_k_dense_replace", *first_k_dense(a)},
           {"q_lora_rank", a.q_lora_rank ? nlohmann::json(a.q_lora_rank) : nlohmann::json(nullptr)},
           {"kv_lora_rank", a.kv_lora_rank},
@@ -132,8 +140,13 @@ model_args deepseek_from_hf_config(const nlohmann::json& c) {
   if (get_or<bool>(c, "attention_bias", false)) errors.push_back("attention_bias: Megatron's MLA has no biases");
   if (a.num_query_groups != get_or<int>(c, "num_key_value_heads", a.num_attention_heads))
     errors.push_back("num_key_value_heads must equal num_attention_heads");
-  if (get_or<int>(c, "topk_group", 1) != get_or<int>(c, "n_group", 1))
-    errors.push_back("group-limited routing (topk_group < n_group) is not converted yet");
+  const int groups = get_or<int>(c, "n_group", 1), group_topk = get_or<int>(c, "topk_group", 1);
+  if (group_topk < groups) {
+    a.moe_router_num_groups = groups, a.moe_router_group_topk = group_topk;
+    if (a.moe_router_topk != 2 * group_topk || a.num_experts % groups != 0)
+      errors.push_back("group-limited routing needs num_experts_per_tok == 2 * topk_group (Megatron scores a group "
+                       "by its top num_experts_per_tok / topk_group) and n_routed_experts a multiple of n_group");
+  }
   if (get_or<bool>(c, "norm_topk_prob", true) != (a.moe_router_topk > 1))
     errors.push_back("norm_topk_prob must be true exactly when num_experts_per_tok > 1, as Megatron's sigmoid "
                      "routing normalizes");
@@ -159,6 +172,8 @@ void deepseek_megatron_args(const model_args& a, nlohmann::json& j) {
   j["rotary_scaling_factor"] = 1.0;
   moe_megatron_args(a, j);
   j["moe_router_score_function"] = "sigmoid";
+  j["moe_router_num_groups"] = a.moe_router_num_groups ? nlohmann::json(a.moe_router_num_groups) : nlohmann::json(nullptr);
+  j["moe_router_group_topk"] = a.moe_router_group_topk ? nlohmann::json(a.moe_router_group_topk) : nlohmann::json(nullptr);
 }
 
 }  // namespace mactor::convert

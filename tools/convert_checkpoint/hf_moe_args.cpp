@@ -52,11 +52,11 @@ void moe_common_from_megatron(const nlohmann::json& args, model_args& a, std::ve
   a.moe_router_topk_scaling_factor = get_or<double>(args, "moe_router_topk_scaling_factor", 1.0);
   a.moe_shared_expert_intermediate_size = get_or<int>(args, "moe_shared_expert_intermediate_size", 0);
   a.moe_router_enable_expert_bias = get_or<bool>(args, "moe_router_enable_expert_bias", false);
+  a.moe_router_num_groups = get_or<int>(args, "moe_router_num_groups", 0);
+  a.moe_router_group_topk = get_or<int>(args, "moe_router_group_topk", 0);
   a.moe_layers = layer_pattern(args, a.num_layers, errors);
   if (a.num_experts > 0 && (a.moe_router_topk < 1 || a.moe_router_topk > a.num_experts))
     errors.push_back("moe_router_topk must lie in [1, num_experts]");
-  if (get_or<int>(args, "moe_router_num_groups", 0) > 0 || get_or<int>(args, "moe_router_group_topk", 0) > 0)
-    errors.push_back("group-limited routing (moe_router_num_groups, moe_router_group_topk): not converted yet" + why);
   if (names_sinkhorn(args)) errors.push_back("moe_router_load_balancing_type sinkhorn (Sinkhorn routing)" + why);
   if (!get_or<nlohmann::json>(args, "moe_expert_capacity_factor", nullptr).is_null())
     errors.push_back("moe_expert_capacity_factor (token dropping)" + why);

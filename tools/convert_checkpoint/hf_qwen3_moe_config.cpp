@@ -22,6 +22,8 @@ void qwen3_moe_from_megatron(const nlohmann::json& args, model_args& a, std::vec
   if (a.moe_router_topk_scaling_factor != 1.0) errors.push_back("moe_router_topk_scaling_factor != 1" + why);
   if (a.moe_shared_expert_intermediate_size > 0) errors.push_back("shared experts (moe_shared_expert_intermediate_size)" + why);
   if (a.moe_router_enable_expert_bias) errors.push_back("moe_router_enable_expert_bias" + why);
+  if (a.moe_router_num_groups > 0 || a.moe_router_group_topk > 0)
+    errors.push_back("group-limited routing (moe_router_num_groups, moe_router_group_topk)" + why);
   if (errors.size() == before) a.family = hf_family::qwen3_moe;
 }
 
