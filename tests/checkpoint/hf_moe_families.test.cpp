@@ -183,6 +183,17 @@ TEST_CASE("pretrain_gpt MLA and qk-layernorm MoE checkpoints export to DeepseekV
     run_checked(tool + " to-hf --load " + back.string() + " --out " + again.string());
     CHECK(file_bytes(hf / "model.safetensors") == file_bytes(again / "model.safetensors"));
     CHECK(file_bytes(hf / "config.json") == file_bytes(again / "config.json"));
+
+    // pretrain_gpt loads the import (strictly, expert biases included) as it loads the original.
+    auto eval = [&](const fs::path& load) {
+      auto f = flags;
+      for (const char* extra : {"--skip-train", "--finetune", "--no-load-optim", "--no-load-rng"}) f.push_back(extra);
+      const auto log = run_checked(bin + "/pretrain_gpt" + joined(f) + " --load " + load.string()).out;
+      const auto at = log.find("lm loss value: ");
+      REQUIRE(at != std::string::npos);
+      return log.substr(at, log.find(' ', at + 15) - at);
+    };
+    CHECK(eval(ckpt) == eval(back));
   }
   std::ofstream(root / "cases.json") << reference_cases.dump();
   const std::string source = MACTOR_SOURCE_DIR;
