@@ -28,6 +28,8 @@ class gpt_model {
   void all_reduce_sequence_parallel_grads() { chunk_.all_reduce_sequence_parallel_grads(); }
   std::vector<parameter>& parameters() { return chunk_.parameters(); }
   parameter_store& store() { return chunk_.store(); }
+  /// The MoE routers in layer order (their expert biases: gpt_chunk::moe_routers).
+  std::vector<moe_router*> moe_routers() { return chunk_.moe_routers(); }
   void zero_grad() { chunk_.zero_grad(); }
   /// Each multi-token prediction depth's masked mean loss summed over the training forwards
   /// since the last call (gpt_chunk::take_mtp_losses).

@@ -1,4 +1,5 @@
-// model_args <-> Megatron args / Hugging Face GPT2Config and LlamaConfig.
+// model_args <-> Megatron args / Hugging Face GPT2Config, LlamaConfig and MixtralConfig; DeepseekV3
+// and Qwen3-MoE in hf_deepseek_config.cpp and hf_qwen3_moe_config.cpp.
 #include "tools/convert_checkpoint/hf_config.hpp"
 
 #include <algorithm>
@@ -6,19 +7,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tools/convert_checkpoint/hf_moe_families.hpp"
+
 namespace mactor::convert {
 namespace {
 
-template <typename T>
-T get_or(const nlohmann::json& j, const char* key, T fallback) {
-  auto it = j.find(key);
-  return it == j.end() || it->is_null() ? fallback : it->get<T>();
-}
-
 std::string join(const std::vector<std::string>& errors, const std::string& head) {
-  std::string s = head;
-  for (const auto& e : errors) s += "\n  " + e;
-  return s;
+  return join_errors(errors, head);
 }
 
 // Every layer a MoE layer: --moe-layer-freq 1, or a list of ones.
@@ -122,9 +117,10 @@ model_args args_from_megatron(const nlohmann::json& args) {
   a.rotary_base = get_or<double>(args, "rotary_base", 10000.0);
   const auto norm = get_or<std::string>(args, "normalization", "LayerNorm");
   const auto pos = get_or<std::string>(args, "position_embedding_type", "learned_absolute");
+  const bool mla = get_or<bool>(args, "multi_latent_attention", false);
   if (norm == "LayerNorm" && pos == "learned_absolute" && !a.swiglu)
     a.family = hf_family::gpt2;
-  else if (norm == "RMSNorm" && pos == "rope" && a.swiglu)
+  else if (norm == "RMSNorm" && (pos == "rope" || (mla && pos == "none")) && a.swiglu)
     a.family = hf_family::llama;
   else
     errors.push_back("normalization=" + norm + ", position_embedding_type=" + pos +
@@ -139,14 +135,19 @@ model_args args_from_megatron(const nlohmann::json& args) {
     errors.push_back("rotary_interleaved has no LlamaForCausalLM equivalent");
   if (get_or<bool>(args, "squared_relu", false))
     errors.push_back("squared_relu is not convertible");
-  if (get_or<int>(args, "num_experts", 0) > 0) moe_from_megatron(args, a, errors);
+  // Multi-latent attention -> DeepseekV3; qk-layernorm with MoE -> Qwen3-MoE; other MoE -> Mixtral.
+  const bool moe = get_or<int>(args, "num_experts", 0) > 0;
+  if (mla) deepseek_from_megatron(args, a, errors);
+  else if (get_or<bool>(args, "qk_layernorm", false) && moe) qwen3_moe_from_megatron(args, a, errors);
+  else if (get_or<bool>(args, "qk_layernorm", false))
+    errors.push_back("qk_layernorm on a dense model (Qwen3ForCausalLM) is not converted yet; with MoE it becomes "
+                     "Qwen3MoeForCausalLM");
+  else if (moe) moe_from_megatron(args, a, errors);
   // A hybrid Mamba model (pretrain_mamba, --spec ... mamba_stack_spec) saves its spec as a list.
   if (args.contains("spec") && args["spec"].is_array() && args["spec"].size() == 2 &&
       args["spec"][1] == "mamba_stack_spec")
     errors.push_back("a hybrid Mamba model (spec mamba_stack_spec) has no GPT2LMHeadModel or LlamaForCausalLM "
                      "equivalent");
-  if (get_or<bool>(args, "multi_latent_attention", false))
-    errors.push_back("multi_latent_attention (MLA) has no GPT2LMHeadModel or LlamaForCausalLM equivalent");
   if (get_or<bool>(args, "quick_geglu", false))
     errors.push_back("quick_geglu (a quick-GeLU gated MLP) has no GPT2LMHeadModel or LlamaForCausalLM equivalent");
   // Megatron's fused SwiGLU ignores both; the unfused one applies them.
@@ -160,6 +161,8 @@ model_args args_from_megatron(const nlohmann::json& args) {
     if (a.kv_channels * a.num_attention_heads != a.hidden_size)
       errors.push_back("GPT2LMHeadModel needs kv_channels * num_attention_heads == hidden_size");
   }
+  if (!mla && (a.family == hf_family::llama || a.family == hf_family::gpt2) && pos == "none")
+    errors.push_back("position_embedding_type none is convertible only with multi_latent_attention");
   if (a.num_query_groups <= 0 || a.num_attention_heads % std::max(1, a.num_query_groups) != 0)
     errors.push_back("num_attention_heads must be a multiple of num_query_groups");
   if (!errors.empty())
@@ -191,6 +194,12 @@ nlohmann::json megatron_args_json(const model_args& a) {
           {"max_position_embeddings", a.max_position_embeddings},
           {"seq_length", a.seq_length},
           {"padded_vocab_size", a.padded_vocab_size}};
+  if (a.family == hf_family::deepseek_v3) deepseek_megatron_args(a, j);
+  if (a.family == hf_family::qwen3_moe) {
+    j["qk_layernorm"] = true;
+    moe_megatron_args(a, j);
+    j["moe_router_score_function"] = "softmax";
+  }
   if (a.family == hf_family::mixtral) {
     j["num_experts"] = a.num_experts;
     j["moe_layer_freq"] = 1;
@@ -207,6 +216,8 @@ nlohmann::json megatron_args_json(const model_args& a) {
 }
 
 nlohmann::json hf_config_json(const model_args& a) {
+  if (a.family == hf_family::deepseek_v3) return deepseek_config_json(a);
+  if (a.family == hf_family::qwen3_moe) return qwen3_moe_config_json(a);
   if (a.family == hf_family::gpt2)
     return {{"architectures", {"GPT2LMHeadModel"}},
             {"model_type", "gpt2"},
@@ -270,8 +281,10 @@ nlohmann::json hf_config_json(const model_args& a) {
 }
 
 model_args args_from_hf_config(const nlohmann::json& c) {
-  model_args a;
   const auto type = get_or<std::string>(c, "model_type", "");
+  if (type == "deepseek_v3") return deepseek_from_hf_config(c);
+  if (type == "qwen3_moe") return qwen3_moe_from_hf_config(c);
+  model_args a;
   if (type == "gpt2") {
     a.family = hf_family::gpt2;
     a.num_layers = c.at("n_layer").get<int>();
@@ -339,7 +352,7 @@ model_args args_from_hf_config(const nlohmann::json& c) {
     if (!errors.empty()) throw std::invalid_argument(join(errors, "config.json cannot be converted:"));
   } else {
     throw std::invalid_argument("config.json: model_type \"" + type +
-                                "\" is not supported; use a gpt2, llama or mixtral model");
+                                "\" is not supported; use a gpt2, llama, mixtral, deepseek_v3 or qwen3_moe model");
   }
   a.untie_embeddings_and_output_weights = !get_or<bool>(c, "tie_word_embeddings", type == "gpt2");
   a.padded_vocab_size = c.at("vocab_size").get<std::int64_t>();

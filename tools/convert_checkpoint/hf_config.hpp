@@ -3,12 +3,15 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace mactor::convert {
 
-enum class hf_family { gpt2, llama, mixtral };  // GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM
+// GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM, DeepseekV3ForCausalLM (multi-latent
+// attention, sigmoid-routed MoE with shared experts), Qwen3MoeForCausalLM (qk-layernorm, MoE).
+enum class hf_family { gpt2, llama, mixtral, deepseek_v3, qwen3_moe };
 
 struct model_args {
   hf_family family = hf_family::gpt2;
@@ -35,8 +38,27 @@ struct model_args {
   int moe_ffn_hidden_size = 0;
   bool moe_grouped_gemm = false;
   double moe_aux_loss_coeff = 0.0;
+  // DeepseekV3 and Qwen3-MoE: per layer whether it is MoE (Megatron's moe_layer_freq; the others
+  // dense with ffn_hidden_size), the routing, shared experts and the expert bias.
+  std::vector<bool> moe_layers;
+  bool moe_router_pre_softmax = false;     // Qwen3-MoE: norm_topk_prob = !pre_softmax
+  double moe_router_topk_scaling_factor = 1.0;  // DeepseekV3: routed_scaling_factor
+  int moe_shared_expert_intermediate_size = 0;  // DeepseekV3: n_shared_experts * moe_ffn_hidden_size
+  bool moe_router_enable_expert_bias = false;   // DeepseekV3: e_score_correction_bias
+  int moe_router_num_groups = 0;  // DeepseekV3: n_group (0: no group-limited routing)
+  int moe_router_group_topk = 0;  // DeepseekV3: topk_group
+  bool qk_layernorm = false;  // Qwen3-MoE: q_norm/k_norm; DeepseekV3: the latent norms
+  // Multi-latent attention (DeepseekV3): --q-lora-rank (0: none, q_proj), --kv-lora-rank,
+  // --qk-head-dim (qk_nope_head_dim), --qk-pos-emb-head-dim (qk_rope_head_dim), --v-head-dim.
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_head_dim = 0;
+  int qk_pos_emb_head_dim = 0;
+  int v_head_dim = 0;
 
   bool qkv_bias() const { return add_bias_linear || add_qkv_bias; }
+  /// Whether layer i has a MoE block (every layer for Mixtral).
+  bool moe_layer(int i) const { return moe_layers.empty() ? num_experts > 0 : bool(moe_layers[std::size_t(i)]); }
 };
 
 /// From the common document's "args". Throws std::invalid_argument listing every missing field and
@@ -46,7 +68,7 @@ model_args args_from_megatron(const nlohmann::json& args);
 nlohmann::json megatron_args_json(const model_args& a);
 /// config.json for the family (vocab_size = padded_vocab_size).
 nlohmann::json hf_config_json(const model_args& a);
-/// From config.json ("model_type" gpt2, llama or mixtral); std::invalid_argument naming what is unsupported.
+/// From config.json ("model_type" gpt2, llama, mixtral, deepseek_v3 or qwen3_moe); std::invalid_argument naming what is unsupported.
 model_args args_from_hf_config(const nlohmann::json& config);
 
 }  // namespace mactor::convert

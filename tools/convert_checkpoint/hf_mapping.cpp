@@ -1,41 +1,15 @@
-// The name and layout tables of both families, and the tensor reshuffles between them.
+// The name and layout tables of the GPT-2, Llama and Mixtral families (DeepseekV3's attention and
+// the DeepseekV3 / Qwen3-MoE MLP blocks in hf_mla_mapping.cpp and hf_moe_mapping.cpp).
 #include "tools/convert_checkpoint/hf_mapping.hpp"
+
+#include "tools/convert_checkpoint/hf_layer_mapping.hpp"
+#include "tools/convert_checkpoint/hf_tensors.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 
 namespace mactor::convert {
 namespace {
-
-using shape_t = std::vector<std::int64_t>;
-
-std::string layer(int i) { return "decoder.layers." + std::to_string(i) + "."; }
-
-dense_tensor transpose(const dense_tensor& t) {  // [r, c] -> [c, r]
-  const std::int64_t r = t.shape[0], c = t.shape[1];
-  dense_tensor out{{c, r}, std::vector<float>(t.data.size())};
-  for (std::int64_t i = 0; i < r; ++i)
-    for (std::int64_t j = 0; j < c; ++j) out.data[j * r + i] = t.data[i * c + j];
-  return out;
-}
-
-// Rows [begin, end) of a [rows, cols] (or [rows]) tensor.
-dense_tensor rows(const dense_tensor& t, std::int64_t begin, std::int64_t end) {
-  const std::int64_t cols = t.shape.size() > 1 ? t.shape[1] : 1;
-  dense_tensor out{t.shape, {t.data.begin() + begin * cols, t.data.begin() + end * cols}};
-  out.shape[0] = end - begin;
-  return out;
-}
-
-dense_tensor concat_rows(const std::vector<const dense_tensor*>& parts) {
-  dense_tensor out{parts[0]->shape, {}};
-  out.shape[0] = 0;
-  for (const auto* p : parts) {
-    out.shape[0] += p->shape[0];
-    out.data.insert(out.data.end(), p->data.begin(), p->data.end());
-  }
-  return out;
-}
 
 // Megatron's fused QKV rows come per query group: [q heads of the group; k; v], head_dim rows
 // each. Returns the separate q [heads*d, ...], k [groups*d, ...], v [groups*d, ...].
@@ -77,37 +51,6 @@ dense_tensor merge_qkv(const model_args& a, const dense_tensor& q, const dense_t
   return concat_rows(order);
 }
 
-const dense_tensor& need(const tensor_map& m, const std::string& name, const shape_t& shape,
-                         const char* where) {
-  auto it = m.find(name);
-  if (it == m.end())
-    throw std::invalid_argument(std::string(where) + " has no tensor " + name +
-                                "; is the model config right for these weights?");
-  if (it->second.shape != shape) {
-    std::string s;
-    for (auto d : it->second.shape) s += " " + std::to_string(d);
-    throw std::invalid_argument(std::string(where) + ": tensor " + name + " has shape [" + s +
-                                " ] which does not match the model config");
-  }
-  return it->second;
-}
-
-dense_tensor zeros(std::int64_t n) { return {{n}, std::vector<float>(std::size_t(n), 0.0f)}; }
-
-void require_zero(const dense_tensor& t, const std::string& name) {
-  if (std::any_of(t.data.begin(), t.data.end(), [](float x) { return x != 0.0f; }))
-    throw std::invalid_argument(name + " is non-zero, but the Megatron model has no such bias "
-                                       "(add_bias_linear is off)");
-}
-
-// A MoE layer's expert weight: SequentialMLP's local_experts.<e>.linear_fc<n>.weight or, under
-// --moe-grouped-gemm, TEGroupedMLP's experts.linear_fc<n>.weight<e>.
-std::string expert_weight(const model_args& a, const std::string& layer_prefix, int expert, int fc) {
-  const std::string experts = layer_prefix + "mlp.experts.", linear = "linear_fc" + std::to_string(fc);
-  return a.moe_grouped_gemm ? experts + linear + ".weight" + std::to_string(expert)
-                            : experts + "local_experts." + std::to_string(expert) + "." + linear + ".weight";
-}
-
 }  // namespace
 
 std::vector<std::pair<std::string, shape_t>> megatron_parameters(const model_args& a) {
@@ -125,11 +68,24 @@ std::vector<std::pair<std::string, shape_t>> megatron_parameters(const model_arg
   for (int i = 0; i < a.num_layers; ++i) {
     const std::string l = layer(i);
     add_norm(l + "input_layernorm");
+    add_norm(l + "pre_mlp_layernorm");
+    if (a.family == hf_family::deepseek_v3) {
+      mla_parameters(a, l, p);
+      mlp_block_parameters(a, i, p);
+      continue;
+    }
     p.push_back({l + "self_attention.linear_qkv.weight", {qkv, h}});
     if (a.qkv_bias()) p.push_back({l + "self_attention.linear_qkv.bias", {qkv}});
     p.push_back({l + "self_attention.linear_proj.weight", {h, heads * d}});
     if (a.add_bias_linear) p.push_back({l + "self_attention.linear_proj.bias", {h}});
-    add_norm(l + "pre_mlp_layernorm");
+    if (a.qk_layernorm) {
+      p.push_back({l + "self_attention.q_layernorm.weight", {d}});
+      p.push_back({l + "self_attention.k_layernorm.weight", {d}});
+    }
+    if (a.family == hf_family::qwen3_moe) {
+      mlp_block_parameters(a, i, p);
+      continue;
+    }
     if (a.family == hf_family::mixtral) {
       p.push_back({l + "mlp.router.weight", {a.num_experts, h}});
       for (int e = 0; e < a.num_experts; ++e) {
@@ -192,6 +148,15 @@ tensor_map megatron_to_hf(const model_args& a, const tensor_map& m) {
       const std::string l = layer(i), o = "model.layers." + std::to_string(i) + ".";
       hf[o + "input_layernorm.weight"] = get(l + "input_layernorm.weight");
       hf[o + "post_attention_layernorm.weight"] = get(l + "pre_mlp_layernorm.weight");
+      if (a.family == hf_family::deepseek_v3) {
+        mla_to_hf(a, l, o, get, hf);
+        mlp_block_to_hf(a, i, get, hf);
+        continue;
+      }
+      if (a.qk_layernorm) {
+        hf[o + "self_attn.q_norm.weight"] = get(l + "self_attention.q_layernorm.weight");
+        hf[o + "self_attn.k_norm.weight"] = get(l + "self_attention.k_layernorm.weight");
+      }
       auto w = split_qkv(a, get(l + "self_attention.linear_qkv.weight"));
       hf[o + "self_attn.q_proj.weight"] = std::move(w.q);
       hf[o + "self_attn.k_proj.weight"] = std::move(w.k);
@@ -204,6 +169,10 @@ tensor_map megatron_to_hf(const model_args& a, const tensor_map& m) {
         hf[o + "self_attn.v_proj.bias"] = std::move(b.v);
         hf[o + "self_attn.o_proj.bias"] =
             a.add_bias_linear ? get(l + "self_attention.linear_proj.bias") : zeros(h);
+      }
+      if (a.family == hf_family::qwen3_moe) {
+        mlp_block_to_hf(a, i, get, hf);
+        continue;
       }
       if (a.family == hf_family::mixtral) {
         const std::string moe = o + "block_sparse_moe.";
@@ -275,6 +244,15 @@ tensor_map hf_to_megatron(const model_args& a, const tensor_map& hf) {
       const std::string l = layer(i), o = "model.layers." + std::to_string(i) + ".";
       m[l + "input_layernorm.weight"] = get(o + "input_layernorm.weight", {h});
       m[l + "pre_mlp_layernorm.weight"] = get(o + "post_attention_layernorm.weight", {h});
+      if (a.family == hf_family::deepseek_v3) {
+        mla_from_hf(a, l, o, get, m);
+        mlp_block_from_hf(a, i, get, m);
+        continue;
+      }
+      if (a.qk_layernorm) {
+        m[l + "self_attention.q_layernorm.weight"] = get(o + "self_attn.q_norm.weight", {d});
+        m[l + "self_attention.k_layernorm.weight"] = get(o + "self_attn.k_norm.weight", {d});
+      }
       m[l + "self_attention.linear_qkv.weight"] =
           merge_qkv(a, get(o + "self_attn.q_proj.weight", {heads * d, h}),
                     get(o + "self_attn.k_proj.weight", {groups * d, h}),
@@ -288,6 +266,10 @@ tensor_map hf_to_megatron(const model_args& a, const tensor_map& hf) {
         const auto& ob = get(o + "self_attn.o_proj.bias", {h});
         if (a.add_bias_linear) m[l + "self_attention.linear_proj.bias"] = ob;
         else require_zero(ob, o + "self_attn.o_proj.bias");
+      }
+      if (a.family == hf_family::qwen3_moe) {
+        mlp_block_from_hf(a, i, get, m);
+        continue;
       }
       if (a.family == hf_family::mixtral) {
         const std::string moe = o + "block_sparse_moe.";
