@@ -30,9 +30,12 @@ bool is_idle(const std::string& activity) { return activity.rfind("idle", 0) == 
 hang_rule::hang_rule(double init_timeout_s, std::optional<double> after_init_timeout_s, double check_period_s)
     : init_timeout_s_(init_timeout_s), after_init_timeout_s_(after_init_timeout_s), check_period_s_(check_period_s) {}
 
-void hang_rule::iteration(std::int64_t completed) {
+void hang_rule::iteration(std::int64_t completed, clock::time_point at) {
   if (!start_iteration_) start_iteration_ = completed;
-  if (completed > *start_iteration_) initialized_ = true;
+  if (completed <= *start_iteration_ || initialized_) return;
+  initialized_ = true;
+  if (after_init_timeout_s_)
+    for (auto& [rank, heard] : heard_) heard = std::max(heard, at);
 }
 
 double hang_rule::timeout_s() const {

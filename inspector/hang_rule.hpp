@@ -26,7 +26,10 @@ class hang_rule {
   hang_rule(double init_timeout_s, std::optional<double> after_init_timeout_s, double check_period_s = 0.5);
 
   /// The coordinator's iteration count (completed iterations); the first value is the start.
-  void iteration(std::int64_t completed);
+  /// When the first iteration after it is done, the shorter timeout starts: every rank's clock
+  /// starts over then (its quiet time so far was judged by the longer one; a rank whose first
+  /// report is still on its way after a long start-up is not hung).
+  void iteration(std::int64_t completed, clock::time_point at = clock::now());
   double timeout_s() const;
 
   /// A stage status report from `rank` arrived (its process runs and reaches the coordinator).

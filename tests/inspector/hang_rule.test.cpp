@@ -123,3 +123,24 @@ TEST_CASE("hang rule: a one-second timeout names a silent rank although the coor
   CHECK(paused.check(s, t0 + 2000ms).empty());
   CHECK_FALSE(paused.check(s, t0 + 2600ms).empty());
 }
+
+TEST_CASE("hang rule: the shorter timeout after the first iteration judges each rank's silence from its start") {
+  // A start-up of 3 s before any stage report (model building) is no hang under the seconds
+  // timeout that begins with the first iteration; a rank silent for the timeout after it is.
+  hang_rule rule(60, 1.0, 0.5);
+  const auto t0 = hang_rule::clock::now();
+  rule.iteration(0, t0);
+  rule.heard_from(1, t0);  // its hello
+  rule.heard_from(2, t0);
+  job_snapshot s;
+  for (auto at = t0; at < t0 + 3000ms; at += 500ms) CHECK(rule.check(s, at).empty());  // the coordinator ticks
+  rule.iteration(1, t0 + 3000ms);
+  for (auto at = t0 + 3000ms; at <= t0 + 4000ms; at += 500ms) {
+    rule.heard_from(1, at);
+    CHECK(rule.check(s, at).empty());
+  }
+  rule.heard_from(1, t0 + 4500ms);
+  const auto lines = rule.check(s, t0 + 4500ms);
+  REQUIRE(lines.size() == 1);
+  CHECK(mentions(lines, "rank 2 sent no status for 1.5 s"));
+}
