@@ -77,10 +77,15 @@ def cleanup(run_dir, a):
 
 def uninterrupted(a, mode, name):
     """One run without faults: {iteration: loss text} and seconds per iteration (first to last line)."""
-    run_dir = os.path.join(a.workdir, name)
-    job = start(a, mode, run_dir, 0)
-    job.proc.wait()
-    job.finish_reading()
+    for attempt in range(3):  # a run that stalls (see README: the local-checkpoint stall) is tried again
+        run_dir = os.path.join(a.workdir, f"{name}{'_retry' * attempt}")
+        job = start(a, mode, run_dir, 0)
+        if job.wait_until(lambda its, rs: False, a.deadline + a.train_iters * 0.2, poll_s=0.2) or job.running():
+            print(f"soak: the uninterrupted {mode} run made no progress; ended, see {run_dir}", flush=True)
+            job.stop()
+            continue
+        job.finish_reading()
+        break
     cleanup(run_dir, a)
     its, _ = job.snapshot()
     if job.proc.returncode != 0 or len(its) != a.train_iters:
