@@ -98,7 +98,10 @@ void save_then(coordinator_actor* self, std::function<void()> then, bool non_per
 
 void on_checkpoint_captured(coordinator_actor* self, const checkpoint_captured& c) {
   auto& s = self->state;
-  if (!s.saving || c.iteration != s.save_iteration) return;
+  // Not `s.saving`: a rank's checkpointer may report its write done (a local checkpoint on tmpfs
+  // takes no time) before its stage reports the snapshot taken; the save is then over, but
+  // training waits for this message to go on.
+  if (!s.after_save || c.iteration != s.save_iteration) return;
   if (c.rank >= 0 && c.rank < static_cast<int>(s.capture_seconds.size())) s.capture_seconds[c.rank] = c.seconds;
   --s.captured_left;
   maybe_go_on(self);

@@ -95,7 +95,8 @@ job_inspection::job_inspection(caf::actor_system& sys, const config::megatron_ar
   store_ = std::make_unique<inspector::snapshot_store>(stall_threshold_s);
   std::optional<double> after_init;
   if (args.distributed.distributed_timeout_seconds_after_init) after_init = distributed_timeout_s(args, true);
-  hang_ = std::make_unique<inspector::hang_rule>(distributed_timeout_s(args, false), after_init);
+  hang_ = std::make_unique<inspector::hang_rule>(distributed_timeout_s(args, false), after_init,
+                                                 std::chrono::duration<double>(status_interval).count());
   store_->set_iteration(0, train_iters_);
 }
 

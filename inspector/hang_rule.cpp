@@ -1,6 +1,7 @@
 // hang_rule: which ranks made no progress for the distributed timeout (see hang_rule.hpp).
 #include "inspector/hang_rule.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -26,12 +27,15 @@ bool is_idle(const std::string& activity) { return activity.rfind("idle", 0) == 
 
 }  // namespace
 
-hang_rule::hang_rule(double init_timeout_s, std::optional<double> after_init_timeout_s)
-    : init_timeout_s_(init_timeout_s), after_init_timeout_s_(after_init_timeout_s) {}
+hang_rule::hang_rule(double init_timeout_s, std::optional<double> after_init_timeout_s, double check_period_s)
+    : init_timeout_s_(init_timeout_s), after_init_timeout_s_(after_init_timeout_s), check_period_s_(check_period_s) {}
 
-void hang_rule::iteration(std::int64_t completed) {
+void hang_rule::iteration(std::int64_t completed, clock::time_point at) {
   if (!start_iteration_) start_iteration_ = completed;
-  if (completed > *start_iteration_) initialized_ = true;
+  if (completed <= *start_iteration_ || initialized_) return;
+  initialized_ = true;
+  if (after_init_timeout_s_)
+    for (auto& [rank, heard] : heard_) heard = std::max(heard, at);
 }
 
 double hang_rule::timeout_s() const {
@@ -43,7 +47,10 @@ void hang_rule::heard_from(int rank, clock::time_point at) { heard_[rank] = at; 
 std::vector<std::string> hang_rule::check(const job_snapshot& snapshot, clock::time_point now) {
   const double timeout = timeout_s();
   const auto limit = std::chrono::duration<double>(timeout);
-  if (last_check_ && now - *last_check_ > limit / 2) {
+  // Half the timeout, but not less than two checks' spacing: with a 1 s timeout and a 0.5 s tick
+  // every gap would otherwise restart the clocks, and a stopped rank would never be named.
+  const auto not_running = std::max(limit / 2, std::chrono::duration<double>(2 * check_period_s_));
+  if (last_check_ && now - *last_check_ > not_running) {
     for (auto& [rank, at] : heard_) at = now;  // the coordinator was not running: start over
   }
   last_check_ = now;

@@ -93,3 +93,54 @@ TEST_CASE("hang rule: a coordinator that did not run for half the timeout starts
   CHECK(rule.check(s, t0 + 14s).empty());
   CHECK_FALSE(rule.check(s, t0 + 14500ms).empty());
 }
+
+TEST_CASE("hang rule: a one-second timeout names a silent rank although the coordinator checks every 0.6 s") {
+  // --distributed-timeout-seconds-after-init 1 with the coordinator's 0.5 s tick (and a little
+  // handling): each gap is past half the timeout, yet the coordinator ran all along.
+  hang_rule rule(60, 1.0, 0.5);
+  rule.iteration(0);
+  rule.iteration(1);
+  REQUIRE(rule.timeout_s() == 1.0);
+  const auto t0 = hang_rule::clock::now();
+  rule.heard_from(0, t0);
+  rule.heard_from(2, t0);
+  job_snapshot s;
+  std::vector<std::string> lines;
+  for (int k = 0; k <= 3 && lines.empty(); ++k) {
+    const auto now = t0 + k * 600ms;
+    rule.heard_from(0, now);  // rank 0 keeps reporting, rank 2 was stopped at t0
+    lines = rule.check(s, now);
+  }
+  REQUIRE(lines.size() == 1);
+  CHECK(mentions(lines, "rank 2 sent no status for 1.2 s"));
+  // A real pause of the coordinator (past two check periods) still starts the clocks over.
+  hang_rule paused(60, 1.0, 0.5);
+  paused.iteration(0);
+  paused.iteration(1);
+  paused.heard_from(2, t0);
+  CHECK(paused.check(s, t0).empty());
+  CHECK(paused.check(s, t0 + 1500ms).empty());
+  CHECK(paused.check(s, t0 + 2000ms).empty());
+  CHECK_FALSE(paused.check(s, t0 + 2600ms).empty());
+}
+
+TEST_CASE("hang rule: the shorter timeout after the first iteration judges each rank's silence from its start") {
+  // A start-up of 3 s before any stage report (model building) is no hang under the seconds
+  // timeout that begins with the first iteration; a rank silent for the timeout after it is.
+  hang_rule rule(60, 1.0, 0.5);
+  const auto t0 = hang_rule::clock::now();
+  rule.iteration(0, t0);
+  rule.heard_from(1, t0);  // its hello
+  rule.heard_from(2, t0);
+  job_snapshot s;
+  for (auto at = t0; at < t0 + 3000ms; at += 500ms) CHECK(rule.check(s, at).empty());  // the coordinator ticks
+  rule.iteration(1, t0 + 3000ms);
+  for (auto at = t0 + 3000ms; at <= t0 + 4000ms; at += 500ms) {
+    rule.heard_from(1, at);
+    CHECK(rule.check(s, at).empty());
+  }
+  rule.heard_from(1, t0 + 4500ms);
+  const auto lines = rule.check(s, t0 + 4500ms);
+  REQUIRE(lines.size() == 1);
+  CHECK(mentions(lines, "rank 2 sent no status for 1.5 s"));
+}
