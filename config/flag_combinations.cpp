@@ -1,15 +1,13 @@
 // Implemented flags whose combinations mactor does not build yet, refused at start with the fix.
 #include "config/flag_tables.hpp"
 
-#include "config/moe_layout.hpp"
-
 #include <string>
 
 namespace mactor::config::detail {
 
 // Implemented flags whose combination with others mactor does not build yet: the MoE layer has
 // its experts whole or split like the dense layers, no router noise with sequence shards, no
-// expert biases, no fp8 and one distributed-optimizer instance.
+// expert biases and no fp8.
 void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) {
   const auto& m = a.moe;
   if (!m.num_experts || *m.num_experts <= 0) return;
@@ -27,10 +25,6 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
   if (a.training.add_bias_linear)
     errors.push_back("--num-experts with biases in the experts is recognized but not implemented by mactor yet; add "
                      "--disable-bias-linear");
-  if (experts_have_own_groups(a) && a.distributed.num_distributed_optimizer_instances > 1)
-    errors.push_back("--expert-model-parallel-size (or an --expert-tensor-parallel-size other than the tensor-parallel "
-                     "size) with --num-distributed-optimizer-instances > 1 is recognized but not implemented by mactor "
-                     "yet (the experts' shards would need their own instance groups); use one optimizer instance");
   if (a.transformer_engine.fp8)
     errors.push_back("--num-experts with --fp8-format is recognized but not implemented by mactor yet; drop --fp8-format");
   if (const auto* list = std::get_if<std::vector<std::int64_t>>(&m.moe_layer_freq))

@@ -277,7 +277,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"hysteresis", ""},
       {"num_distributed_optimizer_instances", "the distributed optimizer shards over consecutive parts of the data x "
                                               "context-parallel group (Megatron's intra-partial groups) and sums each "
-                                              "shard over the parts (inter-partial); the first part saves the shards"},
+                                              "shard over the parts (inter-partial); experts on groups of their own "
+                                              "shard over consecutive parts of the expert-data-parallel group, summed "
+                                              "over the same inter-partial group; the first part saves the shards"},
       {"expert_tensor_parallel_size", "the expert process groups (Megatron's expert RankGenerator: etp-ep-dp-pp order, the "
                                       "world divisible by etp x ep x pp, checked at start); above 1 (tp by default): each "
                                       "expert's fc1 rows and fc2 columns split over the expert-tensor-parallel group, "

@@ -81,8 +81,16 @@ void parallel_state(validation_context& c) {  // rules 121, 123, 124
                   ") must equal the data-parallel size (" + show(c.a.derived.data_parallel_size) + ")");
   const std::int64_t instances = d.num_distributed_optimizer_instances;
   const std::int64_t dpcp = c.a.derived.data_parallel_size * d.context_parallel_size;
-  c.require(instances > 0 && dpcp % instances == 0, "data-parallel x context-parallel size (" + show(dpcp) +
-                                                        ") must be divisible by --num-distributed-optimizer-instances=" + show(instances));
+  if (!c.require(instances > 0 && dpcp % instances == 0, "data-parallel x context-parallel size (" + show(dpcp) +
+                                                        ") must be divisible by --num-distributed-optimizer-instances=" + show(instances)))
+    return;
+  // Megatron's initialize_model_parallel asserts it as it splits the expert-data-parallel group.
+  const std::int64_t expert_dp = expert_model > 0 ? w / expert_model : dpcp;
+  c.require(expert_dp % instances == 0,
+            "the expert data-parallel size (world " + show(w) + " / (--expert-tensor-parallel-size x "
+            "--expert-model-parallel-size x --pipeline-model-parallel-size) = " + show(expert_dp) +
+                ") must be divisible by --num-distributed-optimizer-instances=" + show(instances) +
+                "; use fewer instances or more ranks");
 }
 
 void interleaved_schedule(validation_context& c) {  // rule 127

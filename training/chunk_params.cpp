@@ -90,8 +90,8 @@ std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& 
       // first stage only (Megatron's param_is_not_tensor_parallel_duplicate / param_is_not_shared).
       const bool tp_duplicate = p.split == model::tp_split::replicated && !tp_first;
       bool duplicate;
-      if (place.over_world && p.expert && place.experts_apart)
-        duplicate = !shard && place.expert_dp_rank != 0;
+      if (place.over_world && p.expert && place.experts_apart)  // every instance holds the experts' shards
+        duplicate = shard ? place.optimizer_instance != 0 : place.expert_dp_rank != 0;
       else if (place.over_world)
         duplicate = tp_duplicate || (shard ? place.optimizer_instance != 0 : place.dp_rank != 0 || place.cp_rank != 0);
       else  // the model-parallel group's sum, then the shards' (see stage_engine::reduce_stats)

@@ -31,7 +31,8 @@ struct stats_place {
   /// MoE runs sum the statistics over the whole world (stage_engine::reduce_stats), so each
   /// piece counts on one rank: the first data- and context-parallel replica (or its shard's
   /// holder with the distributed optimizer), the experts on their first expert-data-parallel
-  /// replica when experts_apart.
+  /// replica when experts_apart (their shard's holder with the distributed optimizer); with
+  /// several optimizer instances, the shard's holder in the first instance.
   bool over_world = false;
   bool experts_apart = false;
   int dp_rank = 0, cp_rank = 0, expert_dp_rank = 0, optimizer_instance = 0;

@@ -42,10 +42,12 @@ void reduce_scatter_in(comm::communicator& group, tensor::const_tensor_view in, 
 grad_sync::grad_sync(std::vector<synced_chunk> chunks, grad_sync_options options, comm::communicator* data_parallel,
                      comm::communicator* embedding, step_timers& timers, stage_activity& activity,
                      comm::communicator* shard_group, comm::communicator* instances,
-                     comm::communicator* expert_data_parallel)
+                     comm::communicator* expert_data_parallel, comm::communicator* expert_shard_group)
     : chunks_(std::move(chunks)), options_(options), data_parallel_(data_parallel),
       shard_group_(shard_group || instances ? shard_group : data_parallel), instances_(instances),
-      expert_data_parallel_(expert_data_parallel), embedding_(embedding), timers_(timers), activity_(activity) {
+      expert_data_parallel_(expert_data_parallel),
+      expert_shard_group_(expert_shard_group || instances ? expert_shard_group : expert_data_parallel),
+      embedding_(embedding), timers_(timers), activity_(activity) {
   build_regions();
   const int shards = shard_group_ ? shard_group_->size() : 1;
   if (options_.distributed_optimizer && shards > 1) build_shards();
@@ -66,7 +68,7 @@ void grad_sync::build_regions() {
       r.chunk = c, r.begin = begin, r.end = end, r.group = group, r.shard_group = shards, r.instances = instances;
     };
     add(0, split, data_parallel_, shard_group_, instances_);
-    if (split < numel) add(split, numel, expert_data_parallel_, expert_data_parallel_, nullptr);
+    if (split < numel) add(split, numel, expert_data_parallel_, expert_shard_group_, instances_);
   }
 }
 
@@ -223,10 +225,13 @@ void grad_sync::reduce_over_replicas(std::size_t ri, std::size_t begin, std::siz
   if (begin != r.begin || end != r.end) throw std::logic_error("the distributed optimizer reduces whole regions");
   const auto numel = static_cast<std::int64_t>(r.end - r.begin);
   auto mine = shards_[r.chunk].grads.view().rows(static_cast<std::int64_t>(r.at), static_cast<std::int64_t>(r.at + r.hi - r.lo));
-  if (!r.shard_group) return kernels::copy(mine.rows(0, numel), grads);  // this rank holds the whole region
-  kernels::copy(r.scratch.view().rows(0, numel), grads);
-  kernels::fill_zero(r.scratch.view().rows(numel, static_cast<std::int64_t>(r.padded)));
-  reduce_scatter_in(*r.shard_group, r.scratch.view(), mine);
+  if (!r.shard_group) {
+    kernels::copy(mine.rows(0, numel), grads);  // this rank holds the whole region (in its instance)
+  } else {
+    kernels::copy(r.scratch.view().rows(0, numel), grads);
+    kernels::fill_zero(r.scratch.view().rows(numel, static_cast<std::int64_t>(r.padded)));
+    reduce_scatter_in(*r.shard_group, r.scratch.view(), mine);
+  }
   // Partial sharding: each instance reduced its replicas' part; the instances' shards are summed.
   if (r.instances) all_reduce_in(*r.instances, mine);
 }

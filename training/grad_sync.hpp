@@ -75,11 +75,13 @@ class grad_sync {
   /// (one instance's part of data_parallel, null for one rank) and sums each shard over
   /// `instances` (the same shard in every instance); both default to data_parallel and none.
   /// With options.expert_parallel, the experts' part of each chunk reduces over
-  /// `expert_data_parallel` (null: this rank alone holds its experts).
+  /// `expert_data_parallel` (null: this rank alone holds its experts); with several instances its
+  /// shards are over `expert_shard_group` (one instance's part of it, null for one rank), summed
+  /// over the same `instances` (Megatron's one inter-instance group); without, over all of it.
   grad_sync(std::vector<synced_chunk> chunks, grad_sync_options options, comm::communicator* data_parallel,
             comm::communicator* embedding, step_timers& timers, stage_activity& activity,
             comm::communicator* shard_group = nullptr, comm::communicator* instances = nullptr,
-            comm::communicator* expert_data_parallel = nullptr);
+            comm::communicator* expert_data_parallel = nullptr, comm::communicator* expert_shard_group = nullptr);
 
   /// The distributed optimizer's part of a chunk: a slice of each region of its flat buffer
   /// (the dense parameters' over the data-parallel group; the experts', with expert
@@ -179,6 +181,7 @@ class grad_sync {
   comm::communicator* shard_group_;  // the distributed optimizer's shards: data_parallel_ or one instance's part
   comm::communicator* instances_;    // the other instances' ranks holding the same shard, or null
   comm::communicator* expert_data_parallel_;
+  comm::communicator* expert_shard_group_;  // the experts' shards: expert_data_parallel_ or one instance's part
   comm::communicator* embedding_;
   std::vector<region> regions_;
   step_timers& timers_;

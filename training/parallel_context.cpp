@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 
 #include "comm/collectives.hpp"
@@ -84,8 +85,29 @@ class owning_group final : public model::group {
   communicator_group g_;
 };
 
-// Group ids outside process_groups' kinds (1..9): (kind << 12) | first rank, as it does.
-constexpr std::uint32_t embedding_kind = 12, world_kind = 13, intra_instance_kind = 14, inter_instance_kind = 15;
+// Group ids outside process_groups' kinds (1..11): (kind << 12) | first rank, as it does. The
+// communicators keep 16 bits of an id: 0 is the one kind left.
+constexpr std::uint32_t expert_intra_instance_kind = 0, embedding_kind = 12, world_kind = 13, intra_instance_kind = 14,
+                        inter_instance_kind = 15;
+
+// Megatron's partial data parallelism over `all` (a data-parallel group in group order): this
+// rank's consecutive part of `instances` parts (the intra-partial group) and the ranks at its place
+// in every part (the inter-partial group), and which part holds it.
+struct instance_split {
+  comm::group intra, inter;
+  int instance = 0;
+};
+instance_split split_into_instances(const std::vector<int>& all, int rank, int instances, std::uint32_t intra_kind) {
+  const int part = static_cast<int>(all.size()) / instances;
+  const int at = static_cast<int>(std::find(all.begin(), all.end(), rank) - all.begin());
+  instance_split s;
+  s.instance = at / part;
+  s.intra.ranks.assign(all.begin() + s.instance * part, all.begin() + (s.instance + 1) * part);
+  s.intra.id = (intra_kind << 12) | (static_cast<std::uint32_t>(s.intra.ranks[0]) & 0xFFF);
+  for (int i = at % part; i < static_cast<int>(all.size()); i += part) s.inter.ranks.push_back(all[i]);
+  s.inter.id = (inter_instance_kind << 12) | (static_cast<std::uint32_t>(s.inter.ranks[0]) & 0xFFF);
+  return s;
+}
 
 }  // namespace
 
@@ -152,17 +174,25 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   if (const auto instances = static_cast<int>(a.distributed.num_distributed_optimizer_instances); instances > 1) {
     // Megatron's partial data parallelism: consecutive parts of the data x context group, and
     // the ranks at the same place in every part.
-    const auto all = groups_.dp_cp_group().ranks;
-    const int part = static_cast<int>(all.size()) / instances;
-    const int at = static_cast<int>(std::find(all.begin(), all.end(), env.rank) - all.begin());
-    optimizer_instance_ = at / part;
-    comm::group intra{{all.begin() + optimizer_instance_ * part, all.begin() + (optimizer_instance_ + 1) * part}, 0};
-    intra.id = (intra_instance_kind << 12) | (static_cast<std::uint32_t>(intra.ranks[0]) & 0xFFF);
-    comm::group inter{{}, 0};
-    for (int i = at % part; i < static_cast<int>(all.size()); i += part) inter.ranks.push_back(all[i]);
-    inter.id = (inter_instance_kind << 12) | (static_cast<std::uint32_t>(inter.ranks[0]) & 0xFFF);
-    intra_ = make(intra, "data-parallel (one optimizer instance)");
-    instances_ = make(inter, "optimizer instances");
+    const auto dense = split_into_instances(groups_.dp_cp_group().ranks, env.rank, instances, intra_instance_kind);
+    optimizer_instance_ = dense.instance;
+    intra_ = make(dense.intra, "data-parallel (one optimizer instance)");
+    instances_ = make(dense.inter, "optimizer instances");
+    // The experts' own shards: consecutive parts of the expert-data-parallel group (Megatron's
+    // intra-partial expert group). Megatron sums both kinds of shard over one inter-instance
+    // group, the expert one: it is the dense one wherever an instance is a block of whole
+    // data-parallel replicas, which is checked here.
+    if (config::experts_have_own_groups(a)) {
+      const auto experts = split_into_instances(groups_.expert_dp_group().ranks, env.rank, instances,
+                                                expert_intra_instance_kind);
+      if (experts.inter.ranks != dense.inter.ranks || experts.instance != dense.instance)
+        throw std::invalid_argument(
+            "--num-distributed-optimizer-instances " + std::to_string(instances) +
+            ": the expert-data-parallel group's instances are not the data-parallel group's in this layout (Megatron "
+            "sums the experts' and the dense shards over one inter-instance group); use a number of instances that "
+            "divides the data-parallel size");
+      expert_intra_ = make(experts.intra, "expert-data-parallel (one optimizer instance)");
+    }
   }
   mp_ = make(groups_.model_parallel_group(), "model-parallel");
   if (groups_.pp() > 1 && (groups_.is_first_stage() || groups_.is_last_stage())) {
@@ -204,7 +234,7 @@ parallel_context::~parallel_context() {
   etp_group_.reset();
   global_batch_group_.reset();
   ep_group_.reset();
-  dp_.reset(), ep_.reset(), expert_dp_.reset(), intra_.reset(), instances_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
+  dp_.reset(), ep_.reset(), expert_dp_.reset(), intra_.reset(), expert_intra_.reset(), instances_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
   transport_.reset();
 }
 

@@ -78,6 +78,11 @@ class parallel_context {
   /// reduce over it); null otherwise (the experts then reduce with the dense parameters).
   comm::communicator* expert_parallel() { return ep_.get(); }
   comm::communicator* expert_data_parallel() { return expert_dp_.get(); }
+  /// The experts' distributed-optimizer shards: one instance's consecutive part of
+  /// expert_data_parallel() with several instances (Megatron's intra-partial expert group; null when
+  /// the part is one rank), expert_data_parallel() itself with one. Their shards sum over
+  /// optimizer_instances(), as the dense ones do.
+  comm::communicator* expert_optimizer_shard_group() { return instances_ ? expert_intra_.get() : expert_dp_.get(); }
   comm::communicator* model_parallel() { return mp_.get(); }   ///< tp x pp: grad norms
   comm::communicator* embedding() { return embedding_.get(); } ///< first and last stage (tied embeddings)
   comm::communicator* world() { return world_.get(); }
@@ -98,7 +103,7 @@ class parallel_context {
   comm::process_groups groups_;
   int local_rank_ = 0;
   std::unique_ptr<comm::transport> transport_;
-  std::unique_ptr<comm::communicator> dp_, ep_, expert_dp_, intra_, instances_, mp_, embedding_, world_;
+  std::unique_ptr<comm::communicator> dp_, ep_, expert_dp_, intra_, expert_intra_, instances_, mp_, embedding_, world_;
   std::unique_ptr<model::group> tp_group_, cp_group_, tp_cp_group_, ep_group_, etp_group_, global_batch_group_;
   int ep_rank_ = 0, expert_dp_rank_ = 0, expert_tp_rank_ = 0;
   int optimizer_instance_ = 0;

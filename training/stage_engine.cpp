@@ -60,7 +60,7 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), sync_options,
                                            ctx.data_parallel(), ctx.embedding(), timers_, activity_,
                                            ctx.optimizer_shard_group(), ctx.optimizer_instances(),
-                                           ctx.expert_data_parallel());
+                                           ctx.expert_data_parallel(), ctx.expert_optimizer_shard_group());
   grad_sync_->trace_into(&trace_);
   // Before the main parameters: with sharded parameters they are the shard's.
   if (fully_sharded) fsdp_ = std::make_unique<fsdp_residency>(chunks_, *grad_sync_, sharding_);

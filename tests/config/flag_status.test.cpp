@@ -156,7 +156,9 @@ TEST_CASE("MoE dispatchers mactor does not build are refused by value and every 
   CHECK(errors_of({"--moe-router-score-function", "sigmoid", "--moe-router-enable-expert-bias", "--ckpt-format", "torch"}).size() == 1);
   CHECK(errors_of({"--expert-model-parallel-size", "2"}).empty());
   CHECK(errors_of({"--expert-model-parallel-size", "2", "--use-distributed-optimizer",
-                   "--num-distributed-optimizer-instances", "2"}).size() == 1);
+                   "--num-distributed-optimizer-instances", "2"}).empty());
+  CHECK(errors_of({"--expert-tensor-parallel-size", "1", "--use-distributed-optimizer",
+                   "--num-distributed-optimizer-instances", "2"}).empty());
 }
 
 TEST_CASE("the multi-latent attention flags are implemented (with cp too), and MLA with fp8 or a softmax variant and --cache-mla-latents are refused by name") {

@@ -190,6 +190,10 @@ const std::vector<rule_case>& cases() {
        {"--use-rope-scaling", "--rope-scaling-factor", "32"}},
       {124, {"--num-distributed-optimizer-instances", "3"}, "must be divisible by --num-distributed-optimizer-instances=3",
        {"--num-distributed-optimizer-instances", "2"}, 2},
+      {124, {"--num-experts", "4", "--expert-model-parallel-size", "4", "--num-distributed-optimizer-instances", "2"},
+       "the expert data-parallel size (world 4 / (--expert-tensor-parallel-size x --expert-model-parallel-size x "
+       "--pipeline-model-parallel-size) = 1) must be divisible by --num-distributed-optimizer-instances=2",
+       {"--num-experts", "4", "--expert-model-parallel-size", "2", "--num-distributed-optimizer-instances", "2"}, 4},
   };
   return table;
 }

@@ -4,7 +4,8 @@ Each flag set Megatron itself accepts runs as written apart from its data: the /
 dropped (--save goes to a scratch folder), --mock-data and a NullTokenizer stand in for the corpus,
 and the model is shrunk (hidden 8 x heads, seq 64, micro-batch 1, 2 iterations) on tp x pp x cp
 processes (one data-parallel replica, or as many as --num-distributed-optimizer-instances asks, or two
-for FSDP's sets), or as many more as the experts' etp x ep x pp needs (at most 8: a larger ep is halved).
+for FSDP's sets), or as many more as the experts' etp x ep x pp (x the instances) needs (at most 8: a
+larger ep is halved).
 A set with a flag mactor has not built yet must be refused
 with exit 2 naming it; every other set must train its 2 iterations. At least MIN_TRAINED sets must
 train (MIN_TRAINED, or the fourth argument), so a flag that stops working fails this test.
@@ -58,15 +59,16 @@ def shrunk(name, flags, scratch):
     tp, pp = value("--tensor-model-parallel-size", 1), value("--pipeline-model-parallel-size", 1)
     cp = value("--context-parallel-size", 1)
     # Partial distributed-optimizer sharding needs that many data-parallel replicas.
-    instances = value("--num-distributed-optimizer-instances", 1)
+    optimizer_instances = instances = value("--num-distributed-optimizer-instances", 1)
     # FSDP shards over the data-parallel replicas: two of them, so that it shards.
     if "--use-megatron-fsdp" in toks or "--use-torch-fsdp2" in toks:
         instances = max(instances, 2)
-    # The experts' layout (etp x ep x pp) must divide the world as the dense one does; past 8
-    # ranks the expert-parallel size is halved (the layout's kind kept, its size shrunk).
+    # The experts' layout (etp x ep x pp) must divide the world as the dense one does, and the
+    # expert-data-parallel replicas split into the optimizer instances; past 8 ranks the
+    # expert-parallel size is halved (the layout's kind kept, its size shrunk).
     ep, etp = value("--expert-model-parallel-size", 1), value("--expert-tensor-parallel-size", tp)
     while True:
-        world = math.lcm(tp * pp * cp * instances, etp * ep * pp)
+        world = math.lcm(tp * pp * cp * instances, etp * ep * pp * optimizer_instances)
         if world <= 8 or ep == 1:
             break
         ep //= 2
