@@ -7,7 +7,7 @@ namespace mactor::config::detail {
 
 // Implemented flags whose combination with others mactor does not build yet: the MoE layer has
 // its experts whole or split like the dense layers, no router noise with sequence shards, no
-// expert biases and no fp8.
+// expert biases, and fp8 weights held as bf16 (no --fp8-param-gather).
 void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) {
   const auto& m = a.moe;
   if (!m.num_experts || *m.num_experts <= 0) return;
@@ -25,8 +25,9 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
   if (a.training.add_bias_linear)
     errors.push_back("--num-experts with biases in the experts is recognized but not implemented by mactor yet; add "
                      "--disable-bias-linear");
-  if (a.transformer_engine.fp8)
-    errors.push_back("--num-experts with --fp8-format is recognized but not implemented by mactor yet; drop --fp8-format");
+  if (a.transformer_engine.fp8 && a.transformer_engine.fp8_param_gather)
+    errors.push_back("--num-experts with --fp8-param-gather is recognized but not implemented by mactor yet (the experts' "
+                     "weights held as fp8 over the expert-data-parallel shards); drop --fp8-param-gather");
   if (const auto* list = std::get_if<std::vector<std::int64_t>>(&m.moe_layer_freq))
     if (std::int64_t(list->size()) != a.network_size.num_layers.value_or(0))
       errors.push_back("--moe-layer-freq lists " + std::to_string(list->size()) +
@@ -34,19 +35,16 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
                        std::to_string(a.network_size.num_layers.value_or(0)) + ")");
 }
 
-// Multi-latent attention is built without fp8 and the softmax variants.
+// Multi-latent attention is built without the softmax variants.
 void mla_combinations(const megatron_args& a, std::vector<std::string>& errors) {
   if (!a.network_size.multi_latent_attention) return;
-  if (a.transformer_engine.fp8)
-    errors.push_back("--multi-latent-attention with --fp8-format is recognized but not implemented by mactor yet; "
-                     "drop --fp8-format");
   if (a.network_size.softmax_type != "vanilla")
     errors.push_back("--multi-latent-attention with --softmax-type " + a.network_size.softmax_type +
                      " is recognized but not implemented by mactor yet; drop --softmax-type");
 }
 
 // Multi-token prediction as built: on the last stage with the embedding's table there, dense
-// layers, no context parallelism, fp8, per-token loss or fp32 residual stream.
+// layers, no context parallelism, per-token loss or fp32 residual stream.
 void mtp_combinations(const megatron_args& a, std::vector<std::string>& errors) {
   const auto depths = a.network_size.mtp_num_layers.value_or(0);
   if (depths <= 0) return;
@@ -56,13 +54,9 @@ void mtp_combinations(const megatron_args& a, std::vector<std::string>& errors) 
   if (const auto cp = a.distributed.context_parallel_size; cp != 1)
     refuse("--context-parallel-size " + std::to_string(cp) + " (roll_tensor across the context-parallel ranks)",
            "use --context-parallel-size 1");
-  if (a.transformer_engine.fp8) refuse("--fp8-format", "drop --fp8-format");
   if (a.training.calculate_per_token_loss) refuse("--calculate-per-token-loss", "drop --calculate-per-token-loss");
   if (a.mixed_precision.fp32_residual_connection)
     refuse("--fp32-residual-connection", "drop --fp32-residual-connection");
-  if (a.distributed.pipeline_model_parallel_size > 1 && a.network_size.untie_embeddings_and_output_weights)
-    refuse("--untie-embeddings-and-output-weights over pipeline stages (the last stage's copy of the embedding)",
-           "drop --untie-embeddings-and-output-weights or use --pipeline-model-parallel-size 1");
 }
 
 // --fp8-param-gather as built: per-tensor recipes, a 16-bit model.
@@ -98,6 +92,11 @@ void fsdp_combinations(const megatron_args& a, std::vector<std::string>& errors)
   refuse(d.pipeline_model_parallel_size > 1 && !a.network_size.untie_embeddings_and_output_weights,
          "--pipeline-model-parallel-size > 1 and tied embeddings",
          "the tied embedding's cross-stage sum runs on the whole gradients; add --untie-embeddings-and-output-weights");
+  refuse(d.pipeline_model_parallel_size > 1 && a.network_size.untie_embeddings_and_output_weights &&
+             a.network_size.mtp_num_layers.value_or(0) > 0,
+         "--pipeline-model-parallel-size > 1 and --mtp-num-layers",
+         "the last stage's copy of the word embedding is summed with the first stage's on the whole gradients; use "
+         "--pipeline-model-parallel-size 1");
   refuse(a.moe.expert_model_parallel_size > 1, "--expert-model-parallel-size > 1", "the experts' own shards");
   const auto tp = d.tensor_model_parallel_size;
   refuse(a.moe.num_experts.value_or(0) > 0 && a.moe.expert_tensor_parallel_size.value_or(tp) != tp,

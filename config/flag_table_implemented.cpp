@@ -25,7 +25,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"rope_scaling_factor", "with --use-rope-scaling"},
       {"no_rope_freq", "int N or a list: the layers that skip RoPE (checked against PyTorch)"},
       {"multi_latent_attention", "Megatron-Core's MLASelfAttention with tp, sp, cp, pp and the distributed optimizer "
-                                 "(checked against an independent PyTorch MLA); not with fp8 or --softmax-type"},
+                                 "(checked against an independent PyTorch MLA); under fp8 the down projections are fp8 GEMMs too (kv_down one GEMM over [latent; k_pe]); not with --softmax-type"},
       {"q_lora_rank", "unset: linear_q_proj; set: linear_q_down_proj, linear_q_up_proj"},
       {"kv_lora_rank", ""},
       {"qk_head_dim", ""},
@@ -429,9 +429,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                      "the expert-data-parallel group; checkpoints name experts by global number, so "
                                      "any expert-parallel size loads them; not with "
                                      "--num-distributed-optimizer-instances > 1"},
-      {"num_experts", "MoE layers (router, token permutation, experts without bias) in place of the MLP; refused "
-                      "with --tensor-model-parallel-size > 1, biases "
-                      "(add --disable-bias-linear) and fp8; the log line and TensorBoard get track_moe_metrics' z_loss and "
+      {"num_experts", "MoE layers (router, token permutation, experts without bias) in place of the MLP; under fp8 "
+                      "each expert's fc1 and fc2 is its own fp8 GEMM, scaled by its own tokens (TE GroupedLinear's "
+                      "per-GEMM quantizers; the router stays in the model's dtype); refused with biases "
+                      "(add --disable-bias-linear) and --fp8-param-gather; the log line and TensorBoard get track_moe_metrics' z_loss and "
                       "(seq_)load_balancing_loss (per micro-batch mean, summed over the pipeline, averaged over the "
                       "replicas and the MoE layers)"},
       {"moe_router_enable_expert_bias", "sigmoid scores plus a per-expert fp32 bias choose the top k (the "
@@ -443,12 +444,14 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                            "there and rounded back (Megatron's router_gating_linear); the routing itself runs in double"},
       {"moe_per_layer_logging", "TensorBoard scalars moe/<name>_layer_<i> for every layer, as track_moe_metrics"},
       {"mtp_num_layers", "Megatron-Core's MultiTokenPredictionBlock on the last pipeline stage: each depth embeds the ids "
-                         "rolled one place further (shared word table), applies enorm and hnorm, eh_proj (column-parallel, "
+                         "rolled one place further (the word table; off the first stage a copy summed with the first "
+                         "stage's, tied or untied, as Megatron's shared embedding), applies enorm and hnorm, eh_proj (column-parallel, "
                          "gathered), one layer of the decoder's last layer's spec and a final norm, and scores the rolled "
                          "labels with the shared output layer; the losses enter the backward as MTPLossAutoScaler makes "
-                         "them and are logged as 'mtp_<k> loss' (checked against PyTorch; tp, sp, pp, dp); refused with "
-                         "cp, fp8, MoE, --calculate-per-token-loss, --fp32-residual-connection and untied embeddings over "
-                         "pipeline stages; 'm' in --pipeline-model-parallel-layout goes in the last stage with 'L', as "
+                         "them and are logged as 'mtp_<k> loss' (checked against PyTorch; tp, sp, pp, dp); under fp8 a depth's "
+                         "eh_proj and layer run fp8 whatever --first-last-layers-bf16 says (Megatron's global fp8 "
+                         "context for MTP); refused with cp, --calculate-per-token-loss, --fp32-residual-connection and "
+                         "FSDP's sharded gradients over pipeline stages; 'm' in --pipeline-model-parallel-layout goes in the last stage with 'L', as "
                          "Megatron requires"},
       {"mtp_loss_scaling_factor", "the MTP losses' weight in the backward: factor / depths times each depth's masked mean"},
       {"moe_layer_freq", "an int N (layers 0, N, 2N, ... 0-based) or the list form, one 0/1 per layer"},
@@ -494,8 +497,11 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"moe_z_loss_coeff", "the router z-loss mean(logsumexp(logits)^2) * coeff, its gradient scaled as the aux loss's"},
       {"moe_grouped_gemm", "the experts' weights under TEGroupedMLP's names (experts.linear_fc1.weight<i>); on the CPU "
                            "the grouped GEMM is one GEMM per expert, so the numbers equal SequentialMLP's"},
-      {"moe_token_dispatcher_type", "allgather and alltoall, which with tp 1 move the same rows: the alltoall "
-                                    "exchange (a rank's tokens to its experts' ranks) serves both (flex is refused)"},
+      {"moe_token_dispatcher_type", "allgather, alltoall and flex move the same rows to the same experts: the "
+                                    "alltoall exchange (a rank's tokens to its experts' ranks) serves all three; flex "
+                                    "with Megatron's checks (--moe-enable-deepep, expert TP x EP > 1, no capacity padding)"},
+      {"moe_enable_deepep", "the flex dispatcher's backend: DeepEP's fused dispatch and combine send each token to the "
+                            "ranks of its top-k experts and sum the results back, which mactor's alltoall exchange does"},
       {"spec", "pretrain_mamba: 'megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec' builds MambaModel's "
                "hybrid stack (required, as mamba_builder requires it); pretrain_gpt: 'local' or gpt_layer_specs' "
                "get_gpt_layer_local_spec / get_gpt_layer_with_transformer_engine_spec, the layers mactor builds anyway; "

@@ -109,6 +109,18 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"tensorboard_queue_size", "the writer flushes at every log line instead of queueing"},
       {"logging_level", "Python logging level; mactor's log lines do not depend on it"},
       {"te_rng_tracker", "Transformer Engine RNG tracker; mactor has no Transformer Engine"},
+      // Training CUDA graphs: Megatron captures the layers' (or the attention's) kernel launches once
+      // and replays them, the same arithmetic; mactor's training runs on CPUs, with no launches to capture.
+      {"cuda_graph_impl", "CUDA-graph capture of the GPU kernels (local or transformer_engine), validated as Megatron "
+                          "does; mactor trains on CPUs, where a captured graph would replay the same arithmetic"},
+      {"cuda_graph_scope", "which kernels a CUDA graph captures (full, attn, full_iteration), validated as Megatron does"},
+      {"cuda_graph_warmup_steps", "eager iterations before a local CUDA graph is captured; nothing to capture on CPUs"},
+      {"enable_cuda_graph", "deprecated spelling of --cuda-graph-impl local (validated as Megatron does)"},
+      {"moe_deepep_num_sms", "the GPU multiprocessors DeepEP's kernels use; mactor's exchange runs on CPU threads"},
+      {"enable_experimental", "turns on Megatron-Core's experimental_fn kernels (the fused index converter, the fused "
+                              "MLA YaRN RoPE and the fused routing-map padding, the last two with --moe-permute-fusion), "
+                              "which compute what the unfused paths compute; mactor has one path for each"},
+      {"external_cuda_graph", "deprecated spelling of --cuda-graph-impl transformer_engine (validated as Megatron does)"},
       {"apply_residual_connection_post_layernorm",
        "Megatron-Core's TransformerLayer never reads it (core_v0.15 keeps it in TransformerConfig; only the legacy "
        "model, which --use-legacy-models selects and mactor does not offer, moves the residual after the norm): "
@@ -149,7 +161,7 @@ const std::vector<value_limit>& value_limits() {
       {"main_params_dtype", "--main-params-dtype", {"fp32", "fp16"}},
       {"rerun_mode", "--rerun-mode", {"disabled", "validate_results"}},
       {"moe_router_load_balancing_type", "--moe-router-load-balancing-type", {"aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "none"}},
-      {"moe_token_dispatcher_type", "--moe-token-dispatcher-type", {"allgather", "alltoall"}},
+      {"moe_token_dispatcher_type", "--moe-token-dispatcher-type", {"allgather", "alltoall", "flex"}},
   };
   return limits;
 }

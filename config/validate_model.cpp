@@ -84,8 +84,15 @@ void moe_rules(validation_context& c) {  // rules 99-101, 111, 112, 114
             "--moe-router-topk=" + show(m.moe_router_topk) + " must lie in [1, --num-experts=" + show(*m.num_experts) +
                 "]; each token picks that many distinct experts");
   if (m.moe_enable_deepep) c.require(m.moe_token_dispatcher_type == "flex", "--moe-enable-deepep needs --moe-token-dispatcher-type flex");
-  if (m.moe_token_dispatcher_type == "flex")
+  if (m.moe_token_dispatcher_type == "flex") {
     c.require(!m.moe_pad_expert_input_to_capacity, "--moe-pad-expert-input-to-capacity is not supported with the flex dispatcher");
+    // MoEFlexTokenDispatcher.__init__: DeepEP is its one backend, over the expert-TP x EP group.
+    c.require(m.moe_enable_deepep, "DeepEP is not enabled. Please set --moe-enable-deepep to use DeepEP backend.");
+    const auto etp = m.expert_tensor_parallel_size.value_or(c.a.distributed.tensor_model_parallel_size);
+    c.require(etp * m.expert_model_parallel_size > 1,
+              "Flex token dispatcher requires TPxEP > 1 (--expert-tensor-parallel-size x --expert-model-parallel-size); "
+              "use --moe-token-dispatcher-type alltoall on one rank");
+  }
   if (m.moe_shared_expert_intermediate_size)
     c.require(*m.moe_shared_expert_intermediate_size > 0, "--moe-shared-expert-intermediate-size must be > 0");
   if (m.moe_shared_expert_overlap)
@@ -237,13 +244,32 @@ void activations(validation_context& c) {  // rule 109
   if (t.use_te_activation_func) c.error("--use-te-activation-func cannot be combined with bias activation fusion");
 }
 
+// Training CUDA graphs, past rule 16's spellings and rule 81's full-recompute check: the TE RNG
+// tracker that rule 81 turns on, and TransformerConfig.__post_init__'s recomputation rule.
+static void cuda_graph_rules(validation_context& c) {
+  const auto& i = c.a.inference;
+  const auto& t = c.a.training;
+  if (i.cuda_graph_impl == "none") return;
+  c.require(i.cuda_graph_impl == "transformer_engine" || i.cuda_graph_impl == "local",
+            "--cuda-graph-impl must be transformer_engine or local");
+  if (c.a.transformer_engine.transformer_impl == "transformer_engine" && !c.a.transformer_engine.te_rng_tracker) {
+    c.a.transformer_engine.te_rng_tracker = true;
+    c.warn("te_rng_tracker is not enabled, enabling it for CUDA graphs.");
+  }
+  if (!t.recompute_granularity || *t.recompute_granularity == "full") return;  // full: rule 81
+  if (*t.recompute_granularity != "selective" || i.cuda_graph_impl != "transformer_engine" || i.cuda_graph_scope != "attn")
+    return c.error("CUDA graphs not supported with activation recomputation (Megatron allows only --recompute-granularity "
+                   "selective with --cuda-graph-impl transformer_engine --cuda-graph-scope attn)");
+  // TransformerConfig's default modules: core_attn.
+  for (const auto& m : t.recompute_modules.value_or(std::vector<std::string>{"core_attn"}))
+    if (m == "core_attn" || m == "mla_up_proj")
+      c.error("attn cuda graph is not supported with " + m + " recompute; drop " + m + " from --recompute-modules");
+}
+
 void transformer_features(validation_context& c) {  // rules 113, 115-117
   const auto& i = c.a.inference;
   const auto& t = c.a.training;
-  if (i.cuda_graph_impl != "none") {
-    c.require(i.cuda_graph_impl == "transformer_engine" || i.cuda_graph_impl == "local",
-              "--cuda-graph-impl must be transformer_engine or local");
-  }
+  cuda_graph_rules(c);
   const auto& cp_types = c.a.distributed.cp_comm_type;
   if (c.a.distributed.context_parallel_size > 1 && cp_types.size() > 1)
     c.require(static_cast<std::int64_t>(cp_types.size()) == c.a.network_size.num_layers.value_or(0),

@@ -156,6 +156,7 @@ void cuda_graph_flags(validation_context& c) {  // rule 16
     c.warn("--external-cuda-graph is deprecated, use --cuda-graph-impl=transformer_engine instead.");
     i.cuda_graph_impl = "transformer_engine";
   }
+  i.enable_cuda_graph = i.external_cuda_graph = false;  // validate_args deletes them
 }
 
 void script_defaults(validation_context& c) {  // rule 17, with pretrain_gpt.py's args_defaults

@@ -49,19 +49,13 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   if (layout_.post_process) {
     // MambaStack's final norm is a TENorm named final_norm; GPT's TransformerBlock's final_layernorm.
     final_layernorm_.emplace(store_, config_.hybrid() ? "decoder.final_norm" : "decoder.final_layernorm", config_);
-    int tied = -1;
-    if (!config_.untie_embeddings_and_output_weights) {
-      // The same name draws the same initial values as the first stage's embedding.
-      if (word_embeddings_ < 0)
-        word_embeddings_ = add_embedding_table(store_, "embedding.word_embeddings.weight",
-                                               config_.padded_vocab_size, tp_split::rows, config_);
-      tied = word_embeddings_;
-    }
+    // The table's copy off the first stage: the same name draws the same initial values as the
+    // first stage's embedding (Megatron zero-fills it and all-reduces it with the first's).
+    if (config_.shares_word_embedding() && word_embeddings_ < 0)
+      word_embeddings_ = add_embedding_table(store_, "embedding.word_embeddings.weight", config_.padded_vocab_size,
+                                             tp_split::rows, config_);
+    const int tied = config_.untie_embeddings_and_output_weights ? -1 : word_embeddings_;
     if (config_.mtp_num_layers > 0) {
-      // Megatron's MTP stage holds the embedding; off the first stage only the tied copy is built.
-      if (word_embeddings_ < 0)
-        throw std::invalid_argument("multi-token prediction on a last pipeline stage without the embedding is built only "
-                                    "with tied embeddings (drop --untie-embeddings-and-output-weights or use one stage)");
       mtp_.emplace(store_, config_, tp.rank(), tp.size(), word_embeddings_, moe);
       mtp_tracker_.assign(std::size_t(config_.mtp_num_layers), 0.0);
     }

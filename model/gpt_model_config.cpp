@@ -63,7 +63,6 @@ void check_moe(std::vector<std::string>& errors, const gpt_model_config& c) {
        "moe.num_experts=" + std::to_string(m.num_experts) + " must divide into expert_parallel_size=" +
            std::to_string(m.expert_parallel_size) + " equal blocks, with 0 <= expert_parallel_rank < that size");
   need(!c.add_bias_linear, "MoE experts with biases are not implemented yet; add --disable-bias-linear");
-  need(!c.fp8.enabled, "MoE layers in fp8 are not implemented yet; drop --fp8-format");
   if (m.router_group_topk > 0)
     need(m.router_num_groups > 0 && m.num_experts % m.router_num_groups == 0 &&
              m.router_group_topk <= m.router_num_groups && m.router_topk / m.router_group_topk >= 1 &&

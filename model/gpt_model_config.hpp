@@ -105,6 +105,10 @@ struct gpt_model_config {
   float attention_dropout = 0.1f;
   float hidden_dropout = 0.1f;
   bool untie_embeddings_and_output_weights = false;
+  /// Whether the last stage holds a copy of the word-embedding table, summed with the first
+  /// stage's (Megatron's shared embedding): tied to the output layer, or read by the
+  /// multi-token-prediction depths (GPTModel.shared_embedding_or_output_weight).
+  bool shares_word_embedding() const { return !untie_embeddings_and_output_weights || mtp_num_layers > 0; }
   float init_method_std = 0.02f;
   /// --embedding-init-method-std (unset: init_method_std): the word and position embeddings'
   /// normal std; when set, the embeddings also skip weight decay, as Megatron's optimizer does.

@@ -4,11 +4,16 @@
 // input instead under --moe-apply-probs-on-input), and
 // fc2 [hidden, ffn], without biases. The rows arrive in expert order, tokens_per_expert[e] each.
 // With expert parallelism these are this rank's local experts (moe_settings::local_experts).
+// Under fp8 each expert's fc1 and fc2 is its own fp8 GEMM, as Transformer Engine's GroupedLinear
+// keeps one set of quantizers per GEMM (and SequentialMLP one TE Linear per expert): an expert's
+// operands are scaled by its own tokens' amax, never by another expert's.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "model/fp8_linear.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/mlp_activation.hpp"
 #include "model/parameter.hpp"
@@ -30,10 +35,19 @@ class moe_experts {
   void release();
 
  private:
+  static fp8_linear* fp8_of(const std::vector<std::unique_ptr<fp8_linear>>& list, int e) {
+    return list.empty() ? nullptr : list[std::size_t(e)].get();
+  }
+  void expert_gemm(fp8_linear* fp8, tensor::const_tensor_view x, tensor::const_tensor_view w, tensor::tensor_view y,
+                   int rows, int in, int out) const;
+  void expert_gemm_backward(parameter_store& store, fp8_linear* fp8, int weight, tensor::const_tensor_view dy,
+                            tensor::const_tensor_view x, tensor::tensor_view dx, int rows, int in, int out);
+
   int experts_, hidden_, ffn_, fc1_width_;
   bool on_input_;  // --moe-apply-probs-on-input
   mlp_activation activation_;
   std::vector<int> fc1_, fc2_;  // parameter ids per expert
+  std::vector<std::unique_ptr<fp8_linear>> fc1_fp8_, fc2_fp8_;  // per expert under fp8, else empty
   std::vector<std::int64_t> counts_;
   tensor::tensor probs_, fc1_out_, act_, scaled_;  // saved: [n], [n, fc1], [n, ffn], [n, ffn]
   tensor::tensor dscaled_, dact_, dfc1_;           // backward scratch

@@ -43,11 +43,11 @@ multi_latent_attention::multi_latent_attention(parameter_store& store, const std
       recompute_core_(c.recompute.selective(c.recompute.core_attn)),
       kv_up_(store, name + ".linear_kv_up_proj", c.mla.kv_lora_rank,
              c.num_attention_heads * (c.mla.qk_head_dim + c.mla.v_head_dim), false,
-             tp_split::rows, c.init_method_std, tp_size),
+             tp_split::rows, c.init_method_std, tp_size, false, c.fp8),
       linear_proj_(store, name + ".linear_proj", c.num_attention_heads * c.mla.v_head_dim,
                    c.hidden_size, c.add_bias_linear,
                    c.output_layer_init_std(), tp_size,
-                   c.sequence_parallel),
+                   c.sequence_parallel, c.fp8),
       shard_(c.shard()), cp_(cp) {
   if (shard_.cp_size > 1 && (!cp_ || cp_->size() != shard_.cp_size || cp_->rank() != shard_.cp_rank))
     throw std::invalid_argument("multi_latent_attention: context_parallel_size=" + std::to_string(shard_.cp_size) +
@@ -58,14 +58,18 @@ multi_latent_attention::multi_latent_attention(parameter_store& store, const std
     q_down_ = store.add(name + ".linear_q_down_proj.weight", {m_.q_lora_rank, hidden_},
                         tp_split::replicated, init_kind::normal, c.init_method_std);
     q_up_.emplace(store, name + ".linear_q_up_proj", m_.q_lora_rank, q_out, false,
-                  tp_split::rows, c.init_method_std, tp_size);
+                  tp_split::rows, c.init_method_std, tp_size, false, c.fp8);
+    if (c.fp8.enabled) q_down_fp8_ = std::make_unique<fp8_linear>(c.fp8);
+    store[q_down_].fp8_gemm = q_down_fp8_.get();  // --fp8-param-gather holds it as fp8
   } else {
     q_proj_.emplace(store, name + ".linear_q_proj", hidden_, q_out, false, tp_split::rows,
-                    c.init_method_std, tp_size);
+                    c.init_method_std, tp_size, false, c.fp8);
   }
   kv_down_ = store.add(name + ".linear_kv_down_proj.weight",
                        {m_.kv_lora_rank + m_.qk_pos_emb_head_dim, hidden_}, tp_split::replicated,
                        init_kind::normal, c.init_method_std);
+  if (c.fp8.enabled) kv_down_fp8_ = std::make_unique<fp8_linear>(c.fp8);
+  store[kv_down_].fp8_gemm = kv_down_fp8_.get();
   if (c.qk_layernorm) {
     if (m_.q_lora_rank > 0) q_layernorm_.emplace(latent_norm(store, name + ".q_layernorm", c, m_.q_lora_rank));
     kv_layernorm_.emplace(latent_norm(store, name + ".kv_layernorm", c, m_.kv_lora_rank));
@@ -173,18 +177,17 @@ void multi_latent_attention::project_forward(const parameter_store& store, group
     q_proj_->forward(store, none, x_full_, q, n);
   } else {
     auto lat = ensure_activation(q_lat_, n, m_.q_lora_rank, type);
-    kernels::linear_forward(x_full_, store.value(q_down_), lat, n, hidden_, m_.q_lora_rank);
+    if (q_down_fp8_)
+      q_down_fp8_->forward(x_full_, store.value(q_down_), lat, n, hidden_, m_.q_lora_rank);
+    else
+      kernels::linear_forward(x_full_, store.value(q_down_), lat, n, hidden_, m_.q_lora_rank);
     if (q_layernorm_)
       q_layernorm_->forward(store, lat, ensure_activation(q_lat_n_, n, m_.q_lora_rank, type), n);
     q_up_->forward(store, none, q_layernorm_ ? q_lat_n_ : q_lat_, q, n);
   }
-  // linear_kv_down_proj's rows are [latent (kv_lora_rank); k_pe (qk_pos_emb_head_dim)].
-  const auto w = store.value(kv_down_);
   auto lat = ensure_activation(kv_lat_, n, kr, type);
   auto k_pe = ensure_activation(k_pe_, n, pe, type);
-  kernels::linear_forward(x_full_, elements(w, 0, std::int64_t(kr) * hidden_), lat, n, hidden_, kr);
-  kernels::linear_forward(x_full_, elements(w, std::int64_t(kr) * hidden_, std::int64_t(pe) * hidden_),
-                          k_pe, n, hidden_, pe);
+  kv_down_forward(store, lat, k_pe, n);
   if (kv_layernorm_) kv_layernorm_->forward(store, lat, ensure_activation(kv_lat_n_, n, kr, type), n);
   kv_up_.forward(store, none, kv_layernorm_ ? kv_lat_n_ : kv_lat_,
                  ensure_activation(kv_, n, std::int64_t(heads_) * kv_width_, type), n);
@@ -227,8 +230,7 @@ void multi_latent_attention::forward(const parameter_store& store, group& tp,
 void multi_latent_attention::project_backward(parameter_store& store, group& tp) {
   const int n = rows();
   const auto type = dq_.type();
-  const int kr = m_.kv_lora_rank, pe = m_.qk_pos_emb_head_dim;
-  const std::int64_t kr_w = std::int64_t(kr) * hidden_, pe_w = std::int64_t(pe) * hidden_;
+  const int kr = m_.kv_lora_rank;
   auto dx = ensure_activation(dx_full_, n, hidden_, type);
   // The up projections' input gradients are sums over the heads: all-reduced over tp.
   auto dlat = ensure_activation(dkv_lat_, n, kr, type);
@@ -239,14 +241,7 @@ void multi_latent_attention::project_backward(parameter_store& store, group& tp)
   } else {
     kv_up_.backward(store, tp, dkv_, kv_lat_, dlat, n);
   }
-  const auto w = store.value(kv_down_);
-  store.weight_grads().add({dlat, dk_pe_, x_full_}, [&store, this, n, kr, pe, kr_w, pe_w](auto in) {
-    const auto dw = store.grad(kv_down_);
-    kernels::linear_backward_weight(in[0], in[2], elements(dw, 0, kr_w), n, hidden_, kr);
-    kernels::linear_backward_weight(in[1], in[2], elements(dw, kr_w, pe_w), n, hidden_, pe);
-  });
-  kernels::linear_backward_input(dlat, elements(w, 0, kr_w), dx, n, hidden_, kr);
-  kernels::linear_backward_input(dk_pe_, elements(w, kr_w, pe_w), dx, n, hidden_, pe, 1.0);
+  kv_down_backward(store, dx, n);
   if (q_proj_) {
     auto dq_in = ensure_activation(dq_lat_, n, hidden_, type);
     q_proj_->backward(store, tp, dq_, x_full_, dq_in, n);
@@ -260,6 +255,61 @@ void multi_latent_attention::project_backward(parameter_store& store, group& tp)
     q_layernorm_->backward(store, dn, q_lat_, dq_lat, n, false);
   } else {
     q_up_->backward(store, tp, dq_, q_lat_, dq_lat, n);
+  }
+  q_down_backward(store, dq_lat, dx, n);
+}
+
+// linear_kv_down_proj's rows are [latent (kv_lora_rank); k_pe (qk_pos_emb_head_dim)]: two GEMMs,
+// or under fp8 the one GEMM Megatron runs, its output split by columns.
+void multi_latent_attention::kv_down_forward(const parameter_store& store, tensor::tensor_view lat,
+                                             tensor::tensor_view k_pe, int n) {
+  const int kr = m_.kv_lora_rank, pe = m_.qk_pos_emb_head_dim;
+  const auto w = store.value(kv_down_);
+  if (!kv_down_fp8_) {
+    kernels::linear_forward(x_full_, elements(w, 0, std::int64_t(kr) * hidden_), lat, n, hidden_, kr);
+    kernels::linear_forward(x_full_, elements(w, std::int64_t(kr) * hidden_, std::int64_t(pe) * hidden_), k_pe, n,
+                            hidden_, pe);
+    return;
+  }
+  auto whole = ensure_activation(kv_down_out_, n, kr + pe, lat.type);
+  kv_down_fp8_->forward(x_full_, w, whole, n, hidden_, kr + pe);
+  for (std::int64_t r = 0; r < n; ++r) {
+    kernels::copy(elements(lat, r * kr, kr), elements(tensor::const_tensor_view(whole), r * (kr + pe), kr));
+    kernels::copy(elements(k_pe, r * pe, pe), elements(tensor::const_tensor_view(whole), r * (kr + pe) + kr, pe));
+  }
+}
+
+// dx = [dlat, dk_pe] W_kv_down (overwritten) and its weight gradient (deferred in a zero-bubble
+// weight pass, except under fp8, whose GEMM makes both at once).
+void multi_latent_attention::kv_down_backward(parameter_store& store, tensor::tensor_view dx, int n) {
+  const int kr = m_.kv_lora_rank, pe = m_.qk_pos_emb_head_dim;
+  const std::int64_t kr_w = std::int64_t(kr) * hidden_, pe_w = std::int64_t(pe) * hidden_;
+  const tensor::const_tensor_view dlat = dkv_lat_, dk_pe = dk_pe_;
+  const auto w = store.value(kv_down_);
+  if (kv_down_fp8_) {
+    auto dy = ensure_activation(dkv_down_, n, kr + pe, dx.type);
+    for (std::int64_t r = 0; r < n; ++r) {
+      kernels::copy(elements(dy, r * (kr + pe), kr), elements(dlat, r * kr, kr));
+      kernels::copy(elements(dy, r * (kr + pe) + kr, pe), elements(dk_pe, r * pe, pe));
+    }
+    return kv_down_fp8_->backward(dy, x_full_, w, store.grad(kv_down_), dx, n, hidden_, kr + pe);
+  }
+  store.weight_grads().add({dlat, dk_pe, x_full_}, [&store, this, n, kr, pe, kr_w, pe_w](auto in) {
+    const auto dw = store.grad(kv_down_);
+    kernels::linear_backward_weight(in[0], in[2], elements(dw, 0, kr_w), n, hidden_, kr);
+    kernels::linear_backward_weight(in[1], in[2], elements(dw, kr_w, pe_w), n, hidden_, pe);
+  });
+  kernels::linear_backward_input(dlat, elements(w, 0, kr_w), dx, n, hidden_, kr);
+  kernels::linear_backward_input(dk_pe, elements(w, kr_w, pe_w), dx, n, hidden_, pe, 1.0);
+}
+
+// dx += dq_lat W_q_down, and its weight gradient as kv_down's.
+void multi_latent_attention::q_down_backward(parameter_store& store, tensor::const_tensor_view dq_lat,
+                                             tensor::tensor_view dx, int n) {
+  if (q_down_fp8_) {
+    auto part = ensure_activation(dx_q_, n, hidden_, dx.type);
+    q_down_fp8_->backward(dq_lat, x_full_, store.value(q_down_), store.grad(q_down_), part, n, hidden_, m_.q_lora_rank);
+    return kernels::add(dx, part);
   }
   store.weight_grads().add({dq_lat, x_full_}, [&store, this, n](auto in) {
     kernels::linear_backward_weight(in[0], in[1], store.grad(q_down_), n, hidden_, m_.q_lora_rank);
@@ -303,8 +353,10 @@ void multi_latent_attention::backward(parameter_store& store, group& tp,
 void multi_latent_attention::release() {
   for (auto* t : {&x_full_, &q_lat_, &q_lat_n_, &kv_lat_, &kv_lat_n_, &q_, &kv_, &k_pe_, &qkv_, &probs_,
                   &context_, &context_v_, &kv_all_, &dkv_all_, &dkv_mine_, &dx_full_, &dq_lat_, &dkv_lat_, &d_lat_n_, &dq_, &dkv_,
-                  &dk_pe_, &dqkv_, &dcontext_})
+                  &dk_pe_, &dqkv_, &dcontext_, &kv_down_out_, &dkv_down_, &dx_q_})
     *t = tensor::tensor();
+  for (auto* f : {q_down_fp8_.get(), kv_down_fp8_.get()})
+    if (f) f->release();
   if (q_layernorm_) q_layernorm_->release();
   if (kv_layernorm_) kv_layernorm_->release();
   if (q_proj_) q_proj_->release();

@@ -18,10 +18,12 @@
 // self_attention does.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "kernels/attention.hpp"
+#include "model/fp8_linear.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/norm.hpp"
@@ -55,6 +57,9 @@ class multi_latent_attention {
   int hidden_, heads_, q_width_, kv_width_;  // q_width_: qk + pos per head; kv_width_: qk + v
   bool sequence_parallel_, recompute_core_;
   int q_down_ = -1, kv_down_;                      // replicated weights
+  // Under fp8, the down projections' GEMMs (TELinear, duplicated): kv_down is one GEMM over
+  // its [latent; k_pe] rows, so one scale covers both parts.
+  std::unique_ptr<fp8_linear> q_down_fp8_, kv_down_fp8_;
   std::optional<column_parallel_linear> q_proj_;   // q_lora_rank unset
   std::optional<column_parallel_linear> q_up_;     // q_lora_rank set
   column_parallel_linear kv_up_;
@@ -74,6 +79,10 @@ class multi_latent_attention {
   tensor::tensor qkv_, probs_, context_, context_v_;
   tensor::tensor kv_all_, dkv_all_, dkv_mine_;  // context parallelism: the whole sequence's packed rows
   tensor::tensor dx_full_, dq_lat_, dkv_lat_, d_lat_n_, dq_, dkv_, dk_pe_, dqkv_, dcontext_;  // scratch
+  tensor::tensor kv_down_out_, dkv_down_, dx_q_;  // fp8 scratch: kv_down's whole output and its gradient, q_down's dx
+  void kv_down_forward(const parameter_store& store, tensor::tensor_view lat, tensor::tensor_view k_pe, int n);
+  void kv_down_backward(parameter_store& store, tensor::tensor_view dx, int n);
+  void q_down_backward(parameter_store& store, tensor::const_tensor_view dq_lat, tensor::tensor_view dx, int n);
 
   int rows() const { return dims_.seq * dims_.batch; }
   /// Copies q, kv and k_pe into the core's [rows, heads, 3, head_dim] layout, or back (the

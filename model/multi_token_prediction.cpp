@@ -37,6 +37,13 @@ void copy_from_columns(tensor::tensor_view dst, std::int64_t width, tensor::cons
     kernels::copy(elements(dst, r * width, width), elements(src, r * src_cols + col0, width));
 }
 
+// Megatron runs a depth's eh_proj and layer under one fp8 context for all layers ("MTP only use
+// global fp8 context"), whatever --first-last-layers-bf16 keeps out of fp8 in the decoder.
+gpt_model_config depth_config(gpt_model_config c) {
+  c.fp8.first_last_layers_bf16 = false;
+  return c;
+}
+
 }  // namespace
 
 multi_token_prediction::depth::depth(parameter_store& store, int k, const gpt_model_config& c,
@@ -45,7 +52,7 @@ multi_token_prediction::depth::depth(parameter_store& store, int k, const gpt_mo
       enorm(store, depth_name(k) + ".enorm", c),
       hnorm(store, depth_name(k) + ".hnorm", c),
       eh_proj(store, depth_name(k) + ".eh_proj", 2 * c.hidden_size, c.hidden_size, false,
-              tp_split::rows, c.init_method_std, tp_size, c.sequence_parallel && tp_size > 1),
+              tp_split::rows, c.init_method_std, tp_size, c.sequence_parallel && tp_size > 1, c.fp8),
       layer(store, c.num_layers + k, c, tp_rank, tp_size, nullptr, moe,
             depth_name(k) + ".transformer_layer", c.num_layers - 1),
       final_layernorm(store, depth_name(k) + ".final_layernorm", c) {}
@@ -57,7 +64,8 @@ multi_token_prediction::multi_token_prediction(parameter_store& store, const gpt
   if (c.fp32_residual_connection)
     throw std::invalid_argument("multi-token prediction is not built with --fp32-residual-connection");
   depths_.reserve(std::size_t(c.mtp_num_layers));
-  for (int k = 0; k < c.mtp_num_layers; ++k) depths_.emplace_back(store, k, c, tp_rank, tp_size, word, moe);
+  const auto in_depths = depth_config(c);
+  for (int k = 0; k < c.mtp_num_layers; ++k) depths_.emplace_back(store, k, in_depths, tp_rank, tp_size, word, moe);
 }
 
 std::vector<transformer_layer*> multi_token_prediction::layers() {

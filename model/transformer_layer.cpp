@@ -44,14 +44,14 @@ transformer_layer::transformer_layer(parameter_store& store, int number, const g
   if (has_attention_) {
     input_layernorm_.emplace(half_norm(store, at, ".input_layernorm", ".self_attention.linear_qkv", c));
     if (c.mla.enabled)
-      mla_.emplace(store, at + ".self_attention", c, layer, tp_rank, tp_size, cp);
+      mla_.emplace(store, at + ".self_attention", with_layer_fp8(c, layer), layer, tp_rank, tp_size, cp);
     else
       self_attention_.emplace(store, at + ".self_attention", with_layer_fp8(c, layer), layer, tp_rank, tp_size, cp);
   }
   if (!has_mlp_) return;
   pre_mlp_layernorm_.emplace(half_norm(store, at, ".pre_mlp_layernorm", ".mlp.linear_fc1", c));
   if (c.moe.layer_is_moe(layer))
-    moe_.emplace(store, at + ".mlp", c, moe);
+    moe_.emplace(store, at + ".mlp", with_layer_fp8(c, layer), moe);
   else
     mlp_.emplace(store, at + ".mlp", with_layer_fp8(c, layer), tp_size);
 }

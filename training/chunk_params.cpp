@@ -43,7 +43,7 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks) {
   for (auto& chunk : chunks) {
     auto& store = chunk.store();
     synced_chunk s{store.value_tensor().view(), store.grad_tensor().view(), {}, store.expert_begin()};
-    const bool tied_here = !chunk.config().untie_embeddings_and_output_weights &&
+    const bool tied_here = chunk.config().shares_word_embedding() &&
                            (chunk.layout().pre_process || chunk.layout().post_process);
     for (const auto& p : chunk.parameters())
       s.params.push_back({p.offset, p.numel, ready_event(chunk, p.name),

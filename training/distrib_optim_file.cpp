@@ -72,7 +72,9 @@ std::vector<float> floats(const pickle_value* v, std::size_t numel, const std::s
 }
 
 bool shared_buckets(const config::megatron_args& a) {
-  return a.distributed.pipeline_model_parallel_size > 1 && !a.network_size.untie_embeddings_and_output_weights;
+  // Megatron's shared embedding (tied, or read by multi-token prediction) has a bucket of its own.
+  return a.distributed.pipeline_model_parallel_size > 1 &&
+         (!a.network_size.untie_embeddings_and_output_weights || a.network_size.mtp_num_layers.value_or(0) > 0);
 }
 
 // Chunk c's three flat buffers (mactor's order, the shard group's padding included), gathered

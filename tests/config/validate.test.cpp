@@ -36,6 +36,15 @@ TEST_CASE("rule 16: deprecated CUDA-graph switches map to --cuda-graph-impl") {
   auto v = with_base({"--enable-cuda-graph"});
   CHECK(v.args.inference.cuda_graph_impl == "local");
   CHECK(with_base({"--enable-cuda-graph", "--cuda-graph-impl", "local"}).has_error("do not use --enable-cuda-graph"));
+  CHECK(!v.args.inference.enable_cuda_graph);  // validate_args deletes it once mapped
+}
+
+TEST_CASE("rule 81: CUDA graphs turn on the Transformer Engine RNG tracker") {
+  CHECK(!with_base({}).args.transformer_engine.te_rng_tracker);
+  const auto v = with_base({"--cuda-graph-impl", "transformer_engine", "--cuda-graph-scope", "attn"});
+  CHECK(v.report.ok());
+  CHECK(v.args.transformer_engine.te_rng_tracker);
+  CHECK(!with_base({"--cuda-graph-impl", "local", "--transformer-impl", "local"}).args.transformer_engine.te_rng_tracker);
 }
 
 TEST_CASE("rule 18/19/68: data sources") {

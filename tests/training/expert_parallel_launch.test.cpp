@@ -63,6 +63,8 @@ void check_layout(int ranks, const std::string& layout) {
 
 TEST_CASE("experts over 2 expert-parallel ranks log one process's losses and grad norm") {
   check_layout(2, "--expert-model-parallel-size 2");
+  // The flex dispatcher with DeepEP (DeepSeek-V3's scripts) moves the same tokens to the same experts.
+  check_layout(2, "--expert-model-parallel-size 2 --moe-token-dispatcher-type flex --moe-enable-deepep");
 }
 
 TEST_CASE("experts over EP2 x expert-DP2 with overlapped grad reduce and param gather log one process's losses") {

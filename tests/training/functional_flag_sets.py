@@ -76,6 +76,12 @@ def shrunk(name, flags, scratch):
         out += ["--expert-model-parallel-size", str(ep)]
     dp = world // (tp * pp * cp)
     heads = value("--num-attention-heads", 8)
+    # DeepSeek-V3's 128 heads would make the shrunk model 1024 wide: 32 heads at most (the
+    # query groups, where given, still dividing them).
+    groups = value("--num-query-groups", 1)
+    if heads > 32 and heads % 32 == 0 and 32 % groups == 0:
+        heads = 32
+        out += ["--num-attention-heads", "32"]
     # Two microbatches per stage, or two groups where the set fixes the interleaved group size
     # (Megatron needs microbatches % group to be 0 or at least pp).
     microbatches = 2 * value("--microbatch-group-size-per-virtual-pipeline-stage", pp)
@@ -91,6 +97,14 @@ def shrunk(name, flags, scratch):
         out += ["--rampup-batch-size", "1", "1", "1", "--train-samples", str(1 + microbatches * dp)]
     if "--kv-channels" in toks:
         out += ["--kv-channels", "8"]
+    # Multi-latent attention's own widths (DeepSeek's 1536/512/128/64/128 would hold gigabytes
+    # on 8 ranks of a 2-core machine) and the experts' widths as the hidden size (the fp8 sets
+    # round every expert weight for each GEMM).
+    for flag, width in (("--q-lora-rank", 16), ("--kv-lora-rank", 8), ("--qk-head-dim", 8),
+                        ("--qk-pos-emb-head-dim", 4), ("--v-head-dim", 8), ("--moe-ffn-hidden-size", 8 * heads),
+                        ("--moe-shared-expert-intermediate-size", 8 * heads)):
+        if flag in toks:
+            out += [flag, str(width)]
     return world, out
 
 

@@ -82,3 +82,31 @@ TEST_CASE("a multi-token prediction checkpoint resumes bit for bit and a TP2 one
   check_same(depth, std::vector<double>(depth_want.begin() + 3, depth_want.end()), "mtp_1 loss resumed under PP2", 2);
   std::filesystem::remove_all(tp_dir);
 }
+
+TEST_CASE("multi-token prediction with untied embeddings over PP2 (the last stage's copy of the word table) logs the one-process losses and resumes") {
+  // Megatron's GPTModel.shared_embedding_or_output_weight: the MTP stage's embedding copy starts
+  // as the first stage's table and their gradients are summed; the output layer stays its own.
+  const std::string flags = model_flags() + " --untie-embeddings-and-output-weights";
+  const auto alone = launch(1, flags);
+  const auto one = parse_losses(alone.out);
+  REQUIRE(one.train.size() == 6);
+  for (const auto& [ranks, layout] : std::vector<std::pair<int, std::string>>{
+           {2, "--pipeline-model-parallel-size 2"},
+           {4, "--pipeline-model-parallel-size 2 --use-distributed-optimizer"},
+           {4, "--pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel"}}) {
+    INFO(layout);
+    const auto spread = launch(ranks, flags + " " + layout);
+    const auto got = parse_losses(spread.out);
+    REQUIRE(got.train.size() == 6);
+    check_same(got.train, one.train, ("lm loss, untied, " + layout).c_str(), ranks);
+    check_same(got.validation, one.validation, ("validation lm loss, untied, " + layout).c_str(), ranks);
+    check_depth_losses(alone.out, spread.out, layout, ranks);
+  }
+  // A one-process checkpoint (one table) resumes under PP2 (the copy loaded from it) and back.
+  const auto dir = scratch_dir("mtp_launch", "untied_checkpoint");
+  launch(1, flags + " --save " + dir.string() + " --save-interval 3 --exit-interval 3");
+  const auto pp = parse_losses(launch(2, flags + " --pipeline-model-parallel-size 2 --load " + dir.string()).out).train;
+  REQUIRE(pp.size() == 3);
+  check_same(pp, std::vector<double>(one.train.begin() + 3, one.train.end()), "lm loss, untied, resumed under PP2", 2);
+  std::filesystem::remove_all(dir);
+}
