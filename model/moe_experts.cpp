@@ -90,7 +90,7 @@ void moe_experts::forward(const parameter_store& store, tensor::const_tensor_vie
   counts_ = tokens_per_expert;
   std::int64_t n = 0;
   for (auto c : counts_) n += c;
-  auto p = ensure_activation(probs_, n, 1, x.type);
+  auto p = ensure_activation(probs_, n, 1, probs.type);  // the logits' dtype, maybe wider than x
   kernels::copy(p, elements(probs, 0, n));
   if (on_input_) {
     // --moe-apply-probs-on-input: the experts see probs * x, and the activation's output is
@@ -98,7 +98,7 @@ void moe_experts::forward(const parameter_store& store, tensor::const_tensor_vie
     auto in = ensure_activation(scaled_input_, n, hidden_, x.type);
     kernels::scale_rows(in, elements(x, 0, n * hidden_), p, n, hidden_);
     x = in;
-    auto saved = ensure_activation(input_probs_, n, 1, x.type);
+    auto saved = ensure_activation(input_probs_, n, 1, p.type);
     kernels::copy(saved, p);
     const std::vector<double> ones(std::size_t(n), 1.0);
     kernels::convert(p, tensor::view_of(std::span<const double>(ones)));

@@ -20,7 +20,7 @@ gpt_model_config shared_expert_config(gpt_model_config c) {
 }  // namespace
 
 moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& c, moe_groups groups)
-    : hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel),
+    : hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel), router_dtype_(c.moe.router_dtype),
       expert_tensor_parallel_(c.moe.expert_tensor_parallel_size), local_experts_(c.moe.local_experts()),
       router_(store, name + ".router", c, groups.sequence_shards, groups.global_batch),
       dispatcher_(c.moe.num_experts, c.moe.router_topk), experts_(store, name + ".experts", c) {
@@ -51,18 +51,17 @@ void moe_layer::forward(const parameter_store& store, group& tp, tensor::const_t
   const std::int64_t n = dispatcher_.permuted_rows();
   auto permuted = ensure_activation(permuted_, n, hidden_, x.type);
   dispatcher_.dispatch(x, permuted, hidden_);
-  // The probabilities in expert order, in the activations' dtype (Megatron's probs are of the
-  // logits' dtype).
+  // The probabilities in expert order, in the logits' dtype (the router's, else the activations').
   std::vector<double> probs(n);
   for (std::int64_t i = 0; i < n; ++i) probs[i] = router_.probs()[dispatcher_.choice_of()[i]];
-  auto p = ensure_activation(permuted_probs_, n, 1, x.type);
+  auto p = ensure_activation(permuted_probs_, n, 1, probs_type(x.type));
   kernels::convert(p, tensor::view_of(std::span<const double>(probs)));
   auto expert_out = ensure_activation(expert_out_, n, hidden_, x.type);
   if (exchange_) {
     exchange_->plan(dispatcher_.tokens_per_expert());
     const std::int64_t m = exchange_->received_rows();
     auto in = ensure_activation(expert_in_, m, hidden_, x.type);
-    auto in_probs = ensure_activation(expert_in_probs_, m, 1, x.type);
+    auto in_probs = ensure_activation(expert_in_probs_, m, 1, p.type);
     exchange_->to_experts(permuted, in, hidden_);
     exchange_->to_experts(p, in_probs, 1);
     auto local_out = ensure_activation(expert_local_out_, m, hidden_, x.type);
@@ -86,13 +85,13 @@ void moe_layer::backward(parameter_store& store, group& tp, tensor::const_tensor
   const std::int64_t n = dispatcher_.permuted_rows();
   auto dexpert_out = ensure_activation(dexpert_out_, n, hidden_, dout.type);
   auto dpermuted = ensure_activation(dpermuted_, n, hidden_, dout.type);
-  auto dp = ensure_activation(dpermuted_probs_, n, 1, dout.type);
+  auto dp = ensure_activation(dpermuted_probs_, n, 1, probs_type(dout.type));
   dispatcher_.combine_backward(dout, dexpert_out, hidden_);
   if (exchange_) {
     const std::int64_t m = exchange_->received_rows();
     auto din = ensure_activation(dexpert_in_, m, hidden_, dout.type);
     auto dlocal = ensure_activation(dexpert_local_in_, m, hidden_, dout.type);
-    auto dlocal_probs = ensure_activation(dexpert_local_probs_, m, 1, dout.type);
+    auto dlocal_probs = ensure_activation(dexpert_local_probs_, m, 1, dp.type);
     exchange_->to_experts(dexpert_out, din, hidden_);
     experts_backward(store, din, expert_in_, dlocal, dlocal_probs);
     exchange_->from_experts(dlocal, dpermuted, hidden_);
@@ -119,12 +118,26 @@ void moe_layer::experts_forward(const parameter_store& store, tensor::const_tens
   tensor_exchange_->plan(counts);
   const std::int64_t n = tensor_exchange_->gathered_rows();
   auto gathered = ensure_activation(gathered_in_, n, hidden_, in.type);
-  auto gathered_probs = ensure_activation(gathered_probs_, n, 1, in.type);
+  auto gathered_probs = ensure_activation(gathered_probs_, n, 1, in_probs.type);
   tensor_exchange_->gather(in, gathered, hidden_);
   tensor_exchange_->gather(in_probs, gathered_probs, 1);
   auto partial = ensure_activation(gathered_out_, n, hidden_, in.type);
   experts_.forward(store, gathered, gathered_probs, tensor_exchange_->gathered_tokens_per_expert(), partial);
-  tensor_exchange_->scatter_sum(partial, out, hidden_);
+  sum_expert_shards(partial, out, in_probs.type);
+}
+
+tensor::dtype moe_layer::probs_type(tensor::dtype activations) const {
+  if (!router_dtype_ || tensor::size_of(activations) >= 4) return activations;
+  return tensor::dtype::float32;
+}
+
+void moe_layer::sum_expert_shards(tensor::const_tensor_view partial, tensor::tensor_view out, tensor::dtype probs) {
+  if (probs == partial.type) return tensor_exchange_->scatter_sum(partial, out, hidden_);
+  auto wide = ensure_activation(wide_partial_, partial.numel() / hidden_, hidden_, probs);
+  kernels::convert(wide, partial);
+  auto sum = ensure_activation(wide_out_, out.numel() / hidden_, hidden_, probs);
+  tensor_exchange_->scatter_sum(wide, sum, hidden_);
+  kernels::convert(out, sum);
 }
 
 void moe_layer::experts_backward(parameter_store& store, tensor::const_tensor_view dout, tensor::const_tensor_view in,
@@ -136,7 +149,7 @@ void moe_layer::experts_backward(parameter_store& store, tensor::const_tensor_vi
   auto d = ensure_activation(dgathered_out_, n, hidden_, dout.type);
   tensor_exchange_->gather(dout, d, hidden_);
   auto dgathered = ensure_activation(dgathered_in_, n, hidden_, dout.type);
-  auto dgathered_probs = ensure_activation(dgathered_probs_, n, 1, dout.type);
+  auto dgathered_probs = ensure_activation(dgathered_probs_, n, 1, dprobs.type);
   experts_.backward(store, d, gathered_in_, dgathered, dgathered_probs);
   tensor_exchange_->scatter_sum(dgathered, dx, hidden_);
   tensor_exchange_->scatter_sum(dgathered_probs, dprobs, 1);
@@ -146,7 +159,7 @@ void moe_layer::release() {
   for (auto* t : {&permuted_, &permuted_probs_, &expert_out_, &dexpert_out_, &dpermuted_, &dpermuted_probs_,
                   &expert_in_, &expert_in_probs_, &expert_local_out_, &dexpert_in_, &dexpert_local_in_,
                   &dexpert_local_probs_, &gathered_in_, &gathered_probs_, &gathered_out_, &dgathered_out_,
-                  &dgathered_in_, &dgathered_probs_})
+                  &dgathered_in_, &dgathered_probs_, &wide_partial_, &wide_out_})
     *t = tensor::tensor();
   experts_.release();
   shared_out_ = tensor::tensor();

@@ -46,6 +46,8 @@ class moe_layer {
   double aux_loss_scale() const { return aux_loss_scale_; }
   const moe_router& router() const { return router_; }
   moe_router& router() { return router_; }
+  /// The dtype the last forward carried the routing probabilities in (to the experts and back).
+  tensor::dtype permuted_probs_type() const { return permuted_probs_.type(); }
   const moe_token_dispatcher& dispatcher() const { return dispatcher_; }
   void release();
 
@@ -59,8 +61,17 @@ class moe_layer {
   void experts_backward(parameter_store& store, tensor::const_tensor_view dout, tensor::const_tensor_view in,
                         tensor::tensor_view dx, tensor::tensor_view dprobs);
 
+  /// The routing probabilities' dtype next to activations of `activations`: Megatron's probs
+  /// keep the logits' dtype, so --moe-router-dtype fp32 (or fp64) keeps them fp32 in a 16-bit
+  /// model (fp64 is narrowed to fp32: mactor's kernels mix 16- and 32-bit operands only).
+  tensor::dtype probs_type(tensor::dtype activations) const;
+  /// The split experts' partial outputs summed over the expert-tensor-parallel ranks into out,
+  /// in the probabilities' dtype as Megatron's alltoall combine reduce-scatters them.
+  void sum_expert_shards(tensor::const_tensor_view partial, tensor::tensor_view out, tensor::dtype probs);
+
   int hidden_, rows_ = 0, full_rows_ = 0;
   bool sequence_parallel_;
+  std::optional<tensor::dtype> router_dtype_;  // --moe-router-dtype
   int expert_tensor_parallel_, local_experts_;
   double aux_loss_scale_ = 1.0;
   moe_router router_;
@@ -72,6 +83,7 @@ class moe_layer {
   // The split experts' input, probabilities and partial outputs over the whole tensor-parallel
   // group's rows (saved), and their gradients in the backward.
   tensor::tensor gathered_in_, gathered_probs_, gathered_out_, dgathered_out_, dgathered_in_, dgathered_probs_;
+  tensor::tensor wide_partial_, wide_out_;  // the partial outputs and their sum in the probabilities' dtype
   std::vector<std::int64_t> identity_;  // rows 0 .. rows-1: adds a [rows, hidden] block in place
   tensor::tensor shared_out_;           // the shared expert's output or input gradient
   tensor::tensor permuted_, permuted_probs_, expert_out_;       // saved
