@@ -81,8 +81,9 @@ double mlp_term(const config::megatron_args& a, double h, double layers, double 
   const double moe_ffn = m.moe_ffn_hidden_size ? static_cast<double>(*m.moe_ffn_hidden_size) : ffn;
   const double shared = static_cast<double>(m.moe_shared_expert_intermediate_size.value_or(0));
   const double expansion = 3 * 2 * 2;
-  return expansion * layers * h *
-         (ffn * gated * (dense / layers) + moe_ffn * routed * gated * (moe / layers) + shared * gated * (moe / layers));
+  // Megatron writes each kind as a share of num_layers times num_layers; the product is written
+  // out here (the simulator asks for zero layers).
+  return expansion * h * (ffn * gated * dense + (moe_ffn * routed + shared) * gated * moe);
 }
 
 }  // namespace

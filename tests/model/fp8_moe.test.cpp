@@ -141,7 +141,7 @@ TEST_CASE("a DeepSeek-style model (MoE, MLA, MTP) with fp8 trains close to fp32 
   }
 }
 
-TEST_CASE("--first-last-layers-bf16 keeps MoE and MLA layers out of fp8, but not the MTP depth", "[fp8]") {
+TEST_CASE("first-last-layers-bf16 keeps MoE and MLA layers out of fp8, but not the MTP depth", "[fp8]") {
   auto c = deepseek_style();
   auto bf16_ends = c;
   bf16_ends.fp8.enabled = true, bf16_ends.fp8.recipe = model::fp8_recipe::tensorwise;
