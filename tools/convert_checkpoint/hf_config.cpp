@@ -66,12 +66,7 @@ void moe_from_megatron(const nlohmann::json& args, model_args& a, std::vector<st
     errors.push_back("moe_router_enable_expert_bias (the expert bias in the top-k choice)" + why);
   if (get_or<int>(args, "moe_shared_expert_intermediate_size", 0) > 0)
     errors.push_back("shared experts (moe_shared_expert_intermediate_size)" + why);
-  if (!get_or<nlohmann::json>(args, "moe_expert_capacity_factor", nullptr).is_null())
-    errors.push_back("moe_expert_capacity_factor (token dropping)" + why);
-  if (get_or<bool>(args, "moe_apply_probs_on_input", false))
-    errors.push_back("moe_apply_probs_on_input (probabilities applied before the experts)" + why);
-  if (get_or<bool>(args, "moe_router_force_load_balancing", false))
-    errors.push_back("moe_router_force_load_balancing (random routing)" + why);
+  refuse_unconvertible_routing(args, why, errors);
   if (!get_or<nlohmann::json>(args, "moe_input_jitter_eps", nullptr).is_null())
     errors.push_back("moe_input_jitter_eps (Mixtral's router_jitter_noise also scales the experts' input)" + why);
   if (a.add_bias_linear || a.add_qkv_bias)
@@ -303,17 +298,7 @@ model_args args_from_hf_config(const nlohmann::json& c) {
     a.add_bias_linear = true;
   } else if (type == "llama") {
     a.family = hf_family::llama;
-    a.num_layers = c.at("num_hidden_layers").get<int>();
-    a.hidden_size = c.at("hidden_size").get<int>();
-    a.num_attention_heads = c.at("num_attention_heads").get<int>();
-    a.ffn_hidden_size = c.at("intermediate_size").get<int>();
-    a.kv_channels = get_or<int>(c, "head_dim", a.hidden_size / a.num_attention_heads);
-    a.num_query_groups = get_or<int>(c, "num_key_value_heads", a.num_attention_heads);
-    a.max_position_embeddings = c.at("max_position_embeddings").get<int>();
-    a.norm_epsilon = get_or<double>(c, "rms_norm_eps", 1e-6);
-    a.rotary_base = get_or<double>(c, "rope_theta", 10000.0);
-    a.swiglu = true;
-    a.gelu_tanh = false;
+    read_llama_like(c, a, 1e-6, 10000.0);
     a.add_bias_linear = get_or<bool>(c, "mlp_bias", false);
     a.add_qkv_bias = get_or<bool>(c, "attention_bias", false) && !a.add_bias_linear;
     if (get_or<std::string>(c, "hidden_act", "silu") != "silu")
@@ -322,18 +307,8 @@ model_args args_from_hf_config(const nlohmann::json& c) {
       throw std::invalid_argument("config.json: rope_scaling is not supported by mactor's model");
   } else if (type == "mixtral") {
     a.family = hf_family::mixtral;
-    a.num_layers = c.at("num_hidden_layers").get<int>();
-    a.hidden_size = c.at("hidden_size").get<int>();
-    a.num_attention_heads = c.at("num_attention_heads").get<int>();
-    a.moe_ffn_hidden_size = a.ffn_hidden_size = c.at("intermediate_size").get<int>();
-    a.kv_channels = get_or<int>(c, "head_dim", a.hidden_size / a.num_attention_heads);
-    a.num_query_groups = get_or<int>(c, "num_key_value_heads", a.num_attention_heads);
-    a.max_position_embeddings = c.at("max_position_embeddings").get<int>();
-    a.norm_epsilon = get_or<double>(c, "rms_norm_eps", 1e-5);
-    a.rotary_base = get_or<double>(c, "rope_theta", 1e6);
-    a.swiglu = true;
-    a.gelu_tanh = false;
-    a.add_bias_linear = false;
+    read_llama_like(c, a, 1e-5, 1e6);
+    a.moe_ffn_hidden_size = a.ffn_hidden_size;
     a.num_experts = get_or<int>(c, "num_local_experts", 8);
     a.moe_router_topk = get_or<int>(c, "num_experts_per_tok", 2);
     a.moe_aux_loss_coeff = get_or<double>(c, "router_aux_loss_coef", 0.001);

@@ -35,6 +35,15 @@ bool names_sinkhorn(const nlohmann::json& args) {
 
 }  // namespace
 
+void refuse_unconvertible_routing(const nlohmann::json& args, const std::string& why, std::vector<std::string>& errors) {
+  if (!get_or<nlohmann::json>(args, "moe_expert_capacity_factor", nullptr).is_null())
+    errors.push_back("moe_expert_capacity_factor (token dropping)" + why);
+  if (get_or<bool>(args, "moe_apply_probs_on_input", false))
+    errors.push_back("moe_apply_probs_on_input (probabilities applied before the experts)" + why);
+  if (get_or<bool>(args, "moe_router_force_load_balancing", false))
+    errors.push_back("moe_router_force_load_balancing (random routing)" + why);
+}
+
 std::string join_errors(const std::vector<std::string>& errors, const std::string& head) {
   std::string s = head;
   for (const auto& e : errors) s += "\n  " + e;
@@ -58,12 +67,7 @@ void moe_common_from_megatron(const nlohmann::json& args, model_args& a, std::ve
   if (a.num_experts > 0 && (a.moe_router_topk < 1 || a.moe_router_topk > a.num_experts))
     errors.push_back("moe_router_topk must lie in [1, num_experts]");
   if (names_sinkhorn(args)) errors.push_back("moe_router_load_balancing_type sinkhorn (Sinkhorn routing)" + why);
-  if (!get_or<nlohmann::json>(args, "moe_expert_capacity_factor", nullptr).is_null())
-    errors.push_back("moe_expert_capacity_factor (token dropping)" + why);
-  if (get_or<bool>(args, "moe_apply_probs_on_input", false))
-    errors.push_back("moe_apply_probs_on_input (probabilities applied before the experts)" + why);
-  if (get_or<bool>(args, "moe_router_force_load_balancing", false))
-    errors.push_back("moe_router_force_load_balancing (random routing)" + why);
+  refuse_unconvertible_routing(args, why, errors);
   if (!get_or<nlohmann::json>(args, "moe_input_jitter_eps", nullptr).is_null())
     errors.push_back("moe_input_jitter_eps (noise on the router's input)" + why);
   if (a.add_bias_linear || a.add_qkv_bias)

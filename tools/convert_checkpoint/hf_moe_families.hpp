@@ -20,6 +20,9 @@ T get_or(const nlohmann::json& j, const char* key, T fallback) {
 
 /// head, then each error on its own indented line.
 std::string join_errors(const std::vector<std::string>& errors, const std::string& head);
+/// The routing no Hugging Face MoE family expresses (token dropping, probabilities on the
+/// input, forced balancing), each refused with `why`.
+void refuse_unconvertible_routing(const nlohmann::json& args, const std::string& why, std::vector<std::string>& errors);
 
 /// The MoE args both families read (num_experts, topk, moe_ffn_hidden_size, grouped GEMM, the aux
 /// coefficient, the layer pattern from moe_layer_freq, the routing), adding to errors what neither
