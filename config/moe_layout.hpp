@@ -18,6 +18,17 @@ inline bool experts_have_own_groups(const megatron_args& a) {
          (a.moe.expert_model_parallel_size > 1 || a.moe.expert_tensor_parallel_size.value_or(tp) != tp);
 }
 
+/// --moe-layer-freq as one 0/1 per decoder layer: an int N makes layers 0, N, 2N, ... (0-based)
+/// MoE layers; the list form is taken as given.
+inline std::vector<std::int64_t> moe_layer_pattern(const megatron_args& a) {
+  if (const auto* list = std::get_if<std::vector<std::int64_t>>(&a.moe.moe_layer_freq)) return *list;
+  const std::int64_t every = std::get<std::int64_t>(a.moe.moe_layer_freq);
+  std::vector<std::int64_t> pattern;
+  for (std::int64_t i = 0; i < a.network_size.num_layers.value_or(0); ++i)
+    pattern.push_back(every > 0 && i % every == 0 ? 1 : 0);
+  return pattern;
+}
+
 /// Whether --moe-router-load-balancing-type (one type or the list form) names `type`.
 inline bool names_load_balancing_type(const megatron_args& a, const std::string& type) {
   const auto& t = a.moe.moe_router_load_balancing_type;

@@ -8,6 +8,7 @@
 #include "kernels/moe_permute.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
+#include "model/linear_gemms.hpp"
 
 namespace mactor::model {
 namespace {
@@ -65,24 +66,6 @@ moe_experts::moe_experts(parameter_store& store, const std::string& name, const 
   }
 }
 
-// y = x W^T for expert e's rows: through its fp8 GEMM under fp8.
-void moe_experts::expert_gemm(fp8_linear* fp8, tensor::const_tensor_view x, tensor::const_tensor_view w,
-                              tensor::tensor_view y, int rows, int in, int out) const {
-  if (fp8) return fp8->forward(x, w, y, rows, in, out);
-  kernels::linear_forward(x, w, y, rows, in, out);
-}
-
-// dx = dy W and dW += dy^T x for expert e's rows; the weight gradient now or in a zero-bubble
-// schedule's weight pass, except that an fp8 GEMM makes both at once.
-void moe_experts::expert_gemm_backward(parameter_store& store, fp8_linear* fp8, int weight,
-                                       tensor::const_tensor_view dy, tensor::const_tensor_view x,
-                                       tensor::tensor_view dx, int rows, int in, int out) {
-  if (fp8) return fp8->backward(dy, x, store.value(weight), store.grad(weight), dx, rows, in, out);
-  store.weight_grads().add({dy, x}, [&store, weight, rows, in, out](auto v) {
-    kernels::linear_backward_weight(v[0], v[1], store.grad(weight), rows, in, out);
-  });
-  kernels::linear_backward_input(dy, store.value(weight), dx, rows, in, out);
-}
 
 void moe_experts::forward(const parameter_store& store, tensor::const_tensor_view x,
                           tensor::const_tensor_view probs,
@@ -113,10 +96,10 @@ void moe_experts::forward(const parameter_store& store, tensor::const_tensor_vie
     auto f = block(fc1, row, r, fc1_width_);
     auto a = block(act, row, r, ffn_);
     auto s = block(scaled, row, r, ffn_);
-    expert_gemm(fp8_of(fc1_fp8_, e), block(x, row, r, hidden_), store.value(fc1_[e]), f, int(r), hidden_, fc1_width_);
+    linear_gemm_forward(fp8_of(fc1_fp8_, e), block(x, row, r, hidden_), store.value(fc1_[e]), f, int(r), hidden_, fc1_width_);
     activation_.forward(a, f, int(r), ffn_);
     kernels::scale_rows(s, a, elements(p, row, r), r, ffn_);
-    expert_gemm(fp8_of(fc2_fp8_, e), s, store.value(fc2_[e]), block(out, row, r, hidden_), int(r), ffn_, hidden_);
+    linear_gemm_forward(fp8_of(fc2_fp8_, e), s, store.value(fc2_[e]), block(out, row, r, hidden_), int(r), ffn_, hidden_);
     row += r;
   }
 }
@@ -142,13 +125,13 @@ void moe_experts::backward(parameter_store& store, tensor::const_tensor_view dou
     auto da = block(dact, row, r, ffn_);
     auto df = block(dfc1, row, r, fc1_width_);
     auto xe = block(x_in, row, r, hidden_);
-    expert_gemm_backward(store, fp8_of(fc2_fp8_, e), fc2_[e], dy, block(tensor::const_tensor_view(scaled_), row, r, ffn_),
+    linear_gemm_backward(store, fp8_of(fc2_fp8_, e), fc2_[e], dy, block(tensor::const_tensor_view(scaled_), row, r, ffn_),
                          ds, int(r), ffn_, hidden_);
     // scaled = act * p: dp = rowdot(dscaled, act), dact = dscaled * p.
     kernels::row_dots(elements(dprobs, row, r), ds, block(tensor::const_tensor_view(act_), row, r, ffn_), r, ffn_);
     kernels::scale_rows(da, ds, elements(tensor::const_tensor_view(probs_), row, r), r, ffn_);
     activation_.backward(df, da, block(tensor::const_tensor_view(fc1_out_), row, r, fc1_width_), int(r), ffn_);
-    expert_gemm_backward(store, fp8_of(fc1_fp8_, e), fc1_[e], df, xe, block(dx_in, row, r, hidden_), int(r), hidden_,
+    linear_gemm_backward(store, fp8_of(fc1_fp8_, e), fc1_[e], df, xe, block(dx_in, row, r, hidden_), int(r), hidden_,
                          fc1_width_);
     row += r;
   }

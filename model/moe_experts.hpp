@@ -38,10 +38,6 @@ class moe_experts {
   static fp8_linear* fp8_of(const std::vector<std::unique_ptr<fp8_linear>>& list, int e) {
     return list.empty() ? nullptr : list[std::size_t(e)].get();
   }
-  void expert_gemm(fp8_linear* fp8, tensor::const_tensor_view x, tensor::const_tensor_view w, tensor::tensor_view y,
-                   int rows, int in, int out) const;
-  void expert_gemm_backward(parameter_store& store, fp8_linear* fp8, int weight, tensor::const_tensor_view dy,
-                            tensor::const_tensor_view x, tensor::tensor_view dx, int rows, int in, int out);
 
   int experts_, hidden_, ffn_, fc1_width_;
   bool on_input_;  // --moe-apply-probs-on-input

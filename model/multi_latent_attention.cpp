@@ -10,6 +10,7 @@
 #include "kernels/rope.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
+#include "model/linear_gemms.hpp"
 
 namespace mactor::model {
 namespace {
@@ -177,10 +178,7 @@ void multi_latent_attention::project_forward(const parameter_store& store, group
     q_proj_->forward(store, none, x_full_, q, n);
   } else {
     auto lat = ensure_activation(q_lat_, n, m_.q_lora_rank, type);
-    if (q_down_fp8_)
-      q_down_fp8_->forward(x_full_, store.value(q_down_), lat, n, hidden_, m_.q_lora_rank);
-    else
-      kernels::linear_forward(x_full_, store.value(q_down_), lat, n, hidden_, m_.q_lora_rank);
+    linear_gemm_forward(q_down_fp8_.get(), x_full_, store.value(q_down_), lat, n, hidden_, m_.q_lora_rank);
     if (q_layernorm_)
       q_layernorm_->forward(store, lat, ensure_activation(q_lat_n_, n, m_.q_lora_rank, type), n);
     q_up_->forward(store, none, q_layernorm_ ? q_lat_n_ : q_lat_, q, n);

@@ -4,6 +4,7 @@
 #include "kernels/bias.hpp"
 #include "kernels/gemm.hpp"
 #include "model/activation.hpp"
+#include "model/linear_gemms.hpp"
 
 namespace mactor::model {
 namespace {
@@ -12,29 +13,12 @@ std::unique_ptr<fp8_linear> make_fp8(const fp8_settings& fp8) {
   return fp8.enabled ? std::make_unique<fp8_linear>(fp8) : nullptr;
 }
 
-void forward_gemm(fp8_linear* fp8, tensor::const_tensor_view x, tensor::const_tensor_view w,
-                  tensor::tensor_view y, int rows, int in, int out) {
-  if (fp8) return fp8->forward(x, w, y, rows, in, out);
-  kernels::linear_forward(x, w, y, rows, in, out);
-}
-
 // db += colsum(dy[rows, out]): now, or in a zero-bubble schedule's weight pass.
 void add_bias_grad(parameter_store& store, int bias, tensor::const_tensor_view dy, int rows, int out) {
   if (bias < 0) return;
   store.weight_grads().add({dy}, [&store, bias, rows, out](auto in) {
     kernels::bias_backward(store.grad(bias), in[0], rows, out);
   });
-}
-
-// dW += dy^T x, dx = dy W. The weight gradient runs now or in a zero-bubble schedule's weight
-// pass; an fp8 GEMM makes both at once.
-void backward_gemms(parameter_store& store, fp8_linear* fp8, int weight, tensor::const_tensor_view dy,
-                    tensor::const_tensor_view x, tensor::tensor_view dx, int rows, int in, int out) {
-  if (fp8) return fp8->backward(dy, x, store.value(weight), store.grad(weight), dx, rows, in, out);
-  store.weight_grads().add({dy, x}, [&store, weight, rows, in, out](auto v) {
-    kernels::linear_backward_weight(v[0], v[1], store.grad(weight), rows, in, out);
-  });
-  kernels::linear_backward_input(dy, store.value(weight), dx, rows, in, out);
 }
 
 }  // namespace
@@ -58,7 +42,7 @@ void column_parallel_linear::forward(const parameter_store& store, group& tp,
                   ensure_activation(gathered_, rows, in_, x.type));
     x = gathered_;
   }
-  forward_gemm(fp8_.get(), x, store.value(weight_), y, rows, in_, out_local_);
+  linear_gemm_forward(fp8_.get(), x, store.value(weight_), y, rows, in_, out_local_);
   if (bias_ >= 0) kernels::bias_add(y, store.value(bias_), rows, out_local_);
 }
 
@@ -74,11 +58,11 @@ void column_parallel_linear::backward(parameter_store& store, group& tp,
   add_bias_grad(store, bias_, dy, rows, out_local_);
   if (sequence_parallel_) {
     auto full = ensure_activation(scratch_, rows, in_, dy.type);
-    backward_gemms(store, fp8_.get(), weight_, dy, x, full, rows, in_, out_local_);
+    linear_gemm_backward(store, fp8_.get(), weight_, dy, x, full, rows, in_, out_local_);
     tp.reduce_scatter_sum(full, elements(dx, 0, std::int64_t(rows / tp.size()) * in_));
     return;
   }
-  backward_gemms(store, fp8_.get(), weight_, dy, x, dx, rows, in_, out_local_);
+  linear_gemm_backward(store, fp8_.get(), weight_, dy, x, dx, rows, in_, out_local_);
   if (tp.size() > 1) tp.all_reduce_sum(elements(dx, 0, std::int64_t(rows) * in_));
 }
 
@@ -105,11 +89,11 @@ void row_parallel_linear::forward(const parameter_store& store, group& tp,
                                   tensor::const_tensor_view x, tensor::tensor_view y, int rows) {
   if (sequence_parallel_) {
     auto full = ensure_activation(full_, rows, out_, x.type);
-    forward_gemm(fp8_.get(), x, store.value(weight_), full, rows, in_local_, out_);
+    linear_gemm_forward(fp8_.get(), x, store.value(weight_), full, rows, in_local_, out_);
     tp.reduce_scatter_sum(full, elements(y, 0, std::int64_t(rows / tp.size()) * out_));
     return;
   }
-  forward_gemm(fp8_.get(), x, store.value(weight_), y, rows, in_local_, out_);
+  linear_gemm_forward(fp8_.get(), x, store.value(weight_), y, rows, in_local_, out_);
   if (tp.size() > 1) tp.all_reduce_sum(elements(y, 0, std::int64_t(rows) * out_));
 }
 
@@ -125,7 +109,7 @@ void row_parallel_linear::backward(parameter_store& store, group& tp,
   } else {
     add_bias_grad(store, bias_, dy, rows, out_);
   }
-  backward_gemms(store, fp8_.get(), weight_, dy, x, dx, rows, in_local_, out_);
+  linear_gemm_backward(store, fp8_.get(), weight_, dy, x, dx, rows, in_local_, out_);
 }
 
 void row_parallel_linear::release() {

@@ -7,8 +7,9 @@
 
 #include <cmath>
 #include <string>
-#include <variant>
 #include <vector>
+
+#include "config/moe_layout.hpp"
 
 namespace mactor::training {
 namespace {
@@ -64,14 +65,7 @@ double mlp_term(const config::megatron_args& a, double h, double layers, double 
   const double ffn = static_cast<double>(*n.ffn_hidden_size);
   double dense = layers, moe = 0, routed = 0;
   if (m.num_experts) {
-    const auto num_layers = *n.num_layers;
-    std::vector<std::int64_t> pattern;
-    if (const auto* list = std::get_if<std::vector<std::int64_t>>(&m.moe_layer_freq)) {
-      pattern = *list;
-    } else {
-      const std::int64_t every = std::get<std::int64_t>(m.moe_layer_freq);
-      for (std::int64_t i = 0; i < num_layers; ++i) pattern.push_back(i % every == 0 ? 1 : 0);
-    }
+    const auto pattern = config::moe_layer_pattern(a);
     for (auto v : pattern) moe += static_cast<double>(v);
     const double last_is_moe = pattern.empty() ? 0.0 : static_cast<double>(pattern.back());
     moe += last_is_moe * mtp;

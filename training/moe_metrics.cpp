@@ -8,20 +8,6 @@
 #include "model/moe_router.hpp"
 
 namespace mactor::training {
-namespace {
-
-int num_moe_layers(const config::megatron_args& a, int num_layers) {
-  if (const auto* every = std::get_if<std::int64_t>(&a.moe.moe_layer_freq)) {
-    int n = 0;
-    for (int i = 0; i < num_layers; ++i) n += (*every > 0 && i % *every == 0) ? 1 : 0;
-    return n;
-  }
-  int n = 0;
-  for (auto v : std::get<std::vector<std::int64_t>>(a.moe.moe_layer_freq)) n += int(v);
-  return n;
-}
-
-}  // namespace
 
 std::vector<moe_metric> moe_metrics(const config::megatron_args& a, const std::vector<double>& losses) {
   std::vector<moe_metric> out;
@@ -31,7 +17,9 @@ std::vector<moe_metric> moe_metrics(const config::megatron_args& a, const std::v
   const int depths = int(a.network_size.mtp_num_layers.value_or(0));
   const int layers = decoder_layers + depths;
   if (layers <= 0 || losses.size() != model::moe_aux_loss_kinds * std::size_t(layers)) return out;
-  const int moe_layers = num_moe_layers(a, decoder_layers) + depths;
+  const auto pattern = config::moe_layer_pattern(a);
+  int moe_layers = depths;
+  for (auto v : pattern) moe_layers += int(v);
   auto add = [&](const char* name, int k) {
     moe_metric m;
     m.name = name;

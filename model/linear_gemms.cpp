@@ -1,0 +1,23 @@
+// A linear layer's GEMMs, fp8 or not, with the weight gradient deferrable.
+#include "model/linear_gemms.hpp"
+
+#include "kernels/gemm.hpp"
+
+namespace mactor::model {
+
+void linear_gemm_forward(fp8_linear* fp8, tensor::const_tensor_view x, tensor::const_tensor_view w,
+                         tensor::tensor_view y, int rows, int in, int out) {
+  if (fp8) return fp8->forward(x, w, y, rows, in, out);
+  kernels::linear_forward(x, w, y, rows, in, out);
+}
+
+void linear_gemm_backward(parameter_store& store, fp8_linear* fp8, int weight, tensor::const_tensor_view dy,
+                          tensor::const_tensor_view x, tensor::tensor_view dx, int rows, int in, int out) {
+  if (fp8) return fp8->backward(dy, x, store.value(weight), store.grad(weight), dx, rows, in, out);
+  store.weight_grads().add({dy, x}, [&store, weight, rows, in, out](auto v) {
+    kernels::linear_backward_weight(v[0], v[1], store.grad(weight), rows, in, out);
+  });
+  kernels::linear_backward_input(dy, store.value(weight), dx, rows, in, out);
+}
+
+}  // namespace mactor::model
