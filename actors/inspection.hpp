@@ -53,8 +53,11 @@ observer_counters& counters_of(const std::string& kind);
 /// A logger built from a swap's writer; it waits for its predecessor's logger_takeover.
 caf::actor spawn_logger_successor(caf::actor_system& sys, std::unique_ptr<training::log_writer> writer, std::FILE* out,
                                   int world_size, std::int64_t padded_vocab_size);
-/// The logger that is current (the last successor built), else `first`.
+/// The logger that is current (the last successor built, while it runs), else `first`.
 caf::actor current_logger(caf::actor_system& sys, const caf::actor& first);
+/// Returns once `first` and every logger swapped in after it have quit, so every record they
+/// were sent is printed.
+void wait_for_loggers(caf::actor_system& sys, const caf::actor& first);
 
 /// Removes the default token file this process wrote, if any (run_job calls it when the job has
 /// ended, failed or not: a failing rank 0 ends its process without the coordinator's help).

@@ -123,15 +123,9 @@ void stop_rank_actors(caf::actor_system& sys, const rank_actors& actors, const c
     self->wait_for(actors.checkpointer);
   }
   if (logger) {
-    // Every line and TensorBoard event is out before this rank moves on.
-    // A swapped-in logger (actors/inspection.hpp) is waited for too.
-    caf::scoped_actor self{sys};
-    for (auto l = logger;;) {
-      self->wait_for(l);
-      auto next = current_logger(sys, l);
-      if (next == l) break;
-      l = next;
-    }
+    // Every line and TensorBoard event is out before this rank moves on, the swapped-in
+    // loggers' too (actors/inspection.hpp).
+    wait_for_loggers(sys, logger);
   }
 }
 

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "actors/inspection.hpp"
 #include "actors/messages.hpp"
@@ -26,8 +28,24 @@ struct logger_state {
 
 using logger_actor = caf::stateful_actor<logger_state>;
 
-// Where the job's end waits for the logger that is current then (job.cpp).
-const caf::atom_value current_logger_key = caf::atom("mlogger");
+// The newest logger of each actor system, where the job's end finds the chain of swapped-in
+// loggers (wait_for_loggers). Not CAF's registry: its put keeps the first actor given a name and
+// ignores later ones, so after a second swap the job's end waited for the second logger only and
+// the process could end before the third printed the records held back for its takeover. Weak
+// handles: a logger that has quit is not kept, and every earlier one has quit before it.
+struct newest_loggers {
+  std::mutex mutex;
+  std::unordered_map<const caf::actor_system*, caf::actor_addr> by_system;
+};
+newest_loggers& newest() {
+  static newest_loggers table;
+  return table;
+}
+void set_newest_logger(caf::actor_system& sys, const caf::actor& logger) {
+  auto& t = newest();
+  std::lock_guard lock(t.mutex);
+  t.by_system[&sys] = logger.address();
+}
 
 // Test hook: MACTOR_TEST_SLOW_LOGGER_MS makes every iteration record take that long to log.
 std::chrono::milliseconds test_delay() {
@@ -90,7 +108,7 @@ caf::behavior logging(logger_actor* self, std::FILE* out, int world, std::int64_
         auto successor = spawn_logger_successor(self->system(), std::move(writer), out, world, padded);
         self->state.successor = successor;
         // From now on the job's end waits for the successor (which ends with this one if unused).
-        self->system().registry().put(current_logger_key, successor);
+        set_newest_logger(self->system(), successor);
         return {true, "", successor};
       },
       [=](logger_handover& h) {
@@ -155,8 +173,22 @@ caf::actor spawn_logger_successor(caf::actor_system& sys, std::unique_ptr<traini
 }
 
 caf::actor current_logger(caf::actor_system& sys, const caf::actor& first) {
-  auto next = sys.registry().get<caf::actor>(current_logger_key);
-  return next ? next : first;
+  auto& t = newest();
+  std::lock_guard lock(t.mutex);
+  const auto it = t.by_system.find(&sys);
+  if (it == t.by_system.end()) return first;
+  auto next = caf::actor_cast<caf::actor>(it->second);
+  return next ? next : first;  // no handle left anywhere: it quit, and every logger before it had
+}
+
+void wait_for_loggers(caf::actor_system& sys, const caf::actor& first) {
+  caf::scoped_actor self{sys};
+  for (auto l = first;;) {
+    self->wait_for(l);
+    auto next = current_logger(sys, l);
+    if (next == l) return;
+    l = next;
+  }
 }
 
 }  // namespace mactor::actors
