@@ -25,7 +25,9 @@ double all_reduce_seconds(const system_spec& system, process_group_shape group, 
 /// n-1 steps. The two take the same time.
 double all_gather_seconds(const system_spec& system, process_group_shape group, double bytes);
 
-/// All-to-all of `bytes` per rank: (n-1)/n of it leaves the rank, n-1 messages.
+/// All-to-all of `bytes` per rank: 1/n of it to each peer, one message each, the peers in the
+/// rank's node over the intra-node link and the others over the NIC at the same time (the slower
+/// of the two).
 double all_to_all_seconds(const system_spec& system, process_group_shape group, double bytes);
 
 /// One message of `bytes` over `link`.

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "config/pipeline_split.hpp"
+#include "simulate/layer_kinds.hpp"
 #include "training/flops.hpp"
 
 namespace mactor::simulate {
@@ -40,23 +41,6 @@ dims dims_of(const config::megatron_args& a) {
   return d;
 }
 
-// Megatron's FLOPs formula taken apart by evaluating it with 0 and 1 layers: forward FLOPs of one
-// transformer layer and of the output layer, per microbatch, over the whole (unsharded) model.
-struct layer_flops {
-  double layer_forward = 0;
-  double logits_forward = 0;
-};
-
-layer_flops split_flops(const config::megatron_args& a, std::int64_t padded_vocab) {
-  config::megatron_args one = a;
-  const std::int64_t mbs = a.training.micro_batch_size.value_or(1);
-  one.network_size.num_layers = 1;
-  const double with_one = training::num_floating_point_operations(one, padded_vocab, mbs);
-  one.network_size.num_layers = 0;
-  const double with_none = training::num_floating_point_operations(one, padded_vocab, mbs);
-  return {(with_one - with_none) / 3, with_none / 3};  // fwd + 2x bwd = 3x forward
-}
-
 // Layers of a chunk whose forward runs again in the backward under full recompute.
 int recomputed_layers(const config::megatron_args& a, int layers) {
   const auto& t = a.training;
@@ -85,13 +69,6 @@ double cp_exposed_forward(const dims& d, const system_spec& system, double core_
 
 }  // namespace
 
-double layer_parameters(const config::megatron_args& a) {
-  const dims d = dims_of(a);
-  const double gated = a.network_size.swiglu ? 1.5 : 1.0;
-  const double attention = 2 * d.h * d.h * (1 + d.groups / d.heads) * (d.kv_channels * d.heads / d.h);
-  return (2 * d.h * (d.ffn * gated + 2) + attention) / d.tp;
-}
-
 double layer_activation_bytes(const config::megatron_args& a, bool recomputed) {
   const dims d = dims_of(a);
   const double sbh = d.s / d.cp * d.b * d.h;
@@ -110,10 +87,6 @@ std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
   auto refuse = [&](bool set, const char* flag) {
     if (set) out.push_back(std::string(flag) + " is not modelled by mactor simulate yet; drop it to simulate the dense equivalent");
   };
-  refuse(a.moe.num_experts.has_value(), "--num-experts (mixture of experts)");
-  refuse(a.moe.expert_model_parallel_size > 1, "--expert-model-parallel-size");
-  refuse(a.network_size.multi_latent_attention, "--multi-latent-attention");
-  refuse(a.network_size.mtp_num_layers.has_value(), "--mtp-num-layers");
   refuse(a.distributed.use_megatron_fsdp, "--use-megatron-fsdp");
   refuse(a.distributed.use_torch_fsdp2, "--use-torch-fsdp2");
   refuse(a.experimental.is_hybrid_model || a.experimental.hybrid_override_pattern.has_value(), "--hybrid-override-pattern");
@@ -123,64 +96,127 @@ std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
 
 namespace {
 
-chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, const layer_flops& flops,
-                    const config::pipeline_stage_span& span, double peak, std::int64_t padded_vocab) {
+// One layer of a kind, per microbatch on one rank: compute, and the exposed tensor-parallel,
+// context-parallel and expert-parallel communication of one direction (the backward's: the
+// same collectives on the gradients, the ring twice).
+struct layer_time {
+  double compute = 0, core_attention = 0, tp = 0, cp_forward = 0, cp_backward = 0, ep = 0;
+  double forward() const { return compute + tp + cp_forward + ep; }
+};
+
+layer_time time_of_layer(const config::megatron_args& a, const system_spec& system, double forward_flops, bool moe,
+                         double rate) {
   const dims d = dims_of(a);
   const double shards = static_cast<double>(d.tp) * d.cp;
+  layer_time t;
+  t.compute = forward_flops / shards / rate;
+  t.core_attention = core_attention_flops(a) / shards / rate;
+  // A MoE layer's MLP has no tensor-parallel collective of its own: the attention's half stays.
+  const double tp = d.tp > 1 ? tp_seconds_per_layer(d, system) * (moe ? 0.5 : 1.0) : 0;
+  t.tp = a.training.tp_comm_overlap ? std::max(0.0, tp - (t.compute - t.core_attention)) : tp;
+  t.cp_forward = cp_exposed_forward(d, system, t.core_attention);
+  t.cp_backward = 2 * t.cp_forward;  // K,V and their gradients
+  t.ep = moe ? moe_exchange_seconds(a, system) : 0;
+  return t;
+}
+
+// The chunk's compute and exposed communication: `count` layers of each kind (decoder layers
+// first, MTP depths after; only decoder layers are recomputed, as with Megatron's full recompute).
+void add_layers(chunk_cost& c, const layer_time& t, double count, double recomputed_share, bool selective) {
+  c.forward_s += count * t.forward();
+  c.backward_s += count * (2 * t.compute + (selective ? t.core_attention : 0) + t.tp + t.cp_backward + t.ep) +
+                  recomputed_share * count * t.forward();
+  c.weight_grad_s += count * (t.compute - t.core_attention);  // dW repeats each linear's forward GEMM
+  c.forward_tp_s += count * t.tp;
+  c.backward_tp_s += count * t.tp + recomputed_share * count * t.tp;
+  c.forward_cp_s += count * t.cp_forward;
+  c.backward_cp_s += count * t.cp_backward + recomputed_share * count * t.cp_forward;
+  c.forward_ep_s += count * t.ep;
+  c.backward_ep_s += count * t.ep + recomputed_share * count * t.ep;
+}
+
+// A MoE layer's activations: the attention's and the shared expert's as a dense layer with that
+// MLP width, plus the routed rows.
+double moe_layer_activation_bytes(const config::megatron_args& a) {
+  config::megatron_args shared = a;
+  shared.network_size.ffn_hidden_size = a.moe.moe_shared_expert_intermediate_size.value_or(0);
+  return layer_activation_bytes(shared, false) + moe_mlp_activation_bytes(a);
+}
+
+void add_memory(chunk_cost& c, const config::megatron_args& a, const config::pipeline_stage_span& span, int moe,
+                int mtp, int recomputed, std::int64_t padded_vocab) {
+  const dims d = dims_of(a);
+  const int dense = span.layers() - moe;
+  const double per_layer = span.layers() ? (dense * layer_activation_bytes(a, false) + moe * moe_layer_activation_bytes(a)) /
+                                               span.layers()
+                                         : 0;
+  const double mtp_layer = mtp_depth_is_moe(a) ? moe_layer_activation_bytes(a) : layer_activation_bytes(a, false);
+  const int stored_full = span.layers() - recomputed;
+  const bool uniform = a.training.recompute_method != "block";
+  const double per_group = static_cast<double>(a.training.recompute_num_layers.value_or(1));
+  const double stored_inputs = uniform && recomputed ? std::ceil(recomputed / per_group) : recomputed;
+  const double logits = 4 * d.s / d.cp * d.b * static_cast<double>(padded_vocab) / d.tp;
+  c.activation_bytes = stored_full * per_layer + stored_inputs * layer_activation_bytes(a, true) + mtp * mtp_layer +
+                       (span.embedding ? (8 * d.s / d.cp * d.b + d.s / d.cp * d.b * d.h) / d.tp : 0);
+  const double regrouped = recomputed ? std::min<double>(recomputed, uniform ? per_group : 1) : 0;
+  c.backward_transient_bytes = regrouped * per_layer + (span.loss ? logits * (1 + mtp) : 0);
+}
+
+chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, const layer_kind_flops& flops,
+                    const config::pipeline_stage_span& span, double peak, std::int64_t padded_vocab) {
+  const dims d = dims_of(a);
   const double rate = peak * system.compute_efficiency;
-  const double layer_f = flops.layer_forward / shards / rate;
-  const double core_attention_f = 2 * d.b * d.s * d.s * d.kv_channels * d.heads / shards / rate;
-  const double tp_f = d.tp > 1 ? tp_seconds_per_layer(d, system) : 0;
-  const double tp_exposed = a.training.tp_comm_overlap ? std::max(0.0, tp_f - (layer_f - core_attention_f)) : tp_f;
-  const double cp_f = cp_exposed_forward(d, system, core_attention_f);
-  const double cp_b = cp_exposed_forward(d, system, core_attention_f) * 2;  // K,V and their gradients
+  const int moe = moe_layers_in(a, span.layer_begin, span.layer_end);
+  const int dense = span.layers() - moe;
+  const int mtp = span.loss ? static_cast<int>(a.network_size.mtp_num_layers.value_or(0)) : 0;
   const int recomputed = recomputed_layers(a, span.layers());
-  const double selective = a.training.recompute_granularity == "selective" ? core_attention_f : 0;
+  const double share = span.layers() ? static_cast<double>(recomputed) / span.layers() : 0;
+  const bool selective = a.training.recompute_granularity == "selective";
 
   chunk_cost c;
   c.layers = span.layers();
   c.embedding = span.embedding;
   c.loss = span.loss;
-  c.forward_tp_s = c.layers * tp_exposed;
-  c.backward_tp_s = c.layers * tp_exposed + recomputed * tp_exposed;
-  c.forward_cp_s = c.layers * cp_f;
-  c.backward_cp_s = c.layers * cp_b + recomputed * cp_f;
-  const double logits_f = span.loss ? flops.logits_forward / shards / rate : 0;
-  c.forward_s = c.layers * layer_f + logits_f + c.forward_tp_s + c.forward_cp_s;
-  c.backward_s = c.layers * (2 * layer_f + selective) + recomputed * layer_f + 2 * logits_f + c.backward_tp_s + c.backward_cp_s;
-  // dW = dY^T X repeats each linear's forward GEMM; attention's core has no weights.
-  c.weight_grad_s = c.layers * (layer_f - core_attention_f) + logits_f;
+  add_layers(c, time_of_layer(a, system, flops.dense_layer, false, rate), dense, share, selective);
+  if (moe) add_layers(c, time_of_layer(a, system, flops.moe_layer, true, rate), moe, share, selective);
+  if (mtp) add_layers(c, time_of_layer(a, system, flops.mtp_depth, mtp_depth_is_moe(a), rate), mtp, 0, selective);
+  const double logits_f = span.loss ? flops.logits / (static_cast<double>(d.tp) * d.cp) / rate : 0;
+  c.forward_s += logits_f;
+  c.backward_s += 2 * logits_f;
+  c.weight_grad_s += logits_f;
 
   const double vocab_params = static_cast<double>(padded_vocab) * d.h / d.tp;
+  // MTP depths share the embedding: the last stage holds a copy of it unless the first stage is it.
   const bool output_copy = span.loss && (a.network_size.untie_embeddings_and_output_weights || d.pp > 1 || !span.embedding);
-  c.parameters = c.layers * layer_parameters(a) + (span.embedding ? vocab_params : 0) + (output_copy ? vocab_params : 0) +
-                 (span.loss ? 2 * d.h / d.tp : 0);
-
-  const int stored_full = c.layers - recomputed;
-  const bool uniform = a.training.recompute_method != "block";
-  const double per_group = static_cast<double>(a.training.recompute_num_layers.value_or(1));
-  const double stored_inputs = uniform && recomputed ? std::ceil(recomputed / per_group) : recomputed;
-  c.activation_bytes = stored_full * layer_activation_bytes(a, false) + stored_inputs * layer_activation_bytes(a, true) +
-                       (span.embedding ? (8 * d.s / d.cp * d.b + d.s / d.cp * d.b * d.h) / d.tp : 0);
-  const double regrouped = recomputed ? std::min<double>(recomputed, uniform ? per_group : 1) : 0;
-  c.backward_transient_bytes = regrouped * layer_activation_bytes(a, false) +
-                               (span.loss ? 4 * d.s / d.cp * d.b * static_cast<double>(padded_vocab) / d.tp : 0);
+  const bool mtp_embedding = mtp && !span.embedding && a.network_size.untie_embeddings_and_output_weights;
+  const double mtp_layer = mtp_depth_is_moe(a) ? moe_layer_parameters(a) : dense_layer_parameters(a);
+  c.parameters = dense * dense_layer_parameters(a) + moe * moe_layer_parameters(a) +
+                 mtp * (mtp_layer + (3 * d.h + 2 * d.h * d.h) / d.tp) + (span.embedding || mtp_embedding ? vocab_params : 0) +
+                 (output_copy ? vocab_params : 0) + (span.loss ? 2 * d.h / d.tp : 0);
+  c.expert_parameters = (moe + (mtp_depth_is_moe(a) ? mtp : 0)) * local_expert_parameters(a);
+  add_memory(c, a, span, moe, mtp, recomputed, padded_vocab);
   return c;
 }
 
 // The gradient sync of `parameters` over the data-parallel (with context-parallel) group, and the
 // distributed optimizer's all-gather of the updated parameters.
+// The experts' share syncs over the expert-data-parallel group instead (Megatron's expert rank
+// order: expert-tensor-parallel ranks innermost, then the expert-parallel ones).
 void add_dp_sync(const config::megatron_args& a, const system_spec& system, chunk_cost& c) {
   const dims d = dims_of(a);
-  const process_group_shape group{d.dp * d.cp, d.tp};
+  const int ep = static_cast<int>(a.moe.expert_model_parallel_size);
+  const int etp = static_cast<int>(a.moe.expert_tensor_parallel_size.value_or(d.tp));
   const double grad_bytes = a.mixed_precision.grad_reduce_in_bf16 ? 2 : 4;
-  const double bytes = c.parameters * grad_bytes;
-  if (a.distributed.use_distributed_optimizer) {
-    c.dp_sync_s = all_gather_seconds(system, group, bytes);  // reduce-scatter
-    c.param_gather_s = all_gather_seconds(system, group, c.parameters * d.act_bytes);
-  } else {
-    c.dp_sync_s = all_reduce_seconds(system, group, bytes);
-  }
+  const auto sync = [&](process_group_shape group, double parameters) {
+    if (a.distributed.use_distributed_optimizer) {
+      c.dp_sync_s += all_gather_seconds(system, group, parameters * grad_bytes);  // reduce-scatter
+      c.param_gather_s += all_gather_seconds(system, group, parameters * d.act_bytes);
+    } else {
+      c.dp_sync_s += all_reduce_seconds(system, group, parameters * grad_bytes);
+    }
+  };
+  sync({d.dp * d.cp, d.tp}, c.parameters - c.expert_parameters);
+  if (c.expert_parameters > 0) sync({expert_data_parallel_size(a), ep * etp}, c.expert_parameters);
 }
 
 }  // namespace
@@ -192,19 +228,22 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
   m.virtual_stages = static_cast<int>(a.derived.virtual_pipeline_model_parallel_size.value_or(1));
   m.padded_vocab_size = padded_vocab;
   m.peak_flops = d.act_bytes == 2 ? system.peak_flops_bf16 : system.peak_flops_fp32;
-  const layer_flops flops = split_flops(a, padded_vocab);
+  const layer_kind_flops flops = split_layer_flops(a, padded_vocab);
   const auto split = config::split_pipeline_layers(config::pipeline_split_settings::of(a));
-  const double optimizer_shards = a.distributed.use_distributed_optimizer ? d.dp * d.cp : 1;
+  const bool distributed_optimizer = a.distributed.use_distributed_optimizer;
+  const double optimizer_shards = distributed_optimizer ? d.dp * d.cp : 1;
+  const double expert_shards = distributed_optimizer ? expert_data_parallel_size(a) : 1;
   for (const auto& rank : split.stages) {
     std::vector<chunk_cost> chunks;
-    double parameters = 0;
+    double updated = 0;  // parameters this rank's optimizer updates
     for (const auto& span : rank) {
       chunks.push_back(chunk_of(a, system, flops, span, m.peak_flops, padded_vocab));
       add_dp_sync(a, system, chunks.back());
-      parameters += chunks.back().parameters;
+      const auto& c = chunks.back();
+      updated += (c.parameters - c.expert_parameters) / optimizer_shards + c.expert_parameters / expert_shards;
     }
     // Adam reads and writes the fp32 main parameter, both moments and the gradient (~36 B/param).
-    m.optimizer_s.push_back(parameters / optimizer_shards * 36 / system.memory_bandwidth_Bps);
+    m.optimizer_s.push_back(updated * 36 / system.memory_bandwidth_Bps);
     m.chunks.push_back(std::move(chunks));
   }
   m.p2p_bytes = d.b * d.s / d.cp * d.h * d.act_bytes / (d.sp ? d.tp : 1);
@@ -215,6 +254,11 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
     m.notes.push_back("the output layer's vocab-parallel collectives are not counted");
   if (!a.tokenizer.vocab_size && !a.tokenizer.padded_vocab_size)
     m.notes.push_back("vocabulary " + std::to_string(padded_vocab) + " (GPT-2's 50257 padded; give --vocab-size for another)");
+  if (a.moe.num_experts)
+    m.notes.push_back("MoE routing balanced (every expert gets topk x tokens / experts), the expert-parallel "
+                      "all-to-alls never overlapped with compute");
+  if (a.network_size.multi_latent_attention)
+    m.notes.push_back("multi-latent attention's activations counted as standard attention's");
   if (a.transformer_engine.fp8.has_value())
     m.notes.push_back("fp8 GEMMs run at the system file's bf16 peak (it has no fp8 rate)");
   if (a.training.recompute_granularity == "selective")

@@ -26,7 +26,9 @@ struct chunk_cost {
   double weight_grad_s = 0;
   double forward_tp_s = 0, backward_tp_s = 0;  ///< exposed tensor-parallel collectives within the above
   double forward_cp_s = 0, backward_cp_s = 0;  ///< exposed context-parallel ring exchange within the above
+  double forward_ep_s = 0, backward_ep_s = 0;  ///< MoE token exchange (expert parallel) within the above
   double parameters = 0;    ///< parameters this chunk holds on one tensor-parallel rank
+  double expert_parameters = 0;  ///< of which MoE experts (synced over the expert-data-parallel group)
   double dp_sync_s = 0;     ///< this chunk's gradient reduce(-scatter) over the data-parallel group
   double param_gather_s = 0;  ///< distributed optimizer: this chunk's parameter all-gather
   double activation_bytes = 0;  ///< what one microbatch in flight keeps until its backward
@@ -51,9 +53,6 @@ struct cost_model {
 /// Table 2, as Megatron's theoretical_memory_usage.py counts them) under the config's
 /// sequence parallelism and recompute granularity; `recomputed` = full recompute of this layer.
 double layer_activation_bytes(const config::megatron_args& a, bool recomputed);
-
-/// Parameters of one transformer layer on one tensor-parallel rank (Megatron's formula).
-double layer_parameters(const config::megatron_args& a);
 
 /// The flags whose effect the simulator does not model, one message each naming the flag.
 std::vector<std::string> unsupported_flags(const config::megatron_args& a);

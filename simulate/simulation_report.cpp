@@ -35,15 +35,16 @@ std::string headline(const simulation& s) {
 }
 
 std::string exposed_communication(const simulation& s) {
-  double tp = 0, cp = 0, pp = 0, dp = 0;
+  double tp = 0, cp = 0, ep = 0, pp = 0, dp = 0;
   for (const auto& r : s.iteration.ranks) {
     tp = std::max(tp, r.pipeline.exposed_tp_s);
     cp = std::max(cp, r.pipeline.exposed_cp_s);
+    ep = std::max(ep, r.pipeline.exposed_ep_s);
     pp = std::max(pp, r.pipeline.exposed_pp_s);
     dp = std::max(dp, r.exposed_dp_s);
   }
   return format("exposed communication per iteration (ms, most exposed rank): TP %.1f | CP %.1f | EP %.1f | DP %.1f | PP %.1f\n",
-                tp * 1e3, cp * 1e3, 0.0, dp * 1e3, pp * 1e3);
+                tp * 1e3, cp * 1e3, ep * 1e3, dp * 1e3, pp * 1e3);
 }
 
 std::string rank_table(const simulation& s) {

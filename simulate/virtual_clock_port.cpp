@@ -94,6 +94,7 @@ bool virtual_clock_port::run_compute(const sch::action& a) {
   const double duration = forward ? c.forward_s : split ? c.backward_s - c.weight_grad_s : c.backward_s;
   activity_.exposed_tp_s += forward ? c.forward_tp_s : c.backward_tp_s;
   activity_.exposed_cp_s += forward ? c.forward_cp_s : c.backward_cp_s;
+  activity_.exposed_ep_s += forward ? c.forward_ep_s : c.backward_ep_s;
   activity_.busy_s += duration;
   const auto chunk = std::size_t(a.chunk);
   if (forward) {

@@ -45,9 +45,9 @@ TEST_CASE("mactor simulate refuses a layout with pretrain_gpt's own message") {
 }
 
 TEST_CASE("mactor simulate refuses what it cannot model by the flag's name") {
-  const auto r = run_shell(simulate(gpt + "--num-experts 4 --world-size 1"));
+  const auto r = run_shell(simulate(gpt + "--context-parallel-size 2 --cp-comm-type a2a --world-size 2"));
   CHECK(r.status == 2);
-  CHECK(r.err.find("--num-experts") != std::string::npos);
+  CHECK(r.err.find("--cp-comm-type other than p2p is not modelled") != std::string::npos);
   const auto no_system = run_shell(mactor::test::mactor_bin() + " simulate " + gpt);
   CHECK(no_system.status == 2);
   CHECK(no_system.err.find("--system") != std::string::npos);
