@@ -188,7 +188,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"overlap_p2p_comm", "transfers are always posted asynchronously; the flag picks Megatron's op order"},
       {"use_distributed_optimizer", "optimizer state sharded over data-parallel ranks: reduce-scatter grads, all-gather params"},
       {"use_megatron_fsdp", "Megatron FSDP's sharding over the data-parallel ranks, by --data-parallel-sharding-strategy "
-                            "(training/data_parallel_sharding.hpp); checkpoints in --ckpt-format fsdp_dtensor"},
+                            "(config/data_parallel_sharding.hpp); checkpoints in --ckpt-format fsdp_dtensor"},
       {"data_parallel_sharding_strategy", "with --use-megatron-fsdp: no_shard is plain DDP (all-reduced gradients); "
                                           "optim the distributed optimizer's sharding (ZeRO-1); optim_grads also "
                                           "reduce-scatters each backward's gradients into the shard and frees the whole "

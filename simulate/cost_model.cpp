@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "config/data_parallel_sharding.hpp"
 #include "config/pipeline_split.hpp"
 #include "simulate/layer_kinds.hpp"
 #include "training/flops.hpp"
@@ -87,8 +88,8 @@ std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
   auto refuse = [&](bool set, const char* flag) {
     if (set) out.push_back(std::string(flag) + " is not modelled by mactor simulate yet; drop it to simulate the dense equivalent");
   };
-  refuse(a.distributed.use_megatron_fsdp, "--use-megatron-fsdp");
-  refuse(a.distributed.use_torch_fsdp2, "--use-torch-fsdp2");
+  const bool fsdp_shards = config::sharding_plan_of(a).strategy >= config::dp_sharding::optim_grads;
+  refuse(fsdp_shards && a.moe.num_experts.has_value(), "FSDP's sharded gradients with --num-experts");
   refuse(a.experimental.is_hybrid_model || a.experimental.hybrid_override_pattern.has_value(), "--hybrid-override-pattern");
   refuse(a.distributed.cp_comm_type.size() != 1 || a.distributed.cp_comm_type.front() != "p2p", "--cp-comm-type other than p2p");
   return out;
@@ -201,22 +202,55 @@ chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, c
 // The gradient sync of `parameters` over the data-parallel (with context-parallel) group, and the
 // distributed optimizer's all-gather of the updated parameters.
 // The experts' share syncs over the expert-data-parallel group instead (Megatron's expert rank
-// order: expert-tensor-parallel ranks innermost, then the expert-parallel ones).
+// order: expert-tensor-parallel ranks innermost, then the expert-parallel ones). FSDP's sharded
+// gradients (ZeRO-2) are reduce-scattered after every backward instead, and its sharded
+// parameters (ZeRO-3) gathered before every forward and backward (see add_fsdp_transfers).
 void add_dp_sync(const config::megatron_args& a, const system_spec& system, chunk_cost& c) {
   const dims d = dims_of(a);
   const int ep = static_cast<int>(a.moe.expert_model_parallel_size);
   const int etp = static_cast<int>(a.moe.expert_tensor_parallel_size.value_or(d.tp));
   const double grad_bytes = a.mixed_precision.grad_reduce_in_bf16 ? 2 : 4;
+  const auto plan = config::sharding_plan_of(a);
+  const bool sharded_grads = plan.strategy >= config::dp_sharding::optim_grads;
   const auto sync = [&](process_group_shape group, double parameters) {
-    if (a.distributed.use_distributed_optimizer) {
-      c.dp_sync_s += all_gather_seconds(system, group, parameters * grad_bytes);  // reduce-scatter
-      c.param_gather_s += all_gather_seconds(system, group, parameters * d.act_bytes);
-    } else {
+    if (!plan.shards_optimizer()) {
       c.dp_sync_s += all_reduce_seconds(system, group, parameters * grad_bytes);
+      return;
     }
+    if (!sharded_grads) c.dp_sync_s += all_gather_seconds(system, group, parameters * grad_bytes);  // reduce-scatter
+    if (!plan.shards_params()) c.param_gather_s += all_gather_seconds(system, group, parameters * d.act_bytes);
   };
   sync({d.dp * d.cp, d.tp}, c.parameters - c.expert_parameters);
   if (c.expert_parameters > 0) sync({expert_data_parallel_size(a), ep * etp}, c.expert_parameters);
+}
+
+// FSDP's transfers inside the pipeline, per microbatch: ZeRO-3 gathers the chunk's parameters
+// before each forward and each backward (without resharding after the forward, once per step,
+// spread here over the microbatches), ZeRO-2 and 3 reduce-scatter each backward's gradients.
+// Exposed, or with --overlap-param-gather / --overlap-grad-reduce hidden behind the chunk's
+// compute as far as it goes. The gathered parameters and whole gradients are transient memory.
+void add_fsdp_transfers(const config::megatron_args& a, const system_spec& system, int microbatches, chunk_cost& c) {
+  const auto plan = config::sharding_plan_of(a);
+  if (plan.strategy < config::dp_sharding::optim_grads) return;
+  const dims d = dims_of(a);
+  const process_group_shape group{d.dp * d.cp, d.tp};
+  const double grad_bytes = a.mixed_precision.grad_reduce_in_bf16 ? 2 : 4;
+  const double scatter = all_gather_seconds(system, group, c.parameters * grad_bytes);
+  double gather_forward = 0, gather_backward = 0;
+  if (plan.shards_params()) {
+    const double gather = all_gather_seconds(system, group, c.parameters * d.act_bytes);
+    gather_forward = plan.reshard_after_forward ? gather : gather / std::max(1, microbatches);
+    gather_backward = plan.reshard_after_forward ? gather : 0;
+  }
+  const auto exposed = [](double comm, double compute, bool overlapped) {
+    return overlapped ? std::max(0.0, comm - compute) : comm;
+  };
+  const bool overlap_gather = a.distributed.overlap_param_gather, overlap_reduce = a.distributed.overlap_grad_reduce;
+  c.forward_fsdp_s = exposed(gather_forward, c.forward_s, overlap_gather);
+  c.backward_fsdp_s = exposed(gather_backward, c.backward_s, overlap_gather) + exposed(scatter, c.backward_s, overlap_reduce);
+  c.forward_s += c.forward_fsdp_s;
+  c.backward_s += c.backward_fsdp_s;
+  c.backward_transient_bytes += c.parameters * (grad_bytes + (plan.shards_params() ? d.act_bytes : 0));
 }
 
 }  // namespace
@@ -230,7 +264,9 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
   m.peak_flops = d.act_bytes == 2 ? system.peak_flops_bf16 : system.peak_flops_fp32;
   const layer_kind_flops flops = split_layer_flops(a, padded_vocab);
   const auto split = config::split_pipeline_layers(config::pipeline_split_settings::of(a));
-  const bool distributed_optimizer = a.distributed.use_distributed_optimizer;
+  const bool distributed_optimizer = config::shards_optimizer(a);
+  const int microbatches = static_cast<int>(a.training.global_batch_size.value_or(1) /
+                                            (a.training.micro_batch_size.value_or(1) * a.derived.data_parallel_size));
   const double optimizer_shards = distributed_optimizer ? d.dp * d.cp : 1;
   const double expert_shards = distributed_optimizer ? expert_data_parallel_size(a) : 1;
   for (const auto& rank : split.stages) {
@@ -239,6 +275,7 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
     for (const auto& span : rank) {
       chunks.push_back(chunk_of(a, system, flops, span, m.peak_flops, padded_vocab));
       add_dp_sync(a, system, chunks.back());
+      add_fsdp_transfers(a, system, microbatches, chunks.back());
       const auto& c = chunks.back();
       updated += (c.parameters - c.expert_parameters) / optimizer_shards + c.expert_parameters / expert_shards;
     }

@@ -27,6 +27,9 @@ struct chunk_cost {
   double forward_tp_s = 0, backward_tp_s = 0;  ///< exposed tensor-parallel collectives within the above
   double forward_cp_s = 0, backward_cp_s = 0;  ///< exposed context-parallel ring exchange within the above
   double forward_ep_s = 0, backward_ep_s = 0;  ///< MoE token exchange (expert parallel) within the above
+  /// FSDP's parameter gathers and gradient reduce-scatters around each forward and backward,
+  /// exposed, within the above.
+  double forward_fsdp_s = 0, backward_fsdp_s = 0;
   double parameters = 0;    ///< parameters this chunk holds on one tensor-parallel rank
   double expert_parameters = 0;  ///< of which MoE experts (synced over the expert-data-parallel group)
   double dp_sync_s = 0;     ///< this chunk's gradient reduce(-scatter) over the data-parallel group

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "config/data_parallel_sharding.hpp"
 #include "simulate/layer_kinds.hpp"
 
 namespace mactor::simulate {
@@ -22,13 +23,16 @@ rank_memory memory_of(const config::megatron_args& a, const std::vector<chunk_co
   // --num-distributed-optimizer-instances keeps that many full copies, each sharded over its part.
   // The experts' shards are over their expert-data-parallel group.
   const double instances = static_cast<double>(a.distributed.num_distributed_optimizer_instances);
-  const bool sharded = a.distributed.use_distributed_optimizer;
+  const auto plan = config::sharding_plan_of(a);
+  const bool sharded = plan.shards_optimizer();
   const double shards =
       sharded ? static_cast<double>(a.derived.data_parallel_size * a.distributed.context_parallel_size) / instances : 1;
   const double expert_shards = sharded ? std::max(1.0, expert_data_parallel_size(a) / instances) : 1;
   rank_memory m;
-  m.parameters = params * weight_bytes;
-  m.gradients = params * grad_bytes;
+  // FSDP keeps only its shard of the gradients (ZeRO-2) and of the weights (ZeRO-3); the whole
+  // ones a chunk needs around its compute are the backward's transient memory.
+  m.parameters = params * weight_bytes / (plan.shards_params() ? shards : 1);
+  m.gradients = params * grad_bytes / (plan.strategy >= config::dp_sharding::optim_grads ? shards : 1);
   m.optimizer = (params - experts) * state_bytes / shards + experts * state_bytes / expert_shards;
   m.activations = peak_activation_bytes;
   return m;

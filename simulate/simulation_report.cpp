@@ -41,7 +41,7 @@ std::string exposed_communication(const simulation& s) {
     cp = std::max(cp, r.pipeline.exposed_cp_s);
     ep = std::max(ep, r.pipeline.exposed_ep_s);
     pp = std::max(pp, r.pipeline.exposed_pp_s);
-    dp = std::max(dp, r.exposed_dp_s);
+    dp = std::max(dp, r.exposed_dp_s + r.pipeline.exposed_fsdp_s);
   }
   return format("exposed communication per iteration (ms, most exposed rank): TP %.1f | CP %.1f | EP %.1f | DP %.1f | PP %.1f\n",
                 tp * 1e3, cp * 1e3, ep * 1e3, dp * 1e3, pp * 1e3);
@@ -58,7 +58,7 @@ std::string rank_table(const simulation& s) {
     const bool fits = m.total() <= s.system.memory_bytes;
     out += format("%4zu | %6d | %7.1f | %6.4f | %5.1f/%5.1f/%5.1f/%5.1f | %10.3g | %9.3g | %9.3g | %9.3g | %9.3g%s\n", r,
                   layers, it.pipeline.busy_s * 1e3, it.bubble_fraction, it.pipeline.exposed_tp_s * 1e3,
-                  it.pipeline.exposed_cp_s * 1e3, it.pipeline.exposed_pp_s * 1e3, it.exposed_dp_s * 1e3,
+                  it.pipeline.exposed_cp_s * 1e3, it.pipeline.exposed_pp_s * 1e3, (it.exposed_dp_s + it.pipeline.exposed_fsdp_s) * 1e3,
                   m.parameters / GiB, m.gradients / GiB, m.optimizer / GiB, m.activations / GiB, m.total() / GiB,
                   fits ? "" : "  (over the accelerator's memory)");
   }

@@ -95,6 +95,7 @@ bool virtual_clock_port::run_compute(const sch::action& a) {
   activity_.exposed_tp_s += forward ? c.forward_tp_s : c.backward_tp_s;
   activity_.exposed_cp_s += forward ? c.forward_cp_s : c.backward_cp_s;
   activity_.exposed_ep_s += forward ? c.forward_ep_s : c.backward_ep_s;
+  activity_.exposed_fsdp_s += forward ? c.forward_fsdp_s : c.backward_fsdp_s;
   activity_.busy_s += duration;
   const auto chunk = std::size_t(a.chunk);
   if (forward) {

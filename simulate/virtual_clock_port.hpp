@@ -55,6 +55,7 @@ struct rank_activity {
   double pipeline_end_s = 0;    ///< ... and its last send arrived
   double busy_s = 0;            ///< time spent in forward and backward
   double exposed_tp_s = 0, exposed_cp_s = 0, exposed_ep_s = 0, exposed_pp_s = 0;
+  double exposed_fsdp_s = 0;  ///< FSDP's gathers and reduce-scatters inside forwards and backwards
   std::vector<double> last_backward_start_s;  ///< per chunk: its last backward, whose start
   std::vector<double> grads_ready_s;          ///< and end bound when the chunk's gradients are ready
   double peak_activation_bytes = 0;       ///< most activation memory held at once

@@ -19,7 +19,7 @@
 #include "training/checkpoint_pieces.hpp"
 #include "training/checkpoint_state.hpp"
 #include "training/checkpoint_strictness.hpp"
-#include "training/data_parallel_sharding.hpp"
+#include "config/data_parallel_sharding.hpp"
 #include "training/local_checkpoint_agreement.hpp"
 #include "training/torch_checkpointing.hpp"
 
@@ -83,7 +83,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   const auto saved_elsewhere = [&](const model::gpt_chunk& chunk, const model::parameter& p) {
     return !whole_rank && (is_shared_copy(chunk, p) || (p.split == model::tp_split::replicated && rank_in_split(p) != 0));
   };
-  const bool sharded = shards_optimizer(a) && ctx.optimizer_shard_group() != nullptr;
+  const bool sharded = config::shards_optimizer(a) && ctx.optimizer_shard_group() != nullptr;
   // With several distributed-optimizer instances each holds every shard: the first one saves.
   const bool shard_saver = whole_rank || ctx.optimizer_instance() == 0;
   const auto slots = optimizer_slots(engine);

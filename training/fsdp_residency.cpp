@@ -5,7 +5,7 @@
 
 namespace mactor::training {
 
-fsdp_residency::fsdp_residency(std::vector<model::gpt_chunk>& chunks, grad_sync& sync, sharding_plan plan)
+fsdp_residency::fsdp_residency(std::vector<model::gpt_chunk>& chunks, grad_sync& sync, config::sharding_plan plan)
     : chunks_(chunks), sync_(sync), plan_(plan), held_(chunks.size()) {
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     auto& store = chunks_[c].store();

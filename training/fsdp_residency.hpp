@@ -11,7 +11,7 @@
 
 #include "model/gpt_chunk.hpp"
 #include "tensor/tensor.hpp"
-#include "training/data_parallel_sharding.hpp"
+#include "config/data_parallel_sharding.hpp"
 #include "training/grad_sync.hpp"
 
 namespace mactor::training {
@@ -21,7 +21,7 @@ class fsdp_residency {
   /// Shards each chunk's values (ZeRO-3) and drops its gradient buffer, along grad sync's
   /// distributed-optimizer shards (which must exist: more than one data-parallel rank).
   /// The chunks and grad sync must outlive this.
-  fsdp_residency(std::vector<model::gpt_chunk>& chunks, grad_sync& sync, sharding_plan plan);
+  fsdp_residency(std::vector<model::gpt_chunk>& chunks, grad_sync& sync, config::sharding_plan plan);
 
   /// Before chunk's forward or backward: its whole parameters gathered (ZeRO-3) and, when the
   /// compute accumulates gradients (`grads`), a whole gradient buffer (ZeRO-2).
@@ -43,7 +43,7 @@ class fsdp_residency {
 
   std::vector<model::gpt_chunk>& chunks_;
   grad_sync& sync_;
-  sharding_plan plan_;
+  config::sharding_plan plan_;
   struct held {
     tensor::tensor values, grads;  // the whole (padded) buffers while held, else undefined
   };

@@ -30,7 +30,7 @@ pipeline_position position_of(const stage_layout& l, const parallel_context& ctx
 
 stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx, std::int64_t padded)
     : args_(a), ctx_(ctx), layout_(stage_layout_of(a, ctx)),
-      sharding_(sharding_plan_of(a)),
+      sharding_(config::sharding_plan_of(a)),
       distributed_optimizer_(sharding_.shards_optimizer() && ctx.optimizer_shard_group() != nullptr),
       trace_(profile_plan_of(a, ctx.rank(), ctx.pp_rank(), ctx.tp_rank(), ctx.dp_rank())),
       timers_(static_cast<int>(a.logging.timing_log_level)),
@@ -54,7 +54,7 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   auto sync_options = grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel, rank_parameters);
   // FSDP shards gradients (and parameters) only where the optimizer is sharded: over one replica
   // there is nothing to shard.
-  const bool fully_sharded = distributed_optimizer_ && sharding_.strategy >= dp_sharding::optim_grads;
+  const bool fully_sharded = distributed_optimizer_ && sharding_.strategy >= config::dp_sharding::optim_grads;
   sync_options.shard_grads = fully_sharded;
   sync_options.shard_params = fully_sharded && sharding_.shards_params();
   grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), sync_options,

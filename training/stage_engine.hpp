@@ -25,7 +25,7 @@
 #include "schedules/generator.hpp"
 #include "schedules/schedule.hpp"
 #include "training/batch_loader.hpp"
-#include "training/data_parallel_sharding.hpp"
+#include "config/data_parallel_sharding.hpp"
 #include "training/grad_sync.hpp"
 #include "training/main_grads.hpp"
 #include "training/fp16_main_params.hpp"
@@ -166,7 +166,7 @@ class stage_engine {
   const config::megatron_args& args_;
   parallel_context& ctx_;
   stage_layout layout_;
-  sharding_plan sharding_;
+  config::sharding_plan sharding_;
   bool distributed_optimizer_;  // the optimizer state sharded over more than one replica
   bool stats_over_world_ = false;  // a MoE model: see reduce_stats
   trace_recorder trace_;

@@ -190,7 +190,7 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
     // Megatron's distributed optimizer times its all-gather even over one replica (with
     // --overlap-param-gather, the posting only, as Megatron's does).
     std::optional<step_timers::scope> gather_timer;
-    if (shards_optimizer(args_)) gather_timer.emplace(timers_, step_timer::params_all_gather);
+    if (config::shards_optimizer(args_)) gather_timer.emplace(timers_, step_timer::params_all_gather);
     grad_sync_->start_param_sync();
   }
   optimizer_state_bytes_ = std::int64_t(optimizer_->state_bytes());

@@ -1,12 +1,12 @@
 // What the data-parallel replicas shard of the model's training state, from the flags that choose
 // it: Megatron FSDP's --data-parallel-sharding-strategy (with --use-megatron-fsdp), torch FSDP2
 // (--use-torch-fsdp2: everything sharded) and the distributed optimizer (the optimizer state).
-// The rest of training asks this instead of reading the flags.
+// Training and the simulator ask this instead of reading the flags.
 #pragma once
 
 #include "config/megatron_args.hpp"
 
-namespace mactor::training {
+namespace mactor::config {
 
 /// ZeRO stages by Megatron FSDP's names: no_shard (plain DDP), optim (ZeRO-1: the optimizer state
 /// and main parameters), optim_grads (ZeRO-2: also the reduced gradients), optim_grads_params
@@ -31,4 +31,4 @@ sharding_plan sharding_plan_of(const config::megatron_args& a);
 /// optimizer, or FSDP with any strategy but no_shard).
 inline bool shards_optimizer(const config::megatron_args& a) { return sharding_plan_of(a).shards_optimizer(); }
 
-}  // namespace mactor::training
+}  // namespace mactor::config

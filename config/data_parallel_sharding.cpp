@@ -1,7 +1,7 @@
 // The sharding strategy the flags choose (see data_parallel_sharding.hpp).
-#include "training/data_parallel_sharding.hpp"
+#include "config/data_parallel_sharding.hpp"
 
-namespace mactor::training {
+namespace mactor::config {
 
 sharding_plan sharding_plan_of(const config::megatron_args& a) {
   const auto& d = a.distributed;
@@ -24,4 +24,4 @@ sharding_plan sharding_plan_of(const config::megatron_args& a) {
   return p;
 }
 
-}  // namespace mactor::training
+}  // namespace mactor::config
