@@ -18,6 +18,7 @@
 #include "checkpoint/checkpoint_reader.hpp"
 #include "checkpoint/save.hpp"
 #include "checkpoint_test_util.hpp"
+#include "hf_test_util.hpp"
 #include "config/resolve.hpp"
 #include "model/gpt_model.hpp"
 #include "model/local_group.hpp"
@@ -46,38 +47,8 @@ std::vector<std::string> moe_flags(bool grouped) {
   return f;
 }
 
-std::string joined(const std::vector<std::string>& flags) {
-  std::string s;
-  for (const auto& f : flags) s += " " + f;
-  return s;
-}
-
-mactor::test::run_result run_checked(const std::string& command) {
-  auto r = mactor::test::run_shell(command);
-  INFO(command << "\nstdout tail:\n" << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0)
-               << "\nstderr:\n" << r.err);
-  REQUIRE(r.status == 0);
-  return r;
-}
-
-std::string python() {
-  const fs::path venv = fs::path(MACTOR_SOURCE_DIR) / ".venv/bin/python";
-  return fs::exists(venv) ? venv.string() : "/usr/bin/python3";
-}
-
-std::vector<std::string> model_names(const ck::checkpoint_reader& r) {
-  std::vector<std::string> out;
-  for (const auto& n : r.names())
-    if (n.rfind("optimizer.", 0) != 0) out.push_back(n);
-  return out;
-}
-
-// The one "lm loss value" of a --skip-train run's validation.
-std::string validation_loss(const std::string& log) {
-  const auto at = log.find("lm loss value: ");
-  REQUIRE(at != std::string::npos);
-  return log.substr(at, log.find(' ', at + 15) - at);
-}
+using ck::test::run_checked;
+using ck::test::shell_words;
 
 }  // namespace
 
@@ -90,7 +61,7 @@ TEST_CASE("a pretrain_gpt MoE checkpoint exports to MixtralForCausalLM with the 
     const std::string tag = grouped ? "grouped" : "sequential";
     const fs::path ckpt = root / tag / "ckpt", hf = root / tag / "hf", back = root / tag / "back";
     const auto flags = moe_flags(grouped);
-    run_checked(bin + "/pretrain_gpt" + joined(flags) + " --save " + ckpt.string() + " --save-interval 2");
+    run_checked(bin + "/pretrain_gpt" + shell_words(flags) + " --save " + ckpt.string() + " --save-interval 2");
     run_checked(bin + "/convert_checkpoint to-hf --load " + ckpt.string() + " --out " + hf.string());
     ck::checkpoint_reader original(ckpt.string());
     const auto config = nlohmann::json::parse(std::ifstream(hf / "config.json"));
@@ -143,27 +114,20 @@ TEST_CASE("a pretrain_gpt MoE checkpoint exports to MixtralForCausalLM with the 
     run_checked(bin + "/convert_checkpoint from-hf --hf " + hf.string() + " --save " + back.string() +
                 " --iteration 2" + (grouped ? " --moe-grouped-gemm" : ""));
     ck::checkpoint_reader imported(back.string());
-    CHECK(model_names(original) == imported.names());
-    for (const auto& name : model_names(original)) {
-      INFO(tag << ": " << name);
-      CHECK(ck::test::bitwise_equal(original.read_whole(name), imported.read_whole(name)));
-    }
+    INFO(tag);
+    ck::test::check_import_bitwise(original, imported);
     CHECK(imported.common()["args"]["num_experts"] == 4);
     CHECK(imported.common()["args"]["moe_grouped_gemm"] == grouped);
 
     // pretrain_gpt loads the import as it loads the original: the same validation loss.
-    auto eval = [&](const fs::path& load) {
-      auto f = flags;
-      for (const char* extra : {"--skip-train", "--finetune", "--no-load-optim", "--no-load-rng"}) f.push_back(extra);
-      return validation_loss(run_checked(bin + "/pretrain_gpt" + joined(f) + " --load " + load.string()).out);
-    };
-    const std::string from_original = eval(ckpt), from_import = eval(back);
+    const std::string from_original = ck::test::skip_train_loss(flags, ckpt),
+                      from_import = ck::test::skip_train_loss(flags, back);
     INFO(tag << ": original " << from_original << ", imported " << from_import);
     CHECK(from_original == from_import);
   }
   std::ofstream(root / "cases.json") << reference_cases.dump();
   const std::string source = MACTOR_SOURCE_DIR;
-  REQUIRE(std::system((python() + " " + source + "/tests/checkpoint/hf_reference.py " +
+  REQUIRE(std::system((ck::test::python() + " " + source + "/tests/checkpoint/hf_reference.py " +
                        (root / "cases.json").string() + " " + (root / "out.json").string())
                           .c_str()) == 0);
   const auto results = nlohmann::json::parse(std::ifstream(root / "out.json"));

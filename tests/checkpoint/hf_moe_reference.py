@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Independent reference for tests/checkpoint/hf_moe_families.test.cpp: the per-token cross-entropy of
-an exported DeepseekV3ForCausalLM or Qwen3MoeForCausalLM folder on a batch.
+an exported DeepseekV3ForCausalLM, Qwen3ForCausalLM or Qwen3MoeForCausalLM folder on a batch.
 
-The project's transformers (4.44) predates both classes, so this file holds a second implementation
+The project's transformers (4.44) predates these classes, so this file holds a second implementation
 in PyTorch written from Hugging Face's modeling code: it reads config.json and model.safetensors
 (PyPI safetensors) by Hugging Face's tensor names, every tensor used exactly once, and computes the
-forward as DeepseekV3ForCausalLM / Qwen3MoeForCausalLM do in fp32 (interleaved RoPE on the MLA
-positional parts, sigmoid routing with e_score_correction_bias and group-limited choice, shared
-experts, first_k_dense_replace; q_norm/k_norm, softmax top-k with norm_topk_prob, mlp_only_layers).
+forward as DeepseekV3ForCausalLM / Qwen3ForCausalLM / Qwen3MoeForCausalLM do in fp32 (interleaved
+RoPE on the MLA positional parts, YaRN rope_scaling as modeling_rope_utils' _compute_yarn_parameters
+with DeepSeek's mscale on the softmax scale, sigmoid routing with e_score_correction_bias and
+group-limited choice, shared experts, first_k_dense_replace (all layers: a dense model); q_norm/k_norm,
+softmax top-k with norm_topk_prob, mlp_only_layers, or no experts at all for Qwen3).
 Where the installed transformers has the class (4.51 and later), the folder is also loaded with
 from_pretrained (every tensor used, none missing) and its logits must agree with this file's to
 1e-4; the result then says so in "transformers".
@@ -54,11 +56,61 @@ def swiglu_mlp(W, prefix, x):
     return linear(F.silu(gate) * up, W.take(prefix + "down_proj.weight"))
 
 
-def rope_cos_sin(dim, theta, seq):
-    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+def yarn_get_mscale(scale, mscale=1.0):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def yarn_parameters(c, dim):
+    """(inv_freq, attention_factor) as transformers' _compute_yarn_parameters (rope_scaling type yarn)."""
+    r, base = c["rope_scaling"], c["rope_theta"]
+    factor, mscale, mscale_all_dim = r["factor"], r.get("mscale"), r.get("mscale_all_dim")
+    original = r.get("original_max_position_embeddings") or c["max_position_embeddings"]
+    # Some versions take factor = max_position_embeddings / original_max_position_embeddings instead.
+    if "original_max_position_embeddings" in r and c["max_position_embeddings"] / original != factor:
+        sys.exit(f"rope_scaling.factor {factor} is not max_position_embeddings / original_max_position_embeddings")
+    attention_factor = r.get("attention_factor")
+    if attention_factor is None:
+        if mscale and mscale_all_dim:
+            attention_factor = float(yarn_get_mscale(factor, mscale) / yarn_get_mscale(factor, mscale_all_dim))
+        else:
+            attention_factor = yarn_get_mscale(factor)
+    beta_fast, beta_slow = r.get("beta_fast") or 32, r.get("beta_slow") or 1
+
+    def correction_dim(rotations):
+        return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = math.floor(correction_dim(beta_fast)), math.ceil(correction_dim(beta_slow))
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    pos_freqs = base ** (torch.arange(0, dim, 2).float() / dim)
+    extrapolation = 1 - ramp
+    inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
+    return inv_freq, attention_factor
+
+
+def rope_cos_sin(dim, theta, seq, c=None):
+    """cos, sin: [seq, dim]; with c's rope_scaling (yarn) the YaRN frequencies and factor."""
+    if c is not None and c.get("rope_scaling"):
+        kind = c["rope_scaling"].get("rope_type", c["rope_scaling"].get("type"))
+        if kind != "yarn":
+            sys.exit(f"rope_scaling type {kind} is not implemented here")
+        inv_freq, factor = yarn_parameters(c, dim)
+    else:
+        inv_freq, factor = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)), 1.0
     freqs = torch.outer(torch.arange(seq).float(), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos(), emb.sin()
+    return emb.cos() * factor, emb.sin() * factor
+
+
+def deepseek_softmax_scale(c):
+    """DeepseekV3Attention.scaling: qk_head_dim^-0.5, times mscale^2 under rope_scaling's mscale_all_dim."""
+    scale = (c["qk_nope_head_dim"] + c["qk_rope_head_dim"]) ** -0.5
+    r = c.get("rope_scaling")
+    if r is not None and r.get("mscale_all_dim", 0):
+        scale *= yarn_get_mscale(r["factor"], r["mscale_all_dim"]) ** 2
+    return scale
 
 
 def rotate_half(x):
@@ -94,7 +146,7 @@ def routed_experts(W, prefix, x, weights, indices, n_experts):
     return out
 
 
-def qwen3_moe_layer(W, c, i, x, cos, sin):
+def qwen3_layer(W, c, i, x, cos, sin):
     p = f"model.layers.{i}."
     b, s, _ = x.shape
     heads, kv_heads, d = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
@@ -110,7 +162,8 @@ def qwen3_moe_layer(W, c, i, x, cos, sin):
     ctx = causal_attention(q, k, v, d ** -0.5).transpose(1, 2).reshape(b, s, heads * d)
     x = x + linear(ctx, W.take(p + "self_attn.o_proj.weight"))
     h = rms_norm(x, W.take(p + "post_attention_layernorm.weight"), eps)
-    sparse = i not in c.get("mlp_only_layers", []) and c["num_experts"] > 0 and (i + 1) % c["decoder_sparse_step"] == 0
+    sparse = (i not in c.get("mlp_only_layers", []) and c.get("num_experts", 0) > 0
+              and (i + 1) % c["decoder_sparse_step"] == 0)  # Qwen3ForCausalLM: never
     if not sparse:
         return x + swiglu_mlp(W, p + "mlp.", h)
     flat = h.reshape(-1, h.shape[-1])
@@ -157,7 +210,7 @@ def deepseek_v3_layer(W, c, i, x, cos, sin):
     q_rot = rope(q_rot, cos, sin, interleaved)
     k_rot = rope(k_rot.view(b, 1, s, pe), cos, sin, interleaved).expand(b, heads, s, pe)
     q, k = torch.cat((q_pass, q_rot), dim=-1), torch.cat((k_pass, k_rot), dim=-1)
-    ctx = causal_attention(q, k, v, (nope + pe) ** -0.5).transpose(1, 2).reshape(b, s, heads * vd)
+    ctx = causal_attention(q, k, v, deepseek_softmax_scale(c)).transpose(1, 2).reshape(b, s, heads * vd)
     x = x + linear(ctx, W.take(a + "o_proj.weight"))
     h = rms_norm(x, W.take(p + "post_attention_layernorm.weight"), eps)
     if i < c["first_k_dense_replace"]:
@@ -175,10 +228,12 @@ def reference_logits(hf_dir, architecture, tokens):
     W = Weights(load_file(os.path.join(hf_dir, "model.safetensors")))
     s = tokens.shape[1]
     if architecture == "DeepseekV3ForCausalLM":
-        layer, cos, sin = deepseek_v3_layer, *rope_cos_sin(c["qk_rope_head_dim"], c["rope_theta"], s)
-    elif architecture == "Qwen3MoeForCausalLM":
+        layer, cos, sin = deepseek_v3_layer, *rope_cos_sin(c["qk_rope_head_dim"], c["rope_theta"], s, c)
+    elif architecture in ("Qwen3MoeForCausalLM", "Qwen3ForCausalLM"):
+        if c.get("rope_scaling") is not None:
+            sys.exit("rope_scaling on Qwen3 is not implemented here")
         c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
-        layer, cos, sin = qwen3_moe_layer, *rope_cos_sin(c["head_dim"], c["rope_theta"], s)
+        layer, cos, sin = qwen3_layer, *rope_cos_sin(c["head_dim"], c["rope_theta"], s)
     else:
         sys.exit(f"unknown architecture {architecture}")
     embed = W.take("model.embed_tokens.weight")

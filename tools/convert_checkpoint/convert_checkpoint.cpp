@@ -1,6 +1,6 @@
 // convert_checkpoint: a mactor (Megatron torch_dist-style) checkpoint to a Hugging Face folder
 // (model.safetensors + config.json: GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM,
-// DeepseekV3ForCausalLM or Qwen3MoeForCausalLM) and back.
+// DeepseekV3ForCausalLM, Qwen3ForCausalLM or Qwen3MoeForCausalLM) and back.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -29,7 +29,8 @@ constexpr const char* usage =
     "to-hf reads the model from the common document's \"args\" (GPT-2 style: LayerNorm, learned\n"
     "positions, GeLU -> GPT2LMHeadModel; Llama style: RMSNorm, rope, SwiGLU -> LlamaForCausalLM, or\n"
     "with every layer MoE (softmax top-k routing) -> MixtralForCausalLM; multi-latent attention\n"
-    "with MoE -> DeepseekV3ForCausalLM; --qk-layernorm with MoE -> Qwen3MoeForCausalLM) and writes\n"
+    "(dense or MoE, RoPE or YaRN) -> DeepseekV3ForCausalLM; --qk-layernorm -> Qwen3ForCausalLM, or\n"
+    "with MoE -> Qwen3MoeForCausalLM) and writes\n"
     "model.safetensors + config.json with vocab_size = padded_vocab_size.\n"
     "from-hf writes a 1-rank checkpoint of the model weights (no optimizer state) for --finetune;\n"
     "--moe-grouped-gemm names the experts as --moe-grouped-gemm does (linear_fc1.weight<e>).\n";
@@ -85,6 +86,7 @@ const char* architecture(cv::hf_family f) {
     case cv::hf_family::llama: return "LlamaForCausalLM";
     case cv::hf_family::mixtral: return "MixtralForCausalLM";
     case cv::hf_family::deepseek_v3: return "DeepseekV3ForCausalLM";
+    case cv::hf_family::qwen3: return "Qwen3ForCausalLM";
     case cv::hf_family::qwen3_moe: return "Qwen3MoeForCausalLM";
   }
   return "?";
@@ -149,7 +151,7 @@ int from_hf(std::map<std::string, std::string> flags) {
     throw std::invalid_argument((hf_dir / "config.json").string() + " is not valid JSON");
   cv::model_args args = cv::args_from_hf_config(config);
   if (grouped_gemm && args.num_experts == 0)
-    throw usage_error("--moe-grouped-gemm is for a MoE folder (model_type mixtral, deepseek_v3 or qwen3_moe)");
+    throw usage_error("--moe-grouped-gemm is for a MoE folder (model_type mixtral, qwen3_moe, or deepseek_v3 with MoE layers)");
   args.moe_grouped_gemm = grouped_gemm;
   const cv::tensor_map megatron = cv::hf_to_megatron(args, read_hf_weights(hf_dir));
   ck::rank_state state;

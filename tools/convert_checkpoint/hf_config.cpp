@@ -1,5 +1,5 @@
 // model_args <-> Megatron args / Hugging Face GPT2Config, LlamaConfig and MixtralConfig; DeepseekV3
-// and Qwen3-MoE in hf_deepseek_config.cpp and hf_qwen3_moe_config.cpp.
+// and Qwen3 / Qwen3-MoE in hf_deepseek_config.cpp and hf_qwen3_config.cpp.
 #include "tools/convert_checkpoint/hf_config.hpp"
 
 #include <algorithm>
@@ -130,13 +130,10 @@ model_args args_from_megatron(const nlohmann::json& args) {
     errors.push_back("rotary_interleaved has no LlamaForCausalLM equivalent");
   if (get_or<bool>(args, "squared_relu", false))
     errors.push_back("squared_relu is not convertible");
-  // Multi-latent attention -> DeepseekV3; qk-layernorm with MoE -> Qwen3-MoE; other MoE -> Mixtral.
+  // Multi-latent attention -> DeepseekV3; qk-layernorm -> Qwen3 (dense) or Qwen3-MoE; other MoE -> Mixtral.
   const bool moe = get_or<int>(args, "num_experts", 0) > 0;
   if (mla) deepseek_from_megatron(args, a, errors);
-  else if (get_or<bool>(args, "qk_layernorm", false) && moe) qwen3_moe_from_megatron(args, a, errors);
-  else if (get_or<bool>(args, "qk_layernorm", false))
-    errors.push_back("qk_layernorm on a dense model (Qwen3ForCausalLM) is not converted yet; with MoE it becomes "
-                     "Qwen3MoeForCausalLM");
+  else if (get_or<bool>(args, "qk_layernorm", false)) qwen3_from_megatron(args, a, errors);
   else if (moe) moe_from_megatron(args, a, errors);
   // A hybrid Mamba model (pretrain_mamba, --spec ... mamba_stack_spec) saves its spec as a list.
   if (args.contains("spec") && args["spec"].is_array() && args["spec"].size() == 2 &&
@@ -190,6 +187,7 @@ nlohmann::json megatron_args_json(const model_args& a) {
           {"seq_length", a.seq_length},
           {"padded_vocab_size", a.padded_vocab_size}};
   if (a.family == hf_family::deepseek_v3) deepseek_megatron_args(a, j);
+  if (a.family == hf_family::qwen3) j["qk_layernorm"] = true;
   if (a.family == hf_family::qwen3_moe) {
     j["qk_layernorm"] = true;
     moe_megatron_args(a, j);
@@ -212,7 +210,7 @@ nlohmann::json megatron_args_json(const model_args& a) {
 
 nlohmann::json hf_config_json(const model_args& a) {
   if (a.family == hf_family::deepseek_v3) return deepseek_config_json(a);
-  if (a.family == hf_family::qwen3_moe) return qwen3_moe_config_json(a);
+  if (a.family == hf_family::qwen3 || a.family == hf_family::qwen3_moe) return qwen3_config_json(a);
   if (a.family == hf_family::gpt2)
     return {{"architectures", {"GPT2LMHeadModel"}},
             {"model_type", "gpt2"},
@@ -278,7 +276,7 @@ nlohmann::json hf_config_json(const model_args& a) {
 model_args args_from_hf_config(const nlohmann::json& c) {
   const auto type = get_or<std::string>(c, "model_type", "");
   if (type == "deepseek_v3") return deepseek_from_hf_config(c);
-  if (type == "qwen3_moe") return qwen3_moe_from_hf_config(c);
+  if (type == "qwen3" || type == "qwen3_moe") return qwen3_from_hf_config(c);
   model_args a;
   if (type == "gpt2") {
     a.family = hf_family::gpt2;
@@ -327,7 +325,7 @@ model_args args_from_hf_config(const nlohmann::json& c) {
     if (!errors.empty()) throw std::invalid_argument(join(errors, "config.json cannot be converted:"));
   } else {
     throw std::invalid_argument("config.json: model_type \"" + type +
-                                "\" is not supported; use a gpt2, llama, mixtral, deepseek_v3 or qwen3_moe model");
+                                "\" is not supported; use a gpt2, llama, mixtral, deepseek_v3, qwen3 or qwen3_moe model");
   }
   a.untie_embeddings_and_output_weights = !get_or<bool>(c, "tie_word_embeddings", type == "gpt2");
   a.padded_vocab_size = c.at("vocab_size").get<std::int64_t>();

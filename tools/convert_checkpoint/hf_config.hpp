@@ -10,8 +10,9 @@
 namespace mactor::convert {
 
 // GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM, DeepseekV3ForCausalLM (multi-latent
-// attention, sigmoid-routed MoE with shared experts), Qwen3MoeForCausalLM (qk-layernorm, MoE).
-enum class hf_family { gpt2, llama, mixtral, deepseek_v3, qwen3_moe };
+// attention, dense or sigmoid-routed MoE with shared experts), Qwen3ForCausalLM (qk-layernorm,
+// dense) and Qwen3MoeForCausalLM (qk-layernorm, MoE).
+enum class hf_family { gpt2, llama, mixtral, deepseek_v3, qwen3, qwen3_moe };
 
 struct model_args {
   hf_family family = hf_family::gpt2;
@@ -55,6 +56,14 @@ struct model_args {
   int qk_head_dim = 0;
   int qk_pos_emb_head_dim = 0;
   int v_head_dim = 0;
+  // Multi-latent attention's rotary embedding: --rope-type yarn (Megatron's MLA default) with
+  // --rotary-scaling-factor, --mscale, --mscale-all-dim; original_max_position_embeddings, beta_fast
+  // and beta_slow have no Megatron flag (MLATransformerConfig's 4096, 32, 1). A factor of 1 is
+  // plain RoPE whichever the type (rope_scaling null).
+  bool yarn = false;
+  double rotary_scaling_factor = 1.0;
+  double mscale = 1.0;
+  double mscale_all_dim = 0.0;
 
   bool qkv_bias() const { return add_bias_linear || add_qkv_bias; }
   /// Whether layer i has a MoE block (every layer for Mixtral).
@@ -68,7 +77,7 @@ model_args args_from_megatron(const nlohmann::json& args);
 nlohmann::json megatron_args_json(const model_args& a);
 /// config.json for the family (vocab_size = padded_vocab_size).
 nlohmann::json hf_config_json(const model_args& a);
-/// From config.json ("model_type" gpt2, llama, mixtral, deepseek_v3 or qwen3_moe); std::invalid_argument naming what is unsupported.
+/// From config.json ("model_type" gpt2, llama, mixtral, deepseek_v3, qwen3 or qwen3_moe); std::invalid_argument naming what is unsupported.
 model_args args_from_hf_config(const nlohmann::json& config);
 
 }  // namespace mactor::convert

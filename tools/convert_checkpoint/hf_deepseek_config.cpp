@@ -1,6 +1,7 @@
-// DeepseekV3ForCausalLM <-> Megatron args: multi-latent attention (latent norms, plain RoPE read
-// as interleaved pairs, Megatron's MLA RoPE), MoE layers after the first k dense ones, sigmoid
-// routing with the expert bias (e_score_correction_bias), shared experts and the top-k scaling.
+// DeepseekV3ForCausalLM <-> Megatron args: multi-latent attention (latent norms, RoPE or YaRN read
+// as interleaved pairs, Megatron's MLA RoPE), MoE layers after the first k dense ones (or none: a
+// dense model), sigmoid routing with the expert bias (e_score_correction_bias), shared experts and
+// the top-k scaling.
 #include <cmath>
 #include <stdexcept>
 
@@ -30,10 +31,7 @@ void mla_from_megatron(const nlohmann::json& args, model_args& a, std::vector<st
   if (!a.qk_layernorm)
     errors.push_back("multi_latent_attention without qk_layernorm has no latent norms, which " + std::string(who) +
                      " always applies; train with --qk-layernorm");
-  // Megatron scales the softmax by mscale^2 and YaRN-stretches the rotary frequencies only when
-  // the scaling factor exceeds 1; at 1 either rope_type is plain RoPE.
-  if (get_or<double>(args, "rotary_scaling_factor", 1.0) != 1.0)
-    errors.push_back("rotary_scaling_factor != 1 (YaRN scaling of multi-latent attention): not converted yet");
+  yarn_from_megatron(args, a, errors);
   // DeepseekV3's q_a_layernorm and kv_a_layernorm use their default epsilon, 1e-6.
   if (std::abs(a.norm_epsilon - 1e-6) > 1e-15)
     errors.push_back("norm_epsilon " + std::to_string(a.norm_epsilon) + ": " + who +
@@ -49,9 +47,10 @@ void deepseek_from_megatron(const nlohmann::json& args, model_args& a, std::vect
   if (a.family != hf_family::llama)
     errors.push_back(std::string(who) + " needs RMSNorm, swiglu and rope (or no) position embeddings");
   mla_from_megatron(args, a, errors);
-  if (get_or<int>(args, "num_experts", 0) == 0) {
-    errors.push_back("multi_latent_attention without MoE (num_experts): a dense " + std::string(who) +
-                     " is not converted yet");
+  if (get_or<int>(args, "num_experts", 0) == 0) {  // every layer dense: first_k_dense_replace = num_layers
+    if (a.add_bias_linear || a.add_qkv_bias)
+      errors.push_back("biases (add_bias_linear, add_qkv_bias): " + std::string(who) + " has none");
+    if (errors.size() == before) a.family = hf_family::deepseek_v3;
     return;
   }
   moe_common_from_megatron(args, a, errors, who);
@@ -76,16 +75,16 @@ void deepseek_from_megatron(const nlohmann::json& args, model_args& a, std::vect
   if (errors.size() == before) a.family = hf_family::deepseek_v3;
 }
 
-nlohmann::json deepseek_config_json(const model_args& a) {
-  return {{"architectures", {who}},
-          {"model_type", "deepseek_v3"},
-          {"vocab_size", a.padded_vocab_size},
-          {"hidden_size", a.hidden_size},
-          {"intermediate_size", a.ffn_hidden_size},
-          {"moe_intermediate_size", a.moe_ffn_hidden_size},
-          {"num_hidden_layers", a.num_layers},
-          {"num_attention_heads", a.num_attention_heads},
-          {"num_key_value_heads", a.num_attention_heads},
+namespace {
+
+// The routing fields; a dense model writes neutral ones (first_k_dense_replace = num_layers
+// leaves DeepseekV3 no MoE layer to read them).
+nlohmann::json deepseek_moe_fields(const model_args& a) {
+  if (a.num_experts == 0)
+    return {{"moe_intermediate_size", a.ffn_hidden_size}, {"n_shared_experts", 0}, {"n_routed_experts", 0},
+            {"num_experts_per_tok", 0}, {"routed_scaling_factor", 1.0}, {"norm_topk_prob", false},
+            {"n_group", 1}, {"topk_group", 1}, {"first_k_dense_replace", a.num_layers}};
+  return {{"moe_intermediate_size", a.moe_ffn_hidden_size},
           {"n_shared_experts", a.moe_shared_expert_intermediate_size / a.moe_ffn_hidden_size},
           {"n_routed_experts", a.num_experts},
           {"num_experts_per_tok", a.moe_router_topk},
@@ -93,53 +92,50 @@ nlohmann::json deepseek_config_json(const model_args& a) {
           {"norm_topk_prob", a.moe_router_topk > 1},  // Megatron's sigmoid normalizes k > 1 scores
           {"n_group", a.moe_router_num_groups > 0 ? a.moe_router_num_groups : 1},
           {"topk_group", a.moe_router_group_topk > 0 ? a.moe_router_group_topk : 1},
-          {"first_k_dense_replace", *first_k_dense(a)},
-          {"q_lora_rank", a.q_lora_rank ? nlohmann::json(a.q_lora_rank) : nlohmann::json(nullptr)},
-          {"kv_lora_rank", a.kv_lora_rank},
-          {"qk_nope_head_dim", a.qk_head_dim},
-          {"qk_rope_head_dim", a.qk_pos_emb_head_dim},
-          {"v_head_dim", a.v_head_dim},
-          {"rope_interleave", true},  // Megatron's MLA RoPE reads (x[2i], x[2i+1]) pairs
-          {"max_position_embeddings", a.max_position_embeddings},
-          {"rms_norm_eps", a.norm_epsilon},
-          {"rope_theta", a.rotary_base},
-          {"rope_scaling", nullptr},
-          {"hidden_act", "silu"},
-          {"attention_bias", false},
-          {"attention_dropout", 0.0},
-          {"tie_word_embeddings", !a.untie_embeddings_and_output_weights},
-          {"torch_dtype", "float32"}};
+          {"first_k_dense_replace", *first_k_dense(a)}};
 }
 
-model_args deepseek_from_hf_config(const nlohmann::json& c) {
-  model_args a;
-  a.family = hf_family::deepseek_v3;
-  read_llama_like(c, a, 1e-6, 10000.0);
-  a.kv_channels = a.hidden_size / a.num_attention_heads;  // unused by multi-latent attention
-  a.num_query_groups = a.num_attention_heads;
-  a.qk_layernorm = true;
-  a.q_lora_rank = get_or<int>(c, "q_lora_rank", 0);
-  a.kv_lora_rank = c.at("kv_lora_rank").get<int>();
-  a.qk_head_dim = c.at("qk_nope_head_dim").get<int>();
-  a.qk_pos_emb_head_dim = c.at("qk_rope_head_dim").get<int>();
-  a.v_head_dim = c.at("v_head_dim").get<int>();
+}  // namespace
+
+nlohmann::json deepseek_config_json(const model_args& a) {
+  nlohmann::json j = {{"architectures", {who}},
+                      {"model_type", "deepseek_v3"},
+                      {"vocab_size", a.padded_vocab_size},
+                      {"hidden_size", a.hidden_size},
+                      {"intermediate_size", a.ffn_hidden_size},
+                      {"num_hidden_layers", a.num_layers},
+                      {"num_attention_heads", a.num_attention_heads},
+                      {"num_key_value_heads", a.num_attention_heads},
+                      {"q_lora_rank", a.q_lora_rank ? nlohmann::json(a.q_lora_rank) : nlohmann::json(nullptr)},
+                      {"kv_lora_rank", a.kv_lora_rank},
+                      {"qk_nope_head_dim", a.qk_head_dim},
+                      {"qk_rope_head_dim", a.qk_pos_emb_head_dim},
+                      {"v_head_dim", a.v_head_dim},
+                      {"rope_interleave", true},  // Megatron's MLA RoPE reads (x[2i], x[2i+1]) pairs
+                      {"max_position_embeddings", a.max_position_embeddings},
+                      {"rms_norm_eps", a.norm_epsilon},
+                      {"rope_theta", a.rotary_base},
+                      {"rope_scaling", yarn_rope_scaling(a)},
+                      {"hidden_act", "silu"},
+                      {"attention_bias", false},
+                      {"attention_dropout", 0.0},
+                      {"tie_word_embeddings", !a.untie_embeddings_and_output_weights},
+                      {"torch_dtype", "float32"}};
+  j.update(deepseek_moe_fields(a));
+  return j;
+}
+
+namespace {
+
+// The routed layers of a config.json whose first_k_dense_replace leaves some.
+void deepseek_moe_from_hf(const nlohmann::json& c, int dense, model_args& a, std::vector<std::string>& errors) {
   a.num_experts = c.at("n_routed_experts").get<int>();
   a.moe_router_topk = c.at("num_experts_per_tok").get<int>();
   a.moe_ffn_hidden_size = c.at("moe_intermediate_size").get<int>();
   a.moe_shared_expert_intermediate_size = get_or<int>(c, "n_shared_experts", 0) * a.moe_ffn_hidden_size;
   a.moe_router_topk_scaling_factor = get_or<double>(c, "routed_scaling_factor", 1.0);
   a.moe_router_enable_expert_bias = true;  // the checkpoint's e_score_correction_bias
-  const int dense = get_or<int>(c, "first_k_dense_replace", 0);
   for (int i = 0; i < a.num_layers; ++i) a.moe_layers.push_back(i >= dense);
-  std::vector<std::string> errors;
-  if (get_or<std::string>(c, "hidden_act", "silu") != "silu") errors.push_back("hidden_act must be silu for Megatron's swiglu");
-  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
-    errors.push_back("rope_scaling (YaRN) is not converted yet");
-  if (!get_or<bool>(c, "rope_interleave", true))
-    errors.push_back("rope_interleave false: Megatron's MLA RoPE reads interleaved pairs");
-  if (get_or<bool>(c, "attention_bias", false)) errors.push_back("attention_bias: Megatron's MLA has no biases");
-  if (a.num_query_groups != get_or<int>(c, "num_key_value_heads", a.num_attention_heads))
-    errors.push_back("num_key_value_heads must equal num_attention_heads");
   const int groups = get_or<int>(c, "n_group", 1), group_topk = get_or<int>(c, "topk_group", 1);
   if (group_topk < groups) {
     a.moe_router_num_groups = groups, a.moe_router_group_topk = group_topk;
@@ -153,9 +149,35 @@ model_args deepseek_from_hf_config(const nlohmann::json& c) {
   if (a.moe_shared_expert_intermediate_size == 0) errors.push_back("n_shared_experts must be positive");
   if (a.num_experts < 1 || a.moe_router_topk < 1 || a.moe_router_topk > a.num_experts)
     errors.push_back("num_experts_per_tok must lie in [1, n_routed_experts]");
+}
+
+}  // namespace
+
+model_args deepseek_from_hf_config(const nlohmann::json& c) {
+  model_args a;
+  a.family = hf_family::deepseek_v3;
+  read_llama_like(c, a, 1e-6, 10000.0);
+  a.kv_channels = a.hidden_size / a.num_attention_heads;  // unused by multi-latent attention
+  a.num_query_groups = a.num_attention_heads;
+  a.qk_layernorm = true;
+  a.q_lora_rank = get_or<int>(c, "q_lora_rank", 0);
+  a.kv_lora_rank = c.at("kv_lora_rank").get<int>();
+  a.qk_head_dim = c.at("qk_nope_head_dim").get<int>();
+  a.qk_pos_emb_head_dim = c.at("qk_rope_head_dim").get<int>();
+  a.v_head_dim = c.at("v_head_dim").get<int>();
+  std::vector<std::string> errors;
+  // DeepseekV3Config's default first_k_dense_replace is 3; at num_layers or more every layer is dense.
+  const int dense = get_or<int>(c, "first_k_dense_replace", 3);
+  if (dense < a.num_layers) deepseek_moe_from_hf(c, dense, a, errors);
+  if (get_or<std::string>(c, "hidden_act", "silu") != "silu") errors.push_back("hidden_act must be silu for Megatron's swiglu");
+  yarn_from_hf_config(c, a, errors);
+  if (!get_or<bool>(c, "rope_interleave", true))
+    errors.push_back("rope_interleave false: Megatron's MLA RoPE reads interleaved pairs");
+  if (get_or<bool>(c, "attention_bias", false)) errors.push_back("attention_bias: Megatron's MLA has no biases");
+  if (a.num_query_groups != get_or<int>(c, "num_key_value_heads", a.num_attention_heads))
+    errors.push_back("num_key_value_heads must equal num_attention_heads");
   if (std::abs(a.norm_epsilon - 1e-6) > 1e-15)
     errors.push_back("rms_norm_eps must be 1e-6 (DeepseekV3's latent norms use 1e-6, Megatron one epsilon)");
-  if (dense >= a.num_layers) errors.push_back("first_k_dense_replace leaves no MoE layer (not converted yet)");
   if (!errors.empty()) throw std::invalid_argument(join_errors(errors, "config.json cannot be converted:"));
   return a;
 }
@@ -168,9 +190,9 @@ void deepseek_megatron_args(const model_args& a, nlohmann::json& j) {
   j["qk_pos_emb_head_dim"] = a.qk_pos_emb_head_dim;
   j["v_head_dim"] = a.v_head_dim;
   j["qk_layernorm"] = true;
-  j["rope_type"] = "rope";
-  j["rotary_scaling_factor"] = 1.0;
+  yarn_megatron_args(a, j);
   moe_megatron_args(a, j);
+  if (a.num_experts == 0) return;
   j["moe_router_score_function"] = "sigmoid";
   j["moe_router_num_groups"] = a.moe_router_num_groups ? nlohmann::json(a.moe_router_num_groups) : nlohmann::json(nullptr);
   j["moe_router_group_topk"] = a.moe_router_group_topk ? nlohmann::json(a.moe_router_group_topk) : nlohmann::json(nullptr);
