@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "bench/all_to_all_ranks.hpp"
 #include "bench/comm_perftest.hpp"
 #include "tensor/host_buffer.hpp"
@@ -182,6 +184,12 @@ void print_moe_table(std::vector<std::unique_ptr<all_to_all_ranks>>& sets, const
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As pretrain_gpt: ranks sharing cores sleep between OpenMP kernels rather than spin (libgomp
+  // reads the policy once, when it loads, so set it and start again).
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    ::setenv("OMP_WAIT_POLICY", "passive", 1);
+    ::execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
+  }
   const options o = parse(argc, argv);
   std::string pattern = (std::filesystem::temp_directory_path() / "bench_all_to_all_XXXXXX").string();
   const std::filesystem::path dir = ::mkdtemp(pattern.data());
