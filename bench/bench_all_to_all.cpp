@@ -31,7 +31,7 @@ constexpr int moe_experts = 8, moe_topk = 2;
 
 struct options {
   std::vector<int> ranks{2, 4};
-  std::vector<std::size_t> sizes{4 * kib, 64 * kib, 1024 * kib, 16384 * kib};
+  std::vector<std::size_t> sizes{4 * kib, 64 * kib, 256 * kib, 1024 * kib, 4096 * kib, 16384 * kib};
   int repeats = 3, tokens = 4096, hidden = 1024;
   bool perftest = true, moe = true;
 };
