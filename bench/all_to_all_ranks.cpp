@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <numeric>
@@ -23,14 +24,43 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+// A written send buffer and a receive buffer of `bytes` each: the data plane's kind (huge pages
+// from 1 MiB, as bench_comm's), or, `activations`, the kind the MoE exchange's rows live in (plain
+// pages from the activation block cache, tensor/tensor.cpp).
+class exchange_buffers {
+ public:
+  exchange_buffers(std::size_t bytes, bool activations) {
+    if (activations) {
+      // bf16 elements carry the bytes; an odd byte count rounds up.
+      const std::int64_t elements = std::int64_t((bytes + 1) / 2);
+      in_tensor_ = tensor::tensor({elements}, tensor::dtype::bfloat16, tensor::memory_kind::activations);
+      out_tensor_ = tensor::tensor({elements}, tensor::dtype::bfloat16, tensor::memory_kind::activations);
+      in_ = static_cast<std::byte*>(in_tensor_.data()), out_ = static_cast<std::byte*>(out_tensor_.data());
+    } else {
+      in_vector_.resize(bytes), out_vector_.resize(bytes);
+      in_ = in_vector_.data(), out_ = out_vector_.data();
+    }
+    std::fill_n(in_, bytes, std::byte{1});
+    bytes_ = bytes;
+  }
+  std::span<const std::byte> in() const { return {in_, bytes_}; }
+  std::span<std::byte> out() const { return {out_, bytes_}; }
+
+ private:
+  tensor::tensor in_tensor_, out_tensor_;
+  tensor::host_vector<std::byte> in_vector_, out_vector_;
+  std::byte *in_ = nullptr, *out_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
 // all_to_all_v_bytes (what group::all_to_all_v, the MoE exchange, runs) with `per_peer` bytes to
 // every rank, from a buffer this rank wrote. The clock runs from a barrier to a barrier after the
 // last exchange, so it covers the slowest rank.
-double all_to_all_gib_per_s(comm::transport_communicator& c, std::size_t per_peer, int iters) {
+double all_to_all_gib_per_s(comm::transport_communicator& c, std::size_t per_peer, int iters, bool activations) {
   const std::size_t n = static_cast<std::size_t>(c.size());
-  tensor::host_vector<std::byte> in(n * per_peer, std::byte{1}), out(n * per_peer);
+  const exchange_buffers buffers(n * per_peer, activations);
   const std::vector<std::size_t> counts(n, per_peer);
-  auto exchange = [&] { c.all_to_all_v_bytes(std::span<const std::byte>(in), counts, std::span<std::byte>(out), counts); };
+  auto exchange = [&] { c.all_to_all_v_bytes(buffers.in(), counts, buffers.out(), counts); };
   exchange();  // warm-up: connections and registrations
   c.barrier();
   const auto start = clock_type::now();
@@ -45,11 +75,11 @@ std::string serve(const std::string& line, comm::transport_communicator& c, mode
   std::string what;
   in >> what;
   std::ostringstream answer;
-  if (what == "a2a") {
+  if (what == "a2a" || what == "a2a-activations") {
     std::size_t per_peer = 0;
     int iters = 0;
     in >> per_peer >> iters;
-    answer << all_to_all_gib_per_s(c, per_peer, iters);
+    answer << all_to_all_gib_per_s(c, per_peer, iters, what == "a2a-activations");
   } else if (what == "moe") {
     moe_dispatch_shape s;
     int iters = 0;

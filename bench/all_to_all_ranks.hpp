@@ -14,6 +14,7 @@ namespace mactor::bench {
 // The parent's side: every rank gets each command; rank 0 answers with one line of numbers.
 // Commands, one a line:
 //   "a2a PER_PEER_BYTES ITERS"  -> GiB/s: bytes each rank sends the other ranks / time
+//   "a2a-activations PER_PEER_BYTES ITERS" -> the same from and into activation memory
 //   "moe TOKENS HIDDEN EXPERTS TOPK ITERS" -> moe_dispatch_times' milliseconds in order, then
 //                                            the MiB sent per dispatch
 class all_to_all_ranks {

@@ -165,18 +165,26 @@ void print_moe_table(std::vector<std::unique_ptr<all_to_all_ranks>>& sets, const
               "permute / unpermute: the local gather into expert order and the sum back (no communication);\n"
               "exchange: the all-to-alls (with the counts' all-gather and the sort by local expert). mactor's\n"
               "alltoall, allgather and flex dispatcher types all run this one exchange, so one row per EP size.\n"
-              "GiB/s: MiB to other ranks / the mean exchange time, each way\n\n",
+              "exchange GiB/s: MiB to other ranks / the mean exchange time, each way; bare a2a GiB/s: the\n"
+              "all-to-all-v alone moving the same bytes in equal blocks between activation buffers (the\n"
+              "exchange's memory kind)\n\n",
               o.tokens, o.hidden, moe_experts, moe_topk, iters);
   std::printf("| EP | MiB to other ranks | permute | dispatch exchange | combine exchange | unpermute | total | "
-              "exchange GiB/s |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+              "exchange GiB/s | bare a2a GiB/s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (std::size_t s = 0; s < sets.size(); ++s) {
     const auto t = sets[s]->ask("moe " + std::to_string(o.tokens) + " " + std::to_string(o.hidden) + " " +
                                 std::to_string(moe_experts) + " " + std::to_string(moe_topk) + " " +
                                 std::to_string(iters));
     const double permute = t.at(0), to_experts = t.at(1), from_experts = t.at(2), unpermute = t.at(3), mib = t.at(4);
     const double rate = mib / 1024 / ((to_experts + from_experts) / 2 / 1e3);
-    std::printf("| %2d | %18.2f | %7.2f | %17.2f | %16.2f | %9.2f | %5.1f | %14.2f |\n", o.ranks[s], mib, permute,
-                to_experts, from_experts, unpermute, permute + to_experts + from_experts + unpermute, rate);
+    const auto per_peer = std::size_t(mib * (1 << 20) / (o.ranks[s] - 1));
+    double bare = 0;
+    for (int k = 0; k < o.repeats; ++k)
+      bare = std::max(bare, sets[s]->ask("a2a-activations " + std::to_string(per_peer) + " " +
+                                         std::to_string(iterations(per_peer * std::size_t(o.ranks[s] - 1))))
+                                .at(0));
+    std::printf("| %2d | %18.2f | %7.2f | %17.2f | %16.2f | %9.2f | %5.1f | %14.2f | %14.2f |\n", o.ranks[s], mib,
+                permute, to_experts, from_experts, unpermute, permute + to_experts + from_experts + unpermute, rate, bare);
     std::fflush(stdout);
   }
 }

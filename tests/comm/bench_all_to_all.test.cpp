@@ -18,8 +18,10 @@ TEST_CASE("bench_all_to_all prints a row per size for 2 and 4 ranks and a MoE di
   REQUIRE(r.status == 0);
   // "|         4 KiB |          0.30 |  105% |          0.13 |   44% |          0.03 |           0.29 |"
   const std::regex size_row(R"(^\|\s+(\d+) KiB \|\s+([0-9.]+) \|\s+(\d+)% \|\s+([0-9.]+) \|\s+(\d+)% \|\s+([0-9.]+) \|\s+([0-9.]+) \|$)");
-  // "|  2 |                8.0 |    2.53 |             13.60 |            13.64 |     53.67 |  83.4 |           0.57 |"
-  const std::regex moe_row(R"(^\|\s+(\d) \|\s+([0-9.]+) \|\s+([0-9.]+) \|\s+([0-9.]+) \|\s+([0-9.]+) \|\s+([0-9.]+) \|\s+([0-9.]+) \|\s+([0-9.]+) \|$)");
+  // "|  2 |     7.95 |    2.53 |    13.60 |    13.64 |     53.67 |  83.4 |     0.57 |     2.11 |": EP, MiB
+  // sent, permute, the two exchanges, unpermute, total, the exchange's rate and the bare a2a's.
+  const std::regex moe_row(
+      R"(^\|\s+(\d) \|\s+([0-9.]+) \|\s+([0-9.]+) \|\s+([0-9.]+) \|\s+([0-9.]+) \|\s+([0-9.]+) \|\s+([0-9.]+) \|\s+([0-9.]+) \|\s+([0-9.]+) \|$)");
   std::istringstream lines(r.out);
   std::vector<std::string> sizes, moe_sizes;
   for (std::string line; std::getline(lines, line);) {
@@ -34,6 +36,7 @@ TEST_CASE("bench_all_to_all prints a row per size for 2 and 4 ranks and a MoE di
       CHECK(std::stod(m[2].str()) > 0);  // rows went to the other ranks
       CHECK(std::stod(m[4].str()) > 0);  // the dispatch exchange took time
       CHECK(std::stod(m[5].str()) > 0);  // and the combine's
+      CHECK(std::stod(m[9].str()) > 0);  // the bare all-to-all's rate
     }
   }
   CHECK(sizes == std::vector<std::string>{"4", "64"});
