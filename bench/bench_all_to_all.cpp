@@ -70,6 +70,8 @@ options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
+    const bool takes_value = a == "--ranks" || a == "--sizes" || a == "--repeats" || a == "--tokens" || a == "--hidden";
+    if (takes_value && !has_value) usage_error(a + " needs a value");
     if (a == "--ranks" && has_value) {
       o.ranks.clear();
       for (long r : parse_list(a, argv[++i], 2, 8)) o.ranks.push_back(int(r));

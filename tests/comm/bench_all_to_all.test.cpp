@@ -50,6 +50,9 @@ TEST_CASE("bench_all_to_all refuses a bad size, rank count or flag with exit sta
   r = run_shell(bin_dir() + "/bench_all_to_all --ranks 3");
   CHECK(r.status == 2);
   CHECK(r.err.find("--ranks 3 does not divide the MoE rows' 8 experts") != std::string::npos);
+  r = run_shell(bin_dir() + "/bench_all_to_all --tokens");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--tokens needs a value") != std::string::npos);
   r = run_shell(bin_dir() + "/bench_all_to_all --frobnicate");
   CHECK(r.status == 2);
   CHECK(r.err.find("unknown argument --frobnicate") != std::string::npos);
