@@ -105,7 +105,8 @@ int iterations(std::size_t bytes_per_iteration) {
 }
 
 std::string size_text(std::size_t bytes) {
-  return bytes >= 1024 * kib ? std::to_string(bytes / (1024 * kib)) + " MiB" : std::to_string(bytes / kib) + " KiB";
+  const bool whole_mib = bytes % (1024 * kib) == 0;
+  return whole_mib ? std::to_string(bytes / (1024 * kib)) + " MiB" : std::to_string(bytes / kib) + " KiB";
 }
 
 // One size's best rounds: the all-to-all per rank count, then perftest's two wait modes.
