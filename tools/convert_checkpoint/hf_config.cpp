@@ -229,48 +229,29 @@ nlohmann::json hf_config_json(const model_args& a) {
             {"scale_attn_weights", true},
             {"tie_word_embeddings", !a.untie_embeddings_and_output_weights},
             {"torch_dtype", "float32"}};
-  if (a.family == hf_family::mixtral)
-    return {{"architectures", {"MixtralForCausalLM"}},
-            {"model_type", "mixtral"},
-            {"vocab_size", a.padded_vocab_size},
-            {"hidden_size", a.hidden_size},
-            {"intermediate_size", a.moe_ffn_hidden_size},
-            {"num_hidden_layers", a.num_layers},
-            {"num_attention_heads", a.num_attention_heads},
-            {"num_key_value_heads", a.num_query_groups},
-            {"head_dim", a.kv_channels},
-            {"max_position_embeddings", a.max_position_embeddings},
-            {"rms_norm_eps", a.norm_epsilon},
-            {"rope_theta", a.rotary_base},
-            {"sliding_window", nullptr},
+  auto j = llama_like_json(a);
+  if (a.family == hf_family::mixtral) {
+    j.update({{"architectures", {"MixtralForCausalLM"}},
+              {"model_type", "mixtral"},
+              {"intermediate_size", a.moe_ffn_hidden_size},
+              {"sliding_window", nullptr},
+              {"hidden_act", "silu"},
+              {"attention_dropout", 0.0},
+              {"num_local_experts", a.num_experts},
+              {"num_experts_per_tok", a.moe_router_topk},
+              {"output_router_logits", false},
+              {"router_aux_loss_coef", a.moe_aux_loss_coeff},
+              {"router_jitter_noise", 0.0}});
+    return j;
+  }
+  j.update({{"architectures", {"LlamaForCausalLM"}},
+            {"model_type", "llama"},
+            {"rope_scaling", nullptr},
             {"hidden_act", "silu"},
-            {"attention_dropout", 0.0},
-            {"num_local_experts", a.num_experts},
-            {"num_experts_per_tok", a.moe_router_topk},
-            {"output_router_logits", false},
-            {"router_aux_loss_coef", a.moe_aux_loss_coeff},
-            {"router_jitter_noise", 0.0},
-            {"tie_word_embeddings", !a.untie_embeddings_and_output_weights},
-            {"torch_dtype", "float32"}};
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"model_type", "llama"},
-          {"vocab_size", a.padded_vocab_size},
-          {"hidden_size", a.hidden_size},
-          {"intermediate_size", a.ffn_hidden_size},
-          {"num_hidden_layers", a.num_layers},
-          {"num_attention_heads", a.num_attention_heads},
-          {"num_key_value_heads", a.num_query_groups},
-          {"head_dim", a.kv_channels},
-          {"max_position_embeddings", a.max_position_embeddings},
-          {"rms_norm_eps", a.norm_epsilon},
-          {"rope_theta", a.rotary_base},
-          {"rope_scaling", nullptr},
-          {"hidden_act", "silu"},
-          {"attention_bias", a.qkv_bias()},
-          {"mlp_bias", a.add_bias_linear},
-          {"attention_dropout", 0.0},
-          {"tie_word_embeddings", !a.untie_embeddings_and_output_weights},
-          {"torch_dtype", "float32"}};
+            {"attention_bias", a.qkv_bias()},
+            {"mlp_bias", a.add_bias_linear},
+            {"attention_dropout", 0.0}});
+  return j;
 }
 
 model_args args_from_hf_config(const nlohmann::json& c) {

@@ -98,6 +98,21 @@ void moe_megatron_args(const model_args& a, nlohmann::json& j) {
   j["moe_grouped_gemm"] = a.moe_grouped_gemm;
 }
 
+nlohmann::json llama_like_json(const model_args& a) {
+  return {{"vocab_size", a.padded_vocab_size},
+          {"hidden_size", a.hidden_size},
+          {"intermediate_size", a.ffn_hidden_size},
+          {"num_hidden_layers", a.num_layers},
+          {"num_attention_heads", a.num_attention_heads},
+          {"num_key_value_heads", a.num_query_groups},
+          {"head_dim", a.kv_channels},
+          {"max_position_embeddings", a.max_position_embeddings},
+          {"rms_norm_eps", a.norm_epsilon},
+          {"rope_theta", a.rotary_base},
+          {"tie_word_embeddings", !a.untie_embeddings_and_output_weights},
+          {"torch_dtype", "float32"}};
+}
+
 void read_llama_like(const nlohmann::json& c, model_args& a, double default_eps, double default_theta) {
   a.num_layers = c.at("num_hidden_layers").get<int>();
   a.hidden_size = c.at("hidden_size").get<int>();

@@ -60,5 +60,8 @@ model_args qwen3_from_hf_config(const nlohmann::json& c);
 
 /// The fields every Llama-like config.json carries (sizes, heads, rope base, norm eps, vocab).
 void read_llama_like(const nlohmann::json& c, model_args& a, double default_eps, double default_theta);
+/// Those fields written (intermediate_size = ffn_hidden_size, the tie flag, fp32 weights): each
+/// family adds its own on top.
+nlohmann::json llama_like_json(const model_args& a);
 
 }  // namespace mactor::convert

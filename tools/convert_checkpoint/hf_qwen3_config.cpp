@@ -15,24 +15,14 @@ constexpr const char* dense_who = "Qwen3ForCausalLM";
 
 // The fields Qwen3Config and Qwen3MoeConfig share.
 nlohmann::json qwen3_common_json(const model_args& a) {
-  return {{"vocab_size", a.padded_vocab_size},
-          {"hidden_size", a.hidden_size},
-          {"intermediate_size", a.ffn_hidden_size},
-          {"num_hidden_layers", a.num_layers},
-          {"num_attention_heads", a.num_attention_heads},
-          {"num_key_value_heads", a.num_query_groups},
-          {"head_dim", a.kv_channels},
-          {"max_position_embeddings", a.max_position_embeddings},
-          {"rms_norm_eps", a.norm_epsilon},
-          {"rope_theta", a.rotary_base},
-          {"rope_scaling", nullptr},
-          {"use_sliding_window", false},
-          {"sliding_window", nullptr},
-          {"hidden_act", "silu"},
-          {"attention_bias", false},
-          {"attention_dropout", 0.0},
-          {"tie_word_embeddings", !a.untie_embeddings_and_output_weights},
-          {"torch_dtype", "float32"}};
+  auto j = llama_like_json(a);
+  j.update({{"rope_scaling", nullptr},
+            {"use_sliding_window", false},
+            {"sliding_window", nullptr},
+            {"hidden_act", "silu"},
+            {"attention_bias", false},
+            {"attention_dropout", 0.0}});
+  return j;
 }
 
 void qwen3_moe_from_megatron(const nlohmann::json& args, model_args& a, std::vector<std::string>& errors) {
