@@ -32,7 +32,7 @@ void fsdp_residency::before_compute(int chunk, bool grads) {
   const auto c = static_cast<std::size_t>(chunk);
   auto& store = chunks_[c].store();
   auto& h = held_[c];
-  const auto padded = static_cast<std::int64_t>(sync_.slice_of(c).padded);
+  const auto padded = static_cast<std::int64_t>(plan_.shards_params() ? sync_.slice_of(c).padded : sync_.full_length(c));
   if (plan_.shards_params() && !h.values.defined()) {
     h.values = take_buffer(padded, store.type());
     sync_.gather_values(c, store.value_tensor().view(), h.values.view());

@@ -103,10 +103,15 @@ class grad_sync {
     std::size_t begin = 0, end = 0, padded = 0;
   };
   padded_slice slice_of(std::size_t chunk) const;
+  /// FSDP: the length of the whole gradient buffer reduce_into_shard takes for chunk: the padded
+  /// layout of its last region (every region's padding lies past the chunk's end then only
+  /// for that one; the others are copied into a padded buffer of their own).
+  std::size_t full_length(std::size_t chunk) const;
   /// ZeRO-3: every rank's shard of chunk's values into `full` (padded length, the values' dtype).
   void gather_values(std::size_t chunk, tensor::const_tensor_view shard, tensor::tensor_view full);
-  /// ZeRO-2: one backward's gradients of chunk (`full`, padded length, zeros past the chunk),
-  /// scaled as finish_grad_sync would, reduce-scattered and added to the shard's gradients.
+  /// ZeRO-2: one backward's gradients of chunk (`full`, full_length(chunk) long, zeros past the
+  /// chunk), scaled as finish_grad_sync would, each region reduce-scattered over its own shard
+  /// group (the experts' over the expert-data-parallel one) and added to the shard's gradients.
   void reduce_into_shard(std::size_t chunk, tensor::tensor_view full);
   /// ZeRO-2: the shard's gradients start the step at zero.
   void zero_shard_grads();
@@ -174,6 +179,7 @@ class grad_sync {
   void record_local_norm(std::size_t chunk, std::size_t begin, std::size_t end);
   void wait_background(const char* why);
   const region& fsdp_region(std::size_t chunk) const;
+  void reduce_region_into_shard(const region& r, tensor::tensor_view full);
 
   std::vector<synced_chunk> chunks_;
   grad_sync_options options_;
