@@ -90,6 +90,23 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"fp8_interval", ignored_by_megatron},
       {"pin_cpu_grads", gpu_comm_only},
       {"pin_cpu_params", gpu_comm_only},
+      {"optimizer_offload_fraction", "the share of the parameters --optimizer-cpu-offload updates on the host rather "
+                                     "than the device; both parts keep fp32 state, so the values are the same"},
+      {"use_torch_optimizer_for_cpu_offload", "picks torch's Adam for the device part of --optimizer-cpu-offload; the "
+                                              "update is the same Adam"},
+      {"overlap_cpu_optimizer_d2h_h2d", "performance-only: overlaps --optimizer-cpu-offload's host-device copies"},
+      {"tp_comm_overlap_ag", "configures --tp-comm-overlap's userbuffers (all-gather overlap)"},
+      {"tp_comm_overlap_rs", "configures --tp-comm-overlap's userbuffers (reduce-scatter overlap)"},
+      {"tp_comm_overlap_rs_dgrad", "configures --tp-comm-overlap's userbuffers (reduce-scatter with dgrad)"},
+      {"tp_comm_bulk_dgrad", "configures --tp-comm-overlap's userbuffers (bulk overlap with dgrad)"},
+      {"tp_comm_bulk_wgrad", "configures --tp-comm-overlap's userbuffers (bulk overlap with wgrad)"},
+      {"tp_comm_split_ag", "configures --tp-comm-overlap's userbuffers (split all-gather)"},
+      {"tp_comm_split_rs", "configures --tp-comm-overlap's userbuffers (split reduce-scatter)"},
+      {"train_sync_interval", "performance-only: how often Megatron synchronizes the host with the device"},
+      {"align_grad_reduce", "performance-only: whether the virtual stages' overlapped gradient reductions launch "
+                            "together; the reduced gradients are the same"},
+      {"align_param_gather", "performance-only: whether the virtual stages' overlapped parameter all-gathers launch "
+                             "together; the parameters are the same"},
       {"distributed_backend", "mactor's own transports (UCX, NCCL, in-process) replace torch.distributed backends"},
       {"nccl_communicator_config_path", gpu_comm_only},
       {"nccl_ub", gpu_comm_only},

@@ -334,8 +334,12 @@ void determinism_and_misc(validation_context& c) {  // rules 69, 70, 75, 77, 79-
   if (i.inference_dynamic_batching)
     c.require(i.inference_dynamic_batching_block_size % 256 == 0,
               "--inference-dynamic-batching-block-size=" + show(i.inference_dynamic_batching_block_size) + " must be a multiple of 256");
-  if (t.optimizer_cpu_offload)
+  if (t.optimizer_cpu_offload) {
     c.require(c.a.experimental.use_precision_aware_optimizer, "--optimizer-cpu-offload requires --use-precision-aware-optimizer");
+    c.require(!c.a.transformer_engine.fp8_param_gather || c.a.transformer_engine.fp8_recipe == "delayed",
+              "When `--fp8-param-gather` is enabled, the optimizer cpu offload must be used in conjunction with "
+              "`--fp8-recipe delayed`.");
+  }
   if (c.a.moe.delay_wgrad_compute)
     c.require(c.a.transformer_engine.transformer_impl == "transformer_engine",
               "--delay-wgrad-compute is only supported with --transformer-impl transformer_engine");

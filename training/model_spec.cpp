@@ -319,7 +319,9 @@ model::optimizer_options optimizer_options_from_args(const config::megatron_args
   o.adam_eps = a.regularization.adam_eps;
   o.sgd_momentum = a.regularization.sgd_momentum;
   // --use-precision-aware-optimizer: TE FusedAdam's moment dtypes (validation mapped the flags to
-  // torch dtype names; they stay fp32 without the flag).
+  // torch dtype names; they stay fp32 without the flag). --optimizer-cpu-offload builds Megatron's
+  // HybridDeviceOptimizer instead, whose torch Adam/SGD keep fp32 moments whatever they say.
+  if (a.training.optimizer_cpu_offload) return o;
   o.exp_avg_dtype = model::parse_state_dtype(a.experimental.exp_avg_dtype).value_or(model::state_dtype::fp32);
   o.exp_avg_sq_dtype = model::parse_state_dtype(a.experimental.exp_avg_sq_dtype).value_or(model::state_dtype::fp32);
   return o;

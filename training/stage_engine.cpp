@@ -78,9 +78,10 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
                                      optimizer_options_from_args(a));
   if (auto options = grad_scaler_options_from_args(a)) scaler_.emplace(*options);
   // TE's FusedAdam holds fp16 master weights only for a 16-bit model (an fp32 one has none),
-  // initialized from the model's weights.
+  // initialized from the model's weights; the CPU-offloaded optimizer updates fp32 ones
+  // (HybridDeviceOptimizer's param_update_in_fp32).
   if (a.experimental.use_precision_aware_optimizer && a.experimental.main_params_dtype == "float16" &&
-      main_params_->separate()) {
+      !a.training.optimizer_cpu_offload && main_params_->separate()) {
     fp16_main_ = std::make_unique<training::fp16_main_params>();
     fp16_main_->store(optimizer_->params());
   }

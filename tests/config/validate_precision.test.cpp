@@ -75,3 +75,27 @@ TEST_CASE("the precision flags are implemented, --main-params-dtype fp16 include
   const std::vector<std::string> fp16_main{"--use-precision-aware-optimizer", "--main-params-dtype", "fp16"};
   CHECK(check_support(parse_command_line(fp16_main, "pretrain_gpt").args).errors.empty());
 }
+
+TEST_CASE("the CPU-offloaded optimizer (--optimizer-cpu-offload) follows Megatron's two asserts, its placement flags accepted") {
+  auto alone = run({"--optimizer-cpu-offload"});
+  CHECK(alone.has_error("--optimizer-cpu-offload requires --use-precision-aware-optimizer"));
+  const std::vector<std::string> offload = {"--optimizer-cpu-offload", "--use-precision-aware-optimizer",
+                                            "--use-distributed-optimizer", "--fp8-format", "e4m3", "--fp8-param-gather"};
+  auto tensorwise = offload;
+  tensorwise.insert(tensorwise.end(), {"--fp8-recipe", "tensorwise"});
+  CHECK(run(tensorwise).has_error("the optimizer cpu offload must be used in conjunction with `--fp8-recipe delayed`"));
+  auto good = run(offload);
+  INFO(errors_of(good));
+  CHECK(good.report.ok());
+  const std::string table = flag_status_table();
+  CHECK(table.find("--optimizer-cpu-offload\ttraining\timplemented\t") != std::string::npos);
+  for (const char* flag : {"--optimizer-offload-fraction", "--use-torch-optimizer-for-cpu-offload",
+                           "--overlap-cpu-optimizer-d2h-h2d", "--disable-tp-comm-overlap-ag", "--train-sync-interval",
+                           "--no-align-grad-reduce", "--no-align-param-gather"}) {
+    INFO(flag);
+    CHECK(table.find(std::string(flag) + "\t") != std::string::npos);
+    const bool accepted = table.find(std::string(flag) + "\ttraining\taccepted without effect\t") != std::string::npos ||
+                          table.find(std::string(flag) + "\tdistributed\taccepted without effect\t") != std::string::npos;
+    CHECK(accepted);
+  }
+}

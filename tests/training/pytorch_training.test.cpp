@@ -172,6 +172,15 @@ struct tolerances {
   double first_loss = 1e-5, loss = 1e-4, grad_norm = 1e-4;
 };
 
+// Our lm loss per iteration, without a reference run.
+std::vector<double> mactor_losses(const std::vector<std::string>& flags) {
+  const auto args = resolve_flags(flags);
+  training::parallel_context alone(args, comm::launch_env{});
+  const auto outcome = actors::run_job(args, comm::launch_env{}, alone, nullptr);
+  REQUIRE(outcome.exit_code == 0);
+  return outcome.result.lm_loss;
+}
+
 // Returns our lm loss per iteration.
 std::vector<double> compare_training(const std::vector<std::string>& flags, const fs::path& dir,
                                      const std::string& tag, tolerances tol = {}) {
@@ -306,6 +315,30 @@ TEST_CASE("bf16 training with fp16 master weights (--main-params-dtype fp16) fol
   double apart = 0;
   for (std::size_t i = 0; i < fp16_master.size(); ++i) apart = std::max(apart, relative(fp16_master[i], fp32_master[i]));
   std::printf("fp16 vs fp32 master weights: max relative loss difference %.3g\n", apart);
+  CHECK(apart > 0);
+}
+
+TEST_CASE("the CPU-offloaded optimizer keeps fp32 moments and masters whatever the dtype flags say, as Megatron's HybridDeviceOptimizer") {
+  // Megatron builds torch AdamW over fp32 parameters for --optimizer-cpu-offload and passes it
+  // none of --exp-avg-dtype, --exp-avg-sq-dtype, --main-params-dtype: the reference rounds nothing.
+  const tolerances bf16{5e-4, 2e-3, 3e-2};
+  std::vector<std::string> low = {"--bf16", "--use-distributed-optimizer", "--use-precision-aware-optimizer",
+                                  "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16", "--main-params-dtype", "fp16"};
+  auto offloaded = with_train_iters(llama_flags(), 10);
+  offloaded.insert(offloaded.end(), low.begin(), low.end());
+  offloaded.emplace_back("--optimizer-cpu-offload");
+  const auto offload = compare_training(offloaded, fresh_dir("llama_cpu_offload"), "llama_cpu_offload", bf16);
+  // Bit for bit the run whose precision-aware optimizer keeps everything in fp32 ...
+  auto fp32 = with_train_iters(llama_flags(), 10);
+  for (const char* f : {"--bf16", "--use-distributed-optimizer", "--use-precision-aware-optimizer"}) fp32.emplace_back(f);
+  CHECK(mactor_losses(fp32) == offload);
+  // ... and not the one the dtype flags give without the offload (they round the state there).
+  auto rounded = with_train_iters(llama_flags(), 10);
+  rounded.insert(rounded.end(), low.begin(), low.end());
+  const auto low_state = mactor_losses(rounded);
+  double apart = 0;
+  for (std::size_t i = 0; i < offload.size(); ++i) apart = std::max(apart, relative(offload[i], low_state[i]));
+  std::printf("CPU-offloaded (fp32 state) vs bf16 moments and fp16 masters: max relative loss difference %.3g\n", apart);
   CHECK(apart > 0);
 }
 

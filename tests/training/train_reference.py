@@ -65,7 +65,8 @@ def megatron_flags(argv):
     for name in ["--swiglu", "--group-query-attention", "--untie-embeddings-and-output-weights",
                  "--disable-bias-linear", "--apply-layernorm-1p", "--no-bias-gelu-fusion",
                  "--openai-gelu", "--bf16", "--fp16", "--use-precision-aware-optimizer",
-                 "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--calculate-per-token-loss"]:
+                 "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--calculate-per-token-loss",
+                 "--optimizer-cpu-offload"]:
         p.add_argument(name, action="store_true")
     args, _ = p.parse_known_args(argv)
     return args
@@ -177,7 +178,10 @@ def main(folder):
     model = {n: p.detach().to(half).requires_grad_(True) for n, p in params.items()} if half else params
     scaler = dynamic_grad_scaler(a) if a.fp16 else None
     # TE FusedAdam's fp16 master weights of a 16-bit model: from the model's weights.
-    fp16_master = a.use_precision_aware_optimizer and a.main_params_dtype == "fp16" and half is not None
+    # Megatron's --optimizer-cpu-offload builds HybridDeviceOptimizer instead: torch AdamW updating
+    # fp32 parameters with fp32 moments (param_update_in_fp32), whatever the dtype flags say.
+    te_storage = a.use_precision_aware_optimizer and not a.optimizer_cpu_offload
+    fp16_master = te_storage and a.main_params_dtype == "fp16" and half is not None
     if fp16_master:
         with torch.no_grad():
             for n, p in params.items():
@@ -225,7 +229,7 @@ def main(folder):
                 continue
         norm = torch.nn.utils.clip_grad_norm_(every, a.clip_grad).item() if a.clip_grad > 0 else 0.0
         optimizer.step()
-        if a.use_precision_aware_optimizer:  # TE FusedAdam keeps the moments in their dtypes
+        if te_storage:  # TE FusedAdam keeps the moments in their dtypes
             with torch.no_grad():
                 for p in every:
                     st = optimizer.state[p]
