@@ -103,6 +103,15 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"tp_comm_split_ag", "configures --tp-comm-overlap's userbuffers (split all-gather)"},
       {"tp_comm_split_rs", "configures --tp-comm-overlap's userbuffers (split reduce-scatter)"},
       {"train_sync_interval", "performance-only: how often Megatron synchronizes the host with the device"},
+      {"scatter_gather_tensors_in_pipeline", ignored_by_megatron},
+      {"use_ring_exchange_p2p", "picks torch's ring-exchange kernel for Megatron's pipeline transfers; mactor's "
+                                "transfers move the same tensors"},
+      {"pipeline_model_parallel_comm_backend", "picks NCCL or UCC for Megatron's pipeline transfers; mactor's run on its "
+                                               "own transports (UCX between processes, NCCL between GPUs)"},
+      {"keep_fp8_transpose_cache", "memory-for-speed only: Megatron FSDP keeps fp8 weights' transposes between "
+                                   "forward and backward; the values are the same"},
+      {"trust_remote_code", "lets transformers run a tokenizer repository's Python code; mactor's HuggingFaceTokenizer "
+                            "reads tokenizer.json itself and runs none"},
       {"align_grad_reduce", "performance-only: whether the virtual stages' overlapped gradient reductions launch "
                             "together; the reduced gradients are the same"},
       {"align_param_gather", "performance-only: whether the virtual stages' overlapped parameter all-gathers launch "

@@ -91,7 +91,9 @@ TEST_CASE("the CPU-offloaded optimizer (--optimizer-cpu-offload) follows Megatro
   CHECK(table.find("--optimizer-cpu-offload\ttraining\timplemented\t") != std::string::npos);
   for (const char* flag : {"--optimizer-offload-fraction", "--use-torch-optimizer-for-cpu-offload",
                            "--overlap-cpu-optimizer-d2h-h2d", "--disable-tp-comm-overlap-ag", "--train-sync-interval",
-                           "--no-align-grad-reduce", "--no-align-param-gather"}) {
+                           "--no-align-grad-reduce", "--no-align-param-gather", "--use-ring-exchange-p2p",
+                           "--pipeline-model-parallel-comm-backend", "--keep-fp8-transpose-cache",
+                           "--no-scatter-gather-tensors-in-pipeline"}) {
     INFO(flag);
     CHECK(table.find(std::string(flag) + "\t") != std::string::npos);
     const bool accepted = table.find(std::string(flag) + "\ttraining\taccepted without effect\t") != std::string::npos ||
