@@ -253,7 +253,8 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
     result.loss_sum = output_->forward_backward(store_, tp_, final_, s.labels.data(),
                                                 s.mask.data(), grad_scale, loss_grad, rows);
     if (mtp_) {
-      const auto losses = mtp_->losses(store_, tp_, *output_, s.labels, s.mask, mtp_scale_, keep ? &s.mtp_grads : nullptr);
+      const auto losses = mtp_->losses(store_, tp_, *output_, s.labels, s.mask, mtp_scale_, mtp_per_token_,
+                                         keep ? &s.mtp_grads : nullptr);
       if (training)
         for (std::size_t k = 0; k < losses.size(); ++k) mtp_tracker_[k] += losses[k].loss_sum / losses[k].num_tokens;
     }

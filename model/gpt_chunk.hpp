@@ -156,8 +156,9 @@ class gpt_chunk {
         if (const auto* m = l->moe()) add(*m, std::size_t(layout_.layer_begin));
   }
   /// The backward scale of the multi-token prediction losses (Megatron's
-  /// MTPLossAutoScaler.set_loss_scale: the loss scale / the number of micro-batches).
-  void set_mtp_loss_scale(double scale) { mtp_scale_ = scale; }
+  /// MTPLossAutoScaler.set_loss_scale: the loss scale / the number of micro-batches), and whether
+  /// each depth's loss is a sum over its tokens (--calculate-per-token-loss) rather than a mean.
+  void set_mtp_loss_scale(double scale, bool per_token = false) { mtp_scale_ = scale, mtp_per_token_ = per_token; }
   /// The multi-token prediction depths (0 without them or off the last stage).
   int mtp_depths() const { return mtp_ ? mtp_->depths() : 0; }
   /// Megatron's MTPLossLoggingHelper tracker: each depth's sum(mask * loss) / sum(mask) summed
@@ -204,6 +205,7 @@ class gpt_chunk {
   std::unique_ptr<output_layer_loss> output_;
   std::optional<multi_token_prediction> mtp_;
   double mtp_scale_ = 1.0;
+  bool mtp_per_token_ = false;
   std::vector<double> mtp_tracker_;
   int word_embeddings_ = -1;
   std::unordered_map<int, saved> slots_;

@@ -34,6 +34,8 @@ class gpt_model {
   /// Each multi-token prediction depth's masked mean loss summed over the training forwards
   /// since the last call (gpt_chunk::take_mtp_losses).
   std::vector<double> take_mtp_losses() { return chunk_.take_mtp_losses(); }
+  /// gpt_chunk::set_mtp_loss_scale.
+  void set_mtp_loss_scale(double scale, bool per_token) { chunk_.set_mtp_loss_scale(scale, per_token); }
   const gpt_model_config& config() const { return chunk_.config(); }
   /// The dropout mask generation; forward_backward advances it by one.
   std::uint64_t dropout_step() const { return step_; }

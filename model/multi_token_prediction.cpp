@@ -149,7 +149,7 @@ void multi_token_prediction::forward(const parameter_store& store, group& tp,
 
 std::vector<mtp_depth_loss> multi_token_prediction::losses(
     parameter_store& store, group& tp, output_layer_loss& output,
-    const std::vector<std::int32_t>& labels, const std::vector<float>& mask, double scale,
+    const std::vector<std::int32_t>& labels, const std::vector<float>& mask, double scale, bool per_token,
     std::vector<tensor::tensor>* grads) {
   std::vector<mtp_depth_loss> out(depths_.size());
   std::vector<std::int32_t> l = labels;
@@ -158,8 +158,9 @@ std::vector<mtp_depth_loss> multi_token_prediction::losses(
   for (std::size_t k = 0; k < depths_.size(); ++k) {
     l = rolled(l, seq_, batch_), m = rolled(m, seq_, batch_);
     for (float v : m) out[k].num_tokens += v;
-    // MTPLossAutoScaler's gradient of factor / depths * sum(mask * loss) / sum(mask).
-    const double g = scale * config_.mtp_loss_scaling_factor / double(depths_.size()) / out[k].num_tokens;
+    // MTPLossAutoScaler's gradient of factor / depths * sum(mask * loss) / sum(mask), or with
+    // --calculate-per-token-loss of the sum itself (finalize divides by the LM loss's tokens).
+    const double g = scale * config_.mtp_loss_scaling_factor / double(depths_.size()) / (per_token ? 1.0 : out[k].num_tokens);
     tensor::tensor_view dh;
     if (grads) dh = ensure_activation((*grads)[k], local_rows_, config_.hidden_size, config_.params_dtype);
     out[k].loss_sum = output.forward_backward(store, tp, depths_[k].out, l.data(), m.data(), g, dh, rows_);

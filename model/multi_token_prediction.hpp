@@ -56,7 +56,7 @@ class multi_token_prediction {
   /// output (scaled as above by `scale`) and the output layer's weight gradient accumulates.
   std::vector<mtp_depth_loss> losses(parameter_store& store, group& tp, output_layer_loss& output,
                                      const std::vector<std::int32_t>& labels,
-                                     const std::vector<float>& mask, double scale,
+                                     const std::vector<float>& mask, double scale, bool per_token,
                                      std::vector<tensor::tensor>* grads);
   /// Backward through every depth from the kept output gradients; dh0 += the gradient reaching
   /// the decoder's output. Accumulates the weight gradients (and the shared embedding's).

@@ -246,7 +246,7 @@ void stage_engine::run_forward(const action& a, const tensor::tensor* input, ten
     // Megatron's forward_step sets MTPLossAutoScaler's scale the same way.
     double mtp = args_.training.calculate_per_token_loss ? 1.0 : 1.0 / num_microbatches_;
     if (scaler_) mtp *= scaler_->scale();
-    chunk.set_mtp_loss_scale(mtp);
+    chunk.set_mtp_loss_scale(mtp, args_.training.calculate_per_token_loss);
   }
   // The same dropout masks as one process: the micro-batch's index in the global sample order.
   const auto step = static_cast<std::uint64_t>(consumed_ / layout_.micro_batch_size +

@@ -8,7 +8,8 @@ vacated positions get id 0), normalizes that embedding (enorm) and the previous 
 (eh_proj, 2h -> h), runs one transformer layer with the decoder's last layer's spec and a final
 norm, and scores the labels (and loss mask) rolled k + 1 places with the shared output layer.
 The backward objective is grad_scale * LM loss sum + factor / depths * sum_k mean_k, as
-MTPLossAutoScaler injects it with a backward scale of 1. Writes ref_loss.bin (the LM loss sum),
+MTPLossAutoScaler injects it with a backward scale of 1; with per_token=1 in config.txt
+(--calculate-per-token-loss) grad_scale * (LM loss sum + factor / depths * sum_k sum_k). Writes ref_loss.bin (the LM loss sum),
 ref_mtp.bin (each depth's sum(mask * loss) / sum(mask)) and ref_grad_<i>.bin (float64).
 """
 import os
@@ -66,7 +67,7 @@ def losses(cfg, params, tokens, labels, mask):
     x = g.normalize(cfg, x, params, "decoder.final_layernorm")
     out_w = params.get("output_layer.weight", emb)
     lm = (token_losses(g.linear(x, out_w), labels) * mask).sum()
-    depth_means = []
+    depth_means, depth_counts = [], []
     ids, lab, m = tokens, labels, mask
     for k in range(cfg["mtp_num_layers"]):
         p = f"mtp.layers.{k}."
@@ -77,7 +78,8 @@ def losses(cfg, params, tokens, labels, mask):
         y = layer(cfg, y, params, p + "transformer_layer.", cfg["num_layers"] - 1)
         x = g.normalize(cfg, y, params, p + "final_layernorm")
         depth_means.append((token_losses(g.linear(x, out_w), lab) * m).sum() / m.sum())
-    return lm, depth_means
+        depth_counts.append(m.sum())
+    return lm, depth_means, depth_counts
 
 
 def main(folder):
@@ -97,9 +99,15 @@ def main(folder):
     tokens = g.read_bin(os.path.join(folder, "tokens.bin"), torch.int32, (b, s)).long()
     labels = g.read_bin(os.path.join(folder, "labels.bin"), torch.int32, (b, s)).long()
     mask = g.read_bin(os.path.join(folder, "loss_mask.bin"), torch.float32, (b, s))
-    lm, depth_means = losses(cfg, params, tokens, labels, mask)
+    lm, depth_means, depth_counts = losses(cfg, params, tokens, labels, mask)
     factor = cfg["mtp_loss_scaling_factor"] / cfg["mtp_num_layers"]
-    (lm * cfg["grad_scale"] + factor * sum(depth_means)).backward()
+    if int(cfg.get("per_token", 0)):
+        # --calculate-per-token-loss: gpt_model.py hands MTPLossAutoScaler the depth's loss sum
+        # (not its mean), and the whole gradient is divided by the LM loss's tokens at finalize.
+        depth_sums = [mean * count for mean, count in zip(depth_means, depth_counts)]
+        ((lm + factor * sum(depth_sums)) * cfg["grad_scale"]).backward()
+    else:
+        (lm * cfg["grad_scale"] + factor * sum(depth_means)).backward()
     torch.tensor([lm.item()], dtype=torch.float64).numpy().tofile(os.path.join(folder, "ref_loss.bin"))
     torch.tensor([d.item() for d in depth_means], dtype=torch.float64).numpy().tofile(
         os.path.join(folder, "ref_mtp.bin"))

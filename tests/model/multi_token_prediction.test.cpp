@@ -28,12 +28,14 @@ struct mtp_reference {
   std::vector<std::vector<double>> grads;
 };
 
-mtp_reference run_mtp_reference(const fs::path& dir, const our_run& run, const model::gpt_model_config& c) {
+mtp_reference run_mtp_reference(const fs::path& dir, const our_run& run, const model::gpt_model_config& c,
+                                bool per_token) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   write_config(dir / "config.txt", c, run.batch.micro_batch_size, run.scale);
   std::ofstream(dir / "config.txt", std::ios::app)
-      << "mtp_num_layers=" << c.mtp_num_layers << "\nmtp_loss_scaling_factor=" << c.mtp_loss_scaling_factor << "\n";
+      << "mtp_num_layers=" << c.mtp_num_layers << "\nmtp_loss_scaling_factor=" << c.mtp_loss_scaling_factor
+      << "\nper_token=" << (per_token ? 1 : 0) << "\n";
   std::ofstream list(dir / "params.txt");
   for (std::size_t i = 0; i < run.names.size(); ++i) {
     list << run.names[i] << "\n";
@@ -62,11 +64,11 @@ model::gpt_model_config small_llama(int depths, bool tied) {
   return c;
 }
 
-void compare_mtp(const model::gpt_model_config& c, const std::string& tag) {
-  our_run run(c);
+void compare_mtp(const model::gpt_model_config& c, const std::string& tag, bool per_token = false) {
+  our_run run(c, per_token);
   const auto depth_losses = run.m.take_mtp_losses();
   REQUIRE(depth_losses.size() == std::size_t(c.mtp_num_layers));
-  const auto ref = run_mtp_reference(fs::path(MACTOR_BINARY_DIR) / "tests/model/mtp_reference" / tag, run, c);
+  const auto ref = run_mtp_reference(fs::path(MACTOR_BINARY_DIR) / "tests/model/mtp_reference" / tag, run, c, per_token);
   CHECK(std::abs(run.loss.loss_sum - ref.loss) / std::abs(ref.loss) <= 1e-5);
   for (int k = 0; k < c.mtp_num_layers; ++k) {
     INFO("depth " << k << ": ours " << depth_losses[k] << ", torch " << ref.depth_losses[k]);
@@ -95,6 +97,12 @@ TEST_CASE("one MTP depth (untied embeddings) matches PyTorch in the LM loss and 
 
 TEST_CASE("two MTP depths (tied embeddings) match PyTorch in the LM loss and the depth losses and every gradient") {
   compare_mtp(small_llama(2, true), "mtp2_tied");
+}
+
+TEST_CASE("MTP depths with per-token loss (each depth's sum, scaled as the LM loss) match PyTorch in every gradient") {
+  // The batch's masks leave each depth fewer tokens than the LM loss, so the depth sums over the
+  // LM loss's tokens differ from the depth means: the mean-scaled gradients would fail here.
+  compare_mtp(small_llama(2, true), "two_depths_per_token", true);
 }
 
 TEST_CASE("MTP parameters carry Megatron's names and the MTP loss changes the decoder's gradients") {

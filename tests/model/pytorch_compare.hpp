@@ -142,7 +142,9 @@ struct our_run {
   float scale = 0;
   model::loss_and_count loss;
 
-  explicit our_run(const model::gpt_model_config& c) : m(c, tp), batch(test::make_batch(3, c.seq_length, c.padded_vocab_size, 9)) {
+  /// mtp_per_token: the MTP depths' losses as sums scaled like the LM loss (--calculate-per-token-loss).
+  explicit our_run(const model::gpt_model_config& c, bool mtp_per_token = false)
+      : m(c, tp), batch(test::make_batch(3, c.seq_length, c.padded_vocab_size, 9)) {
     for (auto& p : m.parameters()) {
       std::vector<float> v(p.numel);
       kernels::convert(test::view(v), p.value);
@@ -158,6 +160,7 @@ struct our_run {
     double tokens = 0;
     for (float v : batch.loss_mask) tokens += v;
     scale = float(1.0 / tokens);
+    if (mtp_per_token) m.set_mtp_loss_scale(scale, true);
     loss = m.forward_backward(batch.view(), scale);
   }
 };

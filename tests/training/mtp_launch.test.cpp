@@ -52,6 +52,23 @@ TEST_CASE("multi-token prediction under TP2 with sequence parallelism x DP2 and 
   }
 }
 
+TEST_CASE("multi-token prediction with --calculate-per-token-loss under PP2 and DP2 logs the one-process losses") {
+  const std::string flags = model_flags() + " --calculate-per-token-loss";
+  const auto alone = launch(1, flags);
+  const auto one = parse_losses(alone.out);
+  REQUIRE(one.train.size() == 6);
+  CHECK(one.train != parse_losses(launch(1, model_flags()).out).train);  // per-token scaling moves training
+  for (const auto& [ranks, layout] : std::vector<std::pair<int, std::string>>{
+           {2, "--pipeline-model-parallel-size 2"}, {2, "--use-distributed-optimizer"}}) {
+    INFO(layout);
+    const auto spread = launch(ranks, flags + " " + layout);
+    const auto got = parse_losses(spread.out);
+    REQUIRE(got.train.size() == 6);
+    check_same(got.train, one.train, ("per-token lm loss, " + layout).c_str(), ranks);
+    check_depth_losses(alone.out, spread.out, layout, ranks);
+  }
+}
+
 TEST_CASE("a multi-token prediction checkpoint resumes bit for bit and a TP2 one resumes under PP2") {
   const auto whole = iteration_lines(launch(1, model_flags()).out);
   REQUIRE(whole.size() == 6);
