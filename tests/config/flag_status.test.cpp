@@ -262,7 +262,11 @@ TEST_CASE("multi-token prediction is implemented and its unbuilt combinations ar
     words.insert(words.end(), {"--num-experts", "4", "--disable-bias-linear"});
     CHECK(check_support(parse_command_line(words, "pretrain_gpt").args).errors.empty());
   }
-  refused({"--calculate-per-token-loss"}, "--calculate-per-token-loss");
+  {  // per-token loss is built: each depth's sum
+    auto words = mtp;
+    words.insert(words.end(), {"--calculate-per-token-loss"});
+    CHECK(check_support(parse_command_line(words, "pretrain_gpt").args).errors.empty());
+  }
   refused({"--bf16", "--fp32-residual-connection"}, "--fp32-residual-connection");
   // Untied embeddings are built on one stage and over stages (the last holds a copy of the table).
   auto untied = mtp;
