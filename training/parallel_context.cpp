@@ -154,7 +154,8 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   global_aux_loss_ = a.moe.num_experts && config::names_load_balancing_type(a, "global_aux_loss");
   if (global_aux_loss_ || a.transformer_engine.fp8) {
     const auto g = groups_.tp_dp_cp_group();
-    if (g.ranks.size() > 1) tp_dp_cp_group_ = std::make_unique<owning_group>(make(g, "tensor, data and context parallel"));
+    if (g.ranks.size() > 1)
+      tp_dp_cp_group_ = std::make_unique<owning_group>(make(g, "tensor, data and context parallel"));
   }
   if (a.moe.num_experts) {
     const auto ep = groups_.ep_group();
