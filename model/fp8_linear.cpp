@@ -98,8 +98,11 @@ void fp8_linear::forward(tensor::const_tensor_view x, tensor::const_tensor_view 
   if (forwards_.size() > max_records) forwards_.pop_front();
   input_.record(kernels::amax(elements(x, 0, std::int64_t(rows) * in)));
   if (!primary_bytes_) weight_.record(kernels::amax(w));
+  forward_recorded_ = true;
+  if (deferred_) return;
   input_.update();
   weight_.update();
+  forward_recorded_ = false;
 }
 
 void fp8_linear::backward(tensor::const_tensor_view dy, tensor::const_tensor_view x,
@@ -126,7 +129,35 @@ void fp8_linear::backward(tensor::const_tensor_view dy, tensor::const_tensor_vie
   kernels::linear_backward_input(dyq, wq, dx, rows, in, out);
   if (!delayed) return;
   grad_output_.record(kernels::amax(elements(dy, 0, std::int64_t(rows) * out)));
+  backward_recorded_ = true;
+  if (deferred_) return;
   grad_output_.update();
+  backward_recorded_ = false;
+}
+
+void fp8_linear::amax_of(pass p, std::vector<float>& out) const {
+  // A recorded amax is never negative (fmax passes over NaN from 0), so -1 marks "none".
+  if (p == pass::forward) {
+    out.push_back(forward_recorded_ ? input_.history()[0] : -1.0f);
+    out.push_back(forward_recorded_ ? weight_.history()[0] : -1.0f);
+  } else {
+    out.push_back(backward_recorded_ ? grad_output_.history()[0] : -1.0f);
+  }
+}
+
+const float* fp8_linear::update_from(pass p, const float* amaxes) {
+  auto apply = [](delayed_scaling& s, float amax) {
+    if (amax >= 0.0f) s.update_with(amax);
+  };
+  if (p == pass::forward) {
+    apply(input_, amaxes[0]);
+    apply(weight_, amaxes[1]);
+    forward_recorded_ = false;
+    return amaxes + 2;
+  }
+  apply(grad_output_, amaxes[0]);
+  backward_recorded_ = false;
+  return amaxes + 1;
 }
 
 }  // namespace mactor::model

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <vector>
 
 #include "model/fp8_recipe.hpp"
 #include "model/gpt_model_config.hpp"
@@ -23,15 +24,17 @@ class fp8_linear {
   explicit fp8_linear(const fp8_settings& settings);
 
   /// y[rows, out] = q(x)[rows, in] q(W)[out, in]^T. The delayed recipe quantizes with the
-  /// scales its histories gave, records x's and W's amax and then updates (TE updates at the
-  /// end of each fp8_autocast forward; one linear runs once per forward, so this is the same).
+  /// scales its histories gave and records x's and W's amax; it updates the scales at once, or,
+  /// after defer_updates(), leaves that to its region's amax step (TE updates at the end of each
+  /// fp8_autocast forward, model/fp8_amax_reduction.hpp).
   /// A forward of an input it has already seen and not yet back-propagated (a recomputed
   /// forward) reuses that forward's scales and records nothing, as TE's recompute does.
   void forward(tensor::const_tensor_view x, tensor::const_tensor_view w, tensor::tensor_view y,
                int rows, int in, int out);
   /// dW += q(dy)^T q(x) (in the model's precision under --no-fp8-wgrad with the delayed recipe)
   /// and dx = q(dy) q(W), x and W quantized as in x's forward; then the delayed recipe's
-  /// gradient history is updated (TE: at the end of the region's backward).
+  /// gradient history is updated (after defer_updates(): by the region's amax step, as TE does
+  /// at the end of the region's backward).
   void backward(tensor::const_tensor_view dy, tensor::const_tensor_view x,
                 tensor::const_tensor_view w, tensor::tensor_view dw, tensor::tensor_view dx,
                 int rows, int in, int out);
@@ -47,6 +50,20 @@ class fp8_linear {
   /// The weight's delayed scaling, for the cast of the main parameters to fp8 (its scale, and
   /// the amax it records).
   delayed_scaling& weight_scaling_state() { return weight_; }
+
+  /// The passes of the delayed recipe's amax step: the forward's operands (input, weight) or the
+  /// backward's (grad_output).
+  enum class pass { forward, backward };
+  /// Leaves the delayed recipe's scale updates to amax_of/update_from (the linear's region
+  /// reduces its amaxes over the amax group first); without it each pass updates at once.
+  void defer_updates() { deferred_ = true; }
+  /// Appends the newest amax of each of the pass's operands (forward: input, weight; backward:
+  /// grad_output) that a pass recorded since the last update, or -1 for each when none did (a
+  /// recomputed forward, a layer that did not run), so every rank appends as many.
+  void amax_of(pass p, std::vector<float>& out) const;
+  /// Takes as many entries as amax_of appended: a non-negative one (some rank of the group
+  /// recorded) becomes the newest amax of its operand and updates its scale; -1 changes nothing.
+  const float* update_from(pass p, const float* amaxes);
 
   /// Frees the fp32 scratch of the rounded operands (the scales and histories stay).
   void release() { x_ = tensor::tensor(), w_ = tensor::tensor(), dy_ = tensor::tensor(); }
@@ -70,6 +87,8 @@ class fp8_linear {
   const std::uint8_t* primary_bytes_ = nullptr;  // --fp8-param-gather: the fp8 weight, or null
   const float* primary_scale_inv_ = nullptr;
   delayed_scaling input_, weight_, grad_output_;
+  bool deferred_ = false;
+  bool forward_recorded_ = false, backward_recorded_ = false;  // since the last update
   std::deque<forward_record> forwards_;  // delayed: the scales of forwards awaiting backward
   tensor::tensor x_, w_, dy_;             // fp32 scratch: the rounded operands
 };

@@ -40,6 +40,11 @@ void delayed_scaling::update() {
   history_[0] = 0.0f;
 }
 
+void delayed_scaling::update_with(float amax) {
+  history_[0] = amax;
+  update();
+}
+
 void round_through_recipe(tensor::tensor_view out, tensor::const_tensor_view x, int rows, int cols,
                           fp8_recipe recipe, kernels::fp8_type type, gemm_operand operand,
                           gemm_usage usage, float scale, float scale_inv) {

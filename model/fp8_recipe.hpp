@@ -56,6 +56,8 @@ class delayed_scaling {
   const std::vector<float>& history() const { return history_; }
   void record(float amax);
   void update();
+  /// history[0] = amax (the amax group's maximum of it), then update().
+  void update_with(float amax);
 
  private:
   std::vector<float> history_;

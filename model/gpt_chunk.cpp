@@ -67,6 +67,7 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
     store_.set_expert_split(config_.moe.expert_tensor_parallel_rank, etp);
   store_.allocate(config_.seed, tp.rank(), tp.size());
   for (const auto& l : layers_) l.initialize(store_, config_.seed, tp.rank());
+  amax_ = std::make_unique<fp8_amax_reduction>(store_.fp8_linears());
 }
 
 std::size_t gpt_chunk::activation_numel(int micro_batch_size) const {
@@ -261,6 +262,7 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
   } else if (output.data) {
     kernels::copy(elements(output, 0, n), stream_.back());
   }
+  amax_->after(fp8_linear::pass::forward);
   if (keep) {
     // Moving the vectors keeps their buffers, which the embedding's backward still points into.
     slots_.emplace(slot, std::move(s));
@@ -313,6 +315,7 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
   } else if (grad_input.data) {
     kernels::copy(elements(grad_input, 0, n), grad);
   }
+  amax_->after(fp8_linear::pass::backward);
   slots_.erase(it);
   resident_ = -1;
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "model/decoder_layer.hpp"
+#include "model/fp8_amax_reduction.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/language_model_embedding.hpp"
@@ -168,6 +169,10 @@ class gpt_chunk {
     std::fill(mtp_tracker_.begin(), mtp_tracker_.end(), 0.0);
     return out;
   }
+  /// The delayed fp8 recipe's amax reduction group (model/fp8_amax_reduction.hpp): each
+  /// forward and backward of this chunk ends with its linears' amaxes all-reduced (MAX) over it
+  /// before their scales update; null (the default) keeps them to this rank.
+  void set_amax_group(group* g) { amax_->set_group(g); }
   /// The id of the word-embedding parameter (this chunk's own or its tied copy), or -1.
   int word_embeddings_id() const { return word_embeddings_; }
 
@@ -208,6 +213,7 @@ class gpt_chunk {
   bool mtp_per_token_ = false;
   std::vector<double> mtp_tracker_;
   int word_embeddings_ = -1;
+  std::unique_ptr<fp8_amax_reduction> amax_;  // the chunk is TE's fp8_autocast region
   std::unordered_map<int, saved> slots_;
   int resident_ = -1;  // the slot whose activations the layers hold now
   // The residual stream entering each layer (and leaving the last), the final norm's output.

@@ -1,9 +1,11 @@
 // The tensor collectives of a group: dtype and size checks, then the typed collective.
 #include "model/group.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/convert.hpp"
 #include "kernels/dispatch.hpp"
@@ -47,6 +49,14 @@ void group::all_reduce_sum(tensor::tensor_view data) {
     auto elements = data.host<T>();
     all_reduce_sum(elements.data(), elements.size());
   });
+}
+
+void group::all_reduce_max(float* data, std::size_t n) {
+  if (size() == 1 || n == 0) return;
+  std::vector<float> all(n * std::size_t(size()));
+  all_gather(data, all.data(), n);
+  for (int r = 0; r < size(); ++r)
+    for (std::size_t i = 0; i < n; ++i) data[i] = std::fmax(data[i], all[std::size_t(r) * n + i]);
 }
 
 void group::all_gather(tensor::const_tensor_view in, tensor::tensor_view out) {

@@ -24,6 +24,10 @@ class group {
   /// out = this rank's block of the sum over ranks of in (in holds size() * out.numel()).
   void reduce_scatter_sum(tensor::const_tensor_view in, tensor::tensor_view out);
 
+  /// data[n] = the largest over ranks of data[n], in place (std::fmax: a NaN is passed over):
+  /// an all-gather, then the maximum. Transformer Engine's amax all-reduce (ReduceOp.MAX).
+  void all_reduce_max(float* data, std::size_t n);
+
   /// data[n] = sum over ranks of data[n], in place.
   virtual void all_reduce_sum(float* data, std::size_t n) = 0;
   virtual void all_reduce_sum(double* data, std::size_t n) = 0;

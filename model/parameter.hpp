@@ -131,6 +131,10 @@ class parameter_store {
   /// Where the layers' backward hands its weight-gradient work: run at once, or kept for a
   /// zero-bubble schedule's W pass (model/deferred_weight_grads.hpp).
   deferred_weight_grads& weight_grads() { return weight_grads_; }
+  /// The fp8 linears of the layers built on this store, in the order they were built (the same
+  /// on every rank of a pipeline stage): the delayed recipe's amax step reduces them together.
+  void add_fp8_linear(fp8_linear* l) { fp8_linears_.push_back(l); }
+  const std::vector<fp8_linear*>& fp8_linears() const { return fp8_linears_; }
 
  private:
   struct init_spec {
@@ -152,6 +156,7 @@ class parameter_store {
   // The data plane all-reduces the gradients and all-gathers the values (huge pages).
   tensor::tensor values_, grads_;
   deferred_weight_grads weight_grads_;
+  std::vector<fp8_linear*> fp8_linears_;
 };
 
 /// Local shape of a full [rows, cols] (or [n]) tensor under split.

@@ -150,9 +150,12 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   dp_ = make(groups_.dp_cp_group(), groups_.cp() > 1 ? "data-parallel (with context-parallel)" : "data-parallel");
   if (groups_.tp() > 1 && groups_.cp() > 1)
     tp_cp_group_ = std::make_unique<owning_group>(make(groups_.tp_cp_group(), "tensor and context parallel"));
-  if (a.moe.num_experts && config::names_load_balancing_type(a, "global_aux_loss")) {
+  // One communicator for both uses of the tp_dp_cp group (the same ranks and group id).
+  global_aux_loss_ = a.moe.num_experts && config::names_load_balancing_type(a, "global_aux_loss");
+  if (global_aux_loss_ || a.transformer_engine.fp8) {
     const auto g = groups_.tp_dp_cp_group();
-    if (g.ranks.size() > 1) global_batch_group_ = std::make_unique<owning_group>(make(g, "tensor, data and context parallel"));
+    if (g.ranks.size() > 1)
+      tp_dp_cp_group_ = std::make_unique<owning_group>(make(g, "tensor, data and context parallel"));
   }
   if (a.moe.num_experts) {
     const auto ep = groups_.ep_group();
@@ -232,7 +235,7 @@ parallel_context::~parallel_context() {
   cp_group_.reset();
   tp_cp_group_.reset();
   etp_group_.reset();
-  global_batch_group_.reset();
+  tp_dp_cp_group_.reset();
   ep_group_.reset();
   dp_.reset(), ep_.reset(), expert_dp_.reset(), intra_.reset(), expert_intra_.reset(), instances_.reset(), mp_.reset(), embedding_.reset(), world_.reset();
   transport_.reset();

@@ -54,7 +54,12 @@ class parallel_context {
   model::group* expert_tensor_parallel_group() { return etp_group_.get(); }
   /// Megatron's tp_dp_cp group as the model takes it, made for --moe-router-load-balancing-type
   /// global_aux_loss (null otherwise, or when this stage has one rank).
-  model::group* global_batch_group() { return global_batch_group_.get(); }
+  model::group* global_batch_group() { return global_aux_loss_ ? tp_dp_cp_group_.get() : nullptr; }
+  /// Megatron's get_amax_reduction_group(with_context_parallel=True) as the model takes it, made
+  /// under fp8: the tp_dp_cp group, over which the delayed recipe's amaxes are max-reduced (null
+  /// when this stage has one rank). Megatron's tp_only_amax_red (the tp_cp group instead) is a
+  /// TransformerConfig field no pretrain_gpt flag sets, so it is always false here.
+  model::group* amax_reduction_group() { return tp_dp_cp_group_.get(); }
   int expert_tp_rank() const { return expert_tp_rank_; }
   /// The expert-parallel group as the model takes it (the MoE token all-to-all).
   model::group& expert_parallel_group() { return *ep_group_; }
@@ -104,7 +109,8 @@ class parallel_context {
   int local_rank_ = 0;
   std::unique_ptr<comm::transport> transport_;
   std::unique_ptr<comm::communicator> dp_, ep_, expert_dp_, intra_, expert_intra_, instances_, mp_, embedding_, world_;
-  std::unique_ptr<model::group> tp_group_, cp_group_, tp_cp_group_, ep_group_, etp_group_, global_batch_group_;
+  std::unique_ptr<model::group> tp_group_, cp_group_, tp_cp_group_, ep_group_, etp_group_, tp_dp_cp_group_;
+  bool global_aux_loss_ = false;
   int ep_rank_ = 0, expert_dp_rank_ = 0, expert_tp_rank_ = 0;
   int optimizer_instance_ = 0;
   std::vector<const comm::watched_communicator*> watched_;

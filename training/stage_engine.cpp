@@ -48,6 +48,7 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
     chunks_.emplace_back(config, traced_tp_ ? static_cast<model::group&>(*traced_tp_) : ctx.tensor_parallel(), l,
                          &ctx.context_parallel(), model::moe_groups{&ctx.expert_parallel_group(), ctx.sequence_shards(), ctx.expert_tensor_parallel_group(),
                                            ctx.global_batch_group()});
+  for (auto& chunk : chunks_) chunk.set_amax_group(ctx.amax_reduction_group());
   std::int64_t rank_parameters = 0;
   for (auto& chunk : chunks_)
     for (const auto& p : chunk.parameters()) rank_parameters += static_cast<std::int64_t>(p.numel);
