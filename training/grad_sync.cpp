@@ -10,33 +10,11 @@
 
 #include "kernels/convert.hpp"
 #include "kernels/tensor_ops.hpp"
+#include "training/half_precision_collectives.hpp"
 
 namespace mactor::training {
 namespace {
 constexpr int post_everything = std::numeric_limits<int>::min();
-
-// The data plane reduces fp32 and fp64: a bf16 gradient buffer (--grad-reduce-in-bf16) is
-// widened, summed in fp32 and rounded back to bf16 once.
-tensor::tensor wide_copy(tensor::const_tensor_view v) {
-  tensor::tensor wide({v.numel()}, tensor::dtype::float32, tensor::memory_kind::communication);
-  kernels::convert(wide, v);
-  return wide;
-}
-
-void all_reduce_in(comm::communicator& group, tensor::tensor_view data) {
-  if (!tensor::is_half_precision(data.type)) return group.all_reduce(data);
-  auto wide = wide_copy(data);
-  group.all_reduce(wide.view());
-  kernels::convert(data, wide);
-}
-
-void reduce_scatter_in(comm::communicator& group, tensor::const_tensor_view in, tensor::tensor_view out) {
-  if (!tensor::is_half_precision(out.type)) return group.reduce_scatter(in, out);
-  auto wide_in = wide_copy(in);
-  tensor::tensor wide_out({out.numel()}, tensor::dtype::float32, tensor::memory_kind::communication);
-  group.reduce_scatter(wide_in.view(), wide_out.view());
-  kernels::convert(out, wide_out);
-}
 }  // namespace
 
 grad_sync::grad_sync(std::vector<synced_chunk> chunks, grad_sync_options options, comm::communicator* data_parallel,
@@ -103,76 +81,6 @@ void grad_sync::build_shards() {
 
 grad_sync::shard* grad_sync::shard_of(std::size_t chunk) {
   return shards_.empty() ? nullptr : &shards_[chunk];
-}
-
-const grad_sync::region& grad_sync::fsdp_region(std::size_t chunk) const {
-  const region* found = nullptr;
-  for (const auto& r : regions_)
-    if (r.chunk == chunk) {
-      if (found) throw std::logic_error("FSDP shards a chunk with expert-parallel experts");
-      found = &r;
-    }
-  if (!found || shards_.empty() || !found->shard_group) throw std::logic_error("FSDP needs a sharded chunk");
-  return *found;
-}
-
-grad_sync::padded_slice grad_sync::slice_of(std::size_t chunk) const {
-  const auto& r = fsdp_region(chunk);
-  return {r.lo, r.hi, r.padded};
-}
-
-void grad_sync::gather_values(std::size_t chunk, tensor::const_tensor_view shard, tensor::tensor_view full) {
-  const auto& r = fsdp_region(chunk);
-  const trace_recorder::scope traced(*trace_, "fsdp params all-gather", "grad_sync",
-                                     {{"chunk", static_cast<std::int64_t>(chunk)},
-                                      {"bytes", static_cast<std::int64_t>(full.nbytes())},
-                                      {"group_size", r.shard_group->size()}});
-  r.shard_group->all_gather(shard, full);
-  param_gather_bytes_ += full.nbytes();
-}
-
-std::size_t grad_sync::full_length(std::size_t chunk) const {
-  std::size_t length = 0;
-  for (const auto& r : regions_)
-    if (r.chunk == chunk) length = std::max(length, r.begin + r.padded);
-  if (length == 0 || shards_.empty()) throw std::logic_error("FSDP needs a sharded chunk");
-  return length;
-}
-
-void grad_sync::reduce_into_shard(std::size_t chunk, tensor::tensor_view full) {
-  if (!options_.sum_over_replicas && data_parallel_) kernels::scale(full, 1.0 / data_parallel_->size());
-  for (const auto& r : regions_)
-    if (r.chunk == chunk) reduce_region_into_shard(r, full);
-}
-
-void grad_sync::reduce_region_into_shard(const region& r, tensor::tensor_view full) {
-  const auto lo = static_cast<std::int64_t>(r.begin), numel = static_cast<std::int64_t>(r.end - r.begin);
-  auto mine = shards_[r.chunk].grads.view().rows(static_cast<std::int64_t>(r.at), static_cast<std::int64_t>(r.at + r.hi - r.lo));
-  if (!r.shard_group) {  // one rank holds these (experts with no expert-data-parallel replica)
-    kernels::add(mine, full.rows(lo, lo + numel));
-    return;
-  }
-  const trace_recorder::scope traced(*trace_, "fsdp grads reduce-scatter", "grad_sync",
-                                     {{"chunk", static_cast<std::int64_t>(r.chunk)},
-                                      {"bytes", numel * static_cast<std::int64_t>(tensor::size_of(full.type))},
-                                      {"group_size", r.shard_group->size()}});
-  // In place where the region's padding lies past the chunk's end, else from a padded copy.
-  const auto padded = static_cast<std::int64_t>(r.padded);
-  tensor::tensor copy;
-  auto in = full.rows(lo, std::min<std::int64_t>(lo + padded, full.numel()));
-  if (lo + padded > static_cast<std::int64_t>(r.end) && r.end < static_cast<std::size_t>(chunks_[r.chunk].grads.numel())) {
-    copy = tensor::tensor({padded}, full.type, tensor::memory_kind::communication);
-    copy.zero();
-    kernels::copy(copy.view().rows(0, numel), full.rows(lo, lo + numel));
-    in = copy.view();
-  }
-  tensor::tensor part({static_cast<std::int64_t>(r.hi - r.lo)}, mine.type, tensor::memory_kind::communication);
-  reduce_scatter_in(*r.shard_group, in, part.view());
-  kernels::add(mine, part.view());
-}
-
-void grad_sync::zero_shard_grads() {
-  for (auto& s : shards_) s.grads.zero();
 }
 
 void grad_sync::build_buckets(std::int64_t bucket_size) {
