@@ -9,6 +9,7 @@
 
 #include "config/data_parallel_sharding.hpp"
 #include "config/pipeline_split.hpp"
+#include "simulate/hybrid_layers.hpp"
 #include "simulate/layer_kinds.hpp"
 #include "training/flops.hpp"
 
@@ -90,7 +91,19 @@ std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
   };
   const bool fsdp_shards = config::sharding_plan_of(a).strategy >= config::dp_sharding::optim_grads;
   refuse(fsdp_shards && a.moe.num_experts.has_value(), "FSDP's sharded gradients with --num-experts");
-  refuse(a.experimental.is_hybrid_model || a.experimental.hybrid_override_pattern.has_value(), "--hybrid-override-pattern");
+  refuse(!is_hybrid(a) && a.experimental.hybrid_override_pattern.has_value(),
+         "--hybrid-override-pattern without --is-hybrid-model (Megatron's FLOPs formula would count a dense model)");
+  if (is_hybrid(a)) {
+    const auto& d = a.distributed;
+    refuse(d.context_parallel_size > 1, "--context-parallel-size above 1 with a hybrid model");
+    refuse(a.moe.num_experts.has_value(), "--num-experts with a hybrid model");
+    refuse(a.network_size.multi_latent_attention, "--multi-latent-attention with a hybrid model");
+    refuse(a.network_size.mtp_num_layers.value_or(0) > 0, "--mtp-num-layers with a hybrid model");
+    refuse(a.derived.virtual_pipeline_model_parallel_size.value_or(1) > 1, "virtual pipeline stages with a hybrid model");
+    refuse(d.decoder_first_pipeline_num_layers || d.decoder_last_pipeline_num_layers || d.pipeline_model_parallel_layout ||
+               d.account_for_embedding_in_pipeline_split || d.account_for_loss_in_pipeline_split,
+           "an uneven pipeline split with a hybrid model");
+  }
   refuse(a.distributed.cp_comm_type.size() != 1 || a.distributed.cp_comm_type.front() != "p2p", "--cp-comm-type other than p2p");
   return out;
 }
@@ -105,15 +118,23 @@ struct layer_time {
   double forward() const { return compute + tp + cp_forward + ep; }
 };
 
-layer_time time_of_layer(const config::megatron_args& a, const system_spec& system, double forward_flops, bool moe,
-                         double rate) {
+// What kind of block a layer is, for its collectives: `tp_share` of a transformer layer's
+// tensor-parallel collectives, and whether it has an attention core.
+struct layer_shape {
+  bool moe = false;
+  double tp_share = 1;
+  bool attention = true;
+};
+
+layer_time time_of_layer(const config::megatron_args& a, const system_spec& system, double forward_flops,
+                         layer_shape shape, double rate) {
   const dims d = dims_of(a);
   const double shards = static_cast<double>(d.tp) * d.cp;
+  const bool moe = shape.moe;
   layer_time t;
   t.compute = forward_flops / shards / rate;
-  t.core_attention = core_attention_flops(a) / shards / rate;
-  // A MoE layer's MLP has no tensor-parallel collective of its own: the attention's half stays.
-  const double tp = d.tp > 1 ? tp_seconds_per_layer(d, system) * (moe ? 0.5 : 1.0) : 0;
+  t.core_attention = shape.attention ? core_attention_flops(a) / shards / rate : 0;
+  const double tp = d.tp > 1 ? tp_seconds_per_layer(d, system) * shape.tp_share : 0;
   t.tp = a.training.tp_comm_overlap ? std::max(0.0, tp - (t.compute - t.core_attention)) : tp;
   t.cp_forward = cp_exposed_forward(d, system, t.core_attention);
   t.cp_backward = 2 * t.cp_forward;  // K,V and their gradients
@@ -144,13 +165,11 @@ double moe_layer_activation_bytes(const config::megatron_args& a) {
   return layer_activation_bytes(shared, false) + moe_mlp_activation_bytes(a);
 }
 
-void add_memory(chunk_cost& c, const config::megatron_args& a, const config::pipeline_stage_span& span, int moe,
+// `layer_bytes`: what the span's decoder layers keep when none is recomputed, summed.
+void add_memory(chunk_cost& c, const config::megatron_args& a, const config::pipeline_stage_span& span, double layer_bytes,
                 int mtp, int recomputed, std::int64_t padded_vocab) {
   const dims d = dims_of(a);
-  const int dense = span.layers() - moe;
-  const double per_layer = span.layers() ? (dense * layer_activation_bytes(a, false) + moe * moe_layer_activation_bytes(a)) /
-                                               span.layers()
-                                         : 0;
+  const double per_layer = span.layers() ? layer_bytes / span.layers() : 0;
   const double mtp_layer = mtp_depth_is_moe(a) ? moe_layer_activation_bytes(a) : layer_activation_bytes(a, false);
   const int stored_full = span.layers() - recomputed;
   const bool uniform = a.training.recompute_method != "block";
@@ -163,24 +182,61 @@ void add_memory(chunk_cost& c, const config::megatron_args& a, const config::pip
   c.backward_transient_bytes = regrouped * per_layer + (span.loss ? logits * (1 + mtp) : 0);
 }
 
+// The parameters and the (unrecomputed) activation bytes of a chunk's decoder layers, summed.
+struct layer_totals {
+  double parameters = 0, activation_bytes = 0;
+};
+
+// A hybrid model's layers: each one block (half a transformer layer's tensor-parallel
+// collectives), the attention core only in the attention layers.
+layer_totals add_hybrid_layers(chunk_cost& c, const config::megatron_args& a, const system_spec& system,
+                               const config::pipeline_stage_span& span, double rate, double share,
+                               std::int64_t padded_vocab) {
+  const bool selective = a.training.recompute_granularity == "selective";
+  const hybrid_kind_flops f = split_hybrid_flops(a, padded_vocab);
+  const hybrid_layer_counts n = hybrid_layers_in(a, span.layer_begin, span.layer_end);
+  add_layers(c, time_of_layer(a, system, f.mamba, {false, 0.5, false}, rate), n.mamba, share, selective);
+  add_layers(c, time_of_layer(a, system, f.attention, {false, 0.5, true}, rate), n.attention, share, selective);
+  add_layers(c, time_of_layer(a, system, f.mlp, {false, 0.5, false}, rate), n.mlp, share, selective);
+  return {n.mamba * mamba_layer_parameters(a) + n.attention * attention_only_layer_parameters(a) +
+              n.mlp * mlp_only_layer_parameters(a),
+          n.mamba * mamba_activation_bytes(a) + n.attention * attention_only_activation_bytes(a) +
+              n.mlp * mlp_only_activation_bytes(a)};
+}
+
+// Dense and MoE layers (from --moe-layer-freq), then the MTP depths on the last stage.
+layer_totals add_transformer_layers(chunk_cost& c, const config::megatron_args& a, const system_spec& system,
+                                    const layer_kind_flops& flops, const config::pipeline_stage_span& span, int mtp,
+                                    double rate, double share) {
+  const bool selective = a.training.recompute_granularity == "selective";
+  const int moe = moe_layers_in(a, span.layer_begin, span.layer_end);
+  const int dense = span.layers() - moe;
+  // A MoE layer's MLP has no tensor-parallel collective of its own: the attention's half stays.
+  const layer_shape moe_shape{true, 0.5, true};
+  add_layers(c, time_of_layer(a, system, flops.dense_layer, {}, rate), dense, share, selective);
+  if (moe) add_layers(c, time_of_layer(a, system, flops.moe_layer, moe_shape, rate), moe, share, selective);
+  if (mtp)
+    add_layers(c, time_of_layer(a, system, flops.mtp_depth, mtp_depth_is_moe(a) ? moe_shape : layer_shape{}, rate), mtp,
+               0, selective);
+  return {dense * dense_layer_parameters(a) + moe * moe_layer_parameters(a),
+          dense * layer_activation_bytes(a, false) + moe * moe_layer_activation_bytes(a)};
+}
+
 chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, const layer_kind_flops& flops,
                     const config::pipeline_stage_span& span, double peak, std::int64_t padded_vocab) {
   const dims d = dims_of(a);
   const double rate = peak * system.compute_efficiency;
   const int moe = moe_layers_in(a, span.layer_begin, span.layer_end);
-  const int dense = span.layers() - moe;
   const int mtp = span.loss ? static_cast<int>(a.network_size.mtp_num_layers.value_or(0)) : 0;
   const int recomputed = recomputed_layers(a, span.layers());
   const double share = span.layers() ? static_cast<double>(recomputed) / span.layers() : 0;
-  const bool selective = a.training.recompute_granularity == "selective";
 
   chunk_cost c;
   c.layers = span.layers();
   c.embedding = span.embedding;
   c.loss = span.loss;
-  add_layers(c, time_of_layer(a, system, flops.dense_layer, false, rate), dense, share, selective);
-  if (moe) add_layers(c, time_of_layer(a, system, flops.moe_layer, true, rate), moe, share, selective);
-  if (mtp) add_layers(c, time_of_layer(a, system, flops.mtp_depth, mtp_depth_is_moe(a), rate), mtp, 0, selective);
+  const layer_totals layers = is_hybrid(a) ? add_hybrid_layers(c, a, system, span, rate, share, padded_vocab)
+                                           : add_transformer_layers(c, a, system, flops, span, mtp, rate, share);
   const double logits_f = span.loss ? flops.logits / (static_cast<double>(d.tp) * d.cp) / rate : 0;
   c.forward_s += logits_f;
   c.backward_s += 2 * logits_f;
@@ -191,11 +247,10 @@ chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, c
   const bool output_copy = span.loss && (a.network_size.untie_embeddings_and_output_weights || d.pp > 1 || !span.embedding);
   const bool mtp_embedding = mtp && !span.embedding && a.network_size.untie_embeddings_and_output_weights;
   const double mtp_layer = mtp_depth_is_moe(a) ? moe_layer_parameters(a) : dense_layer_parameters(a);
-  c.parameters = dense * dense_layer_parameters(a) + moe * moe_layer_parameters(a) +
-                 mtp * (mtp_layer + (3 * d.h + 2 * d.h * d.h) / d.tp) + (span.embedding || mtp_embedding ? vocab_params : 0) +
+  c.parameters = layers.parameters + mtp * (mtp_layer + (3 * d.h + 2 * d.h * d.h) / d.tp) + (span.embedding || mtp_embedding ? vocab_params : 0) +
                  (output_copy ? vocab_params : 0) + (span.loss ? 2 * d.h / d.tp : 0);
   c.expert_parameters = (moe + (mtp_depth_is_moe(a) ? mtp : 0)) * local_expert_parameters(a);
-  add_memory(c, a, span, moe, mtp, recomputed, padded_vocab);
+  add_memory(c, a, span, layers.activation_bytes, mtp, recomputed, padded_vocab);
   return c;
 }
 
@@ -262,7 +317,11 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
   m.virtual_stages = static_cast<int>(a.derived.virtual_pipeline_model_parallel_size.value_or(1));
   m.padded_vocab_size = padded_vocab;
   m.peak_flops = d.act_bytes == 2 ? system.peak_flops_bf16 : system.peak_flops_fp32;
-  const layer_kind_flops flops = split_layer_flops(a, padded_vocab);
+  layer_kind_flops flops;
+  if (is_hybrid(a))
+    flops.logits = split_hybrid_flops(a, padded_vocab).logits;
+  else
+    flops = split_layer_flops(a, padded_vocab);
   const auto split = config::split_pipeline_layers(config::pipeline_split_settings::of(a));
   const bool distributed_optimizer = config::shards_optimizer(a);
   const int microbatches = static_cast<int>(a.training.global_batch_size.value_or(1) /

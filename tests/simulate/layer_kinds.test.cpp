@@ -3,7 +3,8 @@
 // on every layout, a one-expert MoE costs what the dense layer costs (plus its router and the
 // routed copy of its input), the expert exchange is two all-to-alls each way of topk x tokens x
 // hidden per rank by the alpha-beta formula, and the experts' optimizer state shards over the
-// expert-data-parallel group only.
+// expert-data-parallel group only. Hybrid Mamba layers: the same sum, and each kind's parameters
+// and activations against a hand count.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "config/resolve.hpp"
+#include "simulate/cost_model.hpp"
+#include "simulate/hybrid_layers.hpp"
 #include "simulate/simulation.hpp"
 #include "simulate/system_spec.hpp"
 
@@ -23,6 +26,12 @@ const std::vector<std::string> base_flags = {
     "--max-position-embeddings", "256", "--micro-batch-size", "2", "--global-batch-size", "32", "--vocab-size", "32000",
     "--bf16", "--train-iters", "1", "--lr", "1e-4", "--swiglu", "--disable-bias-linear", "--ffn-hidden-size", "1024",
     "--position-embedding-type", "rope"};
+
+// 8 layers: 4 Mamba (16 heads of 64, 8 groups of state 128), 2 attention-only, 2 MLP-only.
+const std::vector<std::string> hybrid = {"--is-hybrid-model", "--hybrid-override-pattern", "M*M-M*M-", "--normalization",
+                                         "RMSNorm"};
+const std::vector<std::string> hybrid_ratios = {"--is-hybrid-model", "--hybrid-attention-ratio", "0.25",
+                                                "--hybrid-mlp-ratio", "0.25"};
 
 const std::vector<std::string> moe_flags = {"--num-experts", "8", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "256",
                                             "--moe-layer-freq", "([0]+[1]*7)", "--moe-shared-expert-intermediate-size",
@@ -44,7 +53,7 @@ double replicas(const mactor::config::megatron_args& a) {
 
 }  // namespace
 
-TEST_CASE("MoE, MLA and MTP layers add up to Megatron's model FLOPs at the peak rate on every layout") {
+TEST_CASE("MoE, MLA, MTP and hybrid Mamba layers add up to Megatron's model FLOPs at the peak rate on every layout") {
   const double peak = 1e15;
   const std::vector<std::string> mla = {"--multi-latent-attention", "--q-lora-rank", "128", "--kv-lora-rank", "64",
                                         "--qk-head-dim", "32", "--qk-pos-emb-head-dim", "16", "--v-head-dim", "32"};
@@ -63,7 +72,12 @@ TEST_CASE("MoE, MLA and MTP layers add up to Megatron's model FLOPs at the peak 
                                    "--expert-model-parallel-size", "2"}}, 4},
            {{mla, {"--tensor-model-parallel-size", "2"}}, 2},
            {{mla}, 1},
-           {{mtp}, 1}}) {
+           {{mtp}, 1},
+           {{hybrid}, 1},
+           {{hybrid, {"--tensor-model-parallel-size", "2"}}, 2},
+           {{hybrid, {"--tensor-model-parallel-size", "2", "--sequence-parallel", "--pipeline-model-parallel-size", "2"}}, 4},
+           {{hybrid, {"--pipeline-model-parallel-size", "2"}}, 4},
+           {{hybrid_ratios, {"--pipeline-model-parallel-size", "2"}}, 2}}) {
     const auto a = args_of(l.parts, l.world);
     const auto result = sim::simulate_config(a, sim::ideal_system(peak), false);
     double busy = 0;
@@ -132,4 +146,46 @@ TEST_CASE("the experts' optimizer state shards over the expert-data-parallel gro
   // EP 8: the experts have one replica each, so nothing shards them.
   CHECK(ep1.memory[0].optimizer == Approx((dense + experts) * 12 / 8));
   CHECK(ep8.memory[0].optimizer == Approx(dense * 12 / 8 + experts / 8 * 12));
+}
+
+TEST_CASE("a hybrid model's layer kinds hold the parameters and activations counted by hand") {
+  const auto a = args_of({hybrid, {"--tensor-model-parallel-size", "2", "--sequence-parallel"}}, 2);
+  // h 512, TP2, RMSNorm (512, on every rank). Mamba: 16 heads, d_inner 1024, 8 x 128 group
+  // states, conv channels 1024 + 2048 = 3072, in_proj rows 1024 + 3072 + 16 = 4112.
+  const double in_proj = 512.0 * 4112, conv = 3072.0 * 4 + 3072, per_head = 3 * 16, gated_norm = 1024, out_proj = 1024.0 * 512;
+  CHECK(sim::mamba_layer_parameters(a) == Approx(512 + (in_proj + conv + per_head + gated_norm + out_proj) / 2));
+  CHECK(sim::attention_only_layer_parameters(a) == Approx(512 + 4.0 * 512 * 512 / 2));  // QKV and proj
+  CHECK(sim::mlp_only_layer_parameters(a) == Approx(512 + 3.0 * 512 * 1024 / 2));       // swiglu fc1, fc2
+  // Activations, sequence parallel: s b h = 256 x 2 x 512 bytes-units per Korthikanti.
+  const double sbh = 256.0 * 2 * 512, tokens = 256.0 * 2;
+  CHECK(sim::attention_only_activation_bytes(a) == Approx(13 * sbh / 2));
+  CHECK(sim::mlp_only_activation_bytes(a) == Approx((5 + 4 * 2) * sbh / 2));
+  // Mamba, bf16: input and norm output (512 / 2 each), in_proj out 4112, conv out 3072, scan and
+  // gated-norm outputs 1024 each, / 2.
+  CHECK(sim::mamba_activation_bytes(a) == Approx(tokens * 2 * (512 + (4112 + 3072 + 2048) / 2.0)));
+  // The attention-only and MLP-only layers together keep what one transformer layer keeps.
+  for (const bool sp : {true, false}) {
+    const auto b = args_of({hybrid, {"--tensor-model-parallel-size", "2"}, sp ? std::vector<std::string>{"--sequence-parallel"}
+                                                                               : std::vector<std::string>{}}, 2);
+    CHECK(sim::attention_only_activation_bytes(b) + sim::mlp_only_activation_bytes(b) ==
+          Approx(sim::layer_activation_bytes(b, false)));
+  }
+}
+
+TEST_CASE("a hybrid model's stages count their layers by kind, each one block of tensor-parallel collectives") {
+  const auto a = args_of({hybrid, {"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"}}, 4);
+  const auto result = sim::simulate_config(a, sim::ideal_system(1e15), false);
+  // PP2 splits M*M-M*M- into M*M- and M*M-: each stage 2 Mamba, 1 attention, 1 MLP layer.
+  const double layers = 2 * sim::mamba_layer_parameters(a) + sim::attention_only_layer_parameters(a) +
+                        sim::mlp_only_layer_parameters(a);
+  const double vocab = 32000.0 * 512 / 2;  // padded to a multiple of 128 x 2
+  CHECK(result.costs.chunks[0][0].parameters == Approx(layers + vocab));
+  CHECK(result.costs.chunks[1][0].parameters == Approx(layers + vocab + 2 * 512.0 / 2));  // + final norm
+  // TP collectives on a real system: 4 hybrid blocks per stage cost half what 4 transformer layers do.
+  const auto system = sim::read_system_file(std::string(MACTOR_SOURCE_DIR) + "/simulate/systems/h100_sxm_dgx.json");
+  const auto dense = args_of({{"--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"}}, 4);
+  const double hybrid_tp = sim::simulate_config(a, system, false).costs.chunks[0][0].forward_tp_s;
+  const double dense_tp = sim::simulate_config(dense, system, false).costs.chunks[0][0].forward_tp_s;
+  CHECK(hybrid_tp > 0);
+  CHECK(hybrid_tp == Approx(dense_tp / 2));
 }

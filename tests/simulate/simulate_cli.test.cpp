@@ -48,6 +48,13 @@ TEST_CASE("mactor simulate refuses what it cannot model by the flag's name") {
   const auto r = run_shell(simulate(gpt + "--context-parallel-size 2 --cp-comm-type a2a --world-size 2"));
   CHECK(r.status == 2);
   CHECK(r.err.find("--cp-comm-type other than p2p is not modelled") != std::string::npos);
+  const auto hybrid_cp =
+      run_shell(simulate(gpt + "--is-hybrid-model --hybrid-override-pattern M*M- --context-parallel-size 2 --world-size 2"));
+  CHECK(hybrid_cp.status == 2);
+  CHECK(hybrid_cp.err.find("--context-parallel-size above 1 with a hybrid model is not modelled") != std::string::npos);
+  const auto pattern_only = run_shell(simulate(gpt + "--hybrid-override-pattern M*M-"));
+  CHECK(pattern_only.status == 2);
+  CHECK(pattern_only.err.find("--hybrid-override-pattern without --is-hybrid-model") != std::string::npos);
   const auto no_system = run_shell(mactor::test::mactor_bin() + " simulate " + gpt);
   CHECK(no_system.status == 2);
   CHECK(no_system.err.find("--system") != std::string::npos);
