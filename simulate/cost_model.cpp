@@ -86,25 +86,30 @@ double layer_activation_bytes(const config::megatron_args& a, bool recomputed) {
 
 std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
   std::vector<std::string> out;
-  auto refuse = [&](bool set, const char* flag) {
-    if (set) out.push_back(std::string(flag) + " is not modelled by mactor simulate yet; drop it to simulate the dense equivalent");
+  auto refuse = [&](bool set, const char* what, const char* fix) {
+    if (set) out.push_back(std::string(what) + " is not modelled by mactor simulate yet; " + fix);
   };
   const bool fsdp_shards = config::sharding_plan_of(a).strategy >= config::dp_sharding::optim_grads;
-  refuse(fsdp_shards && a.moe.num_experts.has_value(), "FSDP's sharded gradients with --num-experts");
+  refuse(fsdp_shards && a.moe.num_experts.has_value(), "FSDP's sharded gradients with --num-experts",
+         "simulate --data-parallel-sharding-strategy optim (the distributed optimizer's sharding) instead");
   refuse(!is_hybrid(a) && a.experimental.hybrid_override_pattern.has_value(),
-         "--hybrid-override-pattern without --is-hybrid-model (Megatron's FLOPs formula would count a dense model)");
+         "--hybrid-override-pattern without --is-hybrid-model (Megatron's FLOPs formula would count a dense model)",
+         "add --is-hybrid-model");
   if (is_hybrid(a)) {
     const auto& d = a.distributed;
-    refuse(d.context_parallel_size > 1, "--context-parallel-size above 1 with a hybrid model");
-    refuse(a.moe.num_experts.has_value(), "--num-experts with a hybrid model");
-    refuse(a.network_size.multi_latent_attention, "--multi-latent-attention with a hybrid model");
-    refuse(a.network_size.mtp_num_layers.value_or(0) > 0, "--mtp-num-layers with a hybrid model");
-    refuse(a.derived.virtual_pipeline_model_parallel_size.value_or(1) > 1, "virtual pipeline stages with a hybrid model");
+    refuse(d.context_parallel_size > 1, "--context-parallel-size above 1 with a hybrid model", "use --context-parallel-size 1");
+    refuse(a.moe.num_experts.has_value(), "--num-experts with a hybrid model", "drop --num-experts");
+    refuse(a.network_size.multi_latent_attention, "--multi-latent-attention with a hybrid model",
+           "drop --multi-latent-attention");
+    refuse(a.network_size.mtp_num_layers.value_or(0) > 0, "--mtp-num-layers with a hybrid model", "drop --mtp-num-layers");
+    refuse(a.derived.virtual_pipeline_model_parallel_size.value_or(1) > 1, "virtual pipeline stages with a hybrid model",
+           "drop the virtual-stage flags");
     refuse(d.decoder_first_pipeline_num_layers || d.decoder_last_pipeline_num_layers || d.pipeline_model_parallel_layout ||
                d.account_for_embedding_in_pipeline_split || d.account_for_loss_in_pipeline_split,
-           "an uneven pipeline split with a hybrid model");
+           "an uneven pipeline split with a hybrid model", "split the layers evenly over the pipeline stages");
   }
-  refuse(a.distributed.cp_comm_type.size() != 1 || a.distributed.cp_comm_type.front() != "p2p", "--cp-comm-type other than p2p");
+  refuse(a.distributed.cp_comm_type.size() != 1 || a.distributed.cp_comm_type.front() != "p2p",
+         "--cp-comm-type other than p2p", "simulate --cp-comm-type p2p (ring attention) instead");
   return out;
 }
 
