@@ -1,9 +1,12 @@
 // .npy format 1.0, as numpy.save writes it: magic, version, header dict padded to 64 bytes, data.
 #include "data/npy.hpp"
 
+#include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <unistd.h>
 
 #include "data/data_error.hpp"
 
@@ -24,15 +27,31 @@ void write_npy(const std::string& path, const std::string& descr,
   std::size_t total = pre + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw data_error(path + ": cannot open for writing; check --data-cache-path");
-  const char magic[8] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  out.write(magic, 8);
-  const auto hl = static_cast<std::uint16_t>(header.size());
-  out.write(reinterpret_cast<const char*>(&hl), 2);
-  out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-  if (!out) throw data_error(path + ": write failed (is the disk full?)");
+  // Written beside the file and renamed over it: ranks that build the same index cache at once
+  // (or one that reads it meanwhile) never see a file half written.
+  static std::atomic<unsigned> serial{0};
+  const std::string temporary = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
+  {
+    std::ofstream out(temporary, std::ios::binary);
+    if (!out) throw data_error(path + ": cannot open for writing; check --data-cache-path");
+    const char magic[8] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
+    out.write(magic, 8);
+    const auto hl = static_cast<std::uint16_t>(header.size());
+    out.write(reinterpret_cast<const char*>(&hl), 2);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+    out.close();
+    if (!out) {
+      std::filesystem::remove(temporary);
+      throw data_error(path + ": write failed (is the disk full?)");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) {
+    std::filesystem::remove(temporary);
+    throw data_error(path + ": cannot replace it (" + ec.message() + "); check --data-cache-path");
+  }
 }
 
 npy_array read_npy(const std::string& path) {
