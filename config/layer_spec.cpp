@@ -38,7 +38,6 @@ void hybrid_limits(const megatron_args& a, std::vector<std::string>& errors) {
                      " is not built by mactor yet; " + fix);
   };
   const auto& d = a.distributed;
-  if (d.context_parallel_size != 1) refuse("--context-parallel-size", "use --context-parallel-size 1");
   if (d.use_megatron_fsdp || d.use_torch_fsdp2)
     refuse("--use-megatron-fsdp / --use-torch-fsdp2", "drop them (use --use-distributed-optimizer)");
   if (a.network_size.mtp_num_layers.value_or(0) > 0) refuse("--mtp-num-layers", "drop --mtp-num-layers");
@@ -73,6 +72,22 @@ void hybrid_limits(const megatron_args& a, std::vector<std::string>& errors) {
     errors.push_back("the Mamba heads (" + std::to_string(heads) + ") and --mamba-num-groups " +
                      std::to_string(a.experimental.mamba_num_groups) + " must be multiples of --tensor-model-parallel-size " +
                      std::to_string(d.tensor_model_parallel_size) + " (Megatron's mixer splits both over the ranks)");
+  else if (const int cp = d.context_parallel_size; cp > 1) {
+    // MambaContextParallel: the scan's heads split over the context-parallel ranks, each group
+    // on one rank or replicated over consecutive ones.
+    const int local_heads = heads / d.tensor_model_parallel_size;
+    const int local_groups = a.experimental.mamba_num_groups / d.tensor_model_parallel_size;
+    if (local_heads % cp != 0)
+      errors.push_back("nheads must be evenly divisible by tp_size * cp_size: the Mamba heads (" + std::to_string(heads) +
+                       ") over --tensor-model-parallel-size " + std::to_string(d.tensor_model_parallel_size) +
+                       " x --context-parallel-size " + std::to_string(cp));
+    else if (local_groups < cp ? cp % local_groups != 0 : local_groups % cp != 0)
+      errors.push_back(std::string(local_groups < cp ? "cp_size must be evenly divisible by ngroups/tp_size"
+                                                     : "ngroups must be evenly divisible by tp_size * cp_size") +
+                       ": --mamba-num-groups " + std::to_string(a.experimental.mamba_num_groups) +
+                       " over --tensor-model-parallel-size " + std::to_string(d.tensor_model_parallel_size) +
+                       " and --context-parallel-size " + std::to_string(cp));
+  }
 }
 
 }  // namespace

@@ -7,7 +7,8 @@ std::variant<transformer_layer, mamba_layer> build(parameter_store& store, int n
                                                    const gpt_model_config& c, int tp_rank,
                                                    int tp_size, group* cp, moe_groups moe) {
   if (c.hybrid_layer_kind(number) == 'M')
-    return std::variant<transformer_layer, mamba_layer>(std::in_place_type<mamba_layer>, store, number, c, tp_size);
+    return std::variant<transformer_layer, mamba_layer>(std::in_place_type<mamba_layer>, store, number, c, tp_size,
+                                                        cp);
   return std::variant<transformer_layer, mamba_layer>(std::in_place_type<transformer_layer>, store, number, c,
                                                       tp_rank, tp_size, cp, moe);
 }

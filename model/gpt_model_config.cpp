@@ -95,7 +95,11 @@ void check_hybrid(std::vector<std::string>& errors, const gpt_model_config& c) {
   const int tp = c.tensor_model_parallel_size;
   require(tp > 0 && heads % tp == 0 && m.num_groups % tp == 0,
           "the Mamba heads and mamba.num_groups must be multiples of tensor_model_parallel_size");
-  require(c.context_parallel_size == 1, "a hybrid Mamba model is not built with context parallelism");
+  const int cp = c.context_parallel_size, local_groups = m.num_groups / tp;
+  require(cp > 0 && (heads / tp) % cp == 0 &&
+              (local_groups < cp ? cp % local_groups == 0 : local_groups % cp == 0),
+          "the Mamba heads per tensor-parallel rank must divide by context_parallel_size, and its groups divide it "
+          "or divide by it");
   require(!c.moe.enabled(), "a hybrid Mamba model has no MoE layers");
   require(c.mtp_num_layers == 0, "a hybrid Mamba model has no multi-token prediction");
   require(!c.mla.enabled && !c.qk_layernorm && !c.fp8.enabled && !c.fp32_residual_connection,

@@ -29,12 +29,12 @@ mamba_mixer_config mamba_mixer_config_of(const gpt_model_config& c) {
   return m;  // d_conv 4, expand 2, chunk 128, the gated norm's eps 1e-5: fixed in Megatron's mixer
 }
 
-mamba_layer::mamba_layer(parameter_store& store, int number, const gpt_model_config& c, int tp_size)
+mamba_layer::mamba_layer(parameter_store& store, int number, const gpt_model_config& c, int tp_size, group* cp)
     : number_(number), hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel && tp_size > 1),
       seed_(c.seed), type_(c.params_dtype), shard_(c.shard()),
       hidden_dropout_(c.hidden_dropout),
       norm_(norm::fused_into(store, mixer_name(number) + ".in_proj", c)),
-      mixer_(store, mixer_name(number), mamba_mixer_config_of(c), tp_size) {}
+      mixer_(store, mixer_name(number), mamba_mixer_config_of(c), tp_size, cp, c.shard()) {}
 
 void mamba_layer::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                           tensor::tensor_view y, int seq, int batch, bool training,

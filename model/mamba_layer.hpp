@@ -22,13 +22,16 @@ class mamba_layer {
  public:
   /// Registers decoder.layers.<number>.mixer.{in_proj.layer_norm_weight (and _bias for
   /// LayerNorm), in_proj.weight, conv1d, dt_bias, A_log, D, norm.weight, out_proj.weight}.
-  mamba_layer(parameter_store& store, int number, const gpt_model_config& config, int tp_size);
+  /// cp: the context-parallel group (needed when config.context_parallel_size > 1).
+  mamba_layer(parameter_store& store, int number, const gpt_model_config& config, int tp_size,
+              group* cp = nullptr);
   /// After store.allocate(): the mixer's own draws (A_log, dt_bias, conv1d).
   void initialize(parameter_store& store, std::uint64_t seed, int tp_rank) const {
     mixer_.initialize(store, seed, tp_rank);
   }
-  /// y[seq * batch, hidden] from x (this rank's rows / tp with sequence parallelism); keeps what the backward needs. Dropout only when training;
-  /// step selects the dropout mask.
+  /// y[seq * batch, hidden] from x (this rank's rows / tp with sequence parallelism; seq is this
+  /// rank's positions under context parallelism); keeps what the backward needs. Dropout only
+  /// when training; step selects the dropout mask.
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                tensor::tensor_view y, int seq, int batch, bool training, std::uint64_t step);
   /// dx from dy and the forward input x (dx may alias dy); accumulates weight gradients.

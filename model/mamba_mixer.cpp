@@ -14,6 +14,7 @@
 #include "kernels/gated_rmsnorm.hpp"
 #include "model/activation.hpp"
 #include "model/mamba_layout.hpp"
+#include "model/mamba_context_parallel.hpp"
 
 namespace mactor::model {
 
@@ -42,12 +43,14 @@ std::vector<double> shard_of(const std::vector<double>& full, const std::vector<
 }
 
 constexpr auto bs = row_order::batch_seq, sb = row_order::seq_batch;
+using part = mamba_context_parallel::part;
 
 }  // namespace
 
 mamba_mixer::mamba_mixer(parameter_store& store, const std::string& name,
-                         const mamba_mixer_config& c, int tp_size)
+                         const mamba_mixer_config& c, int tp_size, group* cp, const sequence_shard& shard)
     : c_(c), tp_(checked_tp(c, tp_size)),
+      cp_(cp, shard, c.heads() / tp_size, c.num_groups / tp_size, c.head_dim, c.state_dim),
       conv_weight_(store.add(name + ".conv1d.weight", {c.conv_dim(), 1, c.conv_width},
                              tp_split::row_segments, init_kind::zeros)),
       conv_bias_(store.add(name + ".conv1d.bias", {c.conv_dim()}, tp_split::row_segments,
@@ -95,42 +98,120 @@ void mamba_mixer::initialize(parameter_store& store, std::uint64_t seed, int tp_
 }
 
 kernels::ssd_shape mamba_mixer::shape() const {
-  return {.batch = batch_, .seq = seq_, .heads = heads(), .head_dim = c_.head_dim,
-          .groups = groups(), .state = c_.state_dim, .chunk = c_.chunk_size};
+  return {.batch = batch_, .seq = scan_seq_, .heads = cp_.heads(), .head_dim = c_.head_dim,
+          .groups = cp_.groups(), .state = c_.state_dim, .chunk = c_.chunk_size};
 }
 
 void mamba_mixer::scan_inputs_from_conv(tensor::dtype type) {
-  const int rows = seq_ * batch_, di = d_inner(), gn = groups() * c_.state_dim;
-  const int cd = conv_dim();
+  const int rows = scan_seq_ * batch_, di = cp_.d_inner(), gn = cp_.groups() * c_.state_dim;
+  const int cd = cp_.conv_dim();
   auto x = ensure_activation(x_, rows, di, type), B = ensure_activation(B_, rows, gn, type);
   auto C = ensure_activation(C_, rows, gn, type);
-  copy_columns(x, {bs, di, 0}, xbc_act_, {bs, cd, 0}, di, seq_, batch_);
-  copy_columns(B, {bs, gn, 0}, xbc_act_, {bs, cd, di}, gn, seq_, batch_);
-  copy_columns(C, {bs, gn, 0}, xbc_act_, {bs, cd, di + gn}, gn, seq_, batch_);
+  copy_columns(x, {bs, di, 0}, xbc_act_, {bs, cd, 0}, di, scan_seq_, batch_);
+  copy_columns(B, {bs, gn, 0}, xbc_act_, {bs, cd, di}, gn, scan_seq_, batch_);
+  copy_columns(C, {bs, gn, 0}, xbc_act_, {bs, cd, di + gn}, gn, scan_seq_, batch_);
+}
+
+tensor::const_tensor_view mamba_mixer::conv_weight(const parameter_store& store) const {
+  return cp_.active() ? conv_weight_cp_.view() : store.value(conv_weight_);
+}
+
+tensor::const_tensor_view mamba_mixer::conv_bias(const parameter_store& store) const {
+  return cp_.active() ? conv_bias_cp_.view() : store.value(conv_bias_);
+}
+
+// in_proj's columns z | x | B | C | dt; the scan's xbc_ holds x | B | C of its share.
+void mamba_mixer::exchange_to_heads(tensor::const_tensor_view zxbcdt) {
+  const int di = d_inner(), gn = groups() * c_.state_dim, io = in_proj_out(), rows = seq_ * batch_;
+  const int sdi = cp_.d_inner(), sgn = cp_.groups() * c_.state_dim, scd = cp_.conv_dim();
+  const int srows = scan_seq_ * batch_;
+  const auto type = zxbcdt.type;
+  auto xbc = ensure_activation(xbc_, srows, scd, type);
+  auto dt = ensure_activation(dt_, srows, cp_.heads(), type);
+  const auto move = [&](part kind, int column, int width, int scan_width, tensor::tensor_view to, int to_column) {
+    tensor::tensor local({rows, width}, type, tensor::memory_kind::activations);
+    tensor::tensor whole({srows, scan_width}, type, tensor::memory_kind::activations);
+    copy_columns(local.view(), {sb, width, 0}, zxbcdt, {sb, io, column}, width, seq_, batch_);
+    cp_.to_heads(kind, batch_, local.view(), whole.view());
+    copy_columns(to, {bs, int(to.numel() / srows), to_column}, whole.view(), {sb, scan_width, 0}, scan_width,
+                 scan_seq_, batch_);
+  };
+  move(part::x, di, di, sdi, xbc, 0);
+  move(part::bc, 2 * di, gn, sgn, xbc, sdi);
+  move(part::bc, 2 * di + gn, gn, sgn, xbc, sdi + sgn);
+  move(part::dt, 2 * di + 2 * gn, heads(), cp_.heads(), dt, 0);
+}
+
+void mamba_mixer::exchange_grads_to_sequence(tensor::tensor_view dzxbcdt, tensor::const_tensor_view dxbc,
+                                             tensor::const_tensor_view ddt) {
+  const int di = d_inner(), gn = groups() * c_.state_dim, io = in_proj_out(), rows = seq_ * batch_;
+  const int sdi = cp_.d_inner(), sgn = cp_.groups() * c_.state_dim;
+  const int srows = scan_seq_ * batch_;
+  const auto type = dzxbcdt.type;
+  const auto move = [&](part kind, tensor::const_tensor_view from, int from_column, int scan_width, int width,
+                        int column) {
+    tensor::tensor whole({srows, scan_width}, type, tensor::memory_kind::activations);
+    tensor::tensor local({rows, width}, type, tensor::memory_kind::activations);
+    copy_columns(whole.view(), {sb, scan_width, 0}, from, {bs, int(from.numel() / srows), from_column}, scan_width,
+                 scan_seq_, batch_);
+    cp_.to_sequence(kind, batch_, whole.view(), local.view());
+    copy_columns(dzxbcdt, {sb, io, column}, local.view(), {sb, width, 0}, width, seq_, batch_);
+  };
+  move(part::x, dxbc, 0, sdi, di, di);
+  move(part::bc, dxbc, sdi, sgn, gn, 2 * di);
+  move(part::bc, dxbc, sdi + sgn, sgn, gn, 2 * di + gn);
+  move(part::dt, ddt, 0, cp_.heads(), heads(), 2 * di + 2 * gn);
+}
+
+// y (forward) or dy (backward) between this rank's positions of every head, [batch, seq] rows of
+// the layer's share, and the whole sequence of the scan's heads, [batch, whole seq] rows.
+void mamba_mixer::move_y(bool to_heads, tensor::const_tensor_view from, tensor::tensor_view to) {
+  const int di = d_inner(), sdi = cp_.d_inner(), rows = seq_ * batch_, srows = scan_seq_ * batch_;
+  tensor::tensor local({rows, di}, from.type, tensor::memory_kind::activations);
+  tensor::tensor whole({srows, sdi}, from.type, tensor::memory_kind::activations);
+  if (to_heads) {
+    copy_columns(local.view(), {sb, di, 0}, from, {bs, di, 0}, di, seq_, batch_);
+    cp_.to_heads(part::x, batch_, local.view(), whole.view());
+    copy_columns(to, {bs, sdi, 0}, whole.view(), {sb, sdi, 0}, sdi, scan_seq_, batch_);
+  } else {
+    copy_columns(whole.view(), {sb, sdi, 0}, from, {bs, sdi, 0}, sdi, scan_seq_, batch_);
+    cp_.to_sequence(part::x, batch_, whole.view(), local.view());
+    copy_columns(to, {bs, di, 0}, local.view(), {sb, di, 0}, di, seq_, batch_);
+  }
 }
 
 void mamba_mixer::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                           tensor::tensor_view out, int seq, int batch) {
-  seq_ = seq, batch_ = batch;
+  seq_ = seq, batch_ = batch, scan_seq_ = cp_.scan_seq(seq);
   const int rows = seq * batch, di = d_inner(), cd = conv_dim(), H = heads();
-  const int io = in_proj_out();
+  const int io = in_proj_out(), srows = scan_seq_ * batch, scd = cp_.conv_dim();
   const auto type = x.type;
   auto zxbcdt = ensure_activation(zxbcdt_, rows, io, type);
   in_proj_.forward(store, tp, x, zxbcdt, rows);
-  auto z = ensure_activation(z_, rows, di, type), xbc = ensure_activation(xbc_, rows, cd, type);
-  auto dt = ensure_activation(dt_, rows, H, type);
+  auto z = ensure_activation(z_, rows, di, type);
   copy_columns(z, {bs, di, 0}, zxbcdt, {sb, io, 0}, di, seq, batch);
-  copy_columns(xbc, {bs, cd, 0}, zxbcdt, {sb, io, di}, cd, seq, batch);
-  copy_columns(dt, {bs, H, 0}, zxbcdt, {sb, io, di + cd}, H, seq, batch);
-  auto act = ensure_activation(xbc_act_, rows, cd, type);
-  kernels::causal_conv1d_forward(act, xbc, store.value(conv_weight_), store.value(conv_bias_),
-                                 batch, seq, cd, c_.conv_width, true);
+  if (cp_.active()) {
+    exchange_to_heads(zxbcdt);
+    const auto& w = store.value(conv_weight_);
+    cp_.gather_conv_rows(w, ensure_activation(conv_weight_cp_, scd, c_.conv_width, w.type), c_.conv_width);
+    cp_.gather_conv_rows(store.value(conv_bias_), ensure_activation(conv_bias_cp_, scd, 1, w.type), 1);
+  } else {
+    auto xbc = ensure_activation(xbc_, rows, cd, type), dt = ensure_activation(dt_, rows, H, type);
+    copy_columns(xbc, {bs, cd, 0}, zxbcdt, {sb, io, di}, cd, seq, batch);
+    copy_columns(dt, {bs, H, 0}, zxbcdt, {sb, io, di + cd}, H, seq, batch);
+  }
+  auto act = ensure_activation(xbc_act_, srows, scd, type);
+  kernels::causal_conv1d_forward(act, xbc_, conv_weight(store), conv_bias(store), batch, scan_seq_, scd,
+                                 c_.conv_width, true);
   scan_inputs_from_conv(type);
   const auto s = shape();
   auto y = ensure_activation(y_, rows, di, type);
   auto states = ensure_activation(states_, s.states_size(), 1, type);
-  kernels::ssd_scan_forward(y, states, x_, dt, store.value(A_log_), B_, C_, store.value(D_),
-                            store.value(dt_bias_), s);
+  tensor::tensor y_heads;
+  auto scan_y = cp_.active() ? ensure_activation(y_heads, srows, cp_.d_inner(), type) : y;
+  kernels::ssd_scan_forward(scan_y, states, x_, dt_, head_slice(store.value(A_log_)), B_, C_,
+                            head_slice(store.value(D_)), head_slice(store.value(dt_bias_)), s);
+  if (cp_.active()) move_y(false, scan_y, y);
   const int group_size = di / groups();
   auto rstd = ensure_activation(rstd_, rows, groups(), kernels::compute_dtype(type));
   tensor::tensor normed_bs;
@@ -145,40 +226,59 @@ void mamba_mixer::forward(const parameter_store& store, group& tp, tensor::const
 void mamba_mixer::backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
                            tensor::const_tensor_view x, tensor::tensor_view dx) {
   const int rows = seq_ * batch_, di = d_inner(), cd = conv_dim(), H = heads();
-  const int gn = groups() * c_.state_dim, io = in_proj_out();
+  const int io = in_proj_out(), srows = scan_seq_ * batch_;
+  const int sdi = cp_.d_inner(), scd = cp_.conv_dim(), sgn = cp_.groups() * c_.state_dim;
   const auto type = dout.type;
   auto dnormed = ensure_activation(scratch_a_, rows, di, type);
   out_proj_.backward(store, tp, dout, normed_, dnormed, rows);
   auto dn_bs = ensure_activation(scratch_b_, rows, di, type);
   copy_columns(dn_bs, {bs, di, 0}, dnormed, {sb, di, 0}, di, seq_, batch_);
-  tensor::tensor dy_t, dz_t, dxs_t, ddt_t, dB_t, dC_t, dact_t, dxbc_t;
+  tensor::tensor dy_t, dz_t, dy_heads_t, dxs_t, ddt_t, dB_t, dC_t, dact_t, dxbc_t;
   auto dy = ensure_activation(dy_t, rows, di, type), dz = ensure_activation(dz_t, rows, di, type);
   kernels::gated_rmsnorm_backward(dy, dz, store.grad(norm_weight_), dn_bs, y_, z_,
                                   store.value(norm_weight_), rstd_, rows, di,
                                   di / groups());
-  auto dxs = ensure_activation(dxs_t, rows, di, type), ddt = ensure_activation(ddt_t, rows, H, type);
-  auto dB = ensure_activation(dB_t, rows, gn, type), dC = ensure_activation(dC_t, rows, gn, type);
-  kernels::ssd_scan_backward(dxs, ddt, store.grad(A_log_), dB, dC, store.grad(D_),
-                             store.grad(dt_bias_), dy, states_, x_, dt_, store.value(A_log_), B_,
-                             C_, store.value(D_), store.value(dt_bias_), shape());
-  auto dact = ensure_activation(dact_t, rows, cd, type);
-  copy_columns(dact, {bs, cd, 0}, dxs, {bs, di, 0}, di, seq_, batch_);
-  copy_columns(dact, {bs, cd, di}, dB, {bs, gn, 0}, gn, seq_, batch_);
-  copy_columns(dact, {bs, cd, di + gn}, dC, {bs, gn, 0}, gn, seq_, batch_);
-  auto dxbc = ensure_activation(dxbc_t, rows, cd, type);
-  kernels::causal_conv1d_backward(dxbc, store.grad(conv_weight_), store.grad(conv_bias_), dact,
-                                  xbc_, store.value(conv_weight_), store.value(conv_bias_),
-                                  batch_, seq_, cd, c_.conv_width, true);
+  tensor::tensor_view scan_dy = dy;
+  if (cp_.active()) {
+    scan_dy = ensure_activation(dy_heads_t, srows, sdi, type);
+    move_y(true, dy, scan_dy);
+  }
+  auto dxs = ensure_activation(dxs_t, srows, sdi, type), ddt = ensure_activation(ddt_t, srows, cp_.heads(), type);
+  auto dB = ensure_activation(dB_t, srows, sgn, type), dC = ensure_activation(dC_t, srows, sgn, type);
+  kernels::ssd_scan_backward(dxs, ddt, head_slice(store.grad(A_log_)), dB, dC, head_slice(store.grad(D_)),
+                             head_slice(store.grad(dt_bias_)), scan_dy, states_, x_, dt_,
+                             head_slice(store.value(A_log_)), B_, C_, head_slice(store.value(D_)),
+                             head_slice(store.value(dt_bias_)), shape());
+  auto dact = ensure_activation(dact_t, srows, scd, type);
+  copy_columns(dact, {bs, scd, 0}, dxs, {bs, sdi, 0}, sdi, scan_seq_, batch_);
+  copy_columns(dact, {bs, scd, sdi}, dB, {bs, sgn, 0}, sgn, scan_seq_, batch_);
+  copy_columns(dact, {bs, scd, sdi + sgn}, dC, {bs, sgn, 0}, sgn, scan_seq_, batch_);
+  auto dxbc = ensure_activation(dxbc_t, srows, scd, type);
   auto dzxbcdt = ensure_activation(scratch_c_, rows, io, type);
   copy_columns(dzxbcdt, {sb, io, 0}, dz, {bs, di, 0}, di, seq_, batch_);
-  copy_columns(dzxbcdt, {sb, io, di}, dxbc, {bs, cd, 0}, cd, seq_, batch_);
-  copy_columns(dzxbcdt, {sb, io, di + cd}, ddt, {bs, H, 0}, H, seq_, batch_);
+  if (cp_.active()) {
+    const auto gtype = store.grad(conv_weight_).type;
+    tensor::tensor dw({scd, 1, c_.conv_width}, gtype, tensor::memory_kind::activations), db({scd}, gtype,
+                                                                                         tensor::memory_kind::activations);
+    dw.zero(), db.zero();
+    kernels::causal_conv1d_backward(dxbc, dw.view(), db.view(), dact, xbc_, conv_weight(store), conv_bias(store),
+                                    batch_, scan_seq_, scd, c_.conv_width, true);
+    cp_.add_conv_rows(store.grad(conv_weight_), dw.view(), c_.conv_width);
+    cp_.add_conv_rows(store.grad(conv_bias_), db.view(), 1);
+    exchange_grads_to_sequence(dzxbcdt, dxbc, ddt);
+  } else {
+    kernels::causal_conv1d_backward(dxbc, store.grad(conv_weight_), store.grad(conv_bias_), dact,
+                                    xbc_, store.value(conv_weight_), store.value(conv_bias_),
+                                    batch_, seq_, cd, c_.conv_width, true);
+    copy_columns(dzxbcdt, {sb, io, di}, dxbc, {bs, cd, 0}, cd, seq_, batch_);
+    copy_columns(dzxbcdt, {sb, io, di + cd}, ddt, {bs, H, 0}, H, seq_, batch_);
+  }
   in_proj_.backward(store, tp, dzxbcdt, x, dx, rows);
 }
 
 void mamba_mixer::release() {
   for (auto* t : {&zxbcdt_, &z_, &xbc_, &dt_, &xbc_act_, &x_, &B_, &C_, &states_, &y_, &rstd_,
-                  &normed_, &scratch_a_, &scratch_b_, &scratch_c_})
+                  &normed_, &scratch_a_, &scratch_b_, &scratch_c_, &conv_weight_cp_, &conv_bias_cp_})
     *t = tensor::tensor();
   in_proj_.release();
   out_proj_.release();

@@ -5,13 +5,18 @@
 // own block of each of z, x, B, C and dt (tp_split::row_segments), its conv1d channels its block
 // of each of x, B and C, its dt_bias, A_log, D and norm weight its heads' and groups' entries;
 // out_proj is row-parallel. With sequence parallelism the mixer's input and output are this
-// rank's sequence shard (in_proj gathers it, out_proj reduce-scatters back).
+// rank's sequence shard (in_proj gathers it, out_proj reduce-scatters back). With context
+// parallelism the conv and the scan run on the whole sequence of a share of the heads
+// (model/mamba_context_parallel.hpp).
 #pragma once
 #include <cstdint>
 #include <string>
 
 #include "kernels/ssd_scan.hpp"
+#include "model/activation.hpp"
+#include "model/context_parallel.hpp"
 #include "model/group.hpp"
+#include "model/mamba_context_parallel.hpp"
 #include "model/parameter.hpp"
 #include "model/tensor_parallel_linear.hpp"
 #include "tensor/tensor.hpp"
@@ -43,15 +48,16 @@ class mamba_mixer {
  public:
   /// Registers name.in_proj.weight, name.conv1d.weight/bias, name.dt_bias, name.A_log, name.D,
   /// name.norm.weight, name.out_proj.weight (Megatron's state-dict names). tp_size must divide
-  /// the heads and the groups.
+  /// the heads and the groups. cp: the context-parallel group of `shard` (null for one rank).
   mamba_mixer(parameter_store& store, const std::string& name, const mamba_mixer_config& config,
-              int tp_size);
+              int tp_size, group* cp = nullptr, const sequence_shard& shard = {});
   /// After store.allocate(): Megatron's draws for what the store cannot express: A_log =
   /// log(uniform(1, 16)), dt_bias = softplus^-1(dt), dt log-uniform in [0.001, 0.1] floored at
   /// 1e-4, conv1d weight and bias uniform(+-1/sqrt(d_conv)) (torch's Conv1d default). D = 1.
   void initialize(parameter_store& store, std::uint64_t seed, int tp_rank = 0) const;
   /// out[rows, hidden] = mixer(x[rows, hidden]), rows = seq * batch in [seq, batch] order (with
-  /// sequence parallelism x and out are this rank's rows / tp).
+  /// sequence parallelism x and out are this rank's rows / tp; with context parallelism seq is
+  /// this rank's positions, in the shard's order).
   void forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                tensor::tensor_view out, int seq, int batch);
   /// dx[rows, hidden] from dout; parameter gradients accumulate.
@@ -68,10 +74,21 @@ class mamba_mixer {
   int conv_dim() const { return c_.conv_dim() / tp_; }
   int in_proj_out() const { return c_.in_proj_out() / tp_; }
   void scan_inputs_from_conv(tensor::dtype type);
+  // Context parallelism: in_proj's x, B, C and dt to the scan's share (xbc_, dt_); the scan's
+  // gradients back into dzxbcdt's columns; y or dy between the two shardings.
+  void exchange_to_heads(tensor::const_tensor_view zxbcdt);
+  void exchange_grads_to_sequence(tensor::tensor_view dzxbcdt, tensor::const_tensor_view dxbc,
+                                  tensor::const_tensor_view ddt);
+  void move_y(bool to_heads, tensor::const_tensor_view from, tensor::tensor_view to);
+  tensor::const_tensor_view conv_weight(const parameter_store& store) const;
+  tensor::const_tensor_view conv_bias(const parameter_store& store) const;
+  template <class View>
+  auto head_slice(View v) const { return elements(v, cp_.head_offset(), cp_.heads()); }
 
   mamba_mixer_config c_;
   int tp_;
-  int seq_ = 0, batch_ = 0;
+  mamba_context_parallel cp_;
+  int seq_ = 0, batch_ = 0, scan_seq_ = 0;  // scan_seq_: the whole sequence under context parallelism
   int conv_weight_, conv_bias_, dt_bias_, A_log_, D_, norm_weight_;
   column_parallel_linear in_proj_;
   row_parallel_linear out_proj_;
@@ -79,6 +96,7 @@ class mamba_mixer {
   // C and chunk states, y, the norm's rstd and its output back in [seq, batch] rows
   tensor::tensor zxbcdt_, z_, xbc_, dt_, xbc_act_, x_, B_, C_, states_, y_, rstd_, normed_;
   tensor::tensor scratch_a_, scratch_b_, scratch_c_;  // backward scratch
+  tensor::tensor conv_weight_cp_, conv_bias_cp_;      // this context-parallel rank's conv rows
 };
 
 }  // namespace mactor::model

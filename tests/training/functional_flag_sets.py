@@ -1,4 +1,5 @@
-"""Megatron-LM core_v0.15.0's functional-test flag sets (a table in tests/config/data/) through pretrain_gpt.
+"""Megatron-LM core_v0.15.0's functional-test flag sets (a table in tests/config/data/) through pretrain_gpt
+(pretrain_mamba for the hybrid family, as Megatron's hybrid tests run pretrain_mamba.py).
 
 Each flag set Megatron itself accepts runs as written apart from its data: the /data/... paths are
 dropped (--save goes to a scratch folder), --mock-data and a NullTokenizer stand in for the corpus,
@@ -31,7 +32,7 @@ import time
 # The sets that must train, per table (2026-12-04). GPT: 118 of 123 (+2: the wandb sets, +2: the FSDP
 # sets); Megatron refuses the other 5. MoE (moe and mixtral families): see the table's test in
 # tests/training/CMakeLists.txt.
-MIN_TRAINED = {"megatron_gpt_functional_tests.tsv": 118}
+MIN_TRAINED = {"megatron_gpt_functional_tests.tsv": 118, "megatron_hybrid_functional_tests.tsv": 4}
 
 
 def shrunk(name, flags, scratch):
@@ -97,6 +98,10 @@ def shrunk(name, flags, scratch):
         out += ["--rampup-batch-size", "1", "1", "1", "--train-samples", str(1 + microbatches * dp)]
     if "--kv-channels" in toks:
         out += ["--kv-channels", "8"]
+    if "--is-hybrid-model" in toks:
+        # Mamba heads of 8 and a state of 16 (Megatron's 64 and 128 would leave the shrunk
+        # model's 2 * hidden / 64 heads fewer than its 8 groups).
+        out += ["--mamba-head-dim", "8", "--mamba-state-dim", "16"]
     # Multi-latent attention's own widths (DeepSeek's 1536/512/128/64/128 would hold gigabytes
     # on 8 ranks of a 2-core machine) and the experts' widths as the hidden size (the fp8 sets
     # round every expert weight for each GEMM).
@@ -133,7 +138,7 @@ def main(bin_dir, tsv, scratch, min_trained=None):
             waiting.update([f"more than 8 ranks ({ranks})"])
             print(f"skipped         {ranks} rank(s)  {name}: its dense layout needs more than 8 ranks")
             continue
-        program = os.path.join(bin_dir, "pretrain_gpt")
+        program = os.path.join(bin_dir, "pretrain_mamba" if name.startswith("hybrid/") else "pretrain_gpt")
         command = [program] + args if ranks == 1 else [os.path.join(bin_dir, "mactor"), "-np", str(ranks),
                                                       "--oversubscribe", program] + args
         env = dict(os.environ)

@@ -3,8 +3,12 @@
 // TP2 with sequence parallelism x DP2, PP2, DP2 and PP2 x DP2 with the distributed optimizer log
 // the one-process losses, as does full recomputation (hidden dropout on, so the layers' masks must
 // follow the global layer number); a checkpoint saved at iteration 3 resumes on the one-process
-// losses (torch_dist saved by TP2 and resumed under PP2, the torch format in one process); what the hybrid stack does not build is
-// refused with exit status 2, naming the flag.
+// losses (torch_dist saved by TP2 and resumed under PP2, the torch format in one process). Context
+// parallelism (the mixer's heads split over the ranks, model/mamba_context_parallel.hpp; the
+// attention layer's ring or all-to-all) under CP2, CP4 (each group on two ranks), TP2 x CP2 with
+// SP (one group per tensor-parallel rank, on both context-parallel ranks) and CP2 x DP2 logs the
+// one-process losses too, and its checkpoint resumes under TP2. What the hybrid stack does not
+// build is refused with exit status 2, naming the flag.
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -62,6 +66,17 @@ TEST_CASE("a hybrid Mamba model under TP2 and TP2 x DP2 with SP and PP2 and DP2 
   check_resume(one, "torch", "", 1, "");
 }
 
+TEST_CASE("a hybrid Mamba model under CP2, CP4, TP2 x CP2 with SP and CP2 x DP2 logs the one-process losses and resumes from its checkpoint") {
+  const auto one = run_job(1, model_flags(), 4, 6, mamba);
+  check_layout_against(one, 2, model_flags(), "--context-parallel-size 2", 4, 6, mamba);
+  check_layout_against(one, 4, model_flags(), "--context-parallel-size 4 --cp-comm-type a2a", 4, 6, mamba);
+  check_layout_against(one, 4, model_flags(),
+                       "--tensor-model-parallel-size 2 --sequence-parallel --context-parallel-size 2 "
+                       "--use-distributed-optimizer", 4, 6, mamba);
+  check_layout_against(one, 4, model_flags(), "--context-parallel-size 2 --use-distributed-optimizer", 4, 6, mamba);
+  check_resume(one, "torch_dist", "--context-parallel-size 2", 2, "--tensor-model-parallel-size 2");
+}
+
 TEST_CASE("pretrain_mamba and pretrain_gpt refuse the specs and hybrid layouts they do not build with exit status 2") {
   const auto refused = [](const std::string& program, const std::string& flags, const std::string& named, int ranks = 1) {
     const auto r = launch(ranks, flags, 2, program);
@@ -74,7 +89,10 @@ TEST_CASE("pretrain_mamba and pretrain_gpt refuse the specs and hybrid layouts t
   refused(mamba, without_spec + " --spec my.module my_spec", "known: 'megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec'");
   refused("pretrain_gpt", model_flags(), "run pretrain_mamba");
   refused(mamba, model_flags() + " --tensor-model-parallel-size 4", "multiples of --tensor-model-parallel-size 4", 4);
-  refused(mamba, model_flags() + " --context-parallel-size 2", "--context-parallel-size", 2);
+  refused(mamba, model_flags() + " --mamba-num-heads 6 --context-parallel-size 4",
+          "nheads must be evenly divisible by tp_size * cp_size", 4);
+  refused(mamba, model_flags() + " --mamba-num-heads 12 --mamba-num-groups 3 --context-parallel-size 2",
+          "ngroups must be evenly divisible by tp_size * cp_size", 2);
   refused(mamba, model_flags() + " --hybrid-attention-ratio 0.5", "--hybrid-override-pattern");
   refused(mamba, model_flags() + " --mamba-num-groups 3", "--mamba-num-groups 3");
   refused(mamba, model_flags() + " --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 1",
