@@ -44,7 +44,6 @@ void hybrid_limits(const megatron_args& a, std::vector<std::string>& errors) {
   if (a.moe.num_experts.value_or(0) > 0) refuse("--num-experts (MoE layers)", "drop --num-experts");
   if (a.network_size.multi_latent_attention) refuse("--multi-latent-attention", "drop --multi-latent-attention");
   if (a.vision.qk_layernorm) refuse("--qk-layernorm", "drop --qk-layernorm");
-  if (a.transformer_engine.fp8) refuse("--fp8-format", "drop --fp8-format");
   if (a.mixed_precision.fp32_residual_connection)
     refuse("--fp32-residual-connection", "drop --fp32-residual-connection");
   // MambaStack gives each pipeline stage num_layers // pp layers and has no virtual stages.
@@ -72,7 +71,15 @@ void hybrid_limits(const megatron_args& a, std::vector<std::string>& errors) {
     errors.push_back("the Mamba heads (" + std::to_string(heads) + ") and --mamba-num-groups " +
                      std::to_string(a.experimental.mamba_num_groups) + " must be multiples of --tensor-model-parallel-size " +
                      std::to_string(d.tensor_model_parallel_size) + " (Megatron's mixer splits both over the ranks)");
-  else if (const int cp = d.context_parallel_size; cp > 1) {
+  else if (const int width = 2 * heads * a.experimental.mamba_head_dim +
+                             2 * a.experimental.mamba_num_groups * a.experimental.mamba_state_dim + heads;
+           a.transformer_engine.fp8 && width % 16 != 0)
+    errors.push_back("For FP8, the innermost dimension of the Mamba layer input projection output tensor must be a "
+                     "multiple of 16: 2 * d_inner + 2 * --mamba-num-groups * --mamba-state-dim + heads = " +
+                     std::to_string(width));
+  if (const int cp = d.context_parallel_size; cp > 1 && heads > 0 && a.experimental.mamba_num_groups > 0 &&
+                                              heads % d.tensor_model_parallel_size == 0 &&
+                                              a.experimental.mamba_num_groups % d.tensor_model_parallel_size == 0) {
     // MambaContextParallel: the scan's heads split over the context-parallel ranks, each group
     // on one rank or replicated over consecutive ones.
     const int local_heads = heads / d.tensor_model_parallel_size;

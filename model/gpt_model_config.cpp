@@ -102,8 +102,8 @@ void check_hybrid(std::vector<std::string>& errors, const gpt_model_config& c) {
           "or divide by it");
   require(!c.moe.enabled(), "a hybrid Mamba model has no MoE layers");
   require(c.mtp_num_layers == 0, "a hybrid Mamba model has no multi-token prediction");
-  require(!c.mla.enabled && !c.qk_layernorm && !c.fp8.enabled && !c.fp32_residual_connection,
-          "a hybrid Mamba model's layers have no MLA, qk-layernorm, fp8 or fp32 residual");
+  require(!c.mla.enabled && !c.qk_layernorm && !c.fp32_residual_connection,
+          "a hybrid Mamba model's layers have no MLA, qk-layernorm or fp32 residual");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "kernels/dropout.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
+#include "model/fp8_linear.hpp"
 
 namespace mactor::model {
 namespace {
@@ -16,7 +17,7 @@ constexpr std::uint64_t mixer_residual_site = 1;
 std::string mixer_name(int number) { return "decoder.layers." + std::to_string(number) + ".mixer"; }
 }  // namespace
 
-mamba_mixer_config mamba_mixer_config_of(const gpt_model_config& c) {
+mamba_mixer_config mamba_mixer_config_of(const gpt_model_config& c, int layer) {
   mamba_mixer_config m;
   m.hidden_size = c.hidden_size;
   m.state_dim = c.mamba.state_dim;
@@ -26,6 +27,7 @@ mamba_mixer_config mamba_mixer_config_of(const gpt_model_config& c) {
   m.init_method_std = c.init_method_std;
   m.num_layers = c.num_layers;
   m.sequence_parallel = c.sequence_parallel;
+  m.fp8 = with_layer_fp8(c, layer).fp8;
   return m;  // d_conv 4, expand 2, chunk 128, the gated norm's eps 1e-5: fixed in Megatron's mixer
 }
 
@@ -34,7 +36,7 @@ mamba_layer::mamba_layer(parameter_store& store, int number, const gpt_model_con
       seed_(c.seed), type_(c.params_dtype), shard_(c.shard()),
       hidden_dropout_(c.hidden_dropout),
       norm_(norm::fused_into(store, mixer_name(number) + ".in_proj", c)),
-      mixer_(store, mixer_name(number), mamba_mixer_config_of(c), tp_size, cp, c.shard()) {}
+      mixer_(store, mixer_name(number), mamba_mixer_config_of(c, number), tp_size, cp, c.shard()) {}
 
 void mamba_layer::forward(const parameter_store& store, group& tp, tensor::const_tensor_view x,
                           tensor::tensor_view y, int seq, int batch, bool training,

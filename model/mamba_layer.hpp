@@ -15,8 +15,9 @@
 
 namespace mactor::model {
 
-/// The mixer a hybrid model's Mamba layers build from the model's config.
-mamba_mixer_config mamba_mixer_config_of(const gpt_model_config& config);
+/// The mixer a hybrid model's Mamba layers build from the model's config (fp8 as the config's
+/// layer `layer` runs it: --first-last-layers-bf16 keeps the first and last layers out).
+mamba_mixer_config mamba_mixer_config_of(const gpt_model_config& config, int layer);
 
 class mamba_layer {
  public:

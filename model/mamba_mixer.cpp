@@ -61,9 +61,9 @@ mamba_mixer::mamba_mixer(parameter_store& store, const std::string& name,
       norm_weight_(store.add(name + ".norm.weight", {c.d_inner()}, tp_split::rows,
                              init_kind::ones)),
       in_proj_(store, name + ".in_proj", c.hidden_size, c.in_proj_out(), false, tp_split::row_segments,
-               c.init_method_std, tp_size, c.sequence_parallel),
+               c.init_method_std, tp_size, c.sequence_parallel, c.fp8),
       out_proj_(store, name + ".out_proj", c.d_inner(), c.hidden_size, false,
-                c.init_method_std / std::sqrt(double(c.num_layers)), tp_size, c.sequence_parallel) {
+                c.init_method_std / std::sqrt(double(c.num_layers)), tp_size, c.sequence_parallel, c.fp8) {
   if (c.heads() % c.num_groups != 0)
     throw std::invalid_argument("--mamba-num-heads must be divisible by --mamba-num-groups");
   const std::int64_t di = c.d_inner(), gn = std::int64_t(c.num_groups) * c.state_dim;

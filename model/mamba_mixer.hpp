@@ -15,6 +15,7 @@
 #include "kernels/ssd_scan.hpp"
 #include "model/activation.hpp"
 #include "model/context_parallel.hpp"
+#include "model/fp8_recipe.hpp"
 #include "model/group.hpp"
 #include "model/mamba_context_parallel.hpp"
 #include "model/parameter.hpp"
@@ -38,6 +39,8 @@ struct mamba_mixer_config {
   double init_method_std = 0.02;
   bool sequence_parallel = false;
   int num_layers = 1;           // out_proj's std: init_method_std / sqrt(num_layers) (MambaStack's _init_weights)
+  /// in_proj's and out_proj's GEMMs under fp8 (Transformer Engine's linears in mamba_stack_spec).
+  fp8_settings fp8;
   int heads() const { return num_heads > 0 ? num_heads : expand * hidden_size / head_dim; }
   int d_inner() const { return heads() * head_dim; }
   int conv_dim() const { return d_inner() + 2 * num_groups * state_dim; }
