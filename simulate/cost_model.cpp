@@ -195,14 +195,11 @@ struct layer_totals {
 // A hybrid model's layers: each one block (half a transformer layer's tensor-parallel
 // collectives), the attention core only in the attention layers.
 layer_totals add_hybrid_layers(chunk_cost& c, const config::megatron_args& a, const system_spec& system,
-                               const config::pipeline_stage_span& span, double rate, double share,
-                               std::int64_t padded_vocab) {
+                               const layer_kind_flops& flops, const layer_kind_counts& n, double rate, double share) {
   const bool selective = a.training.recompute_granularity == "selective";
-  const hybrid_kind_flops f = split_hybrid_flops(a, padded_vocab);
-  const hybrid_layer_counts n = hybrid_layers_in(a, span.layer_begin, span.layer_end);
-  add_layers(c, time_of_layer(a, system, f.mamba, {false, 0.5, false}, rate), n.mamba, share, selective);
-  add_layers(c, time_of_layer(a, system, f.attention, {false, 0.5, true}, rate), n.attention, share, selective);
-  add_layers(c, time_of_layer(a, system, f.mlp, {false, 0.5, false}, rate), n.mlp, share, selective);
+  add_layers(c, time_of_layer(a, system, flops.mamba_layer, {false, 0.5, false}, rate), n.mamba, share, selective);
+  add_layers(c, time_of_layer(a, system, flops.attention_layer, {false, 0.5, true}, rate), n.attention, share, selective);
+  add_layers(c, time_of_layer(a, system, flops.mlp_layer, {false, 0.5, false}, rate), n.mlp, share, selective);
   return {n.mamba * mamba_layer_parameters(a) + n.attention * attention_only_layer_parameters(a) +
               n.mlp * mlp_only_layer_parameters(a),
           n.mamba * mamba_activation_bytes(a) + n.attention * attention_only_activation_bytes(a) +
@@ -211,27 +208,25 @@ layer_totals add_hybrid_layers(chunk_cost& c, const config::megatron_args& a, co
 
 // Dense and MoE layers (from --moe-layer-freq), then the MTP depths on the last stage.
 layer_totals add_transformer_layers(chunk_cost& c, const config::megatron_args& a, const system_spec& system,
-                                    const layer_kind_flops& flops, const config::pipeline_stage_span& span, int mtp,
-                                    double rate, double share) {
+                                    const layer_kind_flops& flops, const layer_kind_counts& n, int mtp, double rate,
+                                    double share) {
   const bool selective = a.training.recompute_granularity == "selective";
-  const int moe = moe_layers_in(a, span.layer_begin, span.layer_end);
-  const int dense = span.layers() - moe;
   // A MoE layer's MLP has no tensor-parallel collective of its own: the attention's half stays.
   const layer_shape moe_shape{true, 0.5, true};
-  add_layers(c, time_of_layer(a, system, flops.dense_layer, {}, rate), dense, share, selective);
-  if (moe) add_layers(c, time_of_layer(a, system, flops.moe_layer, moe_shape, rate), moe, share, selective);
+  add_layers(c, time_of_layer(a, system, flops.dense_layer, {}, rate), n.dense, share, selective);
+  if (n.moe) add_layers(c, time_of_layer(a, system, flops.moe_layer, moe_shape, rate), n.moe, share, selective);
   if (mtp)
     add_layers(c, time_of_layer(a, system, flops.mtp_depth, mtp_depth_is_moe(a) ? moe_shape : layer_shape{}, rate), mtp,
                0, selective);
-  return {dense * dense_layer_parameters(a) + moe * moe_layer_parameters(a),
-          dense * layer_activation_bytes(a, false) + moe * moe_layer_activation_bytes(a)};
+  return {n.dense * dense_layer_parameters(a) + n.moe * moe_layer_parameters(a),
+          n.dense * layer_activation_bytes(a, false) + n.moe * moe_layer_activation_bytes(a)};
 }
 
 chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, const layer_kind_flops& flops,
                     const config::pipeline_stage_span& span, double peak, std::int64_t padded_vocab) {
   const dims d = dims_of(a);
   const double rate = peak * system.compute_efficiency;
-  const int moe = moe_layers_in(a, span.layer_begin, span.layer_end);
+  const layer_kind_counts kinds = layer_kinds_in(a, span.layer_begin, span.layer_end);
   const int mtp = span.loss ? static_cast<int>(a.network_size.mtp_num_layers.value_or(0)) : 0;
   const int recomputed = recomputed_layers(a, span.layers());
   const double share = span.layers() ? static_cast<double>(recomputed) / span.layers() : 0;
@@ -240,8 +235,8 @@ chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, c
   c.layers = span.layers();
   c.embedding = span.embedding;
   c.loss = span.loss;
-  const layer_totals layers = is_hybrid(a) ? add_hybrid_layers(c, a, system, span, rate, share, padded_vocab)
-                                           : add_transformer_layers(c, a, system, flops, span, mtp, rate, share);
+  const layer_totals layers = is_hybrid(a) ? add_hybrid_layers(c, a, system, flops, kinds, rate, share)
+                                           : add_transformer_layers(c, a, system, flops, kinds, mtp, rate, share);
   const double logits_f = span.loss ? flops.logits / (static_cast<double>(d.tp) * d.cp) / rate : 0;
   c.forward_s += logits_f;
   c.backward_s += 2 * logits_f;
@@ -254,7 +249,7 @@ chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, c
   const double mtp_layer = mtp_depth_is_moe(a) ? moe_layer_parameters(a) : dense_layer_parameters(a);
   c.parameters = layers.parameters + mtp * (mtp_layer + (3 * d.h + 2 * d.h * d.h) / d.tp) + (span.embedding || mtp_embedding ? vocab_params : 0) +
                  (output_copy ? vocab_params : 0) + (span.loss ? 2 * d.h / d.tp : 0);
-  c.expert_parameters = (moe + (mtp_depth_is_moe(a) ? mtp : 0)) * local_expert_parameters(a);
+  c.expert_parameters = (kinds.moe + (mtp_depth_is_moe(a) ? mtp : 0)) * local_expert_parameters(a);
   add_memory(c, a, span, layers.activation_bytes, mtp, recomputed, padded_vocab);
   return c;
 }
@@ -322,11 +317,7 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
   m.virtual_stages = static_cast<int>(a.derived.virtual_pipeline_model_parallel_size.value_or(1));
   m.padded_vocab_size = padded_vocab;
   m.peak_flops = d.act_bytes == 2 ? system.peak_flops_bf16 : system.peak_flops_fp32;
-  layer_kind_flops flops;
-  if (is_hybrid(a))
-    flops.logits = split_hybrid_flops(a, padded_vocab).logits;
-  else
-    flops = split_layer_flops(a, padded_vocab);
+  const layer_kind_flops flops = split_layer_flops(a, padded_vocab);
   const auto split = config::split_pipeline_layers(config::pipeline_split_settings::of(a));
   const bool distributed_optimizer = config::shards_optimizer(a);
   const int microbatches = static_cast<int>(a.training.global_batch_size.value_or(1) /

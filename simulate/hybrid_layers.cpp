@@ -1,27 +1,10 @@
-// A hybrid Mamba model's layer kinds: FLOPs, parameters and activations (see hybrid_layers.hpp).
+// A hybrid Mamba model's layer kinds: parameters and activations (see hybrid_layers.hpp).
 #include "simulate/hybrid_layers.hpp"
 
-#include <algorithm>
-#include <string>
-
 #include "simulate/layer_kinds.hpp"
-#include "training/flops.hpp"
 
 namespace mactor::simulate {
 namespace {
-
-double flops(const config::megatron_args& a, std::int64_t padded_vocab) {
-  return training::num_floating_point_operations(a, padded_vocab, a.training.micro_batch_size.value_or(1));
-}
-
-// `a` as a hybrid model of exactly the layers in `pattern`.
-config::megatron_args with_pattern(const config::megatron_args& a, const std::string& pattern) {
-  config::megatron_args one = a;
-  one.experimental.is_hybrid_model = true;
-  one.experimental.hybrid_override_pattern = pattern;
-  one.network_size.num_layers = static_cast<std::int64_t>(pattern.size());
-  return one;
-}
 
 // The mixer's widths as model/mamba_mixer.hpp derives them (expand 2, d_conv 4).
 struct mamba_widths {
@@ -75,29 +58,6 @@ std::vector<config::hybrid_layer> hybrid_layers(const config::megatron_args& a) 
   s.mlp_ratio = a.experimental.hybrid_mlp_ratio;
   s.pattern = a.experimental.hybrid_override_pattern;
   return config::allocate_hybrid_layers(s);
-}
-
-hybrid_layer_counts hybrid_layers_in(const config::megatron_args& a, int begin, int end) {
-  const auto kinds = hybrid_layers(a);
-  hybrid_layer_counts n;
-  for (int i = std::max(begin, 0); i < end && i < static_cast<int>(kinds.size()); ++i) {
-    switch (kinds[i]) {
-      case config::hybrid_layer::mamba: ++n.mamba; break;
-      case config::hybrid_layer::attention: ++n.attention; break;
-      case config::hybrid_layer::mlp: ++n.mlp; break;
-    }
-  }
-  return n;
-}
-
-hybrid_kind_flops split_hybrid_flops(const config::megatron_args& a, std::int64_t padded_vocab) {
-  hybrid_kind_flops f;
-  const double none = flops(with_pattern(a, ""), padded_vocab);
-  f.logits = none / 3;  // forward + 2x backward = 3x forward
-  f.mamba = (flops(with_pattern(a, "M"), padded_vocab) - none) / 3;
-  f.attention = (flops(with_pattern(a, "*"), padded_vocab) - none) / 3;
-  f.mlp = (flops(with_pattern(a, "-"), padded_vocab) - none) / 3;
-  return f;
 }
 
 double mamba_layer_parameters(const config::megatron_args& a) {

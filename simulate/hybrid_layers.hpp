@@ -1,14 +1,11 @@
 // The layer kinds of a hybrid Mamba model (--is-hybrid-model: --hybrid-override-pattern or the
 // --hybrid-*-ratio flags, allocated as config/hybrid_layer_allocation.hpp does) as the cost model
-// prices them: Mamba (M), attention-only (*) and MLP-only (-) layers. Each kind's forward FLOPs
-// come from Megatron's hybrid formula (training/flops.cpp hybrid_flops) evaluated on a one-layer
-// pattern of that kind less the empty pattern, so a hybrid model's layers add up to
-// num_floating_point_operations exactly. Parameters follow the modules mactor builds
-// (model/mamba_mixer.hpp, Megatron's MambaMixer); activations are what each kind keeps for its
-// backward.
+// prices them: Mamba (M), attention-only (*) and MLP-only (-) layers. Their FLOPs and counts per
+// chunk are layer_kinds.hpp's (Megatron's hybrid formula, training/flops.cpp hybrid_flops, on a
+// one-layer pattern of each kind); here are their parameters, which follow the modules mactor
+// builds (model/mamba_mixer.hpp, Megatron's MambaMixer), and what each kind keeps for its backward.
 #pragma once
 
-#include <cstdint>
 #include <vector>
 
 #include "config/hybrid_layer_allocation.hpp"
@@ -22,18 +19,6 @@ bool is_hybrid(const config::megatron_args& a);
 
 /// Each decoder layer's kind (num_layers of them).
 std::vector<config::hybrid_layer> hybrid_layers(const config::megatron_args& a);
-
-struct hybrid_layer_counts {
-  int mamba = 0, attention = 0, mlp = 0;
-};
-/// How many of layers [begin, end) are of each kind.
-hybrid_layer_counts hybrid_layers_in(const config::megatron_args& a, int begin, int end);
-
-/// Forward FLOPs of one microbatch over the whole (unsharded) model, by kind.
-struct hybrid_kind_flops {
-  double mamba = 0, attention = 0, mlp = 0, logits = 0;
-};
-hybrid_kind_flops split_hybrid_flops(const config::megatron_args& a, std::int64_t padded_vocab);
 
 /// Parameters of one layer on one tensor-parallel rank. Mamba: the layer's norm (fused into
 /// in_proj, on every rank), in_proj h -> 2 d_inner + 2 groups x state + heads, conv1d (weight
