@@ -97,7 +97,6 @@ std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
          "add --is-hybrid-model");
   if (is_hybrid(a)) {
     const auto& d = a.distributed;
-    refuse(d.context_parallel_size > 1, "--context-parallel-size above 1 with a hybrid model", "use --context-parallel-size 1");
     refuse(a.moe.num_experts.has_value(), "--num-experts with a hybrid model", "drop --num-experts");
     refuse(a.network_size.multi_latent_attention, "--multi-latent-attention with a hybrid model",
            "drop --multi-latent-attention");
@@ -107,6 +106,8 @@ std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
     refuse(d.decoder_first_pipeline_num_layers || d.decoder_last_pipeline_num_layers || d.pipeline_model_parallel_layout ||
                d.account_for_embedding_in_pipeline_split || d.account_for_loss_in_pipeline_split,
            "an uneven pipeline split with a hybrid model", "split the layers evenly over the pipeline stages");
+    if (const std::string mismatch = mamba_context_parallel_mismatch(a); !mismatch.empty())
+      out.push_back(mismatch + "; choose a --context-parallel-size that fits them");
   }
   refuse(a.distributed.cp_comm_type.size() != 1 || a.distributed.cp_comm_type.front() != "p2p",
          "--cp-comm-type other than p2p", "simulate --cp-comm-type p2p (ring attention) instead");
@@ -124,11 +125,13 @@ struct layer_time {
 };
 
 // What kind of block a layer is, for its collectives: `tp_share` of a transformer layer's
-// tensor-parallel collectives, and whether it has an attention core.
+// tensor-parallel collectives, whether it has an attention core (and so CP's ring exchange), and
+// whether it is a Mamba mixer (CP's all-to-alls between positions and heads).
 struct layer_shape {
   bool moe = false;
   double tp_share = 1;
   bool attention = true;
+  bool mamba = false;
 };
 
 layer_time time_of_layer(const config::megatron_args& a, const system_spec& system, double forward_flops,
@@ -141,8 +144,12 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
   t.core_attention = shape.attention ? core_attention_flops(a) / shards / rate : 0;
   const double tp = d.tp > 1 ? tp_seconds_per_layer(d, system) * shape.tp_share : 0;
   t.tp = a.training.tp_comm_overlap ? std::max(0.0, tp - (t.compute - t.core_attention)) : tp;
-  t.cp_forward = cp_exposed_forward(d, system, t.core_attention);
-  t.cp_backward = 2 * t.cp_forward;  // K,V and their gradients
+  if (shape.mamba) {
+    t.cp_forward = t.cp_backward = mamba_context_parallel_exchange_seconds(a, system);  // and on the gradients back
+  } else if (shape.attention) {
+    t.cp_forward = cp_exposed_forward(d, system, t.core_attention);
+    t.cp_backward = 2 * t.cp_forward;  // K,V and their gradients
+  }
   t.ep = moe ? moe_exchange_seconds(a, system) : 0;
   return t;
 }
@@ -193,11 +200,12 @@ struct layer_totals {
 };
 
 // A hybrid model's layers: each one block (half a transformer layer's tensor-parallel
-// collectives), the attention core only in the attention layers.
+// collectives), the attention core (and CP's ring) only in the attention layers, CP's all-to-alls
+// in the Mamba layers.
 layer_totals add_hybrid_layers(chunk_cost& c, const config::megatron_args& a, const system_spec& system,
                                const layer_kind_flops& flops, const layer_kind_counts& n, double rate, double share) {
   const bool selective = a.training.recompute_granularity == "selective";
-  add_layers(c, time_of_layer(a, system, flops.mamba_layer, {false, 0.5, false}, rate), n.mamba, share, selective);
+  add_layers(c, time_of_layer(a, system, flops.mamba_layer, {false, 0.5, false, true}, rate), n.mamba, share, selective);
   add_layers(c, time_of_layer(a, system, flops.attention_layer, {false, 0.5, true}, rate), n.attention, share, selective);
   add_layers(c, time_of_layer(a, system, flops.mlp_layer, {false, 0.5, false}, rate), n.mlp, share, selective);
   return {n.mamba * mamba_layer_parameters(a) + n.attention * attention_only_layer_parameters(a) +
@@ -351,6 +359,9 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
                       "all-to-alls never overlapped with compute");
   if (a.network_size.multi_latent_attention)
     m.notes.push_back("multi-latent attention's activations counted as standard attention's");
+  if (is_hybrid(a) && d.cp > 1)
+    m.notes.push_back("the Mamba layers' context-parallel all-to-alls never overlapped with compute, their "
+                      "whole-sequence buffers of heads / cp heads counted as the sequence shard's activations");
   if (a.transformer_engine.fp8.has_value())
     m.notes.push_back("fp8 GEMMs run at the system file's bf16 peak (it has no fp8 rate)");
   if (a.training.recompute_granularity == "selective")
