@@ -97,7 +97,6 @@ std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
          "add --is-hybrid-model");
   if (is_hybrid(a)) {
     const auto& d = a.distributed;
-    refuse(d.context_parallel_size > 1, "--context-parallel-size above 1 with a hybrid model", "use --context-parallel-size 1");
     refuse(a.moe.num_experts.has_value(), "--num-experts with a hybrid model", "drop --num-experts");
     refuse(a.network_size.multi_latent_attention, "--multi-latent-attention with a hybrid model",
            "drop --multi-latent-attention");
@@ -107,6 +106,8 @@ std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
     refuse(d.decoder_first_pipeline_num_layers || d.decoder_last_pipeline_num_layers || d.pipeline_model_parallel_layout ||
                d.account_for_embedding_in_pipeline_split || d.account_for_loss_in_pipeline_split,
            "an uneven pipeline split with a hybrid model", "split the layers evenly over the pipeline stages");
+    if (const std::string mismatch = mamba_context_parallel_mismatch(a); !mismatch.empty())
+      out.push_back(mismatch + "; choose a --context-parallel-size that fits them");
   }
   refuse(a.distributed.cp_comm_type.size() != 1 || a.distributed.cp_comm_type.front() != "p2p",
          "--cp-comm-type other than p2p", "simulate --cp-comm-type p2p (ring attention) instead");
@@ -124,11 +125,13 @@ struct layer_time {
 };
 
 // What kind of block a layer is, for its collectives: `tp_share` of a transformer layer's
-// tensor-parallel collectives, and whether it has an attention core.
+// tensor-parallel collectives, whether it has an attention core (and so CP's ring exchange), and
+// whether it is a Mamba mixer (CP's all-to-alls between positions and heads).
 struct layer_shape {
   bool moe = false;
   double tp_share = 1;
   bool attention = true;
+  bool mamba = false;
 };
 
 layer_time time_of_layer(const config::megatron_args& a, const system_spec& system, double forward_flops,
@@ -141,8 +144,12 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
   t.core_attention = shape.attention ? core_attention_flops(a) / shards / rate : 0;
   const double tp = d.tp > 1 ? tp_seconds_per_layer(d, system) * shape.tp_share : 0;
   t.tp = a.training.tp_comm_overlap ? std::max(0.0, tp - (t.compute - t.core_attention)) : tp;
-  t.cp_forward = cp_exposed_forward(d, system, t.core_attention);
-  t.cp_backward = 2 * t.cp_forward;  // K,V and their gradients
+  if (shape.mamba) {
+    t.cp_forward = t.cp_backward = mamba_context_parallel_exchange_seconds(a, system);  // and on the gradients back
+  } else if (shape.attention) {
+    t.cp_forward = cp_exposed_forward(d, system, t.core_attention);
+    t.cp_backward = 2 * t.cp_forward;  // K,V and their gradients
+  }
   t.ep = moe ? moe_exchange_seconds(a, system) : 0;
   return t;
 }
@@ -193,16 +200,14 @@ struct layer_totals {
 };
 
 // A hybrid model's layers: each one block (half a transformer layer's tensor-parallel
-// collectives), the attention core only in the attention layers.
+// collectives), the attention core (and CP's ring) only in the attention layers, CP's all-to-alls
+// in the Mamba layers.
 layer_totals add_hybrid_layers(chunk_cost& c, const config::megatron_args& a, const system_spec& system,
-                               const config::pipeline_stage_span& span, double rate, double share,
-                               std::int64_t padded_vocab) {
+                               const layer_kind_flops& flops, const layer_kind_counts& n, double rate, double share) {
   const bool selective = a.training.recompute_granularity == "selective";
-  const hybrid_kind_flops f = split_hybrid_flops(a, padded_vocab);
-  const hybrid_layer_counts n = hybrid_layers_in(a, span.layer_begin, span.layer_end);
-  add_layers(c, time_of_layer(a, system, f.mamba, {false, 0.5, false}, rate), n.mamba, share, selective);
-  add_layers(c, time_of_layer(a, system, f.attention, {false, 0.5, true}, rate), n.attention, share, selective);
-  add_layers(c, time_of_layer(a, system, f.mlp, {false, 0.5, false}, rate), n.mlp, share, selective);
+  add_layers(c, time_of_layer(a, system, flops.mamba_layer, {false, 0.5, false, true}, rate), n.mamba, share, selective);
+  add_layers(c, time_of_layer(a, system, flops.attention_layer, {false, 0.5, true}, rate), n.attention, share, selective);
+  add_layers(c, time_of_layer(a, system, flops.mlp_layer, {false, 0.5, false}, rate), n.mlp, share, selective);
   return {n.mamba * mamba_layer_parameters(a) + n.attention * attention_only_layer_parameters(a) +
               n.mlp * mlp_only_layer_parameters(a),
           n.mamba * mamba_activation_bytes(a) + n.attention * attention_only_activation_bytes(a) +
@@ -211,27 +216,25 @@ layer_totals add_hybrid_layers(chunk_cost& c, const config::megatron_args& a, co
 
 // Dense and MoE layers (from --moe-layer-freq), then the MTP depths on the last stage.
 layer_totals add_transformer_layers(chunk_cost& c, const config::megatron_args& a, const system_spec& system,
-                                    const layer_kind_flops& flops, const config::pipeline_stage_span& span, int mtp,
-                                    double rate, double share) {
+                                    const layer_kind_flops& flops, const layer_kind_counts& n, int mtp, double rate,
+                                    double share) {
   const bool selective = a.training.recompute_granularity == "selective";
-  const int moe = moe_layers_in(a, span.layer_begin, span.layer_end);
-  const int dense = span.layers() - moe;
   // A MoE layer's MLP has no tensor-parallel collective of its own: the attention's half stays.
   const layer_shape moe_shape{true, 0.5, true};
-  add_layers(c, time_of_layer(a, system, flops.dense_layer, {}, rate), dense, share, selective);
-  if (moe) add_layers(c, time_of_layer(a, system, flops.moe_layer, moe_shape, rate), moe, share, selective);
+  add_layers(c, time_of_layer(a, system, flops.dense_layer, {}, rate), n.dense, share, selective);
+  if (n.moe) add_layers(c, time_of_layer(a, system, flops.moe_layer, moe_shape, rate), n.moe, share, selective);
   if (mtp)
     add_layers(c, time_of_layer(a, system, flops.mtp_depth, mtp_depth_is_moe(a) ? moe_shape : layer_shape{}, rate), mtp,
                0, selective);
-  return {dense * dense_layer_parameters(a) + moe * moe_layer_parameters(a),
-          dense * layer_activation_bytes(a, false) + moe * moe_layer_activation_bytes(a)};
+  return {n.dense * dense_layer_parameters(a) + n.moe * moe_layer_parameters(a),
+          n.dense * layer_activation_bytes(a, false) + n.moe * moe_layer_activation_bytes(a)};
 }
 
 chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, const layer_kind_flops& flops,
                     const config::pipeline_stage_span& span, double peak, std::int64_t padded_vocab) {
   const dims d = dims_of(a);
   const double rate = peak * system.compute_efficiency;
-  const int moe = moe_layers_in(a, span.layer_begin, span.layer_end);
+  const layer_kind_counts kinds = layer_kinds_in(a, span.layer_begin, span.layer_end);
   const int mtp = span.loss ? static_cast<int>(a.network_size.mtp_num_layers.value_or(0)) : 0;
   const int recomputed = recomputed_layers(a, span.layers());
   const double share = span.layers() ? static_cast<double>(recomputed) / span.layers() : 0;
@@ -240,8 +243,8 @@ chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, c
   c.layers = span.layers();
   c.embedding = span.embedding;
   c.loss = span.loss;
-  const layer_totals layers = is_hybrid(a) ? add_hybrid_layers(c, a, system, span, rate, share, padded_vocab)
-                                           : add_transformer_layers(c, a, system, flops, span, mtp, rate, share);
+  const layer_totals layers = is_hybrid(a) ? add_hybrid_layers(c, a, system, flops, kinds, rate, share)
+                                           : add_transformer_layers(c, a, system, flops, kinds, mtp, rate, share);
   const double logits_f = span.loss ? flops.logits / (static_cast<double>(d.tp) * d.cp) / rate : 0;
   c.forward_s += logits_f;
   c.backward_s += 2 * logits_f;
@@ -254,7 +257,7 @@ chunk_cost chunk_of(const config::megatron_args& a, const system_spec& system, c
   const double mtp_layer = mtp_depth_is_moe(a) ? moe_layer_parameters(a) : dense_layer_parameters(a);
   c.parameters = layers.parameters + mtp * (mtp_layer + (3 * d.h + 2 * d.h * d.h) / d.tp) + (span.embedding || mtp_embedding ? vocab_params : 0) +
                  (output_copy ? vocab_params : 0) + (span.loss ? 2 * d.h / d.tp : 0);
-  c.expert_parameters = (moe + (mtp_depth_is_moe(a) ? mtp : 0)) * local_expert_parameters(a);
+  c.expert_parameters = (kinds.moe + (mtp_depth_is_moe(a) ? mtp : 0)) * local_expert_parameters(a);
   add_memory(c, a, span, layers.activation_bytes, mtp, recomputed, padded_vocab);
   return c;
 }
@@ -322,11 +325,7 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
   m.virtual_stages = static_cast<int>(a.derived.virtual_pipeline_model_parallel_size.value_or(1));
   m.padded_vocab_size = padded_vocab;
   m.peak_flops = d.act_bytes == 2 ? system.peak_flops_bf16 : system.peak_flops_fp32;
-  layer_kind_flops flops;
-  if (is_hybrid(a))
-    flops.logits = split_hybrid_flops(a, padded_vocab).logits;
-  else
-    flops = split_layer_flops(a, padded_vocab);
+  const layer_kind_flops flops = split_layer_flops(a, padded_vocab);
   const auto split = config::split_pipeline_layers(config::pipeline_split_settings::of(a));
   const bool distributed_optimizer = config::shards_optimizer(a);
   const int microbatches = static_cast<int>(a.training.global_batch_size.value_or(1) /
@@ -360,6 +359,9 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
                       "all-to-alls never overlapped with compute");
   if (a.network_size.multi_latent_attention)
     m.notes.push_back("multi-latent attention's activations counted as standard attention's");
+  if (is_hybrid(a) && d.cp > 1)
+    m.notes.push_back("the Mamba layers' context-parallel all-to-alls never overlapped with compute, their "
+                      "whole-sequence buffers of heads / cp heads counted as the sequence shard's activations");
   if (a.transformer_engine.fp8.has_value())
     m.notes.push_back("fp8 GEMMs run at the system file's bf16 peak (it has no fp8 rate)");
   if (a.training.recompute_granularity == "selective")

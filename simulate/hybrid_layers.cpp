@@ -1,31 +1,18 @@
-// A hybrid Mamba model's layer kinds: FLOPs, parameters and activations (see hybrid_layers.hpp).
+// A hybrid Mamba model's layer kinds: parameters and activations (see hybrid_layers.hpp).
 #include "simulate/hybrid_layers.hpp"
 
 #include <algorithm>
-#include <string>
+#include <cstdint>
 
+#include "simulate/collectives.hpp"
 #include "simulate/layer_kinds.hpp"
-#include "training/flops.hpp"
 
 namespace mactor::simulate {
 namespace {
 
-double flops(const config::megatron_args& a, std::int64_t padded_vocab) {
-  return training::num_floating_point_operations(a, padded_vocab, a.training.micro_batch_size.value_or(1));
-}
-
-// `a` as a hybrid model of exactly the layers in `pattern`.
-config::megatron_args with_pattern(const config::megatron_args& a, const std::string& pattern) {
-  config::megatron_args one = a;
-  one.experimental.is_hybrid_model = true;
-  one.experimental.hybrid_override_pattern = pattern;
-  one.network_size.num_layers = static_cast<std::int64_t>(pattern.size());
-  return one;
-}
-
 // The mixer's widths as model/mamba_mixer.hpp derives them (expand 2, d_conv 4).
 struct mamba_widths {
-  double h, heads, d_inner, groups_state, conv_dim, in_proj_out;
+  double h, heads, groups, state, d_inner, groups_state, conv_dim, in_proj_out;
   int tp;
 };
 
@@ -36,11 +23,17 @@ mamba_widths mamba_widths_of(const config::megatron_args& a) {
   w.heads = e.mamba_num_heads ? static_cast<double>(*e.mamba_num_heads)
                               : static_cast<double>(2 * *a.network_size.hidden_size / e.mamba_head_dim);
   w.d_inner = w.heads * static_cast<double>(e.mamba_head_dim);
-  w.groups_state = static_cast<double>(e.mamba_num_groups * e.mamba_state_dim);
+  w.groups = static_cast<double>(e.mamba_num_groups);
+  w.state = static_cast<double>(e.mamba_state_dim);
+  w.groups_state = w.groups * w.state;
   w.conv_dim = w.d_inner + 2 * w.groups_state;
   w.in_proj_out = w.d_inner + w.conv_dim + w.heads;
   w.tp = static_cast<int>(a.distributed.tensor_model_parallel_size);
   return w;
+}
+
+double activation_element_bytes(const config::megatron_args& a) {
+  return a.mixed_precision.bf16 || a.mixed_precision.fp16 ? 2 : 4;
 }
 
 double norm_parameters(const config::megatron_args& a) {
@@ -48,6 +41,7 @@ double norm_parameters(const config::megatron_args& a) {
   return a.network_size.normalization == "RMSNorm" ? h : 2 * h;  // LayerNorm: weight and bias
 }
 
+// One rank's share of a microbatch: its positions (the sequence / cp) x batch x hidden.
 struct token_dims {
   double sbh, tp, ffn_over_h;
   bool sp;
@@ -56,8 +50,8 @@ struct token_dims {
 token_dims token_dims_of(const config::megatron_args& a) {
   const auto& n = a.network_size;
   token_dims t{};
-  t.sbh = static_cast<double>(a.training.micro_batch_size.value_or(1)) * static_cast<double>(*a.data.seq_length) *
-          static_cast<double>(*n.hidden_size);
+  t.sbh = static_cast<double>(a.training.micro_batch_size.value_or(1)) * static_cast<double>(*a.data.seq_length) /
+          static_cast<double>(a.distributed.context_parallel_size) * static_cast<double>(*n.hidden_size);
   t.tp = static_cast<double>(a.distributed.tensor_model_parallel_size);
   t.ffn_over_h = static_cast<double>(n.ffn_hidden_size.value_or(4 * *n.hidden_size)) / static_cast<double>(*n.hidden_size);
   t.sp = a.training.sequence_parallel;
@@ -75,29 +69,6 @@ std::vector<config::hybrid_layer> hybrid_layers(const config::megatron_args& a) 
   s.mlp_ratio = a.experimental.hybrid_mlp_ratio;
   s.pattern = a.experimental.hybrid_override_pattern;
   return config::allocate_hybrid_layers(s);
-}
-
-hybrid_layer_counts hybrid_layers_in(const config::megatron_args& a, int begin, int end) {
-  const auto kinds = hybrid_layers(a);
-  hybrid_layer_counts n;
-  for (int i = std::max(begin, 0); i < end && i < static_cast<int>(kinds.size()); ++i) {
-    switch (kinds[i]) {
-      case config::hybrid_layer::mamba: ++n.mamba; break;
-      case config::hybrid_layer::attention: ++n.attention; break;
-      case config::hybrid_layer::mlp: ++n.mlp; break;
-    }
-  }
-  return n;
-}
-
-hybrid_kind_flops split_hybrid_flops(const config::megatron_args& a, std::int64_t padded_vocab) {
-  hybrid_kind_flops f;
-  const double none = flops(with_pattern(a, ""), padded_vocab);
-  f.logits = none / 3;  // forward + 2x backward = 3x forward
-  f.mamba = (flops(with_pattern(a, "M"), padded_vocab) - none) / 3;
-  f.attention = (flops(with_pattern(a, "*"), padded_vocab) - none) / 3;
-  f.mlp = (flops(with_pattern(a, "-"), padded_vocab) - none) / 3;
-  return f;
 }
 
 double mamba_layer_parameters(const config::megatron_args& a) {
@@ -122,9 +93,43 @@ double mamba_activation_bytes(const config::megatron_args& a) {
   const mamba_widths w = mamba_widths_of(a);
   const token_dims t = token_dims_of(a);
   const double tokens = t.sbh / w.h;
-  const double element = a.mixed_precision.bf16 || a.mixed_precision.fp16 ? 2 : 4;
+  const double element = activation_element_bytes(a);
   const double inputs = 2 * w.h / (t.sp ? w.tp : 1);  // the layer's input and its norm's output
   return tokens * element * (inputs + (w.in_proj_out + w.conv_dim + 2 * w.d_inner) / w.tp);
+}
+
+std::vector<double> mamba_context_parallel_exchange_bytes(const config::megatron_args& a) {
+  const int cp = static_cast<int>(a.distributed.context_parallel_size);
+  if (cp <= 1) return {};
+  const mamba_widths w = mamba_widths_of(a);
+  const token_dims t = token_dims_of(a);
+  const double rows = t.sbh / w.h * activation_element_bytes(a);  // this rank's positions, in bytes per column
+  const double groups = w.groups / w.tp;
+  const double bc = groups * std::max(1.0, cp / groups) * w.state;  // each group once per rank holding its heads
+  return {rows * w.d_inner / w.tp, rows * bc, rows * bc, rows * w.heads / w.tp, rows * w.d_inner / w.tp};
+}
+
+std::string mamba_context_parallel_mismatch(const config::megatron_args& a) {
+  const auto cp = static_cast<std::int64_t>(a.distributed.context_parallel_size);
+  if (cp <= 1) return {};
+  const mamba_widths w = mamba_widths_of(a);
+  const auto heads = static_cast<std::int64_t>(w.heads) / w.tp, groups = static_cast<std::int64_t>(w.groups) / w.tp;
+  const auto numbers = "the Mamba heads (" + std::to_string(heads) + ") and groups (" + std::to_string(groups) +
+                       ") per tensor-parallel rank with --context-parallel-size " + std::to_string(cp);
+  if (heads % cp != 0) return "nheads must be evenly divisible by tp_size * cp_size (Megatron's MambaContextParallel): " + numbers;
+  if (groups < cp ? groups == 0 || cp % groups != 0 : groups % cp != 0)
+    return std::string(groups < cp ? "cp_size must be evenly divisible by ngroups/tp_size"
+                                   : "ngroups must be evenly divisible by tp_size * cp_size") +
+           " (Megatron's MambaContextParallel): " + numbers;
+  return {};
+}
+
+double mamba_context_parallel_exchange_seconds(const config::megatron_args& a, const system_spec& system) {
+  const process_group_shape cp{static_cast<int>(a.distributed.context_parallel_size),
+                               static_cast<int>(a.distributed.tensor_model_parallel_size)};
+  double s = 0;
+  for (const double bytes : mamba_context_parallel_exchange_bytes(a)) s += all_to_all_seconds(system, cp, bytes);
+  return s;
 }
 
 double attention_only_activation_bytes(const config::megatron_args& a) {

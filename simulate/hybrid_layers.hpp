@@ -1,18 +1,19 @@
 // The layer kinds of a hybrid Mamba model (--is-hybrid-model: --hybrid-override-pattern or the
 // --hybrid-*-ratio flags, allocated as config/hybrid_layer_allocation.hpp does) as the cost model
-// prices them: Mamba (M), attention-only (*) and MLP-only (-) layers. Each kind's forward FLOPs
-// come from Megatron's hybrid formula (training/flops.cpp hybrid_flops) evaluated on a one-layer
-// pattern of that kind less the empty pattern, so a hybrid model's layers add up to
-// num_floating_point_operations exactly. Parameters follow the modules mactor builds
-// (model/mamba_mixer.hpp, Megatron's MambaMixer); activations are what each kind keeps for its
-// backward.
+// prices them: Mamba (M), attention-only (*) and MLP-only (-) layers. Their FLOPs and counts per
+// chunk are layer_kinds.hpp's (Megatron's hybrid formula, training/flops.cpp hybrid_flops, on a
+// one-layer pattern of each kind); here are their parameters, which follow the modules mactor
+// builds (model/mamba_mixer.hpp, Megatron's MambaMixer), what each kind keeps for its backward,
+// and the Mamba layers' context-parallel all-to-alls (model/mamba_context_parallel.hpp, Megatron's
+// MambaContextParallel).
 #pragma once
 
-#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "config/hybrid_layer_allocation.hpp"
 #include "config/megatron_args.hpp"
+#include "simulate/system_spec.hpp"
 
 namespace mactor::simulate {
 
@@ -22,18 +23,6 @@ bool is_hybrid(const config::megatron_args& a);
 
 /// Each decoder layer's kind (num_layers of them).
 std::vector<config::hybrid_layer> hybrid_layers(const config::megatron_args& a);
-
-struct hybrid_layer_counts {
-  int mamba = 0, attention = 0, mlp = 0;
-};
-/// How many of layers [begin, end) are of each kind.
-hybrid_layer_counts hybrid_layers_in(const config::megatron_args& a, int begin, int end);
-
-/// Forward FLOPs of one microbatch over the whole (unsharded) model, by kind.
-struct hybrid_kind_flops {
-  double mamba = 0, attention = 0, mlp = 0, logits = 0;
-};
-hybrid_kind_flops split_hybrid_flops(const config::megatron_args& a, std::int64_t padded_vocab);
 
 /// Parameters of one layer on one tensor-parallel rank. Mamba: the layer's norm (fused into
 /// in_proj, on every rank), in_proj h -> 2 d_inner + 2 groups x state + heads, conv1d (weight
@@ -45,7 +34,9 @@ double mamba_layer_parameters(const config::megatron_args& a);
 double attention_only_layer_parameters(const config::megatron_args& a);
 double mlp_only_layer_parameters(const config::megatron_args& a);
 
-/// Bytes one microbatch keeps for one layer's backward on one rank. Attention-only and MLP-only:
+/// Bytes one microbatch keeps for one layer's backward on one rank, of its positions (the
+/// sequence / cp under context parallelism; a Mamba layer's whole-sequence buffers of heads / cp
+/// heads are counted at that size, though B and C are larger where they are repeated, below). Attention-only and MLP-only:
 /// the attention block's and the MLP block's parts of Korthikanti's Table 2 (attention 11 sbh and
 /// its norm 2 sbh, MLP 3 sbh + 4 ffn/h sbh and its norm 2 sbh; with sequence parallelism all / tp,
 /// without it the inputs, norms and dropout masks whole and the rest / tp; the scores 5 a s^2 b /
@@ -57,5 +48,22 @@ double mlp_only_layer_parameters(const config::megatron_args& a);
 double mamba_activation_bytes(const config::megatron_args& a);
 double attention_only_activation_bytes(const config::megatron_args& a);
 double mlp_only_activation_bytes(const config::megatron_args& a);
+
+/// One Mamba layer's context-parallel exchanges in one direction, as mactor's mixer runs them
+/// (model/mamba_context_parallel.hpp): the bytes one rank sends into each all-to-all over the
+/// context-parallel group, in order x, B, C, dt (in_proj's columns from the rank's positions to
+/// the whole sequence of heads / cp heads) and y (back to the positions); the backward moves the
+/// same on the gradients (dy to heads; dx, dB, dC, ddt back). Each is the rank's positions x the
+/// tensor-parallel rank's columns: d_inner / tp for x and y, heads / tp for dt, and for B and C
+/// groups / tp x state, each group repeated cp / (groups / tp) times where a tensor-parallel rank
+/// holds fewer groups than cp. z stays local (mactor gates y on the rank's own rows), where
+/// Megatron also moves z to heads and back. Empty without context parallelism.
+std::vector<double> mamba_context_parallel_exchange_bytes(const config::megatron_args& a);
+/// Why Megatron's MambaContextParallel (and mactor's mixer) would refuse the layout, or empty:
+/// the heads per tensor-parallel rank must divide by cp, and its groups divide cp or by it.
+std::string mamba_context_parallel_mismatch(const config::megatron_args& a);
+/// Their time: one all-to-all each (collectives.hpp, over the context-parallel group: cp ranks at
+/// stride tp), never overlapped with compute.
+double mamba_context_parallel_exchange_seconds(const config::megatron_args& a, const system_spec& system);
 
 }  // namespace mactor::simulate

@@ -2,9 +2,11 @@
 #include "simulate/layer_kinds.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "config/moe_layout.hpp"
 #include "simulate/collectives.hpp"
+#include "simulate/hybrid_layers.hpp"
 #include "training/flops.hpp"
 
 namespace mactor::simulate {
@@ -24,6 +26,26 @@ config::megatron_args isolated(const config::megatron_args& a, std::int64_t laye
   else
     one.moe.num_experts.reset();
   return one;
+}
+
+// `a` as a hybrid model of exactly the layers in `pattern`.
+config::megatron_args with_pattern(const config::megatron_args& a, const std::string& pattern) {
+  config::megatron_args one = a;
+  one.experimental.is_hybrid_model = true;
+  one.experimental.hybrid_override_pattern = pattern;
+  one.network_size.num_layers = static_cast<std::int64_t>(pattern.size());
+  return one;
+}
+
+// A hybrid model's kinds: Megatron's hybrid branch on one layer of each kind less none.
+layer_kind_flops split_hybrid_flops(const config::megatron_args& a, std::int64_t padded_vocab) {
+  layer_kind_flops f;
+  const double none = flops(with_pattern(a, ""), padded_vocab);
+  f.logits = none / 3;  // forward + 2x backward = 3x forward
+  f.mamba_layer = (flops(with_pattern(a, "M"), padded_vocab) - none) / 3;
+  f.attention_layer = (flops(with_pattern(a, "*"), padded_vocab) - none) / 3;
+  f.mlp_layer = (flops(with_pattern(a, "-"), padded_vocab) - none) / 3;
+  return f;
 }
 
 struct widths {
@@ -67,6 +89,7 @@ double activation_element_bytes(const config::megatron_args& a) {
 }  // namespace
 
 layer_kind_flops split_layer_flops(const config::megatron_args& a, std::int64_t padded_vocab) {
+  if (is_hybrid(a)) return split_hybrid_flops(a, padded_vocab);
   layer_kind_flops f;
   const double none = flops(isolated(a, 0, false), padded_vocab);
   f.logits = none / 3;  // forward + 2x backward = 3x forward
@@ -89,10 +112,21 @@ std::vector<bool> moe_layers(const config::megatron_args& a) {
   return out;
 }
 
-int moe_layers_in(const config::megatron_args& a, int begin, int end) {
+layer_kind_counts layer_kinds_in(const config::megatron_args& a, int begin, int end) {
+  layer_kind_counts n;
+  if (is_hybrid(a)) {
+    const auto kinds = hybrid_layers(a);
+    for (int i = std::max(begin, 0); i < end && i < static_cast<int>(kinds.size()); ++i) {
+      switch (kinds[i]) {
+        case config::hybrid_layer::mamba: ++n.mamba; break;
+        case config::hybrid_layer::attention: ++n.attention; break;
+        case config::hybrid_layer::mlp: ++n.mlp; break;
+      }
+    }
+    return n;
+  }
   const auto kinds = moe_layers(a);
-  int n = 0;
-  for (int i = std::max(begin, 0); i < end && i < static_cast<int>(kinds.size()); ++i) n += kinds[i] ? 1 : 0;
+  for (int i = std::max(begin, 0); i < end && i < static_cast<int>(kinds.size()); ++i) ++(kinds[i] ? n.moe : n.dense);
   return n;
 }
 

@@ -1,7 +1,8 @@
-// The kinds of transformer layer a model mixes, as the cost model prices them: dense and MoE
-// layers (from --moe-layer-freq), standard or multi-latent attention, and multi-token prediction
-// depths. Each kind's forward FLOPs come from Megatron's own formula, evaluated on configs that
-// isolate it, so a model's layers add up to num_floating_point_operations exactly; parameters
+// The kinds of layer a model mixes, as the cost model prices them: dense and MoE layers (from
+// --moe-layer-freq), standard or multi-latent attention, multi-token prediction depths, and a
+// hybrid model's Mamba, attention-only and MLP-only layers (their parameters and activations in
+// hybrid_layers.hpp). Each kind's forward FLOPs come from Megatron's own formula, evaluated on
+// configs that isolate it, so a model's layers add up to num_floating_point_operations exactly; parameters
 // follow the modules Megatron-Core builds; the expert-parallel token exchange and the routed
 // tokens' activations assume balanced routing (every expert receives topk x tokens / experts).
 #pragma once
@@ -14,20 +15,31 @@
 
 namespace mactor::simulate {
 
-/// Forward FLOPs of one microbatch over the whole (unsharded) model, by kind.
+/// Forward FLOPs of one microbatch over the whole (unsharded) model, by kind. A hybrid model
+/// (--is-hybrid-model) has only the Mamba, attention-only and MLP-only kinds and the logits: each
+/// Megatron's hybrid formula on a one-layer pattern of that kind (`M`, `*`, `-`) less the empty one.
 struct layer_kind_flops {
   double dense_layer = 0;  ///< one layer with a dense MLP
   double moe_layer = 0;    ///< one layer with the MoE MLP (routed experts and the shared expert)
   double mtp_depth = 0;    ///< one multi-token prediction depth: its layer, norms, eh_proj, logits
+  double mamba_layer = 0;      ///< hybrid: one Mamba layer
+  double attention_layer = 0;  ///< hybrid: one attention-only layer
+  double mlp_layer = 0;        ///< hybrid: one MLP-only layer
   double logits = 0;       ///< the output layer
 };
 layer_kind_flops split_layer_flops(const config::megatron_args& a, std::int64_t padded_vocab);
 
+/// How many of decoder layers [begin, end) (0-based, global) are of each kind: dense and MoE
+/// (--moe-layer-freq's pattern, all dense without --num-experts), or for a hybrid model Mamba,
+/// attention-only and MLP-only (config/hybrid_layer_allocation.hpp).
+struct layer_kind_counts {
+  int dense = 0, moe = 0, mamba = 0, attention = 0, mlp = 0;
+};
+layer_kind_counts layer_kinds_in(const config::megatron_args& a, int begin, int end);
+
 /// Whether each decoder layer (0-based, global) is a MoE layer: --moe-layer-freq's pattern, all
 /// false without --num-experts.
 std::vector<bool> moe_layers(const config::megatron_args& a);
-/// How many of layers [begin, end) are MoE layers.
-int moe_layers_in(const config::megatron_args& a, int begin, int end);
 /// Whether an MTP depth's layer is a MoE layer (it takes the decoder's last layer's kind).
 bool mtp_depth_is_moe(const config::megatron_args& a);
 

@@ -77,7 +77,10 @@ TEST_CASE("MoE, MLA, MTP and hybrid Mamba layers add up to Megatron's model FLOP
            {{hybrid, {"--tensor-model-parallel-size", "2"}}, 2},
            {{hybrid, {"--tensor-model-parallel-size", "2", "--sequence-parallel", "--pipeline-model-parallel-size", "2"}}, 4},
            {{hybrid, {"--pipeline-model-parallel-size", "2"}}, 4},
-           {{hybrid_ratios, {"--pipeline-model-parallel-size", "2"}}, 2}}) {
+           {{hybrid_ratios, {"--pipeline-model-parallel-size", "2"}}, 2},
+           {{hybrid, {"--context-parallel-size", "2"}}, 4},
+           {{hybrid, {"--tensor-model-parallel-size", "2", "--sequence-parallel", "--context-parallel-size", "2",
+                      "--pipeline-model-parallel-size", "2"}}, 8}}) {
     const auto a = args_of(l.parts, l.world);
     const auto result = sim::simulate_config(a, sim::ideal_system(peak), false);
     double busy = 0;

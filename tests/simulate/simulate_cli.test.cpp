@@ -48,10 +48,15 @@ TEST_CASE("mactor simulate refuses what it cannot model by the flag's name") {
   const auto r = run_shell(simulate(gpt + "--context-parallel-size 2 --cp-comm-type a2a --world-size 2"));
   CHECK(r.status == 2);
   CHECK(r.err.find("--cp-comm-type other than p2p is not modelled") != std::string::npos);
-  const auto hybrid_cp =
-      run_shell(simulate(gpt + "--is-hybrid-model --hybrid-override-pattern M*M- --context-parallel-size 2 --world-size 2"));
-  CHECK(hybrid_cp.status == 2);
-  CHECK(hybrid_cp.err.find("--context-parallel-size above 1 with a hybrid model is not modelled") != std::string::npos);
+  const auto hybrid_moe = run_shell(simulate(gpt + "--is-hybrid-model --hybrid-override-pattern M*M- --num-experts 4 "
+                                                   "--context-parallel-size 2 --world-size 2"));
+  CHECK(hybrid_moe.status == 2);
+  CHECK(hybrid_moe.err.find("--num-experts with a hybrid model is not modelled") != std::string::npos);
+  // 8 Mamba heads (2 x 256 / 64) do not split over 16 context-parallel ranks.
+  const auto hybrid_heads = run_shell(
+      simulate(gpt + "--is-hybrid-model --hybrid-override-pattern M*M- --context-parallel-size 16 --world-size 16"));
+  CHECK(hybrid_heads.status == 2);
+  CHECK(hybrid_heads.err.find("nheads must be evenly divisible by tp_size * cp_size") != std::string::npos);
   const auto pattern_only = run_shell(simulate(gpt + "--hybrid-override-pattern M*M-"));
   CHECK(pattern_only.status == 2);
   CHECK(pattern_only.err.find("--hybrid-override-pattern without --is-hybrid-model") != std::string::npos);
