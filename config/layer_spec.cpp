@@ -38,8 +38,6 @@ void hybrid_limits(const megatron_args& a, std::vector<std::string>& errors) {
                      " is not built by mactor yet; " + fix);
   };
   const auto& d = a.distributed;
-  if (d.use_megatron_fsdp || d.use_torch_fsdp2)
-    refuse("--use-megatron-fsdp / --use-torch-fsdp2", "drop them (use --use-distributed-optimizer)");
   if (a.network_size.mtp_num_layers.value_or(0) > 0) refuse("--mtp-num-layers", "drop --mtp-num-layers");
   if (a.moe.num_experts.value_or(0) > 0) refuse("--num-experts (MoE layers)", "drop --num-experts");
   if (a.network_size.multi_latent_attention) refuse("--multi-latent-attention", "drop --multi-latent-attention");

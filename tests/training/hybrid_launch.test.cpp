@@ -77,6 +77,18 @@ TEST_CASE("a hybrid Mamba model under CP2, CP4, TP2 x CP2 with SP and CP2 x DP2 
   check_resume(one, "torch_dist", "--context-parallel-size 2", 2, "--tensor-model-parallel-size 2");
 }
 
+// Fully sharded data parallelism shards the hybrid model's chunks as any other's.
+TEST_CASE("a hybrid Mamba model under FSDP ZeRO-2, ZeRO-3 and torch FSDP2 with TP2 logs the one-process losses and its checkpoint resumes under PP2") {
+  const auto one = run_job(1, model_flags(), 4, 6, mamba);
+  const std::string fsdp = "--use-megatron-fsdp --ckpt-format fsdp_dtensor --data-parallel-sharding-strategy ";
+  check_layout_against(one, 2, model_flags(), fsdp + "optim_grads", 4, 6, mamba);
+  check_layout_against(one, 2, model_flags(), fsdp + "optim_grads_params", 4, 6, mamba);
+  check_layout_against(one, 4, model_flags(), "--use-torch-fsdp2 --no-gradient-accumulation-fusion --tensor-model-parallel-size 2", 4, 6,
+                       mamba);
+  check_resume(one, "fsdp_dtensor", "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params", 4,
+               "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads --pipeline-model-parallel-size 2");
+}
+
 // fp8 (Transformer Engine's linears in mamba_stack_spec, so the Mamba projections' GEMMs too).
 // The first two iterations log the one-process losses to the log's digits; later ones drift
 // apart by up to 7e-4 (measured, mxfp8 at lr 1e-2): the layouts' sums (the row-parallel
