@@ -43,17 +43,13 @@ void mla_combinations(const megatron_args& a, std::vector<std::string>& errors) 
                      " is recognized but not implemented by mactor yet; drop --softmax-type");
 }
 
-// Multi-token prediction as built: on the last stage with the embedding's table there, no
-// context parallelism or fp32 residual stream.
+// Multi-token prediction as built: no fp32 residual stream.
 void mtp_combinations(const megatron_args& a, std::vector<std::string>& errors) {
   const auto depths = a.network_size.mtp_num_layers.value_or(0);
   if (depths <= 0) return;
   const auto refuse = [&](const std::string& what, const std::string& fix) {
     errors.push_back("--mtp-num-layers with " + what + " is recognized but not implemented by mactor yet; " + fix);
   };
-  if (const auto cp = a.distributed.context_parallel_size; cp != 1)
-    refuse("--context-parallel-size " + std::to_string(cp) + " (roll_tensor across the context-parallel ranks)",
-           "use --context-parallel-size 1");
   if (a.mixed_precision.fp32_residual_connection)
     refuse("--fp32-residual-connection", "drop --fp32-residual-connection");
 }

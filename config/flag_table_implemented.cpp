@@ -452,9 +452,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                          "stage's, tied or untied, as Megatron's shared embedding), applies enorm and hnorm, eh_proj (column-parallel, "
                          "gathered), one layer of the decoder's last layer's spec and a final norm, and scores the rolled "
                          "labels with the shared output layer; the losses enter the backward as MTPLossAutoScaler makes "
-                         "them and are logged as 'mtp_<k> loss' (checked against PyTorch; tp, sp, pp, dp); under fp8 a depth's "
+                         "them and are logged as 'mtp_<k> loss' (checked against PyTorch; tp, sp, pp, dp, cp: rolled over the whole sequence); under fp8 a depth's "
                          "eh_proj and layer run fp8 whatever --first-last-layers-bf16 says (Megatron's global fp8 "
-                         "context for MTP); with --calculate-per-token-loss each depth's loss sum scaled as the LM loss's; refused with cp, --fp32-residual-connection and "
+                         "context for MTP); with --calculate-per-token-loss each depth's loss sum scaled as the LM loss's; refused with --fp32-residual-connection and "
                          "FSDP's sharded gradients over pipeline stages; 'm' in --pipeline-model-parallel-layout goes in the last stage with 'L', as "
                          "Megatron requires"},
       {"mtp_loss_scaling_factor", "the MTP losses' weight in the backward: factor / depths times each depth's masked mean"},

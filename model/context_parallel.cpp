@@ -2,6 +2,7 @@
 #include "model/context_parallel.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -82,6 +83,23 @@ void check_sizes(const char* what, const sequence_shard& shard, int batch,
 }
 
 }  // namespace
+
+void gather_sequence_values(group& cp, const sequence_shard& shard, int batch, const void* local, std::size_t element,
+                            void* whole) {
+  const std::size_t ranks = std::size_t(shard.cp_size), row = element * std::size_t(batch);
+  const std::size_t block = std::size_t(shard.local_length()) * row;
+  std::vector<std::byte> send(block * ranks), recv(block * ranks);
+  for (std::size_t q = 0; q < ranks; ++q) std::memcpy(send.data() + q * block, local, block);
+  const std::vector<std::size_t> counts(ranks, block);
+  cp.all_to_all_v_bytes(send.data(), counts, recv.data(), counts);
+  auto* out = static_cast<std::byte*>(whole);
+  for (int q = 0; q < shard.cp_size; ++q) {
+    const sequence_shard theirs{shard.seq_length, shard.cp_size, q};
+    const auto positions = theirs.positions();
+    for (std::size_t i = 0; i < positions.size(); ++i)
+      std::memcpy(out + std::size_t(positions[i]) * row, recv.data() + std::size_t(q) * block + i * row, row);
+  }
+}
 
 void gather_sequence(group& cp, const sequence_shard& shard, int batch,
                      tensor::const_tensor_view local, tensor::tensor_view full) {

@@ -7,6 +7,7 @@
 // reduce-scatters their gradients back. Row placements keep the dropout masks of one
 // rank: a row's mask is that of its position in the whole [seq, batch, hidden] tensor.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -60,6 +61,27 @@ class row_placement {
   };
   std::vector<span> spans_;
 };
+
+/// whole[seq * batch] (sequence order) = every context-parallel rank's local[local_length * batch]
+/// values of `element` bytes each, exchanged over cp (every rank gets the whole sequence).
+void gather_sequence_values(group& cp, const sequence_shard& shard, int batch, const void* local, std::size_t element,
+                            void* whole);
+/// The whole sequence's values (token ids, labels, loss masks) of every context-parallel rank.
+template <typename T>
+std::vector<T> gather_sequence_values(group& cp, const sequence_shard& shard, int batch, const std::vector<T>& local) {
+  std::vector<T> whole(std::size_t(shard.seq_length) * std::size_t(batch));
+  gather_sequence_values(cp, shard, batch, local.data(), sizeof(T), whole.data());
+  return whole;
+}
+/// This rank's rows of whole[seq * batch] (sequence order), in its row order.
+template <typename T>
+std::vector<T> local_values(const sequence_shard& shard, int batch, const std::vector<T>& whole) {
+  std::vector<T> out;
+  out.reserve(std::size_t(shard.local_length()) * std::size_t(batch));
+  for (const int p : shard.positions())
+    for (int b = 0; b < batch; ++b) out.push_back(whole[std::size_t(p) * std::size_t(batch) + std::size_t(b)]);
+  return out;
+}
 
 /// full[seq * batch, width] (sequence order) = every context-parallel rank's
 /// local[local_length * batch, width], all-gathered over cp.

@@ -56,7 +56,7 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
                                              tp_split::rows, config_);
     const int tied = config_.untie_embeddings_and_output_weights ? -1 : word_embeddings_;
     if (config_.mtp_num_layers > 0) {
-      mtp_.emplace(store_, config_, tp.rank(), tp.size(), word_embeddings_, moe);
+      mtp_.emplace(store_, config_, tp.rank(), tp.size(), word_embeddings_, moe, cp);
       mtp_tracker_.assign(std::size_t(config_.mtp_num_layers), 0.0);
     }
     output_ = std::make_unique<output_layer_loss>(store_, config_, tp.rank(), tp.size(), tied);

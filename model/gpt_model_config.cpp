@@ -196,8 +196,6 @@ std::vector<std::string> validate(const gpt_model_config& c) {
   for (auto& e : validate(c.recompute, tp, c.sequence_parallel)) errors.push_back(std::move(e));
   if (c.moe.enabled()) check_moe(errors, c);
   if (c.mtp_num_layers < 0) errors.push_back("mtp_num_layers=" + std::to_string(c.mtp_num_layers) + " must be >= 0");
-  if (c.mtp_num_layers > 0 && c.context_parallel_size > 1)
-    errors.push_back("multi-token prediction is not built with context parallelism");
   if (c.mtp_num_layers > 0 && c.position_embedding_type == position_embedding_kind::learned_absolute)
     errors.push_back("multi-token prediction needs rope or no position embeddings");
   if (c.hybrid()) check_hybrid(errors, c);

@@ -47,25 +47,41 @@ gpt_model_config depth_config(gpt_model_config c) {
 }  // namespace
 
 multi_token_prediction::depth::depth(parameter_store& store, int k, const gpt_model_config& c,
-                                     int tp_rank, int tp_size, int word, moe_groups moe)
+                                     int tp_rank, int tp_size, int word, moe_groups moe, group* cp)
     : embedding(c, tp_rank, tp_size, word),
       enorm(store, depth_name(k) + ".enorm", c),
       hnorm(store, depth_name(k) + ".hnorm", c),
       eh_proj(store, depth_name(k) + ".eh_proj", 2 * c.hidden_size, c.hidden_size, false,
               tp_split::rows, c.init_method_std, tp_size, c.sequence_parallel && tp_size > 1, c.fp8),
-      layer(store, c.num_layers + k, c, tp_rank, tp_size, nullptr, moe,
+      layer(store, c.num_layers + k, c, tp_rank, tp_size, cp, moe,
             depth_name(k) + ".transformer_layer", c.num_layers - 1),
       final_layernorm(store, depth_name(k) + ".final_layernorm", c) {}
 
 multi_token_prediction::multi_token_prediction(parameter_store& store, const gpt_model_config& c,
-                                               int tp_rank, int tp_size, int word, moe_groups moe)
-    : config_(c) {
+                                               int tp_rank, int tp_size, int word, moe_groups moe, group* cp)
+    : config_(c), cp_(c.context_parallel_size > 1 ? cp : nullptr) {
+  if (c.context_parallel_size > 1 && !cp)
+    throw std::invalid_argument("multi-token prediction under context parallelism needs the context-parallel group");
   if (word < 0) throw std::invalid_argument("multi-token prediction needs the word-embedding table on its stage");
   if (c.fp32_residual_connection)
     throw std::invalid_argument("multi-token prediction is not built with --fp32-residual-connection");
   depths_.reserve(std::size_t(c.mtp_num_layers));
   const auto in_depths = depth_config(c);
-  for (int k = 0; k < c.mtp_num_layers; ++k) depths_.emplace_back(store, k, in_depths, tp_rank, tp_size, word, moe);
+  for (int k = 0; k < c.mtp_num_layers; ++k)
+    depths_.emplace_back(store, k, in_depths, tp_rank, tp_size, word, moe, cp_);
+}
+
+template <typename T>
+std::vector<T> multi_token_prediction::rolled_over_sequence(const std::vector<T>& values, int times) const {
+  if (!cp_) {
+    std::vector<T> out = values;
+    for (int i = 0; i < times; ++i) out = rolled(out, seq_, batch_);
+    return out;
+  }
+  const auto shard = config_.shard();
+  auto whole = gather_sequence_values(*cp_, shard, batch_, values);
+  for (int i = 0; i < times; ++i) whole = rolled(whole, shard.seq_length, batch_);
+  return local_values(shard, batch_, whole);
 }
 
 std::vector<transformer_layer*> multi_token_prediction::layers() {
@@ -127,7 +143,7 @@ void multi_token_prediction::forward(const parameter_store& store, group& tp,
   const std::vector<std::int32_t>* prev_ids = &ids;
   for (std::size_t k = 0; k < depths_.size(); ++k) {
     auto& d = depths_[k];
-    d.ids = rolled(*prev_ids, seq, batch);
+    d.ids = rolled_over_sequence(*prev_ids, 1);
     prev_ids = &d.ids;
     auto emb = ensure_activation(d.emb, local_rows_, h, type);
     d.embedding.forward(store, tp, d.ids.data(), nullptr, emb, rows_, training,
@@ -156,7 +172,7 @@ std::vector<mtp_depth_loss> multi_token_prediction::losses(
   std::vector<float> m = mask;
   if (grads) grads->resize(depths_.size());
   for (std::size_t k = 0; k < depths_.size(); ++k) {
-    l = rolled(l, seq_, batch_), m = rolled(m, seq_, batch_);
+    l = rolled_over_sequence(l, 1), m = rolled_over_sequence(m, 1);
     for (float v : m) out[k].num_tokens += v;
     // MTPLossAutoScaler's gradient of factor / depths * sum(mask * loss) / sum(mask), or with
     // --calculate-per-token-loss of the sum itself (finalize divides by the LM loss's tokens).

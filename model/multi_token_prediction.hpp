@@ -38,9 +38,11 @@ class multi_token_prediction {
   /// Registers mtp.layers.<k>.{enorm, hnorm, eh_proj, transformer_layer, final_layernorm} for
   /// k < config.mtp_num_layers; word: the word-embedding table's id on this chunk. Each depth's
   /// transformer layer has the spec of the decoder's last layer (dense or MoE), as Megatron's
-  /// pretrain_gpt builds it.
+  /// pretrain_gpt builds it. cp: the context-parallel group (needed when
+  /// config.context_parallel_size > 1): the ids, labels and masks roll over the whole sequence,
+  /// as Megatron's roll_tensor passes the boundary values between the context-parallel ranks.
   multi_token_prediction(parameter_store& store, const gpt_model_config& config, int tp_rank,
-                         int tp_size, int word, moe_groups moe = {});
+                         int tp_size, int word, moe_groups moe = {}, group* cp = nullptr);
   int depths() const { return int(depths_.size()); }
   std::vector<transformer_layer*> layers();
   std::vector<const transformer_layer*> layers() const;
@@ -68,7 +70,7 @@ class multi_token_prediction {
  private:
   struct depth {
     depth(parameter_store& store, int k, const gpt_model_config& c, int tp_rank, int tp_size,
-          int word, moe_groups moe);
+          int word, moe_groups moe, group* cp);
     language_model_embedding embedding;
     norm enorm, hnorm;
     column_parallel_linear eh_proj;
@@ -80,7 +82,13 @@ class multi_token_prediction {
   void project_forward(const parameter_store& store, group& tp, depth& d);
   void project_backward(parameter_store& store, group& tp, depth& d, tensor::const_tensor_view dx);
 
+  /// values rolled `times` places left over the whole sequence (the rank's own rows under
+  /// context parallelism: gathered, rolled, taken back).
+  template <typename T>
+  std::vector<T> rolled_over_sequence(const std::vector<T>& values, int times) const;
+
   gpt_model_config config_;
+  group* cp_;
   int seq_ = 0, batch_ = 0, rows_ = 0, local_rows_ = 0;
   std::vector<depth> depths_;
   tensor::tensor carry_, dy_, dx_, dproj_, dcat_, dnorm_, demb_, gathered_;

@@ -69,6 +69,32 @@ TEST_CASE("multi-token prediction with --calculate-per-token-loss under PP2 and 
   }
 }
 
+// Context parallelism: each depth's ids, labels and loss mask roll over the whole sequence (Megatron's
+// roll_tensor passes the boundary values between the context-parallel ranks). With
+// --calculate-per-token-loss the gradients are the one process's sums, so CP2 and TP2 x CP2 log the
+// one-process lm loss. Without it, as in Megatron, each context-parallel rank scales its MTP loss by
+// its own token count (the rank holding the sequence's end has one token fewer per sequence), and
+// the logged mtp losses are the mean of the ranks' means: close to, not equal to, one process's.
+TEST_CASE("multi-token prediction under CP2 and TP2 x CP2 logs the one-process losses") {
+  for (const std::string extra : {" --calculate-per-token-loss", ""}) {
+    const std::string flags = model_flags() + extra;
+    const auto alone = launch(1, flags);
+    const auto one = parse_losses(alone.out);
+    for (const auto& [ranks, layout] : std::vector<std::pair<int, std::string>>{
+             {2, "--context-parallel-size 2"},
+             {4, "--tensor-model-parallel-size 2 --sequence-parallel --context-parallel-size 2"}}) {
+      INFO(layout << extra);
+      const auto spread = launch(ranks, flags + " " + layout);
+      const auto got = parse_losses(spread.out);
+      REQUIRE(got.train.size() == 6);
+      check_same(got.train, one.train, ("lm loss, " + layout + extra).c_str(), ranks, extra.empty() ? 2e-3 : 1e-5);
+      for (const char* key : {"mtp_1 loss", "mtp_2 loss"})
+        check_same(logged_values(spread.out, key), logged_values(alone.out, key), (std::string(key) + ", " + layout + extra).c_str(),
+                   ranks, 2e-3);
+    }
+  }
+}
+
 TEST_CASE("a multi-token prediction checkpoint resumes bit for bit and a TP2 one resumes under PP2") {
   const auto whole = iteration_lines(launch(1, model_flags()).out);
   REQUIRE(whole.size() == 6);
