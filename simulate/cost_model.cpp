@@ -89,9 +89,6 @@ std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
   auto refuse = [&](bool set, const char* what, const char* fix) {
     if (set) out.push_back(std::string(what) + " is not modelled by mactor simulate yet; " + fix);
   };
-  const bool fsdp_shards = config::sharding_plan_of(a).strategy >= config::dp_sharding::optim_grads;
-  refuse(fsdp_shards && a.moe.num_experts.has_value(), "FSDP's sharded gradients with --num-experts",
-         "simulate --data-parallel-sharding-strategy optim (the distributed optimizer's sharding) instead");
   refuse(!is_hybrid(a) && a.experimental.hybrid_override_pattern.has_value(),
          "--hybrid-override-pattern without --is-hybrid-model (Megatron's FLOPs formula would count a dense model)",
          "add --is-hybrid-model");
@@ -289,19 +286,30 @@ void add_dp_sync(const config::megatron_args& a, const system_spec& system, chun
 
 // FSDP's transfers inside the pipeline, per microbatch: ZeRO-3 gathers the chunk's parameters
 // before each forward and each backward (without resharding after the forward, once per step,
-// spread here over the microbatches), ZeRO-2 and 3 reduce-scatter each backward's gradients.
+// spread here over the microbatches), ZeRO-2 and 3 reduce-scatter each backward's gradients;
+// the dense parameters over the data x context-parallel group, the experts' over the
+// expert-data-parallel group (as grad_sync shards each region over its own group).
 // Exposed, or with --overlap-param-gather / --overlap-grad-reduce hidden behind the chunk's
 // compute as far as it goes. The gathered parameters and whole gradients are transient memory.
 void add_fsdp_transfers(const config::megatron_args& a, const system_spec& system, int microbatches, chunk_cost& c) {
   const auto plan = config::sharding_plan_of(a);
   if (plan.strategy < config::dp_sharding::optim_grads) return;
   const dims d = dims_of(a);
-  const process_group_shape group{d.dp * d.cp, d.tp};
+  const process_group_shape dense{d.dp * d.cp, d.tp};
+  const process_group_shape experts{expert_data_parallel_size(a),
+                                    static_cast<int>(a.moe.expert_model_parallel_size *
+                                                     a.moe.expert_tensor_parallel_size.value_or(d.tp))};
   const double grad_bytes = a.mixed_precision.grad_reduce_in_bf16 ? 2 : 4;
-  const double scatter = all_gather_seconds(system, group, c.parameters * grad_bytes);
+  // Each region's collective, the dense one then the experts' (one after the other, as grad_sync runs them).
+  const auto per_region = [&](double bytes_per_parameter) {
+    double s = all_gather_seconds(system, dense, (c.parameters - c.expert_parameters) * bytes_per_parameter);
+    if (c.expert_parameters > 0) s += all_gather_seconds(system, experts, c.expert_parameters * bytes_per_parameter);
+    return s;
+  };
+  const double scatter = per_region(grad_bytes);
   double gather_forward = 0, gather_backward = 0;
   if (plan.shards_params()) {
-    const double gather = all_gather_seconds(system, group, c.parameters * d.act_bytes);
+    const double gather = per_region(d.act_bytes);
     gather_forward = plan.reshard_after_forward ? gather : gather / std::max(1, microbatches);
     gather_backward = plan.reshard_after_forward ? gather : 0;
   }

@@ -100,3 +100,26 @@ TEST_CASE("FSDP's transfers hide behind the chunk's compute with the overlap fla
   CHECK(h.forward_fsdp_s < e.forward_fsdp_s);
   CHECK(hidden.iteration.iteration_s < exposed.iteration.iteration_s);
 }
+
+TEST_CASE("simulated FSDP shards a MoE model's experts over the expert-data-parallel group") {
+  const auto system = sim::read_system_file(std::string(MACTOR_SOURCE_DIR) + "/simulate/systems/h100_sxm_dgx.json");
+  const std::vector<std::string> moe = {"--num-experts", "8", "--expert-model-parallel-size", "4", "--moe-router-topk", "2"};
+  const auto with = [&](std::vector<std::string> strategy) {
+    strategy.insert(strategy.end(), moe.begin(), moe.end());
+    return sim::simulate_config(args_of(strategy), system, false);
+  };
+  const auto z2 = with(zero2), z3 = with(zero3);
+  const auto& c2 = z2.costs.chunks[0][0];
+  const double experts = c2.expert_parameters, dense = c2.parameters - experts;
+  REQUIRE(experts > 0);
+  // Two expert-data-parallel replicas (8 ranks / ep 4), 4 ranks apart in one node: one ring step.
+  const auto ring_2 = [&](double bytes) {
+    return system.intra_node.latency_s + bytes / 2 / (system.intra_node.bandwidth_Bps * system.collective_efficiency);
+  };
+  CHECK(c2.backward_fsdp_s == Approx(ring_8(system, dense * 4) + ring_2(experts * 4)).epsilon(1e-12));
+  CHECK(c2.forward_fsdp_s == 0);
+  const auto& c3 = z3.costs.chunks[0][0];
+  CHECK(c3.forward_fsdp_s == Approx(ring_8(system, dense * 2) + ring_2(experts * 2)).epsilon(1e-12));
+  CHECK(c3.backward_fsdp_s ==
+        Approx(ring_8(system, dense * 2) + ring_2(experts * 2) + ring_8(system, dense * 4) + ring_2(experts * 4)).epsilon(1e-12));
+}
