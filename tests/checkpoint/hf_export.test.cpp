@@ -16,6 +16,7 @@
 #include "checkpoint_test_util.hpp"
 #include "model/gpt_model.hpp"
 #include "model/local_group.hpp"
+#include "tests/tools/run_command.hpp"
 
 namespace ck = mactor::checkpoint;
 namespace md = mactor::model;
@@ -66,6 +67,14 @@ std::vector<export_case> cases() {
   llama_qkv.num_query_groups = 0;
   llama_qkv.untie_embeddings_and_output_weights = false;
   out.push_back({"llama-qkv-bias", "LlamaForCausalLM", llama_qkv});
+  // Llama 3.1's frequency scaling (--use-rope-scaling): rope_type llama3. A base of 5e5 puts most
+  // of the 8 frequencies' wavelengths past 2048 positions, where the scaling acts.
+  auto llama31 = llama;
+  llama31.use_rope_scaling = true, llama31.rope_scaling_factor = 16.0;
+  out.push_back({"llama-rope-scaling", "LlamaForCausalLM", llama31});
+  auto linear = llama;  // --rotary-seq-len-interpolation-factor: rope_type linear
+  linear.rotary_seq_len_interpolation_factor = 4.0;
+  out.push_back({"llama-linear-rope", "LlamaForCausalLM", linear});
   return out;
 }
 
@@ -83,6 +92,10 @@ nlohmann::json megatron_args(const md::gpt_model_config& c) {
           {"add_bias_linear", c.add_bias_linear}, {"add_qkv_bias", c.add_qkv_bias},
           {"openai_gelu", false}, {"bias_gelu_fusion", c.gelu_tanh_approximation},
           {"norm_epsilon", c.norm_epsilon}, {"rotary_base", c.rotary_base},
+          {"use_rope_scaling", c.use_rope_scaling}, {"rope_scaling_factor", c.rope_scaling_factor},
+          {"rotary_seq_len_interpolation_factor",
+           c.rotary_seq_len_interpolation_factor != 1.0 ? nlohmann::json(c.rotary_seq_len_interpolation_factor)
+                                                        : nlohmann::json(nullptr)},
           {"max_position_embeddings", c.max_position_embeddings},
           {"seq_length", c.seq_length}, {"padded_vocab_size", c.padded_vocab_size}};
 }
@@ -188,4 +201,22 @@ TEST_CASE("convert_checkpoint rejects bad command lines and unconvertible models
   ck::save((root / "ckpt").string(), 1, 0, 1, std::move(s));
   CHECK(status("to-hf --load " + (root / "ckpt").string() + " --out " + (root / "hf").string()) == 2);
   CHECK(status("to-hf --load " + (root / "ckpt").string() + " --ckpt-step x --out y") == 2);
+  // rope_scaling Megatron cannot express: another rope_type, or llama3 with other fixed values.
+  const nlohmann::json llama = {{"model_type", "llama"}, {"num_hidden_layers", 2}, {"hidden_size", 32},
+                                {"intermediate_size", 48}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                                {"max_position_embeddings", 20}, {"vocab_size", 96}, {"rms_norm_eps", 1e-6},
+                                {"rope_theta", 500000.0}, {"tie_word_embeddings", false}};
+  for (const auto& rope : {nlohmann::json{{"rope_type", "dynamic"}, {"factor", 2.0}},
+                           nlohmann::json{{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 2.0},
+                                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}}}) {
+    auto config = llama;
+    config["rope_scaling"] = rope;
+    const fs::path hf = root / ("rope-" + rope["low_freq_factor"].dump());
+    fs::create_directories(hf);
+    std::ofstream(hf / "config.json") << config.dump();
+    INFO(rope.dump());
+    const auto r = mactor::test::run_shell(tool + " from-hf --hf " + hf.string() + " --save " + (root / "rope-out").string());
+    CHECK(r.status == 2);
+    CHECK(r.err.find("rope_scaling") != std::string::npos);
+  }
 }

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tools/convert_checkpoint/hf_llama_rope.hpp"
 #include "tools/convert_checkpoint/hf_moe_families.hpp"
 
 namespace mactor::convert {
@@ -135,6 +136,13 @@ model_args args_from_megatron(const nlohmann::json& args) {
   if (mla) deepseek_from_megatron(args, a, errors);
   else if (get_or<bool>(args, "qk_layernorm", false)) qwen3_from_megatron(args, a, errors);
   else if (moe) moe_from_megatron(args, a, errors);
+  if (!mla && a.family != hf_family::gpt2) {
+    const char* who = a.family == hf_family::mixtral ? "MixtralForCausalLM"
+                      : a.family == hf_family::qwen3 ? "Qwen3ForCausalLM"
+                      : a.family == hf_family::qwen3_moe ? "Qwen3MoeForCausalLM"
+                                                         : "LlamaForCausalLM";
+    llama_rope_from_megatron(args, a, who, errors);
+  }
   // A hybrid Mamba model (pretrain_mamba, --spec ... mamba_stack_spec) saves its spec as a list.
   if (args.contains("spec") && args["spec"].is_array() && args["spec"].size() == 2 &&
       args["spec"][1] == "mamba_stack_spec")
@@ -187,6 +195,7 @@ nlohmann::json megatron_args_json(const model_args& a) {
           {"seq_length", a.seq_length},
           {"padded_vocab_size", a.padded_vocab_size}};
   if (a.family == hf_family::deepseek_v3) deepseek_megatron_args(a, j);
+  else if (a.family != hf_family::gpt2) llama_rope_megatron_args(a, j);
   if (a.family == hf_family::qwen3) j["qk_layernorm"] = true;
   if (a.family == hf_family::qwen3_moe) {
     j["qk_layernorm"] = true;
@@ -246,7 +255,7 @@ nlohmann::json hf_config_json(const model_args& a) {
   }
   j.update({{"architectures", {"LlamaForCausalLM"}},
             {"model_type", "llama"},
-            {"rope_scaling", nullptr},
+            {"rope_scaling", llama_rope_scaling(a)},
             {"hidden_act", "silu"},
             {"attention_bias", a.qkv_bias()},
             {"mlp_bias", a.add_bias_linear},
@@ -282,8 +291,9 @@ model_args args_from_hf_config(const nlohmann::json& c) {
     a.add_qkv_bias = get_or<bool>(c, "attention_bias", false) && !a.add_bias_linear;
     if (get_or<std::string>(c, "hidden_act", "silu") != "silu")
       throw std::invalid_argument("config.json: hidden_act must be silu for Megatron's swiglu");
-    if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
-      throw std::invalid_argument("config.json: rope_scaling is not supported by mactor's model");
+    std::vector<std::string> errors;
+    llama_rope_from_hf_config(c, a, errors);
+    if (!errors.empty()) throw std::invalid_argument(join(errors, "config.json cannot be converted:"));
   } else if (type == "mixtral") {
     a.family = hf_family::mixtral;
     read_llama_like(c, a, 1e-5, 1e6);
@@ -295,7 +305,7 @@ model_args args_from_hf_config(const nlohmann::json& c) {
     if (get_or<std::string>(c, "hidden_act", "silu") != "silu")
       errors.push_back("hidden_act must be silu for Megatron's swiglu");
     if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
-      errors.push_back("rope_scaling is not supported by mactor's model");
+      errors.push_back("rope_scaling (MixtralForCausalLM's rotary embedding in transformers ignores it)");
     if (c.contains("sliding_window") && !c["sliding_window"].is_null() &&
         c["sliding_window"].get<std::int64_t>() < a.max_position_embeddings)
       errors.push_back("sliding_window shorter than max_position_embeddings is not supported");

@@ -61,6 +61,10 @@ struct model_args {
   // and beta_slow have no Megatron flag (MLATransformerConfig's 4096, 32, 1). A factor of 1 is
   // plain RoPE whichever the type (rope_scaling null).
   bool yarn = false;
+  // Llama-style RoPE scaling (tools/convert_checkpoint/hf_llama_rope.hpp): --use-rope-scaling's
+  // --rope-scaling-factor (0: off) and --rotary-seq-len-interpolation-factor.
+  double llama3_rope_factor = 0.0;
+  double linear_rope_factor = 1.0;
   double rotary_scaling_factor = 1.0;
   double mscale = 1.0;
   double mscale_all_dim = 0.0;

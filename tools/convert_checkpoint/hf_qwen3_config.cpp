@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "tools/convert_checkpoint/hf_llama_rope.hpp"
 #include "tools/convert_checkpoint/hf_moe_families.hpp"
 
 namespace mactor::convert {
@@ -16,7 +17,7 @@ constexpr const char* dense_who = "Qwen3ForCausalLM";
 // The fields Qwen3Config and Qwen3MoeConfig share.
 nlohmann::json qwen3_common_json(const model_args& a) {
   auto j = llama_like_json(a);
-  j.update({{"rope_scaling", nullptr},
+  j.update({{"rope_scaling", llama_rope_scaling(a)},
             {"use_sliding_window", false},
             {"sliding_window", nullptr},
             {"hidden_act", "silu"},
@@ -96,7 +97,7 @@ model_args qwen3_from_hf_config(const nlohmann::json& c) {
   std::vector<std::string> errors;
   if (moe) qwen3_moe_from_hf(c, a, errors);
   if (get_or<std::string>(c, "hidden_act", "silu") != "silu") errors.push_back("hidden_act must be silu for Megatron's swiglu");
-  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) errors.push_back("rope_scaling is not supported by mactor's model");
+  llama_rope_from_hf_config(c, a, errors);
   if (get_or<bool>(c, "use_sliding_window", false)) errors.push_back("use_sliding_window is not converted");
   if (get_or<bool>(c, "attention_bias", false)) errors.push_back("attention_bias is not converted");
   if (!errors.empty()) throw std::invalid_argument(join_errors(errors, "config.json cannot be converted:"));
