@@ -92,15 +92,9 @@ void fsdp_combinations(const megatron_args& a, std::vector<std::string>& errors)
          "--pipeline-model-parallel-size > 1 and --mtp-num-layers",
          "the last stage's copy of the word embedding is summed with the first stage's on the whole gradients; use "
          "--pipeline-model-parallel-size 1");
-  // ZeRO-2 reduce-scatters the experts' gradients over their own group; ZeRO-3 would also keep
-  // each rank's two parameter shards (dense and experts) apart.
-  const bool params_sharded = d.use_torch_fsdp2 || s == "optim_grads_params";
-  refuse(params_sharded && a.moe.expert_model_parallel_size > 1, "--expert-model-parallel-size > 1",
-         "the experts' parameter shards; --data-parallel-sharding-strategy optim_grads shards their gradients");
-  const auto tp = d.tensor_model_parallel_size;
-  refuse(params_sharded && a.moe.num_experts.value_or(0) > 0 && a.moe.expert_tensor_parallel_size.value_or(tp) != tp,
-         "--expert-tensor-parallel-size other than the tensor-parallel size",
-         "the experts' parameter shards; --data-parallel-sharding-strategy optim_grads shards their gradients");
+  // Experts on groups of their own (expert parallelism, or an --expert-tensor-parallel-size
+  // other than tp) shard their gradients, and under ZeRO-3 their parameters, over the
+  // expert-data-parallel group, each rank's shard holding a slice of both regions.
   refuse(d.overlap_grad_reduce, "--overlap-grad-reduce", "gradient buckets over the whole gradient buffer");
   refuse(a.training.check_for_large_grads, "--check-for-large-grads", "local norms of the whole gradients");
   refuse(d.num_distributed_optimizer_instances > 1, "--num-distributed-optimizer-instances > 1",

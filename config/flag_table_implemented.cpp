@@ -194,7 +194,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                           "reduce-scatters each backward's gradients into the shard and frees the whole "
                                           "buffer (ZeRO-2); optim_grads_params also keeps only the shard of each model "
                                           "chunk's parameters, all-gathered into a buffer before each forward and "
-                                          "backward of the chunk and freed after (ZeRO-3)"},
+                                          "backward of the chunk and freed after (ZeRO-3); MoE experts on groups of "
+                                          "their own (--expert-model-parallel-size > 1, or an "
+                                          "--expert-tensor-parallel-size other than tp) shard over the "
+                                          "expert-data-parallel group"},
       {"use_torch_fsdp2", "fully sharded parameters, gradients and optimizer state: Megatron FSDP's optim_grads_params "
                           "machinery (training/fsdp_residency.hpp)"},
       {"torch_fsdp2_reshard_after_forward", "with --use-torch-fsdp2 the gathered parameters stay from a forward to its "

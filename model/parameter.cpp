@@ -137,6 +137,7 @@ void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
   values_ = tensor::tensor(flat, type_, tensor::memory_kind::parameters);
   grads_ = tensor::tensor(flat, grad_type_, tensor::memory_kind::gradients);
   flat_numel_ = total;
+  held_ = {{0, total, 0}};
   for (auto& p : params_) p.value = piece(values_, p), p.grad = piece(grads_, p);
   std::vector<float> full, local;
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -166,14 +167,30 @@ tensor::tensor_view parameter_store::piece(tensor::tensor_view buffer, const par
   return v;
 }
 
-void parameter_store::keep_values_shard(std::size_t begin, std::size_t end) {
-  tensor::tensor shard({static_cast<std::int64_t>(end - begin)}, type_, tensor::memory_kind::parameters);
-  const std::size_t held = std::min(end, flat_numel_);
-  if (begin < held)
-    kernels::copy(shard.view().rows(0, std::int64_t(held - begin)), values_.view().rows(std::int64_t(begin), std::int64_t(held)));
+void parameter_store::keep_values_shard(std::vector<held_range> ranges, std::size_t length) {
+  tensor::tensor shard({static_cast<std::int64_t>(length)}, type_, tensor::memory_kind::parameters);
+  shard.zero();
+  for (const auto& r : ranges) {
+    if (r.begin > r.end || r.end > flat_numel_ || r.at + (r.end - r.begin) > length)
+      throw std::logic_error("parameter_store::keep_values_shard: a range outside the layout or the shard");
+    // From wherever the store holds those elements now (the whole layout, unless sharded before).
+    for (const auto& h : held(r.begin, r.end)) {
+      const auto to = static_cast<std::int64_t>(r.at + (h.begin - r.begin)), n = static_cast<std::int64_t>(h.end - h.begin);
+      kernels::copy(shard.view().rows(to, to + n), values_.view().rows(std::int64_t(h.at), std::int64_t(h.at) + n));
+    }
+  }
   values_ = std::move(shard);
-  values_begin_ = begin;
+  held_ = std::move(ranges);
   unbind_values();
+}
+
+std::vector<held_range> parameter_store::held(std::size_t begin, std::size_t end) const {
+  std::vector<held_range> out;
+  for (const auto& r : held_) {
+    const std::size_t lo = std::max(begin, r.begin), hi = std::min(end, r.end);
+    if (lo < hi) out.push_back({lo, hi, r.at + (lo - r.begin)});
+  }
+  return out;
 }
 
 void parameter_store::bind_values(tensor::tensor_view full) {

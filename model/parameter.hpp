@@ -67,6 +67,12 @@ struct parameter {
   T* grad_as() const { return grad.host<T>().data(); }
 };
 
+/// Flat elements [begin, end) of a store's layout, held at value_tensor()[at, at + end - begin).
+struct held_range {
+  std::size_t begin = 0, end = 0, at = 0;
+  bool operator==(const held_range&) const = default;
+};
+
 class parameter_store {
  public:
   /// Values of `type`, gradients of `grad_type` (fp32 main gradients for a 16-bit model).
@@ -113,12 +119,14 @@ class parameter_store {
   /// Elements of the flat layout (every parameter's).
   std::size_t flat_numel() const { return flat_numel_; }
 
-  /// Fully sharded data parallelism (ZeRO-3): value_tensor() keeps only flat elements
-  /// [begin, end) (a data-parallel shard; elements past flat_numel() are zeros), the rest is
-  /// freed and every parameter's value view is unbound (null) until bind_values().
-  void keep_values_shard(std::size_t begin, std::size_t end);
-  /// The first flat element value_tensor() holds: 0 unless sharded.
-  std::size_t values_begin() const { return values_begin_; }
+  /// Fully sharded data parallelism (ZeRO-3): value_tensor() keeps only `length` elements: the
+  /// flat elements of each of `ranges` at its place (a data-parallel shard of each region: the
+  /// dense parameters' and, with expert parallelism, the experts'), zeros elsewhere (padding).
+  /// The rest is freed and every parameter's value view is unbound (null) until bind_values().
+  void keep_values_shard(std::vector<held_range> ranges, std::size_t length);
+  /// The parts of flat elements [begin, end) that value_tensor() holds, each with its place
+  /// there: all of them, at their own offsets, unless the values are sharded.
+  std::vector<held_range> held(std::size_t begin, std::size_t end) const;
   /// Points each parameter's value at its place in `full`, a whole flat layout of the store's
   /// dtype (at least flat_numel() elements): the gathered parameters. unbind_values() undoes it.
   void bind_values(tensor::tensor_view full);
@@ -152,7 +160,8 @@ class parameter_store {
   std::vector<init_spec> inits_;
   bool xavier_uniform_ = false;
   int expert_rank_ = 0, expert_size_ = 0;  // 0: the experts split like the rest
-  std::size_t expert_begin_ = 0, flat_numel_ = 0, values_begin_ = 0;
+  std::size_t expert_begin_ = 0, flat_numel_ = 0;
+  std::vector<held_range> held_;  // what values_ holds (the whole layout once allocated)
   // The data plane all-reduces the gradients and all-gathers the values (huge pages).
   tensor::tensor values_, grads_;
   deferred_weight_grads weight_grads_;

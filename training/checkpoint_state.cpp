@@ -29,13 +29,16 @@ std::vector<optim_slot> optimizer_slots(stage_engine& engine) {
     optim_slot slot;
     for (std::size_t c = 0; c < engine.chunks().size(); ++c)
       for (const auto& p : engine.chunks()[c].parameters())
-        if (const float* v = engine.main_params().values(c) + p.offset; o.value >= v && o.value < v + p.numel) {
-          auto& chunk = engine.chunks()[c];
-          slot.chunk = &chunk;
-          slot.param = &p;
-          slot.begin = static_cast<std::size_t>(o.value - v);
-          slot.end = slot.begin + o.numel;
-        }
+        // The parts of p this rank holds (its shard's with sharded parameters), one of which
+        // holds the optimizer's slice.
+        for (const auto& h : engine.main_params().held(c, p.offset, p.offset + p.numel))
+          if (o.value >= h.values && o.value < h.values + (h.end - h.begin)) {
+            auto& chunk = engine.chunks()[c];
+            slot.chunk = &chunk;
+            slot.param = &p;
+            slot.begin = h.begin - p.offset + static_cast<std::size_t>(o.value - h.values);
+            slot.end = slot.begin + o.numel;
+          }
     if (!slot.param) throw std::logic_error("optimizer parameter " + o.name + " is not in this rank's model");
     slots.push_back(slot);
   }

@@ -103,7 +103,7 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
       for (const auto& p : engine.chunks()[c].parameters()) {
         const auto& chunk = engine.chunks()[c];
         if (!saves(p) || saved_elsewhere(chunk, p)) continue;
-        const float* main = engine.main_params().values(c) + p.offset;
+        const float* main = engine.main_params().value_at(c, p.offset);
         for (auto& q : pieces_of(p.name, p, rank_in_split(p), split_size(p), 0, p.numel, main)) state.pieces.push_back(std::move(q));
       }
   }
@@ -258,11 +258,9 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
       if (!reader.has(p.name)) continue;  // allowed by the strictness: it keeps its initial values
       if (reader.global_shape(p.name) != p.full_shape)
         throw checkpoint_error(shape_mismatch(where, p, reader.global_shape(p.name), common, a, tp));
-      // The part of p this rank holds: all of it, or with sharded parameters its shard's.
-      auto& store = engine.chunks()[c].store();
-      const std::size_t lo = std::max(p.offset, store.values_begin()),
-                        hi = std::min(p.offset + p.numel, store.values_begin() + std::size_t(store.value_tensor().numel()));
-      if (lo < hi) read_into(p.name, p, lo - p.offset, hi - p.offset, engine.main_params().values(c) + lo);
+      // The parts of p this rank holds: all of it, or with sharded parameters its shard's.
+      for (const auto& h : engine.main_params().held(c, p.offset, p.offset + p.numel))
+        read_into(p.name, p, h.begin - p.offset, h.end - p.offset, h.values);
     }
   engine.model_params_from_main();  // a 16-bit model: its weights from the fp32 ones (fp8 ones cast)
   for (auto* r : biased) {

@@ -80,7 +80,7 @@ std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& 
       float* grad = grads.values(c) + at;
       model::optim_param o;
       o.name = p.name;
-      o.value = main.values(c) + lo;
+      o.value = main.value_at(c, lo);
       o.grad = grad;
       o.numel = hi - lo;
       o.no_weight_decay = p.no_weight_decay;

@@ -64,7 +64,7 @@ fp8_params::range fp8_params::piece(const weight& w, const range& r) {
 // master weight to the model weight's dtype before quantizing it).
 tensor::const_tensor_view fp8_params::model_dtype_piece(std::size_t c, const range& p) {
   const auto n = static_cast<std::int64_t>(p.end - p.begin);
-  const auto main = tensor::view_of(std::span<const float>(main_.values(c) + p.begin, static_cast<std::size_t>(n)));
+  const auto main = tensor::view_of(std::span<const float>(main_.value_at(c, p.begin), static_cast<std::size_t>(n)));
   const auto type = chunks_[c].dtype();
   if (type == tensor::dtype::float32) return main;
   if (!scratch_.defined() || scratch_.numel() < n || scratch_.type() != type)
@@ -124,7 +124,7 @@ void fp8_params::cast_all() {
 void fp8_params::dequantize_into_main() {
   for (std::size_t c = 0; c < weights_.size(); ++c)
     for (const auto& w : weights_[c])
-      kernels::dequantize_fp8(tensor::view_of(std::span<float>(main_.values(c) + w.offset, w.numel)),
+      kernels::dequantize_fp8(tensor::view_of(std::span<float>(main_.value_at(c, w.offset), w.numel)),
                               bytes(c) + w.byte_offset, w.scale_inv, e4m3);
 }
 

@@ -10,8 +10,12 @@ fsdp_residency::fsdp_residency(std::vector<model::gpt_chunk>& chunks, grad_sync&
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     auto& store = chunks_[c].store();
     if (plan_.shards_params()) {
-      const auto slice = sync_.slice_of(c);
-      store.keep_values_shard(slice.begin, slice.end);
+      // The values shard laid out as the gradient shard: each region's slice at its place.
+      const auto* shard = sync_.shard_of(c);
+      if (!shard) throw std::logic_error("FSDP needs the distributed optimizer's shards");
+      std::vector<model::held_range> ranges;
+      for (const auto& r : shard->ranges) ranges.push_back({r.begin, r.end, r.at});
+      store.keep_values_shard(std::move(ranges), static_cast<std::size_t>(shard->grads.numel()));
     }
     store.drop_grads();
   }
@@ -32,7 +36,7 @@ void fsdp_residency::before_compute(int chunk, bool grads) {
   const auto c = static_cast<std::size_t>(chunk);
   auto& store = chunks_[c].store();
   auto& h = held_[c];
-  const auto padded = static_cast<std::int64_t>(plan_.shards_params() ? sync_.slice_of(c).padded : sync_.full_length(c));
+  const auto padded = static_cast<std::int64_t>(sync_.full_length(c));
   if (plan_.shards_params() && !h.values.defined()) {
     h.values = take_buffer(padded, store.type());
     sync_.gather_values(c, store.value_tensor().view(), h.values.view());

@@ -96,18 +96,14 @@ class grad_sync {
   };
   /// Null without the distributed optimizer.
   shard* shard_of(std::size_t chunk);
-  /// FSDP: chunk's slice [first, second) of its padded flat layout on this rank, and the padded
-  /// length (a multiple of the shard group's size). The chunk must be one region (no expert
-  /// parallelism) sharded over more than one rank.
-  struct padded_slice {
-    std::size_t begin = 0, end = 0, padded = 0;
-  };
-  padded_slice slice_of(std::size_t chunk) const;
-  /// FSDP: the length of the whole gradient buffer reduce_into_shard takes for chunk: the padded
-  /// layout of its last region (every region's padding lies past the chunk's end then only
-  /// for that one; the others are copied into a padded buffer of their own).
+  /// FSDP: the length of the whole buffers gather_values fills and reduce_into_shard takes for
+  /// chunk: at least its flat layout, and each region's padded layout from the region's start
+  /// (only the last region's padding lies past the chunk's end; the others' overlap the next).
   std::size_t full_length(std::size_t chunk) const;
-  /// ZeRO-3: every rank's shard of chunk's values into `full` (padded length, the values' dtype).
+  /// ZeRO-3: every rank's shard of chunk's values (`shard`: laid out as shard_of(chunk)'s
+  /// gradients, each range at its `at`) into `full` (full_length(chunk) long, the values'
+  /// dtype), each region gathered over its own shard group (the experts' over the
+  /// expert-data-parallel one; where they have no replica, this rank's are copied).
   void gather_values(std::size_t chunk, tensor::const_tensor_view shard, tensor::tensor_view full);
   /// ZeRO-2: one backward's gradients of chunk (`full`, full_length(chunk) long, zeros past the
   /// chunk), scaled as finish_grad_sync would, each region reduce-scattered over its own shard
@@ -178,7 +174,6 @@ class grad_sync {
   void gather_packed(std::size_t region);
   void record_local_norm(std::size_t chunk, std::size_t begin, std::size_t end);
   void wait_background(const char* why);
-  const region& fsdp_region(std::size_t chunk) const;
   void reduce_region_into_shard(const region& r, tensor::tensor_view full);
 
   std::vector<synced_chunk> chunks_;

@@ -1,5 +1,5 @@
-// grad_sync's FSDP operations: the padded slice a chunk keeps, the ZeRO-3 parameter all-gather
-// and the ZeRO-2 reduce-scatter of each backward's gradients into the shard, region by region.
+// grad_sync's FSDP operations: the ZeRO-3 parameter all-gather into a chunk's whole buffer and
+// the ZeRO-2 reduce-scatter of each backward's gradients into the shard, region by region.
 #include <algorithm>
 #include <stdexcept>
 
@@ -9,30 +9,28 @@
 
 namespace mactor::training {
 
-const grad_sync::region& grad_sync::fsdp_region(std::size_t chunk) const {
-  const region* found = nullptr;
-  for (const auto& r : regions_)
-    if (r.chunk == chunk) {
-      if (found) throw std::logic_error("FSDP shards a chunk with expert-parallel experts");
-      found = &r;
-    }
-  if (!found || shards_.empty() || !found->shard_group) throw std::logic_error("FSDP needs a sharded chunk");
-  return *found;
-}
-
-grad_sync::padded_slice grad_sync::slice_of(std::size_t chunk) const {
-  const auto& r = fsdp_region(chunk);
-  return {r.lo, r.hi, r.padded};
-}
-
+// The regions in ascending order: a region's padding, gathered in place past its end, lands
+// on the next region's start, which that region's gather then overwrites.
 void grad_sync::gather_values(std::size_t chunk, tensor::const_tensor_view shard, tensor::tensor_view full) {
-  const auto& r = fsdp_region(chunk);
-  const trace_recorder::scope traced(*trace_, "fsdp params all-gather", "grad_sync",
-                                     {{"chunk", static_cast<std::int64_t>(chunk)},
-                                      {"bytes", static_cast<std::int64_t>(full.nbytes())},
-                                      {"group_size", r.shard_group->size()}});
-  r.shard_group->all_gather(shard, full);
-  param_gather_bytes_ += full.nbytes();
+  if (static_cast<std::size_t>(full.numel()) < full_length(chunk))
+    throw std::logic_error("grad_sync::gather_values: the whole buffer is shorter than the padded layout");
+  for (const auto& r : regions_) {
+    if (r.chunk != chunk) continue;
+    const auto at = static_cast<std::int64_t>(r.at), begin = static_cast<std::int64_t>(r.begin);
+    const auto per = static_cast<std::int64_t>(r.hi - r.lo), padded = static_cast<std::int64_t>(r.padded);
+    if (!r.shard_group) {  // this rank holds the whole region (experts with no expert-data-parallel replica)
+      const auto numel = static_cast<std::int64_t>(r.end - r.begin);
+      kernels::copy(full.rows(begin, begin + numel), shard.rows(at, at + numel));
+      continue;
+    }
+    const trace_recorder::scope traced(*trace_, "fsdp params all-gather", "grad_sync",
+                                       {{"chunk", static_cast<std::int64_t>(chunk)},
+                                        {"bytes", padded * static_cast<std::int64_t>(tensor::size_of(full.type))},
+                                        {"group_size", r.shard_group->size()}});
+    auto into = full.rows(begin, begin + padded);
+    r.shard_group->all_gather(shard.rows(at, at + per), into);
+    param_gather_bytes_ += into.nbytes();
+  }
 }
 
 std::size_t grad_sync::full_length(std::size_t chunk) const {

@@ -2,6 +2,8 @@
 #include "training/main_params.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/convert.hpp"
 
@@ -19,28 +21,33 @@ main_params::main_params(std::vector<model::gpt_chunk>& chunks) : chunks_(chunks
     throw std::logic_error("main_params: the chunks of one stage mix fp32 and 16-bit values");
 }
 
-float* main_params::values(std::size_t c) {
-  // Indexed by flat element: a sharded store's buffer starts at its first held element.
-  const auto first = static_cast<std::ptrdiff_t>(chunks_[c].store().values_begin());
-  if (separate()) return copies_[c].host<float>().data() - first;
-  return chunks_[c].store().values<float>().data() - first;
+std::vector<main_params::held_part> main_params::held(std::size_t c, std::size_t begin, std::size_t end) {
+  auto& store = chunks_[c].store();
+  float* base = separate() ? copies_[c].host<float>().data() : store.values<float>().data();
+  std::vector<held_part> out;
+  for (const auto& h : store.held(begin, end)) out.push_back({h.begin, h.end, base + h.at});
+  return out;
+}
+
+float* main_params::value_at(std::size_t c, std::size_t flat) {
+  const auto parts = held(c, flat, flat + 1);
+  if (parts.empty())
+    throw std::logic_error("main_params: flat element " + std::to_string(flat) + " of chunk " + std::to_string(c) +
+                           " is not in this rank's shard");
+  return parts.front().values;
 }
 
 void main_params::copy_to_model(std::size_t c, std::size_t begin, std::size_t end) {
   if (!separate()) return;
-  // Flat elements [begin, end) that this rank holds, as places in its buffers.
-  const std::size_t first = chunks_[c].store().values_begin();
-  const auto numel = static_cast<std::size_t>(copies_[c].numel());
-  begin = std::max(begin, first) - first;
-  end = std::min(end > first ? end - first : 0, numel);
-  if (begin >= end) return;
-  const auto lo = static_cast<std::int64_t>(begin), hi = static_cast<std::int64_t>(end);
-  kernels::convert(chunks_[c].store().value_tensor().view().rows(lo, hi), copies_[c].view().rows(lo, hi));
+  auto& store = chunks_[c].store();
+  for (const auto& h : store.held(begin, end)) {
+    const auto lo = static_cast<std::int64_t>(h.at), hi = static_cast<std::int64_t>(h.at + (h.end - h.begin));
+    kernels::convert(store.value_tensor().view().rows(lo, hi), copies_[c].view().rows(lo, hi));
+  }
 }
 
 void main_params::copy_all_to_model() {
-  for (std::size_t c = 0; c < copies_.size(); ++c)
-    copy_to_model(c, 0, chunks_[c].store().values_begin() + static_cast<std::size_t>(copies_[c].numel()));
+  for (std::size_t c = 0; c < copies_.size(); ++c) kernels::convert(chunks_[c].store().value_tensor(), copies_[c]);
 }
 
 void main_params::copy_all_from_model() {

@@ -20,12 +20,19 @@ class main_params {
 
   /// True when the model is 16-bit and the main parameters are a copy.
   bool separate() const { return !copies_.empty(); }
-  /// Chunk c's fp32 main parameters, indexed by flat element (the model's own values for an
-  /// fp32 model). With fully sharded parameters only the store's shard is held: elements
-  /// [values_begin, values_begin + its size).
-  float* values(std::size_t c);
-  /// Rounds elements [begin, end) of chunk c's main parameters into the model's values (after
-  /// the optimizer updated them); nothing for an fp32 model.
+  /// Chunk c's fp32 main parameter at flat element `flat` (the model's own value for an fp32
+  /// model), which this rank must hold (throws std::logic_error otherwise); the rest of its held
+  /// range follows it. With fully sharded parameters only the store's shard is held.
+  float* value_at(std::size_t c, std::size_t flat);
+  /// The parts of chunk c's flat elements [begin, end) this rank holds (all of them unless the
+  /// parameters are sharded), each with its main parameters.
+  struct held_part {
+    std::size_t begin = 0, end = 0;
+    float* values = nullptr;
+  };
+  std::vector<held_part> held(std::size_t c, std::size_t begin, std::size_t end);
+  /// Rounds the held part of flat elements [begin, end) of chunk c's main parameters into the
+  /// model's values (after the optimizer updated them); nothing for an fp32 model.
   void copy_to_model(std::size_t c, std::size_t begin, std::size_t end);
   /// The same for every chunk's whole buffer (after a checkpoint load into the main parameters).
   void copy_all_to_model();
@@ -33,7 +40,8 @@ class main_params {
   /// after a load without optimizer state); nothing for an fp32 model.
   void copy_all_from_model();
   /// Chunk c's model weights widened to fp32: what the model computes with. With the distributed
-  /// optimizer only this rank's shard of the main parameters is current, the weights all are.
+  /// optimizer only this rank's shard of the main parameters is current, the weights all are
+  /// (the values unsharded: the whole layout).
   std::vector<float> model_values(std::size_t c) const;
 
  private:

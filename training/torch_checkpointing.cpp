@@ -189,7 +189,7 @@ pickle_value torch_state_dict(const config::megatron_args& a, parallel_context& 
     // A 16-bit model saves its weights (main parameters of other ranks' shards are stale here).
     const auto weights = engine.main_params().separate() ? engine.main_params().model_values(c) : std::vector<float>();
     for (const auto& p : chunks[c].parameters()) {
-      const float* v = (weights.empty() ? engine.main_params().values(c) : weights.data()) + p.offset;
+      const float* v = weights.empty() ? engine.main_params().value_at(c, p.offset) : weights.data() + p.offset;
       // Megatron's last stage holds the tied embedding as its output layer's weight.
       const std::string key = is_shared_copy(chunks[c], p) ? "output_layer.weight" : p.name;
       model.set(key, pickle_value::of_tensor(make_tensor(v, p.numel, local_shape(p, tp), chunks[c].dtype())));
@@ -372,7 +372,7 @@ loaded_checkpoint load_torch_checkpoint(const config::megatron_args& a, parallel
                                      "'; was it saved by a different model (check --num-layers, --swiglu, "
                                      "--untie-embeddings-and-output-weights)?");
       const auto v = floats_of(t, local_shape(p, tp), where + ": " + p.name);
-      std::memcpy(engine.main_params().values(c) + p.offset, v.data(), v.size() * sizeof(float));
+      std::memcpy(engine.main_params().value_at(c, p.offset), v.data(), v.size() * sizeof(float));
     }
   }
   const bool load_optim = !finetune && !a.checkpointing.no_load_optim.value_or(false);

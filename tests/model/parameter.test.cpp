@@ -121,8 +121,10 @@ TEST_CASE("a store keeps only its values shard and binds its parameters to a who
   REQUIRE(store.flat_numel() == 7);
   const auto all = store.values<float>();
   const std::vector<float> whole(all.begin(), all.end());
-  store.keep_values_shard(4, 8);  // the second shard: b's last 3 elements and one of padding
-  CHECK(store.values_begin() == 4);
+  store.keep_values_shard({{4, 7, 0}}, 4);  // the second shard: b's last 3 elements and one of padding
+  CHECK(store.held(0, 7) == std::vector<model::held_range>{{4, 7, 0}});
+  CHECK(store.held(2, 5) == std::vector<model::held_range>{{4, 5, 0}});
+  CHECK(store.held(0, 4).empty());
   const auto kept = store.values<float>();
   REQUIRE(kept.size() == 4);
   CHECK(std::vector<float>(kept.begin(), kept.begin() + 3) == std::vector<float>(whole.begin() + 4, whole.end()));
@@ -143,4 +145,27 @@ TEST_CASE("a store keeps only its values shard and binds its parameters to a who
   CHECK(store[0].grad_as<float>() == grads.data());
   std::vector<float> short_layout(6, 0.0f);
   CHECK_THROWS_AS(store.bind_grads(tensor::view_of(std::span<float>(short_layout))), std::logic_error);
+}
+
+TEST_CASE("a store keeps a values shard of two regions, each slice at its own place") {
+  // Dense a (3) and b (4), then an expert e (5): flat 12, the experts from 7. The dense region
+  // is sharded over 2 (padded to 8: this rank's slice [4, 8) holds b's last 3 and a padding
+  // element), the experts over 2 (padded to 6: slice [3, 6) of them, flat [10, 12) and padding).
+  model::parameter_store store;
+  store.add("a", {3}, model::tp_split::replicated, model::init_kind::normal, 1.0);
+  store.add("b", {4}, model::tp_split::replicated, model::init_kind::normal, 1.0);
+  const int e = store.add("e", {5}, model::tp_split::replicated, model::init_kind::normal, 1.0);
+  store[e].expert = true;
+  store.allocate(5, 0, 1);
+  REQUIRE(store.expert_begin() == 7);
+  const auto all = store.values<float>();
+  const std::vector<float> whole(all.begin(), all.end());
+  store.keep_values_shard({{4, 7, 0}, {10, 12, 4}}, 7);
+  const auto kept = store.values<float>();
+  REQUIRE(kept.size() == 7);
+  const std::vector<float> want{whole[4], whole[5], whole[6], 0.0f, whole[10], whole[11], 0.0f};
+  CHECK(std::vector<float>(kept.begin(), kept.end()) == want);
+  CHECK(store.held(store[e].offset, store[e].offset + store[e].numel) == std::vector<model::held_range>{{10, 12, 4}});
+  CHECK(store.held(5, 11) == std::vector<model::held_range>{{5, 7, 1}, {10, 11, 4}});
+  CHECK_THROWS_AS(store.keep_values_shard({{10, 13, 0}}, 3), std::logic_error);  // past the layout
 }

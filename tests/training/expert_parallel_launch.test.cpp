@@ -2,10 +2,11 @@
 // losses) with its experts split over 2 or 4 expert-parallel ranks logs one process's lm loss,
 // MoE losses and grad norm every iteration, with and without the distributed optimizer (whose
 // expert shards then live in the expert-data-parallel group), with overlapped gradient reduction
-// and parameter all-gather, with FSDP's sharded gradients (ZeRO-2), and with pipeline
-// parallelism. A checkpoint saved under EP2 holds
+// and parameter all-gather, with FSDP's sharded gradients (ZeRO-2) and parameters (ZeRO-3,
+// torch FSDP2), and with pipeline parallelism. A checkpoint saved under EP2 holds
 // the same tensor names as one process's (experts under their global numbers) and resumes under
-// one process and under EP4 as the uninterrupted run continues.
+// one process and under EP4 as the uninterrupted run continues; one saved under ZeRO-3 with EP2
+// resumes under EP2 without FSDP, and one process's resumes under ZeRO-3 with EP2.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -113,6 +114,75 @@ TEST_CASE("FSDP's sharded gradients (optim_grads) with the experts over their ow
                zero2 + "--tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 "
                        "--expert-model-parallel-size 2",
                false);
+}
+
+TEST_CASE("FSDP's sharded parameters (optim_grads_params) with the experts over their own groups log one process's losses") {
+  // Each rank keeps a slice of the dense parameters (over the data-parallel group) and one of its
+  // experts (over the expert-data-parallel group) side by side; before each compute every region
+  // is all-gathered over its own group. EP2 on 4 ranks (both sharded over 2), EP2 on 2 ranks (the
+  // experts have no replica: this rank keeps them whole), TP2 with whole experts (ETP1) over EP2
+  // (the dense parameters over 2, the experts over 2), TP2 with the experts over ETP2 x EP2 (no
+  // expert replica: Megatron's ZeRO-3 MoE functional test's layout), and with --fsdp-double-buffer.
+  const std::string zero3 = "--use-megatron-fsdp --ckpt-format fsdp_dtensor --data-parallel-sharding-strategy optim_grads_params ";
+  check_layout(4, zero3 + "--expert-model-parallel-size 2");
+  check_layout(2, zero3 + "--expert-model-parallel-size 2");
+  check_layout(4,
+               zero3 + "--tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 "
+                       "--expert-model-parallel-size 2",
+               false);
+  check_layout(4, zero3 + "--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2", false);
+  check_layout(4, zero3 + "--expert-model-parallel-size 2 --fsdp-double-buffer");
+}
+
+TEST_CASE("ZeRO-3 with EP2 and a bf16 model logs ZeRO-2's losses exactly and one process's within bf16 rounding") {
+  // The fp32 main parameters are a shard of two ranges beside the bf16 values shard. ZeRO-3
+  // changes only where the values live between computes: the same reduce-scatters as ZeRO-2, so
+  // the same losses bit for bit. Against one process the 16-bit gradients sum in another order
+  // (as under plain EP2): 1e-4, as the dense bf16 ZeRO-3 test (tests/training/fsdp_launch.test.cpp).
+  const std::string bf16 = moe_flags() + " --bf16 --expert-model-parallel-size 2 --use-megatron-fsdp "
+                                         "--ckpt-format fsdp_dtensor --data-parallel-sharding-strategy ";
+  const auto zero2 = run_moe(4, bf16 + "optim_grads"), zero3 = run_moe(4, bf16 + "optim_grads_params");
+  check_same(zero3.losses.train, zero2.losses.train, "EP lm loss, bf16 ZeRO-3 vs ZeRO-2 EP2", 4, 0);
+  check_same(zero3.losses.validation, zero2.losses.validation, "EP validation/test lm loss, bf16 ZeRO-3 vs ZeRO-2 EP2", 4, 0);
+  check_same(zero3.load_balancing_loss, zero2.load_balancing_loss, "EP load_balancing_loss, bf16 ZeRO-3 vs ZeRO-2 EP2", 4, 0);
+  const auto one = run_moe(1, moe_flags() + " --bf16");
+  check_same(zero3.losses.train, one.losses.train, "EP lm loss, bf16 ZeRO-3 EP2", 4, 1e-4);
+  check_same(zero3.losses.validation, one.losses.validation, "EP validation/test lm loss, bf16 ZeRO-3 EP2", 4, 1e-4);
+}
+
+TEST_CASE("torch FSDP2 with whole experts (ETP1) under TP2 logs one process's losses, and with EP Megatron's refusal stays") {
+  // Megatron refuses FSDP2 with expert parallelism; with --expert-tensor-parallel-size 1 under
+  // TP2 the experts still shard over their own (expert-data-parallel) group of 4, the dense
+  // parameters over the data-parallel group of 2.
+  std::string flags = std::regex_replace(moe_flags(), std::regex(" --use-distributed-optimizer"), "") +
+                      " --untie-embeddings-and-output-weights";
+  const auto one = run_moe(1, flags);
+  flags += " --use-torch-fsdp2 --no-gradient-accumulation-fusion";
+  const auto spread = run_moe(4, flags + " --tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1");
+  check_same(spread.losses.train, one.losses.train, "EP lm loss, FSDP2 TP2 ETP1", 4);
+  check_same(spread.losses.validation, one.losses.validation, "EP validation/test lm loss, FSDP2 TP2 ETP1", 4);
+  check_same(spread.grad_norm, one.grad_norm, "EP grad norm, FSDP2 TP2 ETP1", 4, 5e-3);
+  const auto refused = launch(2, flags + " --expert-model-parallel-size 2", 2);
+  CHECK(refused.err.find("--use-torch-fsdp2 is not supported with expert parallelism") != std::string::npos);
+}
+
+TEST_CASE("a checkpoint saved under ZeRO-3 with EP2 resumes under EP2 without FSDP, and one process's under ZeRO-3 with EP2") {
+  const auto dir = scratch_dir("expert_parallel", "zero3_save");
+  const std::string zero3 = " --use-megatron-fsdp --ckpt-format fsdp_dtensor --data-parallel-sharding-strategy optim_grads_params";
+  const std::vector<double> tail(alone().losses.train.begin() + 4, alone().losses.train.end());
+  // Each rank saves its slices of both regions (experts under their global numbers).
+  const std::string save = " --save-interval 4 --exit-interval 4 --save ";
+  const auto cut = run_moe(4, moe_flags() + zero3 + " --expert-model-parallel-size 2" + save + (dir / "zero3").string(), 1);
+  REQUIRE(cut.losses.train.size() == 4);
+  const auto resumed = run_moe(2, moe_flags() + " --expert-model-parallel-size 2 --load " + (dir / "zero3").string(), 3);
+  REQUIRE(resumed.losses.train.size() == 4);
+  check_same(resumed.losses.train, tail, "lm loss resumed under EP2 from ZeRO-3 EP2", 2);
+  // And back: one process's checkpoint loads into each rank's two slices.
+  run_moe(1, moe_flags() + save + (dir / "alone").string(), 1);
+  const auto loaded = run_moe(4, moe_flags() + zero3 + " --expert-model-parallel-size 2 --load " + (dir / "alone").string(), 3);
+  REQUIRE(loaded.losses.train.size() == 4);
+  check_same(loaded.losses.train, tail, "lm loss resumed under ZeRO-3 EP2 from one process", 4);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("experts over EP2 x PP2 log one process's losses") {

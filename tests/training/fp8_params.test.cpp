@@ -48,7 +48,7 @@ model::gpt_model_config tiny(model::fp8_recipe recipe) {
 void perturb(training::main_params& main, std::size_t numel) {
   std::mt19937 gen(11);
   std::normal_distribution<float> step(0.0f, 0.01f);
-  float* v = main.values(0);
+  float* v = main.value_at(0, 0);
   for (std::size_t i = 0; i < numel; ++i) v[i] += step(gen);
 }
 
@@ -88,11 +88,11 @@ TEST_CASE("the cast of the main parameters gives each fp8 weight e4m3(bf16(maste
     std::vector<float> scales;
     for (const auto& w : fp8.weights(0))
       scales.push_back(recipe == model::fp8_recipe::delayed ? w.linear->weight_scaling_state().scale()
-                                                            : current_scale_here(main.values(0) + w.offset, w.numel));
+                                                            : current_scale_here(main.value_at(0, w.offset), w.numel));
     fp8.cast({{0, numel}}, nullptr);
     for (std::size_t k = 0; k < fp8.weights(0).size(); ++k) {
       const auto& w = fp8.weights(0)[k];
-      const auto want = quantize_here(main.values(0) + w.offset, w.numel, scales[k]);
+      const auto want = quantize_here(main.value_at(0, w.offset), w.numel, scales[k]);
       CHECK(w.scale_inv == want.scale_inv);
       CHECK(std::memcmp(fp8.bytes(0) + w.byte_offset, want.bytes.data(), w.numel) == 0);
       if (recipe == model::fp8_recipe::delayed) CHECK(scales[k] != 1.0f);
@@ -129,7 +129,7 @@ TEST_CASE("two ranks casting their shards write the bytes of one whole-weight ca
       fp8.cast({mine}, &group);
       for (std::size_t k = 0; k < fp8.weights(0).size(); ++k) {
         const auto& w = fp8.weights(0)[k];
-        const float* master = main.values(0) + w.offset;
+        const float* master = main.value_at(0, w.offset);
         float amax = 0;
         for (std::size_t i = 0; i < w.numel; ++i) amax = std::max(amax, std::fabs(bf16_round(master[i])));
         // Delayed: the scale the history held, and the amax recorded is the whole weight's.
