@@ -248,6 +248,19 @@ void all_ready(coordinator_actor* self) {
     finish_training(self);
     return;
   }
+  if (s.args.moe.moe_use_upcycling && s.loaded) {
+    // Megatron's upcycling saves the MoE model at iteration 1 before it trains.
+    save_then(self, [self] {
+      log(self, "Upcycled checkpoint saved to " + *self->state.args.checkpointing.save);
+      begin_training(self);
+    });
+    return;
+  }
+  begin_training(self);
+}
+
+void begin_training(coordinator_actor* self) {
+  auto& s = self->state;
   log(self, "training ...");
   s.train_start = clock_type::now();
   if (s.iteration < *s.args.training.train_iters)

@@ -102,6 +102,8 @@ void finish(coordinator_actor* self, job_outcome outcome);
 void fail(coordinator_actor* self, int exit_code, std::string message);
 void finish_ok(coordinator_actor* self);
 void start_iteration(coordinator_actor* self);
+/// "training ...", then the first iteration (or the end, when the loaded checkpoint is at --train-iters).
+void begin_training(coordinator_actor* self);
 void finish_training(coordinator_actor* self);
 void after_iteration(coordinator_actor* self);
 /// "%7lld", as Megatron prints an iteration in checkpoint lines.

@@ -16,10 +16,11 @@
 
 #include "checkpoint/metadata.hpp"
 #include "checkpoint/tensor_piece.hpp"
+#include "checkpoint/tensor_source.hpp"
 
 namespace mactor::checkpoint {
 
-class checkpoint_reader {
+class checkpoint_reader final : public tensor_source {
  public:
   /// Opens <load_dir>/iter_XXXXXXX of `iteration`, or of the tracker's iteration when nullopt.
   /// Reads metadata.json and common.json and checks that every shard file is present with the
@@ -36,15 +37,15 @@ class checkpoint_reader {
   const std::filesystem::path& directory() const { return dir_; }
   const nlohmann::json& common() const { return common_; }
   const checkpoint_metadata& metadata() const { return meta_; }
-  std::vector<std::string> names() const;
-  bool has(const std::string& name) const { return meta_.tensors.count(name) > 0; }
+  std::vector<std::string> names() const override;
+  bool has(const std::string& name) const override { return meta_.tensors.count(name) > 0; }
   /// checkpoint_error when the tensor is absent.
-  std::vector<std::int64_t> global_shape(const std::string& name) const;
+  std::vector<std::int64_t> global_shape(const std::string& name) const override;
 
   /// Resizes req.data and fills it with req's slice (and flat range) of tensor req.name. Every
   /// saved piece it touches is checksummed. Errors name the tensor and the first missing element.
   /// Safe to call from several threads.
-  void read(tensor_piece& req) const;
+  void read(tensor_piece& req) const override;
   /// The whole tensor, row-major.
   std::vector<float> read_whole(const std::string& name) const;
   /// Checksums every piece of every tensor (reads the whole checkpoint).

@@ -502,6 +502,12 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                              "the micro-batch count (times the local tokens with --calculate-per-token-loss), as "
                              "MoEAuxLossAutoScaler"},
       {"moe_z_loss_coeff", "the router z-loss mean(logsumexp(logits)^2) * coeff, its gradient scaled as the aux loss's"},
+      {"moe_use_upcycling", "the MoE model's first weights from the dense checkpoint in --load, as Megatron-Core's "
+                            "upcycling_utils converts them (expert e: slice e % g of the dense MLP, scaled; the router's "
+                            "rows repeated g times), saved to --save at iteration 1 before training goes on; --save "
+                            "must hold no checkpoint, and the optimizer and RNG state are not loaded"},
+      {"moe_upcycling_granularity", "g: the dense model's FFN is --ffn-hidden-size x g wide (checked against the "
+                                    "checkpoint) and each expert is one of its g slices"},
       {"moe_grouped_gemm", "the experts' weights under TEGroupedMLP's names (experts.linear_fc1.weight<i>); on the CPU "
                            "the grouped GEMM is one GEMM per expert, so the numbers equal SequentialMLP's"},
       {"moe_token_dispatcher_type", "allgather, alltoall and flex move the same rows to the same experts: the "

@@ -289,6 +289,10 @@ void checkpoint_and_data(validation_context& c) {  // rules 67, 68, 72, 74, 76, 
   if (ck.load_main_params_from_ckpt.value_or(false)) c.require(ck.no_load_optim.value_or(false), "--load-main-params-from-ckpt must be used with --no-load-optim");
   if (c.a.moe.moe_use_upcycling) {
     c.require(ck.save.has_value(), "--moe-use-upcycling needs --save");
+    c.require(c.a.moe.num_experts.value_or(0) > 0, "--moe-use-upcycling turns a dense checkpoint into a MoE model: add --num-experts");
+    c.require(ck.load.has_value(), "--moe-use-upcycling needs --load naming the dense model's checkpoint");
+    c.require(!c.a.network_size.quick_geglu, "--moe-use-upcycling converts gelu, silu and squared_relu MLPs (Megatron's "
+                                             "upcycling refuses others): drop --quick-geglu");
     ck.no_load_optim = ck.no_load_rng = true;
   }
   if (ck.non_persistent_ckpt_type == std::optional<std::string>("local"))

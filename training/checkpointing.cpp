@@ -10,6 +10,7 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_reader.hpp"
+#include "training/moe_upcycling.hpp"
 #include "checkpoint/layout.hpp"
 #include "checkpoint/non_persistent.hpp"
 #include "checkpoint/torch_layout.hpp"
@@ -170,6 +171,11 @@ std::optional<load_source> load_source_of(const config::megatron_args& a) {
 std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a, parallel_context& ctx, stage_engine& engine,
                                                  model::lr_scheduler& scheduler) {
   const auto source = load_source_of(a);
+  if (a.moe.moe_use_upcycling && checkpoint::read_tracker(a.checkpointing.save.value_or("")))
+    throw checkpoint_error("The upcycling destination directory already exists (--save " + *a.checkpointing.save +
+                           " holds a checkpoint). Please check if --moe-use-upcycling is mistakenly enabled. Upcycling "
+                           "should only be set for the first run when converting the dense model. All subsequent runs "
+                           "should remove this flag.");
   if (!source) return std::nullopt;
   std::string dir = source->directory;
   std::optional<std::int64_t> iteration = a.checkpointing.ckpt_step;
@@ -202,6 +208,10 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
                              "pass --auto-detect-ckpt-format (or --ckpt-format torch_dist) to load it");
   }
   checkpoint::checkpoint_reader reader(dir, iteration);
+  // --moe-use-upcycling: the MoE model's tensors computed from the dense checkpoint's.
+  std::optional<moe_upcycling> upcycling;
+  if (a.moe.moe_use_upcycling) upcycling.emplace(reader, upcycling_settings_of(a));
+  const checkpoint::tensor_source& tensors = upcycling ? static_cast<const checkpoint::tensor_source&>(*upcycling) : reader;
   const std::string where = reader.directory().string();
   loaded_checkpoint out;
   out.directory = where;
@@ -214,12 +224,12 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
 
   auto read_into = [&](const std::string& name, const model::parameter& p, std::size_t begin, std::size_t end,
                        float* dest) {
-    if (!reader.has(name))
+    if (!tensors.has(name))
       throw checkpoint_error(where + " has no tensor " + name + "; was it saved by a different model (check --num-layers, "
                              "--swiglu, --untie-embeddings-and-output-weights)?");
     std::size_t at = 0;
     for (auto& q : pieces_of(name, p, rank_in_split(p), split_size(p), begin, end, nullptr)) {
-      reader.read(q);
+      tensors.read(q);
       std::memcpy(dest + at, q.data.data(), q.data.size() * sizeof(float));
       at += q.data.size();
     }
@@ -235,19 +245,23 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
   checkpoint_keys keys;
   std::vector<std::string> requested;
   std::vector<model::moe_router*> biased;
+  // Upcycling: Megatron loads the dense checkpoint into the dense model; what only the MoE model
+  // has (routers, shared experts, expert biases) keeps its initial values.
+  const bool check_keys = !upcycling;
   for (auto& chunk : engine.chunks()) {
     for (auto& p : chunk.parameters()) {
       requested.push_back(p.name);
-      if (!reader.has(p.name)) keys.unexpected.push_back(p.name);
+      if (check_keys && !tensors.has(p.name)) keys.unexpected.push_back(p.name);
     }
     for (auto* r : chunk.moe_routers())
       if (!r->expert_bias().empty()) {
         biased.push_back(r);
         requested.push_back(r->expert_bias_name());
-        if (!reader.has(r->expert_bias_name())) keys.unexpected.push_back(r->expert_bias_name());
+        if (check_keys && !reader.has(r->expert_bias_name())) keys.unexpected.push_back(r->expert_bias_name());
       }
   }
-  if (strictness_checks_missing(strictness)) keys.missing = unrequested_keys(reader.names(), requested, ctx.world());
+  if (strictness_checks_missing(strictness) && check_keys)
+    keys.missing = unrequested_keys(reader.names(), requested, ctx.world());
   apply_strictness(strictness, keys, where, ctx.rank(),
                    ck.ckpt_format != "fsdp_dtensor" ? ""
                    : ck.strict_fsdp_dtensor_load    ? "--ckpt-format fsdp_dtensor loads strictly; "
@@ -255,13 +269,14 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
                                                     : "--no-strict-fsdp-dtensor-load");
   for (std::size_t c = 0; c < engine.chunks().size(); ++c)
     for (auto& p : engine.chunks()[c].parameters()) {
-      if (!reader.has(p.name)) continue;  // allowed by the strictness: it keeps its initial values
-      if (reader.global_shape(p.name) != p.full_shape)
-        throw checkpoint_error(shape_mismatch(where, p, reader.global_shape(p.name), common, a, tp));
+      if (!tensors.has(p.name)) continue;  // allowed by the strictness: it keeps its initial values
+      if (tensors.global_shape(p.name) != p.full_shape)
+        throw checkpoint_error(shape_mismatch(where, p, tensors.global_shape(p.name), common, a, tp));
       // The parts of p this rank holds: all of it, or with sharded parameters its shard's.
       for (const auto& h : engine.main_params().held(c, p.offset, p.offset + p.numel))
         read_into(p.name, p, h.begin - p.offset, h.end - p.offset, h.values);
     }
+  if (upcycling) repeat_router_rows(*upcycling, engine);
   engine.model_params_from_main();  // a 16-bit model: its weights from the fp32 ones (fp8 ones cast)
   for (auto* r : biased) {
     auto& bias = r->expert_bias();
@@ -326,6 +341,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
     out.position.floating_point_operations = args.value("num_floating_point_operations_so_far", 0.0);
     out.position.consumed_valid_samples = args.value("consumed_valid_samples", std::int64_t{0});
   }
+  if (upcycling) out.position.iteration = 1;  // Megatron's upcycling sets args.iteration = 1 and saves there
   return out;
 }
 
