@@ -147,14 +147,16 @@ void print_all_to_all_table(std::vector<std::unique_ptr<all_to_all_ranks>>& sets
     const size_row row = measure_size(sets, o, size);
     const double ref = std::max(row.poll, row.sleep);
     std::printf("| %13s |", size_text(size).c_str());
+    // Three significant digits at least: a loaded machine moves 4 KiB at a few MiB/s.
+    const auto digits = [](double gib_s) { return gib_s >= 1 ? 2 : gib_s >= 0.01 ? 3 : 6; };
     for (double rate : row.all_to_all) {
       if (ref > 0)
-        std::printf(" %13.2f | %4.0f%% |", rate, 100 * rate / ref);
+        std::printf(" %13.*f | %4.0f%% |", digits(rate), rate, 100 * rate / ref);
       else
-        std::printf(" %13.2f | %5s |", rate, "-");
+        std::printf(" %13.*f | %5s |", digits(rate), rate, "-");
     }
     if (ref > 0)
-      std::printf(" %13.2f | %14.2f |\n", row.poll, row.sleep);
+      std::printf(" %13.*f | %14.*f |\n", digits(row.poll), row.poll, digits(row.sleep), row.sleep);
     else
       std::printf(" %13s | %14s |\n", "-", "-");
     std::fflush(stdout);

@@ -99,7 +99,9 @@ const std::vector<rule_case>& cases() {
        {"--inference-batch-times-seqlen-threshold", "4", "--pipeline-model-parallel-size", "2"}, 2},
       {75, {"--inference-dynamic-batching", "--inference-dynamic-batching-block-size", "100"}, "must be a multiple of 256",
        {"--inference-dynamic-batching", "--inference-dynamic-batching-block-size", "512"}},
-      {76, {"--moe-use-upcycling"}, "--moe-use-upcycling needs --save", {"--moe-use-upcycling", "--save", "c", "--save-interval", "5"}},
+      // (mactor also asks for what the upcycling then reads: --num-experts and the dense --load.)
+      {76, {"--moe-use-upcycling"}, "--moe-use-upcycling needs --save",
+       {"--moe-use-upcycling", "--save", "c", "--save-interval", "5", "--num-experts", "4", "--load", "d"}},
       {77, {"--optimizer-cpu-offload"}, "requires --use-precision-aware-optimizer",
        {"--optimizer-cpu-offload", "--use-precision-aware-optimizer", "--use-distributed-optimizer"}},
       {78, {"--non-persistent-ckpt-type", "local"}, "needs --non-persistent-local-ckpt-dir",
