@@ -91,7 +91,7 @@ bool mentions(const std::vector<std::string>& lines, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("--qk-l2-norm reaches the attention where gpt_builders passes it: the TE layer spec and the MoE block spec") {
+TEST_CASE("the query/key L2 norm (--qk-l2-norm) reaches the attention where gpt_builders passes it: the TE layer spec and the MoE block spec") {
   CHECK(model_for({"--qk-l2-norm"}).qk_l2_norm);  // --transformer-impl transformer_engine, the default
   CHECK(model_for({"--qk-l2-norm", "--qk-layernorm"}).qk_l2_norm);
   CHECK_FALSE(model_for({}).qk_l2_norm);
@@ -104,7 +104,7 @@ TEST_CASE("--qk-l2-norm reaches the attention where gpt_builders passes it: the 
                   "--disable-bias-linear"}).qk_l2_norm);
 }
 
-TEST_CASE("--qk-l2-norm with --multi-latent-attention is refused as Megatron's layer specs assert") {
+TEST_CASE("the query/key L2 norm (--qk-l2-norm) with --multi-latent-attention is refused as Megatron's layer specs assert") {
   const auto r = report_for({"--qk-l2-norm", "--multi-latent-attention", "--q-lora-rank", "16", "--kv-lora-rank", "8",
                              "--qk-head-dim", "8", "--qk-pos-emb-head-dim", "8", "--v-head-dim", "8"});
   CHECK_FALSE(r.ok());
@@ -116,7 +116,7 @@ TEST_CASE("--qk-l2-norm with --multi-latent-attention is refused as Megatron's l
   CHECK_FALSE(mentions(local.errors, "qk_l2_norm"));
 }
 
-TEST_CASE("--qk-l2-norm with --qk-layernorm and --test-mode is refused: the check reads norm weights L2Norm lacks") {
+TEST_CASE("the query/key L2 norm (--qk-l2-norm) with --qk-layernorm and --test-mode is refused: the check reads norm weights L2Norm lacks") {
   const auto r = report_for({"--qk-l2-norm", "--qk-layernorm", "--test-mode"});
   CHECK(mentions(r.errors, "--test-mode with --qk-layernorm"));
   CHECK(report_for({"--qk-l2-norm", "--test-mode"}).ok());
