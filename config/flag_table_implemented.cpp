@@ -39,6 +39,12 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"window_attn_skip_freq", "int N or a list: which layers keep full attention (checked against PyTorch)"},
       {"qk_layernorm", "a norm of the model's --normalization over kv_channels on each query and key head after the "
                        "qkv projection, before RoPE; its gradients summed over tensor parallelism (checked against PyTorch)"},
+      {"qk_l2_norm", "Llama 4's parameter-free L2Norm, x * rsqrt(mean(x^2) + --norm-epsilon) in fp32, on each query and "
+                     "key head after the qkv projection and before RoPE, in place of --qk-layernorm's norms, where "
+                     "Megatron's gpt_builders passes it (the Transformer Engine layer spec, default, and the MoE block "
+                     "spec; with --transformer-impl local and no experts, or an imported --spec, it has no effect and "
+                     "mactor warns); refused with --multi-latent-attention as the specs assert (checked against "
+                     "PyTorch forward and backward; TP, PP, CP x TP with SP log the one-process losses)"},
       {"test_mode", "with --qk-layernorm, the query/key norm weights are compared by hash across the tensor- and "
                     "data-parallel ranks before every step's forward passes (Megatron's run_realtime_tests checks in "
                     "each attention forward; the weights only change at the step); a mismatch stops the job naming them"},

@@ -61,7 +61,8 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"overlap_param_gather_with_optimizer_step", "performance-only: overlaps the distributed optimizer's parameter "
                                                    "all-gather with the optimizer step; the parameters are the same"},
       {"attention_backend", "mactor has one attention implementation (the local spec's, exact softmax in fp32)"},
-      {"transformer_impl", "mactor has one transformer implementation, numerically Megatron's local spec"},
+      {"transformer_impl", "mactor has one transformer implementation, numerically Megatron's local spec; local "
+                           "without --num-experts only drops --qk-l2-norm, as Megatron's local layer spec is built without it"},
       {"use_cpu_initialization", "mactor always initializes parameters on the CPU, as this flag asks"},
       {"fp16_lm_cross_entropy", "ignored by Megatron-Core's GPTModel (core_v0.15 stores it and never reads it): the "
                                 "loss comes from fp32 logits either way, as here; it still needs --fp16"},

@@ -110,6 +110,12 @@ std::string hybrid_layer_pattern(const megatron_args& a) {
   return to_string(allocate_hybrid_layers(s));
 }
 
+bool applies_qk_l2_norm(const megatron_args& a) {
+  if (!a.vision.qk_l2_norm || a.experimental.spec) return false;  // --spec: the imported spec as it is
+  if (a.moe.num_experts.value_or(0) > 0) return true;  // get_gpt_decoder_block_spec, either impl
+  return !a.heterogeneous.heterogeneous_layers_config_path && a.transformer_engine.transformer_impl == "transformer_engine";
+}
+
 std::vector<std::string> model_spec_errors(std::string_view program, const megatron_args& a) {
   std::vector<std::string> errors;
   const bool mamba_program = program == "pretrain_mamba";

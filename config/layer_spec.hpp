@@ -15,6 +15,12 @@ namespace mactor::config {
 /// Whether the args select Megatron's Mamba stack (--spec ... mamba_stack_spec).
 bool selects_mamba_stack(const megatron_args& args);
 
+/// Whether --qk-l2-norm puts Megatron's L2Norm in the attention's q_layernorm / k_layernorm
+/// slots: gpt_builders passes args.qk_l2_norm to the Transformer Engine layer spec and to the MoE
+/// decoder block spec (either --transformer-impl), not to the local layer spec nor an imported
+/// --spec, and the Mamba stack never takes it.
+bool applies_qk_l2_norm(const megatron_args& args);
+
 /// The hybrid model's layer kinds as one character each ('M', '*', '-'), from the ratios or the
 /// pattern (config::allocate_hybrid_layers). Throws std::invalid_argument naming the flag.
 std::string hybrid_layer_pattern(const megatron_args& args);

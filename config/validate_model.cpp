@@ -2,6 +2,7 @@
 // checked on the command line so that every problem is reported before anything starts.
 #include <algorithm>
 
+#include "config/layer_spec.hpp"
 #include "config/pipeline_split.hpp"
 #include "config/validation_context.hpp"
 
@@ -298,6 +299,25 @@ void transformer_features(validation_context& c) {  // rules 113, 115-117
   }
 }
 
+// --qk-l2-norm: the layer specs that take it assert it away from MLA; where gpt_builders does not
+// pass it (the local spec without MoE, an imported --spec, the Mamba stack) Megatron builds no
+// L2 norm, and mactor says so rather than leave the flag looking applied.
+void qk_l2_norm_rules(validation_context& c) {
+  if (!c.a.vision.qk_l2_norm) return;
+  if (!applies_qk_l2_norm(c.a)) {
+    c.warn("--qk-l2-norm has no effect here: Megatron passes it only to the Transformer Engine layer spec and the MoE "
+           "block spec (not to --transformer-impl local without --num-experts, an imported --spec or the Mamba stack)");
+    return;
+  }
+  if (c.a.network_size.multi_latent_attention)
+    c.error("qk_l2_norm is not supported with MLA (Megatron's GPT layer specs assert it): drop --qk-l2-norm or "
+            "--multi-latent-attention");
+  // run_realtime_tests reads q_layernorm.weight whenever --qk-layernorm is set; L2Norm has none.
+  if (c.a.vision.qk_layernorm && c.a.validation.test_mode)
+    c.error("--test-mode with --qk-layernorm compares the query/key norm weights, which --qk-l2-norm's L2Norm does not "
+            "have (Megatron fails reading them): drop --test-mode or --qk-layernorm");
+}
+
 // Sliding-window attention, the softmax sink and RoPE's frequency options: Megatron checks none
 // of these values, but a GPT is causal (Transformer Engine forces the window's right side to 0,
 // the local spec would attend to later tokens) and a zero factor divides by zero.
@@ -323,6 +343,7 @@ void attention_variants(validation_context& c) {
                                 " must be at least 1 (positions are divided by it); drop the flag for none");
   if (n.use_rope_scaling)
     c.require(n.rope_scaling_factor > 0, "--rope-scaling-factor must be positive with --use-rope-scaling");
+  qk_l2_norm_rules(c);
 }
 
 }  // namespace

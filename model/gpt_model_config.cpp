@@ -102,8 +102,8 @@ void check_hybrid(std::vector<std::string>& errors, const gpt_model_config& c) {
           "or divide by it");
   require(!c.moe.enabled(), "a hybrid Mamba model has no MoE layers");
   require(c.mtp_num_layers == 0, "a hybrid Mamba model has no multi-token prediction");
-  require(!c.mla.enabled && !c.qk_layernorm && !c.fp32_residual_connection,
-          "a hybrid Mamba model's layers have no MLA, qk-layernorm or fp32 residual");
+  require(!c.mla.enabled && !c.qk_layernorm && !c.qk_l2_norm && !c.fp32_residual_connection,
+          "a hybrid Mamba model's layers have no MLA, qk-layernorm, qk-l2-norm or fp32 residual");
 }
 
 }  // namespace
@@ -126,6 +126,7 @@ std::vector<std::string> validate(const gpt_model_config& c) {
        "tensor_model_parallel_rank=" + std::to_string(c.tensor_model_parallel_rank) +
            " must lie in [0, tensor_model_parallel_size=" + std::to_string(tp) + ")");
   if (!errors.empty()) return errors;
+  need(!(c.qk_l2_norm && c.mla.enabled), "qk_l2_norm is not supported with MLA");
   need(c.num_attention_heads % c.query_groups() == 0,
        "num_attention_heads=" + std::to_string(c.num_attention_heads) +
            " is not divisible by num_query_groups=" + std::to_string(c.query_groups()));

@@ -102,6 +102,9 @@ struct gpt_model_config {
   /// --qk-layernorm: a norm (the model's --normalization, over kv_channels) on each query head
   /// and one on each key head, after the qkv projection and before RoPE.
   bool qk_layernorm = false;
+  /// --qk-l2-norm (Llama 4): Megatron's L2Norm in those slots instead, parameter-free:
+  /// x * rsqrt(mean(x^2) + norm_epsilon) over each head's kv_channels, in fp32, rounded once.
+  bool qk_l2_norm = false;
   float attention_dropout = 0.1f;
   float hidden_dropout = 0.1f;
   bool untie_embeddings_and_output_weights = false;

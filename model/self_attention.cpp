@@ -67,7 +67,10 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
   dims_.head_offset = tp_rank * dims_.heads;
   dims_.total_heads = c.num_attention_heads;
   dims_.window = c.layer_attention_window(layer);
-  if (c.qk_layernorm) {
+  if (c.qk_l2_norm) {  // Megatron's specs put L2Norm in the slots whether or not --qk-layernorm is set
+    q_l2_norm_.emplace(c.head_dim(), c.norm_epsilon);
+    k_l2_norm_.emplace(c.head_dim(), c.norm_epsilon);
+  } else if (c.qk_layernorm) {
     q_layernorm_.emplace(store, name + ".q_layernorm", c, c.head_dim());
     k_layernorm_.emplace(store, name + ".k_layernorm", c, c.head_dim());
   }
@@ -110,8 +113,13 @@ void self_attention::qk_norm_forward(const parameter_store& store, tensor::tenso
   auto q_out = ensure_activation(q_out_, std::int64_t(rows) * dims_.heads, hd, qkv.type);
   auto k_out = ensure_activation(k_out_, std::int64_t(rows) * dims_.groups, hd, qkv.type);
   move_heads(qkv, q_in, k_in, dims_, rows, true);
-  q_layernorm_->forward(store, q_in, q_out, rows * dims_.heads);
-  k_layernorm_->forward(store, k_in, k_out, rows * dims_.groups);
+  if (q_l2_norm_) {
+    q_l2_norm_->forward(q_in, q_out, rows * dims_.heads);
+    k_l2_norm_->forward(k_in, k_out, rows * dims_.groups);
+  } else {
+    q_layernorm_->forward(store, q_in, q_out, rows * dims_.heads);
+    k_layernorm_->forward(store, k_in, k_out, rows * dims_.groups);
+  }
   move_heads(qkv, q_out, k_out, dims_, rows, false);
 }
 
@@ -121,10 +129,15 @@ void self_attention::qk_norm_backward(parameter_store& store, tensor::tensor_vie
   auto dk = ensure_activation(k_out_, std::int64_t(rows) * dims_.groups, hd, dqkv.type);
   move_heads(dqkv, dq, dk, dims_, rows, true);
   tensor::tensor dq_in, dk_in;
-  q_layernorm_->backward(store, dq, q_in_, ensure_activation(dq_in, dq.shape[0], hd, dqkv.type),
-                         rows * dims_.heads, false);
-  k_layernorm_->backward(store, dk, k_in_, ensure_activation(dk_in, dk.shape[0], hd, dqkv.type),
-                         rows * dims_.groups, false);
+  auto dq_view = ensure_activation(dq_in, dq.shape[0], hd, dqkv.type);
+  auto dk_view = ensure_activation(dk_in, dk.shape[0], hd, dqkv.type);
+  if (q_l2_norm_) {
+    q_l2_norm_->backward(dq, q_in_, dq_view, rows * dims_.heads, false);
+    k_l2_norm_->backward(dk, k_in_, dk_view, rows * dims_.groups, false);
+  } else {
+    q_layernorm_->backward(store, dq, q_in_, dq_view, rows * dims_.heads, false);
+    k_layernorm_->backward(store, dk, k_in_, dk_view, rows * dims_.groups, false);
+  }
   move_heads(dqkv, dq_in, dk_in, dims_, rows, false);
 }
 
@@ -192,7 +205,7 @@ void self_attention::forward(const parameter_store& store, group& tp, tensor::co
   auto context = ensure_activation(context_, rows, std::int64_t(dims_.heads) * dims_.head_dim,
                                    x.type);
   linear_qkv_.forward(store, tp, x, qkv, rows);
-  if (q_layernorm_) qk_norm_forward(store, qkv, rows);
+  if (q_layernorm_ || q_l2_norm_) qk_norm_forward(store, qkv, rows);
   const int per_group = dims_.heads / dims_.groups;
   const std::int64_t group_stride = std::int64_t(per_group + 2) * dims_.head_dim;
   if (rope_)  // queries and the key head of each group are contiguous: rotate per_group + 1 heads
@@ -225,7 +238,7 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
     kernels::rope_apply(dqkv, cos_, sin_, dims_.seq, dims_.batch, dims_.groups, per_group + 1,
                         dims_.head_dim, rot_dim_, width,
                         std::int64_t(per_group + 2) * dims_.head_dim, rope_interleaved_, true);
-  if (q_layernorm_) qk_norm_backward(store, dqkv, rows);
+  if (q_layernorm_ || q_l2_norm_) qk_norm_backward(store, dqkv, rows);
   linear_qkv_.backward(store, tp, dqkv, x, dx, rows);
 }
 
@@ -234,6 +247,7 @@ void self_attention::release() {
                  &k_in_, &q_out_, &k_out_})
     *t = tensor::tensor();
   if (q_layernorm_) q_layernorm_->release(), k_layernorm_->release();
+  if (q_l2_norm_) q_l2_norm_->release(), k_l2_norm_->release();
   if (ulysses_) ulysses_->release();
   linear_qkv_.release();
   linear_proj_.release();

@@ -14,6 +14,7 @@
 #include "kernels/attention.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
+#include "model/l2_norm.hpp"
 #include "model/norm.hpp"
 #include "model/ring_attention.hpp"
 #include "model/ulysses_attention.hpp"
@@ -58,6 +59,7 @@ class self_attention {
   column_parallel_linear linear_qkv_;
   row_parallel_linear linear_proj_;
   std::optional<norm> q_layernorm_, k_layernorm_;  // --qk-layernorm
+  std::optional<l2_norm> q_l2_norm_, k_l2_norm_;   // --qk-l2-norm (in place of the above)
   kernels::attention_dims dims_;
   bool rope_;
   bool rope_interleaved_;
@@ -81,7 +83,7 @@ class self_attention {
   tensor::const_tensor_view sink(const parameter_store& store) const;
   void core_forward(const parameter_store& store, tensor::tensor_view context,
                     tensor::tensor_view probs);
-  /// --qk-layernorm on the query and key heads of qkv, in place (keeps their inputs).
+  /// --qk-layernorm (or --qk-l2-norm) on the query and key heads of qkv, in place (keeps their inputs).
   void qk_norm_forward(const parameter_store& store, tensor::tensor_view qkv, int rows);
   /// The norms' backward on the query and key parts of dqkv, in place.
   void qk_norm_backward(parameter_store& store, tensor::tensor_view dqkv, int rows);

@@ -153,6 +153,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.window_attn_skip_freq = layer_frequency_from(n.window_attn_skip_freq);
   c.softmax_type = softmax_kind_from(n.softmax_type);
   c.qk_layernorm = a.vision.qk_layernorm;
+  c.qk_l2_norm = config::applies_qk_l2_norm(a);
   c.mla = mla_settings_from_args(a);
   c.swiglu = n.swiglu;
   c.squared_relu = n.squared_relu;

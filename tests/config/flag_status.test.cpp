@@ -61,6 +61,13 @@ TEST_CASE("the wandb flags are implemented") {
   CHECK(support_of("wandb_save_dir").status == support::implemented);
 }
 
+TEST_CASE("the query/key L2 norm (--qk-l2-norm) is implemented") {
+  const std::vector<std::string> words{"--qk-l2-norm"};
+  auto report = check_support(parse_command_line(words, "pretrain_gpt").args);
+  CHECK(report.errors.empty());
+  CHECK(support_of("qk_l2_norm").status == support::implemented);
+}
+
 TEST_CASE("the timing flags are implemented") {
   const std::vector<std::string> words{"--timing-log-level", "2", "--timing-log-option", "all", "--log-timers-to-tensorboard"};
   const auto report = check_support(parse_command_line(words, "pretrain_gpt").args);

@@ -38,6 +38,7 @@ def read_config(path):
     out["squared_relu"] = cfg.get("squared_relu", "0") == "1"
     out["rotary_interleaved"] = cfg.get("rotary_interleaved", "0") == "1"
     out["qk_layernorm"] = cfg.get("qk_layernorm", "0") == "1"
+    out["qk_l2_norm"] = cfg.get("qk_l2_norm", "0") == "1"
     out["rotary_seq_len_interpolation_factor"] = float(cfg.get("rotary_seq_len_interpolation_factor", "1"))
     out["use_rope_scaling"] = cfg.get("use_rope_scaling", "0") == "1"
     out["rope_scaling_factor"] = float(cfg.get("rope_scaling_factor", "8"))
@@ -113,7 +114,7 @@ def parameter_shapes(cfg):
         shapes[p + "self_attention.linear_proj.weight"] = (h, heads * d)
         if bias:
             shapes[p + "self_attention.linear_proj.bias"] = (h,)
-        if cfg.get("qk_layernorm"):
+        if cfg.get("qk_layernorm") and not cfg.get("qk_l2_norm"):  # L2Norm has no parameters
             norm(p + "self_attention.q_layernorm", d)
             norm(p + "self_attention.k_layernorm", d)
         norm(p + "pre_mlp_layernorm")
@@ -142,6 +143,14 @@ def matmul(a, b):
     if a.dtype != torch.float16:
         return torch.matmul(a, b)
     return torch.matmul(a.float(), b.float()).half()
+
+
+def l2_norm(cfg, x):
+    """x * rsqrt(mean(x^2) + eps) over the last dimension in fp32, rounded to x's dtype, written
+    through the Euclidean norm (mean(x^2) = |x|^2 / d) rather than RMSNorm's formula."""
+    xf = x.float()
+    mean_square = torch.linalg.vector_norm(xf, ord=2, dim=-1, keepdim=True).square() / x.shape[-1]
+    return (xf / torch.sqrt(mean_square + cfg["norm_epsilon"])).to(x.dtype)
 
 
 def normalize(cfg, x, params, name):
@@ -235,7 +244,9 @@ def attention(cfg, x, params, p, layer):
     qkv = qkv.view(s, b, groups, (per + 2) * d)
     q, k, v = torch.split(qkv, [per * d, d, d], dim=3)
     q = q.reshape(s, b, heads, d)
-    if cfg.get("qk_layernorm"):  # each head normalized over its d channels, before RoPE
+    if cfg.get("qk_l2_norm"):  # Llama 4's parameter-free L2 norm of each head, before RoPE
+        q, k = l2_norm(cfg, q), l2_norm(cfg, k)
+    elif cfg.get("qk_layernorm"):  # each head normalized over its d channels, before RoPE
         q = normalize(cfg, q, params, p + "q_layernorm")
         k = normalize(cfg, k, params, p + "k_layernorm")
     no_rope = cfg.get("no_rope_freq")

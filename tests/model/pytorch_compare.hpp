@@ -51,7 +51,8 @@ inline void write_attention_variants(std::ostream& o, const model::gpt_model_con
     << "\nno_rope_freq=" << megatron_text(c.no_rope_freq)
     << "\nwindow_attn_skip_freq=" << megatron_text(c.window_attn_skip_freq) << "\nwindow_size=";
   if (!c.window_size.empty()) o << c.window_size[0] << "," << c.window_size[1];
-  o << "\nsoftmax_type=" << softmax_name(c.softmax_type) << "\nqk_layernorm=" << c.qk_layernorm << "\n";
+  o << "\nsoftmax_type=" << softmax_name(c.softmax_type) << "\nqk_layernorm=" << c.qk_layernorm
+    << "\nqk_l2_norm=" << c.qk_l2_norm << "\n";
 }
 
 // --- GLU variants' config keys (quick_geglu, activation_func_clamp_value, glu_linear_offset) ---

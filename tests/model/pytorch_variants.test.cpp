@@ -1,6 +1,6 @@
 // Attention, RoPE and GLU variants of the model (Megatron's --rotary-*, --use-rope-scaling,
 // --no-rope-freq, --window-*, --softmax-type, --quick-geglu, --activation-func-clamp-value,
-// --glu-linear-offset, --qk-layernorm) against the independent PyTorch model, loss and every gradient.
+// --glu-linear-offset, --qk-layernorm, --qk-l2-norm) against the independent PyTorch model, loss and every gradient.
 #include "tests/model/pytorch_compare.hpp"
 
 using namespace mactor;
@@ -136,6 +136,26 @@ TEST_CASE("query and key norms of --qk-layernorm (RMSNorm with grouped queries, 
   auto with_norms = gpt2;
   with_norms.qk_layernorm = true;
   compare_variant_with_pytorch(with_norms, gpt2, "gpt2_qk_layernorm");
+}
+
+TEST_CASE("query and key L2 norms of --qk-l2-norm (grouped queries, in place of --qk-layernorm's norms) match PyTorch, forward and backward") {
+  // The reference writes L2Norm through the Euclidean norm; mactor runs it on RMSNorm's kernels.
+  const auto base = small_llama();
+  auto llama = base;
+  llama.qk_l2_norm = true;
+  compare_variant_with_pytorch(llama, base, "llama_qk_l2_norm");
+  compare_half_with_pytorch(llama, tensor::dtype::bfloat16, "llama_qk_l2_norm_bf16");
+  auto both = llama;  // Megatron's specs put L2Norm in the slots either way: no norm weights
+  both.qk_layernorm = true;
+  compare_variant_with_pytorch(both, base, "llama_qk_l2_norm_with_qk_layernorm");
+  auto gpt2 = test::gpt2_style();  // LayerNorm model: the head norm is still L2Norm, not LayerNorm
+  gpt2.hidden_size = 32, gpt2.ffn_hidden_size = 64, gpt2.seq_length = 16, gpt2.max_position_embeddings = 20;
+  gpt2.padded_vocab_size = 64, gpt2.init_method_std = 0.05f;
+  auto with_layernorm = gpt2;
+  with_layernorm.qk_layernorm = true;
+  auto with_l2 = gpt2;
+  with_l2.qk_l2_norm = true;
+  compare_variant_with_pytorch(with_l2, with_layernorm, "gpt2_qk_l2_norm");
 }
 
 // --- GLU variants: --quick-geglu, --activation-func-clamp-value, --glu-linear-offset ---------------

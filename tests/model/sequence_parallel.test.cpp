@@ -146,6 +146,12 @@ TEST_CASE("sequence parallelism at tp=2 and tp=4 gives the loss and gradients of
   check_sequence_parallel(c);
 }
 
+TEST_CASE("the query/key L2 norm (--qk-l2-norm) at tp=2 and tp=4, with and without sequence parallelism, gives the loss and gradients of tp=1 (grouped queries)") {
+  auto c = test::llama_style();
+  c.num_attention_heads = 8, c.num_query_groups = 4, c.padded_vocab_size = 32, c.qk_l2_norm = true;
+  check_sequence_parallel(c);
+}
+
 TEST_CASE("multi-latent attention at tp=2 and tp=4, with and without sequence parallelism, gives the loss and gradients of tp=1", "[mla]") {
   // Replicated latent projections and norms must end with the same gradient on every tp rank
   // (checked in run()) and the shared RoPE key's gradient summed over the ranks' heads.

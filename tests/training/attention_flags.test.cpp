@@ -71,3 +71,53 @@ TEST_CASE("the rotary and softmax flags reach the model config") {
   CHECK(c.softmax_type == model::softmax_kind::learnable);
   CHECK(model_for({"--softmax-type", "off-by-one"}).softmax_type == model::softmax_kind::off_by_one);
 }
+
+namespace {
+
+config::validation_report report_for(std::vector<std::string> extra) {
+  std::vector<std::string> flags = {"--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4",
+                                    "--seq-length", "16", "--max-position-embeddings", "16", "--micro-batch-size", "1",
+                                    "--global-batch-size", "1", "--train-iters", "1", "--lr", "1e-3", "--mock-data"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  auto parsed = config::parse_command_line(flags, "pretrain_gpt");
+  return config::validate(parsed.args, {0, 1});
+}
+
+bool mentions(const std::vector<std::string>& lines, const std::string& text) {
+  for (const auto& l : lines)
+    if (l.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("the query/key L2 norm (--qk-l2-norm) reaches the attention where gpt_builders passes it: the TE layer spec and the MoE block spec") {
+  CHECK(model_for({"--qk-l2-norm"}).qk_l2_norm);  // --transformer-impl transformer_engine, the default
+  CHECK(model_for({"--qk-l2-norm", "--qk-layernorm"}).qk_l2_norm);
+  CHECK_FALSE(model_for({}).qk_l2_norm);
+  // The local spec without experts is built without it (Megatron ignores the flag there); mactor warns.
+  CHECK_FALSE(model_for({"--qk-l2-norm", "--transformer-impl", "local"}).qk_l2_norm);
+  const auto local = report_for({"--qk-l2-norm", "--transformer-impl", "local"});
+  CHECK(local.ok());
+  CHECK(mentions(local.warnings, "--qk-l2-norm has no effect here"));
+  CHECK(model_for({"--qk-l2-norm", "--transformer-impl", "local", "--num-experts", "2", "--moe-router-topk", "2",
+                  "--disable-bias-linear"}).qk_l2_norm);
+}
+
+TEST_CASE("the query/key L2 norm (--qk-l2-norm) with --multi-latent-attention is refused as Megatron's layer specs assert") {
+  const auto r = report_for({"--qk-l2-norm", "--multi-latent-attention", "--q-lora-rank", "16", "--kv-lora-rank", "8",
+                             "--qk-head-dim", "8", "--qk-pos-emb-head-dim", "8", "--v-head-dim", "8"});
+  CHECK_FALSE(r.ok());
+  CHECK(mentions(r.errors, "qk_l2_norm is not supported with MLA"));
+  // The local spec without experts never sees the flag, so Megatron builds MLA there.
+  const auto local = report_for({"--qk-l2-norm", "--transformer-impl", "local", "--multi-latent-attention", "--q-lora-rank",
+                                 "16", "--kv-lora-rank", "8", "--qk-head-dim", "8", "--qk-pos-emb-head-dim", "8",
+                                 "--v-head-dim", "8"});
+  CHECK_FALSE(mentions(local.errors, "qk_l2_norm"));
+}
+
+TEST_CASE("the query/key L2 norm (--qk-l2-norm) with --qk-layernorm and --test-mode is refused: the check reads norm weights L2Norm lacks") {
+  const auto r = report_for({"--qk-l2-norm", "--qk-layernorm", "--test-mode"});
+  CHECK(mentions(r.errors, "--test-mode with --qk-layernorm"));
+  CHECK(report_for({"--qk-l2-norm", "--test-mode"}).ok());
+}

@@ -131,6 +131,9 @@ model_args args_from_megatron(const nlohmann::json& args) {
     errors.push_back("rotary_interleaved has no LlamaForCausalLM equivalent");
   if (get_or<bool>(args, "squared_relu", false))
     errors.push_back("squared_relu is not convertible");
+  if (get_or<bool>(args, "qk_l2_norm", false))
+    errors.push_back("qk_l2_norm (Llama 4's L2 norm of the query and key heads) has no equivalent in the layouts "
+                     "convert_checkpoint writes");
   // Multi-latent attention -> DeepseekV3; qk-layernorm -> Qwen3 (dense) or Qwen3-MoE; other MoE -> Mixtral.
   const bool moe = get_or<int>(args, "num_experts", 0) > 0;
   if (mla) deepseek_from_megatron(args, a, errors);
