@@ -22,32 +22,11 @@ model::gpt_model_config fp8_test_model() {
   return c;
 }
 
-// Losses per token of `steps` plain SGD steps on one batch (lr 0.1 on the per-token gradient).
-std::vector<double> train(const model::gpt_model_config& c, int steps, float lr = 0.1f) {
-  model::single_group tp;
-  model::gpt_model m(c, tp);
-  const auto batch = test::make_batch(4, c.seq_length, c.padded_vocab_size, 9);
-  std::vector<double> losses;
-  for (int s = 0; s < steps; ++s) {
-    m.zero_grad();
-    double tokens = 0;
-    for (float v : batch.loss_mask) tokens += v;
-    const auto r = m.forward_backward(batch.view(), 1.0 / tokens);
-    losses.push_back(r.loss_sum / r.num_tokens);
-    for (auto& p : m.parameters()) {
-      auto v = p.value.host<float>();
-      auto g = p.grad.host<float>();
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] -= lr * g[i];
-    }
-  }
-  return losses;
-}
-
 }  // namespace
 
 TEST_CASE("a GPT model with fp8 linears trains close to fp32 under every recipe and format") {
   const int steps = 8;
-  const auto reference = train(fp8_test_model(), steps);
+  const auto reference = test::sgd_losses(fp8_test_model(), steps);
   REQUIRE(reference.back() < 0.9 * reference.front());
   using R = model::fp8_recipe;
   for (auto recipe : {R::delayed, R::tensorwise, R::mxfp8, R::blockwise})
@@ -55,7 +34,7 @@ TEST_CASE("a GPT model with fp8 linears trains close to fp32 under every recipe 
       auto c = fp8_test_model();
       c.fp8.enabled = true, c.fp8.recipe = recipe, c.fp8.fp8 = format;
       c.fp8.fp8_amax_history_len = 4, c.fp8.amax_compute_algo = model::fp8_amax_compute_algo::max;
-      const auto losses = train(c, steps);
+      const auto losses = test::sgd_losses(c, steps);
       INFO("recipe " << int(recipe) << " format " << int(format));
       CHECK(losses.back() < 0.9 * losses.front());
       double largest = 0, any = 0;
@@ -71,11 +50,11 @@ TEST_CASE("a GPT model with fp8 linears trains close to fp32 under every recipe 
 }
 
 TEST_CASE("layers kept in bf16 by first-last-layers-bf16 run without fp8") {
-  const auto reference = train(fp8_test_model(), 3);
+  const auto reference = test::sgd_losses(fp8_test_model(), 3);
   auto c = fp8_test_model();
   c.fp8.enabled = true, c.fp8.recipe = model::fp8_recipe::tensorwise, c.fp8.first_last_layers_bf16 = true;
   c.fp8.num_layers_at_start_in_bf16 = 2, c.fp8.num_layers_at_end_in_bf16 = 1;  // all three layers
-  CHECK(train(c, 3) == reference);
+  CHECK(test::sgd_losses(c, 3) == reference);
   c.fp8.num_layers_at_start_in_bf16 = 1;  // the middle layer in fp8
-  CHECK(train(c, 3) != reference);
+  CHECK(test::sgd_losses(c, 3) != reference);
 }

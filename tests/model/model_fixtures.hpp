@@ -83,4 +83,26 @@ inline batch_data make_batch(int micro_batch_size, int seq, int vocab, std::uint
   return b;
 }
 
+/// Per-token losses of `steps` plain SGD steps (lr on the per-token gradient) of an fp32 model on
+/// one batch of 4 sequences: how the fp8 tests see a model train.
+inline std::vector<double> sgd_losses(const model::gpt_model_config& c, int steps, float lr = 0.1f) {
+  model::single_group tp;
+  model::gpt_model m(c, tp);
+  const auto batch = make_batch(4, c.seq_length, c.padded_vocab_size, 9);
+  double tokens = 0;
+  for (float v : batch.loss_mask) tokens += v;
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    m.zero_grad();
+    const auto r = m.forward_backward(batch.view(), 1.0 / tokens);
+    losses.push_back(r.loss_sum / r.num_tokens);
+    for (auto& p : m.parameters()) {
+      auto v = p.value.host<float>();
+      auto g = p.grad.host<float>();
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] -= lr * g[i];
+    }
+  }
+  return losses;
+}
+
 }  // namespace mactor::test
