@@ -10,7 +10,6 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_reader.hpp"
-#include "training/moe_upcycling.hpp"
 #include "checkpoint/layout.hpp"
 #include "checkpoint/non_persistent.hpp"
 #include "checkpoint/torch_layout.hpp"
@@ -22,6 +21,7 @@
 #include "training/checkpoint_strictness.hpp"
 #include "config/data_parallel_sharding.hpp"
 #include "training/local_checkpoint_agreement.hpp"
+#include "training/moe_upcycling.hpp"
 #include "training/torch_checkpointing.hpp"
 
 namespace mactor::training {

@@ -63,28 +63,6 @@ model::gpt_model_config deepseek_style() {
   return c;
 }
 
-// Losses per token of `steps` plain SGD steps on one batch (lr 0.1), the MTP depth's loss
-// included in the gradient (not in the logged main loss).
-std::vector<double> train(const model::gpt_model_config& c, int steps) {
-  model::single_group tp;
-  model::gpt_model m(c, tp);
-  const auto batch = test::make_batch(4, c.seq_length, c.padded_vocab_size, 9);
-  double tokens = 0;
-  for (float v : batch.loss_mask) tokens += v;
-  std::vector<double> losses;
-  for (int s = 0; s < steps; ++s) {
-    m.zero_grad();
-    const auto r = m.forward_backward(batch.view(), 1.0 / tokens);
-    losses.push_back(r.loss_sum / r.num_tokens);
-    for (auto& p : m.parameters()) {
-      auto v = p.value.host<float>();
-      auto g = p.grad.host<float>();
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] -= 0.1f * g[i];
-    }
-  }
-  return losses;
-}
-
 }  // namespace
 
 TEST_CASE("under fp8 an expert's GEMMs are scaled by its own tokens, never by another expert's", "[fp8]") {
@@ -122,14 +100,14 @@ TEST_CASE("a DeepSeek-style model (MoE, MLA, MTP) with fp8 trains close to fp32 
   const int steps = 6;
   auto c = deepseek_style();
   c.mtp_num_layers = 1, c.untie_embeddings_and_output_weights = true;
-  const auto reference = train(c, steps);
+  const auto reference = test::sgd_losses(c, steps);
   REQUIRE(reference.back() < 0.9 * reference.front());
   using R = model::fp8_recipe;
   for (auto recipe : {R::delayed, R::tensorwise, R::mxfp8, R::blockwise}) {
     auto f = c;
     f.fp8.enabled = true, f.fp8.recipe = recipe, f.fp8.fp8 = model::fp8_format::hybrid;
     f.fp8.fp8_amax_history_len = 4, f.fp8.amax_compute_algo = model::fp8_amax_compute_algo::max;
-    const auto losses = train(f, steps);
+    const auto losses = test::sgd_losses(f, steps);
     INFO("recipe " << int(recipe));
     CHECK(losses.back() < 0.9 * losses.front());
     double largest = 0;
@@ -147,7 +125,7 @@ TEST_CASE("first-last-layers-bf16 keeps MoE and MLA layers out of fp8, but not t
   bf16_ends.fp8.enabled = true, bf16_ends.fp8.recipe = model::fp8_recipe::tensorwise;
   bf16_ends.fp8.first_last_layers_bf16 = true;
   bf16_ends.fp8.num_layers_at_start_in_bf16 = 2, bf16_ends.fp8.num_layers_at_end_in_bf16 = 1;  // all three
-  CHECK(train(bf16_ends, 3) == train(c, 3));
+  CHECK(test::sgd_losses(bf16_ends, 3) == test::sgd_losses(c, 3));
   c.mtp_num_layers = 1, bf16_ends.mtp_num_layers = 1;
-  CHECK(train(bf16_ends, 3) != train(c, 3));  // Megatron runs MTP under one global fp8 context
+  CHECK(test::sgd_losses(bf16_ends, 3) != test::sgd_losses(c, 3));  // Megatron runs MTP under one global fp8 context
 }
