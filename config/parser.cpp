@@ -145,9 +145,9 @@ class parser {
     } else {
       fail("argument --pipeline-schedule: expected one argument");
     }
-    if (value != "1f1b" && value != "interleaved-1f1b" && value != "zb-h1")
+    if (value != "1f1b" && value != "interleaved-1f1b" && value != "zb-h1" && value != "zbv")
       fail("argument --pipeline-schedule: invalid choice: " + python_str_repr(value) +
-           " (choose from '1f1b', 'interleaved-1f1b', 'zb-h1')");
+           " (choose from '1f1b', 'interleaved-1f1b', 'zb-h1', 'zbv')");
     result_.args.mactor.pipeline_schedule = value;
     return next;
   }

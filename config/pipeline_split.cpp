@@ -146,6 +146,7 @@ pipeline_split_settings pipeline_split_settings::of(const megatron_args& a) {
   s.account_for_loss = d.account_for_loss_in_pipeline_split;
   s.layout = d.pipeline_model_parallel_layout;
   s.mtp_num_layers = int(a.network_size.mtp_num_layers.value_or(0));
+  s.placement = placement_for_schedule(a.mactor.pipeline_schedule);
   return s;
 }
 
@@ -176,18 +177,24 @@ pipeline_split split_pipeline_layers(const pipeline_split_settings& s) {
   const int pp = s.pipeline_size, vp = s.virtual_size;
   pipeline_split out;
   out.stages.assign(std::size_t(pp), std::vector<pipeline_stage_span>(std::size_t(vp)));
+  // counts[i % pp][i / pp] is virtual stage i's, in Megatron's round-robin order; the placement
+  // says where stage i runs.
   int next = 0;
-  for (int v = 0; v < vp; ++v)
-    for (int r = 0; r < pp; ++r) {
-      auto& span = out.stages[std::size_t(r)][std::size_t(v)];
-      span.layer_begin = next;
-      span.layer_end = next += counts[std::size_t(r)][std::size_t(v)];
-    }
+  const int num_stages = pp * vp;
+  auto span_of = [&](int stage) -> pipeline_stage_span& {
+    const auto at = position_of_stage(s.placement, pp, stage);
+    return out.stages[std::size_t(at.rank)][std::size_t(at.chunk)];
+  };
+  for (int i = 0; i < num_stages; ++i) {
+    auto& span = span_of(i);
+    span.layer_begin = next;
+    span.layer_end = next += counts[std::size_t(i % pp)][std::size_t(i / pp)];
+  }
   if (next != s.num_layers)
     throw std::invalid_argument("the pipeline stages hold " + str(next) + " layers but --num-layers is " + str(s.num_layers) +
                                 "; make --decoder-first/last-pipeline-num-layers and the middle stages add up to it");
-  out.stages.front().front().embedding = true;
-  out.stages.back().back().loss = true;
+  span_of(0).embedding = true;
+  span_of(num_stages - 1).loss = true;
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/megatron_args.hpp"
+#include "config/pipeline_placement.hpp"
 
 namespace mactor::config {
 
@@ -24,6 +25,8 @@ struct pipeline_split_settings {
   bool account_for_loss = false;          ///< --account-for-loss-in-pipeline-split
   std::optional<std::string> layout;      ///< --pipeline-model-parallel-layout
   int mtp_num_layers = 0;                 ///< --mtp-num-layers ('m' in a layout)
+  /// Which rank and chunk run each stage (the V shape under --pipeline-schedule zbv).
+  stage_placement placement = stage_placement::interleaved;
 
   static pipeline_split_settings of(const megatron_args& args);
 };
@@ -38,8 +41,9 @@ struct pipeline_stage_span {
   int layers() const { return layer_end - layer_begin; }
 };
 
-/// stages[pipeline_rank][virtual_stage]. Layers are numbered virtual stage by virtual stage, each
-/// in pipeline-rank order, as Megatron's get_transformer_layer_offset numbers them.
+/// stages[pipeline_rank][local chunk]. Layers are numbered virtual stage by virtual stage, as
+/// Megatron's get_transformer_layer_offset numbers them; the placement says which rank and chunk
+/// run each virtual stage (interleaved: stage v is rank v % pp's chunk v / pp).
 struct pipeline_split {
   std::vector<std::vector<pipeline_stage_span>> stages;
   const pipeline_stage_span& at(int pipeline_rank, int virtual_stage) const {

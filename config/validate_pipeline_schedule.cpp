@@ -1,8 +1,52 @@
 // mactor's --pipeline-schedule against the layout: the schedule must fit the model chunks each
-// rank holds, and ZB-H1's deferred weight gradients need gradient buffers that stay bound.
+// rank holds, and the zero-bubble schedules' deferred weight gradients need gradient buffers that
+// stay bound. ZB-V also places the stages in a V (rank 0 holds the embedding and the loss).
 #include "config/validation_context.hpp"
 
 namespace mactor::config::detail {
+namespace {
+
+void require_whole_gradient_buffers(validation_context& c, const std::string& name) {
+  const auto& d = c.a.distributed;
+  const bool sharded_grads = d.data_parallel_sharding_strategy == "optim_grads" ||
+                             d.data_parallel_sharding_strategy == "optim_grads_params" || d.use_torch_fsdp2;
+  c.require(!sharded_grads, "--pipeline-schedule " + name + " with sharded gradients (--data-parallel-sharding-strategy " +
+                                d.data_parallel_sharding_strategy + (d.use_torch_fsdp2 ? ", --use-torch-fsdp2" : "") +
+                                ") is not implemented by mactor yet (the deferred weight gradients need the whole "
+                                "gradient buffer after the backward); use --pipeline-schedule 1f1b or "
+                                "--data-parallel-sharding-strategy optim");
+}
+
+// ZB-V: two chunks per rank in a V, so the embedding (stage 0) and the loss (stage 2 pp - 1) are
+// both on pipeline rank 0; what mactor builds of that shape so far.
+void validate_zero_bubble_v(validation_context& c) {
+  const auto& d = c.a.distributed;
+  const auto vp = c.a.derived.virtual_pipeline_model_parallel_size.value_or(1);
+  c.require(d.pipeline_model_parallel_size >= 2,
+            "--pipeline-schedule zbv needs --pipeline-model-parallel-size of 2 or more, got " +
+                show(d.pipeline_model_parallel_size) + "; use the default schedule without pipelining");
+  c.require(vp == 2, "--pipeline-schedule zbv runs two model chunks per rank in a V (rank r holds virtual stages r and "
+                     "2 pp - 1 - r), but the virtual pipeline size is " + show(vp) +
+                     "; add --num-virtual-stages-per-pipeline-rank 2 (or --num-layers-per-virtual-pipeline-stage "
+                     "num_layers / (2 pp))");
+  c.require(c.a.network_size.untie_embeddings_and_output_weights,
+            "--pipeline-schedule zbv with tied embeddings is not implemented by mactor yet (the embedding and the "
+            "output layer are two chunks of rank 0 that would share one weight); add "
+            "--untie-embeddings-and-output-weights or use --pipeline-schedule zb-h1");
+  c.require(c.a.network_size.mtp_num_layers.value_or(0) == 0,
+            "--pipeline-schedule zbv with --mtp-num-layers is not implemented by mactor yet; use --pipeline-schedule "
+            "zb-h1 or 1f1b");
+  c.require(!d.pipeline_model_parallel_layout && !d.decoder_first_pipeline_num_layers &&
+                !d.decoder_last_pipeline_num_layers && !d.account_for_embedding_in_pipeline_split &&
+                !d.account_for_loss_in_pipeline_split,
+            "--pipeline-schedule zbv splits the layers evenly over its 2 pp stages; uneven splits "
+            "(--pipeline-model-parallel-layout, --decoder-first/last-pipeline-num-layers, "
+            "--account-for-embedding/loss-in-pipeline-split) are not implemented with it; drop them or use "
+            "--pipeline-schedule interleaved-1f1b");
+  require_whole_gradient_buffers(c, "zbv");
+}
+
+}  // namespace
 
 void validate_pipeline_schedule(validation_context& c) {
   const auto& name = c.a.mactor.pipeline_schedule;
@@ -14,18 +58,11 @@ void validate_pipeline_schedule(validation_context& c) {
                               "of 2 or more, or pick --pipeline-schedule 1f1b");
     return;
   }
+  if (name == "zbv") return validate_zero_bubble_v(c);
   c.require(!vp.has_value(), "--pipeline-schedule " + name + " runs one model chunk per rank, but "
                              "--virtual-pipeline-model-parallel-size=" + show(vp.value_or(1)) +
                              "; drop the virtual pipeline or use --pipeline-schedule interleaved-1f1b");
-  if (name != "zb-h1") return;
-  const auto& d = c.a.distributed;
-  const bool sharded_grads = d.data_parallel_sharding_strategy == "optim_grads" ||
-                             d.data_parallel_sharding_strategy == "optim_grads_params" || d.use_torch_fsdp2;
-  c.require(!sharded_grads, "--pipeline-schedule zb-h1 with sharded gradients (--data-parallel-sharding-strategy " +
-                                d.data_parallel_sharding_strategy + (d.use_torch_fsdp2 ? ", --use-torch-fsdp2" : "") +
-                                ") is not implemented by mactor yet (the deferred weight gradients need the whole "
-                                "gradient buffer after the backward); use --pipeline-schedule 1f1b or "
-                                "--data-parallel-sharding-strategy optim");
+  if (name == "zb-h1") require_whole_gradient_buffers(c, name);
 }
 
 }  // namespace mactor::config::detail

@@ -64,6 +64,12 @@ void check_kind(const schedule_shape& s, std::vector<std::string>& errors) {
         errors.push_back("the interleaved-1f1b schedule needs "
                          "--virtual-pipeline-model-parallel-size of 2 or more, got " + num(vp));
       break;
+    case schedule_kind::zero_bubble_v:
+      if (vp != 2 || pp < 2)
+        errors.push_back("the zbv schedule runs two model chunks per rank in a V on 2 or more pipeline ranks, but "
+                         "--pipeline-model-parallel-size=" + num(pp) + " and vp=" + num(vp) +
+                         "; set --num-virtual-stages-per-pipeline-rank 2 and pp >= 2");
+      break;
     case schedule_kind::megatron: break;
   }
 }
@@ -134,6 +140,7 @@ const char* to_string(schedule_kind kind) {
     case schedule_kind::interleaved_one_f_one_b: return "interleaved-1f1b";
     case schedule_kind::gpipe: return "gpipe";
     case schedule_kind::zero_bubble_h1: return "zb-h1";
+    case schedule_kind::zero_bubble_v: return "zbv";
   }
   return "?";
 }
@@ -141,7 +148,8 @@ const char* to_string(schedule_kind kind) {
 std::optional<schedule_kind> schedule_kind_named(std::string_view name) {
   if (name.empty()) return schedule_kind::megatron;
   for (auto kind : {schedule_kind::megatron, schedule_kind::no_pipelining, schedule_kind::one_f_one_b,
-                    schedule_kind::interleaved_one_f_one_b, schedule_kind::gpipe, schedule_kind::zero_bubble_h1})
+                    schedule_kind::interleaved_one_f_one_b, schedule_kind::gpipe, schedule_kind::zero_bubble_h1,
+                    schedule_kind::zero_bubble_v})
     if (name == to_string(kind)) return kind;
   return std::nullopt;
 }
@@ -177,6 +185,12 @@ int warmup_microbatches(const schedule_shape& s) {
       // forwards per rank behind them, one for each direction the pipeline has to travel.
       if (s.forward_only) return vp * m;
       return std::min(2 * (pp - s.pipeline_rank - 1) + (vp - 1) * microbatch_group_size(s), vp * m);
+    case schedule_kind::zero_bubble_v: {
+      // Chunk 0's 2 (pp - r) - 1 + r forwards and chunk 1's r + 1 come before the first backward.
+      if (s.forward_only) return 2 * m;
+      const int r = s.pipeline_rank;
+      return std::min(2 * (pp - r) - 1 + r, m) + std::min(r + 1, m);
+    }
     case schedule_kind::megatron: break;
   }
   return 0;
@@ -194,6 +208,8 @@ double ideal_bubble_fraction(const schedule_shape& s) {
     case schedule_kind::zero_bubble_h1:
       return s.forward_only ? (pp - 1) / (m + pp - 1)
                             : zero_bubble_h1_bubble_fraction(int(pp), int(m), 1.0, 1.0, 1.0);
+    case schedule_kind::zero_bubble_v:
+      return s.forward_only ? (pp - 1) / (m + pp - 1) : zero_bubble_v_bubble_fraction(int(pp), int(m));
     case schedule_kind::megatron: break;
   }
   return 0.0;
@@ -202,6 +218,15 @@ double ideal_bubble_fraction(const schedule_shape& s) {
 double zero_bubble_h1_bubble_fraction(int pp, int m, double t_f, double t_b, double t_w) {
   const double idle = (pp - 1) * (t_f + t_b - t_w);
   return idle / (m * (t_f + t_b + t_w) + idle);
+}
+
+double zero_bubble_v_bubble_fraction(int pp, int m) {
+  // Busy: 6 m passes of one unit. Idle: from m >= 2 pp - 1 on, only the start-up (rank pp - 1's
+  // first input comes after pp - 1 forwards), the least any schedule has; with fewer micro-batches
+  // the iteration is one micro-batch's critical path (2 pp forwards, 2 pp input-gradient passes,
+  // rank 0's two weight passes) plus 4 units per further micro-batch.
+  const double idle = std::max(pp - 1, 4 * pp - 2 * m - 2);
+  return idle / (6.0 * m + idle);
 }
 
 }  // namespace mactor::schedules

@@ -28,7 +28,9 @@ std::optional<double> link_table::arrival(const key& link, int index) {
   while (q.arrivals.size() <= i) {
     const std::size_t k = q.arrivals.size();
     const double link_free = k ? q.arrivals[k - 1] : 0.0;
-    q.arrivals.push_back(std::max({q.sends[k], q.recvs[k], link_free}) + seconds_);
+    // A link from a rank to itself (the turn of ZB-V's V) hands the tensor over in no time.
+    const double travel = std::get<0>(link) == std::get<1>(link) ? 0.0 : seconds_;
+    q.arrivals.push_back(std::max({q.sends[k], q.recvs[k], link_free}) + travel);
   }
   return q.arrivals[i];
 }
@@ -45,12 +47,14 @@ virtual_clock_port::virtual_clock_port(sch::schedule_shape shape, const cost_mod
 
 link_table::key virtual_clock_port::link_of(const sch::action& a) const {
   const int pp = shape_.pipeline_model_parallel_size, r = shape_.pipeline_rank;
-  const int next = (r + 1) % pp, prev = (r - 1 + pp) % pp;
+  const int stage = sch::virtual_stage(shape_, a.chunk);
+  // The rank of virtual stage stage + step under the schedule's placement.
+  const auto rank_at = [&](int step) { return config::position_of_stage(sch::placement(shape_), pp, stage + step).rank; };
   switch (a.kind) {
-    case sch::op::send_forward: return {r, next, true};
-    case sch::op::recv_forward: return {prev, r, true};
-    case sch::op::send_backward: return {r, prev, false};
-    case sch::op::recv_backward: return {next, r, false};
+    case sch::op::send_forward: return {r, rank_at(1), true};
+    case sch::op::recv_forward: return {rank_at(-1), r, true};
+    case sch::op::send_backward: return {r, rank_at(-1), false};
+    case sch::op::recv_backward: return {rank_at(1), r, false};
     default: break;
   }
   return {r, r, true};
@@ -89,8 +93,8 @@ bool virtual_clock_port::run_compute(const sch::action& a) {
     posted_recvs_.erase(recv);
   }
   const chunk_cost& c = costs_.chunks[std::size_t(shape_.pipeline_rank)][std::size_t(a.chunk)];
-  // A split backward (ZB-H1) leaves the weight gradients to the W pass.
-  const bool split = sch::resolved_kind(shape_) == sch::schedule_kind::zero_bubble_h1;
+  // A split backward (ZB-H1, ZB-V) leaves the weight gradients to the W pass.
+  const bool split = sch::splits_backward(shape_);
   const double duration = forward ? c.forward_s : split ? c.backward_s - c.weight_grad_s : c.backward_s;
   activity_.exposed_tp_s += forward ? c.forward_tp_s : c.backward_tp_s;
   activity_.exposed_cp_s += forward ? c.forward_cp_s : c.backward_cp_s;

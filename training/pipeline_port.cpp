@@ -64,9 +64,11 @@ pipeline_port::key pipeline_port::key_of(const action& a) {
   return {gradient, a.microbatch, a.chunk};
 }
 
-int pipeline_port::peer(bool downstream) const {
-  const int p = where_.pipeline_size;
-  return where_.stage_ranks[downstream ? (where_.pipeline_rank + 1) % p : (where_.pipeline_rank + p - 1) % p];
+// Activations flow to virtual stage v + 1, gradients back to v - 1 (a transfer action's).
+int pipeline_port::other_stage(const action& a) const {
+  const bool gradient = a.kind == op::backward || a.kind == op::recv_backward || a.kind == op::send_backward;
+  const bool receive = a.kind == op::recv_forward || a.kind == op::recv_backward;
+  return virtual_stage(a.chunk) + ((gradient == receive) ? 1 : -1);
 }
 
 void pipeline_port::begin(bool forward_only) { forward_only_ = forward_only; }
@@ -92,13 +94,39 @@ void pipeline_port::post_recv(const action& a, tensor::shape_type shape, tensor:
   t->what = a;
   const bool gradient = a.kind == op::recv_backward;
   // Activations come from the previous virtual stage; gradients from the next one.
-  t->peer = peer(/*downstream=*/gradient);
-  t->buffer = tensor::tensor(std::move(shape), type, tensor::memory_kind::activations);
+  const int producer = other_stage(a);
+  t->peer = peer_of(producer);
   t->tag = tag(gradient, forward_only_, virtual_stage(a.chunk), a.microbatch);
   t->posted = trace_recorder::clock::now();
   transfer* raw = t.get();
   recvs_[key_of(a)] = std::move(t);
+  if (local(producer)) {
+    // Another chunk of this rank produces it: it may have been handed over already.
+    if (auto it = local_arrivals_.find(key_of(a)); it != local_arrivals_.end()) {
+      raw->buffer = std::move(it->second);
+      local_arrivals_.erase(it);
+      raw->completed = raw->posted;
+      raw->done.store(true, std::memory_order_release);
+    }
+    return;
+  }
+  raw->buffer = tensor::tensor(std::move(shape), type, tensor::memory_kind::activations);
   transport_->recv(raw->peer, raw->tag, raw->buffer.data(), raw->buffer.nbytes(), completion_of(raw));
+}
+
+// The turn of a V: the output goes straight into the receive of the consuming chunk, or waits
+// here for that receive to be posted.
+void pipeline_port::hand_over_locally(const action& send, tensor::tensor buffer) {
+  const bool gradient = send.kind == op::send_backward;
+  const key consumer{gradient, send.microbatch, position(other_stage(send)).chunk};
+  const auto it = recvs_.find(consumer);
+  if (it == recvs_.end()) {
+    local_arrivals_[consumer] = std::move(buffer);
+    return;
+  }
+  it->second->buffer = std::move(buffer);
+  it->second->completed = trace_recorder::clock::now();
+  it->second->done.store(true, std::memory_order_release);
 }
 
 void pipeline_port::keep_output(const action& compute, tensor::tensor output) {
@@ -109,14 +137,18 @@ void pipeline_port::post_send(const action& a) {
   auto it = outputs_.find(key_of(a));
   if (it == outputs_.end())
     throw std::logic_error(std::string("schedule sends ") + op_name(a.kind) + " of " + of(a) + " before computing it");
+  const int consumer = other_stage(a);
+  if (local(consumer)) {
+    hand_over_locally(a, std::move(it->second));
+    outputs_.erase(it);
+    return;
+  }
   auto t = std::make_unique<transfer>();
   t->what = a;
   t->buffer = std::move(it->second);
   outputs_.erase(it);
   const bool gradient = a.kind == op::send_backward;
-  // An activation feeds virtual stage v + 1; a gradient goes back to virtual stage v - 1.
-  t->peer = peer(/*downstream=*/!gradient);
-  const int consumer = virtual_stage(a.chunk) + (gradient ? -1 : 1);
+  t->peer = peer_of(consumer);
   t->tag = tag(gradient, forward_only_, consumer, a.microbatch);
   t->posted = trace_recorder::clock::now();
   transfer* raw = t.get();
@@ -158,10 +190,10 @@ void pipeline_port::trace(const transfer& t) const {
 
 std::string pipeline_port::awaited(const action& compute) const {
   const bool forward = compute.kind == op::forward;
-  const int v = virtual_stage(compute.chunk);
+  const int producer = virtual_stage(compute.chunk) + (forward ? -1 : 1);
   return std::string(forward ? "recv_forward" : "recv_backward") + " mb " + std::to_string(compute.microbatch) +
-         " chunk " + std::to_string(compute.chunk) + " from rank " + std::to_string(peer(/*downstream=*/!forward)) +
-         " (virtual stage " + std::to_string(forward ? v - 1 : v + 1) + ")";
+         " chunk " + std::to_string(compute.chunk) + " from rank " + std::to_string(peer_of(producer)) +
+         " (virtual stage " + std::to_string(producer) + ")";
 }
 
 std::optional<std::string> pipeline_port::unfinished_send() {
@@ -173,9 +205,9 @@ std::optional<std::string> pipeline_port::unfinished_send() {
   }
   for (const auto& t : sends_) trace(*t);
   sends_.clear();
-  if (!recvs_.empty() || !outputs_.empty())
+  if (!recvs_.empty() || !outputs_.empty() || !local_arrivals_.empty())
     throw std::logic_error("the schedule finished with " + std::to_string(recvs_.size()) + " receives and " +
-                           std::to_string(outputs_.size()) + " sends unmatched");
+                           std::to_string(outputs_.size() + local_arrivals_.size()) + " sends unmatched");
   return std::nullopt;
 }
 

@@ -3,7 +3,8 @@
 // engine when a compute action's input has arrived. It knows tags, peers and virtual stages;
 // it knows nothing of models or optimizers. Sends are never awaited inside the schedule (that
 // deadlocks 1F1B above the rendezvous threshold): their buffers live here until completion,
-// and the schedule's end waits for them all.
+// and the schedule's end waits for them all. A transfer between two chunks of this rank (the
+// turn of ZB-V's V) is handed over here, without the transport.
 #pragma once
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "comm/transport.hpp"
+#include "config/pipeline_placement.hpp"
 #include "schedules/action.hpp"
 #include "tensor/tensor.hpp"
 #include "training/trace_recorder.hpp"
@@ -28,7 +30,9 @@ struct pipeline_position {
   int pipeline_size = 1;         ///< pp
   int pipeline_rank = 0;         ///< this rank's stage
   int virtual_size = 1;          ///< model chunks per rank (vp)
-  std::vector<int> stage_ranks;  ///< the global rank of every stage of this pipeline, by stage
+  std::vector<int> stage_ranks;  ///< the global rank of every pipeline rank of this pipeline
+  /// Which pipeline rank and chunk run each virtual stage (the V shape under ZB-V).
+  config::stage_placement placement = config::stage_placement::interleaved;
 };
 
 class pipeline_port {
@@ -79,8 +83,18 @@ class pipeline_port {
   };
   using key = std::tuple<bool, int, int>;  // (gradient, micro-batch, chunk)
   static key key_of(const schedules::action& a);
-  int virtual_stage(int chunk) const { return chunk * where_.pipeline_size + where_.pipeline_rank; }
-  int peer(bool downstream) const;
+  int virtual_stage(int chunk) const {
+    return config::virtual_stage_of(where_.placement, where_.pipeline_size, where_.pipeline_rank, chunk);
+  }
+  /// The virtual stage at the other end of transfer action `a`: the producer of what it
+  /// receives, the consumer of what it sends.
+  int other_stage(const schedules::action& a) const;
+  config::stage_position position(int stage) const {
+    return config::position_of_stage(where_.placement, where_.pipeline_size, stage);
+  }
+  bool local(int stage) const { return position(stage).rank == where_.pipeline_rank; }
+  int peer_of(int stage) const { return where_.stage_ranks[std::size_t(position(stage).rank)]; }
+  void hand_over_locally(const schedules::action& send, tensor::tensor buffer);
   comm::completion completion_of(transfer* t);
   void check(const transfer& t) const;
   bool outstanding() const;
@@ -92,6 +106,7 @@ class pipeline_port {
   bool forward_only_ = false;
   std::map<key, std::unique_ptr<transfer>> recvs_;
   std::map<key, tensor::tensor> outputs_;  // computed, waiting for their send action
+  std::map<key, tensor::tensor> local_arrivals_;  // sent to a chunk of this rank before its receive
   std::vector<std::unique_ptr<transfer>> sends_;
   trace_recorder* trace_ = nullptr;
 };

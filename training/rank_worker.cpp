@@ -14,6 +14,7 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/layout.hpp"
+#include "config/pipeline_placement.hpp"
 #include "config/validate.hpp"
 #include "tensor/memory_history.hpp"
 #include "training/training_log.hpp"
@@ -46,7 +47,11 @@ rerun_options rerun_options_of(const config::megatron_args& a, parallel_context&
   o.rank = ctx.rank();
   o.device = ctx.local_rank();
   const auto c = ctx.groups().coords();
-  o.logs_for_job = c.pp == ctx.groups().pp() - 1 && c.tp == 0 && c.cp == 0 && c.dp == 0;
+  // The rank of the loss's pipeline stage (rank 0 under ZB-V's V).
+  const int pp = ctx.groups().pp(), vp = static_cast<int>(a.derived.virtual_pipeline_model_parallel_size.value_or(1));
+  const int loss_rank =
+      config::position_of_stage(config::placement_for_schedule(a.mactor.pipeline_schedule), pp, pp * vp - 1).rank;
+  o.logs_for_job = c.pp == loss_rank && c.tp == 0 && c.cp == 0 && c.dp == 0;
   o.seed = static_cast<std::uint64_t>(a.initialization.seed) * 1000003u + static_cast<std::uint64_t>(ctx.rank());
   return o;
 }

@@ -21,7 +21,7 @@ double seconds_between(clock_type::time_point from, clock_type::time_point to) {
 }
 
 pipeline_position position_of(const stage_layout& l, const parallel_context& ctx) {
-  pipeline_position p{l.pipeline_size, l.pipeline_rank, l.virtual_size, {}};
+  pipeline_position p{l.pipeline_size, l.pipeline_rank, l.virtual_size, {}, l.placement};
   for (int s = 0; s < l.pipeline_size; ++s) p.stage_ranks.push_back(ctx.pipeline_rank_of(s));
   return p;
 }
@@ -109,9 +109,11 @@ void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader,
   port_.begin(forward_only);
   pending_.reset();
   forward_only_ = forward_only;
-  // Rank 0 runs each weight pass right after its backward (ZB-H1's lag is the rank): nothing to keep.
-  defer_weight_grads_ = !forward_only && schedules::resolved_kind(s) == schedules::schedule_kind::zero_bubble_h1 &&
-                        layout_.pipeline_rank > 0;
+  // ZB-H1's rank 0 runs each weight pass right after its backward (its lag is the rank): nothing
+  // to keep. ZB-V's weight passes come later on every rank.
+  const auto kind = schedules::resolved_kind(s);
+  defer_weight_grads_ = !forward_only && ((kind == schedules::schedule_kind::zero_bubble_h1 && layout_.pipeline_rank > 0) ||
+                                          kind == schedules::schedule_kind::zero_bubble_v);
   cyclic_ = cyclic;
   loader_ = &loader;
   consumed_ = consumed;
@@ -159,7 +161,8 @@ void stage_engine::trace_compute(const action& a, clock_type::time_point start, 
   name += " mb " + std::to_string(a.microbatch) + " chunk " + std::to_string(a.chunk);
   trace_.span(std::move(name), forward_only_ ? "eval" : waiting ? "wait" : "compute", start, end,
               {{"microbatch", a.microbatch}, {"chunk", a.chunk},
-               {"virtual_stage", a.chunk * layout_.pipeline_size + layout_.pipeline_rank}});
+               {"virtual_stage", config::virtual_stage_of(layout_.placement, layout_.pipeline_size,
+                                                          layout_.pipeline_rank, a.chunk)}});
 }
 
 // Whether a compute action's input is here: the embedding's forward and the loss's backward need

@@ -143,7 +143,13 @@ class stage_engine {
   /// Fully sharded parameters (ZeRO-3 over more than one replica): the chunks' stores hold only
   /// their shards outside a compute.
   bool params_sharded() const { return fsdp_ && sharding_.shards_params(); }
-  bool is_last_stage() const { return layout_.pipeline_rank == layout_.pipeline_size - 1; }
+  /// Whether this rank holds the loss (the last virtual stage: pipeline rank pp - 1, or rank 0
+  /// under ZB-V's V) / the embedding (the first virtual stage, always on rank 0).
+  bool is_last_stage() const {
+    for (const auto& c : layout_.chunks)
+      if (c.post_process) return true;
+    return false;
+  }
   bool is_first_stage() const { return layout_.pipeline_rank == 0; }
   int num_microbatches_in_flight() const;
 

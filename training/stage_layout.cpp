@@ -39,7 +39,9 @@ stage_layout stage_layout_of(const config::megatron_args& a, const parallel_cont
   l.data_parallel_size = static_cast<int>(dp);
   l.data_parallel_rank = ctx.dp_rank();
   l.micro_batch_size = static_cast<int>(*a.training.micro_batch_size);
-  l.chunks = chunk_layouts(config::split_pipeline_layers(config::pipeline_split_settings::of(a)), l.pipeline_rank);
+  const auto settings = config::pipeline_split_settings::of(a);
+  l.placement = settings.placement;
+  l.chunks = chunk_layouts(config::split_pipeline_layers(settings), l.pipeline_rank);
   return l;
 }
 

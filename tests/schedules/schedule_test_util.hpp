@@ -67,7 +67,9 @@ inline replay replay_compute(const schedule_shape& shape, double t_forward, doub
     for (int r = 0; r < pp; ++r) {
       while (next[r] < ops[r].size()) {
         const action a = ops[r][next[r]];
-        const int stage = a.chunk * pp + r;
+        schedule_shape at = shape;
+        at.pipeline_rank = r;
+        const int stage = virtual_stage(at, a.chunk);
         const bool bwd = a.kind == op::backward;
         const bool weight = a.kind == op::backward_weight;
         double ready = free_at[r];

@@ -28,7 +28,7 @@ constexpr const char* prog = "mactor schedule";
 
 constexpr const char* usage =
     "usage: mactor schedule [PRETRAIN_GPT FLAGS ...] [--world-size W | --data-parallel-size DP]\n"
-    "         [--num-microbatches M] [--schedule megatron|1f1b|interleaved-1f1b|gpipe|no-pipelining|zb-h1]\n"
+    "         [--num-microbatches M] [--schedule megatron|1f1b|interleaved-1f1b|gpipe|no-pipelining|zb-h1|zbv]\n"
     "         [--forward-only] [--with-p2p]\n";
 
 constexpr const char* help_text =
@@ -57,7 +57,8 @@ constexpr const char* help_text =
     "  --virtual-pipeline-model-parallel-size VP\n"
     "                          --num-virtual-stages-per-pipeline-rank under its older name\n"
     "  --schedule S            megatron (Megatron's choice, default), 1f1b, interleaved-1f1b, gpipe,\n"
-    "                          no-pipelining, zb-h1 (zero bubble: W = a deferred weight-gradient pass);\n"
+    "                          no-pipelining, zb-h1 (zero bubble: W = a deferred weight-gradient pass),\n"
+    "                          zbv (zero bubble, two chunks per rank in a V: chunk 1 runs stage 2pp-1-rank);\n"
     "                          pretrain_gpt's --pipeline-schedule is read too\n"
     "  --forward-only          forward passes only (evaluation)\n"
     "  --with-p2p              also print the transfers: RF/SF = recv/send activation, RB/SB = gradient\n";
@@ -99,7 +100,7 @@ int positive(const std::string& flag, const std::string& value) {
 sch::schedule_kind parse_kind(const std::string& name) {
   if (auto kind = sch::schedule_kind_named(name); kind && !name.empty()) return *kind;
   fail("argument --schedule: invalid choice: '" + name +
-       "' (choose from 'megatron', '1f1b', 'interleaved-1f1b', 'gpipe', 'no-pipelining', 'zb-h1')");
+       "' (choose from 'megatron', '1f1b', 'interleaved-1f1b', 'gpipe', 'no-pipelining', 'zb-h1', 'zbv')");
 }
 
 schedule_flags split_flags(int argc, char** argv) {
@@ -232,6 +233,12 @@ std::string bubble_formula(const sch::schedule_shape& s) {
       if (s.forward_only) break;
       return "(pp-1)/(3m+pp-1) = " + std::to_string(pp - 1) + "/" + std::to_string(3 * m + pp - 1) +
              " with F, B and W of equal time";
+    case sch::schedule_kind::zero_bubble_v: {
+      if (s.forward_only) break;
+      const int idle = std::max(pp - 1, 4 * pp - 2 * m - 2);
+      return "max(pp-1, 4pp-2m-2)/(6m+max(...)) = " + std::to_string(idle) + "/" + std::to_string(6 * m + idle) +
+             " with each chunk's F, B and W of equal time";
+    }
     default: return "(pp-1)/(m+pp-1) = " + std::to_string(pp - 1) + "/" + std::to_string(m + pp - 1);
   }
 }
@@ -285,9 +292,12 @@ int schedule_main(int argc, char** argv) {
       std::fprintf(stderr, "%s: note: the schedule at the full --global-batch-size=%lld; the --rampup-batch-size "
                            "iterations before it run fewer microbatches\n",
                    prog, static_cast<long long>(r.args.training.global_batch_size.value_or(0)));
+    const auto shape = shape_from(r.args, flags);
+    auto settings = config::pipeline_split_settings::of(r.args);
+    settings.placement = sch::placement(shape);  // --schedule zbv folds the stages into a V
     std::printf("layers per stage (--num-layers %lld):\n%s", static_cast<long long>(r.args.network_size.num_layers.value_or(0)),
-                config::describe_pipeline_split(config::split_pipeline_layers(config::pipeline_split_settings::of(r.args))).c_str());
-    print_schedule(shape_from(r.args, flags), flags.with_p2p);
+                config::describe_pipeline_split(config::split_pipeline_layers(settings)).c_str());
+    print_schedule(shape, flags.with_p2p);
     return 0;
   } catch (const usage_error& e) {
     std::fputs(usage, stderr);

@@ -1,0 +1,88 @@
+// ZB-V: the V-shaped zero-bubble order of one rank, then its transfers.
+#include "schedules/zero_bubble_v.hpp"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+namespace mactor::schedules {
+namespace {
+
+// Appends the compute actions of one rank for n micro-batches (n >= 2p - 1), counting per chunk.
+class v_order {
+ public:
+  v_order(int pp, int rank, int n) : p_(pp), r_(rank), n_(n) {}
+
+  std::vector<action> build() {
+    for (int i = 0; i < 2 * (p_ - r_) - 1; ++i) forward(0);
+    for (int i = 0; i < r_; ++i) forward(1), forward(0);
+    for (int i = 0; i < p_ - r_; ++i) forward(1), input_grad(1), weight_grad(1);
+    while (f_[1] < f_[0] || f_[0] < n_) {
+      if (f_[0] < n_) forward(0);
+      input_grad(0), weight_grad(0);
+      forward(1), input_grad(1), weight_grad(1);
+    }
+    for (int i = 0; i < r_; ++i) input_grad(0), input_grad(1);
+    for (int i = 0; i < p_ - r_; ++i) input_grad(0), weight_grad(0);
+    while (w_[1] < b_[1]) weight_grad(1);
+    while (w_[0] < b_[0]) weight_grad(0);
+    return std::move(out_);
+  }
+
+ private:
+  void forward(int chunk) { out_.push_back({op::forward, f_[chunk]++, chunk}); }
+  void input_grad(int chunk) { out_.push_back({op::backward, b_[chunk]++, chunk}); }
+  void weight_grad(int chunk) { out_.push_back({op::backward_weight, w_[chunk]++, chunk}); }
+
+  int p_, r_, n_;
+  int f_[2] = {0, 0}, b_[2] = {0, 0}, w_[2] = {0, 0};
+  std::vector<action> out_;
+};
+
+bool first_stage(const schedule_shape& s, int chunk) { return virtual_stage(s, chunk) == 0; }
+bool last_stage(const schedule_shape& s, int chunk) {
+  return virtual_stage(s, chunk) == 2 * s.pipeline_model_parallel_size - 1;
+}
+
+// The receive a compute needs before it runs, if any.
+std::optional<action> receive_for(const schedule_shape& s, const action& a) {
+  if (a.kind == op::forward && !first_stage(s, a.chunk)) return action{op::recv_forward, a.microbatch, a.chunk};
+  if (a.kind == op::backward && !last_stage(s, a.chunk)) return action{op::recv_backward, a.microbatch, a.chunk};
+  return std::nullopt;
+}
+
+// The send a compute makes after it runs, if any.
+std::optional<action> send_after(const schedule_shape& s, const action& a) {
+  if (a.kind == op::forward && !last_stage(s, a.chunk)) return action{op::send_forward, a.microbatch, a.chunk};
+  if (a.kind == op::backward && !first_stage(s, a.chunk)) return action{op::send_backward, a.microbatch, a.chunk};
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<action> zero_bubble_v_compute(const schedule_shape& s) {
+  const int p = s.pipeline_model_parallel_size, m = s.num_microbatches;
+  std::vector<action> out;
+  for (const action& a : v_order(p, s.pipeline_rank, std::max(m, 2 * p - 1)).build()) {
+    if (a.microbatch >= m) continue;
+    if (s.forward_only && a.kind != op::forward) continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
+generator<action> zero_bubble_v(schedule_shape s) {
+  constexpr std::size_t lookahead = 2;
+  const std::vector<action> compute = zero_bubble_v_compute(s);
+  std::set<std::tuple<op, int, int>> posted;
+  for (std::size_t i = 0; i < compute.size(); ++i) {
+    for (std::size_t j = i; j < std::min(compute.size(), i + lookahead + 1); ++j) {
+      const auto recv = receive_for(s, compute[j]);
+      if (recv && posted.insert({recv->kind, recv->microbatch, recv->chunk}).second) co_yield *recv;
+    }
+    co_yield compute[i];
+    if (const auto send = send_after(s, compute[i])) co_yield *send;
+  }
+}
+
+}  // namespace mactor::schedules

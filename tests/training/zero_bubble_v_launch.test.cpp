@@ -1,0 +1,109 @@
+// ZB-V (--pipeline-schedule zbv) under `mactor`: two model chunks per rank in a V (rank 0 holds the
+// embedding and the loss, the last rank hands its chunk 0's output to its own chunk 1), backwards
+// split into input- and weight-gradient passes. Without gradient clipping every update is
+// elementwise, so a ZB-V run must log 1F1B's losses and save 1F1B's weights and Adam moments bit
+// for bit, though its ranks hold other layers; its checkpoints resume under 1F1B.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "checkpoint/checkpoint_reader.hpp"
+#include "tests/training/launch_support.hpp"
+#include "tests/training/tiny_moe_flags.hpp"
+
+using namespace mactor::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// No clipping: the global gradient norm (summed in an order that depends on which rank holds
+// which layers) changes no update.
+std::string dense_flags(int layers) {
+  return "--mock-data --num-layers " + std::to_string(layers) +
+         " --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+         "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 16 --train-iters 4 --lr-decay-iters 4 "
+         "--lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 1 --clip-grad 0 --weight-decay 0.1 "
+         "--init-method-std 0.05 --tokenizer-type NullTokenizer --vocab-size 4095 --hidden-dropout 0.1 "
+         "--attention-dropout 0.1 --log-interval 1 --eval-interval 2 --eval-iters 1 --seed 13 "
+         "--untie-embeddings-and-output-weights";
+}
+
+const char* two_chunks = " --num-virtual-stages-per-pipeline-rank 2 --pipeline-schedule zbv";
+
+// Every tensor of two checkpoints, byte for byte; returns how many were optimizer state.
+int check_same_tensors(const fs::path& want_dir, const fs::path& got_dir, std::int64_t iteration) {
+  mactor::checkpoint::checkpoint_reader a(want_dir.string(), iteration), b(got_dir.string(), iteration);
+  REQUIRE(a.names() == b.names());
+  int optimizer_tensors = 0;
+  for (const auto& tensor : a.names()) {
+    INFO(tensor);
+    const auto x = a.read_whole(tensor), y = b.read_whole(tensor);
+    REQUIRE(x.size() == y.size());
+    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+    optimizer_tensors += tensor.rfind("optimizer.state.", 0) == 0;
+  }
+  return optimizer_tensors;
+}
+
+// Runs `flags` under 1F1B and under ZB-V on `ranks` processes, saving at the last iteration:
+// the same losses as printed, the same tensors.
+void check_zero_bubble_v_equals_one_f_one_b(int ranks, const std::string& flags, const std::string& name) {
+  INFO(name << ": " << flags);
+  const auto one_dir = scratch_dir("zero_bubble_v", name + "_1f1b"), zbv_dir = scratch_dir("zero_bubble_v", name + "_zbv");
+  const std::string save = " --save-interval 4 --save ";
+  const auto one = launch(ranks, flags + " --pipeline-schedule 1f1b" + save + one_dir.string());
+  const auto zbv = launch(ranks, flags + two_chunks + save + zbv_dir.string());
+  const auto want = logged_values(one.out, "lm loss"), got = logged_values(zbv.out, "lm loss");
+  REQUIRE(want.size() == 4);
+  REQUIRE(want.front() != want[1]);
+  CHECK(got == want);
+  const auto want_norm = logged_values(one.out, "grad norm"), got_norm = logged_values(zbv.out, "grad norm");
+  REQUIRE(got_norm.size() == want_norm.size());
+  for (std::size_t i = 0; i < want_norm.size(); ++i) CHECK(got_norm[i] == Approx(want_norm[i]).epsilon(1e-6));
+  CHECK(check_same_tensors(one_dir, zbv_dir, 4) > 0);
+  std::printf("%s: ZB-V equals 1F1B bit for bit (losses, weights, Adam moments) over 4 iterations\n", name.c_str());
+}
+
+}  // namespace
+
+TEST_CASE("ZB-V trains a dense GPT over PP2 and PP4 bit for bit as 1F1B does") {
+  check_zero_bubble_v_equals_one_f_one_b(2, dense_flags(4) + " --pipeline-model-parallel-size 2", "dense_pp2");
+  check_zero_bubble_v_equals_one_f_one_b(4, dense_flags(8) + " --pipeline-model-parallel-size 4", "dense_pp4");
+}
+
+TEST_CASE("ZB-V with the distributed optimizer and overlapped gradient reduction over PP2 x DP2, and MoE over "
+          "PP2 x TP2 with sequence parallelism, equals 1F1B bit for bit") {
+  check_zero_bubble_v_equals_one_f_one_b(
+      4, dense_flags(4) + " --pipeline-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 2000",
+      "dense_pp2_dp2_overlap");
+  check_zero_bubble_v_equals_one_f_one_b(
+      4, tiny_moe_flags() + " --train-iters 4 --lr-decay-iters 4 --clip-grad 0 --untie-embeddings-and-output-weights "
+                            "--pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel",
+      "moe_pp2_tp2");
+}
+
+TEST_CASE("a ZB-V checkpoint resumes under 1F1B and continues as the ZB-V run does") {
+  const auto dir = scratch_dir("zero_bubble_v", "resume");
+  const std::string flags = dense_flags(4) + " --pipeline-model-parallel-size 2 --save-interval 2 --save " + dir.string();
+  const auto whole = launch(2, flags + two_chunks);
+  const auto resumed = launch(2, flags + " --pipeline-schedule 1f1b --load " + dir.string() + " --ckpt-step 2");
+  const auto want = iteration_lines(whole.out), got = iteration_lines(resumed.out);
+  REQUIRE(want.size() == 4);
+  REQUIRE(got.size() == 2);
+  for (int it : {3, 4}) CHECK(logged_values(got.at(it), "lm loss") == logged_values(want.at(it), "lm loss"));
+}
+
+TEST_CASE("a ZB-V layout mactor does not build is refused, naming the fix") {
+  const auto one_chunk = launch(2, dense_flags(4) + " --pipeline-model-parallel-size 2 --pipeline-schedule zbv", 2);
+  CHECK(one_chunk.err.find("add --num-virtual-stages-per-pipeline-rank 2") != std::string::npos);
+  const auto tied = launch(2, "--mock-data --num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 32 "
+                              "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 16 --train-iters 1 "
+                              "--lr 1e-3 --tokenizer-type NullTokenizer --vocab-size 4095 --pipeline-model-parallel-size 2" +
+                                  std::string(two_chunks), 2);
+  CHECK(tied.err.find("add --untie-embeddings-and-output-weights") != std::string::npos);
+  const auto uneven = launch(2, dense_flags(6) + " --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 2" +
+                                    std::string(two_chunks), 2);
+  CHECK(uneven.err.find("splits the layers evenly over its 2 pp stages") != std::string::npos);
+}
