@@ -145,9 +145,9 @@ class parser {
     } else {
       fail("argument --pipeline-schedule: expected one argument");
     }
-    if (value != "1f1b" && value != "interleaved-1f1b" && value != "zb-h1" && value != "zbv")
+    if (value != "1f1b" && value != "interleaved-1f1b" && value != "zb-h1" && value != "zbv" && value != "dualpipev")
       fail("argument --pipeline-schedule: invalid choice: " + python_str_repr(value) +
-           " (choose from '1f1b', 'interleaved-1f1b', 'zb-h1', 'zbv')");
+           " (choose from '1f1b', 'interleaved-1f1b', 'zb-h1', 'zbv', 'dualpipev')");
     result_.args.mactor.pipeline_schedule = value;
     return next;
   }

@@ -1,6 +1,6 @@
 // Where each virtual pipeline stage runs: which pipeline rank, and which of its model chunks.
 // Megatron's interleaving deals the stages round-robin (stage v on rank v % pp); the V shape of
-// zero-bubble schedules (ZB-V, Qi et al. 2024) folds them back, so rank r holds stages r and
+// zero-bubble schedules (ZB-V, Qi et al. 2024; DualPipeV) folds them back, so rank r holds stages r and
 // 2 pp - 1 - r and rank 0 holds both the embedding and the loss.
 #pragma once
 
@@ -13,9 +13,10 @@ enum class stage_placement {
   v_shape,      ///< two chunks per rank: stage v < pp on rank v, stage v >= pp on rank 2 pp - 1 - v
 };
 
-/// The placement a --pipeline-schedule name implies: the V shape for "zbv", else interleaved.
+/// The placement a --pipeline-schedule name implies: the V shape for "zbv" and "dualpipev", else
+/// interleaved.
 inline stage_placement placement_for_schedule(std::string_view schedule) {
-  return schedule == "zbv" ? stage_placement::v_shape : stage_placement::interleaved;
+  return schedule == "zbv" || schedule == "dualpipev" ? stage_placement::v_shape : stage_placement::interleaved;
 }
 
 /// The virtual stage that `chunk` of pipeline rank `rank` runs.

@@ -17,33 +17,49 @@ void require_whole_gradient_buffers(validation_context& c, const std::string& na
                                 "--data-parallel-sharding-strategy optim");
 }
 
-// ZB-V: two chunks per rank in a V, so the embedding (stage 0) and the loss (stage 2 pp - 1) are
-// both on pipeline rank 0; what mactor builds of that shape so far.
-void validate_zero_bubble_v(validation_context& c) {
+// DualPipeV trains at least 2 pp micro-batches per iteration (DeepSeek's assert), also at the
+// start of a batch-size ramp.
+void require_dual_pipe_v_microbatches(validation_context& c) {
+  const auto& t = c.a.training;
+  const auto pp = c.a.distributed.pipeline_model_parallel_size;
+  const std::int64_t per_microbatch = t.micro_batch_size.value_or(1) * c.a.derived.data_parallel_size;
+  const std::int64_t smallest = t.rampup_batch_size ? std::stoll(t.rampup_batch_size->front()) : t.global_batch_size.value_or(0);
+  if (per_microbatch <= 0 || smallest <= 0) return;
+  c.require(smallest / per_microbatch >= 2 * pp,
+            "--pipeline-schedule dualpipev needs at least 2 x --pipeline-model-parallel-size = " + show(2 * pp) +
+                " micro-batches per iteration (DeepSeek's DualPipeV), but " + show(smallest) + " samples over " +
+                "--micro-batch-size x data-parallel size = " + show(per_microbatch) + " give " +
+                show(smallest / per_microbatch) + "; raise --global-batch-size or use --pipeline-schedule zbv");
+}
+
+// ZB-V and DualPipeV: two chunks per rank in a V, so the embedding (stage 0) and the loss (stage
+// 2 pp - 1) are both on pipeline rank 0; what mactor builds of that shape so far.
+void validate_v_schedule(validation_context& c, const std::string& name) {
   const auto& d = c.a.distributed;
   const auto vp = c.a.derived.virtual_pipeline_model_parallel_size.value_or(1);
   c.require(d.pipeline_model_parallel_size >= 2,
-            "--pipeline-schedule zbv needs --pipeline-model-parallel-size of 2 or more, got " +
+            "--pipeline-schedule " + name + " needs --pipeline-model-parallel-size of 2 or more, got " +
                 show(d.pipeline_model_parallel_size) + "; use the default schedule without pipelining");
-  c.require(vp == 2, "--pipeline-schedule zbv runs two model chunks per rank in a V (rank r holds virtual stages r and "
+  c.require(vp == 2, "--pipeline-schedule " + name + " runs two model chunks per rank in a V (rank r holds virtual stages r and "
                      "2 pp - 1 - r), but the virtual pipeline size is " + show(vp) +
                      "; add --num-virtual-stages-per-pipeline-rank 2 (or --num-layers-per-virtual-pipeline-stage "
                      "num_layers / (2 pp))");
   c.require(c.a.network_size.untie_embeddings_and_output_weights,
-            "--pipeline-schedule zbv with tied embeddings is not implemented by mactor yet (the embedding and the "
+            "--pipeline-schedule " + name + " with tied embeddings is not implemented by mactor yet (the embedding and the "
             "output layer are two chunks of rank 0 that would share one weight); add "
             "--untie-embeddings-and-output-weights or use --pipeline-schedule zb-h1");
   c.require(c.a.network_size.mtp_num_layers.value_or(0) == 0,
-            "--pipeline-schedule zbv with --mtp-num-layers is not implemented by mactor yet; use --pipeline-schedule "
+            "--pipeline-schedule " + name + " with --mtp-num-layers is not implemented by mactor yet; use --pipeline-schedule "
             "zb-h1 or 1f1b");
   c.require(!d.pipeline_model_parallel_layout && !d.decoder_first_pipeline_num_layers &&
                 !d.decoder_last_pipeline_num_layers && !d.account_for_embedding_in_pipeline_split &&
                 !d.account_for_loss_in_pipeline_split,
-            "--pipeline-schedule zbv splits the layers evenly over its 2 pp stages; uneven splits "
+            "--pipeline-schedule " + name + " splits the layers evenly over its 2 pp stages; uneven splits "
             "(--pipeline-model-parallel-layout, --decoder-first/last-pipeline-num-layers, "
             "--account-for-embedding/loss-in-pipeline-split) are not implemented with it; drop them or use "
             "--pipeline-schedule interleaved-1f1b");
-  require_whole_gradient_buffers(c, "zbv");
+  require_whole_gradient_buffers(c, name);
+  if (name == "dualpipev") require_dual_pipe_v_microbatches(c);
 }
 
 }  // namespace
@@ -58,7 +74,7 @@ void validate_pipeline_schedule(validation_context& c) {
                               "of 2 or more, or pick --pipeline-schedule 1f1b");
     return;
   }
-  if (name == "zbv") return validate_zero_bubble_v(c);
+  if (name == "zbv" || name == "dualpipev") return validate_v_schedule(c, name);
   c.require(!vp.has_value(), "--pipeline-schedule " + name + " runs one model chunk per rank, but "
                              "--virtual-pipeline-model-parallel-size=" + show(vp.value_or(1)) +
                              "; drop the virtual pipeline or use --pipeline-schedule interleaved-1f1b");

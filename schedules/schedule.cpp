@@ -10,6 +10,7 @@
 #include "schedules/one_f_one_b.hpp"
 #include "schedules/zero_bubble_h1.hpp"
 #include "schedules/zero_bubble_v.hpp"
+#include "schedules/dual_pipe_v.hpp"
 
 namespace mactor::schedules {
 
@@ -26,6 +27,7 @@ generator<action> make_schedule(schedule_shape s) {
     case schedule_kind::gpipe: return gpipe(s);
     case schedule_kind::zero_bubble_h1: return zero_bubble_h1(s);
     case schedule_kind::zero_bubble_v: return zero_bubble_v(s);
+    case schedule_kind::dual_pipe_v: return dual_pipe_v(s);
     case schedule_kind::megatron: break;
   }
   throw std::logic_error("resolved_kind returned 'megatron'");

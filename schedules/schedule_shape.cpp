@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "schedules/dual_pipe_v.hpp"
+
 namespace mactor::schedules {
 namespace {
 
@@ -65,10 +67,16 @@ void check_kind(const schedule_shape& s, std::vector<std::string>& errors) {
                          "--virtual-pipeline-model-parallel-size of 2 or more, got " + num(vp));
       break;
     case schedule_kind::zero_bubble_v:
+    case schedule_kind::dual_pipe_v:
       if (vp != 2 || pp < 2)
-        errors.push_back("the zbv schedule runs two model chunks per rank in a V on 2 or more pipeline ranks, but "
+        errors.push_back(std::string("the ") + to_string(s.kind) +
+                         " schedule runs two model chunks per rank in a V on 2 or more pipeline ranks, but "
                          "--pipeline-model-parallel-size=" + num(pp) + " and vp=" + num(vp) +
                          "; set --num-virtual-stages-per-pipeline-rank 2 and pp >= 2");
+      if (s.kind == schedule_kind::dual_pipe_v && !s.forward_only && s.num_microbatches < 2 * pp)
+        errors.push_back("the dualpipev schedule needs at least 2 x --pipeline-model-parallel-size = " + num(2 * pp) +
+                         " micro-batches per iteration, got " + num(s.num_microbatches) +
+                         " (as DeepSeek's DualPipeV); raise --global-batch-size or use --pipeline-schedule zbv");
       break;
     case schedule_kind::megatron: break;
   }
@@ -141,6 +149,7 @@ const char* to_string(schedule_kind kind) {
     case schedule_kind::gpipe: return "gpipe";
     case schedule_kind::zero_bubble_h1: return "zb-h1";
     case schedule_kind::zero_bubble_v: return "zbv";
+    case schedule_kind::dual_pipe_v: return "dualpipev";
   }
   return "?";
 }
@@ -149,7 +158,7 @@ std::optional<schedule_kind> schedule_kind_named(std::string_view name) {
   if (name.empty()) return schedule_kind::megatron;
   for (auto kind : {schedule_kind::megatron, schedule_kind::no_pipelining, schedule_kind::one_f_one_b,
                     schedule_kind::interleaved_one_f_one_b, schedule_kind::gpipe, schedule_kind::zero_bubble_h1,
-                    schedule_kind::zero_bubble_v})
+                    schedule_kind::zero_bubble_v, schedule_kind::dual_pipe_v})
     if (name == to_string(kind)) return kind;
   return std::nullopt;
 }
@@ -191,6 +200,15 @@ int warmup_microbatches(const schedule_shape& s) {
       const int r = s.pipeline_rank;
       return std::min(2 * (pp - r) - 1 + r, m) + std::min(r + 1, m);
     }
+    case schedule_kind::dual_pipe_v: {
+      if (s.forward_only) return 2 * m;
+      int forwards = 0;
+      for (const action& a : dual_pipe_v_compute(s)) {
+        if (a.kind == op::backward) break;
+        forwards += a.kind == op::forward;
+      }
+      return forwards;
+    }
     case schedule_kind::megatron: break;
   }
   return 0;
@@ -210,6 +228,8 @@ double ideal_bubble_fraction(const schedule_shape& s) {
                             : zero_bubble_h1_bubble_fraction(int(pp), int(m), 1.0, 1.0, 1.0);
     case schedule_kind::zero_bubble_v:
       return s.forward_only ? (pp - 1) / (m + pp - 1) : zero_bubble_v_bubble_fraction(int(pp), int(m));
+    case schedule_kind::dual_pipe_v:
+      return s.forward_only ? (pp - 1) / (m + pp - 1) : dual_pipe_v_bubble_fraction(int(pp), int(m));
     case schedule_kind::megatron: break;
   }
   return 0.0;
@@ -226,6 +246,11 @@ double zero_bubble_v_bubble_fraction(int pp, int m) {
   // the iteration is one micro-batch's critical path (2 pp forwards, 2 pp input-gradient passes,
   // rank 0's two weight passes) plus 4 units per further micro-batch.
   const double idle = std::max(pp - 1, 4 * pp - 2 * m - 2);
+  return idle / (6.0 * m + idle);
+}
+
+double dual_pipe_v_bubble_fraction(int pp, int m) {
+  const double idle = pp - 1;  // the start-up alone, as ZB-V's (m >= 2 pp)
   return idle / (6.0 * m + idle);
 }
 

@@ -21,6 +21,7 @@ enum class schedule_kind {
   gpipe,                   ///< all forwards, then all backwards (not in Megatron; an extra)
   zero_bubble_h1,          ///< ZB-H1: 1F1B with deferred weight-gradient passes (not in Megatron)
   zero_bubble_v,           ///< ZB-V: two chunks per rank in a V, split backward (not in Megatron)
+  dual_pipe_v,             ///< DualPipeV: the V with DualPipe's paired order (not in Megatron)
 };
 
 /// Everything a schedule needs to know about one pipeline rank. Plain data; field names are
@@ -48,7 +49,7 @@ struct schedule_shape {
 schedule_kind resolved_kind(const schedule_shape& s);
 
 /// Name used on the command line and in reports: "no-pipelining", "1f1b", "interleaved-1f1b",
-/// "gpipe", "zb-h1", "zbv" (and "megatron" for the automatic choice).
+/// "gpipe", "zb-h1", "zbv", "dualpipev" (and "megatron" for the automatic choice).
 const char* to_string(schedule_kind kind);
 /// The kind `to_string` names; the empty name is Megatron's choice, as "megatron". nullopt for
 /// any other name.
@@ -66,7 +67,8 @@ std::vector<std::string> validate(const schedule_shape& s);
 /// Forward passes this rank runs before its first backward (Megatron's num_warmup_microbatches,
 /// counted in forward passes of one chunk): 1F1B and ZB-H1 min(pp - rank - 1, m); interleaved
 /// min(2 (pp - rank - 1) + (vp - 1) g, vp m); ZB-V min(2 pp - rank - 1, m) + min(rank + 1, m);
-/// no pipelining 0; GPipe m; forward_only: all of them.
+/// DualPipeV the forwards of its order before its first backward (2 pp, or 2 pp + 1 on the last
+/// rank, fewer with m < 2 pp); no pipelining 0; GPipe m; forward_only: all of them.
 int warmup_microbatches(const schedule_shape& s);
 
 /// Fraction of the iteration each rank sits idle in the ideal model: every chunk's forward takes
@@ -74,7 +76,8 @@ int warmup_microbatches(const schedule_shape& s);
 /// 1F1B and GPipe: (pp - 1) / (m + pp - 1); interleaved: (pp - 1) / (vp m + pp - 1);
 /// no pipelining: 0. Independent of t_b / t_f and of forward_only. ZB-H1 (training): the
 /// paper's setting t_f = t_b = t_w, zero_bubble_h1_bubble_fraction(pp, m, 1, 1, 1); ZB-V
-/// (training): zero_bubble_v_bubble_fraction(pp, m); forward_only: 1F1B's.
+/// (training): zero_bubble_v_bubble_fraction(pp, m); DualPipeV (training):
+/// dual_pipe_v_bubble_fraction(pp, m); forward_only: 1F1B's.
 double ideal_bubble_fraction(const schedule_shape& s);
 
 /// ZB-H1's idle fraction on every rank when each forward takes t_f, each input-gradient backward
@@ -89,16 +92,18 @@ inline bool is_last_rank(const schedule_shape& s) {
 }
 
 /// Whether the schedule splits each backward into an input-gradient pass and a deferred
-/// weight-gradient pass (op::backward_weight): ZB-H1 and ZB-V.
+/// weight-gradient pass (op::backward_weight): ZB-H1, ZB-V and DualPipeV.
 inline bool splits_backward(const schedule_shape& s) {
-  return s.kind == schedule_kind::zero_bubble_h1 || s.kind == schedule_kind::zero_bubble_v;
+  return s.kind == schedule_kind::zero_bubble_h1 || s.kind == schedule_kind::zero_bubble_v ||
+         s.kind == schedule_kind::dual_pipe_v;
 }
 
-/// Where the schedule places the virtual stages: the V shape for ZB-V, else Megatron's
-/// round-robin (config/pipeline_placement.hpp).
+/// Where the schedule places the virtual stages: the V shape for ZB-V and DualPipeV, else
+/// Megatron's round-robin (config/pipeline_placement.hpp).
 inline config::stage_placement placement(const schedule_shape& s) {
-  return s.kind == schedule_kind::zero_bubble_v ? config::stage_placement::v_shape
-                                                : config::stage_placement::interleaved;
+  return s.kind == schedule_kind::zero_bubble_v || s.kind == schedule_kind::dual_pipe_v
+             ? config::stage_placement::v_shape
+             : config::stage_placement::interleaved;
 }
 
 /// The virtual pipeline stage a local chunk runs: chunk * pp + rank (Megatron's layer order), or
@@ -113,5 +118,9 @@ inline int virtual_stage(const schedule_shape& s, int chunk) {
 /// alone, (pp - 1) t: half of ZB-H1's (pp - 1)(t_f + t_b - t_w) with twice as long passes, at the
 /// same activation memory as 1F1B.
 double zero_bubble_v_bubble_fraction(int pp, int m);
+
+/// DualPipeV's idle fraction in the same setting, m >= 2 pp (DeepSeek's minimum) and no overlap of
+/// a paired forward and backward (a CPU run has none): the start-up alone, (pp - 1) t, ZB-V's.
+double dual_pipe_v_bubble_fraction(int pp, int m);
 
 }  // namespace mactor::schedules

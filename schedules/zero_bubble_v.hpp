@@ -23,11 +23,9 @@ namespace mactor::schedules {
 /// dropped, so any m >= 1 runs. forward_only: the same order's forwards.
 std::vector<action> zero_bubble_v_compute(const schedule_shape& s);
 
-/// zero_bubble_v_compute with the transfers: each compute's receive posted two computes ahead,
-/// its send right after it. Activations flow up the ranks on chunk 0 and down on chunk 1 (rank
-/// p - 1's chunk 0 feeds its own chunk 1: the port hands that tensor over locally); gradients flow
-/// back the other way. Bubble with forward, input-gradient and weight-gradient passes of
-/// t_f, t_b, t_w per chunk: see zero_bubble_v_bubble_fraction. Precondition: validate(s) is empty.
+/// zero_bubble_v_compute with the transfers of with_v_transfers (schedules/v_transfers.hpp).
+/// Bubble with passes of equal time: zero_bubble_v_bubble_fraction. Precondition: validate(s)
+/// is empty.
 generator<action> zero_bubble_v(schedule_shape s);
 
 }  // namespace mactor::schedules

@@ -110,10 +110,9 @@ void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader,
   pending_.reset();
   forward_only_ = forward_only;
   // ZB-H1's rank 0 runs each weight pass right after its backward (its lag is the rank): nothing
-  // to keep. ZB-V's weight passes come later on every rank.
-  const auto kind = schedules::resolved_kind(s);
-  defer_weight_grads_ = !forward_only && ((kind == schedules::schedule_kind::zero_bubble_h1 && layout_.pipeline_rank > 0) ||
-                                          kind == schedules::schedule_kind::zero_bubble_v);
+  // to keep. ZB-V's and DualPipeV's weight passes may come later on every rank.
+  const bool h1_rank_0 = s.kind == schedules::schedule_kind::zero_bubble_h1 && layout_.pipeline_rank == 0;
+  defer_weight_grads_ = !forward_only && schedules::splits_backward(s) && !h1_rank_0;
   cyclic_ = cyclic;
   loader_ = &loader;
   consumed_ = consumed;

@@ -115,6 +115,27 @@ TEST_CASE("every layer split equals Megatron-Core's get_num_layers_to_build and 
   }
 }
 
+TEST_CASE("the V placement of --pipeline-schedule zbv folds the stages back: rank 0 holds the embedding and the loss") {
+  config::pipeline_split_settings s;
+  s.num_layers = 8, s.pipeline_size = 2, s.virtual_size = 2;
+  s.placement = config::stage_placement::v_shape;
+  const auto split = config::split_pipeline_layers(s);
+  // Stages 0..3 hold layers [0,2) [2,4) [4,6) [6,8); stage 0 on rank 0, 1 and 2 on rank 1, 3 on rank 0.
+  CHECK(split.at(0, 0).layer_begin == 0);
+  CHECK(split.at(1, 0).layer_begin == 2);
+  CHECK(split.at(1, 1).layer_begin == 4);
+  CHECK(split.at(0, 1).layer_begin == 6);
+  CHECK(split.at(0, 0).embedding);
+  CHECK(split.at(0, 1).loss);
+  CHECK_FALSE(split.at(1, 1).loss);
+  for (int pp : {2, 3, 4})
+    for (int v = 0; v < 2 * pp; ++v) {
+      const auto at = config::position_of_stage(config::stage_placement::v_shape, pp, v);
+      CHECK(config::virtual_stage_of(config::stage_placement::v_shape, pp, at.rank, at.chunk) == v);
+      CHECK(at.rank == (v < pp ? v : 2 * pp - 1 - v));
+    }
+}
+
 TEST_CASE("a bad layout names the flag and what is wrong") {
   using config::parse_pipeline_layout;
   CHECK(parse_pipeline_layout("Et*2|(tt|)*2L") == std::vector<std::string>{"Ett", "tt", "tt", "L"});

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <map>
 #include <optional>
 #include <string>
@@ -102,6 +103,39 @@ inline replay replay_compute(const schedule_shape& shape, double t_forward, doub
     out.makespan = std::max(out.makespan, free_at[r]);
   }
   return out;
+}
+
+/// Checks the transfers of every rank of a schedule on the V placement (ZB-V, DualPipeV): each
+/// receive comes before its compute, each send after it, and every link (from rank, to rank,
+/// activation or gradient) carries the same micro-batches in the same order at both ends; the
+/// turn of the V stays on the last rank. The rank of a virtual stage is computed here: stage < pp
+/// on rank stage, the rest folded back.
+inline void check_v_transfers(const schedule_shape& shape) {
+  const int pp = shape.pipeline_model_parallel_size;
+  const auto rank_of_stage = [pp](int stage) { return stage < pp ? stage : 2 * pp - 1 - stage; };
+  std::map<std::tuple<int, int, bool>, std::vector<int>> sends, recvs;
+  for (int rank = 0; rank < pp; ++rank) {
+    schedule_shape s = shape;
+    s.pipeline_rank = rank;
+    std::map<std::tuple<op, int, int>, bool> received, computed;
+    for (const action& a : collect(make_schedule(s))) {
+      const bool gradient = a.kind == op::send_backward || a.kind == op::recv_backward;
+      const int stage = virtual_stage(s, a.chunk);
+      if (a.kind == op::recv_forward || a.kind == op::recv_backward) {
+        received[{gradient ? op::backward : op::forward, a.microbatch, a.chunk}] = true;
+        recvs[{rank_of_stage(stage + (gradient ? 1 : -1)), rank, gradient}].push_back(a.microbatch);
+      } else if (a.kind == op::send_forward || a.kind == op::send_backward) {
+        REQUIRE(computed.count({gradient ? op::backward : op::forward, a.microbatch, a.chunk}));
+        sends[{rank, rank_of_stage(stage + (gradient ? -1 : 1)), gradient}].push_back(a.microbatch);
+      } else {
+        computed[{a.kind, a.microbatch, a.chunk}] = true;
+        const bool needs = a.kind == op::forward ? stage > 0 : a.kind == op::backward && stage < 2 * pp - 1;
+        if (needs) REQUIRE(received.count({a.kind, a.microbatch, a.chunk}));
+      }
+    }
+  }
+  CHECK(sends == recvs);
+  CHECK(sends.count({pp - 1, pp - 1, false}) == 1);
 }
 
 }  // namespace schedule_test

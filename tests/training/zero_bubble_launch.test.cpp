@@ -87,8 +87,8 @@ TEST_CASE("a pipeline schedule that cannot run is refused, naming the fix") {
                                             "--pipeline-schedule zb-h1", 2);
   CHECK(vp.err.find("--pipeline-schedule zb-h1 runs one model chunk per rank") != std::string::npos);
   CHECK(vp.err.find("interleaved-1f1b") != std::string::npos);
-  const auto bad = launch(2, dense_flags() + " --pipeline-model-parallel-size 2 --pipeline-schedule dualpipev", 2);
-  CHECK(bad.err.find("argument --pipeline-schedule: invalid choice: 'dualpipev'") != std::string::npos);
+  const auto bad = launch(2, dense_flags() + " --pipeline-model-parallel-size 2 --pipeline-schedule pipedream", 2);
+  CHECK(bad.err.find("argument --pipeline-schedule: invalid choice: 'pipedream'") != std::string::npos);
   const auto sharded = launch(4, dense_flags() + " --pipeline-model-parallel-size 2 --use-distributed-optimizer "
                                                  "--data-parallel-sharding-strategy optim_grads --pipeline-schedule zb-h1", 2);
   CHECK(sharded.err.find("--pipeline-schedule zb-h1 with sharded gradients") != std::string::npos);

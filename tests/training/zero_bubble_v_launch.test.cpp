@@ -1,6 +1,6 @@
-// ZB-V (--pipeline-schedule zbv) under `mactor`: two model chunks per rank in a V (rank 0 holds the
-// embedding and the loss, the last rank hands its chunk 0's output to its own chunk 1), backwards
-// split into input- and weight-gradient passes. Without gradient clipping every update is
+// ZB-V (--pipeline-schedule zbv) and DualPipeV (dualpipev) under `mactor`: two model chunks per
+// rank in a V (rank 0 holds the embedding and the loss, the last rank hands its chunk 0's output
+// to its own chunk 1), backwards split into input- and weight-gradient passes. Without gradient clipping every update is
 // elementwise, so a ZB-V run must log 1F1B's losses and save 1F1B's weights and Adam moments bit
 // for bit, though its ranks hold other layers; its checkpoints resume under 1F1B.
 #include <catch2/catch.hpp>
@@ -31,6 +31,7 @@ std::string dense_flags(int layers) {
 }
 
 const char* two_chunks = " --num-virtual-stages-per-pipeline-rank 2 --pipeline-schedule zbv";
+const char* dual_pipe = " --num-virtual-stages-per-pipeline-rank 2 --pipeline-schedule dualpipev";
 
 // Every tensor of two checkpoints, byte for byte; returns how many were optimizer state.
 int check_same_tensors(const fs::path& want_dir, const fs::path& got_dir, std::int64_t iteration) {
@@ -47,14 +48,15 @@ int check_same_tensors(const fs::path& want_dir, const fs::path& got_dir, std::i
   return optimizer_tensors;
 }
 
-// Runs `flags` under 1F1B and under ZB-V on `ranks` processes, saving at the last iteration:
-// the same losses as printed, the same tensors.
-void check_zero_bubble_v_equals_one_f_one_b(int ranks, const std::string& flags, const std::string& name) {
-  INFO(name << ": " << flags);
-  const auto one_dir = scratch_dir("zero_bubble_v", name + "_1f1b"), zbv_dir = scratch_dir("zero_bubble_v", name + "_zbv");
+// Runs `flags` under 1F1B and under `v_schedule` (ZB-V's or DualPipeV's flags) on `ranks`
+// processes, saving at the last iteration: the same losses as printed, the same tensors.
+void check_v_schedule_equals_one_f_one_b(int ranks, const std::string& flags, const std::string& name,
+                                         const char* v_schedule = two_chunks) {
+  INFO(name << ": " << flags << v_schedule);
+  const auto one_dir = scratch_dir("zero_bubble_v", name + "_1f1b"), zbv_dir = scratch_dir("zero_bubble_v", name + "_v");
   const std::string save = " --save-interval 4 --save ";
   const auto one = launch(ranks, flags + " --pipeline-schedule 1f1b" + save + one_dir.string());
-  const auto zbv = launch(ranks, flags + two_chunks + save + zbv_dir.string());
+  const auto zbv = launch(ranks, flags + v_schedule + save + zbv_dir.string());
   const auto want = logged_values(one.out, "lm loss"), got = logged_values(zbv.out, "lm loss");
   REQUIRE(want.size() == 4);
   REQUIRE(want.front() != want[1]);
@@ -63,25 +65,36 @@ void check_zero_bubble_v_equals_one_f_one_b(int ranks, const std::string& flags,
   REQUIRE(got_norm.size() == want_norm.size());
   for (std::size_t i = 0; i < want_norm.size(); ++i) CHECK(got_norm[i] == Approx(want_norm[i]).epsilon(1e-6));
   CHECK(check_same_tensors(one_dir, zbv_dir, 4) > 0);
-  std::printf("%s: ZB-V equals 1F1B bit for bit (losses, weights, Adam moments) over 4 iterations\n", name.c_str());
+  std::printf("%s:%s equals 1F1B bit for bit (losses, weights, Adam moments) over 4 iterations\n", name.c_str(), v_schedule);
 }
 
 }  // namespace
 
 TEST_CASE("ZB-V trains a dense GPT over PP2 and PP4 bit for bit as 1F1B does") {
-  check_zero_bubble_v_equals_one_f_one_b(2, dense_flags(4) + " --pipeline-model-parallel-size 2", "dense_pp2");
-  check_zero_bubble_v_equals_one_f_one_b(4, dense_flags(8) + " --pipeline-model-parallel-size 4", "dense_pp4");
+  check_v_schedule_equals_one_f_one_b(2, dense_flags(4) + " --pipeline-model-parallel-size 2", "dense_pp2");
+  check_v_schedule_equals_one_f_one_b(4, dense_flags(8) + " --pipeline-model-parallel-size 4", "dense_pp4");
 }
 
 TEST_CASE("ZB-V with the distributed optimizer and overlapped gradient reduction over PP2 x DP2, and MoE over "
           "PP2 x TP2 with sequence parallelism, equals 1F1B bit for bit") {
-  check_zero_bubble_v_equals_one_f_one_b(
+  check_v_schedule_equals_one_f_one_b(
       4, dense_flags(4) + " --pipeline-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 2000",
       "dense_pp2_dp2_overlap");
-  check_zero_bubble_v_equals_one_f_one_b(
+  check_v_schedule_equals_one_f_one_b(
       4, tiny_moe_flags() + " --train-iters 4 --lr-decay-iters 4 --clip-grad 0 --untie-embeddings-and-output-weights "
                             "--pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel",
       "moe_pp2_tp2");
+}
+
+TEST_CASE("DualPipeV trains a dense GPT over PP2 and PP2 x DP2, and MoE over PP2 x TP2, bit for bit as 1F1B does") {
+  check_v_schedule_equals_one_f_one_b(2, dense_flags(4) + " --pipeline-model-parallel-size 2", "dualpipev_pp2", dual_pipe);
+  check_v_schedule_equals_one_f_one_b(
+      4, dense_flags(4) + " --pipeline-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 2000",
+      "dualpipev_pp2_dp2_overlap", dual_pipe);
+  check_v_schedule_equals_one_f_one_b(
+      4, tiny_moe_flags() + " --train-iters 4 --lr-decay-iters 4 --clip-grad 0 --untie-embeddings-and-output-weights "
+                            "--pipeline-model-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel",
+      "dualpipev_moe_pp2_tp2", dual_pipe);
 }
 
 TEST_CASE("a ZB-V checkpoint resumes under 1F1B and continues as the ZB-V run does") {
@@ -106,4 +119,8 @@ TEST_CASE("a ZB-V layout mactor does not build is refused, naming the fix") {
   const auto uneven = launch(2, dense_flags(6) + " --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 2" +
                                     std::string(two_chunks), 2);
   CHECK(uneven.err.find("splits the layers evenly over its 2 pp stages") != std::string::npos);
+  // 16 samples / (2 x dp 2) = 4 micro-batches, fewer than 2 x pp 4.
+  const auto few = launch(8, dense_flags(8) + " --pipeline-model-parallel-size 4" + std::string(dual_pipe), 2);
+  CHECK(few.err.find("--pipeline-schedule dualpipev needs at least 2 x --pipeline-model-parallel-size = 8 micro-batches") !=
+        std::string::npos);
 }

@@ -28,7 +28,7 @@ constexpr const char* prog = "mactor schedule";
 
 constexpr const char* usage =
     "usage: mactor schedule [PRETRAIN_GPT FLAGS ...] [--world-size W | --data-parallel-size DP]\n"
-    "         [--num-microbatches M] [--schedule megatron|1f1b|interleaved-1f1b|gpipe|no-pipelining|zb-h1|zbv]\n"
+    "         [--num-microbatches M] [--schedule megatron|1f1b|interleaved-1f1b|gpipe|no-pipelining|zb-h1|zbv|dualpipev]\n"
     "         [--forward-only] [--with-p2p]\n";
 
 constexpr const char* help_text =
@@ -58,7 +58,8 @@ constexpr const char* help_text =
     "                          --num-virtual-stages-per-pipeline-rank under its older name\n"
     "  --schedule S            megatron (Megatron's choice, default), 1f1b, interleaved-1f1b, gpipe,\n"
     "                          no-pipelining, zb-h1 (zero bubble: W = a deferred weight-gradient pass),\n"
-    "                          zbv (zero bubble, two chunks per rank in a V: chunk 1 runs stage 2pp-1-rank);\n"
+    "                          zbv (zero bubble, two chunks per rank in a V: chunk 1 runs stage 2pp-1-rank),\n"
+    "                          dualpipev (DeepSeek's DualPipeV on the same V, m >= 2pp);\n"
     "                          pretrain_gpt's --pipeline-schedule is read too\n"
     "  --forward-only          forward passes only (evaluation)\n"
     "  --with-p2p              also print the transfers: RF/SF = recv/send activation, RB/SB = gradient\n";
@@ -100,7 +101,7 @@ int positive(const std::string& flag, const std::string& value) {
 sch::schedule_kind parse_kind(const std::string& name) {
   if (auto kind = sch::schedule_kind_named(name); kind && !name.empty()) return *kind;
   fail("argument --schedule: invalid choice: '" + name +
-       "' (choose from 'megatron', '1f1b', 'interleaved-1f1b', 'gpipe', 'no-pipelining', 'zb-h1', 'zbv')");
+       "' (choose from 'megatron', '1f1b', 'interleaved-1f1b', 'gpipe', 'no-pipelining', 'zb-h1', 'zbv', 'dualpipev')");
 }
 
 schedule_flags split_flags(int argc, char** argv) {
@@ -233,6 +234,10 @@ std::string bubble_formula(const sch::schedule_shape& s) {
       if (s.forward_only) break;
       return "(pp-1)/(3m+pp-1) = " + std::to_string(pp - 1) + "/" + std::to_string(3 * m + pp - 1) +
              " with F, B and W of equal time";
+    case sch::schedule_kind::dual_pipe_v:
+      if (s.forward_only) break;
+      return "(pp-1)/(6m+pp-1) = " + std::to_string(pp - 1) + "/" + std::to_string(6 * m + pp - 1) +
+             " with each chunk's F, B and W of equal time and a pair's F and B not overlapped";
     case sch::schedule_kind::zero_bubble_v: {
       if (s.forward_only) break;
       const int idle = std::max(pp - 1, 4 * pp - 2 * m - 2);
