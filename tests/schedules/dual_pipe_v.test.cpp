@@ -30,7 +30,7 @@ TEST_CASE("DualPipeV on two ranks: DeepSeek's eight steps, full backwards paired
                 "B2.1 W2.1 B2.0 W2.0 B3.1 B3.0 W3.1 W3.0"));
 }
 
-TEST_CASE("DualPipeV runs every pass once, after what it needs; its transfers pair up; no rank deadlocks") {
+TEST_CASE("DualPipeV runs every pass once after what it needs, its transfers pair up and no rank deadlocks") {
   for (int pp : {2, 3, 4, 5, 8})
     for (int m = 2 * pp; m <= 4 * pp + 1; ++m) {
       INFO("pp=" << pp << " m=" << m);
