@@ -44,10 +44,12 @@ void validate_v_schedule(validation_context& c, const std::string& name) {
                      "2 pp - 1 - r), but the virtual pipeline size is " + show(vp) +
                      "; add --num-virtual-stages-per-pipeline-rank 2 (or --num-layers-per-virtual-pipeline-stage "
                      "num_layers / (2 pp))");
-  c.require(c.a.network_size.untie_embeddings_and_output_weights,
-            "--pipeline-schedule " + name + " with tied embeddings is not implemented by mactor yet (the embedding and the "
-            "output layer are two chunks of rank 0 that would share one weight); add "
-            "--untie-embeddings-and-output-weights or use --pipeline-schedule zb-h1");
+  // A tied embedding's two copies are chunks 0 and 1 of rank 0, summed there after the backward.
+  c.require(c.a.network_size.untie_embeddings_and_output_weights || !d.overlap_grad_reduce ||
+                c.a.derived.data_parallel_size == 1,
+            "--pipeline-schedule " + name + " with tied embeddings and --overlap-grad-reduce is not implemented by mactor "
+            "yet (the output layer's copy of the embedding would be reduced before the embedding's gradient is "
+            "complete); drop --overlap-grad-reduce or add --untie-embeddings-and-output-weights");
   c.require(c.a.network_size.mtp_num_layers.value_or(0) == 0,
             "--pipeline-schedule " + name + " with --mtp-num-layers is not implemented by mactor yet; use --pipeline-schedule "
             "zb-h1 or 1f1b");

@@ -32,6 +32,8 @@ grad_sync::grad_sync(std::vector<synced_chunk> chunks, grad_sync_options options
   const int dp = data_parallel_ ? data_parallel_->size() : 1;
   if (options_.overlap_grad_reduce && dp > 1)
     build_buckets(shards_.empty() ? options_.bucket_size : std::numeric_limits<std::int64_t>::max());
+  if (options_.local_tied_embedding && !buckets_.empty())
+    throw std::logic_error("grad_sync: a tied embedding on the V placement cannot be reduced by overlapped buckets");
   if (!buckets_.empty() || (options_.overlap_param_gather && !shards_.empty()))
     background_ = std::make_unique<comm_worker>();
 }
@@ -125,6 +127,21 @@ void grad_sync::reduce_tied_embedding(std::size_t chunk, const synced_param& p) 
   all_reduce_in(*embedding_, chunks_[chunk].grads.rows(n, n + static_cast<std::int64_t>(p.numel)));
 }
 
+void grad_sync::sum_local_tied_embedding() {
+  std::vector<tensor::tensor_view> copies;
+  for (auto& c : chunks_)
+    for (const auto& p : c.params)
+      if (p.tied_embedding) {
+        const auto n = static_cast<std::int64_t>(p.offset);
+        copies.push_back(c.grads.rows(n, n + static_cast<std::int64_t>(p.numel)));
+      }
+  if (copies.size() != 2)
+    throw std::logic_error("a tied embedding on the V placement needs its two copies on this rank, found " +
+                           std::to_string(copies.size()));
+  kernels::add(copies[0], copies[1]);
+  kernels::copy(copies[1], copies[0]);
+}
+
 // One bucket's share of finish_grad_sync, on the background thread: the tied embedding's
 // cross-stage sum, then the data-parallel mean.
 void grad_sync::reduce_bucket(const bucket& b) {
@@ -207,7 +224,7 @@ void grad_sync::record_local_grad_norms() {
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     const auto numel = static_cast<std::size_t>(chunks_[c].grads.numel());
     const synced_param* tied = nullptr;
-    if (options_.distributed_optimizer && embedding_)
+    if (options_.distributed_optimizer && shares_embedding())
       for (const auto& p : chunks_[c].params)
         if (p.tied_embedding) tied = &p;
     if (!tied) {
@@ -239,6 +256,7 @@ void grad_sync::finish_grad_sync() {
   // Megatron times both parts on every rank, whether or not there is anything to reduce.
   {
     const auto timed = timers_.time(step_timer::embedding_grads_all_reduce);
+    if (options_.local_tied_embedding) sum_local_tied_embedding();
     if (embedding_)
       for (std::size_t c = 0; c < chunks_.size(); ++c)
         for (const auto& p : chunks_[c].params)

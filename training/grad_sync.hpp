@@ -65,6 +65,11 @@ struct grad_sync_options {
   /// FSDP's optim_grads_params (ZeRO-3): the engine gathers a chunk's parameters before each
   /// compute (gather_values); start_param_sync has nothing to gather.
   bool shard_params = false;
+  /// ZB-V's V placement: the embedding (chunk 0) and the output layer's copy of a tied embedding
+  /// (chunk 1) are on this rank, so their sum is taken here instead of over an embedding group.
+  /// Not with overlap_grad_reduce (the copy's bucket would go before the embedding's gradient
+  /// is complete; config refuses the combination).
+  bool local_tied_embedding = false;
 };
 
 class grad_sync {
@@ -169,6 +174,10 @@ class grad_sync {
   void build_buckets(std::int64_t bucket_size);
   void reduce_bucket(const bucket& b);
   void reduce_tied_embedding(std::size_t chunk, const synced_param& p);
+  /// local_tied_embedding: both copies' gradients become their sum (what the embedding group's
+  /// all-reduce of two ranks gives).
+  void sum_local_tied_embedding();
+  bool shares_embedding() const { return embedding_ != nullptr || options_.local_tied_embedding; }
   void reduce_over_replicas(std::size_t region, std::size_t begin, std::size_t end);
   void gather_params(std::size_t region);
   void gather_packed(std::size_t region);

@@ -8,6 +8,7 @@
 
 #include "comm/collectives.hpp"
 #include "config/moe_layout.hpp"
+#include "config/pipeline_placement.hpp"
 #include "comm/watched_communicator.hpp"
 #include "comm/rendezvous.hpp"
 #include "comm/store_address_exchange.hpp"
@@ -198,7 +199,10 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
     }
   }
   mp_ = make(groups_.model_parallel_group(), "model-parallel");
-  if (groups_.pp() > 1 && (groups_.is_first_stage() || groups_.is_last_stage())) {
+  // The V placement (ZB-V, DualPipeV) keeps the first and the last stage on pipeline rank 0: a
+  // tied embedding is summed there (grad_sync's local tie), with no group.
+  const bool v_shape = config::placement_for_schedule(a.mactor.pipeline_schedule) == config::stage_placement::v_shape;
+  if (groups_.pp() > 1 && !v_shape && (groups_.is_first_stage() || groups_.is_last_stage())) {
     comm::group g{{pipeline_rank_of(0), pipeline_rank_of(groups_.pp() - 1)}, 0};
     g.id = (embedding_kind << 12) | (static_cast<std::uint32_t>(g.ranks[0]) & 0xFFF);
     embedding_ = make(g, "embedding");

@@ -58,6 +58,9 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   const bool fully_sharded = distributed_optimizer_ && sharding_.strategy >= config::dp_sharding::optim_grads;
   sync_options.shard_grads = fully_sharded;
   sync_options.shard_params = fully_sharded && sharding_.shards_params();
+  sync_options.local_tied_embedding = layout_.placement == config::stage_placement::v_shape &&
+                                      layout_.pipeline_size > 1 && layout_.pipeline_rank == 0 &&
+                                      config.shares_word_embedding();
   grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), sync_options,
                                            ctx.data_parallel(), ctx.embedding(), timers_, activity_,
                                            ctx.optimizer_shard_group(), ctx.optimizer_instances(),
