@@ -45,21 +45,19 @@ void validate_v_schedule(validation_context& c, const std::string& name) {
                      "; add --num-virtual-stages-per-pipeline-rank 2 (or --num-layers-per-virtual-pipeline-stage "
                      "num_layers / (2 pp))");
   // A tied embedding's two copies are chunks 0 and 1 of rank 0, summed there after the backward.
-  c.require(c.a.network_size.untie_embeddings_and_output_weights || !d.overlap_grad_reduce ||
-                c.a.derived.data_parallel_size == 1,
-            "--pipeline-schedule " + name + " with tied embeddings and --overlap-grad-reduce is not implemented by mactor "
-            "yet (the output layer's copy of the embedding would be reduced before the embedding's gradient is "
-            "complete); drop --overlap-grad-reduce or add --untie-embeddings-and-output-weights");
-  c.require(c.a.network_size.mtp_num_layers.value_or(0) == 0,
-            "--pipeline-schedule " + name + " with --mtp-num-layers is not implemented by mactor yet; use --pipeline-schedule "
-            "zb-h1 or 1f1b");
-  c.require(!d.pipeline_model_parallel_layout && !d.decoder_first_pipeline_num_layers &&
-                !d.decoder_last_pipeline_num_layers && !d.account_for_embedding_in_pipeline_split &&
-                !d.account_for_loss_in_pipeline_split,
-            "--pipeline-schedule " + name + " splits the layers evenly over its 2 pp stages; uneven splits "
-            "(--pipeline-model-parallel-layout, --decoder-first/last-pipeline-num-layers, "
-            "--account-for-embedding/loss-in-pipeline-split) are not implemented with it; drop them or use "
-            "--pipeline-schedule interleaved-1f1b");
+  // Multi-token prediction reads the embedding on the last stage too: the same local sum.
+  const bool shared_embedding =
+      !c.a.network_size.untie_embeddings_and_output_weights || c.a.network_size.mtp_num_layers.value_or(0) > 0;
+  c.require(!shared_embedding || !d.overlap_grad_reduce || c.a.derived.data_parallel_size == 1,
+            "--pipeline-schedule " + name + " with a shared embedding (tied, or read by --mtp-num-layers) and "
+            "--overlap-grad-reduce is not implemented by mactor yet (the last stage's copy of the embedding would be "
+            "reduced before the embedding's gradient is complete); drop --overlap-grad-reduce");
+  // A layout names each virtual stage; the V places them. The per-rank flags have no V meaning.
+  c.require(!d.decoder_first_pipeline_num_layers && !d.decoder_last_pipeline_num_layers &&
+                !d.account_for_embedding_in_pipeline_split && !d.account_for_loss_in_pipeline_split,
+            "--pipeline-schedule " + name + " places stages r and 2 pp - 1 - r on rank r, so the per-rank uneven flags "
+            "(--decoder-first/last-pipeline-num-layers, --account-for-embedding/loss-in-pipeline-split) do not say "
+            "which stage they mean; give the split per virtual stage with --pipeline-model-parallel-layout instead");
   require_whole_gradient_buffers(c, name);
   if (name == "dualpipev") require_dual_pipe_v_microbatches(c);
 }
