@@ -33,6 +33,14 @@ void decoder_layer::backward(parameter_store& store, group& tp, tensor::const_te
   std::visit([&](auto& l) { l.backward(store, tp, x, dy, dx); }, layer_);
 }
 
+bool decoder_layer::stashable() const {
+  const auto* t = std::get_if<transformer_layer>(&layer_);
+  return t && t->stashable();
+}
+
+void decoder_layer::stash(activation_stash& s) { std::get<transformer_layer>(layer_).stash(s); }
+void decoder_layer::unstash(activation_stash& s) { std::get<transformer_layer>(layer_).unstash(s); }
+
 void decoder_layer::release() {
   std::visit([](auto& l) { l.release(); }, layer_);
 }

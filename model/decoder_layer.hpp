@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <variant>
 
+#include "model/activation_stash.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/mamba_layer.hpp"
 #include "model/transformer_layer.hpp"
@@ -24,6 +25,11 @@ class decoder_layer {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
                 tensor::const_tensor_view dy, tensor::tensor_view dx);
   void release();
+  /// A transformer layer's own answer; Mamba layers recompute.
+  bool stashable() const;
+  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
+  void stash(activation_stash& s);
+  void unstash(activation_stash& s);
   /// The micro-batch's document mask for the attention (null: causal); a Mamba layer's scan
   /// runs over the whole sequence, as Megatron's mixer does.
   void set_document_starts(const std::int32_t* starts);

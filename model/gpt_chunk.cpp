@@ -68,6 +68,8 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   store_.allocate(config_.seed, tp.rank(), tp.size());
   for (const auto& l : layers_) l.initialize(store_, config_.seed, tp.rank());
   amax_ = std::make_unique<fp8_amax_reduction>(store_.fp8_linears());
+  stashable_ = !mtp_ && store_.fp8_linears().empty() &&
+               std::all_of(layers_.begin(), layers_.end(), [](const decoder_layer& l) { return l.stashable(); });
 }
 
 std::size_t gpt_chunk::activation_numel(int micro_batch_size) const {
@@ -234,6 +236,7 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
   if (keep && slots_.count(slot))
     throw std::logic_error("gpt_chunk: slot " + std::to_string(slot) +
                            " already holds a micro-batch waiting for its backward");
+  park_resident();
   saved s;
   s.step = dropout_step;
   load_batch(b, s);
@@ -280,7 +283,15 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
     throw std::logic_error("gpt_chunk: backward of slot " + std::to_string(slot) +
                            " without a kept forward");
   saved& s = it->second;
-  if (resident_ != slot) run_forward(s, /*training=*/true);  // recompute the activations
+  if (resident_ != slot) {
+    park_resident();
+    if (s.stash) {
+      unstash_activations(*s.stash);
+      s.stash.reset();
+    } else {
+      run_forward(s, /*training=*/true);  // recompute the activations
+    }
+  }
   use_document_mask(s);
   const int rows = local_rows(s.micro_batch_size);
   const std::int64_t n = std::int64_t(activation_numel(s.micro_batch_size));
@@ -318,6 +329,30 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
   amax_->after(fp8_linear::pass::backward);
   slots_.erase(it);
   resident_ = -1;
+}
+
+void gpt_chunk::park_resident() {
+  if (!stashable_ || resident_ < 0) return;
+  const auto it = slots_.find(resident_);
+  resident_ = -1;
+  if (it == slots_.end()) return;
+  it->second.stash = std::make_unique<activation_stash>();
+  stash_activations(*it->second.stash);
+}
+
+// The order of put() and take() must match: the chunk's own tensors, then its parts in order.
+void gpt_chunk::stash_activations(activation_stash& s) {
+  s.put(stream_, final_, distributed_);
+  if (embedding_) embedding_->stash(s);
+  for (auto& l : layers_) l.stash(s);
+  if (final_layernorm_) final_layernorm_->stash(s);
+}
+
+void gpt_chunk::unstash_activations(activation_stash& s) {
+  s.take(stream_, final_, distributed_);
+  if (embedding_) embedding_->unstash(s);
+  for (auto& l : layers_) l.unstash(s);
+  if (final_layernorm_) final_layernorm_->unstash(s);
 }
 
 }  // namespace mactor::model

@@ -2,9 +2,12 @@
 // hybrid allocation: its layers are decoder_layers and its final norm decoder.final_norm): a
 // contiguous run of layers,
 // with the embedding when it is the first stage and the final norm, output layer and loss when it
-// is the last. Several micro-batches can be in flight: each forward keeps its input under a slot,
-// and a backward whose slot is not the most recent forward recomputes that forward first
-// (Megatron's full activation recomputation, applied only where a schedule needs it).
+// is the last. Several micro-batches can be in flight: each forward keeps its input under a slot.
+// The layers hold one micro-batch's activations; before another micro-batch's forward or backward
+// they move into the slot's activation_stash and come back for its backward, so every in-flight
+// micro-batch keeps its activations as in Megatron. Chunks whose layers do not stash (MoE, MLA,
+// Mamba, MTP, fp8 or context-parallel attention) recompute a forward whose slot is not the most
+// recent instead (Megatron's full activation recomputation, only where a schedule needs it).
 // config.recompute adds Megatron's own recomputation (model/recompute.hpp) inside a micro-batch.
 // With sequence parallelism (config.sequence_parallel) the activations between layers, and
 // those passed between stages, are this rank's [seq / tp, batch, hidden] shard. Under context
@@ -18,6 +21,8 @@
 #include <optional>
 #include <unordered_map>
 #include <vector>
+
+#include "model/activation_stash.hpp"
 
 #include "model/decoder_layer.hpp"
 #include "model/fp8_amax_reduction.hpp"
@@ -185,7 +190,15 @@ class gpt_chunk {
     std::vector<float> mask;
     tensor::tensor input, loss_grad;
     std::vector<tensor::tensor> mtp_grads;  // each MTP depth's output gradient
+    /// The layers' activations of this micro-batch while another one's forward ran (null while
+    /// they are in the layers, or when the chunk recomputes them instead).
+    std::unique_ptr<activation_stash> stash;
   };
+  /// Before a forward or a backward of another micro-batch: the resident micro-batch's
+  /// activations, still needed by its backward, move into its stash (stashable chunks only).
+  void park_resident();
+  void stash_activations(activation_stash& s);
+  void unstash_activations(activation_stash& s);
   void load_batch(const micro_batch& batch, saved& s) const;
   /// Points every attention at the micro-batch's document mask (before its forward or backward).
   void use_document_mask(const saved& s);
@@ -215,6 +228,9 @@ class gpt_chunk {
   int word_embeddings_ = -1;
   std::unique_ptr<fp8_amax_reduction> amax_;  // the chunk is TE's fp8_autocast region
   std::unordered_map<int, saved> slots_;
+  /// Every layer's state fits an activation_stash (dense layers, no fp8, MTP or context
+  /// parallelism): in-flight micro-batches keep their activations instead of recomputing them.
+  bool stashable_ = false;
   int resident_ = -1;  // the slot whose activations the layers hold now
   // The residual stream entering each layer (and leaving the last), the final norm's output.
   // Under full recomputation only the checkpointed groups' inputs stay between forward and

@@ -3,6 +3,7 @@
 // and rounded once to x's dtype. It has no parameters.
 #pragma once
 
+#include "model/activation_stash.hpp"
 #include "tensor/tensor.hpp"
 
 namespace mactor::model {
@@ -19,6 +20,9 @@ class l2_norm {
                 bool accumulate);
   /// Frees the statistics.
   void release() { rstd_ = tensor::tensor(); }
+  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
+  void stash(activation_stash& s) { s.put(rstd_); }
+  void unstash(activation_stash& s) { s.take(rstd_); }
 
  private:
   int width_;

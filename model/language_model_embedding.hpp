@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/activation_stash.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/parameter.hpp"
@@ -40,6 +41,10 @@ class language_model_embedding {
   /// Accumulates the embedding gradients from dout [rows, hidden] (the ids of the last forward;
   /// this rank's shard with sequence parallelism).
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout);
+  /// The state the backward reads from the last forward (the token ids it points into stay in
+  /// the chunk's saved micro-batch), moved out and back (activation_stash.hpp).
+  void stash(activation_stash& s) { s.put(rows_, ids_, positions_, stream_, p_, placement_); }
+  void unstash(activation_stash& s) { s.take(rows_, ids_, positions_, stream_, p_, placement_); }
 
  private:
   int hidden_, vocab_start_, vocab_end_, word_, position_ = -1, max_positions_;

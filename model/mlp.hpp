@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "model/activation_stash.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/mlp_activation.hpp"
@@ -28,6 +29,10 @@ class mlp {
                 tensor::const_tensor_view x, tensor::tensor_view dx);
   /// Frees every saved activation and scratch buffer.
   void release();
+  bool stashable() const { return linear_fc1_.stashable() && linear_fc2_.stashable(); }
+  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
+  void stash(activation_stash& s) { s.put(fc1_, act_, rows_); }
+  void unstash(activation_stash& s) { s.take(fc1_, act_, rows_); }
 
  private:
   /// fc1_ = fc1(x), act_ = act(fc1_).

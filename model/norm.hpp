@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 
+#include "model/activation_stash.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/parameter.hpp"
 #include "tensor/tensor.hpp"
@@ -30,6 +31,9 @@ class norm {
                 tensor::tensor_view dx, int rows, bool accumulate);
   /// Frees the statistics.
   void release() { mean_ = tensor::tensor(), rstd_ = tensor::tensor(); }
+  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
+  void stash(activation_stash& s) { s.put(mean_, rstd_); }
+  void unstash(activation_stash& s) { s.take(mean_, rstd_); }
 
  private:
   normalization_kind kind_;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kernels/attention.hpp"
+#include "model/activation_stash.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/l2_norm.hpp"
@@ -47,6 +48,13 @@ class self_attention {
                 tensor::const_tensor_view x, tensor::tensor_view dx);
   /// Frees every saved activation and scratch buffer (full recomputation reruns the forward).
   void release();
+  /// Not under context parallelism (ring and Ulysses keep their own exchange state) or fp8.
+  bool stashable() const {
+    return shard_.cp_size == 1 && !ring_ && !ulysses_ && linear_qkv_.stashable() && linear_proj_.stashable();
+  }
+  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
+  void stash(activation_stash& s);
+  void unstash(activation_stash& s);
   /// --reset-attention-mask: [batch, seq] document starts for the next forward and backward
   /// (null: causal). A layer with a sliding window keeps its window alone, as Megatron's softmax
   /// replaces the given mask with the window's.

@@ -135,6 +135,7 @@ void transformer_layer::mlp_backward(parameter_store& store, group& tp,
                                 local_rows_);
   if (moe_ && recompute_moe_)  // rerun the MoE forward into branch_, which the next line overwrites
     moe_->forward(store, tp, ln2_, branch_, moe_seq_, moe_batch_, true, moe_stream_);
+  ensure_activation(branch_, local_rows_, hidden_, type_);  // scratch: freed after an earlier backward
   placement_.dropout_apply(branch_, elements(dy, 0, n), hidden_, hidden_p_, mlp_stream_);
   if (moe_)
     moe_->backward(store, tp, branch_, ln2_, dln);
@@ -166,6 +167,26 @@ tensor::const_tensor_view transformer_layer::attention_bias(const parameter_stor
 void transformer_layer::set_document_starts(const std::int32_t* starts) {
   if (self_attention_) self_attention_->set_document_starts(starts);
   if (mla_) mla_->set_document_starts(starts);
+}
+
+bool transformer_layer::stashable() const {
+  return !mla_ && !moe_ && (!self_attention_ || self_attention_->stashable()) && (!mlp_ || mlp_->stashable());
+}
+
+void transformer_layer::stash(activation_stash& s) {
+  s.put(ln1_, x1_, ln2_, rows_, local_rows_, placement_, hidden_p_, step_, attention_stream_, mlp_stream_);
+  for (auto* n : {&input_layernorm_, &pre_mlp_layernorm_})
+    if (*n) (*n)->stash(s);
+  if (self_attention_) self_attention_->stash(s);
+  if (mlp_) mlp_->stash(s);
+}
+
+void transformer_layer::unstash(activation_stash& s) {
+  s.take(ln1_, x1_, ln2_, rows_, local_rows_, placement_, hidden_p_, step_, attention_stream_, mlp_stream_);
+  for (auto* n : {&input_layernorm_, &pre_mlp_layernorm_})
+    if (*n) (*n)->unstash(s);
+  if (self_attention_) self_attention_->unstash(s);
+  if (mlp_) mlp_->unstash(s);
 }
 
 void transformer_layer::release() {

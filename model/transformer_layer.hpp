@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "model/activation_stash.hpp"
 #include "model/mlp.hpp"
 #include "model/moe_layer.hpp"
 #include "model/norm.hpp"
@@ -46,6 +47,11 @@ class transformer_layer {
   /// Frees every activation the layer keeps and its scratch: a checkpointed layer after its
   /// forward (the backward reruns the forward first) and after its backward.
   void release();
+  /// Dense layers with standard attention: not MoE or MLA (they recompute).
+  bool stashable() const;
+  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
+  void stash(activation_stash& s);
+  void unstash(activation_stash& s);
   /// The micro-batch's document mask for the attention (null: causal); see micro_batch.
   void set_document_starts(const std::int32_t* starts);
 
