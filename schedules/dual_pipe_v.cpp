@@ -65,14 +65,8 @@ class dual_pipe_v_order {
 }  // namespace
 
 std::vector<action> dual_pipe_v_compute(const schedule_shape& s) {
-  const int p = s.pipeline_model_parallel_size, m = s.num_microbatches;
-  std::vector<action> out;
-  for (const action& a : dual_pipe_v_order(p, s.pipeline_rank, std::max(m, 2 * p)).build()) {
-    if (a.microbatch >= m) continue;
-    if (s.forward_only && a.kind != op::forward) continue;
-    out.push_back(a);
-  }
-  return out;
+  const int p = s.pipeline_model_parallel_size;
+  return for_shape(s, dual_pipe_v_order(p, s.pipeline_rank, std::max(s.num_microbatches, 2 * p)).build());
 }
 
 generator<action> dual_pipe_v(schedule_shape s) {

@@ -30,6 +30,13 @@ std::optional<action> send_after(const schedule_shape& s, const action& a) {
 
 }  // namespace
 
+std::vector<action> for_shape(const schedule_shape& s, const std::vector<action>& laid_out) {
+  std::vector<action> out;
+  for (const action& a : laid_out)
+    if (a.microbatch < s.num_microbatches && (!s.forward_only || a.kind == op::forward)) out.push_back(a);
+  return out;
+}
+
 generator<action> with_v_transfers(schedule_shape s, std::vector<action> compute) {
   constexpr std::size_t lookahead = 2;
   std::set<std::tuple<op, int, int>> posted;

@@ -18,4 +18,8 @@ namespace mactor::schedules {
 /// of the computes at both ends.
 generator<action> with_v_transfers(schedule_shape s, std::vector<action> compute);
 
+/// An order laid out for more micro-batches than the shape has (the fixed V orders need a
+/// minimum), less the actions of the missing ones; forward_only keeps the forwards alone.
+std::vector<action> for_shape(const schedule_shape& s, const std::vector<action>& laid_out);
+
 }  // namespace mactor::schedules

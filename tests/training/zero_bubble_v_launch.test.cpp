@@ -5,11 +5,10 @@
 // for bit, though its ranks hold other layers; its checkpoints resume under 1F1B.
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <filesystem>
 #include <string>
 
-#include "checkpoint/checkpoint_reader.hpp"
+#include "tests/training/checkpoint_compare.hpp"
 #include "tests/training/launch_support.hpp"
 #include "tests/training/tiny_moe_flags.hpp"
 
@@ -32,21 +31,6 @@ std::string dense_flags(int layers, bool tied = false) {
 
 const char* two_chunks = " --num-virtual-stages-per-pipeline-rank 2 --pipeline-schedule zbv";
 const char* dual_pipe = " --num-virtual-stages-per-pipeline-rank 2 --pipeline-schedule dualpipev";
-
-// Every tensor of two checkpoints, byte for byte; returns how many were optimizer state.
-int check_same_tensors(const fs::path& want_dir, const fs::path& got_dir, std::int64_t iteration) {
-  mactor::checkpoint::checkpoint_reader a(want_dir.string(), iteration), b(got_dir.string(), iteration);
-  REQUIRE(a.names() == b.names());
-  int optimizer_tensors = 0;
-  for (const auto& tensor : a.names()) {
-    INFO(tensor);
-    const auto x = a.read_whole(tensor), y = b.read_whole(tensor);
-    REQUIRE(x.size() == y.size());
-    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
-    optimizer_tensors += tensor.rfind("optimizer.state.", 0) == 0;
-  }
-  return optimizer_tensors;
-}
 
 // Runs `flags` under 1F1B and under `v_schedule` (ZB-V's or DualPipeV's flags) on `ranks`
 // processes, saving at the last iteration: the same losses as printed, the same tensors.
