@@ -1,7 +1,9 @@
 // What a chunk's layers keep from one micro-batch's forward for its backward, moved out of the
 // layers while another micro-batch's forward runs, and moved back for the backward: Megatron
 // keeps every in-flight micro-batch's activations; the layers hold one set, so the others wait
-// here. Values go in and come out in the same order (a FIFO of boxes of any movable type).
+// here. Each layer names its fields once, in carry(): while the stash is filled they move in,
+// once taking has begun they move back out, in the same order (a FIFO of boxes of any movable
+// type).
 #pragma once
 
 #include <deque>
@@ -13,16 +15,13 @@ namespace mactor::model {
 
 class activation_stash {
  public:
-  /// Moves each field in, in order.
+  /// Moves each field in, or back out once start_taking() was called, in order.
   template <class... T>
-  void put(T&... fields) {
-    (boxes_.push_back(std::make_unique<box<T>>(std::move(fields))), ...);
+  void carry(T&... fields) {
+    (carry_one(fields), ...);
   }
-  /// Moves each field back out, in the order put() took them.
-  template <class... T>
-  void take(T&... fields) {
-    (take_one(fields), ...);
-  }
+  /// Ends the filling: carry() now moves the fields back out.
+  void start_taking() { taking_ = true; }
   bool empty() const { return boxes_.empty(); }
 
  private:
@@ -35,13 +34,18 @@ class activation_stash {
     T value;
   };
   template <class T>
-  void take_one(T& field) {
+  void carry_one(T& field) {
+    if (!taking_) {
+      boxes_.push_back(std::make_unique<box<T>>(std::move(field)));
+      return;
+    }
     if (boxes_.empty()) throw std::logic_error("activation_stash: taken more than was put");
     auto* b = dynamic_cast<box<T>*>(boxes_.front().get());
     if (!b) throw std::logic_error("activation_stash: taken in another order than put");
     field = std::move(b->value);
     boxes_.pop_front();
   }
+  bool taking_ = false;
   std::deque<std::unique_ptr<base>> boxes_;
 };
 

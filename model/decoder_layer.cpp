@@ -38,8 +38,7 @@ bool decoder_layer::stashable() const {
   return t && t->stashable();
 }
 
-void decoder_layer::stash(activation_stash& s) { std::get<transformer_layer>(layer_).stash(s); }
-void decoder_layer::unstash(activation_stash& s) { std::get<transformer_layer>(layer_).unstash(s); }
+void decoder_layer::carry(activation_stash& s) { std::get<transformer_layer>(layer_).carry(s); }
 
 void decoder_layer::release() {
   std::visit([](auto& l) { l.release(); }, layer_);

@@ -27,9 +27,8 @@ class decoder_layer {
   void release();
   /// A transformer layer's own answer; Mamba layers recompute.
   bool stashable() const;
-  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
-  void stash(activation_stash& s);
-  void unstash(activation_stash& s);
+  /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s);
   /// The micro-batch's document mask for the attention (null: causal); a Mamba layer's scan
   /// runs over the whole sequence, as Megatron's mixer does.
   void set_document_starts(const std::int32_t* starts);

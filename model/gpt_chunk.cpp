@@ -286,7 +286,8 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
   if (resident_ != slot) {
     park_resident();
     if (s.stash) {
-      unstash_activations(*s.stash);
+      s.stash->start_taking();
+      carry_activations(*s.stash);
       s.stash.reset();
     } else {
       run_forward(s, /*training=*/true);  // recompute the activations
@@ -337,22 +338,15 @@ void gpt_chunk::park_resident() {
   resident_ = -1;
   if (it == slots_.end()) return;
   it->second.stash = std::make_unique<activation_stash>();
-  stash_activations(*it->second.stash);
+  carry_activations(*it->second.stash);
 }
 
-// The order of put() and take() must match: the chunk's own tensors, then its parts in order.
-void gpt_chunk::stash_activations(activation_stash& s) {
-  s.put(stream_, final_, distributed_);
-  if (embedding_) embedding_->stash(s);
-  for (auto& l : layers_) l.stash(s);
-  if (final_layernorm_) final_layernorm_->stash(s);
-}
-
-void gpt_chunk::unstash_activations(activation_stash& s) {
-  s.take(stream_, final_, distributed_);
-  if (embedding_) embedding_->unstash(s);
-  for (auto& l : layers_) l.unstash(s);
-  if (final_layernorm_) final_layernorm_->unstash(s);
+// One list serves both ways: the chunk's own tensors, then its parts in order.
+void gpt_chunk::carry_activations(activation_stash& s) {
+  s.carry(stream_, final_, distributed_);
+  if (embedding_) embedding_->carry(s);
+  for (auto& l : layers_) l.carry(s);
+  if (final_layernorm_) final_layernorm_->carry(s);
 }
 
 }  // namespace mactor::model

@@ -197,8 +197,8 @@ class gpt_chunk {
   /// Before a forward or a backward of another micro-batch: the resident micro-batch's
   /// activations, still needed by its backward, move into its stash (stashable chunks only).
   void park_resident();
-  void stash_activations(activation_stash& s);
-  void unstash_activations(activation_stash& s);
+  /// The chunk's own tensors and its parts' saved state, into the stash or back out.
+  void carry_activations(activation_stash& s);
   void load_batch(const micro_batch& batch, saved& s) const;
   /// Points every attention at the micro-batch's document mask (before its forward or backward).
   void use_document_mask(const saved& s);

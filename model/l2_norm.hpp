@@ -20,9 +20,8 @@ class l2_norm {
                 bool accumulate);
   /// Frees the statistics.
   void release() { rstd_ = tensor::tensor(); }
-  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
-  void stash(activation_stash& s) { s.put(rstd_); }
-  void unstash(activation_stash& s) { s.take(rstd_); }
+  /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s) { s.carry(rstd_); }
 
  private:
   int width_;

@@ -42,9 +42,8 @@ class language_model_embedding {
   /// this rank's shard with sequence parallelism).
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout);
   /// The state the backward reads from the last forward (the token ids it points into stay in
-  /// the chunk's saved micro-batch), moved out and back (activation_stash.hpp).
-  void stash(activation_stash& s) { s.put(rows_, ids_, positions_, stream_, p_, placement_); }
-  void unstash(activation_stash& s) { s.take(rows_, ids_, positions_, stream_, p_, placement_); }
+  /// the chunk's saved micro-batch), into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s) { s.carry(rows_, ids_, positions_, stream_, p_, placement_); }
 
  private:
   int hidden_, vocab_start_, vocab_end_, word_, position_ = -1, max_positions_;

@@ -30,9 +30,8 @@ class mlp {
   /// Frees every saved activation and scratch buffer.
   void release();
   bool stashable() const { return linear_fc1_.stashable() && linear_fc2_.stashable(); }
-  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
-  void stash(activation_stash& s) { s.put(fc1_, act_, rows_); }
-  void unstash(activation_stash& s) { s.take(fc1_, act_, rows_); }
+  /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s) { s.carry(fc1_, act_, rows_); }
 
  private:
   /// fc1_ = fc1(x), act_ = act(fc1_).

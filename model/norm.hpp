@@ -31,9 +31,8 @@ class norm {
                 tensor::tensor_view dx, int rows, bool accumulate);
   /// Frees the statistics.
   void release() { mean_ = tensor::tensor(), rstd_ = tensor::tensor(); }
-  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
-  void stash(activation_stash& s) { s.put(mean_, rstd_); }
-  void unstash(activation_stash& s) { s.take(mean_, rstd_); }
+  /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s) { s.carry(mean_, rstd_); }
 
  private:
   normalization_kind kind_;

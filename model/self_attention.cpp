@@ -242,16 +242,10 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
   linear_qkv_.backward(store, tp, dqkv, x, dx, rows);
 }
 
-void self_attention::stash(activation_stash& s) {
-  s.put(qkv_, probs_, context_, q_in_, k_in_, dims_, dropout_, stream_);
-  if (q_layernorm_) q_layernorm_->stash(s), k_layernorm_->stash(s);
-  if (q_l2_norm_) q_l2_norm_->stash(s), k_l2_norm_->stash(s);
-}
-
-void self_attention::unstash(activation_stash& s) {
-  s.take(qkv_, probs_, context_, q_in_, k_in_, dims_, dropout_, stream_);
-  if (q_layernorm_) q_layernorm_->unstash(s), k_layernorm_->unstash(s);
-  if (q_l2_norm_) q_l2_norm_->unstash(s), k_l2_norm_->unstash(s);
+void self_attention::carry(activation_stash& s) {
+  s.carry(qkv_, probs_, context_, q_in_, k_in_, dims_, dropout_, stream_);
+  if (q_layernorm_) q_layernorm_->carry(s), k_layernorm_->carry(s);
+  if (q_l2_norm_) q_l2_norm_->carry(s), k_l2_norm_->carry(s);
 }
 
 void self_attention::release() {

@@ -52,9 +52,8 @@ class self_attention {
   bool stashable() const {
     return shard_.cp_size == 1 && !ring_ && !ulysses_ && linear_qkv_.stashable() && linear_proj_.stashable();
   }
-  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
-  void stash(activation_stash& s);
-  void unstash(activation_stash& s);
+  /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s);
   /// --reset-attention-mask: [batch, seq] document starts for the next forward and backward
   /// (null: causal). A layer with a sliding window keeps its window alone, as Megatron's softmax
   /// replaces the given mask with the window's.

@@ -173,20 +173,12 @@ bool transformer_layer::stashable() const {
   return !mla_ && !moe_ && (!self_attention_ || self_attention_->stashable()) && (!mlp_ || mlp_->stashable());
 }
 
-void transformer_layer::stash(activation_stash& s) {
-  s.put(ln1_, x1_, ln2_, rows_, local_rows_, placement_, hidden_p_, step_, attention_stream_, mlp_stream_);
+void transformer_layer::carry(activation_stash& s) {
+  s.carry(ln1_, x1_, ln2_, rows_, local_rows_, placement_, hidden_p_, step_, attention_stream_, mlp_stream_);
   for (auto* n : {&input_layernorm_, &pre_mlp_layernorm_})
-    if (*n) (*n)->stash(s);
-  if (self_attention_) self_attention_->stash(s);
-  if (mlp_) mlp_->stash(s);
-}
-
-void transformer_layer::unstash(activation_stash& s) {
-  s.take(ln1_, x1_, ln2_, rows_, local_rows_, placement_, hidden_p_, step_, attention_stream_, mlp_stream_);
-  for (auto* n : {&input_layernorm_, &pre_mlp_layernorm_})
-    if (*n) (*n)->unstash(s);
-  if (self_attention_) self_attention_->unstash(s);
-  if (mlp_) mlp_->unstash(s);
+    if (*n) (*n)->carry(s);
+  if (self_attention_) self_attention_->carry(s);
+  if (mlp_) mlp_->carry(s);
 }
 
 void transformer_layer::release() {

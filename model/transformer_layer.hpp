@@ -49,9 +49,8 @@ class transformer_layer {
   void release();
   /// Dense layers with standard attention: not MoE or MLA (they recompute).
   bool stashable() const;
-  /// The state the backward reads from the last forward, moved out and back (activation_stash.hpp).
-  void stash(activation_stash& s);
-  void unstash(activation_stash& s);
+  /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s);
   /// The micro-batch's document mask for the attention (null: causal); see micro_batch.
   void set_document_starts(const std::int32_t* starts);
 
