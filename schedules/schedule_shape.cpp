@@ -4,11 +4,22 @@
 #include <algorithm>
 
 #include "schedules/dual_pipe_v.hpp"
+#include "schedules/zero_bubble_v.hpp"
 
 namespace mactor::schedules {
 namespace {
 
 std::string num(int v) { return std::to_string(v); }
+
+// The V orders' warmup, counted from the order itself (chunk forwards).
+int forwards_before_first_backward(const std::vector<action>& compute) {
+  int forwards = 0;
+  for (const action& a : compute) {
+    if (a.kind == op::backward) break;
+    forwards += a.kind == op::forward;
+  }
+  return forwards;
+}
 
 // Group sizes Megatron would accept for this pp and m, for the "try ..." part of an error.
 std::string valid_group_sizes(int pp, int m) {
@@ -194,21 +205,10 @@ int warmup_microbatches(const schedule_shape& s) {
       // forwards per rank behind them, one for each direction the pipeline has to travel.
       if (s.forward_only) return vp * m;
       return std::min(2 * (pp - s.pipeline_rank - 1) + (vp - 1) * microbatch_group_size(s), vp * m);
-    case schedule_kind::zero_bubble_v: {
-      // Chunk 0's 2 (pp - r) - 1 + r forwards and chunk 1's r + 1 come before the first backward.
-      if (s.forward_only) return 2 * m;
-      const int r = s.pipeline_rank;
-      return std::min(2 * (pp - r) - 1 + r, m) + std::min(r + 1, m);
-    }
-    case schedule_kind::dual_pipe_v: {
-      if (s.forward_only) return 2 * m;
-      int forwards = 0;
-      for (const action& a : dual_pipe_v_compute(s)) {
-        if (a.kind == op::backward) break;
-        forwards += a.kind == op::forward;
-      }
-      return forwards;
-    }
+    case schedule_kind::zero_bubble_v:
+      return s.forward_only ? 2 * m : forwards_before_first_backward(zero_bubble_v_compute(s));
+    case schedule_kind::dual_pipe_v:
+      return s.forward_only ? 2 * m : forwards_before_first_backward(dual_pipe_v_compute(s));
     case schedule_kind::megatron: break;
   }
   return 0;
@@ -245,9 +245,11 @@ double zero_bubble_v_bubble_fraction(int pp, int m) {
   // first input comes after pp - 1 forwards), the least any schedule has; with fewer micro-batches
   // the iteration is one micro-batch's critical path (2 pp forwards, 2 pp input-gradient passes,
   // rank 0's two weight passes) plus 4 units per further micro-batch.
-  const double idle = std::max(pp - 1, 4 * pp - 2 * m - 2);
+  const double idle = zero_bubble_v_idle_passes(pp, m);
   return idle / (6.0 * m + idle);
 }
+
+int zero_bubble_v_idle_passes(int pp, int m) { return std::max(pp - 1, 4 * pp - 2 * m - 2); }
 
 double dual_pipe_v_bubble_fraction(int pp, int m) {
   const double idle = pp - 1;  // the start-up alone, as ZB-V's (m >= 2 pp)

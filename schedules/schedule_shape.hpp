@@ -101,9 +101,7 @@ inline bool splits_backward(const schedule_shape& s) {
 /// Where the schedule places the virtual stages: the V shape for ZB-V and DualPipeV, else
 /// Megatron's round-robin (config/pipeline_placement.hpp).
 inline config::stage_placement placement(const schedule_shape& s) {
-  return s.kind == schedule_kind::zero_bubble_v || s.kind == schedule_kind::dual_pipe_v
-             ? config::stage_placement::v_shape
-             : config::stage_placement::interleaved;
+  return config::placement_for_schedule(to_string(s.kind));
 }
 
 /// The virtual pipeline stage a local chunk runs: chunk * pp + rank (Megatron's layer order), or
@@ -118,6 +116,8 @@ inline int virtual_stage(const schedule_shape& s, int chunk) {
 /// alone, (pp - 1) t: half of ZB-H1's (pp - 1)(t_f + t_b - t_w) with twice as long passes, at the
 /// same activation memory as 1F1B.
 double zero_bubble_v_bubble_fraction(int pp, int m);
+/// Its idle time in units of one pass: max(pp - 1, 4 pp - 2 m - 2).
+int zero_bubble_v_idle_passes(int pp, int m);
 
 /// DualPipeV's idle fraction in the same setting, m >= 2 pp (DeepSeek's minimum) and no overlap of
 /// a paired forward and backward (a CPU run has none): the start-up alone, (pp - 1) t, ZB-V's.

@@ -66,7 +66,7 @@ pipeline_port::key pipeline_port::key_of(const action& a) {
 
 // Activations flow to virtual stage v + 1, gradients back to v - 1 (a transfer action's).
 int pipeline_port::other_stage(const action& a) const {
-  const bool gradient = a.kind == op::backward || a.kind == op::recv_backward || a.kind == op::send_backward;
+  const bool gradient = a.kind == op::recv_backward || a.kind == op::send_backward;
   const bool receive = a.kind == op::recv_forward || a.kind == op::recv_backward;
   return virtual_stage(a.chunk) + ((gradient == receive) ? 1 : -1);
 }

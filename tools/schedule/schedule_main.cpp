@@ -240,7 +240,7 @@ std::string bubble_formula(const sch::schedule_shape& s) {
              " with each chunk's F, B and W of equal time and a pair's F and B not overlapped";
     case sch::schedule_kind::zero_bubble_v: {
       if (s.forward_only) break;
-      const int idle = std::max(pp - 1, 4 * pp - 2 * m - 2);
+      const int idle = sch::zero_bubble_v_idle_passes(pp, m);
       return "max(pp-1, 4pp-2m-2)/(6m+max(...)) = " + std::to_string(idle) + "/" + std::to_string(6 * m + idle) +
              " with each chunk's F, B and W of equal time";
     }
