@@ -2,6 +2,7 @@
 // the optimizer side (gradients, statistics, the step) is in stage_engine_step.cpp.
 #include "training/stage_engine.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -58,9 +59,12 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   const bool fully_sharded = distributed_optimizer_ && sharding_.strategy >= config::dp_sharding::optim_grads;
   sync_options.shard_grads = fully_sharded;
   sync_options.shard_params = fully_sharded && sharding_.shards_params();
-  sync_options.local_tied_embedding = layout_.placement == config::stage_placement::v_shape &&
-                                      layout_.pipeline_size > 1 && layout_.pipeline_rank == 0 &&
-                                      config.shares_word_embedding();
+  // The embedding and the loss in two chunks of this rank (rank 0 of ZB-V's V): a shared
+  // embedding's two copies are summed here.
+  const auto& held = layout_.chunks;
+  const bool embedding_apart = std::any_of(held.begin(), held.end(), [](const auto& c) { return c.pre_process && !c.post_process; });
+  const bool loss_apart = std::any_of(held.begin(), held.end(), [](const auto& c) { return c.post_process && !c.pre_process; });
+  sync_options.local_tied_embedding = embedding_apart && loss_apart && config.shares_word_embedding();
   grad_sync_ = std::make_unique<grad_sync>(synced_chunks(chunks_), sync_options,
                                            ctx.data_parallel(), ctx.embedding(), timers_, activity_,
                                            ctx.optimizer_shard_group(), ctx.optimizer_instances(),
