@@ -156,7 +156,14 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
        "must hold <unk> <s> </s> <mask> <pad> <cls> <sep> (Megatron's default path), or <unk> <s> </s> with --legacy-tokenizer"},
       {"legacy_tokenizer",
        "TikTokenizer: CustomTikTokenizer's behaviour (special-token text encoded as ordinary text, no pad id, its "
-       "unique_identifiers) instead of TikTokenTokenizer's; the other tokenizer types act as Megatron's legacy classes either way"},
+       "unique_identifiers) instead of TikTokenTokenizer's; the other tokenizer types act as Megatron's legacy classes either way. "
+       "The dataset takes eod, pad and the index cache's tokenizer identifiers from the legacy tokenizer with it, "
+       "from megatron.core.tokenizers' without it (data/dataset_tokenizer)"},
+      {"tokenizer_metadata",
+       "the dataset's tokenizer (Megatron's default path, not with --legacy-tokenizer or NullTokenizer): the file's library "
+       "and model_type decide its eod and pad (loss-masked labels) and the class in the index cache's hash; a library "
+       "that cannot load the type's tokenizer is refused where Megatron's build_tokenizer fails too (byte-level loads for "
+       "the SentencePiece types: eod 0, pad 1); a missing file, unknown library or model_type, or a custom tokenizer_class exit 2"},
       {"log_params_norm", ""},
       {"tensorboard_dir", "the args text and the scalars Megatron's training_log and evaluate write (no GPU memory stats)"},
       {"tensorboard_log_interval", ""},

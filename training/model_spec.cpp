@@ -6,6 +6,7 @@
 
 #include "config/layer_spec.hpp"
 #include "data/data_args_file.hpp"
+#include "data/dataset_tokenizer.hpp"
 #include "data/dataset_request.hpp"
 
 namespace mactor::training {
@@ -246,7 +247,9 @@ model::recompute_config recompute_from_args(const config::megatron_args& a) {
   return r;
 }
 
-std::unique_ptr<data::tokenizer> tokenizer_from_args(const config::megatron_args& a) {
+namespace {
+
+data::tokenizer_options tokenizer_options_from_args(const config::megatron_args& a) {
   const auto& t = a.tokenizer;
   data::tokenizer_options o;
   o.tokenizer_type = t.tokenizer_type.value_or("GPT2BPETokenizer");  // validation applied pretrain_gpt's default
@@ -258,6 +261,13 @@ std::unique_ptr<data::tokenizer> tokenizer_from_args(const config::megatron_args
   o.tiktoken_num_special_tokens = t.tiktoken_num_special_tokens;
   o.tiktoken_special_tokens = t.tiktoken_special_tokens;
   o.legacy_tokenizer = t.legacy_tokenizer;
+  return o;
+}
+
+}  // namespace
+
+std::unique_ptr<data::tokenizer> tokenizer_from_args(const config::megatron_args& a) {
+  const auto o = tokenizer_options_from_args(a);
   // pretrain_gpt always builds the legacy global tokenizer too (for the padded vocabulary size),
   // and its CustomTikTokenizer asserts a pattern even when the datasets use the default path.
   if (o.tokenizer_type == "TikTokenizer" && !o.tiktoken_pattern)
@@ -287,9 +297,10 @@ data::gpt_dataset_config dataset_config_from_args(const config::megatron_args& a
   c.create_attention_mask = a.data.create_attention_mask_in_dataloader;
   c.path_to_cache = a.data.data_cache_path;
   c.mid_level_dataset_surplus = a.data.mid_level_dataset_surplus;
-  c.eod = tok.eod();
-  c.pad = tok.pad();
-  c.tokenizer_identifiers = tok.unique_identifiers();
+  const auto dataset_tok = data::make_dataset_tokenizer(tokenizer_options_from_args(a), tok, a.tokenizer.tokenizer_metadata);
+  c.eod = dataset_tok.eod;
+  c.pad = dataset_tok.pad;
+  c.tokenizer_identifiers = dataset_tok.identifiers;
   c.finalize();
   return c;
 }

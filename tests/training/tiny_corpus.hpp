@@ -11,11 +11,12 @@
 
 namespace mactor::test {
 
-/// Writes `prefix`.bin/.idx: `documents` documents of 3..40 tokens below 8000, then `eod`.
-inline void write_tiny_corpus(const std::string& prefix, int documents = 2000, std::int64_t eod = 8192) {
+/// Writes `prefix`.bin/.idx: `documents` documents of 3..40 tokens below `tokens` (8000), then `eod`.
+inline void write_tiny_corpus(const std::string& prefix, int documents = 2000, std::int64_t eod = 8192,
+                              std::int64_t tokens = 8000) {
   std::mt19937_64 rng(17);
   std::uniform_int_distribution<int> length(3, 40);
-  std::uniform_int_distribution<std::int64_t> token(0, 7999);
+  std::uniform_int_distribution<std::int64_t> token(0, tokens - 1);
   data::indexed_dataset_builder builder(prefix + ".bin");
   for (int d = 0; d < documents; ++d) {
     std::vector<std::int64_t> doc(static_cast<std::size_t>(length(rng)));
