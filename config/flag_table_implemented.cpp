@@ -156,7 +156,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
        "must hold <unk> <s> </s> <mask> <pad> <cls> <sep> (Megatron's default path), or <unk> <s> </s> with --legacy-tokenizer"},
       {"legacy_tokenizer",
        "TikTokenizer: CustomTikTokenizer's behaviour (special-token text encoded as ordinary text, no pad id, its "
-       "unique_identifiers) instead of TikTokenTokenizer's; the other tokenizer types act as Megatron's legacy classes either way. "
+       "unique_identifiers) instead of TikTokenTokenizer's; Llama2Tokenizer: a BOS before each text (preprocess_data), "
+       "which the sentencepiece library of the default path does not add. "
        "The dataset takes eod, pad and the index cache's tokenizer identifiers from the legacy tokenizer with it, "
        "from megatron.core.tokenizers' without it (data/dataset_tokenizer)"},
       {"tokenizer_metadata",

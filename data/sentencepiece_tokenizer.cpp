@@ -1,5 +1,5 @@
 // SentencePiece tokenizers through libsentencepiece: GPTSentencePieceTokenizer (plain ids) and
-// Llama2Tokenizer (BOS first). Both use eos as eod and the model's pad id.
+// Llama2Tokenizer (BOS first with --legacy-tokenizer). Both use eos as eod and the model's pad id.
 #include <sentencepiece_processor.h>
 
 #include "data/data_error.hpp"
@@ -57,8 +57,8 @@ std::unique_ptr<tokenizer> make_gpt_sentencepiece_tokenizer(const std::string& m
   return std::make_unique<sentencepiece_tokenizer>(model_file, false, "_GPTSentencePieceTokenizer");
 }
 
-std::unique_ptr<tokenizer> make_llama2_tokenizer(const std::string& model_file) {
-  return std::make_unique<sentencepiece_tokenizer>(model_file, true, "_Llama2Tokenizer");
+std::unique_ptr<tokenizer> make_llama2_tokenizer(const std::string& model_file, bool bos_first) {
+  return std::make_unique<sentencepiece_tokenizer>(model_file, bos_first, "_Llama2Tokenizer");
 }
 
 }  // namespace mactor::data

@@ -23,7 +23,8 @@ std::unique_ptr<tokenizer> make_tokenizer(const tokenizer_options& o) {
   if (t == "HuggingFaceTokenizer") return make_huggingface_tokenizer(need(o.tokenizer_model, "--tokenizer-model", t));
   if (t == "GPTSentencePieceTokenizer")
     return make_gpt_sentencepiece_tokenizer(need(o.tokenizer_model, "--tokenizer-model", t));
-  if (t == "Llama2Tokenizer") return make_llama2_tokenizer(need(o.tokenizer_model, "--tokenizer-model", t));
+  if (t == "Llama2Tokenizer")
+    return make_llama2_tokenizer(need(o.tokenizer_model, "--tokenizer-model", t), /*bos_first=*/o.legacy_tokenizer);
   if (t == "TikTokenizer") return make_tiktokenizer(o);
   if (t == "NullTokenizer") {
     if (!o.vocab_size) throw data_error("--vocab-size is required with --tokenizer-type NullTokenizer");

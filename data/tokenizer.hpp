@@ -37,8 +37,10 @@ std::unique_ptr<tokenizer> make_huggingface_tokenizer(const std::string& tokeniz
                                                       std::optional<std::string> eos_token = {});
 /// GPTSentencePieceTokenizer: encode_as_ids; eod = eos_id, pad = pad_id.
 std::unique_ptr<tokenizer> make_gpt_sentencepiece_tokenizer(const std::string& model_file);
-/// Llama2Tokenizer: BOS + encode; eod = eos_id, pad = pad_id.
-std::unique_ptr<tokenizer> make_llama2_tokenizer(const std::string& model_file);
+/// Llama2Tokenizer: eod = eos_id, pad = pad_id. BOS + encode as the legacy class tokenizes
+/// (--legacy-tokenizer); megatron.core.tokenizers' sentencepiece library, Megatron's default
+/// path, encodes without the BOS.
+std::unique_ptr<tokenizer> make_llama2_tokenizer(const std::string& model_file, bool bos_first = true);
 /// NullTokenizer: text is space-separated ids; eod = vocab_size, reported vocab_size + 1.
 std::unique_ptr<tokenizer> make_null_tokenizer(std::int64_t vocab_size);
 

@@ -47,6 +47,8 @@ nlohmann::json cases() {
   return c;
 }
 
+const std::string sample_text = "Hello world! The quick brown fox, 1234 miles.\n  Twice  spaced <s> and </s> too.";
+
 nlohmann::json reference() {
   const auto dir = t::scratch_dir("dataset_tokenizer");
   std::string spm_corpus;
@@ -56,6 +58,7 @@ nlohmann::json reference() {
     spm_corpus += "the quick brown fox " + std::to_string(i) + " jumps over the lazy dog, a journey of a thousand miles\n";
   const nlohmann::json spec = {{"corpus", std::string(MACTOR_SOURCE_DIR) + "/data/corpus"},
                                {"spm_corpus", spm_corpus},
+                               {"text", sample_text},
                                {"cases", cases()}};
   std::ofstream(dir + "/spec.json") << spec.dump();
   return nlohmann::json::parse(t::run(t::python() + " " + MACTOR_SOURCE_DIR +
@@ -102,6 +105,10 @@ TEST_CASE("the dataset's tokenizer takes eod, pad and identifiers from the libra
     if (r["pad"].is_null()) CHECK(!d.pad);
     else CHECK(d.pad == r["pad"].get<std::int64_t>());
     CHECK(d.identifiers.dump() == nlohmann::ordered_json::parse(r["identifiers"].get<std::string>()).dump());
+    // The type's own library tokenizes as mactor's tokenizer of that type does on this path
+    // (preprocess_data's ids; Llama2Tokenizer adds no BOS here, only with --legacy-tokenizer).
+    if (!r["ids"].is_null() && d.library == own_library(o.tokenizer_type))
+      CHECK(nlohmann::json(legacy->tokenize(sample_text)) == r["ids"]);
     ++agreed;
   }
   // Each kind of outcome occurs: the test would pass vacuously otherwise.

@@ -5,8 +5,9 @@ build_tokenizer, installed megatron-core 0.15), for tests/data/dataset_tokenizer
 Makes the tokenizer files (a SentencePiece model trained here, a HuggingFace directory from
 data/corpus's GPT-2 vocabulary, Megatron's tiktoken JSON from whisper's GPT-2 ranks), writes each
 case's --tokenizer-metadata file, and prints per case the arguments used and either the
-tokenizer's eod, pad (None where it has none or raises, as GPTDataset then uses -1) and
-json.dumps(unique_identifiers), or the error Megatron raised.
+tokenizer's eod, pad (None where it has none or raises, as GPTDataset then uses -1),
+json.dumps(unique_identifiers) and the ids of SPEC's text (what tools/preprocess_data.py writes
+on this path), or the error Megatron raised.
 
 GPT2BPETokenizer's library (MegatronHFTokenizer) downloads "gpt2" from the HuggingFace hub, which
 the tests cannot reach: its library class is replaced by one that reads eod from the given
@@ -14,7 +15,7 @@ vocab.json (<|endoftext|>) and has no pad, as GPT-2's tokenizer has none. Everyt
 library choice, the model class and the identifiers, is Megatron's own code.
 
 Usage: dataset_tokenizer_reference.py SPEC.json OUT_DIR
-SPEC: {"corpus": dir, "spm_corpus": text, "cases": [{"type": T, "metadata": {...} | "missing" | null}]}"""
+SPEC: {"corpus": dir, "spm_corpus": text, "text": text, "cases": [{"type": T, "metadata": {...} | "missing" | null}]}"""
 import argparse
 import contextlib
 import json
@@ -102,7 +103,9 @@ def main():
                 pad = t.pad
             except AttributeError:  # NullTokenizer: GPTDataset catches it and uses -1
                 pad = None
-            r.update(ok=True, eod=t.eod, pad=pad,
+            # No ids for GPT-2 (its library is the stand-in) or NullTokenizer (its text is ids).
+            ids = None if args["tokenizer_type"] in ("GPT2BPETokenizer", "NullTokenizer") else t.tokenize(spec["text"])
+            r.update(ok=True, eod=t.eod, pad=pad, ids=ids,
                      identifiers=json.dumps(t.unique_identifiers, default=lambda o: o.unique_identifiers))
         except Exception as e:  # noqa: BLE001 -- any failure of Megatron's is what mactor must refuse
             r.update(ok=False, error=f"{type(e).__name__}: {e}"[:300])
