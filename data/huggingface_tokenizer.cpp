@@ -25,7 +25,8 @@ nlohmann::json read_json(const std::string& path) {
 
 class huggingface_tokenizer : public tokenizer {
  public:
-  huggingface_tokenizer(const std::string& path, std::optional<std::string> eos_token) : path_(path) {
+  huggingface_tokenizer(const std::string& path, std::optional<std::string> eos_token, bool template_tokens)
+      : path_(path) {
     std::string file = fs::is_directory(path) ? (fs::path(path) / "tokenizer.json").string() : path;
     const nlohmann::json j = read_json(file);
     const auto& model = j.at("model");
@@ -58,7 +59,7 @@ class huggingface_tokenizer : public tokenizer {
     std::sort(added_.begin(), added_.end(), [](auto& a, auto& b) { return a.first.size() > b.first.size(); });
     size_ = static_cast<std::int64_t>(model.at("vocab").size()) + extra;
     bpe_ = std::make_unique<byte_level_bpe>(std::move(vocab), merges, file);
-    read_post_processor(j["post_processor"]);
+    if (template_tokens) read_post_processor(j["post_processor"]);
     if (!eos_token) {
       const auto cfg = fs::path(file).parent_path() / "tokenizer_config.json";
       if (fs::exists(cfg)) {
@@ -150,8 +151,8 @@ class huggingface_tokenizer : public tokenizer {
 }  // namespace
 
 std::unique_ptr<tokenizer> make_huggingface_tokenizer(const std::string& tokenizer_json,
-                                                      std::optional<std::string> eos_token) {
-  return std::make_unique<huggingface_tokenizer>(tokenizer_json, std::move(eos_token));
+                                                      std::optional<std::string> eos_token, bool template_tokens) {
+  return std::make_unique<huggingface_tokenizer>(tokenizer_json, std::move(eos_token), template_tokens);
 }
 
 }  // namespace mactor::data

@@ -20,7 +20,9 @@ std::unique_ptr<tokenizer> make_tokenizer(const tokenizer_options& o) {
     const auto& vocab = need(o.vocab_file, "--vocab-file", t);
     return make_gpt2_bpe_tokenizer(vocab, need(o.merge_file, "--merge-file", t));
   }
-  if (t == "HuggingFaceTokenizer") return make_huggingface_tokenizer(need(o.tokenizer_model, "--tokenizer-model", t));
+  if (t == "HuggingFaceTokenizer")
+    return make_huggingface_tokenizer(need(o.tokenizer_model, "--tokenizer-model", t), std::nullopt,
+                                      /*template_tokens=*/o.legacy_tokenizer);
   if (t == "GPTSentencePieceTokenizer")
     return make_gpt_sentencepiece_tokenizer(need(o.tokenizer_model, "--tokenizer-model", t));
   if (t == "Llama2Tokenizer")

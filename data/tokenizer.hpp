@@ -33,8 +33,12 @@ std::unique_ptr<tokenizer> make_gpt2_bpe_tokenizer(const std::string& vocab_file
                                                    const std::string& merge_file);
 /// A HuggingFace tokenizer.json of model type BPE with a byte-level pre-tokenizer; added tokens
 /// are matched literally. eod is <|endoftext|>, </s> or the eos named in `eos_token` if given.
+/// `template_tokens`: the post-processor's special tokens (a BOS, say) around each text, as the
+/// legacy class's tokenizer(text).input_ids adds them (--legacy-tokenizer); megatron.core.tokenizers'
+/// library, Megatron's default path, adds none.
 std::unique_ptr<tokenizer> make_huggingface_tokenizer(const std::string& tokenizer_json,
-                                                      std::optional<std::string> eos_token = {});
+                                                      std::optional<std::string> eos_token = {},
+                                                      bool template_tokens = true);
 /// GPTSentencePieceTokenizer: encode_as_ids; eod = eos_id, pad = pad_id.
 std::unique_ptr<tokenizer> make_gpt_sentencepiece_tokenizer(const std::string& model_file);
 /// Llama2Tokenizer: eod = eos_id, pad = pad_id. BOS + encode as the legacy class tokenizes

@@ -44,10 +44,13 @@ nlohmann::json cases() {
     c.push_back({{"type", type}, {"metadata", {{"library", own}, {"model_type", "llama"}}}});
     c.push_back({{"type", type}, {"metadata", {{"library", own}, {"tokenizer_class", "MyTokenizer"}}}});
   }
+  c.push_back({{"type", "HuggingFaceTokenizer"}, {"variant", "template"}, {"metadata", nullptr}});
+  c.push_back({{"type", "HuggingFaceTokenizer"}, {"variant", "template"}, {"metadata", {{"library", "huggingface"}}}});
   return c;
 }
 
-const std::string sample_text = "Hello world! The quick brown fox, 1234 miles.\n  Twice  spaced <s> and </s> too.";
+const std::string sample_text =
+    "Hello world! The quick brown fox, 1234 miles.\n  Twice  spaced <s> and </s> too.<|endoftext|>Next";
 
 nlohmann::json reference() {
   const auto dir = t::scratch_dir("dataset_tokenizer");
@@ -106,7 +109,8 @@ TEST_CASE("the dataset's tokenizer takes eod, pad and identifiers from the libra
     else CHECK(d.pad == r["pad"].get<std::int64_t>());
     CHECK(d.identifiers.dump() == nlohmann::ordered_json::parse(r["identifiers"].get<std::string>()).dump());
     // The type's own library tokenizes as mactor's tokenizer of that type does on this path
-    // (preprocess_data's ids; Llama2Tokenizer adds no BOS here, only with --legacy-tokenizer).
+    // (preprocess_data's ids; Llama2Tokenizer and a HuggingFace template add no BOS here, only
+    // with --legacy-tokenizer).
     if (!r["ids"].is_null() && d.library == own_library(o.tokenizer_type))
       CHECK(nlohmann::json(legacy->tokenize(sample_text)) == r["ids"]);
     ++agreed;

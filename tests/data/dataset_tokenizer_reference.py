@@ -15,7 +15,8 @@ vocab.json (<|endoftext|>) and has no pad, as GPT-2's tokenizer has none. Everyt
 library choice, the model class and the identifiers, is Megatron's own code.
 
 Usage: dataset_tokenizer_reference.py SPEC.json OUT_DIR
-SPEC: {"corpus": dir, "spm_corpus": text, "text": text, "cases": [{"type": T, "metadata": {...} | "missing" | null}]}"""
+SPEC: {"corpus": dir, "spm_corpus": text, "text": text,
+       "cases": [{"type": T, "variant": "template" (optional), "metadata": {...} | "missing" | null}]}"""
 import argparse
 import contextlib
 import json
@@ -49,11 +50,22 @@ def make_files(spec, out):
     tok.save(os.path.join(hf, "tokenizer.json"))
     with open(os.path.join(hf, "tokenizer_config.json"), "w") as f:  # "!" is id 0: a pad that occurs in text
         json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>", "pad_token": "!"}, f)
+    # The same with a template post-processor that puts <|endoftext|> before each text, as Llama
+    # 3's puts its BOS: the legacy class's tokenizer(text).input_ids adds it, the library does not.
+    from tokenizers import processors
+
+    hf_bos = os.path.join(out, "hf_bos")
+    os.makedirs(hf_bos, exist_ok=True)
+    tok.post_processor = processors.TemplateProcessing(single="<|endoftext|> $A", special_tokens=[("<|endoftext|>", 50256)])
+    tok.save(os.path.join(hf_bos, "tokenizer.json"))
+    with open(os.path.join(hf_bos, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"}, f)
     tiktoken_vocab = os.path.join(out, "tiktoken.json")
     write_megatron_vocab(tiktoken_vocab)
     return {
         "GPT2BPETokenizer": {"vocab_file": vocab, "merge_file": merges},
         "HuggingFaceTokenizer": {"tokenizer_model": hf},
+        "HuggingFaceTokenizer+template": {"tokenizer_model": hf_bos},
         "GPTSentencePieceTokenizer": {"tokenizer_model": os.path.join(out, "spm.model")},
         "Llama2Tokenizer": {"tokenizer_model": os.path.join(out, "spm.model")},
         "TikTokenizer": {"tokenizer_model": tiktoken_vocab, "tiktoken_pattern": "v2", "vocab_size": 51256},
@@ -85,10 +97,11 @@ def main():
 
     results = []
     for i, case in enumerate(spec["cases"]):
+        variant = case["type"] + ("+" + case["variant"] if "variant" in case else "")
         args = {"tokenizer_type": case["type"], "vocab_file": None, "merge_file": None, "tokenizer_model": None,
                 "vocab_size": None, "tiktoken_pattern": None, "tiktoken_num_special_tokens": 1000,
                 "tiktoken_special_tokens": None, "tokenizer_metadata": None}
-        args.update(files[case["type"]])
+        args.update(files[variant])
         if case["metadata"] == "missing":
             args["tokenizer_metadata"] = os.path.join(out, "no_such_metadata.json")
         elif case["metadata"] is not None:
