@@ -279,7 +279,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"fp8_recipe", "delayed (amax history), tensorwise (current per-tensor scale), mxfp8 (E8M0 scale per "
                      "32 elements), blockwise (power-of-two scale per 1x128 activation tile, 128x128 weight tile)"},
       {"fp8_margin", "delayed recipe"},
-      {"fp8_amax_history_len", "delayed recipe; updated after each forward and each backward, as TE does"},
+      {"fp8_amax_history_len", "delayed recipe; updated after each forward and each backward, as TE does; the histories "
+                               "and scales are saved in checkpoints (not --ckpt-format torch) and resume bit for bit; "
+                               "resuming with another length exits 2"},
       {"fp8_amax_compute_algo", "delayed recipe"},
       {"fp8_wgrad", "delayed recipe only, as Megatron passes it (override_linear_precision)"},
       {"fp8_param_gather", "with the distributed optimizer the fp8-GEMM weights are held as fp8 (one byte each and a "

@@ -49,6 +49,21 @@ fp8_linear::fp8_linear(const fp8_settings& s)
       grad_output_(s.fp8_amax_history_len, s.amax_compute_algo, s.fp8_margin,
                    max_of(s.fp8, gemm_operand::grad_output)) {}
 
+std::vector<float> fp8_linear::state() const {
+  std::vector<float> s;
+  if (settings_.recipe != fp8_recipe::delayed) return s;
+  for (const auto* d : {&input_, &weight_, &grad_output_}) d->append_state(s);
+  return s;
+}
+
+void fp8_linear::set_state(const std::vector<float>& s) {
+  if (settings_.recipe != fp8_recipe::delayed) return;
+  if (s.size() % 3 != 0 || s.size() < 6) throw std::invalid_argument("not an fp8 state of three scalings");
+  const std::size_t history = s.size() / 3 - 1;
+  const float* p = s.data();
+  for (auto* d : {&input_, &weight_, &grad_output_}) p = d->restore(p, history);
+}
+
 std::optional<fp8_linear::forward_record> fp8_linear::take_record(std::uint64_t fingerprint, bool erase) {
   for (auto it = forwards_.begin(); it != forwards_.end(); ++it)
     if (it->fingerprint == fingerprint) {

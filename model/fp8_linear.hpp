@@ -68,6 +68,13 @@ class fp8_linear {
   /// Frees the fp32 scratch of the rounded operands (the scales and histories stay).
   void release() { x_ = tensor::tensor(), w_ = tensor::tensor(), dy_ = tensor::tensor(); }
 
+  /// The delayed recipe's state across steps (input, weight and gradient histories and scales,
+  /// each as delayed_scaling::append_state lays it out: 3 x (history + 1) floats), which a
+  /// checkpoint keeps as TE keeps a module's fp8 extra state; empty for the recipes that scale
+  /// from the tensor itself. set_state() throws std::invalid_argument on another history length.
+  std::vector<float> state() const;
+  void set_state(const std::vector<float>& state);
+
   const delayed_scaling& input_scaling() const { return input_; }
   const delayed_scaling& weight_scaling() const { return weight_; }
   const delayed_scaling& grad_output_scaling() const { return grad_output_; }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace mactor::model {
 
@@ -43,6 +44,21 @@ void delayed_scaling::update() {
 void delayed_scaling::update_with(float amax) {
   history_[0] = amax;
   update();
+}
+
+void delayed_scaling::append_state(std::vector<float>& out) const {
+  out.insert(out.end(), history_.begin(), history_.end());
+  out.push_back(scale_);
+}
+
+const float* delayed_scaling::restore(const float* state, std::size_t history_len) {
+  if (history_len != history_.size())
+    throw std::invalid_argument("an amax history of " + std::to_string(history_len) + " entries, not " +
+                                std::to_string(history_.size()));
+  std::copy(state, state + history_len, history_.begin());
+  scale_ = state[history_len];
+  scale_inv_ = 1.0f / scale_;  // as update() sets it
+  return state + history_len + 1;
 }
 
 void round_through_recipe(tensor::tensor_view out, tensor::const_tensor_view x, int rows, int cols,

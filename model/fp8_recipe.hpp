@@ -58,6 +58,11 @@ class delayed_scaling {
   void update();
   /// history[0] = amax (the amax group's maximum of it), then update().
   void update_with(float amax);
+  /// The state a checkpoint keeps (TE's fp8_meta amax_history and scale): the history, then
+  /// the scale; restore() takes the same layout back (throws std::invalid_argument on another
+  /// history length).
+  void append_state(std::vector<float>& out) const;
+  const float* restore(const float* state, std::size_t history_len);
 
  private:
   std::vector<float> history_;

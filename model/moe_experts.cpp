@@ -63,8 +63,8 @@ moe_experts::moe_experts(parameter_store& store, const std::string& name, const 
   for (int e = 0; e < experts_; ++e) {
     fc1_fp8_.push_back(std::make_unique<fp8_linear>(c.fp8));
     fc2_fp8_.push_back(std::make_unique<fp8_linear>(c.fp8));
-    store.add_fp8_linear(fc1_fp8_.back().get());
-    store.add_fp8_linear(fc2_fp8_.back().get());
+    store.add_fp8_linear(fc1_fp8_.back().get(), fc1_[std::size_t(e)]);
+    store.add_fp8_linear(fc2_fp8_.back().get(), fc2_[std::size_t(e)]);
   }
 }
 

@@ -60,7 +60,7 @@ multi_latent_attention::multi_latent_attention(parameter_store& store, const std
                         tp_split::replicated, init_kind::normal, c.init_method_std);
     q_up_.emplace(store, name + ".linear_q_up_proj", m_.q_lora_rank, q_out, false,
                   tp_split::rows, c.init_method_std, tp_size, false, c.fp8);
-    if (c.fp8.enabled) store.add_fp8_linear((q_down_fp8_ = std::make_unique<fp8_linear>(c.fp8)).get());
+    if (c.fp8.enabled) store.add_fp8_linear((q_down_fp8_ = std::make_unique<fp8_linear>(c.fp8)).get(), q_down_);
     store[q_down_].fp8_gemm = q_down_fp8_.get();  // --fp8-param-gather holds it as fp8
   } else {
     q_proj_.emplace(store, name + ".linear_q_proj", hidden_, q_out, false, tp_split::rows,
@@ -69,7 +69,7 @@ multi_latent_attention::multi_latent_attention(parameter_store& store, const std
   kv_down_ = store.add(name + ".linear_kv_down_proj.weight",
                        {m_.kv_lora_rank + m_.qk_pos_emb_head_dim, hidden_}, tp_split::replicated,
                        init_kind::normal, c.init_method_std);
-  if (c.fp8.enabled) store.add_fp8_linear((kv_down_fp8_ = std::make_unique<fp8_linear>(c.fp8)).get());
+  if (c.fp8.enabled) store.add_fp8_linear((kv_down_fp8_ = std::make_unique<fp8_linear>(c.fp8)).get(), kv_down_);
   store[kv_down_].fp8_gemm = kv_down_fp8_.get();
   if (c.qk_layernorm) {
     if (m_.q_lora_rank > 0) q_layernorm_.emplace(latent_norm(store, name + ".q_layernorm", c, m_.q_lora_rank));

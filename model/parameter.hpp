@@ -141,8 +141,14 @@ class parameter_store {
   deferred_weight_grads& weight_grads() { return weight_grads_; }
   /// The fp8 linears of the layers built on this store, in the order they were built (the same
   /// on every rank of a pipeline stage): the delayed recipe's amax step reduces them together.
-  void add_fp8_linear(fp8_linear* l) { fp8_linears_.push_back(l); }
+  /// `weight`: the id of the weight it multiplies (its name names the linear's state in checkpoints).
+  void add_fp8_linear(fp8_linear* l, int weight) {
+    fp8_linears_.push_back(l);
+    fp8_weights_.push_back(weight);
+  }
   const std::vector<fp8_linear*>& fp8_linears() const { return fp8_linears_; }
+  /// The weight id of each of fp8_linears(), in the same order.
+  const std::vector<int>& fp8_weights() const { return fp8_weights_; }
 
  private:
   struct init_spec {
@@ -166,6 +172,7 @@ class parameter_store {
   tensor::tensor values_, grads_;
   deferred_weight_grads weight_grads_;
   std::vector<fp8_linear*> fp8_linears_;
+  std::vector<int> fp8_weights_;
 };
 
 /// Local shape of a full [rows, cols] (or [n]) tensor under split.

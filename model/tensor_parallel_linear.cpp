@@ -31,7 +31,7 @@ column_parallel_linear::column_parallel_linear(parameter_store& store, const std
       fp8_(make_fp8(fp8)) {
   weight_ = store.add(name + ".weight", {out, in}, split, init_kind::normal, init_std);
   store[weight_].fp8_gemm = fp8_.get();
-  if (fp8_) store.add_fp8_linear(fp8_.get());
+  if (fp8_) store.add_fp8_linear(fp8_.get(), weight_);
   if (bias) bias_ = store.add(name + ".bias", {out}, split, init_kind::zeros);
 }
 
@@ -80,7 +80,7 @@ row_parallel_linear::row_parallel_linear(parameter_store& store, const std::stri
       fp8_(make_fp8(fp8)) {
   weight_ = store.add(name + ".weight", {out, in}, tp_split::columns, init_kind::normal, init_std);
   store[weight_].fp8_gemm = fp8_.get();
-  if (fp8_) store.add_fp8_linear(fp8_.get());
+  if (fp8_) store.add_fp8_linear(fp8_.get(), weight_);
   if (bias) {
     bias_ = store.add(name + ".bias", {out}, tp_split::replicated, init_kind::zeros);
     store[bias_].sequence_parallel = sequence_parallel_;

@@ -20,6 +20,7 @@
 #include "training/checkpoint_state.hpp"
 #include "training/checkpoint_strictness.hpp"
 #include "config/data_parallel_sharding.hpp"
+#include "training/fp8_checkpoint_state.hpp"
 #include "training/local_checkpoint_agreement.hpp"
 #include "training/moe_upcycling.hpp"
 #include "training/torch_checkpointing.hpp"
@@ -114,6 +115,10 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
       for (auto* r : chunk.moe_routers())
         if (!r->expert_bias().empty())
           state.pieces.push_back(buffer_piece(r->expert_bias_name(), r->expert_bias().size(), r->expert_bias().data()));
+  // The delayed fp8 recipe's histories and scales, equal over the amax group (tensor-, data- and
+  // context-parallel ranks): saved where the weight's first tensor-parallel shard is.
+  append_fp8_states(engine, [&](const model::parameter& p) { return saves(p) && (whole_rank || rank_in_split(p) == 0); },
+                    state);
   if (!a.checkpointing.no_save_optim.value_or(false)) {
     // Whole optimizer state from the first replica; the distributed optimizer's shards from each.
     auto& opt = engine.optimizer();
@@ -260,6 +265,10 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
         if (check_keys && !reader.has(r->expert_bias_name())) keys.unexpected.push_back(r->expert_bias_name());
       }
   }
+  // fp8 states are optional either way: a run without fp8 (or another recipe) ignores them, a
+  // linear with none keeps its fresh state.
+  for (const auto& name : reader.names())
+    if (is_fp8_state_name(name)) requested.push_back(name);
   if (strictness_checks_missing(strictness) && check_keys)
     keys.missing = unrequested_keys(reader.names(), requested, ctx.world());
   apply_strictness(strictness, keys, where, ctx.rank(),
@@ -277,6 +286,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
         read_into(p.name, p, h.begin - p.offset, h.end - p.offset, h.values);
     }
   if (upcycling) repeat_router_rows(*upcycling, engine);
+  restore_fp8_states(engine, reader, where);  // before the fp8 weights are cast with the weight's scale
   engine.model_params_from_main();  // a 16-bit model: its weights from the fp32 ones (fp8 ones cast)
   for (auto* r : biased) {
     auto& bias = r->expert_bias();

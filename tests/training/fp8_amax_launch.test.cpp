@@ -41,3 +41,38 @@ TEST_CASE("a TP2 delayed-fp8 run logs the one-process losses, its amaxes reduced
   check_same(run_job(2, flags + " --tensor-model-parallel-size 2 --sequence-parallel", 0, iterations).train,
              one.train, "delayed fp8, TP2 + SP", 2, 1e-6);
 }
+
+namespace {
+
+// Iterations 4..6 of a run resumed from its iteration-3 checkpoint, against the same run uninterrupted.
+void check_resume_bitwise(int ranks, const std::string& extra, const char* what) {
+  INFO(what);
+  const auto dir = scratch_dir("fp8_resume", what[0] == 'd' ? "dp" : "tp");
+  const std::string run6 = flags + extra + " --train-iters 6 --lr-decay-iters 6";
+  const auto whole = run_job(ranks, run6, 0, 6);
+  REQUIRE(whole.train.size() == 6);
+  run_job(ranks, run6 + " --exit-interval 3 --save-interval 3 --save " + dir.string(), 0, 3);
+  const auto resumed = run_job(ranks, run6 + " --load " + dir.string(), 0, 3);
+  REQUIRE(resumed.train.size() == 3);
+  CHECK(resumed.train == std::vector<double>(whole.train.begin() + 3, whole.train.end()));
+  if (ranks != 1) return;
+  // Another history length is the user's to fix; a run without fp8 loads the checkpoint, its
+  // fp8 states neither missing nor unexpected keys even under the strictest --dist-ckpt-strictness.
+  const auto other = launch(1, run6 + " --load " + dir.string() + " --fp8-amax-history-len 2", 2);
+  CHECK(other.err.find("resume with the --fp8-amax-history-len it was saved with") != std::string::npos);
+  std::string no_fp8 = run6;
+  no_fp8.erase(no_fp8.find(" --fp8-format"), std::string(" --fp8-format hybrid --fp8-amax-history-len 4 --fp8-amax-compute-algo max").size());
+  REQUIRE(no_fp8.find("fp8") == std::string::npos);
+  run_job(1, no_fp8 + " --load " + dir.string() + " --dist-ckpt-strictness raise_all", 0, 3);
+}
+
+}  // namespace
+
+TEST_CASE("a delayed-fp8 run resumes bit for bit: checkpoints keep each linear's amax histories and scales") {
+  // Without the state a resumed run starts from scale 1 and fresh histories: measured with the
+  // restore left out, iteration 4 logs 8.353411 resumed against 8.35371 uninterrupted (one
+  // process; TP2 and DP2 with fp8 parameters differ as much).
+  check_resume_bitwise(1, "", "one process");
+  check_resume_bitwise(2, " --tensor-model-parallel-size 2", "tp2");
+  check_resume_bitwise(2, " --bf16 --use-distributed-optimizer --fp8-param-gather", "dp2 bf16, fp8 parameters");
+}
