@@ -160,6 +160,10 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
        "which the sentencepiece library of the default path does not add. "
        "The dataset takes eod, pad and the index cache's tokenizer identifiers from the legacy tokenizer with it, "
        "from megatron.core.tokenizers' without it (data/dataset_tokenizer)"},
+      {"enable_one_logger",
+       "without it the last rank prints Megatron's warning that the one_logger package (NVIDIA's internal E2E "
+       "metrics tracker, not on PyPI) is required, and trains on, as Megatron does where the package is missing; "
+       "--no-one-logger silences it"},
       {"tokenizer_metadata",
        "the dataset's tokenizer (Megatron's default path, not with --legacy-tokenizer or NullTokenizer): the file's library "
        "and model_type decide its eod and pad (loss-masked labels) and the class in the index cache's hash; a library "

@@ -15,6 +15,12 @@ constexpr std::string_view ignored_by_megatron = "ignored by Megatron-LM itself"
 const std::map<std::string_view, std::string_view>& accepted_flags() {
   static const std::map<std::string_view, std::string_view> table = {
       {"masked_softmax_fusion", performance_only},
+      {"one_logger_project", "read only by NVIDIA's internal one_logger package (not on PyPI), which mactor has not: "
+                             "Megatron without it ignores this flag too (see --no-one-logger)"},
+      {"one_logger_run_name", "read only by NVIDIA's one_logger package (see --one-logger-project)"},
+      {"one_logger_async", "read only by NVIDIA's one_logger package (see --one-logger-project)"},
+      {"app_tag_run_name", "read only by NVIDIA's one_logger package (see --one-logger-project)"},
+      {"app_tag_run_version", "read only by NVIDIA's one_logger package (see --one-logger-project)"},
       {"suggested_communication_unit_size", "Megatron FSDP's elements per gather (and its prefetch size); mactor's "
                                             "FSDP gathers one whole model chunk at a time, the same values"},
       {"vocab_extra_ids", "Megatron adds the <extra_id_N> tokens only in its legacy BertWordPiece* and "

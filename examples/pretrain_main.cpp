@@ -80,6 +80,13 @@ int pretrain_main(int argc, char** argv, const char* prog) {
     std::fputs(mactor::config::arguments_block(r.args).c_str(), stdout);
     std::fflush(stdout);
   }
+  // Megatron's _set_one_logger: the last rank imports NVIDIA's internal one_logger package (not
+  // on PyPI); where it is missing Megatron prints this and trains on, as mactor always does.
+  if (r.args.one_logger.enable_one_logger && env.rank == env.world_size - 1) {
+    std::puts("WARNING: one_logger package is required to enable e2e metrics tracking. please go to "
+              "https://confluence.nvidia.com/display/MLWFO/Package+Repositories for details to install it");
+    std::fflush(stdout);
+  }
   try {
     mactor::training::parallel_context ctx(r.args, env);
     const auto outcome = mactor::actors::run_job(r.args, env, ctx, stdout);
