@@ -374,6 +374,12 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"check_weight_hash_across_dp_replicas_interval", "every replica hashes its parameters and the replicas "
                                                         "compare them at the interval: a mismatch ends the job naming the "
                                                         "parameters, a match prints Megatron's line"},
+      {"use_te_activation_func",
+       "under Megatron-Core's TE specs (--transformer-impl transformer_engine) the MLPs' and experts' activation is "
+       "Transformer Engine's op: GELU by the tanh formula (mactor's tanh GeLU kernel, the fused bias-GeLU's; TE rounds "
+       "its last bit its own way) and SwiGLU without --activation-func-clamp-value or --glu-linear-offset; the local "
+       "spec keeps the plain activation. Megatron's refusals: with bias activation fusion, with --squared-relu, "
+       "--quick-geglu or --openai-gelu, and --swiglu without TE's module"},
       {"squared_relu", "relu(x)^2 as the MLP's activation (checked against PyTorch, fp32 and bf16)"},
       {"quick_geglu", "a gated MLP, quick_gelu(gate) * linear with quick_gelu(x) = x * sigmoid(1.702 x) (checked "
                       "against PyTorch, fp32 and bf16, and tp = 1/2/4); like Megatron-Core's dense MLP it needs "

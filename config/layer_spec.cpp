@@ -116,6 +116,11 @@ bool applies_qk_l2_norm(const megatron_args& a) {
   return !a.heterogeneous.heterogeneous_layers_config_path && a.transformer_engine.transformer_impl == "transformer_engine";
 }
 
+bool uses_te_activation_module(const megatron_args& a) {
+  return a.training.use_te_activation_func && !a.experimental.spec && !a.heterogeneous.heterogeneous_layers_config_path &&
+         a.transformer_engine.transformer_impl == "transformer_engine";
+}
+
 std::vector<std::string> model_spec_errors(std::string_view program, const megatron_args& a) {
   std::vector<std::string> errors;
   const bool mamba_program = program == "pretrain_mamba";

@@ -20,6 +20,10 @@ bool selects_mamba_stack(const megatron_args& args);
 /// decoder block spec (either --transformer-impl), not to the local layer spec nor an imported
 /// --spec, and the Mamba stack never takes it.
 bool applies_qk_l2_norm(const megatron_args& args);
+/// Whether --use-te-activation-func reaches Transformer Engine's activation module: the MLPs of
+/// Megatron-Core's TE specs take it (backend.activation_func()); the local spec and an imported
+/// --spec give none, and the MLP then applies the config's activation alone.
+bool uses_te_activation_module(const megatron_args& args);
 
 /// The hybrid model's layer kinds as one character each ('M', '*', '-'), from the ratios or the
 /// pattern (config::allocate_hybrid_layers). Throws std::invalid_argument naming the flag.

@@ -245,6 +245,22 @@ void activations(validation_context& c) {  // rule 109
   if (t.use_te_activation_func) c.error("--use-te-activation-func cannot be combined with bias activation fusion");
 }
 
+// --use-te-activation-func (TransformerConfig.__post_init__, then the MLP it builds): Transformer
+// Engine's activation ops exist for gelu, silu and relu (and their GLUs); without TE's module the
+// MLP applies the activation to the whole fc1 output, which a gated unit cannot take.
+void te_activation(validation_context& c) {
+  const auto& n = c.a.network_size;
+  if (!c.a.training.use_te_activation_func) return;
+  if (n.squared_relu || n.quick_geglu || n.openai_gelu)
+    c.error("--use-te-activation-func: TransformerEngine only support gelu, geglu, silu, swiglu, relu, reglu. If you "
+            "don't want to use TransformerEngine activation function, set use_te_activation_func to False (drop "
+            "--use-te-activation-func, or " + std::string(n.squared_relu ? "--squared-relu" : n.quick_geglu ? "--quick-geglu" : "--openai-gelu") + ")");
+  if (n.swiglu && !uses_te_activation_module(c.a))
+    c.error("--use-te-activation-func with --swiglu needs Transformer Engine's SwiGLU module (--transformer-impl "
+            "transformer_engine and no --spec): Megatron-Core's MLP otherwise applies silu to the whole fc1 output and "
+            "fails at linear_fc2");
+}
+
 // Training CUDA graphs, past rule 16's spellings and rule 81's full-recompute check: the TE RNG
 // tracker that rule 81 turns on, and TransformerConfig.__post_init__'s recomputation rule.
 static void cuda_graph_rules(validation_context& c) {
@@ -268,7 +284,6 @@ static void cuda_graph_rules(validation_context& c) {
 }
 
 void transformer_features(validation_context& c) {  // rules 113, 115-117
-  const auto& i = c.a.inference;
   const auto& t = c.a.training;
   cuda_graph_rules(c);
   const auto& cp_types = c.a.distributed.cp_comm_type;
@@ -356,6 +371,7 @@ void validate_transformer_config(validation_context& c) {
   recompute(c);
   uneven_pipeline(c);
   activations(c);
+  te_activation(c);
   transformer_features(c);
   attention_variants(c);
 }

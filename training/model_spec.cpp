@@ -159,15 +159,19 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.swiglu = n.swiglu;
   c.squared_relu = n.squared_relu;
   c.quick_geglu = n.quick_geglu;
+  // --use-te-activation-func under a TE spec: Transformer Engine's GELU (the tanh formula) and
+  // SwiGLU ops, which know no clamp or offset.
+  const bool te_activation = config::uses_te_activation_module(a);
   // Megatron-Core's MLP clamps and offsets only in its unfused glu: quick_geglu (validation refuses
-  // it fused) or swiglu under --no-bias-swiglu-fusion; the fused swiglu ignores both.
-  if (n.quick_geglu || (n.swiglu && !t.bias_swiglu_fusion)) {
+  // it fused) or swiglu under --no-bias-swiglu-fusion; the fused swiglu and TE's ignore both.
+  if (!te_activation && (n.quick_geglu || (n.swiglu && !t.bias_swiglu_fusion))) {
     if (n.activation_func_clamp_value) c.activation_func_clamp_value = static_cast<float>(*n.activation_func_clamp_value);
     c.glu_linear_offset = static_cast<float>(n.glu_linear_offset);
   }
   // Megatron's fused bias-GeLU (on when there is a bias and --no-bias-gelu-fusion is absent) and
   // --openai-gelu both compute the tanh approximation; otherwise torch's erf GeLU runs.
-  c.gelu_tanh_approximation = n.openai_gelu || (t.bias_gelu_fusion && t.add_bias_linear && !n.swiglu && !n.quick_geglu);
+  c.gelu_tanh_approximation = n.openai_gelu || (te_activation && !n.swiglu) ||
+                              (t.bias_gelu_fusion && t.add_bias_linear && !n.swiglu && !n.quick_geglu);
   c.add_bias_linear = t.add_bias_linear;
   c.add_qkv_bias = t.add_qkv_bias;
   c.attention_dropout = static_cast<float>(a.regularization.attention_dropout);
