@@ -168,7 +168,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
        "the dataset's tokenizer (Megatron's default path, not with --legacy-tokenizer or NullTokenizer): the file's library "
        "and model_type decide its eod and pad (loss-masked labels) and the class in the index cache's hash; a library "
        "that cannot load the type's tokenizer is refused where Megatron's build_tokenizer fails too (byte-level loads for "
-       "the SentencePiece types: eod 0, pad 1); a missing file, unknown library or model_type, or a custom tokenizer_class exit 2"},
+       "the SentencePiece types: eod 0, pad 1); preprocess_data takes it too and tokenizes with that library; a missing file, unknown library or model_type, or a custom tokenizer_class exit 2"},
       {"log_params_norm", ""},
       {"tensorboard_dir", "the args text and the scalars Megatron's training_log and evaluate write (no GPU memory stats)"},
       {"tensorboard_log_interval", ""},

@@ -106,8 +106,25 @@ tokenizer_metadata read_tokenizer_metadata(const std::string& path) {
   return m;
 }
 
-dataset_tokenizer make_dataset_tokenizer(const tokenizer_options& o, const tokenizer& legacy,
-                                         const std::optional<std::string>& metadata_path) {
+namespace {
+
+// The library and model class the default path uses for `o`, refused where Megatron's
+// build_tokenizer fails to load it.
+tokenizer_metadata resolved_metadata(const tokenizer_options& o) {
+  const std::string own = library_of_type(o.tokenizer_type);
+  // NullTokenizer returns before the metadata is read.
+  if (!o.tokenizer_metadata || o.tokenizer_type == "NullTokenizer") return {own, "default"};
+  const auto m = read_tokenizer_metadata(*o.tokenizer_metadata);
+  if (m.library == own || (m.library == "byte-level" && is_sentencepiece_type(o.tokenizer_type))) return m;
+  throw data_error("--tokenizer-metadata " + *o.tokenizer_metadata + ": library '" + m.library +
+                   "' cannot load --tokenizer-type " + o.tokenizer_type +
+                   "'s tokenizer (megatron.core.tokenizers' build_tokenizer fails on it too: it passes that type's "
+                   "path and arguments to the library); name library '" + own + "' or leave out the flag");
+}
+
+}  // namespace
+
+dataset_tokenizer make_dataset_tokenizer(const tokenizer_options& o, const tokenizer& legacy) {
   dataset_tokenizer d;
   d.eod = legacy.eod();
   d.pad = legacy.pad();
@@ -115,28 +132,26 @@ dataset_tokenizer make_dataset_tokenizer(const tokenizer_options& o, const token
     d.identifiers = legacy.unique_identifiers();
     return d;
   }
-  const std::string own = library_of_type(o.tokenizer_type);
-  tokenizer_metadata m{own, "default"};
-  // NullTokenizer returns before the metadata is read.
-  if (metadata_path && o.tokenizer_type != "NullTokenizer") m = read_tokenizer_metadata(*metadata_path);
+  const auto m = resolved_metadata(o);
   d.library = m.library;
-  d.identifiers = identifiers_of(o, legacy, class_path(m.model_type));
   if (o.tokenizer_type == "NullTokenizer") {
     d.identifiers = legacy.unique_identifiers();
     d.identifiers["class"] = class_path("default");
     d.identifiers["tokenizer_path"] = nullptr;
     return d;
   }
-  if (m.library == own) return d;
-  if (m.library == "byte-level" && is_sentencepiece_type(o.tokenizer_type)) {
-    d.eod = 0;  // ByteLevelTokenizer's defaults: _eos_id 0, _pad_id 1
-    d.pad = 1;
-    return d;
+  d.identifiers = identifiers_of(o, legacy, class_path(m.model_type));
+  if (m.library == "byte-level") {
+    const auto bytes = make_byte_level_tokenizer();
+    d.eod = bytes->eod();
+    d.pad = bytes->pad();
   }
-  throw data_error("--tokenizer-metadata " + *metadata_path + ": library '" + m.library +
-                   "' cannot load --tokenizer-type " + o.tokenizer_type +
-                   "'s tokenizer (megatron.core.tokenizers' build_tokenizer fails on it too: it passes that type's "
-                   "path and arguments to the library); name library '" + own + "' or leave out the flag");
+  return d;
+}
+
+std::unique_ptr<tokenizer> make_library_tokenizer(const tokenizer_options& o) {
+  if (!o.legacy_tokenizer && resolved_metadata(o).library == "byte-level") return make_byte_level_tokenizer();
+  return make_tokenizer(o);
 }
 
 }  // namespace mactor::data

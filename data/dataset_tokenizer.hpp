@@ -33,9 +33,13 @@ struct tokenizer_metadata {
 tokenizer_metadata read_tokenizer_metadata(const std::string& path);
 
 /// The dataset's tokenizer for these options: `legacy` (the tokenizer --tokenizer-type built)
-/// itself under --legacy-tokenizer, else megatron.core.tokenizers' for `metadata_path` (or the
-/// type's own library). Throws data_error where Megatron's build_tokenizer would fail.
-dataset_tokenizer make_dataset_tokenizer(const tokenizer_options& o, const tokenizer& legacy,
-                                         const std::optional<std::string>& metadata_path);
+/// itself under --legacy-tokenizer, else megatron.core.tokenizers' for o.tokenizer_metadata (or
+/// the type's own library). Throws data_error where Megatron's build_tokenizer would fail.
+dataset_tokenizer make_dataset_tokenizer(const tokenizer_options& o, const tokenizer& legacy);
+
+/// The tokenizer that tokenizes on the path `o` selects, as tools/preprocess_data.py builds it:
+/// the legacy one under --legacy-tokenizer, else megatron.core.tokenizers' (the type's own or
+/// --tokenizer-metadata's library). Throws data_error as make_dataset_tokenizer does.
+std::unique_ptr<tokenizer> make_library_tokenizer(const tokenizer_options& o);
 
 }  // namespace mactor::data

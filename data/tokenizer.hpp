@@ -47,6 +47,9 @@ std::unique_ptr<tokenizer> make_gpt_sentencepiece_tokenizer(const std::string& m
 std::unique_ptr<tokenizer> make_llama2_tokenizer(const std::string& model_file, bool bos_first = true);
 /// NullTokenizer: text is space-separated ids; eod = vocab_size, reported vocab_size + 1.
 std::unique_ptr<tokenizer> make_null_tokenizer(std::int64_t vocab_size);
+/// megatron.core.tokenizers' ByteLevelTokenizer with its defaults: each UTF-8 byte is its id,
+/// vocabulary 512, eod 0, pad 1.
+std::unique_ptr<tokenizer> make_byte_level_tokenizer();
 
 /// The options preprocess_data and training pass (Megatron's flag names).
 struct tokenizer_options {
@@ -57,6 +60,7 @@ struct tokenizer_options {
   std::int64_t tiktoken_num_special_tokens = 1000;              // --tiktoken-num-special-tokens
   std::optional<std::vector<std::string>> tiktoken_special_tokens;  // --tiktoken-special-tokens
   bool legacy_tokenizer = false;                                // --legacy-tokenizer
+  std::optional<std::string> tokenizer_metadata;                // --tokenizer-metadata (data/dataset_tokenizer.hpp)
 };
 /// TikTokenizer from Megatron's tiktoken vocabulary JSON (see tiktoken_tokenizer.cpp for the
 /// two Megatron code paths --legacy-tokenizer chooses between).

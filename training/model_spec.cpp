@@ -265,6 +265,7 @@ data::tokenizer_options tokenizer_options_from_args(const config::megatron_args&
   o.tiktoken_num_special_tokens = t.tiktoken_num_special_tokens;
   o.tiktoken_special_tokens = t.tiktoken_special_tokens;
   o.legacy_tokenizer = t.legacy_tokenizer;
+  o.tokenizer_metadata = t.tokenizer_metadata;
   return o;
 }
 
@@ -301,7 +302,7 @@ data::gpt_dataset_config dataset_config_from_args(const config::megatron_args& a
   c.create_attention_mask = a.data.create_attention_mask_in_dataloader;
   c.path_to_cache = a.data.data_cache_path;
   c.mid_level_dataset_surplus = a.data.mid_level_dataset_surplus;
-  const auto dataset_tok = data::make_dataset_tokenizer(tokenizer_options_from_args(a), tok, a.tokenizer.tokenizer_metadata);
+  const auto dataset_tok = data::make_dataset_tokenizer(tokenizer_options_from_args(a), tok);
   c.eod = dataset_tok.eod;
   c.pad = dataset_tok.pad;
   c.tokenizer_identifiers = dataset_tok.identifiers;

@@ -112,6 +112,25 @@ TEST_CASE("preprocess_data with NullTokenizer stores the given ids and picks uin
   CHECK(ds.get(1) == std::vector<std::int64_t>{70000, 5, 100000});
 }
 
+TEST_CASE("preprocess_data tokenizes with the library tokenizer-metadata names, as Megatron's default path") {
+  // byte-level for a SentencePiece type: the text's UTF-8 bytes and eod 0 (megatron-core's
+  // ByteLevelTokenizer, compared id for id in dataset_tokenizer.test.cpp); the model file is never read.
+  auto dir = t::scratch_dir("preprocess_metadata");
+  std::ofstream(dir + "/in.jsonl") << R"({"text": "hé!"})" << "\n";
+  std::ofstream(dir + "/bytes.json") << R"({"library": "byte-level"})";
+  const std::string common = "--input " + dir + "/in.jsonl --tokenizer-type GPTSentencePieceTokenizer --tokenizer-model " +
+                             dir + "/unused.model --append-eod --workers 1 --tokenizer-metadata ";
+  auto [rc, out] = run_tool(common + dir + "/bytes.json --output-prefix " + dir + "/b");
+  INFO(out);
+  REQUIRE(rc == 0);
+  indexed_dataset ds(dir + "/b_text_document");
+  CHECK(ds.token_dtype() == dtype::uint16);
+  CHECK(ds.get(0) == std::vector<std::int64_t>{104, 0xc3, 0xa9, 33, 0});
+  auto [rc2, out2] = run_tool(common + dir + "/none.json --output-prefix " + dir + "/n");
+  CHECK(rc2 == 2);
+  CHECK(out2.find("--tokenizer-metadata " + dir + "/none.json: no such file") != std::string::npos);
+}
+
 TEST_CASE("preprocess_data with TikTokenizer stores Megatron's ids on the default and legacy paths") {
   auto dir = t::scratch_dir("preprocess_tiktoken");
   const std::vector<std::string> docs = {"Hello <a,b> world <s>", "caf\xc3\xa9  \n\n\xe6\x97\xa5\xe6\x9c\xac 123 ok</s>", ""};

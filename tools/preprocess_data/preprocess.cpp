@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/data_error.hpp"
+#include "data/dataset_tokenizer.hpp"
 #include "data/indexed_dataset.hpp"
 
 namespace mactor::tools {
@@ -79,7 +80,7 @@ preprocess_result preprocess(const preprocess_options& o, const std::function<vo
   const auto t0 = clock_type::now();
   const int workers = std::max(1, o.workers);
   std::vector<std::unique_ptr<data::tokenizer>> toks;
-  for (int w = 0; w < workers; ++w) toks.push_back(data::make_tokenizer(o.tokenizer));
+  for (int w = 0; w < workers; ++w) toks.push_back(data::make_library_tokenizer(o.tokenizer));
   std::ifstream in(o.input, std::ios::binary);
   if (!in) throw input_error("--input=" + o.input + ": cannot open the file; check the path");
   log("Opening " + o.input);

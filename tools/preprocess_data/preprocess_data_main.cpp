@@ -21,7 +21,7 @@ constexpr const char* usage =
     "                       [--tiktoken-pattern TIKTOKEN_PATTERN]\n"
     "                       [--tiktoken-num-special-tokens TIKTOKEN_NUM_SPECIAL_TOKENS]\n"
     "                       [--tiktoken-special-tokens TIKTOKEN_SPECIAL_TOKENS [TIKTOKEN_SPECIAL_TOKENS ...]]\n"
-    "                       [--legacy-tokenizer]\n"
+    "                       [--tokenizer-metadata TOKENIZER_METADATA] [--legacy-tokenizer]\n"
     "                       [--append-eod] [--lang LANG] --output-prefix OUTPUT_PREFIX\n"
     "                       --workers WORKERS [--partitions PARTITIONS] [--log-interval LOG_INTERVAL]\n"
     "                       [--keep-sequential-samples]\n";
@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     ("tiktoken-num-special-tokens", "Number of special tokens in tiktoken tokenizer",
      cxxopts::value<std::int64_t>()->default_value("1000"))
     ("legacy-tokenizer", "To use legacy tokenizer system.")
+    ("tokenizer-metadata", "Path to tokenizer metadata in json format.", cxxopts::value<std::string>())
     ("append-eod", "Append an <eod> token to the end of a document.")
     ("lang", "Language to use for NLTK-powered sentence splitting.", cxxopts::value<std::string>()->default_value("english"))
     ("output-prefix", "Path to binary output file without suffix", cxxopts::value<std::string>())
@@ -124,6 +125,7 @@ int main(int argc, char** argv) {
   o.tokenizer.tiktoken_num_special_tokens = r["tiktoken-num-special-tokens"].as<std::int64_t>();
   o.tokenizer.tiktoken_special_tokens = special_tokens;
   o.tokenizer.legacy_tokenizer = r.count("legacy-tokenizer") > 0;
+  if (r.count("tokenizer-metadata")) o.tokenizer.tokenizer_metadata = r["tokenizer-metadata"].as<std::string>();
   o.append_eod = r.count("append-eod") > 0;
   o.workers = r["workers"].as<int>();
   o.log_interval = r["log-interval"].as<std::int64_t>();
