@@ -170,8 +170,8 @@ void transformer_layer::set_document_starts(const std::int32_t* starts) {
 }
 
 bool transformer_layer::stashable() const {
-  return !mla_ && (!self_attention_ || self_attention_->stashable()) && (!mlp_ || mlp_->stashable()) &&
-         (!moe_ || moe_->stashable());
+  return (!self_attention_ || self_attention_->stashable()) && (!mla_ || mla_->stashable()) &&
+         (!mlp_ || mlp_->stashable()) && (!moe_ || moe_->stashable());
 }
 
 void transformer_layer::carry(activation_stash& s) {
@@ -180,6 +180,7 @@ void transformer_layer::carry(activation_stash& s) {
   for (auto* n : {&input_layernorm_, &pre_mlp_layernorm_})
     if (*n) (*n)->carry(s);
   if (self_attention_) self_attention_->carry(s);
+  if (mla_) mla_->carry(s);
   if (mlp_) mlp_->carry(s);
   if (moe_) moe_->carry(s);
 }

@@ -47,8 +47,8 @@ class transformer_layer {
   /// Frees every activation the layer keeps and its scratch: a checkpointed layer after its
   /// forward (the backward reruns the forward first) and after its backward.
   void release();
-  /// Whether its attention and its MLP (dense or MoE) stash: not MLA or fp8 (the chunk then
-  /// recomputes).
+  /// Whether its attention (standard or MLA) and its MLP (dense or MoE) stash: not under fp8
+  /// (the chunk then recomputes).
   bool stashable() const;
   /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
   void carry(activation_stash& s);

@@ -2,7 +2,7 @@
 // before the backwards (its layers' activations parked in each slot's stash, then taken back)
 // must give, bit for bit, the losses, outputs and gradients of the same chunk running each
 // micro-batch's forward and backward in turn, for every layer kind (MoE with its router
-// variants and expert parallelism). Each chunk must
+// variants and expert parallelism, MLA). Each chunk must
 // also say that it stashes, so a layer that silently falls back to recomputation fails here.
 #include <catch2/catch.hpp>
 
@@ -159,6 +159,18 @@ model::gpt_model_config moe_model() {
   return c;
 }
 
+// Untied: a tied word table takes the output layer's gradient during each forward, so the two
+// orders would add its parts in another order (not a difference the stash makes).
+model::gpt_model_config mla_model() {
+  auto c = with_dropout(test::gpt2_style());
+  c.num_layers = 3, c.num_attention_heads = 4, c.qk_layernorm = true;
+  c.untie_embeddings_and_output_weights = true;
+  c.mla.enabled = true, c.mla.q_lora_rank = 12, c.mla.kv_lora_rank = 10;
+  c.mla.qk_head_dim = 6, c.mla.qk_pos_emb_head_dim = 4, c.mla.v_head_dim = 5;
+  c.mla.rotary_scaling_factor = 2, c.mla.mscale = 0.5, c.mla.mscale_all_dim = 0.8;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("a stashing MoE chunk (softmax top-2, aux and z losses, jitter, capacity, a shared expert) gives sequential order's numbers bit for bit", "[stash][moe]") {
@@ -202,4 +214,8 @@ TEST_CASE("stashing MoE chunks with their experts over 2 expert-parallel ranks g
                 static thread_local model::single_group one;
                 return rank_groups{&one, nullptr, {.expert_parallel = &ep}};
               });
+}
+
+TEST_CASE("a stashing MLA chunk gives sequential order's numbers bit for bit", "[stash][mla]") {
+  check_stash(mla_model(), whole_and_middle);
 }
