@@ -34,11 +34,12 @@ void decoder_layer::backward(parameter_store& store, group& tp, tensor::const_te
 }
 
 bool decoder_layer::stashable() const {
-  const auto* t = std::get_if<transformer_layer>(&layer_);
-  return t && t->stashable();
+  return std::visit([](const auto& l) { return l.stashable(); }, layer_);
 }
 
-void decoder_layer::carry(activation_stash& s) { std::get<transformer_layer>(layer_).carry(s); }
+void decoder_layer::carry(activation_stash& s) {
+  std::visit([&](auto& l) { l.carry(s); }, layer_);
+}
 
 void decoder_layer::release() {
   std::visit([](auto& l) { l.release(); }, layer_);

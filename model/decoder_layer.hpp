@@ -25,7 +25,7 @@ class decoder_layer {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
                 tensor::const_tensor_view dy, tensor::tensor_view dx);
   void release();
-  /// A transformer layer's own answer; Mamba layers recompute.
+  /// The transformer or Mamba layer's own answer.
   bool stashable() const;
   /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
   void carry(activation_stash& s);

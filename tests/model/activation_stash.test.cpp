@@ -2,7 +2,7 @@
 // before the backwards (its layers' activations parked in each slot's stash, then taken back)
 // must give, bit for bit, the losses, outputs and gradients of the same chunk running each
 // micro-batch's forward and backward in turn, for every layer kind (MoE with its router
-// variants and expert parallelism, MLA). Each chunk must
+// variants and expert parallelism, MLA, Mamba). Each chunk must
 // also say that it stashes, so a layer that silently falls back to recomputation fails here.
 #include <catch2/catch.hpp>
 
@@ -171,6 +171,18 @@ model::gpt_model_config mla_model() {
   return c;
 }
 
+model::gpt_model_config hybrid_model(const std::string& pattern) {
+  auto c = with_dropout(test::llama_style());
+  c.swiglu = false, c.squared_relu = true;
+  c.num_layers = int(pattern.size());
+  c.hybrid_layers = pattern, c.is_hybrid_model = true;
+  c.seq_length = 8, c.max_position_embeddings = 8;
+  c.position_embedding_type = model::position_embedding_kind::none;
+  c.padded_vocab_size = 40, c.init_method_std = 0.1f;
+  c.mamba.state_dim = 4, c.mamba.head_dim = 8, c.mamba.num_groups = 2;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("a stashing MoE chunk (softmax top-2, aux and z losses, jitter, capacity, a shared expert) gives sequential order's numbers bit for bit", "[stash][moe]") {
@@ -218,4 +230,8 @@ TEST_CASE("stashing MoE chunks with their experts over 2 expert-parallel ranks g
 
 TEST_CASE("a stashing MLA chunk gives sequential order's numbers bit for bit", "[stash][mla]") {
   check_stash(mla_model(), whole_and_middle);
+}
+
+TEST_CASE("a stashing hybrid Mamba chunk gives sequential order's numbers bit for bit", "[stash][mamba]") {
+  check_stash(hybrid_model("M*-"), whole_and_middle);
 }
