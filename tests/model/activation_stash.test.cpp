@@ -2,7 +2,7 @@
 // before the backwards (its layers' activations parked in each slot's stash, then taken back)
 // must give, bit for bit, the losses, outputs and gradients of the same chunk running each
 // micro-batch's forward and backward in turn, for every layer kind (MoE with its router
-// variants and expert parallelism, MLA, Mamba). Each chunk must
+// variants and expert parallelism, MLA, Mamba, context-parallel attention). Each chunk must
 // also say that it stashes, so a layer that silently falls back to recomputation fails here.
 #include <catch2/catch.hpp>
 
@@ -234,4 +234,27 @@ TEST_CASE("a stashing MLA chunk gives sequential order's numbers bit for bit", "
 
 TEST_CASE("a stashing hybrid Mamba chunk gives sequential order's numbers bit for bit", "[stash][mamba]") {
   check_stash(hybrid_model("M*-"), whole_and_middle);
+}
+
+TEST_CASE("stashing chunks under context parallelism (p2p, a2a, allgather attention; MLA; Mamba) give sequential order's numbers bit for bit", "[stash][cp]") {
+  const auto cp2 = [](model::cp_comm_kind kind) {
+    return [kind](model::gpt_model_config rc, int r) {
+      rc.context_parallel_size = 2, rc.context_parallel_rank = r, rc.cp_comm_types = {kind};
+      return rc;
+    };
+  };
+  const auto groups = [](int, model::group& cp) {
+    static thread_local model::single_group one;
+    return rank_groups{&one, &cp};
+  };
+  auto dense = with_dropout(test::llama_style());
+  dense.num_layers = 3, dense.seq_length = 8, dense.max_position_embeddings = 8;
+  for (auto kind : {model::cp_comm_kind::p2p, model::cp_comm_kind::a2a, model::cp_comm_kind::allgather}) {
+    INFO("cp comm kind " << int(kind));
+    check_stash(dense, whole_and_middle, 2, cp2(kind), groups, true);
+  }
+  auto mla = mla_model();
+  mla.seq_length = 8, mla.max_position_embeddings = 8;
+  check_stash(mla, whole_and_middle, 2, cp2(model::cp_comm_kind::allgather), groups, true);
+  check_stash(hybrid_model("M*-"), whole_and_middle, 2, cp2(model::cp_comm_kind::p2p), groups, true);
 }
