@@ -68,7 +68,7 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   store_.allocate(config_.seed, tp.rank(), tp.size());
   for (const auto& l : layers_) l.initialize(store_, config_.seed, tp.rank());
   amax_ = std::make_unique<fp8_amax_reduction>(store_.fp8_linears());
-  stashable_ = !mtp_ && store_.fp8_linears().empty() &&
+  stashable_ = (!mtp_ || mtp_->stashable()) && store_.fp8_linears().empty() &&
                std::all_of(layers_.begin(), layers_.end(), [](const decoder_layer& l) { return l.stashable(); });
 }
 
@@ -347,6 +347,7 @@ void gpt_chunk::carry_activations(activation_stash& s) {
   if (embedding_) embedding_->carry(s);
   for (auto& l : layers_) l.carry(s);
   if (final_layernorm_) final_layernorm_->carry(s);
+  if (mtp_) mtp_->carry(s);
 }
 
 }  // namespace mactor::model

@@ -5,8 +5,8 @@
 // is the last. Several micro-batches can be in flight: each forward keeps its input under a slot.
 // The layers hold one micro-batch's activations; before another micro-batch's forward or backward
 // they move into the slot's activation_stash and come back for its backward, so every in-flight
-// micro-batch keeps its activations as in Megatron. Chunks whose layers do not stash (MTP or fp8)
-// recompute a forward whose slot is not the most
+// micro-batch keeps its activations as in Megatron. Chunks whose layers do not stash (fp8: its
+// GEMMs keep their operands in the fp8 linears) recompute a forward whose slot is not the most
 // recent instead (Megatron's full activation recomputation, only where a schedule needs it).
 // config.recompute adds Megatron's own recomputation (model/recompute.hpp) inside a micro-batch.
 // With sequence parallelism (config.sequence_parallel) the activations between layers, and
@@ -231,8 +231,8 @@ class gpt_chunk {
   int word_embeddings_ = -1;
   std::unique_ptr<fp8_amax_reduction> amax_;  // the chunk is TE's fp8_autocast region
   std::unordered_map<int, saved> slots_;
-  /// Every layer's state fits an activation_stash (no fp8 or MTP): in-flight micro-batches
-  /// keep their activations instead of recomputing them.
+  /// Every layer's state fits an activation_stash (no fp8): in-flight micro-batches keep their
+  /// activations instead of recomputing them.
   bool stashable_ = false;
   int resident_ = -1;  // the slot whose activations the layers hold now
   // The residual stream entering each layer (and leaving the last), the final norm's output.

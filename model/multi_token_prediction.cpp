@@ -1,6 +1,7 @@
 // Multi-token prediction depths: rolled embeddings, enorm/hnorm, eh_proj, a layer, a final norm.
 #include "model/multi_token_prediction.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -210,6 +211,23 @@ void multi_token_prediction::backward(parameter_store& store, group& tp,
       d.hnorm.backward(store, dnorm, h0, dh0, local_rows_, true);
     else
       d.hnorm.backward(store, dnorm, depths_[k - 1].out, carry, local_rows_, false);
+  }
+}
+
+bool multi_token_prediction::stashable() const {
+  return std::all_of(depths_.begin(), depths_.end(),
+                     [](const depth& d) { return d.eh_proj.stashable() && d.layer.stashable(); });
+}
+
+void multi_token_prediction::carry(activation_stash& s) {
+  s.carry(seq_, batch_, rows_, local_rows_);
+  for (auto& d : depths_) {
+    s.carry(d.ids, d.emb, d.cat, d.x, d.y, d.out);
+    d.embedding.carry(s);
+    d.enorm.carry(s);
+    d.hnorm.carry(s);
+    d.layer.carry(s);
+    d.final_layernorm.carry(s);
   }
 }
 

@@ -2,7 +2,7 @@
 // before the backwards (its layers' activations parked in each slot's stash, then taken back)
 // must give, bit for bit, the losses, outputs and gradients of the same chunk running each
 // micro-batch's forward and backward in turn, for every layer kind (MoE with its router
-// variants and expert parallelism, MLA, Mamba, context-parallel attention). Each chunk must
+// variants and expert parallelism, MLA, Mamba, MTP, context-parallel attention). Each chunk must
 // also say that it stashes, so a layer that silently falls back to recomputation fails here.
 #include <catch2/catch.hpp>
 
@@ -230,6 +230,15 @@ TEST_CASE("stashing MoE chunks with their experts over 2 expert-parallel ranks g
 
 TEST_CASE("a stashing MLA chunk gives sequential order's numbers bit for bit", "[stash][mla]") {
   check_stash(mla_model(), whole_and_middle);
+}
+
+TEST_CASE("a stashing MLA and MoE chunk with multi-token prediction gives sequential order's numbers bit for bit", "[stash][mla][moe][mtp]") {
+  auto c = mla_model();
+  c.untie_embeddings_and_output_weights = true, c.mtp_num_layers = 2, c.add_bias_linear = false;
+  c.position_embedding_type = model::position_embedding_kind::rope;
+  c.moe.num_experts = 4, c.moe.router_topk = 2, c.moe.ffn_hidden_size = 12, c.moe.layer_freq_list = {0, 1, 1};
+  c.moe.aux_loss_coeff = 1e-2;
+  check_stash(c, {{0, 3, true, true}});
 }
 
 TEST_CASE("a stashing hybrid Mamba chunk gives sequential order's numbers bit for bit", "[stash][mamba]") {
