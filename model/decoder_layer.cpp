@@ -33,10 +33,6 @@ void decoder_layer::backward(parameter_store& store, group& tp, tensor::const_te
   std::visit([&](auto& l) { l.backward(store, tp, x, dy, dx); }, layer_);
 }
 
-bool decoder_layer::stashable() const {
-  return std::visit([](const auto& l) { return l.stashable(); }, layer_);
-}
-
 void decoder_layer::carry(activation_stash& s) {
   std::visit([&](auto& l) { l.carry(s); }, layer_);
 }

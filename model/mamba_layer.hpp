@@ -40,7 +40,6 @@ class mamba_layer {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
                 tensor::const_tensor_view dy, tensor::tensor_view dx);
   void release();
-  bool stashable() const { return mixer_.stashable(); }
   /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
   void carry(activation_stash& s) {
     s.carry(rows_, placement_, hidden_p_, stream_, normed_);

@@ -68,8 +68,6 @@ class mamba_mixer {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
                 tensor::const_tensor_view x, tensor::tensor_view dx);
   void release();
-  /// Not under fp8 (in_proj's and out_proj's fp8 operands do not stash).
-  bool stashable() const { return in_proj_.stashable() && out_proj_.stashable(); }
   /// The state the backward reads from the last forward, into the stash or back out
   /// (activation_stash.hpp); under context parallelism the scan's share and its conv rows too.
   void carry(activation_stash& s) {

@@ -34,8 +34,6 @@ class moe_experts {
   void backward(parameter_store& store, tensor::const_tensor_view dout, tensor::const_tensor_view x,
                 tensor::tensor_view dx, tensor::tensor_view dprobs);
   void release();
-  /// fp8 experts keep their operands in their fp8_linears, which do not stash.
-  bool stashable() const { return fc1_fp8_.empty(); }
   /// The saved rows of the last forward, into the stash or back out (activation_stash.hpp).
   void carry(activation_stash& s) { s.carry(counts_, probs_, fc1_out_, act_, scaled_, scaled_input_, input_probs_); }
 

@@ -51,8 +51,6 @@ class moe_layer {
   tensor::dtype permuted_probs_type() const { return permuted_probs_.type(); }
   const moe_token_dispatcher& dispatcher() const { return dispatcher_; }
   void release();
-  /// Not with fp8 experts or an fp8 shared expert (their fp8 operands do not stash).
-  bool stashable() const { return experts_.stashable() && (!shared_ || shared_->stashable()); }
   /// The state the backward reads from the last forward, its parts' included, into the stash or
   /// back out (activation_stash.hpp). The router's cross-micro-batch counts stay (moe_router::carry).
   void carry(activation_stash& s);

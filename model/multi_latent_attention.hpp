@@ -50,11 +50,6 @@ class multi_latent_attention {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
                 tensor::const_tensor_view x, tensor::tensor_view dx);
   void release();
-  /// Not under fp8 (the fp8 GEMMs keep their operands, which do not stash).
-  bool stashable() const {
-    return !q_down_fp8_ && !kv_down_fp8_ && (!q_proj_ || q_proj_->stashable()) && (!q_up_ || q_up_->stashable()) &&
-           kv_up_.stashable() && linear_proj_.stashable();
-  }
   /// The state the backward reads from the last forward, into the stash or back out
   /// (activation_stash.hpp); under context parallelism the gathered keys and values too.
   void carry(activation_stash& s);

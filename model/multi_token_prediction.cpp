@@ -1,7 +1,6 @@
 // Multi-token prediction depths: rolled embeddings, enorm/hnorm, eh_proj, a layer, a final norm.
 #include "model/multi_token_prediction.hpp"
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -212,11 +211,6 @@ void multi_token_prediction::backward(parameter_store& store, group& tp,
     else
       d.hnorm.backward(store, dnorm, depths_[k - 1].out, carry, local_rows_, false);
   }
-}
-
-bool multi_token_prediction::stashable() const {
-  return std::all_of(depths_.begin(), depths_.end(),
-                     [](const depth& d) { return d.eh_proj.stashable() && d.layer.stashable(); });
 }
 
 void multi_token_prediction::carry(activation_stash& s) {

@@ -67,8 +67,6 @@ class multi_token_prediction {
                 tensor::const_tensor_view h0, tensor::tensor_view dh0);
   /// Frees the kept activations.
   void release();
-  /// Whether every depth's layers stash (not under fp8).
-  bool stashable() const;
   /// What every depth's backward reads from the last forward, into the stash or back out
   /// (activation_stash.hpp). The rolled ids move with their buffer, which the embedding points into.
   void carry(activation_stash& s);

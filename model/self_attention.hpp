@@ -48,8 +48,6 @@ class self_attention {
                 tensor::const_tensor_view x, tensor::tensor_view dx);
   /// Frees every saved activation and scratch buffer (full recomputation reruns the forward).
   void release();
-  /// Not under fp8 (its GEMMs keep fp8 operands, which do not stash).
-  bool stashable() const { return linear_qkv_.stashable() && linear_proj_.stashable(); }
   /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
   void carry(activation_stash& s);
   /// --reset-attention-mask: [batch, seq] document starts for the next forward and backward

@@ -169,11 +169,6 @@ void transformer_layer::set_document_starts(const std::int32_t* starts) {
   if (mla_) mla_->set_document_starts(starts);
 }
 
-bool transformer_layer::stashable() const {
-  return (!self_attention_ || self_attention_->stashable()) && (!mla_ || mla_->stashable()) &&
-         (!mlp_ || mlp_->stashable()) && (!moe_ || moe_->stashable());
-}
-
 void transformer_layer::carry(activation_stash& s) {
   s.carry(ln1_, x1_, ln2_, rows_, local_rows_, placement_, hidden_p_, step_, attention_stream_, mlp_stream_,
           moe_seq_, moe_batch_, moe_stream_);
