@@ -243,7 +243,7 @@ TEST_CASE("a stashing hybrid Mamba chunk gives sequential order's numbers bit fo
   check_stash(hybrid_model("M*-"), whole_and_middle);
 }
 
-TEST_CASE("stashing chunks under context parallelism (p2p, a2a, allgather attention; MLA; Mamba) give sequential order's numbers bit for bit", "[stash][cp]") {
+TEST_CASE("stashing chunks under context parallelism (p2p, a2a and allgather attention, MLA, Mamba) give sequential order's numbers bit for bit", "[stash][cp]") {
   const auto cp2 = [](model::cp_comm_kind kind) {
     return [kind](model::gpt_model_config rc, int r) {
       rc.context_parallel_size = 2, rc.context_parallel_rank = r, rc.cp_comm_types = {kind};
@@ -266,7 +266,7 @@ TEST_CASE("stashing chunks under context parallelism (p2p, a2a, allgather attent
   check_stash(hybrid_model("M*-"), whole_and_middle, 2, cp2(model::cp_comm_kind::p2p), groups, true);
 }
 
-TEST_CASE("stashing fp8 chunks (MLA, MoE and MTP; Mamba) give sequential order's numbers bit for bit under every recipe", "[stash][fp8]") {
+TEST_CASE("stashing fp8 chunks (MLA with MoE and MTP, Mamba) give sequential order's numbers bit for bit under every recipe", "[stash][fp8]") {
   // The delayed recipe's scales are the same in both orders: each forward's come from the
   // forwards before it, each backward's from the backwards before it.
   auto deepseek = test::llama_style();
