@@ -33,12 +33,9 @@ void decoder_layer::backward(parameter_store& store, group& tp, tensor::const_te
   std::visit([&](auto& l) { l.backward(store, tp, x, dy, dx); }, layer_);
 }
 
-bool decoder_layer::stashable() const {
-  const auto* t = std::get_if<transformer_layer>(&layer_);
-  return t && t->stashable();
+void decoder_layer::carry(activation_stash& s) {
+  std::visit([&](auto& l) { l.carry(s); }, layer_);
 }
-
-void decoder_layer::carry(activation_stash& s) { std::get<transformer_layer>(layer_).carry(s); }
 
 void decoder_layer::release() {
   std::visit([](auto& l) { l.release(); }, layer_);

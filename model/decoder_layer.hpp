@@ -25,8 +25,6 @@ class decoder_layer {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
                 tensor::const_tensor_view dy, tensor::tensor_view dx);
   void release();
-  /// A transformer layer's own answer; Mamba layers recompute.
-  bool stashable() const;
   /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
   void carry(activation_stash& s);
   /// The micro-batch's document mask for the attention (null: causal); a Mamba layer's scan

@@ -68,8 +68,6 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   store_.allocate(config_.seed, tp.rank(), tp.size());
   for (const auto& l : layers_) l.initialize(store_, config_.seed, tp.rank());
   amax_ = std::make_unique<fp8_amax_reduction>(store_.fp8_linears());
-  stashable_ = !mtp_ && store_.fp8_linears().empty() &&
-               std::all_of(layers_.begin(), layers_.end(), [](const decoder_layer& l) { return l.stashable(); });
 }
 
 std::size_t gpt_chunk::activation_numel(int micro_batch_size) const {
@@ -285,13 +283,11 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
   saved& s = it->second;
   if (resident_ != slot) {
     park_resident();
-    if (s.stash) {
-      s.stash->start_taking();
-      carry_activations(*s.stash);
-      s.stash.reset();
-    } else {
-      run_forward(s, /*training=*/true);  // recompute the activations
-    }
+    if (!s.stash)
+      throw std::logic_error("gpt_chunk: slot " + std::to_string(slot) + " holds neither the layers' activations nor a stash");
+    s.stash->start_taking();
+    carry_activations(*s.stash);
+    s.stash.reset();
   }
   use_document_mask(s);
   const int rows = local_rows(s.micro_batch_size);
@@ -333,7 +329,7 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
 }
 
 void gpt_chunk::park_resident() {
-  if (!stashable_ || resident_ < 0) return;
+  if (resident_ < 0) return;
   const auto it = slots_.find(resident_);
   resident_ = -1;
   if (it == slots_.end()) return;
@@ -347,6 +343,7 @@ void gpt_chunk::carry_activations(activation_stash& s) {
   if (embedding_) embedding_->carry(s);
   for (auto& l : layers_) l.carry(s);
   if (final_layernorm_) final_layernorm_->carry(s);
+  if (mtp_) mtp_->carry(s);
 }
 
 }  // namespace mactor::model

@@ -5,9 +5,8 @@
 // is the last. Several micro-batches can be in flight: each forward keeps its input under a slot.
 // The layers hold one micro-batch's activations; before another micro-batch's forward or backward
 // they move into the slot's activation_stash and come back for its backward, so every in-flight
-// micro-batch keeps its activations as in Megatron. Chunks whose layers do not stash (MoE, MLA,
-// Mamba, MTP, fp8 or context-parallel attention) recompute a forward whose slot is not the most
-// recent instead (Megatron's full activation recomputation, only where a schedule needs it).
+// micro-batch keeps its activations as in Megatron (every layer kind stashes: dense, MoE, MLA,
+// Mamba, MTP, context-parallel attention, fp8, whose forward scales wait in each fp8_linear).
 // config.recompute adds Megatron's own recomputation (model/recompute.hpp) inside a micro-batch.
 // With sequence parallelism (config.sequence_parallel) the activations between layers, and
 // those passed between stages, are this rank's [seq / tp, batch, hidden] shard. Under context
@@ -195,7 +194,7 @@ class gpt_chunk {
     std::unique_ptr<activation_stash> stash;
   };
   /// Before a forward or a backward of another micro-batch: the resident micro-batch's
-  /// activations, still needed by its backward, move into its stash (stashable chunks only).
+  /// activations, still needed by its backward, move into its stash.
   void park_resident();
   /// The chunk's own tensors and its parts' saved state, into the stash or back out.
   void carry_activations(activation_stash& s);
@@ -228,9 +227,6 @@ class gpt_chunk {
   int word_embeddings_ = -1;
   std::unique_ptr<fp8_amax_reduction> amax_;  // the chunk is TE's fp8_autocast region
   std::unordered_map<int, saved> slots_;
-  /// Every layer's state fits an activation_stash (dense layers, no fp8, MTP or context
-  /// parallelism): in-flight micro-batches keep their activations instead of recomputing them.
-  bool stashable_ = false;
   int resident_ = -1;  // the slot whose activations the layers hold now
   // The residual stream entering each layer (and leaving the last), the final norm's output.
   // Under full recomputation only the checkpointed groups' inputs stay between forward and

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "model/activation_stash.hpp"
 #include "model/context_parallel.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
@@ -39,6 +40,12 @@ class mamba_layer {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view x,
                 tensor::const_tensor_view dy, tensor::tensor_view dx);
   void release();
+  /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s) {
+    s.carry(rows_, placement_, hidden_p_, stream_, normed_);
+    norm_.carry(s);
+    mixer_.carry(s);
+  }
 
  private:
   int number_, hidden_, rows_ = 0;  // rows_: this rank's (a sequence shard's under SP)

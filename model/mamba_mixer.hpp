@@ -14,6 +14,7 @@
 
 #include "kernels/ssd_scan.hpp"
 #include "model/activation.hpp"
+#include "model/activation_stash.hpp"
 #include "model/context_parallel.hpp"
 #include "model/fp8_recipe.hpp"
 #include "model/group.hpp"
@@ -67,6 +68,12 @@ class mamba_mixer {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
                 tensor::const_tensor_view x, tensor::tensor_view dx);
   void release();
+  /// The state the backward reads from the last forward, into the stash or back out
+  /// (activation_stash.hpp); under context parallelism the scan's share and its conv rows too.
+  void carry(activation_stash& s) {
+    s.carry(seq_, batch_, scan_seq_, z_, xbc_, dt_, x_, B_, C_, states_, y_, rstd_, normed_, conv_weight_cp_,
+            conv_bias_cp_);
+  }
 
  private:
   kernels::ssd_shape shape() const;

@@ -29,7 +29,6 @@ class mlp {
                 tensor::const_tensor_view x, tensor::tensor_view dx);
   /// Frees every saved activation and scratch buffer.
   void release();
-  bool stashable() const { return linear_fc1_.stashable() && linear_fc2_.stashable(); }
   /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
   void carry(activation_stash& s) { s.carry(fc1_, act_, rows_); }
 

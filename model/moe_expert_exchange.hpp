@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/activation_stash.hpp"
 #include "model/group.hpp"
 #include "tensor/tensor.hpp"
 
@@ -27,6 +28,8 @@ class moe_expert_exchange {
   void to_experts(tensor::const_tensor_view in, tensor::tensor_view out, std::int64_t width);
   /// The reverse: out[permuted rows, width] in global expert order from in[received_rows, width].
   void from_experts(tensor::const_tensor_view in, tensor::tensor_view out, std::int64_t width);
+  /// The last plan (counts and row orders), into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s) { s.carry(send_rows_, recv_rows_, local_counts_, sort_, unsort_); }
 
  private:
   group& ep_;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/activation_stash.hpp"
 #include "model/group.hpp"
 #include "tensor/tensor.hpp"
 
@@ -30,6 +31,8 @@ class moe_expert_tensor_exchange {
   /// out[rows, width] = the sum over the group's ranks of their in[gathered_rows, width] at
   /// this rank's rows, added in rank order.
   void scatter_sum(tensor::const_tensor_view in, tensor::tensor_view out, std::int64_t width);
+  /// The last plan (counts and row orders), into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s) { s.carry(rows_of_, gathered_counts_, order_, unorder_); }
 
  private:
   group& etp_;

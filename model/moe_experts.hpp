@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/activation_stash.hpp"
 #include "model/fp8_linear.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/mlp_activation.hpp"
@@ -33,6 +34,8 @@ class moe_experts {
   void backward(parameter_store& store, tensor::const_tensor_view dout, tensor::const_tensor_view x,
                 tensor::tensor_view dx, tensor::tensor_view dprobs);
   void release();
+  /// The saved rows of the last forward, into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s) { s.carry(counts_, probs_, fc1_out_, act_, scaled_, scaled_input_, input_probs_); }
 
  private:
   static fp8_linear* fp8_of(const std::vector<std::unique_ptr<fp8_linear>>& list, int e) {

@@ -155,6 +155,16 @@ void moe_layer::experts_backward(parameter_store& store, tensor::const_tensor_vi
   tensor_exchange_->scatter_sum(dgathered_probs, dprobs, 1);
 }
 
+void moe_layer::carry(activation_stash& s) {
+  s.carry(rows_, full_rows_, identity_, permuted_, permuted_probs_, expert_in_, gathered_in_);
+  router_.carry(s);
+  dispatcher_.carry(s);
+  experts_.carry(s);
+  if (shared_) shared_->carry(s);
+  if (exchange_) exchange_->carry(s);
+  if (tensor_exchange_) tensor_exchange_->carry(s);
+}
+
 void moe_layer::release() {
   for (auto* t : {&permuted_, &permuted_probs_, &expert_out_, &dexpert_out_, &dpermuted_, &dpermuted_probs_,
                   &expert_in_, &expert_in_probs_, &expert_local_out_, &dexpert_in_, &dexpert_local_in_,

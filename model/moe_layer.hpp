@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/activation_stash.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/mlp.hpp"
@@ -50,6 +51,9 @@ class moe_layer {
   tensor::dtype permuted_probs_type() const { return permuted_probs_.type(); }
   const moe_token_dispatcher& dispatcher() const { return dispatcher_; }
   void release();
+  /// The state the backward reads from the last forward, its parts' included, into the stash or
+  /// back out (activation_stash.hpp). The router's cross-micro-batch counts stay (moe_router::carry).
+  void carry(activation_stash& s);
 
  private:
   /// The local experts on in[rows, hidden] (rows by local expert, counts each), or on every

@@ -267,6 +267,12 @@ void moe_router::backward(parameter_store& store, const std::vector<double>& dpr
   if (jitter_eps_) add_jittered_input_gradient(dx, dx_router);
 }
 
+void moe_router::carry(activation_stash& s) {
+  s.carry(rows_, seq_, batch_, training_, softmax_, topk_softmax_, sigmoid_scores_, top_, kept_, probs_, lse_,
+          wide_x_, wide_w_, jitter_, jittered_);
+  for (auto& b : balance_) s.carry(b.tokens_per_expert);
+}
+
 void moe_router::route_sinkhorn() {
   const int E = experts_, k = topk_;
   std::vector<float> balanced;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "model/activation_stash.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/parameter.hpp"
@@ -80,6 +81,10 @@ class moe_router {
   /// and adds the input gradient into dx[rows, hidden].
   void backward(parameter_store& store, const std::vector<double>& dprobs,
                 tensor::const_tensor_view x, tensor::tensor_view dx, double aux_loss_scale);
+  /// The routing of the last forward that its backward reads (activation_stash.hpp): sizes,
+  /// scores, choices, the jitter and each load-balancing term's token counts. What spans
+  /// micro-batches stays: the expert bias, the routed-token counts, global_aux_loss's running sum.
+  void carry(activation_stash& s);
 
  private:
   void route();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/activation_stash.hpp"
 #include "tensor/tensor.hpp"
 
 namespace mactor::model {
@@ -36,6 +37,8 @@ class moe_token_dispatcher {
                         int hidden) const {
     dispatch(dout, dexpert_out, hidden);
   }
+  /// The last plan, into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s) { s.carry(token_, choice_, tokens_per_expert_); }
 
  private:
   int experts_, topk_;

@@ -348,6 +348,13 @@ void multi_latent_attention::backward(parameter_store& store, group& tp,
     kernels::copy(elements(dx, 0, std::int64_t(n) * hidden_), dx_full_);
 }
 
+void multi_latent_attention::carry(activation_stash& s) {
+  s.carry(dims_, dropout_, stream_, x_full_, q_lat_, q_lat_n_, kv_lat_, kv_lat_n_, qkv_, probs_, context_, context_v_,
+          kv_all_);
+  if (q_layernorm_) q_layernorm_->carry(s);
+  if (kv_layernorm_) kv_layernorm_->carry(s);
+}
+
 void multi_latent_attention::release() {
   for (auto* t : {&x_full_, &q_lat_, &q_lat_n_, &kv_lat_, &kv_lat_n_, &q_, &kv_, &k_pe_, &qkv_, &probs_,
                   &context_, &context_v_, &kv_all_, &dkv_all_, &dkv_mine_, &dx_full_, &dq_lat_, &dkv_lat_, &d_lat_n_, &dq_, &dkv_,

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "kernels/attention.hpp"
+#include "model/activation_stash.hpp"
 #include "model/fp8_linear.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
@@ -49,6 +50,9 @@ class multi_latent_attention {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout,
                 tensor::const_tensor_view x, tensor::tensor_view dx);
   void release();
+  /// The state the backward reads from the last forward, into the stash or back out
+  /// (activation_stash.hpp); under context parallelism the gathered keys and values too.
+  void carry(activation_stash& s);
   /// As self_attention's.
   void set_document_starts(const std::int32_t* starts) { dims_.document_start = dims_.window < 0 ? starts : nullptr; }
 

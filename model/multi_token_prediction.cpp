@@ -213,6 +213,18 @@ void multi_token_prediction::backward(parameter_store& store, group& tp,
   }
 }
 
+void multi_token_prediction::carry(activation_stash& s) {
+  s.carry(seq_, batch_, rows_, local_rows_);
+  for (auto& d : depths_) {
+    s.carry(d.ids, d.emb, d.cat, d.x, d.y, d.out);
+    d.embedding.carry(s);
+    d.enorm.carry(s);
+    d.hnorm.carry(s);
+    d.layer.carry(s);
+    d.final_layernorm.carry(s);
+  }
+}
+
 void multi_token_prediction::release() {
   for (auto& d : depths_) {
     d.layer.release();

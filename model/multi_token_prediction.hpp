@@ -16,6 +16,7 @@
 #include <optional>
 #include <vector>
 
+#include "model/activation_stash.hpp"
 #include "model/gpt_model_config.hpp"
 #include "model/group.hpp"
 #include "model/language_model_embedding.hpp"
@@ -66,6 +67,9 @@ class multi_token_prediction {
                 tensor::const_tensor_view h0, tensor::tensor_view dh0);
   /// Frees the kept activations.
   void release();
+  /// What every depth's backward reads from the last forward, into the stash or back out
+  /// (activation_stash.hpp). The rolled ids move with their buffer, which the embedding points into.
+  void carry(activation_stash& s);
 
  private:
   struct depth {

@@ -243,7 +243,10 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
 }
 
 void self_attention::carry(activation_stash& s) {
-  s.carry(qkv_, probs_, context_, q_in_, k_in_, dims_, dropout_, stream_);
+  // Under context parallelism: the gathered keys and values (allgather), the log-sum-exp (ring),
+  // the head-sharded copies (Ulysses).
+  s.carry(qkv_, probs_, context_, q_in_, k_in_, dims_, dropout_, stream_, kv_, lse_);
+  if (ulysses_) ulysses_->carry(s);
   if (q_layernorm_) q_layernorm_->carry(s), k_layernorm_->carry(s);
   if (q_l2_norm_) q_l2_norm_->carry(s), k_l2_norm_->carry(s);
 }

@@ -48,10 +48,6 @@ class self_attention {
                 tensor::const_tensor_view x, tensor::tensor_view dx);
   /// Frees every saved activation and scratch buffer (full recomputation reruns the forward).
   void release();
-  /// Not under context parallelism (ring and Ulysses keep their own exchange state) or fp8.
-  bool stashable() const {
-    return shard_.cp_size == 1 && !ring_ && !ulysses_ && linear_qkv_.stashable() && linear_proj_.stashable();
-  }
   /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
   void carry(activation_stash& s);
   /// --reset-attention-mask: [batch, seq] document starts for the next forward and backward

@@ -36,9 +36,6 @@ class column_parallel_linear {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dy, tensor::const_tensor_view x, tensor::tensor_view dx, int rows);
   /// Frees the scratch (gathered input, full input gradient); the next call allocates it again.
   void release();
-  /// Its backward reads nothing the forward left but fp8's quantized operands, which are not
-  /// stashed: a chunk with fp8 linears recomputes instead.
-  bool stashable() const { return !fp8_; }
 
  private:
   int weight_, bias_ = -1, in_, out_local_;
@@ -64,9 +61,6 @@ class row_parallel_linear {
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dy, tensor::const_tensor_view x, tensor::tensor_view dx, int rows);
   /// Frees the scratch (the output before its reduce-scatter, the gathered gradient).
   void release();
-  /// Its backward reads nothing the forward left but fp8's quantized operands, which are not
-  /// stashed: a chunk with fp8 linears recomputes instead.
-  bool stashable() const { return !fp8_; }
 
  private:
   int weight_, bias_ = -1, in_local_, out_;

@@ -133,9 +133,9 @@ void transformer_layer::mlp_backward(parameter_store& store, group& tp,
   if (recompute_norms_)
     pre_mlp_layernorm_->forward(store, x1, ensure_activation(ln2_, local_rows_, hidden_, type_),
                                 local_rows_);
+  ensure_activation(branch_, local_rows_, hidden_, type_);  // scratch: freed after an earlier backward
   if (moe_ && recompute_moe_)  // rerun the MoE forward into branch_, which the next line overwrites
     moe_->forward(store, tp, ln2_, branch_, moe_seq_, moe_batch_, true, moe_stream_);
-  ensure_activation(branch_, local_rows_, hidden_, type_);  // scratch: freed after an earlier backward
   placement_.dropout_apply(branch_, elements(dy, 0, n), hidden_, hidden_p_, mlp_stream_);
   if (moe_)
     moe_->backward(store, tp, branch_, ln2_, dln);
@@ -169,16 +169,15 @@ void transformer_layer::set_document_starts(const std::int32_t* starts) {
   if (mla_) mla_->set_document_starts(starts);
 }
 
-bool transformer_layer::stashable() const {
-  return !mla_ && !moe_ && (!self_attention_ || self_attention_->stashable()) && (!mlp_ || mlp_->stashable());
-}
-
 void transformer_layer::carry(activation_stash& s) {
-  s.carry(ln1_, x1_, ln2_, rows_, local_rows_, placement_, hidden_p_, step_, attention_stream_, mlp_stream_);
+  s.carry(ln1_, x1_, ln2_, rows_, local_rows_, placement_, hidden_p_, step_, attention_stream_, mlp_stream_,
+          moe_seq_, moe_batch_, moe_stream_);
   for (auto* n : {&input_layernorm_, &pre_mlp_layernorm_})
     if (*n) (*n)->carry(s);
   if (self_attention_) self_attention_->carry(s);
+  if (mla_) mla_->carry(s);
   if (mlp_) mlp_->carry(s);
+  if (moe_) moe_->carry(s);
 }
 
 void transformer_layer::release() {

@@ -47,8 +47,6 @@ class transformer_layer {
   /// Frees every activation the layer keeps and its scratch: a checkpointed layer after its
   /// forward (the backward reruns the forward first) and after its backward.
   void release();
-  /// Dense layers with standard attention: not MoE or MLA (they recompute).
-  bool stashable() const;
   /// The state the backward reads from the last forward, into the stash or back out (activation_stash.hpp).
   void carry(activation_stash& s);
   /// The micro-batch's document mask for the attention (null: causal); see micro_batch.

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/attention.hpp"
+#include "model/activation_stash.hpp"
 #include "model/context_parallel.hpp"
 #include "tensor/tensor.hpp"
 
@@ -34,6 +35,8 @@ class ulysses_attention {
                 double scale, float dropout_p, std::uint64_t dropout_stream, tensor::const_tensor_view sink = {},
                 tensor::tensor_view dsink = {});
   void release();
+  /// The forward's head-sharded qkv and probabilities, into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s) { s.carry(qkv_heads_, probs_); }
 
  private:
   group& cp_;
