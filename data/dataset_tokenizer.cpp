@@ -133,7 +133,6 @@ dataset_tokenizer make_dataset_tokenizer(const tokenizer_options& o, const token
     return d;
   }
   const auto m = resolved_metadata(o);
-  d.library = m.library;
   if (o.tokenizer_type == "NullTokenizer") {
     d.identifiers = legacy.unique_identifiers();
     d.identifiers["class"] = class_path("default");

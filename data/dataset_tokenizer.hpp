@@ -20,7 +20,6 @@ struct dataset_tokenizer {
   std::int64_t eod = 0;
   std::optional<std::int64_t> pad;       ///< nullopt: none (GPTDataset uses -1)
   nlohmann::ordered_json identifiers;    ///< the tokenizer's unique_identifiers
-  std::string library;                   ///< megatron.core.tokenizers' library ("" on the legacy path)
 };
 
 /// --tokenizer-metadata's file, as MegatronTokenizer.from_pretrained reads it.
