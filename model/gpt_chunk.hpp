@@ -189,8 +189,8 @@ class gpt_chunk {
     std::vector<float> mask;
     tensor::tensor input, loss_grad;
     std::vector<tensor::tensor> mtp_grads;  // each MTP depth's output gradient
-    /// The layers' activations of this micro-batch while another one's forward ran (null while
-    /// they are in the layers, or when the chunk recomputes them instead).
+    /// The layers' activations of this micro-batch while another one's forward or backward ran
+    /// (null while they are in the layers).
     std::unique_ptr<activation_stash> stash;
   };
   /// Before a forward or a backward of another micro-batch: the resident micro-batch's
