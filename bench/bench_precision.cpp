@@ -1,9 +1,10 @@
 // Benchmark: mixed precision and activation recomputation on the CPU. One training step (forward
 // + backward + an SGD update of fp32 main parameters, rounded into the model) of a GPT in fp32, in
-// bf16, and in bf16 with full (uniform, one layer per group) and selective (core_attn)
-// recomputation, each in its own process, printing step time and memory by kind from the memory
-// ledger (the bytes each tensor holds, so activation memory is measured directly rather than
-// inferred from RSS), and peak RSS.
+// bf16, in bf16 with full (uniform, one layer per group) and selective (core_attn)
+// recomputation, and in bf16 with tensorwise fp8 GEMMs, its weights bf16 or held as fp8
+// (--fp8-param-gather), each in its own process, printing step time and memory by kind from the
+// memory ledger (the bytes each tensor holds, so activation memory is measured directly rather
+// than inferred from RSS), and peak RSS.
 //   bench_precision [--case small|124m] [--iters N] [--threads N]
 #include <sys/resource.h>
 
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -22,6 +24,8 @@
 #include "kernels/convert.hpp"
 #include "kernels/threads.hpp"
 #include "model/gpt_model.hpp"
+#include "training/fp8_params.hpp"
+#include "training/main_params.hpp"
 #include "tensor/memory_ledger.hpp"
 
 namespace {
@@ -36,16 +40,20 @@ struct bench_case {
 // "124m": GPT-2 small's shape (124M parameters with its 50304-entry vocabulary).
 const bench_case cases[] = {{"small", 2, 128, 4, 128, 8192, 8}, {"124m", 12, 768, 12, 512, 50304, 1}};
 
-// A row of the table: a dtype and what is recomputed.
+// A row of the table: a dtype, what is recomputed, and fp8 (0 none, 1 fp8 GEMMs, 2 fp8 GEMMs
+// with the weights held as fp8).
 struct variant {
   const char* name;
   dtype type;
   mactor::model::recompute_granularity granularity;
+  int fp8 = 0;
 };
 const variant variants[] = {{"fp32", dtype::float32, mactor::model::recompute_granularity::none},
                             {"bf16", dtype::bfloat16, mactor::model::recompute_granularity::none},
                             {"bf16+full", dtype::bfloat16, mactor::model::recompute_granularity::full},
-                            {"bf16+sel", dtype::bfloat16, mactor::model::recompute_granularity::selective}};
+                            {"bf16+sel", dtype::bfloat16, mactor::model::recompute_granularity::selective},
+                            {"bf16+fp8", dtype::bfloat16, mactor::model::recompute_granularity::none, 1},
+                            {"bf16+fp8p", dtype::bfloat16, mactor::model::recompute_granularity::none, 2}};
 
 mactor::model::gpt_model_config make_config(const bench_case& b, const variant& v) {
   const dtype type = v.type;
@@ -57,6 +65,7 @@ mactor::model::gpt_model_config make_config(const bench_case& b, const variant& 
   c.params_dtype = type;
   c.recompute.granularity = v.granularity;  // full: uniform, one layer per group
   c.recompute.core_attn = true;             // selective: Megatron's default module
+  c.fp8.enabled = v.fp8 > 0, c.fp8.recipe = mactor::model::fp8_recipe::tensorwise;
   return c;
 }
 
@@ -64,31 +73,32 @@ double mib(std::int64_t bytes) { return double(bytes) / (1 << 20); }
 
 // In the child: trains `iters` steps and prints one RESULT line.
 int run_child(const bench_case& b, const variant& v, int iters, int threads) {
-  const dtype type = v.type;
   mactor::kernels::set_kernel_threads(threads);
   auto& ledger = mactor::tensor::memory_ledger::host();
   mactor::model::single_group tp;
-  mactor::model::gpt_model m(make_config(b, v), tp);
+  std::vector<mactor::model::gpt_chunk> chunks;
+  chunks.emplace_back(make_config(b, v), tp, mactor::model::chunk_layout{0, b.layers, true, true});
+  auto& chunk = chunks.front();
   // fp32 main parameters: the model's own for fp32, a widened copy for bf16 (counted as
   // optimizer state, as Megatron's mixed-precision optimizer holds them).
-  auto& values = m.store().value_tensor();
-  mactor::tensor::tensor main_copy;
-  if (type != dtype::float32) {
-    main_copy = mactor::tensor::tensor(values.shape(), dtype::float32, memory_kind::optimizer_state);
-    mactor::kernels::convert(main_copy, values);
-  }
-  auto& main = type == dtype::float32 ? values : main_copy;
+  mactor::training::main_params main(chunks);
+  std::unique_ptr<mactor::training::fp8_params> fp8;
+  if (v.fp8 == 2) fp8 = std::make_unique<mactor::training::fp8_params>(chunks, main);
   const mactor::bench::random_batch batch(b.batch, b.seq, b.vocab);
   const auto mb = batch.view();
   const auto& tokens = batch.tokens;
   double loss = 0;
+  std::uint64_t dropout_step = 0;
   auto step = [&] {
-    m.zero_grad();
-    loss = m.forward_backward(mb, 1.0 / double(tokens.size())).loss_sum / double(tokens.size());
-    auto w = main.host<float>();
-    auto g = m.store().grads<float>();
-    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= 1e-3f * g[i];
-    if (type != dtype::float32) mactor::kernels::convert(values, main);
+    chunk.zero_grad();
+    loss = chunk.forward(0, mb, {}, {}, true, true, 1.0 / double(tokens.size()), dropout_step++).loss_sum /
+           double(tokens.size());
+    chunk.backward(0, {}, {});
+    const float* g = chunk.store().grads<float>().data();
+    for (const auto& part : main.held(0, 0, chunk.store().flat_numel()))
+      for (std::size_t i = part.begin; i < part.end; ++i) part.values[i - part.begin] -= 1e-3f * g[i];
+    main.copy_all_to_model();
+    if (fp8) fp8->cast_all();  // TE's cast_master_weights_to_fp8
   };
   step();  // buffers allocated; the second step is like every later one
   const auto start = std::chrono::steady_clock::now();
@@ -173,6 +183,8 @@ int main(int argc, char** argv) {
   std::printf("act-peak: the most bytes held at once by activation tensors (saved for backward, scratch); main+opt: "
               "fp32 main parameters beside a bf16 model (no optimizer moments in this benchmark's SGD); +full: "
               "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1; +sel: "
-              "--recompute-granularity selective (core_attn). Recomputed losses equal bf16's bit for bit.\n");
+              "--recompute-granularity selective (core_attn); +fp8: --fp8-format hybrid --fp8-recipe tensorwise; "
+              "+fp8p: the same with --fp8-param-gather's fp8 weights (the linears' weights one byte each). Recomputed "
+              "losses equal bf16's bit for bit; +fp8p's equal +fp8's (the tensorwise cast is the forward's own).\n");
   return 0;
 }

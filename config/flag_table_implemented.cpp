@@ -278,13 +278,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"loss_scale", "a constant loss scale (fp16, or bf16 where Megatron also honours it)"},
       {"fp8", "the transformer layers' linears round their GEMM operands through fp8 as Transformer Engine "
               "quantizes them (e4m3: every operand e4m3; hybrid: gradients e5m2) and multiply in fp32 (CPU "
-              "emulation); the embedding and output layer stay in the model's dtype; amaxes are not reduced "
-              "across ranks"},
+              "emulation); the embedding and output layer stay in the model's dtype; the delayed recipe's "
+              "amaxes are max-reduced over the tensor-, data- and context-parallel ranks of a stage"},
       {"fp8_recipe", "delayed (amax history), tensorwise (current per-tensor scale), mxfp8 (E8M0 scale per "
                      "32 elements), blockwise (power-of-two scale per 1x128 activation tile, 128x128 weight tile)"},
       {"fp8_margin", "delayed recipe"},
       {"fp8_amax_history_len", "delayed recipe; updated after each forward and each backward, as TE does; the histories "
-                               "and scales are saved in checkpoints (not --ckpt-format torch) and resume bit for bit; "
+                               "and scales are saved in checkpoints (every --ckpt-format) and resume bit for bit; "
                                "resuming with another length exits 2"},
       {"fp8_amax_compute_algo", "delayed recipe"},
       {"fp8_wgrad", "delayed recipe only, as Megatron passes it (override_linear_precision)"},
@@ -293,8 +293,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                            "as TE's cast_master_weights_to_fp8 does (delayed: the weight's history scale, amax recorded "
                            "and max-reduced over the shard group; tensorwise: the scale of the whole weight's "
                            "max-reduced amax), the all-gather moves those bytes, and the linears multiply them "
-                           "directly; checkpoints hold the fp32 main parameters. The 16-bit value buffer keeps unused "
-                           "(zeroed) slots for these weights"},
+                           "directly; checkpoints hold the fp32 main parameters (a torch-format model file the fp8 weights "
+                           "dequantized). The 16-bit value buffer no longer holds these weights: their parameter "
+                           "memory is halved under bf16"},
       {"first_last_layers_bf16", ""},
       {"num_layers_at_start_in_bf16", ""},
       {"num_layers_at_end_in_bf16", ""},

@@ -184,6 +184,35 @@ void parameter_store::keep_values_shard(std::vector<held_range> ranges, std::siz
   unbind_values();
 }
 
+void parameter_store::drop_values(const std::vector<int>& ids) {
+  if (held_ != std::vector<held_range>{{0, flat_numel_, 0}})
+    throw std::logic_error("parameter_store::drop_values: the store does not hold its whole layout");
+  std::vector<bool> dropped(params_.size(), false);
+  for (int id : ids) dropped.at(static_cast<std::size_t>(id)) = true;
+  // The kept parameters' flat ranges, merged where they touch, packed one after another.
+  std::vector<held_range> ranges;
+  std::size_t length = 0;
+  std::vector<const parameter*> kept;
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (!dropped[i]) kept.push_back(&params_[i]);
+  std::sort(kept.begin(), kept.end(), [](const parameter* a, const parameter* b) { return a->offset < b->offset; });
+  for (const auto* p : kept) {
+    if (!ranges.empty() && ranges.back().end == p->offset)
+      ranges.back().end += p->numel;
+    else
+      ranges.push_back({p->offset, p->offset + p->numel, length});
+    length += p->numel;
+  }
+  keep_values_shard(std::move(ranges), length);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i];
+    if (dropped[i] || p.numel == 0) continue;
+    const auto at = static_cast<std::int64_t>(held(p.offset, p.offset + 1).front().at);
+    p.value = values_.view().rows(at, at + static_cast<std::int64_t>(p.numel));
+    p.value.shape = p.shape;
+  }
+}
+
 std::vector<held_range> parameter_store::held(std::size_t begin, std::size_t end) const {
   std::vector<held_range> out;
   for (const auto& r : held_) {

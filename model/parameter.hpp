@@ -124,8 +124,13 @@ class parameter_store {
   /// dense parameters' and, with expert parallelism, the experts'), zeros elsewhere (padding).
   /// The rest is freed and every parameter's value view is unbound (null) until bind_values().
   void keep_values_shard(std::vector<held_range> ranges, std::size_t length);
+  /// --fp8-param-gather: frees the value slots of parameters `ids`, whose values are held
+  /// elsewhere (as fp8 bytes). value_tensor() then holds every other parameter, packed in flat
+  /// order, each value view at its new place; the dropped parameters' value views are null.
+  /// Needs the whole layout held (not after keep_values_shard).
+  void drop_values(const std::vector<int>& ids);
   /// The parts of flat elements [begin, end) that value_tensor() holds, each with its place
-  /// there: all of them, at their own offsets, unless the values are sharded.
+  /// there: all of them, at their own offsets, unless the values are sharded or dropped.
   std::vector<held_range> held(std::size_t begin, std::size_t end) const;
   /// Points each parameter's value at its place in `full`, a whole flat layout of the store's
   /// dtype (at least flat_numel() elements): the gathered parameters. unbind_values() undoes it.

@@ -8,7 +8,10 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "checkpoint/checkpoint_reader.hpp"
 #include "checkpoint/save.hpp"
@@ -20,6 +23,14 @@ namespace mactor::training {
 /// The checkpoint name of the state of the fp8 linear multiplying `weight`.
 std::string fp8_state_name(const std::string& weight);
 bool is_fp8_state_name(const std::string& name);
+
+/// The state of each fp8 linear of `chunk` that has one, by its checkpoint name.
+std::vector<std::pair<std::string, std::vector<float>>> fp8_states(model::gpt_chunk& chunk);
+/// Restores the state of each fp8 linear of `chunk` that `saved` finds (by checkpoint name; none:
+/// the linear keeps its fresh state). `where` names the checkpoint in errors.
+void restore_fp8_states(model::gpt_chunk& chunk,
+                        const std::function<std::optional<std::vector<float>>(const std::string&)>& saved,
+                        const std::string& where);
 
 /// Adds the state of each fp8 linear whose weight `saves` accepts.
 void append_fp8_states(stage_engine& engine, const std::function<bool(const model::parameter&)>& saves,

@@ -14,6 +14,9 @@ namespace mactor::training {
 namespace {
 
 constexpr auto e4m3 = kernels::fp8_type::e4m3;  // weights are e4m3 under both fp8 formats
+// The cast rounds the main parameters to the model's dtype this many elements at a time (its
+// scratch stays small beside the weights).
+constexpr std::size_t cast_block = std::size_t{1} << 16;
 
 // TE's reduce-max of the amaxes over the shard group (its all_reduce with ReduceOp.MAX).
 void max_over(std::vector<float>& amaxes, comm::communicator* group) {
@@ -27,12 +30,20 @@ void max_over(std::vector<float>& amaxes, comm::communicator* group) {
 }  // namespace
 
 fp8_params::fp8_params(std::vector<model::gpt_chunk>& chunks, main_params& main) : chunks_(chunks), main_(main) {
+  std::vector<std::vector<int>> ids;
   for (auto& chunk : chunks_) {
     auto& ws = weights_.emplace_back();
+    auto& fp8_ids = ids.emplace_back();
     std::size_t bytes = 0;
-    for (const auto& p : chunk.parameters())
-      if (p.fp8_gemm) {
+    // In flat order (the packed all-gather walks them so), each at the next bytes.
+    std::vector<int> order(chunk.parameters().size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return chunk.parameters()[a].offset < chunk.parameters()[b].offset; });
+    for (int id : order)
+      if (const auto& p = chunk.parameters()[id]; p.fp8_gemm) {
         ws.push_back({p.offset, p.numel, bytes, p.fp8_gemm, 1.0f});
+        fp8_ids.push_back(id);
         bytes += p.numel;
       }
     bytes_.emplace_back(tensor::shape_type{static_cast<std::int64_t>(std::max<std::size_t>(bytes, 1))},
@@ -42,6 +53,8 @@ fp8_params::fp8_params(std::vector<model::gpt_chunk>& chunks, main_params& main)
   for (std::size_t c = 0; c < weights_.size(); ++c)
     for (auto& w : weights_[c]) w.linear->use_primary_weight(bytes(c) + w.byte_offset, &w.scale_inv);
   cast_all();
+  // The fp8 bytes are the weights now: their model-dtype slots go (half the memory under bf16).
+  for (std::size_t c = 0; c < chunks_.size(); ++c) chunks_[c].store().drop_values(ids[c]);
 }
 
 std::uint8_t* fp8_params::bytes(std::size_t chunk) {
@@ -79,18 +92,21 @@ std::vector<float> fp8_params::local_amaxes(const std::vector<range>& ranges) {
   for (std::size_t c = 0; c < weights_.size(); ++c)
     for (const auto& w : weights_[c]) {
       const auto p = piece(w, ranges[c]);
-      amaxes.push_back(p.begin < p.end ? kernels::amax(model_dtype_piece(c, p)) : 0.0f);
+      float amax = 0.0f;
+      for (std::size_t lo = p.begin; lo < p.end; lo += cast_block) {
+        const float a = kernels::amax(model_dtype_piece(c, {lo, std::min(p.end, lo + cast_block)}));
+        amax = std::isnan(a) || std::isnan(amax) ? NAN : std::max(amax, a);  // a NaN propagates, as the kernel's
+      }
+      amaxes.push_back(amax);
     }
   return amaxes;
 }
 
 void fp8_params::quantize_piece(std::size_t c, const weight& w, const range& p, float scale) {
-  if (p.begin >= p.end) return;
-  kernels::quantize_fp8(bytes(c) + w.byte_offset + (p.begin - w.offset), model_dtype_piece(c, p), scale, e4m3);
-  // The model-dtype slot of an fp8 weight is dead storage: zero, never stale.
-  if (main_.separate())
-    kernels::fill_zero(chunks_[c].store().value_tensor().view().rows(static_cast<std::int64_t>(p.begin),
-                                                                      static_cast<std::int64_t>(p.end)));
+  for (std::size_t lo = p.begin; lo < p.end; lo += cast_block) {
+    const range block{lo, std::min(p.end, lo + cast_block)};
+    kernels::quantize_fp8(bytes(c) + w.byte_offset + (lo - w.offset), model_dtype_piece(c, block), scale, e4m3);
+  }
 }
 
 void fp8_params::cast(const std::vector<range>& ranges, comm::communicator* group) {
@@ -117,8 +133,14 @@ void fp8_params::cast(const std::vector<range>& ranges, comm::communicator* grou
 
 void fp8_params::cast_all() {
   std::vector<range> all;
-  for (auto& chunk : chunks_) all.push_back({0, static_cast<std::size_t>(chunk.store().value_tensor().numel())});
+  for (auto& chunk : chunks_) all.push_back({0, chunk.store().flat_numel()});
   cast(all, nullptr);
+}
+
+void fp8_params::dequantize_into(std::size_t c, std::span<float> flat) {
+  for (const auto& w : weights_[c])
+    kernels::dequantize_fp8(tensor::view_of(flat.subspan(w.offset, w.numel)), bytes(c) + w.byte_offset, w.scale_inv,
+                            e4m3);
 }
 
 void fp8_params::dequantize_into_main() {

@@ -1,6 +1,7 @@
 // --fp8-param-gather: the model's fp8-GEMM weights held as fp8 (Transformer Engine's fp8
 // primary weights under Megatron's fp8_model_init). Each chunk keeps one byte per element of
-// those weights and a scale_inv per weight; the linears multiply these values directly. After
+// those weights and a scale_inv per weight, and its 16-bit value buffer no longer holds them
+// (half their memory under bf16); the linears multiply the fp8 values directly. After
 // each optimizer step every rank casts its shard of the fp32 main parameters to fp8 as TE's
 // cast_master_weights_to_fp8 does (the main value first rounded to the model's dtype, as TE
 // does "for numerical consistency"): the delayed recipe quantizes with the weight's current
@@ -11,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -33,8 +35,9 @@ class fp8_params {
     std::size_t begin = 0, end = 0;
   };
 
-  /// Finds each chunk's fp8-GEMM weights, points their linears at the fp8 bytes and casts the
-  /// (whole) main parameters once, as the model is built with fp8 weights. The chunks and
+  /// Finds each chunk's fp8-GEMM weights, points their linears at the fp8 bytes, casts the
+  /// (whole) main parameters once, as the model is built with fp8 weights, and drops those
+  /// weights' slots from the chunk's value buffer (parameter_store::drop_values). The chunks and
   /// main parameters must outlive this (and not move).
   fp8_params(std::vector<model::gpt_chunk>& chunks, main_params& main);
   fp8_params(const fp8_params&) = delete;
@@ -48,11 +51,13 @@ class fp8_params {
 
   /// After the optimizer step: casts elements `ranges[c]` of each chunk's main parameters (this
   /// rank's shard) to fp8; the amaxes are max-reduced over `group` (null: this rank alone).
-  /// Every member of `group` calls it with its own ranges. The model-dtype slots of the cast
-  /// elements (dead storage beside the fp8 bytes) are zeroed, so nothing reads a stale weight.
+  /// Every member of `group` calls it with its own ranges.
   void cast(const std::vector<range>& ranges, comm::communicator* group);
   /// The same for the whole of every chunk, on one rank (at start and after a checkpoint load).
   void cast_all();
+  /// Writes each fp8 weight of chunk c, dequantized (what the GEMMs multiply), at its place in
+  /// `flat` (a whole flat layout of the chunk).
+  void dequantize_into(std::size_t c, std::span<float> flat);
   /// Megatron's reload_model_params for an fp8 weight: its main parameters become the fp8
   /// values it holds (after a load without optimizer state).
   void dequantize_into_main();

@@ -267,9 +267,14 @@ void grad_sync::finish_grad_sync() {
   for (std::size_t r = 0; r < regions_.size(); ++r) reduce_over_replicas(r, regions_[r].begin, regions_[r].end);
 }
 
-void grad_sync::gather_fp8(std::size_t chunk, std::uint8_t* bytes, std::vector<fp8_weight_place> weights) {
+void grad_sync::gather_fp8(std::size_t chunk, tensor::tensor_view values, std::uint8_t* bytes,
+                           std::vector<fp8_weight_place> weights) {
   if (fp8_.size() < chunks_.size()) fp8_.resize(chunks_.size());
   fp8_[chunk] = {bytes, std::move(weights)};
+  chunks_[chunk].values = values;
+  // The packed all-gather brings its own buffers.
+  for (auto& r : regions_)
+    if (r.chunk == chunk) r.gathered = tensor::tensor();
 }
 
 // The all-gather of a region with fp8 weights (a whole chunk: fp8 runs have no MoE experts):
@@ -304,7 +309,7 @@ void grad_sync::gather_params(std::size_t ri) {
   auto& r = regions_[ri];
   if (!r.shard_group) return;  // this rank updated the whole region
   if (r.chunk < fp8_.size() && fp8_[r.chunk].bytes) {
-    if (r.begin != 0 || r.end != static_cast<std::size_t>(chunks_[r.chunk].values.numel()))
+    if (r.begin != 0 || r.end != static_cast<std::size_t>(chunks_[r.chunk].grads.numel()))
       throw std::logic_error("the fp8 parameter all-gather runs on whole chunks");
     return gather_packed(ri);
   }

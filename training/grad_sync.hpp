@@ -139,9 +139,11 @@ class grad_sync {
   void start_param_sync();
   /// param_sync_func: waits for a background parameter all-gather, if one is running.
   void wait_param_sync();
-  /// --fp8-param-gather: chunk c's weights at `weights` are held as fp8 in `bytes`; the
-  /// parameter all-gather moves those bytes (1 per element) instead of their model values.
-  void gather_fp8(std::size_t chunk, std::uint8_t* bytes, std::vector<fp8_weight_place> weights);
+  /// --fp8-param-gather: chunk c's weights at `weights` are held as fp8 in `bytes`, and its
+  /// model values are now `values`, which hold every other parameter packed in flat order; the
+  /// parameter all-gather moves the fp8 bytes (1 per element) and those values.
+  void gather_fp8(std::size_t chunk, tensor::tensor_view values, std::uint8_t* bytes,
+                  std::vector<fp8_weight_place> weights);
   /// The distributed optimizer's shard group, or null when it does not shard (one rank).
   comm::communicator* shard_group() const { return shards_.empty() ? nullptr : shard_group_; }
   /// Bytes this rank received from the parameter all-gathers since the last call (every

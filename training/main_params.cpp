@@ -11,21 +11,29 @@ namespace mactor::training {
 
 main_params::main_params(std::vector<model::gpt_chunk>& chunks) : chunks_(chunks) {
   for (auto& chunk : chunks_) {
-    const auto& values = chunk.store().value_tensor();
+    auto& store = chunk.store();
+    const auto& values = store.value_tensor();
     if (values.type() == tensor::dtype::float32) continue;
     tensor::tensor copy(values.shape(), tensor::dtype::float32, tensor::memory_kind::optimizer_state);
     kernels::convert(copy, values);
     copies_.push_back(std::move(copy));
+    layouts_.push_back(store.held(0, store.flat_numel()));
   }
   if (!copies_.empty() && copies_.size() != chunks_.size())
     throw std::logic_error("main_params: the chunks of one stage mix fp32 and 16-bit values");
 }
 
 std::vector<main_params::held_part> main_params::held(std::size_t c, std::size_t begin, std::size_t end) {
-  auto& store = chunks_[c].store();
-  float* base = separate() ? copies_[c].host<float>().data() : store.values<float>().data();
   std::vector<held_part> out;
-  for (const auto& h : store.held(begin, end)) out.push_back({h.begin, h.end, base + h.at});
+  if (!separate()) {
+    auto& store = chunks_[c].store();
+    for (const auto& h : store.held(begin, end)) out.push_back({h.begin, h.end, store.values<float>().data() + h.at});
+    return out;
+  }
+  for (const auto& r : layouts_[c]) {
+    const std::size_t lo = std::max(begin, r.begin), hi = std::min(end, r.end);
+    if (lo < hi) out.push_back({lo, hi, copies_[c].host<float>().data() + r.at + (lo - r.begin)});
+  }
   return out;
 }
 
@@ -37,29 +45,52 @@ float* main_params::value_at(std::size_t c, std::size_t flat) {
   return parts.front().values;
 }
 
-void main_params::copy_to_model(std::size_t c, std::size_t begin, std::size_t end) {
-  if (!separate()) return;
+template <class F>
+void main_params::for_each_shared(std::size_t c, std::size_t begin, std::size_t end, F f) const {
   auto& store = chunks_[c].store();
-  for (const auto& h : store.held(begin, end)) {
-    const auto lo = static_cast<std::int64_t>(h.at), hi = static_cast<std::int64_t>(h.at + (h.end - h.begin));
-    kernels::convert(store.value_tensor().view().rows(lo, hi), copies_[c].view().rows(lo, hi));
+  for (const auto& r : layouts_[c]) {
+    const std::size_t lo = std::max(begin, r.begin), hi = std::min(end, r.end);
+    if (lo >= hi) continue;
+    for (const auto& h : store.held(lo, hi))
+      f(static_cast<std::int64_t>(h.at), static_cast<std::int64_t>(r.at + (h.begin - r.begin)),
+        static_cast<std::int64_t>(h.end - h.begin));
   }
 }
 
+void main_params::copy_to_model(std::size_t c, std::size_t begin, std::size_t end) {
+  if (!separate()) return;
+  auto values = chunks_[c].store().value_tensor().view();
+  auto copy = copies_[c].view();
+  for_each_shared(c, begin, end, [&](std::int64_t v, std::int64_t m, std::int64_t n) {
+    kernels::convert(values.rows(v, v + n), copy.rows(m, m + n));
+  });
+}
+
 void main_params::copy_all_to_model() {
-  for (std::size_t c = 0; c < copies_.size(); ++c) kernels::convert(chunks_[c].store().value_tensor(), copies_[c]);
+  for (std::size_t c = 0; c < copies_.size(); ++c) copy_to_model(c, 0, chunks_[c].store().flat_numel());
 }
 
 void main_params::copy_all_from_model() {
-  for (std::size_t c = 0; c < copies_.size(); ++c) kernels::convert(copies_[c], chunks_[c].store().value_tensor());
+  for (std::size_t c = 0; c < copies_.size(); ++c) {
+    auto values = chunks_[c].store().value_tensor().view();
+    auto copy = copies_[c].view();
+    for_each_shared(c, 0, chunks_[c].store().flat_numel(), [&](std::int64_t v, std::int64_t m, std::int64_t n) {
+      kernels::convert(copy.rows(m, m + n), values.rows(v, v + n));
+    });
+  }
 }
 
 std::vector<float> main_params::model_values(std::size_t c) const {
-  const auto& values = chunks_[c].store().value_tensor();
-  tensor::tensor wide(values.shape(), tensor::dtype::float32, tensor::memory_kind::optimizer_state);
-  kernels::convert(wide, values);
-  const auto v = wide.host<float>();
-  return {v.begin(), v.end()};
+  auto& store = chunks_[c].store();
+  std::vector<float> out(store.flat_numel(), 0.0f);
+  auto flat = tensor::view_of(std::span<float>(out));
+  auto values = store.value_tensor().view();
+  for (const auto& h : store.held(0, store.flat_numel())) {
+    const auto n = static_cast<std::int64_t>(h.end - h.begin);
+    kernels::convert(flat.rows(static_cast<std::int64_t>(h.begin), static_cast<std::int64_t>(h.begin) + n),
+                     values.rows(static_cast<std::int64_t>(h.at), static_cast<std::int64_t>(h.at) + n));
+  }
+  return out;
 }
 
 }  // namespace mactor::training

@@ -1,8 +1,10 @@
 // Megatron's fp32 main parameters of a 16-bit model (its Float16OptimizerWithFloat16Params, or
 // the distributed optimizer's fp32 shards): the optimizer updates fp32 copies of the bf16/fp16
 // model weights, and after each step the updated part is rounded into the model. One fp32 flat
-// buffer per chunk, laid out as the chunk's value buffer. An fp32 model has no copy: its main
-// parameters are the model values themselves.
+// buffer per chunk, laid out as the chunk's value buffer was when the copy was made (the whole
+// layout, or a fully sharded shard); the value buffer may later drop the fp8 weights, whose
+// main parameters stay here. An fp32 model has no copy: its main parameters are the model
+// values themselves.
 #pragma once
 
 #include <cstddef>
@@ -32,21 +34,28 @@ class main_params {
   };
   std::vector<held_part> held(std::size_t c, std::size_t begin, std::size_t end);
   /// Rounds the held part of flat elements [begin, end) of chunk c's main parameters into the
-  /// model's values (after the optimizer updated them); nothing for an fp32 model.
+  /// model's values (after the optimizer updated them), where the values hold them (not the fp8
+  /// weights); nothing for an fp32 model.
   void copy_to_model(std::size_t c, std::size_t begin, std::size_t end);
   /// The same for every chunk's whole buffer (after a checkpoint load into the main parameters).
   void copy_all_to_model();
   /// Widens the model's 16-bit values into the main parameters (Megatron's reload_model_params
-  /// after a load without optimizer state); nothing for an fp32 model.
+  /// after a load without optimizer state), where the values hold them; nothing for an fp32 model.
   void copy_all_from_model();
-  /// Chunk c's model weights widened to fp32: what the model computes with. With the distributed
-  /// optimizer only this rank's shard of the main parameters is current, the weights all are
-  /// (the values unsharded: the whole layout).
+  /// Chunk c's model weights widened to fp32, in the flat layout: what the model computes with.
+  /// With the distributed optimizer only this rank's shard of the main parameters is current, the
+  /// weights all are (the values unsharded). Elements the values do not hold (fp8 weights) are 0.
   std::vector<float> model_values(std::size_t c) const;
 
  private:
+  // Calls f(values_at, copy_at, n) for each run of flat elements [begin, end) that both the
+  // model's values and the copy hold, with each one's place.
+  template <class F>
+  void for_each_shared(std::size_t c, std::size_t begin, std::size_t end, F f) const;
+
   std::vector<model::gpt_chunk>& chunks_;
   std::vector<tensor::tensor> copies_;  // per chunk, fp32, when separate
+  std::vector<std::vector<model::held_range>> layouts_;  // per copy: what it holds, where
 };
 
 }  // namespace mactor::training

@@ -8,6 +8,12 @@ namespace mactor::training {
 
 std::vector<gather_run> gather_runs(std::size_t begin, std::size_t end, std::size_t numel,
                                     std::span<const fp8_weight_place> fp8) {
+  // Where flat element i of a model value is held: i less the fp8 elements before it.
+  auto value_place = [&](std::size_t i) {
+    std::size_t before = 0;
+    for (const auto& w : fp8) before += std::min(w.numel, i > w.offset ? i - w.offset : 0);
+    return i - before;
+  };
   std::vector<gather_run> runs;
   end = std::min(end, numel);
   std::size_t at = begin;
@@ -15,11 +21,11 @@ std::vector<gather_run> gather_runs(std::size_t begin, std::size_t end, std::siz
     if (at >= end) break;
     const std::size_t lo = std::max(w.offset, at), hi = std::min(w.offset + w.numel, end);
     if (lo >= hi) continue;
-    if (at < lo) runs.push_back({at, lo, false, 0});
+    if (at < lo) runs.push_back({at, lo, false, value_place(at)});
     runs.push_back({lo, hi, true, w.byte_offset + (lo - w.offset)});
     at = hi;
   }
-  if (at < end) runs.push_back({at, end, false, 0});
+  if (at < end) runs.push_back({at, end, false, value_place(at)});
   return runs;
 }
 
@@ -36,10 +42,10 @@ void pack_runs(std::span<const gather_run> runs, tensor::const_tensor_view value
   for (const auto& r : runs) {
     const std::size_t n = r.end - r.begin;
     if (r.fp8) {
-      std::memcpy(out, fp8 + r.byte_offset, n);
+      std::memcpy(out, fp8 + r.at, n);
       out += n;
     } else {
-      std::memcpy(out, base + r.begin * size, n * size);
+      std::memcpy(out, base + r.at * size, n * size);
       out += n * size;
     }
   }
@@ -52,10 +58,10 @@ void unpack_runs(std::span<const gather_run> runs, const std::byte* in, tensor::
   for (const auto& r : runs) {
     const std::size_t n = r.end - r.begin;
     if (r.fp8) {
-      std::memcpy(fp8 + r.byte_offset, in, n);
+      std::memcpy(fp8 + r.at, in, n);
       in += n;
     } else {
-      std::memcpy(base + r.begin * size, in, n * size);
+      std::memcpy(base + r.at * size, in, n * size);
       in += n * size;
     }
   }

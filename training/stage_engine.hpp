@@ -157,6 +157,8 @@ class stage_engine {
   void update_router_expert_biases();
   void hold_fp8_weights();
   void cast_fp8_weights();
+  /// What parameter p of chunk c holds: its values, or the fp8 bytes of an fp8-held weight.
+  tensor::const_tensor_view weight_bytes(std::size_t c, const model::parameter& p);
   bool execute(const schedules::action& a);
   bool input_ready(const schedules::action& a, tensor::tensor*& input);
   void run_forward(const schedules::action& a, const tensor::tensor* input, tensor::tensor& output);

@@ -18,13 +18,21 @@ void stage_engine::hold_fp8_weights() {
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     std::vector<fp8_weight_place> places;
     for (const auto& w : fp8_params_->weights(c)) places.push_back({w.offset, w.numel, w.byte_offset});
-    grad_sync_->gather_fp8(c, fp8_params_->bytes(c), std::move(places));
+    grad_sync_->gather_fp8(c, chunks_[c].store().value_tensor().view(), fp8_params_->bytes(c), std::move(places));
   }
 }
 
 void stage_engine::model_params_from_main() {
   main_params_->copy_all_to_model();
-  if (fp8_params_) fp8_params_->cast_all();
+  // The fp8-held weights as after a step: this rank casts its shard (the whole weight's amax,
+  // max-reduced over the shard group, recorded once) and the all-gather brings the other
+  // shards' bytes. (A torch checkpoint's masters outside this rank's shard are the fp8 values
+  // it saved, not the fp32 ones: their amax would differ.) Collective over the shard group.
+  if (fp8_params_) {
+    cast_fp8_weights();
+    grad_sync_->start_param_sync();
+    grad_sync_->wait_param_sync();
+  }
   if (fp16_main_) fp16_main_->store(optimizer_->params());  // FusedAdam's load_state_dict
 }
 
@@ -113,9 +121,9 @@ void stage_engine::check_weight_hashes_across_replicas() {
     if (!group) continue;
     std::vector<std::uint64_t> hashes;
     std::vector<std::string> names;
-    for (auto& c : chunks_)
-      for (const auto& p : c.parameters())
-        if (p.expert == experts) hashes.push_back(fnv1a_hash(p.value)), names.push_back(p.name);
+    for (std::size_t c = 0; c < chunks_.size(); ++c)
+      for (const auto& p : chunks_[c].parameters())
+        if (p.expert == experts) hashes.push_back(fnv1a_hash(weight_bytes(c, p))), names.push_back(p.name);
     if (hashes.empty()) continue;
     const auto differing =
         differing_hashes(hashes, group->size(), [group](std::span<double> v) { group->all_reduce(v); });
@@ -180,7 +188,7 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
       if (const auto* shard = grad_sync_->shard_of(c))
         for (const auto& r : shard->ranges) main_params_->copy_to_model(c, r.begin, r.end);
       else
-        main_params_->copy_to_model(c, 0, static_cast<std::size_t>(chunks_[c].store().value_tensor().numel()));
+        main_params_->copy_to_model(c, 0, chunks_[c].store().flat_numel());
     }
     if (fp8_params_) cast_fp8_weights();
     // The model took the fp32 update; the master keeps its fp16 rounding.
@@ -205,9 +213,17 @@ void stage_engine::cast_fp8_weights() {
     const auto* shard = grad_sync_->shard_of(c);
     // fp8 runs without MoE experts: a shard is one range of the chunk.
     ranges.push_back(shard ? training::fp8_params::range{shard->ranges.front().begin, shard->ranges.front().end}
-                           : training::fp8_params::range{0, static_cast<std::size_t>(chunks_[c].store().value_tensor().numel())});
+                           : training::fp8_params::range{0, chunks_[c].store().flat_numel()});
   }
   fp8_params_->cast(ranges, grad_sync_->shard_group());
+}
+
+tensor::const_tensor_view stage_engine::weight_bytes(std::size_t c, const model::parameter& p) {
+  if (fp8_params_)
+    for (const auto& w : fp8_params_->weights(c))
+      if (w.offset == p.offset && p.fp8_gemm)
+        return {fp8_params_->bytes(c) + w.byte_offset, {static_cast<std::int64_t>(w.numel)}, tensor::dtype::float8_e4m3};
+  return p.value;
 }
 
 double stage_engine::params_norm() {

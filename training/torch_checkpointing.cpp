@@ -19,6 +19,7 @@
 #include "tensor/half_float.hpp"
 #include "training/checkpoint_state.hpp"
 #include "training/distrib_optim_file.hpp"
+#include "training/fp8_checkpoint_state.hpp"
 
 namespace mactor::training {
 namespace {
@@ -186,14 +187,21 @@ pickle_value torch_state_dict(const config::megatron_args& a, parallel_context& 
   auto& chunks = engine.chunks();
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     auto model = pickle_value::dict(true);
-    // A 16-bit model saves its weights (main parameters of other ranks' shards are stale here).
-    const auto weights = engine.main_params().separate() ? engine.main_params().model_values(c) : std::vector<float>();
+    // A 16-bit model saves its weights (main parameters of other ranks' shards are stale here),
+    // those held as fp8 dequantized.
+    auto weights = engine.main_params().separate() ? engine.main_params().model_values(c) : std::vector<float>();
+    if (engine.fp8_params() && !weights.empty()) engine.fp8_params()->dequantize_into(c, weights);
     for (const auto& p : chunks[c].parameters()) {
       const float* v = weights.empty() ? engine.main_params().value_at(c, p.offset) : weights.data() + p.offset;
       // Megatron's last stage holds the tied embedding as its output layer's weight.
       const std::string key = is_shared_copy(chunks[c], p) ? "output_layer.weight" : p.name;
       model.set(key, pickle_value::of_tensor(make_tensor(v, p.numel, local_shape(p, tp), chunks[c].dtype())));
     }
+    // The delayed fp8 recipe's histories and scales (TE's fp8 extra state), equal on every rank
+    // of the amax group: each tensor-parallel rank's file carries them.
+    for (const auto& [name, state] : fp8_states(chunks[c]))
+      model.set(name, pickle_value::of_tensor(make_tensor(state.data(), state.size(), {std::int64_t(state.size())},
+                                                          tensor::dtype::float32)));
     root.set(model_key(chunks.size(), c), std::move(model));
   }
   if (!a.checkpointing.no_save_optim.value_or(false)) {
@@ -356,7 +364,7 @@ loaded_checkpoint load_torch_checkpoint(const config::megatron_args& a, parallel
     // Megatron loads the model strictly: a tensor this model has no parameter for is an error
     // (TransformerEngine's _extra_state entries aside).
     for (const auto& [key, value] : model->entries) {
-      if (key.k != kind::text || key.s.ends_with("._extra_state")) continue;
+      if (key.k != kind::text || key.s.ends_with("._extra_state") || is_fp8_state_name(key.s)) continue;
       bool known = false;
       for (const auto& p : chunks[c].parameters())
         known = known || p.name == key.s || (key.s == "output_layer.weight" && is_shared_copy(chunks[c], p));
@@ -374,6 +382,14 @@ loaded_checkpoint load_torch_checkpoint(const config::megatron_args& a, parallel
       const auto v = floats_of(t, local_shape(p, tp), where + ": " + p.name);
       std::memcpy(engine.main_params().value_at(c, p.offset), v.data(), v.size() * sizeof(float));
     }
+    // Before the fp8 weights are cast with the weight's scale (model_params_from_main); a run
+    // without fp8 ignores them.
+    restore_fp8_states(chunks[c], [&](const std::string& name) -> std::optional<std::vector<float>> {
+      const pickle_value* t = model->find(name);
+      if (!t) return std::nullopt;
+      const auto n = t->k == kind::tensor && t->tensor->shape.size() == 1 ? t->tensor->shape[0] : -1;
+      return floats_of(t, {n}, where + ": " + name);
+    }, where);
   }
   const bool load_optim = !finetune && !a.checkpointing.no_load_optim.value_or(false);
   if (load_optim) {

@@ -7,6 +7,7 @@
 // its four micro-batches with the scales the first left).
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <string>
 
 #include "tests/training/launch_support.hpp"
@@ -47,7 +48,10 @@ namespace {
 // Iterations 4..6 of a run resumed from its iteration-3 checkpoint, against the same run uninterrupted.
 void check_resume_bitwise(int ranks, const std::string& extra, const char* what) {
   INFO(what);
-  const auto dir = scratch_dir("fp8_resume", std::string(what).substr(0, 3));
+  std::string name = what;
+  for (auto& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  const auto dir = scratch_dir("fp8_resume", name);
   const std::string run6 = flags + extra + " --train-iters 6 --lr-decay-iters 6";
   const auto whole = run_job(ranks, run6, 0, 6);
   REQUIRE(whole.train.size() == 6);
@@ -78,4 +82,10 @@ TEST_CASE("a delayed-fp8 run resumes bit for bit: checkpoints keep each linear's
   // Each expert's fp8 GEMMs have their own state, saved by the expert's own rank.
   check_resume_bitwise(2, " --disable-bias-linear --swiglu --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
                           "--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall", "ep2 MoE");
+  // Megatron's per-rank torch files carry them too (beside each tensor-parallel rank's model),
+  // and a bf16 model's fp8-held weights are saved dequantized (their fp32 masters in distrib_optim.pt).
+  check_resume_bitwise(1, " --ckpt-format torch", "one process, torch format");
+  check_resume_bitwise(2, " --ckpt-format torch --tensor-model-parallel-size 2", "tp2, torch format");
+  check_resume_bitwise(2, " --ckpt-format torch --bf16 --use-distributed-optimizer --fp8-param-gather",
+                       "dp2 bf16, fp8 parameters, torch format");
 }

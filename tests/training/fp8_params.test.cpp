@@ -1,8 +1,9 @@
 // --fp8-param-gather's fp8 weights against a second implementation written here: the cast of
 // the fp32 main parameters (bf16 rounding, then e4m3 with the scale TE's cast_master_weights_to_fp8
 // takes: the delayed history's, or fp8_max over the whole weight's amax), the same bytes when
-// two ranks each cast their shard with the amax max-reduced between them, and a linear whose
-// GEMMs multiply exactly those fp8 values (whatever its 16-bit weight holds).
+// two ranks each cast their shard with the amax max-reduced between them, a linear whose GEMMs
+// multiply exactly those fp8 values (whatever its 16-bit weight holds), and the bf16 buffer
+// without the fp8 weights (the parameter memory the memory ledger counts).
 #include "training/fp8_params.hpp"
 
 #include <catch2/catch.hpp>
@@ -13,9 +14,11 @@
 #include <vector>
 
 #include "comm/collectives.hpp"
+#include "kernels/convert.hpp"
 #include "model/fp8_linear.hpp"
 #include "model/gpt_model.hpp"
 #include "tensor/float8.hpp"
+#include "tensor/memory_ledger.hpp"
 #include "tests/comm/in_process_ranks.hpp"
 #include "tests/model/model_fixtures.hpp"
 
@@ -79,7 +82,7 @@ TEST_CASE("the cast of the main parameters gives each fp8 weight e4m3(bf16(maste
     chunks.emplace_back(tiny(recipe), tp, model::chunk_layout{0, 2, true, true});
     training::main_params main(chunks);
     training::fp8_params fp8(chunks, main);
-    const auto numel = static_cast<std::size_t>(chunks[0].store().value_tensor().numel());
+    const auto numel = chunks[0].store().flat_numel();
     REQUIRE(fp8.weights(0).size() == 8);  // qkv, proj, fc1, fc2 of each of 2 layers
     perturb(main, numel);
     // Delayed: a forward's update has turned the amax the first cast recorded into a scale.
@@ -96,13 +99,53 @@ TEST_CASE("the cast of the main parameters gives each fp8 weight e4m3(bf16(maste
       CHECK(w.scale_inv == want.scale_inv);
       CHECK(std::memcmp(fp8.bytes(0) + w.byte_offset, want.bytes.data(), w.numel) == 0);
       if (recipe == model::fp8_recipe::delayed) CHECK(scales[k] != 1.0f);
-      // The bf16 slot is dead storage, zeroed.
-      const auto* slot = static_cast<const std::uint16_t*>(chunks[0].store().value_tensor().data()) + w.offset;
-      std::size_t nonzero = 0;
-      for (std::size_t i = 0; i < w.numel; ++i) nonzero += slot[i] != 0;
-      CHECK(nonzero == 0);
     }
   }
+}
+
+TEST_CASE("fp8-held weights leave the bf16 buffer: their parameter memory halves, the other weights are kept") {
+  model::single_group tp;
+  std::vector<model::gpt_chunk> chunks;
+  chunks.emplace_back(tiny(model::fp8_recipe::tensorwise), tp, model::chunk_layout{0, 2, true, true});
+  auto& store = chunks[0].store();
+  training::main_params main(chunks);
+  // Every parameter's bf16 values before, widened.
+  auto widened = [](tensor::const_tensor_view v) {
+    std::vector<float> out(static_cast<std::size_t>(v.numel()));
+    kernels::convert(tensor::view_of(std::span<float>(out)), v);
+    return out;
+  };
+  std::vector<std::vector<float>> before;
+  for (const auto& p : store.all()) before.push_back(widened(p.value));
+  auto& ledger = tensor::memory_ledger::host();
+  const auto params_before = ledger.usage(tensor::memory_kind::parameters).current;
+  training::fp8_params fp8(chunks, main);
+  std::size_t fp8_numel = 0;
+  for (const auto& w : fp8.weights(0)) fp8_numel += w.numel;
+  REQUIRE(fp8_numel > store.flat_numel() / 2);  // most of this model's weights are GEMM weights
+  // Two bytes per fp8 weight element freed, one held as fp8.
+  CHECK(params_before - ledger.usage(tensor::memory_kind::parameters).current == std::int64_t(fp8_numel));
+  CHECK(std::size_t(store.value_tensor().numel()) == store.flat_numel() - fp8_numel);
+  for (std::size_t i = 0; i < store.all().size(); ++i) {
+    const auto& p = store.all()[i];
+    INFO(p.name);
+    if (p.fp8_gemm) {
+      CHECK(p.value.data == nullptr);
+      continue;
+    }
+    CHECK(widened(p.value) == before[i]);
+    // A step's update reaches the packed place of the parameter.
+    *main.value_at(0, p.offset) += 1.0f;
+    main.copy_to_model(0, p.offset, p.offset + 1);
+    CHECK(widened(p.value)[0] == bf16_round(before[i][0] + 1.0f));
+  }
+  // The model weights a torch checkpoint saves: the bf16 values and the fp8 weights dequantized.
+  auto flat = main.model_values(0);
+  fp8.dequantize_into(0, flat);
+  for (const auto& w : fp8.weights(0))
+    for (std::size_t i = 0; i < w.numel; ++i)
+      REQUIRE(flat[w.offset + i] == from_e4m3(fp8.bytes(0)[w.byte_offset + i]) * w.scale_inv);
+  CHECK(flat[store.all().front().offset] == bf16_round(before.front()[0] + 1.0f));
 }
 
 TEST_CASE("two ranks casting their shards write the bytes of one whole-weight cast, with one scale") {
@@ -115,7 +158,7 @@ TEST_CASE("two ranks casting their shards write the bytes of one whole-weight ca
       chunks.emplace_back(tiny(recipe), tp, model::chunk_layout{0, 2, true, true});
       training::main_params main(chunks);
       training::fp8_params fp8(chunks, main);
-      const auto numel = static_cast<std::size_t>(chunks[0].store().value_tensor().numel());
+      const auto numel = chunks[0].store().flat_numel();
       perturb(main, numel);
       // Delayed: a forward's update has turned the first cast's amax into the scale.
       std::vector<float> delayed_scales;

@@ -1,7 +1,8 @@
 // The distributed optimizer's parameter all-gather with fp8 weights (--fp8-param-gather) on 2
 // and 3 in-process ranks: every rank ends with every other rank's updated bf16 values and fp8
 // bytes, and the bytes that travel are 2 per bf16 element and 1 per fp8 one (counted here from
-// the shard boundaries), padded to the largest member's payload.
+// the shard boundaries), padded to the largest member's payload. The bf16 values buffer holds
+// no fp8 weight: the other parameters packed in flat order, as the store keeps them.
 #include "training/grad_sync.hpp"
 
 #include <catch2/catch.hpp>
@@ -36,17 +37,17 @@ TEST_CASE("the parameter all-gather moves one byte per fp8 weight element and tw
         if (is_fp8[k]) fp8.push_back({numel, sizes[k], fp8_bytes}), fp8_bytes += sizes[k];
         numel += sizes[k];
       }
-      std::vector<std::uint16_t> values(numel, 0);
+      std::vector<std::uint16_t> values(numel - fp8_bytes, 0), unused(numel, 0);
       std::vector<float> grads(numel, 0.0f);
       std::vector<std::uint8_t> bytes(fp8_bytes, 0);
       training::step_timers timers;
       training::stage_activity activity;
       training::grad_sync_options o;
       o.distributed_optimizer = true;
-      training::synced_chunk chunk{{values.data(), {std::int64_t(numel)}, tensor::dtype::bfloat16},
+      training::synced_chunk chunk{{unused.data(), {std::int64_t(numel)}, tensor::dtype::bfloat16},
                                    tensor::view_of(std::span<float>(grads)), params};
       training::grad_sync sync({chunk}, o, &dp, nullptr, timers, activity);
-      sync.gather_fp8(0, bytes.data(), fp8);
+      sync.gather_fp8(0, {values.data(), {std::int64_t(values.size())}, tensor::dtype::bfloat16}, bytes.data(), fp8);
       const auto* shard = sync.shard_of(0);
       const std::size_t w = std::size_t(world), padded = (numel + w - 1) / w * w, per = padded / w;
       const std::size_t shard_begin = per * std::size_t(rank), shard_end = shard_begin + per;
@@ -58,10 +59,18 @@ TEST_CASE("the parameter all-gather moves one byte per fp8 weight element and tw
           if (i >= w.offset && i < w.offset + w.numel) return std::ptrdiff_t(w.byte_offset + i - w.offset);
         return -1;
       };
+      // Where a model value's element i lives: past the parameters before it that are not fp8.
+      auto value_index = [&](std::size_t i) {
+        std::size_t at = 0, start = 0;
+        for (std::size_t k = 0; k < sizes.size(); start += sizes[k], ++k)
+          if (i >= start && i < start + sizes[k]) return at + (i - start);
+          else if (!is_fp8[k]) at += sizes[k];
+        return std::size_t(-1);
+      };
       // An "optimizer step" on this rank's shard, then the gather.
       for (std::size_t i = shard_begin; i < std::min(shard_end, numel); ++i) {
         if (const auto b = fp8_index(i); b >= 0) bytes[std::size_t(b)] = byte_mark(rank, i);
-        else values[i] = value_mark(rank, i);
+        else values[value_index(i)] = value_mark(rank, i);
       }
       sync.start_param_sync();
       sync.wait_param_sync();
@@ -71,7 +80,7 @@ TEST_CASE("the parameter all-gather moves one byte per fp8 weight element and tw
         for (std::size_t i = per * m; i < std::min(per * (m + 1), numel); ++i) {
           const auto b = fp8_index(i);
           payload += b >= 0 ? 1 : 2;
-          if (b >= 0 ? bytes[std::size_t(b)] != byte_mark(m, i) : values[i] != value_mark(m, i))
+          if (b >= 0 ? bytes[std::size_t(b)] != byte_mark(m, i) : values[value_index(i)] != value_mark(m, i))
             return "element " + std::to_string(i) + " does not hold member " + std::to_string(m) + "'s update";
         }
         largest = std::max(largest, payload);
