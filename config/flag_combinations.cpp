@@ -25,6 +25,10 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
   if (a.training.add_bias_linear)
     errors.push_back("--num-experts with biases in the experts is recognized but not implemented by mactor yet; add "
                      "--disable-bias-linear");
+  if (m.moe_router_padding_for_fp8 && m.moe_token_dispatcher_type == "flex")
+    errors.push_back("--moe-router-padding-for-fp8 with --moe-token-dispatcher-type flex is recognized but not implemented "
+                     "by mactor yet (DeepEP pads the received tokens after the exchange); use --moe-token-dispatcher-type "
+                     "alltoall");
   if (a.transformer_engine.fp8 && a.transformer_engine.fp8_param_gather)
     errors.push_back("--num-experts with --fp8-param-gather is recognized but not implemented by mactor yet (the experts' "
                      "weights held as fp8 over the expert-data-parallel shards); drop --fp8-param-gather");

@@ -512,6 +512,11 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                          "does; global_aux_loss: aux_loss with the tokens per expert summed over "
                                          "every tensor-, data- and context-parallel rank and averaged over the global "
                                          "batch's micro-batches so far, logged as global_load_balancing_loss"},
+      {"moe_router_padding_for_fp8", "each expert's rows padded to a multiple of 16 (32 under mxfp8) with the first "
+                                     "tokens not routed to it, of probability 0, as Megatron's pad_routing_map in the "
+                                     "alltoall dispatcher (each rank's own tokens, before the all-to-all): the outputs "
+                                     "are unchanged, the experts' fp8 amaxes and scales see the padding rows, and the "
+                                     "all-to-all moves them; Megatron's rules (fp8 on, not the allgather dispatcher)"},
       {"moe_apply_probs_on_input", "the routing probability multiplies each expert's input rows instead of the "
                                    "activation's output (top-1 only, as Megatron asserts)"},
       {"moe_layer_recompute", "selective recomputation with the moe module (and core_attn unless --recompute-modules "

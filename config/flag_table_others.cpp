@@ -43,6 +43,11 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
                                     "which the input gradient's terms are summed differs (rounding level, as Megatron's "
                                     "own docs say); mactor computes the shared expert in line"},
       {"moe_router_fusion", performance_only},
+      {"moe_extended_tp", "deprecated in Megatron-LM (use --expert-tensor-parallel-size): Megatron-Core stores it in "
+                          "ModelParallelConfig and never reads it"},
+      {"moe_pad_experts_for_cuda_graph_inference", "read only by Megatron-Core's inference text-generation "
+                                                   "controller and dynamic engine (CUDA-graph decoding); "
+                                                   "pretrain_gpt never reads it"},
       {"overlap_moe_expert_parallel_comm", "performance-only: Megatron's combined 1F1B schedule runs one micro-batch's "
                                            "forward beside another's backward so that each one's expert all-to-all hides "
                                            "behind the other's compute; the results are the same; mactor runs the "

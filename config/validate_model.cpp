@@ -75,6 +75,14 @@ void moe_rules(validation_context& c) {  // rules 99-101, 111, 112, 114
     c.require(!m.moe_use_legacy_grouped_gemm,
               "delay_wgrad_compute is not supported with legacy groupedgemm implementation; drop --moe-use-legacy-grouped-gemm");
   }
+  if (m.moe_router_padding_for_fp8) {  // TransformerConfig.__post_init__, with or without experts
+    c.require(c.a.transformer_engine.fp8.has_value(),
+              "fp8 must be specified when moe_router_padding_for_fp8 is True; add --fp8-format or drop "
+              "--moe-router-padding-for-fp8");
+    c.require(m.moe_token_dispatcher_type != "allgather" && m.moe_token_dispatcher_type != "alltoall_seq",
+              "allgather and alltoall_seq dispatcher does not support moe_router_padding_for_fp8; use "
+              "--moe-token-dispatcher-type alltoall");
+  }
   if (m.expert_model_parallel_size > 1 && !m.num_experts) return;  // reported by validate_args
   if (!m.num_experts && c.a.moe.moe_ffn_hidden_size && c.a.moe.moe_ffn_hidden_size != c.a.network_size.ffn_hidden_size)
     c.error("--moe-ffn-hidden-size needs --num-experts");

@@ -76,6 +76,12 @@ struct moe_settings {
   /// --moe-router-force-load-balancing (benchmarking): the router's logits replaced by standard
   /// normal draws (see moe_router), their gradient passed straight to the gating GEMM.
   bool force_load_balancing = false;
+  /// --moe-router-padding-for-fp8: each expert's rows padded to a multiple of this (16; 32
+  /// under mxfp8, Megatron's get_fp8_align_size) with tokens not routed to it, of probability 0
+  /// (Megatron's pad_routing_map in the alltoall dispatcher, on each rank's own tokens): their
+  /// outputs add nothing, but the experts' fp8 GEMMs see them (amaxes, scales) and the
+  /// all-to-all moves them. 0: no padding.
+  int router_padding_multiple = 0;
 
   /// --expert-model-parallel-size: the experts split into that many equal blocks, one per
   /// expert-parallel rank; this rank holds block expert_parallel_rank and exchanges tokens

@@ -22,6 +22,7 @@ gpt_model_config shared_expert_config(gpt_model_config c) {
 moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& c, moe_groups groups)
     : hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel), router_dtype_(c.moe.router_dtype),
       expert_tensor_parallel_(c.moe.expert_tensor_parallel_size), local_experts_(c.moe.local_experts()),
+      padding_multiple_(c.moe.router_padding_multiple),
       router_(store, name + ".router", c, groups.sequence_shards, groups.global_batch),
       dispatcher_(c.moe.num_experts, c.moe.router_topk), experts_(store, name + ".experts", c) {
   group* ep = groups.expert_parallel;
@@ -47,13 +48,15 @@ void moe_layer::forward(const parameter_store& store, group& tp, tensor::const_t
   full_rows_ = sequence_parallel_ ? rows_ * tp.size() : rows_;
   if (expert_tensor_parallel_ > 1 && !tensor_exchange_) tensor_exchange_.emplace(tp, local_experts_);
   router_.forward(store, x, seq, batch, training, noise_stream);
-  dispatcher_.plan(router_.top(), router_.kept(), rows_);
+  dispatcher_.plan(router_.top(), router_.kept(), rows_, padding_multiple_);
   const std::int64_t n = dispatcher_.permuted_rows();
   auto permuted = ensure_activation(permuted_, n, hidden_, x.type);
   dispatcher_.dispatch(x, permuted, hidden_);
-  // The probabilities in expert order, in the logits' dtype (the router's, else the activations').
-  std::vector<double> probs(n);
-  for (std::int64_t i = 0; i < n; ++i) probs[i] = router_.probs()[dispatcher_.choice_of()[i]];
+  // The probabilities in expert order, in the logits' dtype (the router's, else the activations');
+  // a padding row's is 0.
+  std::vector<double> probs(n, 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    if (const auto choice = dispatcher_.choice_of()[i]; choice >= 0) probs[i] = router_.probs()[choice];
   auto p = ensure_activation(permuted_probs_, n, 1, probs_type(x.type));
   kernels::convert(p, tensor::view_of(std::span<const double>(probs)));
   auto expert_out = ensure_activation(expert_out_, n, hidden_, x.type);
@@ -102,7 +105,8 @@ void moe_layer::backward(parameter_store& store, group& tp, tensor::const_tensor
   dispatcher_.dispatch_backward(dpermuted, dx, rows_, hidden_);
   std::vector<double> dpermuted_probs(n), dprobs(std::size_t(rows_) * router_.topk());
   kernels::convert(tensor::view_of(std::span<double>(dpermuted_probs)), dp);
-  for (std::int64_t i = 0; i < n; ++i) dprobs[dispatcher_.choice_of()[i]] = dpermuted_probs[i];
+  for (std::int64_t i = 0; i < n; ++i)  // a padding row's probability is no choice's: dropped
+    if (const auto choice = dispatcher_.choice_of()[i]; choice >= 0) dprobs[choice] = dpermuted_probs[i];
   router_.backward(store, dprobs, x, dx, aux_loss_scale_);
   if (shared_) {
     auto dshared = ensure_activation(shared_out_, rows_, hidden_, dout.type);

@@ -77,6 +77,7 @@ class moe_layer {
   bool sequence_parallel_;
   std::optional<tensor::dtype> router_dtype_;  // --moe-router-dtype
   int expert_tensor_parallel_, local_experts_;
+  int padding_multiple_;  // --moe-router-padding-for-fp8 (0: none)
   double aux_loss_scale_ = 1.0;
   moe_router router_;
   moe_token_dispatcher dispatcher_;

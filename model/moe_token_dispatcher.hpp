@@ -16,13 +16,15 @@ class moe_token_dispatcher {
  public:
   moe_token_dispatcher(int num_experts, int topk) : experts_(num_experts), topk_(topk) {}
   /// Orders the pairs of top[rows * topk] (top[t * topk + j]: token t's j-th expert) that
-  /// kept marks (dropped ones go to no expert).
-  void plan(const std::vector<int>& top, const std::vector<char>& kept, int rows);
+  /// kept marks (dropped ones go to no expert). `pad_multiple` > 0 (--moe-router-padding-for-fp8):
+  /// each expert's rows are then padded to a multiple of it with the first tokens not routed to
+  /// it (Megatron's pad_routing_map), rows of no choice (choice -1, probability 0).
+  void plan(const std::vector<int>& top, const std::vector<char>& kept, int rows, int pad_multiple = 0);
   /// Rows per expert, in expert order.
   const std::vector<std::int64_t>& tokens_per_expert() const { return tokens_per_expert_; }
-  /// The permuted row count (rows * topk less the dropped).
+  /// The permuted row count (rows * topk less the dropped, plus the padding).
   std::int64_t permuted_rows() const { return std::int64_t(token_.size()); }
-  /// Permuted row i holds choice choice_of()[i] = t * topk + j.
+  /// Permuted row i holds choice choice_of()[i] = t * topk + j, or -1 for a padding row.
   const std::vector<std::int64_t>& choice_of() const { return choice_; }
   /// out[i] = x[token of row i]; out: [permuted_rows, hidden].
   void dispatch(tensor::const_tensor_view x, tensor::tensor_view out, int hidden) const;

@@ -91,6 +91,8 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   s.apply_probs_on_input = m.moe_apply_probs_on_input;  // validation: top-1
   s.input_jitter_eps = m.moe_input_jitter_eps;
   s.force_load_balancing = m.moe_router_force_load_balancing;
+  // Megatron's get_fp8_align_size (validation: fp8 is on).
+  if (m.moe_router_padding_for_fp8) s.router_padding_multiple = a.transformer_engine.fp8_recipe == "mxfp8" ? 32 : 16;
   s.enable_expert_bias = m.moe_router_enable_expert_bias;  // validation: sigmoid scores
   s.bias_update_rate = m.moe_router_bias_update_rate;
   if (m.moe_router_dtype == "fp32") s.router_dtype = tensor::dtype::float32;

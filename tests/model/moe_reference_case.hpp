@@ -135,7 +135,7 @@ std::string expert_weight(const moe_case& k, int e, int fc) {
 
 // Runs both and checks everything within `tol` (relative L2); returns the reference's router
 // weight gradient.
-std::vector<double> compare(const moe_case& k, const std::string& tag, double tol = 1e-5) {
+[[maybe_unused]] std::vector<double> compare(const moe_case& k, const std::string& tag, double tol = 1e-5) {
   layer_run run(k);
   const fs::path dir = fs::path(MACTOR_BINARY_DIR) / "tests/model/moe_reference" / tag;
   fs::remove_all(dir);

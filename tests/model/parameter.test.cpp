@@ -112,6 +112,36 @@ TEST_CASE("row segments split as the Mamba mixer's in_proj: each rank holds its 
   CHECK(model::shard_shape({8, 1, 4}, model::tp_split::row_segments, 2) == std::vector<std::int64_t>{4, 1, 4});
 }
 
+TEST_CASE("a store drops the values of parameters held elsewhere and packs the rest, each still bound") {
+  // a [2 x 3], b [4], c [5], d [2]: dropping b and d leaves a and c packed one after the other.
+  model::parameter_store store;
+  store.add("a", {2, 3}, model::tp_split::replicated, model::init_kind::normal, 1.0);
+  store.add("b", {4}, model::tp_split::replicated, model::init_kind::normal, 1.0);
+  store.add("c", {5}, model::tp_split::replicated, model::init_kind::normal, 1.0);
+  store.add("d", {2}, model::tp_split::replicated, model::init_kind::normal, 1.0);
+  store.allocate(5, 0, 1);
+  REQUIRE(store.flat_numel() == 17);
+  const auto all = store.values<float>();
+  const std::vector<float> whole(all.begin(), all.end());
+  store.drop_values({3, 1});
+  CHECK(store.flat_numel() == 17);  // the layout (and the gradients) stay whole
+  CHECK(store.grad_tensor().numel() == 17);
+  CHECK(store.held(0, 17) == std::vector<model::held_range>{{0, 6, 0}, {10, 15, 6}});
+  CHECK(store.held(8, 12) == std::vector<model::held_range>{{10, 12, 6}});
+  const auto kept = store.values<float>();
+  REQUIRE(kept.size() == 11);
+  std::vector<float> want(whole.begin(), whole.begin() + 6);
+  want.insert(want.end(), whole.begin() + 10, whole.begin() + 15);
+  CHECK(std::vector<float>(kept.begin(), kept.end()) == want);
+  CHECK(store[0].value_as<float>() == kept.data());
+  CHECK(store[0].value.shape == std::vector<std::int64_t>{2, 3});
+  CHECK(store[2].value_as<float>() == kept.data() + 6);
+  CHECK(store[1].value.data == nullptr);
+  CHECK(store[3].value.data == nullptr);
+  // Only from the whole layout.
+  CHECK_THROWS_AS(store.drop_values({0}), std::logic_error);
+}
+
 TEST_CASE("a store keeps only its values shard and binds its parameters to a whole layout for a compute") {
   // Two parameters of 3 and 4 elements: the flat layout is 7, padded to 8 for two shards.
   model::parameter_store store;

@@ -82,6 +82,10 @@ TEST_CASE("a delayed-fp8 run resumes bit for bit: checkpoints keep each linear's
   // Each expert's fp8 GEMMs have their own state, saved by the expert's own rank.
   check_resume_bitwise(2, " --disable-bias-linear --swiglu --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
                           "--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall", "ep2 MoE");
+  // With --moe-router-padding-for-fp8 the all-to-all moves each rank's padding rows as well.
+  check_resume_bitwise(2, " --disable-bias-linear --swiglu --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
+                          "--expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
+                          "--moe-router-padding-for-fp8", "ep2 MoE, router padding");
   // Megatron's per-rank torch files carry them too (beside each tensor-parallel rank's model),
   // and a bf16 model's fp8-held weights are saved dequantized (their fp32 masters in distrib_optim.pt).
   check_resume_bitwise(1, " --ckpt-format torch", "one process, torch format");
