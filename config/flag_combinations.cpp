@@ -88,14 +88,6 @@ void fsdp_combinations(const megatron_args& a, std::vector<std::string>& errors)
       errors.push_back(flag + " with " + other + " is recognized but not implemented by mactor yet (" + why +
                        "); drop " + other + " or use --data-parallel-sharding-strategy optim");
   };
-  refuse(d.pipeline_model_parallel_size > 1 && !a.network_size.untie_embeddings_and_output_weights,
-         "--pipeline-model-parallel-size > 1 and tied embeddings",
-         "the tied embedding's cross-stage sum runs on the whole gradients; add --untie-embeddings-and-output-weights");
-  refuse(d.pipeline_model_parallel_size > 1 && a.network_size.untie_embeddings_and_output_weights &&
-             a.network_size.mtp_num_layers.value_or(0) > 0,
-         "--pipeline-model-parallel-size > 1 and --mtp-num-layers",
-         "the last stage's copy of the word embedding is summed with the first stage's on the whole gradients; use "
-         "--pipeline-model-parallel-size 1");
   // Experts on groups of their own (expert parallelism, or an --expert-tensor-parallel-size
   // other than tp) shard their gradients, and under ZeRO-3 their parameters, over the
   // expert-data-parallel group, each rank's shard holding a slice of both regions.

@@ -176,6 +176,19 @@ class grad_sync {
   void build_buckets(std::int64_t bucket_size);
   void reduce_bucket(const bucket& b);
   void reduce_tied_embedding(std::size_t chunk, const synced_param& p);
+  /// The same with FSDP's sharded gradients: this rank's shard holds its slice of the
+  /// data-parallel reduced gradient; the whole one is assembled over the shard group, summed
+  /// over the embedding group, and the slice taken back.
+  void reduce_sharded_tied_embedding(std::size_t chunk, const synced_param& p);
+  struct sharded_slice {
+    std::int64_t shard = 0, whole = 0, n = 0;  // places in the shard's gradients and in p; length
+    const struct region* region = nullptr;
+  };
+  sharded_slice slice_of(std::size_t chunk, const synced_param& p) const;
+  /// p's whole gradient from the members' slices (collective over its region's shard group).
+  tensor::tensor whole_sharded_grad(std::size_t chunk, const synced_param& p);
+  /// This rank's slice of `whole` back into its shard.
+  void keep_sharded_slice(std::size_t chunk, const synced_param& p, const tensor::tensor& whole);
   /// local_tied_embedding: both copies' gradients become their sum (what the embedding group's
   /// all-reduce of two ranks gives).
   void sum_local_tied_embedding();

@@ -58,6 +58,23 @@ TEST_CASE("torch FSDP2 with and without resharding after forward and ZeRO-3 over
   check_layout_against(one, 4, flags, megatron_fsdp("optim_grads_params") + " --pipeline-model-parallel-size 2", 4, 6);
 }
 
+TEST_CASE("sharded gradients over pipeline stages sum the tied embedding and MTP's word-table copy over the stages") {
+  // The first stage's word embedding and the last stage's copy (the tied output layer, or the
+  // MTP depths' embedding) each sit in a slice of their stage's shards: made whole over the
+  // data-parallel group, summed over the embedding group, the slices taken back. Measured 0 to
+  // the printed digits against one process.
+  const auto pp2 = [](const char* strategy) { return megatron_fsdp(strategy) + " --pipeline-model-parallel-size 2"; };
+  const auto tied = run_job(1, model_flags());
+  check_layout_against(tied, 4, model_flags(), pp2("optim_grads"), 4, 6);
+  check_layout_against(tied, 4, model_flags(), pp2("optim_grads_params"), 4, 6);
+  const std::string mtp = model_flags() + " --position-embedding-type rope --mtp-num-layers 1";
+  for (const std::string untie : {"", " --untie-embeddings-and-output-weights"}) {
+    INFO("MTP" << untie);
+    check_layout_against(run_job(1, mtp + untie), 4, mtp + untie, pp2("optim_grads"), 4, 6);
+  }
+  check_layout_against(run_job(1, mtp), 4, mtp, pp2("optim_grads_params"), 4, 6);
+}
+
 TEST_CASE("ZeRO-3 at dp 4 holds a quarter of the parameters, gradients and Adam moments") {
   // GPT-2 style, tied: 8192 x 64 word and 64 x 64 position embeddings, 2 layers of 12 h^2 + 13 h,
   // the final norm: each parameter held 4 times in fp32 (value, gradient, 2 moments) unsharded.
