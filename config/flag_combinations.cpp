@@ -88,10 +88,8 @@ void fsdp_combinations(const megatron_args& a, std::vector<std::string>& errors)
       errors.push_back(flag + " with " + other + " is recognized but not implemented by mactor yet (" + why +
                        "); drop " + other + " or use --data-parallel-sharding-strategy optim");
   };
-  // Experts on groups of their own (expert parallelism, or an --expert-tensor-parallel-size
-  // other than tp) shard their gradients, and under ZeRO-3 their parameters, over the
-  // expert-data-parallel group, each rank's shard holding a slice of both regions.
-  refuse(d.overlap_grad_reduce, "--overlap-grad-reduce", "gradient buckets over the whole gradient buffer");
+  // (--overlap-grad-reduce and --overlap-param-gather are timing only here: the sharded gradients
+  // are reduce-scattered after each backward, the parameters gathered before each compute.)
   refuse(a.training.check_for_large_grads, "--check-for-large-grads", "local norms of the whole gradients");
   refuse(d.num_distributed_optimizer_instances > 1, "--num-distributed-optimizer-instances > 1",
          "partial sharding");

@@ -221,7 +221,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"torch_fsdp2_reshard_after_forward", "with --use-torch-fsdp2 the gathered parameters stay from a forward to its "
                                             "backward (FSDP2's reshard_after_forward=False)"},
       {"fsdp_double_buffer", "two freed parameter gather buffers are kept and reused instead of one allocated per gather"},
-      {"overlap_grad_reduce", "gradient buckets are reduced on a background collective thread as the last micro-batch's backward completes them (with the distributed optimizer, one bucket per model chunk; with sequence parallelism too, at finalize)"},
+      {"overlap_grad_reduce", "gradient buckets are reduced on a background collective thread as the last micro-batch's backward completes them (with the distributed optimizer, one bucket per model chunk; with sequence parallelism too, at finalize); under FSDP's "
+                              "sharded gradients each backward's reduce-scatter runs in line, the same numbers"},
       {"overlap_param_gather", "the distributed optimizer's parameter all-gather runs in the background until the next forward needs the parameters"},
       {"ddp_bucket_size", "elements per gradient bucket with --overlap-grad-reduce (default Megatron's max(40M, 1M x dp))"},
       {"ddp_num_buckets", "the bucket size becomes this rank's parameter count / N (Megatron's bucket_size = num_parameters // N); not with --ddp-bucket-size"},

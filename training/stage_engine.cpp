@@ -59,6 +59,10 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   const bool fully_sharded = distributed_optimizer_ && sharding_.strategy >= config::dp_sharding::optim_grads;
   sync_options.shard_grads = fully_sharded;
   sync_options.shard_params = fully_sharded && sharding_.shards_params();
+  // FSDP reduce-scatters each backward's gradients into the shard (and ZeRO-3 gathers before
+  // each compute) whether or not the user asked for overlap: Megatron FSDP's
+  // --overlap-grad-reduce / --overlap-param-gather move the same collectives onto a side stream.
+  if (fully_sharded) sync_options.overlap_grad_reduce = sync_options.overlap_param_gather = false;
   // The embedding and the loss in two chunks of this rank (rank 0 of ZB-V's V): a shared
   // embedding's two copies are summed here.
   const auto& held = layout_.chunks;

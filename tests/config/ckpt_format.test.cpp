@@ -45,11 +45,13 @@ TEST_CASE("ckpt-format fsdp_dtensor with Megatron FSDP's strategies is implement
                    "--fsdp-double-buffer", "--no-strict-fsdp-dtensor-load"})
               .errors.empty());
   CHECK(support({"--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"}).errors.empty());
-  const auto overlap = support({"--use-torch-fsdp2", "--overlap-grad-reduce"});
-  REQUIRE(overlap.errors.size() == 1);
-  CHECK(overlap.errors[0].find("--use-torch-fsdp2 with --overlap-grad-reduce is recognized but not implemented") == 0);
+  // Overlap is timing only under FSDP (each backward's reduce-scatter runs in line).
+  CHECK(support({"--use-torch-fsdp2", "--overlap-grad-reduce", "--overlap-param-gather"}).errors.empty());
+  const auto large = support({"--use-torch-fsdp2", "--check-for-large-grads"});
+  REQUIRE(large.errors.size() == 1);
+  CHECK(large.errors[0].find("--use-torch-fsdp2 with --check-for-large-grads is recognized but not implemented") == 0);
   // The distributed optimizer's sharding (optim) has no such limit.
-  CHECK(support({"--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim", "--overlap-grad-reduce"}).errors.empty());
+  CHECK(support({"--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim", "--check-for-large-grads"}).errors.empty());
   CHECK(with_base({"--use-megatron-fsdp", "--ckpt-format", "fsdp_dtensor", "--data-parallel-sharding-strategy",
                    "optim_grads_params"}).report.ok());
 }

@@ -35,6 +35,11 @@ TEST_CASE("every Megatron FSDP sharding strategy under mactor -np 4 logs the los
   for (const char* strategy : {"no_shard", "optim", "optim_grads", "optim_grads_params"})
     check_layout_against(one, 4, model_flags(), megatron_fsdp(strategy), 4, 6);
   check_layout_against(one, 4, model_flags(), megatron_fsdp("optim_grads_params") + " --fsdp-double-buffer", 4, 6);
+  // Overlap is timing only: the same collectives, in line.
+  const std::string overlap = " --overlap-grad-reduce --overlap-param-gather";
+  for (const char* strategy : {"optim_grads", "optim_grads_params"})
+    CHECK(run_job(4, model_flags() + " " + megatron_fsdp(strategy) + overlap, 4, 6).train ==
+          run_job(4, model_flags() + " " + megatron_fsdp(strategy), 4, 6).train);
 }
 
 TEST_CASE("ZeRO-3 with tensor parallelism and a bf16 model with per-token loss logs the distributed optimizer's losses") {
@@ -131,8 +136,8 @@ TEST_CASE("an fsdp_dtensor load is strict unless --no-strict-fsdp-dtensor-load")
 }
 
 TEST_CASE("FSDP combinations mactor has not built are refused by name") {
-  const auto r = launch(1, model_flags() + " " + megatron_fsdp("optim_grads") + " --overlap-grad-reduce", 2);
-  CHECK(r.err.find("--data-parallel-sharding-strategy optim_grads with --overlap-grad-reduce is recognized but not "
+  const auto r = launch(1, model_flags() + " " + megatron_fsdp("optim_grads") + " --check-for-large-grads", 2);
+  CHECK(r.err.find("--data-parallel-sharding-strategy optim_grads with --check-for-large-grads is recognized but not "
                    "implemented") != std::string::npos);
   const auto megatron_rule = launch(1, model_flags() + " --use-megatron-fsdp --data-parallel-sharding-strategy optim", 2);
   CHECK(megatron_rule.err.find("--use-megatron-fsdp requires --ckpt-format fsdp_dtensor") != std::string::npos);
