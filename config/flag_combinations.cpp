@@ -90,7 +90,6 @@ void fsdp_combinations(const megatron_args& a, std::vector<std::string>& errors)
   };
   // (--overlap-grad-reduce and --overlap-param-gather are timing only here: the sharded gradients
   // are reduce-scattered after each backward, the parameters gathered before each compute.)
-  refuse(a.training.check_for_large_grads, "--check-for-large-grads", "local norms of the whole gradients");
   refuse(d.num_distributed_optimizer_instances > 1, "--num-distributed-optimizer-instances > 1",
          "partial sharding");
   const bool params = d.use_torch_fsdp2 || s == "optim_grads_params";

@@ -345,7 +345,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"check_for_spiky_loss", "a local loss at or above 10x the largest of the first 100 is rejected (result validation)"},
       {"check_for_large_grads", "each gradient bucket's local L2 norm, before any reduction, at or above 10x the largest of "
                                 "the first 100 is rejected (result validation, non-fatal: a rerun). Buckets: one per chunk, "
-                                "the tied embedding apart with the distributed optimizer, or --overlap-grad-reduce's"},
+                                "the tied embedding apart with the distributed optimizer, or --overlap-grad-reduce's. Under --use-megatron-fsdp or "
+                                "--use-torch-fsdp2 nothing is checked, as in Megatron (only its DDP buffers check)"},
       {"result_rejected_tracker_filename", "Megatron's tracker lines (ts, node, device, jobID, rank, iteration, status, result, "
                                            "message) appended on each rejection and rerun"},
       {"log_straggler",

@@ -25,7 +25,10 @@ grad_sync_options grad_sync_options_of(const config::megatron_args& a, bool dist
   o.sum_over_replicas = a.training.calculate_per_token_loss;
   // The experts reduce over their own expert-data-parallel group.
   o.expert_parallel = config::experts_have_own_groups(a);
-  o.check_for_large_grads = a.training.check_for_large_grads;
+  // Megatron checks the local gradient norms in its DDP buffers only: Megatron FSDP (every
+  // strategy) and torch FSDP2 never read --check-for-large-grads.
+  o.check_for_large_grads =
+      a.training.check_for_large_grads && !a.distributed.use_megatron_fsdp && !a.distributed.use_torch_fsdp2;
   // With the distributed optimizer and sequence parallelism, the tensor-parallel sum must
   // precede the reduce-scatter, on the stage's thread: those gradients are reduced at finalize.
   o.overlap_grad_reduce = a.distributed.overlap_grad_reduce && !(distributed_optimizer && sequence_parallel);

@@ -136,9 +136,9 @@ TEST_CASE("an fsdp_dtensor load is strict unless --no-strict-fsdp-dtensor-load")
 }
 
 TEST_CASE("FSDP combinations mactor has not built are refused by name") {
-  const auto r = launch(1, model_flags() + " " + megatron_fsdp("optim_grads") + " --check-for-large-grads", 2);
-  CHECK(r.err.find("--data-parallel-sharding-strategy optim_grads with --check-for-large-grads is recognized but not "
-                   "implemented") != std::string::npos);
+  const auto r = launch(1, model_flags() + " " + megatron_fsdp("optim_grads") + " --num-distributed-optimizer-instances 2", 2);
+  CHECK(r.err.find("--data-parallel-sharding-strategy optim_grads with --num-distributed-optimizer-instances > 1 is "
+                   "recognized but not implemented") != std::string::npos);
   const auto megatron_rule = launch(1, model_flags() + " --use-megatron-fsdp --data-parallel-sharding-strategy optim", 2);
   CHECK(megatron_rule.err.find("--use-megatron-fsdp requires --ckpt-format fsdp_dtensor") != std::string::npos);
 }
