@@ -178,28 +178,48 @@ void gpt_chunk::run_forward(const saved& s, bool training) {
   const int seq = shard_.local_length(), mb = s.micro_batch_size, rows = seq * mb;
   const int local = local_rows(mb), hidden = config_.hidden_size;
   stream_.resize(layers_.size() + 1);
-  if (layout_.pre_process)
+  if (layout_.pre_process) {
+    use_unit(0, true);
     embedding_->forward(store_, tp_, s.ids.data(), s.positions.data(), stream(0, s), rows,
                         training,
                         kernels::dropout_stream(config_.seed, config_.num_layers,
                                                 embedding_dropout_site, s.step));
-  else
+    done_unit(0, true);
+  } else {
     kernels::copy(stream(0, s), s.input);
+  }
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     const auto [begin, end, checkpointed] = groups_[g];
     for (int i = begin; i < end; ++i) {
+      use_unit(1 + i, true);
       layers_[std::size_t(i)].forward(store_, tp_, stream_[std::size_t(i)], stream(i + 1, s), seq,
                                       mb, training, s.step);
+      done_unit(1 + i, true);
       if (!checkpointed) continue;
       layers_[std::size_t(i)].release();
       if (i != begin) stream_[std::size_t(i)] = tensor::tensor();
     }
     if (checkpointed && config_.recompute.distribute_saved_activations) distribute_group_input(g);
   }
-  if (layout_.post_process)
+  // The post-process units stay in use through forward()'s loss.
+  if (layout_.post_process) {
+    use_post_units(true);
     final_layernorm_->forward(store_, stream_.back(),
                               ensure_activation(final_, local, hidden, store_.type()), local);
+  }
   if (mtp_) mtp_->forward(store_, tp_, final_, s.ids, seq, mb, training, s.step);
+}
+
+void gpt_chunk::use_post_units(bool forward) {
+  if (!units_) return;
+  if (config_.shares_word_embedding() && word_embeddings_ >= 0) units_->use(0, forward);
+  units_->use(num_units() - 1, forward);
+}
+
+void gpt_chunk::done_post_units(bool forward) {
+  if (!units_) return;
+  units_->done(num_units() - 1, forward);
+  if (config_.shares_word_embedding() && word_embeddings_ >= 0) units_->done(0, forward);
 }
 
 // Megatron's split_tensor_into_1d_equal_chunks: rank r keeps elements [r * part, (r + 1) * part)
@@ -223,9 +243,12 @@ void gpt_chunk::recompute_group(std::size_t g, const saved& s) {
     kernels::copy(stream(begin, s), elements(gathered.view(), 0, n));
     distributed_[g] = tensor::tensor();
   }
-  for (int i = begin; i < end; ++i)
+  for (int i = begin; i < end; ++i) {
+    use_unit(1 + i, true);
     layers_[std::size_t(i)].forward(store_, tp_, stream_[std::size_t(i)], stream(i + 1, s),
                                     shard_.local_length(), s.micro_batch_size, true, s.step);
+    done_unit(1 + i, true);
+  }
 }
 
 loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_tensor_view input,
@@ -263,6 +286,7 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
   } else if (output.data) {
     kernels::copy(elements(output, 0, n), stream_.back());
   }
+  if (layout_.post_process) done_post_units(true);
   amax_->after(fp8_linear::pass::forward);
   if (keep) {
     // Moving the vectors keeps their buffers, which the embedding's backward still points into.
@@ -294,11 +318,13 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
   const std::int64_t n = std::int64_t(activation_numel(s.micro_batch_size));
   auto grad = ensure_activation(grad_a_, rows, config_.hidden_size, activation_dtype());
   if (layout_.post_process) {
+    use_post_units(false);
     if (mtp_) {
       mtp_->backward(store_, tp_, s.mtp_grads, final_, s.loss_grad);
       mtp_->release();
     }
     final_layernorm_->backward(store_, s.loss_grad, stream_.back(), grad, rows, false);
+    done_post_units(false);
     if (progress) progress(backward_done_final_norm());
   } else {
     if (!grad_output.data)
@@ -309,7 +335,9 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
     const auto [begin, end, checkpointed] = groups_[g];
     if (checkpointed) recompute_group(g, s);
     for (int i = end; i-- > begin;) {
+      use_unit(1 + i, false);
       layers_[std::size_t(i)].backward(store_, tp_, stream_[std::size_t(i)], grad, grad);
+      done_unit(1 + i, false);
       // As autograd frees a layer's saved tensors once its backward ran (the block cache makes
       // the next forward's allocations cheap); the next layer's recomputation reuses them.
       layers_[std::size_t(i)].release();
@@ -318,7 +346,7 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
     }
   }
   if (layout_.pre_process) {
-    embedding_->backward(store_, tp_, grad);
+    embedding_->backward(store_, tp_, grad);  // its gradients only: no values, no gather
     if (progress) progress(backward_done_embedding);
   } else if (grad_input.data) {
     kernels::copy(elements(grad_input, 0, n), grad);

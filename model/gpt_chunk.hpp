@@ -32,6 +32,7 @@
 #include "model/norm.hpp"
 #include "model/output_layer_loss.hpp"
 #include "model/parameter.hpp"
+#include "model/parameter_units.hpp"
 #include "model/transformer_layer.hpp"
 
 namespace mactor::model {
@@ -179,6 +180,14 @@ class gpt_chunk {
   void set_amax_group(group* g) { amax_->set_group(g); }
   /// The id of the word-embedding parameter (this chunk's own or its tied copy), or -1.
   int word_embeddings_id() const { return word_embeddings_; }
+  /// FSDP's units (model/parameter_units.hpp): told before and after each unit's compute; null
+  /// (the default) while every parameter stays bound.
+  void set_parameter_units(parameter_units* units) { units_ = units; }
+  int num_units() const { return static_cast<int>(layers_.size()) + 2; }
+  /// parameter_unit of parameter p, for this chunk.
+  int unit_of(const parameter& p) const {
+    return parameter_unit(p.name, layout_.layer_begin, static_cast<int>(layers_.size()));
+  }
 
  private:
   struct saved {
@@ -208,6 +217,16 @@ class gpt_chunk {
   /// With distribute_saved_activations: keeps this rank's part of stream_[begin], frees the rest.
   void distribute_group_input(std::size_t g);
   tensor::tensor_view stream(int i, const saved& s);
+  void use_unit(int unit, bool forward) {
+    if (units_) units_->use(unit, forward);
+  }
+  void done_unit(int unit, bool forward) {
+    if (units_) units_->done(unit, forward);
+  }
+  /// The final norm, the output layer and the MTP depths' unit, with the word table's when the
+  /// output layer or MTP reads it.
+  void use_post_units(bool forward);
+  void done_post_units(bool forward);
 
   gpt_model_config config_;
   group& tp_;
@@ -226,6 +245,7 @@ class gpt_chunk {
   std::vector<double> mtp_tracker_;
   int word_embeddings_ = -1;
   std::unique_ptr<fp8_amax_reduction> amax_;  // the chunk is TE's fp8_autocast region
+  parameter_units* units_ = nullptr;
   std::unordered_map<int, saved> slots_;
   int resident_ = -1;  // the slot whose activations the layers hold now
   // The residual stream entering each layer (and leaving the last), the final norm's output.

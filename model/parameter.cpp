@@ -228,6 +228,15 @@ void parameter_store::bind_values(tensor::tensor_view full) {
   for (auto& p : params_) p.value = piece(full, p);
 }
 
+void parameter_store::bind_value(int id, tensor::tensor_view v) {
+  auto& p = params_.at(std::size_t(id));
+  if (v.type != type_ || std::size_t(v.numel()) != p.numel)
+    throw std::logic_error("parameter_store::bind_value: " + p.name + " needs " + std::to_string(p.numel) +
+                           " elements of the store's dtype");
+  p.value = v;
+  p.value.shape = p.shape;
+}
+
 void parameter_store::unbind_values() {
   for (auto& p : params_) p.value.data = nullptr;
 }

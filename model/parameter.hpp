@@ -136,6 +136,10 @@ class parameter_store {
   /// dtype (at least flat_numel() elements): the gathered parameters. unbind_values() undoes it.
   void bind_values(tensor::tensor_view full);
   void unbind_values();
+  /// Points parameter id's value at `v` (its numel elements of the store's dtype, given p's shape):
+  /// one FSDP unit's gathered parameters. unbind_value(id) undoes it.
+  void bind_value(int id, tensor::tensor_view v);
+  void unbind_value(int id) { params_[std::size_t(id)].value.data = nullptr; }
   /// ZeRO-2: frees the gradient buffer; backward() then needs bind_grads() with a whole flat
   /// layout of grad_type() (zero_grad() leaves it alone). unbind_grads() undoes it.
   void drop_grads();

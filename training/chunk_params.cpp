@@ -50,7 +50,7 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks) {
                            (chunk.layout().pre_process || chunk.layout().post_process);
     for (const auto& p : chunk.parameters())
       s.params.push_back({p.offset, p.numel, ready_event(chunk, p.name),
-                          tied_here && p.name == "embedding.word_embeddings.weight"});
+                          tied_here && p.name == "embedding.word_embeddings.weight", chunk.unit_of(p)});
     out.push_back(std::move(s));
   }
   return out;

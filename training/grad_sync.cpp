@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "kernels/convert.hpp"
 #include "kernels/tensor_ops.hpp"
@@ -48,8 +49,36 @@ void grad_sync::build_regions() {
       auto& r = regions_.emplace_back();
       r.chunk = c, r.begin = begin, r.end = end, r.group = group, r.shard_group = shards, r.instances = instances;
     };
-    add(0, split, data_parallel_, shard_group_, instances_);
-    if (split < numel) add(split, numel, expert_data_parallel_, expert_shard_group_, instances_);
+    if (!options_.shard_params) {
+      add(0, split, data_parallel_, shard_group_, instances_);
+      if (split < numel) add(split, numel, expert_data_parallel_, expert_shard_group_, instances_);
+      continue;
+    }
+    // ZeRO-3: each FSDP unit's parameters in each part a region of their own (a unit's params
+    // lie together in flat order: the embedding, each layer, the rest; the experts by layer).
+    std::vector<const synced_param*> params;
+    for (const auto& p : chunks_[c].params)
+      if (p.numel > 0) params.push_back(&p);
+    std::sort(params.begin(), params.end(), [](const auto* a, const auto* b) { return a->offset < b->offset; });
+    for (const auto& [lo, hi, experts] : {std::tuple{std::size_t{0}, split, false}, std::tuple{split, numel, true}}) {
+      std::size_t begin = lo;
+      int unit = -1;
+      for (const auto* p : params) {
+        if (p->offset < lo || p->offset >= hi) continue;
+        if (unit >= 0 && p->unit != unit) {
+          add(begin, p->offset, experts ? expert_data_parallel_ : data_parallel_,
+              experts ? expert_shard_group_ : shard_group_, instances_);
+          regions_.back().unit = unit;
+          begin = p->offset;
+        }
+        unit = p->unit;
+      }
+      if (begin < hi && unit >= 0) {
+        add(begin, hi, experts ? expert_data_parallel_ : data_parallel_, experts ? expert_shard_group_ : shard_group_,
+            instances_);
+        regions_.back().unit = unit;
+      }
+    }
   }
 }
 

@@ -33,6 +33,9 @@ struct synced_param {
   int ready_event = 0;
   /// The tied word embedding (or the last stage's copy of it): summed across stages first.
   bool tied_embedding = false;
+  /// Its FSDP unit (model/parameter_units.hpp): with sharded parameters each unit's part of a
+  /// region is a region of its own, gathered alone.
+  int unit = 0;
 };
 
 /// One model chunk's flat parameter and gradient buffers and the parameters in them. The MoE
@@ -101,15 +104,16 @@ class grad_sync {
   };
   /// Null without the distributed optimizer.
   shard* shard_of(std::size_t chunk);
-  /// FSDP: the length of the whole buffers gather_values fills and reduce_into_shard takes for
+  /// FSDP: the length of the whole gradient buffer reduce_into_shard takes for
   /// chunk: at least its flat layout, and each region's padded layout from the region's start
   /// (only the last region's padding lies past the chunk's end; the others' overlap the next).
   std::size_t full_length(std::size_t chunk) const;
-  /// ZeRO-3: every rank's shard of chunk's values (`shard`: laid out as shard_of(chunk)'s
-  /// gradients, each range at its `at`) into `full` (full_length(chunk) long, the values'
-  /// dtype), each region gathered over its own shard group (the experts' over the
-  /// expert-data-parallel one; where they have no replica, this rank's are copied).
-  void gather_values(std::size_t chunk, tensor::const_tensor_view shard, tensor::tensor_view full);
+  /// ZeRO-3, unit by unit: the length of the buffer chunk's unit gathers into (its regions,
+  /// each padded, one after another), the place of flat element `flat` of the unit there, and
+  /// the gather itself from every member's shard (`shard` laid out as shard_of(chunk)).
+  std::size_t unit_length(std::size_t chunk, int unit) const;
+  std::size_t unit_place(std::size_t chunk, int unit, std::size_t flat) const;
+  void gather_unit(std::size_t chunk, int unit, tensor::const_tensor_view shard, tensor::tensor_view full);
   /// ZeRO-2: one backward's gradients of chunk (`full`, full_length(chunk) long, zeros past the
   /// chunk), scaled as finish_grad_sync would, each region reduce-scattered over its own shard
   /// group (the experts' over the expert-data-parallel one) and added to the shard's gradients.
@@ -157,6 +161,7 @@ class grad_sync {
   /// expert parallelism its dense parameters and its experts.
   struct region {
     std::size_t chunk = 0, begin = 0, end = 0;
+    int unit = -1;  // with sharded parameters, the FSDP unit it belongs to
     comm::communicator* group = nullptr;        // the replicas summed (null: none)
     comm::communicator* shard_group = nullptr;  // the distributed optimizer's shards (null: one)
     comm::communicator* instances = nullptr;    // the other instances holding the same shard

@@ -1,4 +1,4 @@
-// grad_sync's FSDP operations: the ZeRO-3 parameter all-gather into a chunk's whole buffer and
+// grad_sync's FSDP operations: the ZeRO-3 parameter all-gather of one unit's regions and
 // the ZeRO-2 reduce-scatter of each backward's gradients into the shard, region by region.
 #include <algorithm>
 #include <stdexcept>
@@ -9,25 +9,46 @@
 
 namespace mactor::training {
 
-// The regions in ascending order: a region's padding, gathered in place past its end, lands
-// on the next region's start, which that region's gather then overwrites.
-void grad_sync::gather_values(std::size_t chunk, tensor::const_tensor_view shard, tensor::tensor_view full) {
-  if (static_cast<std::size_t>(full.numel()) < full_length(chunk))
-    throw std::logic_error("grad_sync::gather_values: the whole buffer is shorter than the padded layout");
+std::size_t grad_sync::unit_length(std::size_t chunk, int unit) const {
+  std::size_t length = 0;
+  for (const auto& r : regions_)
+    if (r.chunk == chunk && r.unit == unit) length += r.padded;
+  return length;
+}
+
+std::size_t grad_sync::unit_place(std::size_t chunk, int unit, std::size_t flat) const {
+  std::size_t at = 0;
   for (const auto& r : regions_) {
-    if (r.chunk != chunk) continue;
-    const auto at = static_cast<std::int64_t>(r.at), begin = static_cast<std::int64_t>(r.begin);
-    const auto per = static_cast<std::int64_t>(r.hi - r.lo), padded = static_cast<std::int64_t>(r.padded);
-    if (!r.shard_group) {  // this rank holds the whole region (experts with no expert-data-parallel replica)
+    if (r.chunk != chunk || r.unit != unit) continue;
+    if (flat >= r.begin && flat < r.end) return at + (flat - r.begin);
+    at += r.padded;
+  }
+  throw std::logic_error("grad_sync::unit_place: flat element " + std::to_string(flat) + " is not in unit " +
+                         std::to_string(unit) + " of chunk " + std::to_string(chunk));
+}
+
+// Each region of the unit gathered over its own shard group (the experts' over the
+// expert-data-parallel one; where they have no replica, this rank's are copied), one after another.
+void grad_sync::gather_unit(std::size_t chunk, int unit, tensor::const_tensor_view shard, tensor::tensor_view full) {
+  if (static_cast<std::size_t>(full.numel()) < unit_length(chunk, unit))
+    throw std::logic_error("grad_sync::gather_unit: the buffer is shorter than the unit's padded regions");
+  std::int64_t to = 0;
+  for (const auto& r : regions_) {
+    if (r.chunk != chunk || r.unit != unit) continue;
+    const auto at = static_cast<std::int64_t>(r.at), per = static_cast<std::int64_t>(r.hi - r.lo);
+    const auto padded = static_cast<std::int64_t>(r.padded);
+    auto into = full.rows(to, to + padded);
+    to += padded;
+    if (!r.shard_group) {
       const auto numel = static_cast<std::int64_t>(r.end - r.begin);
-      kernels::copy(full.rows(begin, begin + numel), shard.rows(at, at + numel));
+      kernels::copy(into.rows(0, numel), shard.rows(at, at + numel));
       continue;
     }
     const trace_recorder::scope traced(*trace_, "fsdp params all-gather", "grad_sync",
                                        {{"chunk", static_cast<std::int64_t>(chunk)},
+                                        {"unit", unit},
                                         {"bytes", padded * static_cast<std::int64_t>(tensor::size_of(full.type))},
                                         {"group_size", r.shard_group->size()}});
-    auto into = full.rows(begin, begin + padded);
     r.shard_group->all_gather(shard.rows(at, at + per), into);
     param_gather_bytes_ += into.nbytes();
   }

@@ -221,7 +221,7 @@ bool stage_engine::execute(const action& a) {
     output = tensor::tensor(activation_shape(), chunks_[a.chunk].activation_dtype(), tensor::memory_kind::activations);
   // A training backward accumulates weight gradients, and so does the last stage's forward
   // (the output layer's, with the loss gradient made at once).
-  if (fsdp_) fsdp_->before_compute(a.chunk, /*grads=*/!forward_only_ && (!forward || layout.post_process));
+  if (fsdp_) fsdp_->before_compute(a.chunk, forward, /*grads=*/!forward_only_ && (!forward || layout.post_process));
   if (forward)
     run_forward(a, input, output);
   else
