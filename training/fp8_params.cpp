@@ -68,9 +68,12 @@ std::size_t fp8_params::nbytes() const {
   return n;
 }
 
-fp8_params::range fp8_params::piece(const weight& w, const range& r) {
-  const std::size_t lo = std::max(w.offset, r.begin), hi = std::min(w.offset + w.numel, r.end);
-  return lo < hi ? range{lo, hi} : range{lo, lo};
+fp8_params::range fp8_params::piece(const weight& w, const std::vector<range>& ranges) {
+  for (const auto& r : ranges) {
+    const std::size_t lo = std::max(w.offset, r.begin), hi = std::min(w.offset + w.numel, r.end);
+    if (lo < hi) return {lo, hi};
+  }
+  return {w.offset, w.offset};
 }
 
 // Elements [p.begin, p.end) of chunk c's main parameters in the model's dtype (TE casts the
@@ -87,7 +90,7 @@ tensor::const_tensor_view fp8_params::model_dtype_piece(std::size_t c, const ran
   return out;
 }
 
-std::vector<float> fp8_params::local_amaxes(const std::vector<range>& ranges) {
+std::vector<float> fp8_params::local_amaxes(const std::vector<std::vector<range>>& ranges) {
   std::vector<float> amaxes;
   for (std::size_t c = 0; c < weights_.size(); ++c)
     for (const auto& w : weights_[c]) {
@@ -109,7 +112,7 @@ void fp8_params::quantize_piece(std::size_t c, const weight& w, const range& p, 
   }
 }
 
-void fp8_params::cast(const std::vector<range>& ranges, comm::communicator* group) {
+void fp8_params::cast(const std::vector<std::vector<range>>& ranges, comm::communicator* group) {
   auto amaxes = local_amaxes(ranges);
   max_over(amaxes, group);
   std::size_t i = 0;
@@ -132,8 +135,8 @@ void fp8_params::cast(const std::vector<range>& ranges, comm::communicator* grou
 }
 
 void fp8_params::cast_all() {
-  std::vector<range> all;
-  for (auto& chunk : chunks_) all.push_back({0, chunk.store().flat_numel()});
+  std::vector<std::vector<range>> all;
+  for (auto& chunk : chunks_) all.push_back({{0, chunk.store().flat_numel()}});
   cast(all, nullptr);
 }
 

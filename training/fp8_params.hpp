@@ -50,9 +50,10 @@ class fp8_params {
   std::size_t nbytes() const;
 
   /// After the optimizer step: casts elements `ranges[c]` of each chunk's main parameters (this
-  /// rank's shard) to fp8; the amaxes are max-reduced over `group` (null: this rank alone).
-  /// Every member of `group` calls it with its own ranges.
-  void cast(const std::vector<range>& ranges, comm::communicator* group);
+  /// rank's shard: one range per region, a weight lying in one) to fp8; the amaxes are
+  /// max-reduced over `group` (null: this rank alone). Every member of `group` calls it with its
+  /// own ranges.
+  void cast(const std::vector<std::vector<range>>& ranges, comm::communicator* group);
   /// The same for the whole of every chunk, on one rank (at start and after a checkpoint load).
   void cast_all();
   /// Writes each fp8 weight of chunk c, dequantized (what the GEMMs multiply), at its place in
@@ -63,10 +64,10 @@ class fp8_params {
   void dequantize_into_main();
 
  private:
-  // The piece of weight w of chunk c inside range r, as flat [lo, hi), empty when none.
-  static range piece(const weight& w, const range& r);
+  // The piece of weight w inside the ranges (at most one meets it), as flat [lo, hi), empty when none.
+  static range piece(const weight& w, const std::vector<range>& ranges);
   tensor::const_tensor_view model_dtype_piece(std::size_t c, const range& p);
-  std::vector<float> local_amaxes(const std::vector<range>& ranges);
+  std::vector<float> local_amaxes(const std::vector<std::vector<range>>& ranges);
   void quantize_piece(std::size_t c, const weight& w, const range& p, float scale);
 
   std::vector<model::gpt_chunk>& chunks_;

@@ -49,13 +49,15 @@ void grad_sync::build_regions() {
       auto& r = regions_.emplace_back();
       r.chunk = c, r.begin = begin, r.end = end, r.group = group, r.shard_group = shards, r.instances = instances;
     };
-    if (!options_.shard_params) {
+    if (!options_.shard_grads) {
       add(0, split, data_parallel_, shard_group_, instances_);
       if (split < numel) add(split, numel, expert_data_parallel_, expert_shard_group_, instances_);
       continue;
     }
-    // ZeRO-3: each FSDP unit's parameters in each part a region of their own (a unit's params
-    // lie together in flat order: the embedding, each layer, the rest; the experts by layer).
+    // FSDP (sharded gradients, ZeRO-2 and ZeRO-3 alike, as Megatron FSDP's buckets): each unit's
+    // parameters in each part a region of their own, reduce-scattered (and under ZeRO-3 gathered)
+    // alone (a unit's parameters lie together in flat order: the embedding, each layer, the
+    // rest; the experts by layer).
     std::vector<const synced_param*> params;
     for (const auto& p : chunks_[c].params)
       if (p.numel > 0) params.push_back(&p);
@@ -284,9 +286,8 @@ void grad_sync::gather_fp8(std::size_t chunk, tensor::tensor_view values, std::u
     if (r.chunk == chunk) r.gathered = tensor::tensor();
 }
 
-// The all-gather of a region with fp8 weights (a whole chunk: fp8 runs have no MoE experts):
-// each member's shard packed as its model values and fp8 bytes, every payload padded to the
-// largest (the shards' boundaries are known to all).
+// The all-gather of a region with fp8 weights: each member's slice packed as its model values
+// and fp8 bytes, every payload padded to the largest (the slices' boundaries are known to all).
 void grad_sync::gather_packed(std::size_t ri) {
   const auto& r = regions_[ri];
   const auto& f = fp8_[r.chunk];
@@ -296,8 +297,8 @@ void grad_sync::gather_packed(std::size_t ri) {
   std::vector<std::vector<gather_run>> runs(static_cast<std::size_t>(n));
   std::size_t payload = 0;
   for (int m = 0; m < n; ++m) {
-    const std::size_t begin = per * static_cast<std::size_t>(m);
-    runs[m] = gather_runs(begin, begin + per, r.end - r.begin, f.weights);
+    const std::size_t begin = r.begin + per * static_cast<std::size_t>(m);
+    runs[m] = gather_runs(begin, begin + per, r.end, f.weights);
     payload = std::max(payload, packed_bytes(runs[m], size));
   }
   std::vector<std::byte> mine(payload), all(payload * static_cast<std::size_t>(n));
@@ -315,11 +316,7 @@ void grad_sync::gather_packed(std::size_t ri) {
 void grad_sync::gather_params(std::size_t ri) {
   auto& r = regions_[ri];
   if (!r.shard_group) return;  // this rank updated the whole region
-  if (r.chunk < fp8_.size() && fp8_[r.chunk].bytes) {
-    if (r.begin != 0 || r.end != static_cast<std::size_t>(chunks_[r.chunk].grads.numel()))
-      throw std::logic_error("the fp8 parameter all-gather runs on whole chunks");
-    return gather_packed(ri);
-  }
+  if (r.chunk < fp8_.size() && fp8_[r.chunk].bytes) return gather_packed(ri);
   auto values = chunks_[r.chunk].values.rows(static_cast<std::int64_t>(r.begin), static_cast<std::int64_t>(r.end));
   const auto lo = static_cast<std::int64_t>(r.lo), hi = static_cast<std::int64_t>(r.hi);
   const auto numel = static_cast<std::int64_t>(r.end - r.begin);

@@ -208,12 +208,12 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
 
 // TE's cast_master_weights_to_fp8: this rank's shard of each chunk (all of it without sharding).
 void stage_engine::cast_fp8_weights() {
-  std::vector<training::fp8_params::range> ranges;
+  std::vector<std::vector<training::fp8_params::range>> ranges(chunks_.size());
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
-    const auto* shard = grad_sync_->shard_of(c);
-    // fp8 runs without MoE experts: a shard is one range of the chunk.
-    ranges.push_back(shard ? training::fp8_params::range{shard->ranges.front().begin, shard->ranges.front().end}
-                           : training::fp8_params::range{0, chunks_[c].store().flat_numel()});
+    if (const auto* shard = grad_sync_->shard_of(c))
+      for (const auto& r : shard->ranges) ranges[c].push_back({r.begin, r.end});
+    else
+      ranges[c].push_back({0, chunks_[c].store().flat_numel()});
   }
   fp8_params_->cast(ranges, grad_sync_->shard_group());
 }

@@ -44,6 +44,9 @@ TEST_CASE("fp8 param gather under tensorwise scaling logs the losses of the run 
   const std::string overlap = " --overlap-grad-reduce --overlap-param-gather";
   CHECK(job(2, model_flags(tensorwise) + " --fp8-param-gather" + overlap).train ==
         job(2, model_flags(tensorwise) + overlap).train);
+  // FSDP's sharded gradients (ZeRO-2): one region per FSDP unit, each gathered packed.
+  const std::string zero2 = " --use-megatron-fsdp --ckpt-format fsdp_dtensor --data-parallel-sharding-strategy optim_grads";
+  CHECK(job(2, model_flags(tensorwise) + " --fp8-param-gather" + zero2).train == job(2, model_flags(tensorwise) + zero2).train);
   // One micro-batch per replica: the replicas' gradients summed in another order than one
   // process's accumulation could differ in the last bits; the fp8 rounding is the same (measured 0).
   check_same(dp2.train, one.train, "tensorwise fp8 param gather, DP2", 2, 1e-5);

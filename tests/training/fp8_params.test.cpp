@@ -92,7 +92,7 @@ TEST_CASE("the cast of the main parameters gives each fp8 weight e4m3(bf16(maste
     for (const auto& w : fp8.weights(0))
       scales.push_back(recipe == model::fp8_recipe::delayed ? w.linear->weight_scaling_state().scale()
                                                             : current_scale_here(main.value_at(0, w.offset), w.numel));
-    fp8.cast({{0, numel}}, nullptr);
+    fp8.cast({{{0, numel}}}, nullptr);
     for (std::size_t k = 0; k < fp8.weights(0).size(); ++k) {
       const auto& w = fp8.weights(0)[k];
       const auto want = quantize_here(main.value_at(0, w.offset), w.numel, scales[k]);
@@ -169,7 +169,7 @@ TEST_CASE("two ranks casting their shards write the bytes of one whole-weight ca
       const std::size_t half = (numel + 1) / 2;
       const training::fp8_params::range mine = rank == 0 ? training::fp8_params::range{0, half}
                                                         : training::fp8_params::range{half, numel};
-      fp8.cast({mine}, &group);
+      fp8.cast({{mine}}, &group);
       for (std::size_t k = 0; k < fp8.weights(0).size(); ++k) {
         const auto& w = fp8.weights(0)[k];
         const float* master = main.value_at(0, w.offset);
