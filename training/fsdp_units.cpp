@@ -47,15 +47,15 @@ void fsdp_units::begin_pass(bool forward) {
 }
 
 // The job never throws on the collective thread: a failed gather reaches whoever waits for the unit.
-void fsdp_units::post_gather(int unit) {
+void fsdp_units::post_gather(int unit, bool prefetch) {
   auto& u = units_[std::size_t(unit)];
   u.values = buffers_.take(u.length, chunk_.store().type());
   auto done = std::make_shared<std::promise<void>>();
   u.gathered = done->get_future().share();
   u.posted = true;
-  worker_.post([this, unit, done, shard = chunk_.store().value_tensor().view(), full = u.values.view()] {
+  worker_.post([this, unit, done, prefetch, shard = chunk_.store().value_tensor().view(), full = u.values.view()] {
     try {
-      sync_.gather_unit(index_, unit, shard, full);
+      sync_.gather_unit(index_, unit, shard, full, prefetch);
       done->set_value();
     } catch (...) {
       done->set_exception(std::current_exception());
@@ -67,15 +67,20 @@ void fsdp_units::use(int unit, bool forward) {
   auto& u = units_[std::size_t(unit)];
   if (u.length == 0) return;
   u.visited = true;
-  if (!u.posted) post_gather(unit);
+  if (!u.posted) post_gather(unit, false);
   // The next unit this pass has not used yet, gathered while this one computes (a backward
   // never gathers the embedding's: its backward reads no values).
   const int next = forward ? unit + 1 : unit - 1;
   if (next >= (forward ? 0 : 1) && next < num_units()) {
     auto& n = units_[std::size_t(next)];
-    if (n.length > 0 && !n.posted && !n.visited) post_gather(next);
+    if (n.length > 0 && !n.posted && !n.visited) post_gather(next, true);
   }
-  u.gathered.get();  // rethrows a failed gather
+  {
+    // What the compute waits for its unit: the gather not hidden behind the previous unit's compute.
+    const trace_recorder::scope traced(sync_.trace(), "fsdp wait for unit", "grad_sync",
+                                       {{"chunk", static_cast<std::int64_t>(index_)}, {"unit", unit}});
+    u.gathered.get();  // rethrows a failed gather
+  }
   if (u.bound) return;
   auto& store = chunk_.store();
   for (std::size_t i = 0; i < u.params.size(); ++i) {

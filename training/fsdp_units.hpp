@@ -57,7 +57,7 @@ class fsdp_units final : public model::parameter_units {
     std::shared_future<void> gathered;
     bool posted = false, bound = false, visited = false;
   };
-  void post_gather(int unit);
+  void post_gather(int unit, bool prefetch);
   void release(int unit);
   int num_units() const { return static_cast<int>(units_.size()); }
 

@@ -113,7 +113,9 @@ class grad_sync {
   /// the gather itself from every member's shard (`shard` laid out as shard_of(chunk)).
   std::size_t unit_length(std::size_t chunk, int unit) const;
   std::size_t unit_place(std::size_t chunk, int unit, std::size_t flat) const;
-  void gather_unit(std::size_t chunk, int unit, tensor::const_tensor_view shard, tensor::tensor_view full);
+  /// `prefetched`: posted ahead of the unit's use (a trace argument).
+  void gather_unit(std::size_t chunk, int unit, tensor::const_tensor_view shard, tensor::tensor_view full,
+                   bool prefetched = false);
   /// ZeRO-2: one backward's gradients of chunk (`full`, full_length(chunk) long, zeros past the
   /// chunk), scaled as finish_grad_sync would, each region reduce-scattered over its own shard
   /// group (the experts' over the expert-data-parallel one) and added to the shard's gradients.
@@ -155,6 +157,7 @@ class grad_sync {
   std::size_t take_param_gather_bytes() { return param_gather_bytes_.exchange(0); }
   /// --profile: each collective (and each wait for the background ones) is also a span there.
   void trace_into(trace_recorder* trace) { trace_ = trace; }
+  trace_recorder& trace() const { return *trace_; }
 
  private:
   /// A part of a chunk's flat buffer that reduces over one group: the whole chunk, or with

@@ -29,7 +29,8 @@ std::size_t grad_sync::unit_place(std::size_t chunk, int unit, std::size_t flat)
 
 // Each region of the unit gathered over its own shard group (the experts' over the
 // expert-data-parallel one; where they have no replica, this rank's are copied), one after another.
-void grad_sync::gather_unit(std::size_t chunk, int unit, tensor::const_tensor_view shard, tensor::tensor_view full) {
+void grad_sync::gather_unit(std::size_t chunk, int unit, tensor::const_tensor_view shard, tensor::tensor_view full,
+                            bool prefetched) {
   if (static_cast<std::size_t>(full.numel()) < unit_length(chunk, unit))
     throw std::logic_error("grad_sync::gather_unit: the buffer is shorter than the unit's padded regions");
   std::int64_t to = 0;
@@ -47,6 +48,7 @@ void grad_sync::gather_unit(std::size_t chunk, int unit, tensor::const_tensor_vi
     const trace_recorder::scope traced(*trace_, "fsdp params all-gather", "grad_sync",
                                        {{"chunk", static_cast<std::int64_t>(chunk)},
                                         {"unit", unit},
+                                        {"prefetched", prefetched ? 1 : 0},
                                         {"bytes", padded * static_cast<std::int64_t>(tensor::size_of(full.type))},
                                         {"group_size", r.shard_group->size()}});
     r.shard_group->all_gather(shard.rows(at, at + per), into);
