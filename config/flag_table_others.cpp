@@ -22,7 +22,7 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"app_tag_run_name", "read only by NVIDIA's one_logger package (see --one-logger-project)"},
       {"app_tag_run_version", "read only by NVIDIA's one_logger package (see --one-logger-project)"},
       {"suggested_communication_unit_size", "Megatron FSDP's elements per gather (and its prefetch size); mactor's "
-                                            "FSDP gathers one whole model chunk at a time, the same values"},
+                                            "FSDP gathers one unit (the embedding, a layer, the rest) at a time, the same values"},
       {"vocab_extra_ids", "Megatron adds the <extra_id_N> tokens only in its legacy BertWordPiece* and "
                           "SentencePieceTokenizer (T5/BERT tokenizers, which mactor refuses); its GPT tokenizers and the "
                           "megatron.core.tokenizers path ignore the flag, as mactor's do"},
