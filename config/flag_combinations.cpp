@@ -25,6 +25,12 @@ void moe_combinations(const megatron_args& a, std::vector<std::string>& errors) 
   if (a.training.add_bias_linear)
     errors.push_back("--num-experts with biases in the experts is recognized but not implemented by mactor yet; add "
                      "--disable-bias-linear");
+  // Megatron fills each expert to capacity with probability-0 tokens chosen by torch.topk among
+  // ties: no effect on the numbers, except under fp8, whose scales then see those tokens.
+  if (m.moe_pad_expert_input_to_capacity && a.transformer_engine.fp8)
+    errors.push_back("--moe-pad-expert-input-to-capacity with --fp8-format is recognized but not implemented by mactor yet "
+                     "(the probability-0 tokens that fill each expert to capacity enter the experts' fp8 scales, and "
+                     "Megatron picks them in torch.topk's order among ties); drop one of the two");
   if (m.moe_router_padding_for_fp8 && m.moe_token_dispatcher_type == "flex")
     errors.push_back("--moe-router-padding-for-fp8 with --moe-token-dispatcher-type flex is recognized but not implemented "
                      "by mactor yet (DeepEP pads the received tokens after the exchange); use --moe-token-dispatcher-type "

@@ -59,7 +59,8 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
                               "gradients for real)"},
       {"moe_pad_expert_input_to_capacity", "performance-only: Megatron fills each expert to capacity with "
                                            "probability-0 tokens, whose output and gradients are zero; mactor does not "
-                                           "pad, with the same numbers"},
+                                           "pad, with the same numbers (with fp8, where the padding would enter the "
+                                           "experts' scales, refused)"},
       {"gradient_reduce_div_fusion", performance_only},
       {"defer_embedding_wgrad_compute", "performance-only: Megatron defers the last stage's output-layer weight-gradient "
                                         "GEMMs to overlap them with pipeline communication; mactor computes them at once"},

@@ -145,6 +145,12 @@ TEST_CASE("MoE with tensor parallelism but no sequence parallelism or with route
   CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--fp8-format", "hybrid", "--fp8-param-gather", "--bf16",
                        "--use-distributed-optimizer"}),
             "--num-experts with --fp8-param-gather is recognized but not implemented by mactor yet"));
+  // Padding to capacity changes nothing but fp8's scales.
+  CHECK(errors_of({"--num-experts", "8", "--disable-bias-linear", "--moe-expert-capacity-factor", "1.0",
+                   "--moe-pad-expert-input-to-capacity"}).empty());
+  CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--moe-expert-capacity-factor", "1.0",
+                       "--moe-pad-expert-input-to-capacity", "--fp8-format", "hybrid"}),
+            "--moe-pad-expert-input-to-capacity with --fp8-format is recognized but not implemented by mactor yet"));
   CHECK(has(errors_of({"--num-experts", "8", "--disable-bias-linear", "--num-layers", "4", "--moe-layer-freq", "[1,0,1]"}),
             "--moe-layer-freq lists 3 layers"));
   CHECK(errors_of({"--num-experts", "8", "--disable-bias-linear", "--num-layers", "3", "--moe-layer-freq", "[1,0,1]"}).empty());
