@@ -212,14 +212,14 @@ void gpt_chunk::run_forward(const saved& s, bool training) {
 
 void gpt_chunk::use_post_units(bool forward) {
   if (!units_) return;
-  if (config_.shares_word_embedding() && word_embeddings_ >= 0) units_->use(0, forward);
+  if (post_reads_word_table()) units_->use(0, forward);
   units_->use(num_units() - 1, forward);
 }
 
 void gpt_chunk::done_post_units(bool forward) {
   if (!units_) return;
   units_->done(num_units() - 1, forward);
-  if (config_.shares_word_embedding() && word_embeddings_ >= 0) units_->done(0, forward);
+  if (post_reads_word_table()) units_->done(0, forward);
 }
 
 // Megatron's split_tensor_into_1d_equal_chunks: rank r keeps elements [r * part, (r + 1) * part)

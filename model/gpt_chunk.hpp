@@ -227,6 +227,8 @@ class gpt_chunk {
   /// output layer or MTP reads it.
   void use_post_units(bool forward);
   void done_post_units(bool forward);
+  /// The output layer or the MTP depths read this chunk's word table (unit 0).
+  bool post_reads_word_table() const { return config_.shares_word_embedding() && word_embeddings_ >= 0; }
 
   gpt_model_config config_;
   group& tp_;

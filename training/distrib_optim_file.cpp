@@ -13,13 +13,13 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "training/checkpoint_state.hpp"
+#include "training/torch_pickle_values.hpp"
 
 namespace mactor::training {
 namespace {
 
 using checkpoint::checkpoint_error;
 using checkpoint::pickle_value;
-using checkpoint::torch_tensor;
 using kind = pickle_value::kind;
 
 constexpr const char* state_keys[] = {"param", "exp_avg", "exp_avg_sq"};
@@ -53,11 +53,8 @@ pickle_value dtype_key(const config::megatron_args& a) {
 }
 
 pickle_value float_tensor(const std::vector<float>& v) {
-  auto t = std::make_shared<torch_tensor>();
-  t->dtype = checkpoint::dtype_by_name("float32");
-  t->shape = {static_cast<std::int64_t>(v.size())};
-  t->bytes.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
-  return pickle_value::of_tensor(std::move(t));
+  return pickle_value::of_tensor(
+      make_tensor(v.data(), v.size(), {static_cast<std::int64_t>(v.size())}, tensor::dtype::float32));
 }
 
 std::vector<float> floats(const pickle_value* v, std::size_t numel, const std::string& what) {

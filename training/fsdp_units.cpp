@@ -31,9 +31,10 @@ fsdp_units::fsdp_units(model::gpt_chunk& chunk, std::size_t index, grad_sync& sy
   for (std::size_t id = 0; id < params.size(); ++id) {
     const auto& p = params[id];
     if (p.numel == 0) continue;
-    auto& u = units_[static_cast<std::size_t>(chunk_.unit_of(p))];
+    const int unit = chunk_.unit_of(p);
+    auto& u = units_[static_cast<std::size_t>(unit)];
     u.params.push_back(static_cast<int>(id));
-    u.places.push_back(sync_.unit_place(index_, chunk_.unit_of(p), p.offset));
+    u.places.push_back(sync_.unit_place(index_, unit, p.offset));
   }
   for (int u = 0; u < num_units(); ++u)
     if (!units_[std::size_t(u)].params.empty())

@@ -219,9 +219,9 @@ void stage_engine::cast_fp8_weights() {
 }
 
 tensor::const_tensor_view stage_engine::weight_bytes(std::size_t c, const model::parameter& p) {
-  if (fp8_params_)
+  if (fp8_params_ && p.fp8_gemm)
     for (const auto& w : fp8_params_->weights(c))
-      if (w.offset == p.offset && p.fp8_gemm)
+      if (w.offset == p.offset)
         return {fp8_params_->bytes(c) + w.byte_offset, {static_cast<std::int64_t>(w.numel)}, tensor::dtype::float8_e4m3};
   return p.value;
 }

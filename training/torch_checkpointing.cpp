@@ -16,7 +16,6 @@
 #include "checkpoint/torch_layout.hpp"
 #include "config/config_json.hpp"
 #include "model/optimizer_adam.hpp"
-#include "tensor/half_float.hpp"
 #include "training/checkpoint_state.hpp"
 #include "training/distrib_optim_file.hpp"
 #include "training/fp8_checkpoint_state.hpp"
@@ -27,7 +26,6 @@ namespace {
 
 using checkpoint::checkpoint_error;
 using checkpoint::pickle_value;
-using checkpoint::torch_tensor;
 using json = nlohmann::json;
 using kind = pickle_value::kind;
 
