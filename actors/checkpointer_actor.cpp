@@ -13,6 +13,7 @@
 #include "actors/spawn.hpp"
 #include "checkpoint/local_checkpoint.hpp"
 #include "checkpoint/non_persistent.hpp"
+#include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/save.hpp"
 
 namespace mactor::actors {
@@ -37,6 +38,29 @@ std::string mib(std::int64_t bytes) {
   return text;
 }
 
+// A local checkpoint: this rank's whole state, committed on its own; its older ones go only once
+// this one is complete (the one before it stays, see local_checkpoint.hpp). With --replication
+// the clique's peers then swap copies, whether or not this rank's save worked (they wait for it).
+void save_local(const checkpoint_job_settings& settings, const std::string& dir, checkpoint_write& w,
+                const checkpoint::save_options& options, side_activity& activity) {
+  const auto own = checkpoint::local_rank_dir(dir, settings.rank);
+  std::string save_error;
+  try {
+    checkpoint::save(own, w.iteration, 0, 1, std::move(*w.state), options);
+    checkpoint::remove_old_iterations(own, checkpoint::local_checkpoints_kept);
+  } catch (const std::exception& e) {
+    save_error = e.what();
+  }
+  if (settings.replicator) {
+    std::string peers;
+    for (int r : settings.replicator->clique())
+      if (r != settings.rank) peers += (peers.empty() ? "rank " : ", rank ") + std::to_string(r);
+    activity.set("exchanging the replicas of iteration " + std::to_string(w.iteration) + " with " + peers, 0);
+    settings.replicator->replicate(w.iteration, save_error.empty());
+  }
+  if (!save_error.empty()) throw checkpoint::checkpoint_error(save_error);
+}
+
 caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings settings,
                            std::shared_ptr<side_activity> activity) {
   return {
@@ -57,11 +81,7 @@ caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings set
           if (const auto delay = test_write_delay(); delay.count() > 0)
             options.before_write = [delay] { std::this_thread::sleep_for(delay); };
           if (w.non_persistent && settings.local_non_persistent) {
-            // A local checkpoint: this rank's whole state, committed on its own; its older ones
-            // go only once this one is complete (the one before it stays, see local_checkpoint.hpp).
-            const auto own = checkpoint::local_rank_dir(dir, settings.rank);
-            checkpoint::save(own, w.iteration, 0, 1, std::move(*w.state), options);
-            checkpoint::remove_old_iterations(own, checkpoint::local_checkpoints_kept);
+            save_local(settings, dir, w, options, *activity);
           } else {
             // Megatron's cleanup_old_non_persistent_checkpoint (rank 0, before the save): the newest
             // complete one stays until this one is committed.

@@ -10,6 +10,7 @@
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
 #include "actors/type_ids.hpp"
+#include "checkpoint/replication.hpp"
 #include "comm/rendezvous_client.hpp"
 #include "training/rank_worker.hpp"
 
@@ -76,6 +77,18 @@ coordinator_link reach_coordinator(caf::actor_system& sys, training::parallel_co
 
 // This rank's own actors (the replica only on a replica's first rank, the checkpointer only with
 // --save, the status actor only while the inspector is on).
+std::shared_ptr<training::checkpoint_replicator> make_replicator(const config::megatron_args& args,
+                                                                 training::parallel_context& ctx) {
+  const auto& rep = args.distributed;
+  const auto& local_dir = args.checkpointing.non_persistent_local_ckpt_dir;
+  if (!rep.replication || !rep.replication_jump || !local_dir || !ctx.transport()) return nullptr;
+  auto clique = checkpoint::replication_clique(ctx.rank(), static_cast<int>(*rep.replication_jump),
+                                               static_cast<int>(rep.replication_factor), ctx.world_size());
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(distributed_timeout_s(args, true) * 1000));
+  return std::make_shared<training::checkpoint_replicator>(*ctx.transport(), *local_dir, ctx.rank(), std::move(clique),
+                                                           timeout);
+}
+
 struct rank_actors {
   caf::actor stage, status, agent, replica, checkpointer;
 };
@@ -94,6 +107,7 @@ rank_actors spawn_rank_actors(caf::actor_system& sys, const config::megatron_arg
     settings.rank = rank;
     settings.world_size = ctx.world_size();
     settings.attempt_id = env.job_id;
+    settings.replicator = make_replicator(args, ctx);
     auto activity = std::make_shared<side_activity>("checkpointer");
     reporter->add_side(activity);
     actors.checkpointer = spawn_checkpointer(sys, std::move(settings), std::move(activity));

@@ -10,6 +10,7 @@
 #include "actors/job_control.hpp"
 #include "comm/process_groups.hpp"
 #include "config/megatron_args.hpp"
+#include "training/checkpoint_replication.hpp"
 #include "training/parallel_context.hpp"
 #include "training/rank_worker.hpp"
 
@@ -26,6 +27,8 @@ struct checkpoint_job_settings {
   std::optional<std::int64_t> retain_interval;  ///< --save-retain-interval
   /// --non-persistent-ckpt-type local: a non-persistent save goes to <its directory>/rank_N alone.
   bool local_non_persistent = false;
+  /// --replication: after each local save, the copies exchanged with the clique's peers.
+  std::shared_ptr<training::checkpoint_replicator> replicator;
 };
 
 /// The stage actor of this rank (detached: it blocks in collectives). Builds its rank_worker from

@@ -1,10 +1,13 @@
-// bench_save_stall: what a checkpoint costs the training, end to end. Runs the same job three
-// times under `mactor` (no saves; --save-interval K; --save-interval K --async-save) and prints the
-// training stall per save (extra wall time over the run without saves, divided by the saves),
-// the checkpoint's size, and the disk's own write speed for that size (dd with fsync).
+// bench_save_stall: what a checkpoint costs the training, end to end. Runs the same job under
+// `mactor` without saves and with a save every K iterations: persistent (--save-interval K, then
+// with --async-save), and local non-persistent ones in memory (--non-persistent-ckpt-type local in
+// --memory-dir, a tmpfs, with --async-save), alone and with --replication to a peer rank. Prints the training stall
+// per save (extra wall time over the run without saves, divided by the saves), that extra time as
+// a share of the job's, the checkpoint's size, and the disk's own write speed (dd with fsync).
 // Usage: mactor's build dir: build/bin/bench_save_stall [--ranks N] [--iters I] [--interval K]
-//        [--hidden H] [--layers L] [--dir DIR] [--repeats R]
+//        [--hidden H] [--layers L] [--dir DIR] [--memory-dir DIR (default /dev/shm)] [--repeats R]
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +26,7 @@ namespace {
 struct options {
   int ranks = 2, iters = 12, interval = 3, hidden = 512, layers = 4, repeats = 2;
   fs::path dir = "bench_save_stall.tmp";
+  fs::path memory_dir = "/dev/shm";
 };
 
 struct run_result {
@@ -74,8 +78,9 @@ int main(int argc, char** argv) {
     else if (k == "--layers") o.layers = std::stoi(v);
     else if (k == "--repeats") o.repeats = std::stoi(v);
     else if (k == "--dir") o.dir = v;
+    else if (k == "--memory-dir") o.memory_dir = v;
     else {
-      std::fprintf(stderr, "bench_save_stall: unknown option %s (--ranks --iters --interval --hidden --layers --dir --repeats)\n",
+      std::fprintf(stderr, "bench_save_stall: unknown option %s (--ranks --iters --interval --hidden --layers --dir --memory-dir --repeats)\n",
                    k.c_str());
       return 2;
     }
@@ -92,20 +97,32 @@ int main(int argc, char** argv) {
   const int saves = o.iters / o.interval;
   const std::string save = " --save " + (o.dir / "ckpt").string() + " --save-interval " + std::to_string(o.interval);
 
+  const fs::path memory = o.memory_dir / ("bench_save_stall_" + std::to_string(::getpid()));
+  const std::string local = " --save " + (o.dir / "ckpt").string() + " --save-interval 1000000 --non-persistent-save-interval " +
+                            std::to_string(o.interval) + " --non-persistent-ckpt-type local --non-persistent-local-ckpt-dir " +
+                            memory.string() + " --async-save";
+  struct variant {
+    std::string name, flags;
+    run_result best;
+  };
+  std::vector<variant> variants = {{"no --save", ""},
+                                   {"--save", save},
+                                   {"--save --async-save", save + " --async-save"},
+                                   {"local async, in memory", local},
+                                   {"... + --replication", local + " --replication --replication-jump 1"}};
+  if (o.ranks % 2 != 0) variants.pop_back();  // the cliques are pairs of ranks
   // Best of `repeats` for each variant, interleaved so drifts in machine load hit all alike.
   const fs::path log = o.dir / "job.log";
-  run_result none, sync, async;
-  none.seconds = sync.seconds = async.seconds = 1e30;
-  auto keep_best = [](run_result& best, run_result r) {
-    if (r.seconds < best.seconds) best = std::move(r);
-  };
-  for (int r = 0; r < o.repeats; ++r) {
-    keep_best(none, run(job, log));
-    fs::remove_all(o.dir / "ckpt");
-    keep_best(sync, run(job + save, log));
-    fs::remove_all(o.dir / "ckpt");
-    keep_best(async, run(job + save + " --async-save", log));
-  }
+  for (auto& v : variants) v.best.seconds = 1e30;
+  for (int r = 0; r < o.repeats; ++r)
+    for (auto& v : variants) {
+      auto got = run(job + v.flags, log);
+      if (got.seconds < v.best.seconds) v.best = std::move(got);
+      if (&v != &variants.back()) fs::remove_all(o.dir / "ckpt");
+      fs::remove_all(memory);
+    }
+  // The last variant's directory is gone with the memory one; the size is a persistent save's.
+  run(job + save, log);
   const auto iteration_dir = o.dir / "ckpt" / ("iter_" + std::string(7 - std::to_string(o.iters).size(), '0') + std::to_string(o.iters));
   const double mib = static_cast<double>(directory_bytes(iteration_dir)) / (1 << 20);
   const auto dd = o.dir / "dd.bin";
@@ -113,15 +130,21 @@ int main(int argc, char** argv) {
                                 " conv=fsync", log).seconds;
   fs::remove_all(o.dir);
 
+  const double none = variants[0].best.seconds;
   std::printf("job: %d ranks, %d layers x hidden %d, %d iterations, a save every %d (%d saves), checkpoint %.1f MiB\n",
               o.ranks, o.layers, o.hidden, o.iters, o.interval, saves, mib);
-  std::printf("%-24s %12s %22s %26s\n", "variant", "job wall (s)", "wall added per save (ms)", "save-checkpoint timer (ms)");
-  std::printf("%-24s %12.2f %22s %26s\n", "no --save", none.seconds, "-", "-");
-  std::printf("%-24s %12.2f %22.1f %26.1f\n", "--save", sync.seconds, 1e3 * (sync.seconds - none.seconds) / saves, mean(sync.save_ms));
-  std::printf("%-24s %12.2f %22.1f %26.1f\n", "--save --async-save", async.seconds, 1e3 * (async.seconds - none.seconds) / saves,
-              mean(async.save_ms));
-  std::printf("(the timer is the longest time a rank waited per save; with --async-save the job's end also waits for the last write)\n");
+  std::printf("%-24s %12s %22s %16s %26s\n", "variant", "job wall (s)", "wall added per save (ms)", "added to job", "save-checkpoint timer (ms)");
+  for (const auto& v : variants) {
+    if (v.flags.empty()) {
+      std::printf("%-24s %12.2f %22s %16s %26s\n", v.name.c_str(), none, "-", "-", "-");
+      continue;
+    }
+    std::printf("%-24s %12.2f %22.1f %15.1f%% %26.1f\n", v.name.c_str(), v.best.seconds, 1e3 * (v.best.seconds - none) / saves,
+                100.0 * (v.best.seconds - none) / none, mean(v.best.save_ms));
+  }
+  std::printf("(the timer is the longest time a rank waited per save; with --async-save and local saves the job's end also "
+              "waits for the last write)\n");
   std::printf("synchronous save: %.0f MiB/s (checkpoint size / timer); dd of %.0f MiB with fsync on the same disk: %.0f MiB/s\n",
-              mib / std::max(1e-9, mean(sync.save_ms) / 1e3), mib, (mib + 1) / dd_seconds);
+              mib / std::max(1e-9, mean(variants[1].best.save_ms) / 1e3), mib, (mib + 1) / dd_seconds);
   return 0;
 }

@@ -431,6 +431,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                    "when it is at least as new as the persistent one"},
       {"non_persistent_global_ckpt_dir", "the non-persistent global checkpoints' directory, for saving and loading"},
       {"non_persistent_local_ckpt_dir", "the local checkpoints' directory: rank N saves to and loads from its rank_N"},
+      {"replication", "after each local non-persistent save, every rank sends its checkpoint to the other ranks of its "
+                      "replication clique (NVIDIA Resiliency Extension's CliqueReplicationStrategy) and keeps theirs under "
+                      "<local dir>/rank_N/replicas; a resume takes the newest iteration held for every rank, and a rank "
+                      "that lost its own copy receives it from a peer"},
+      {"replication_jump", "J: a clique is ranks n, n+J, ..., n+(F-1)J (set J to the ranks per node so copies live on "
+                           "other nodes)"},
+      {"replication_factor", "F: the ranks of a clique, each holding all F copies"},
       {"non_persistent_local_ckpt_algo", "fully_parallel and atomic load the same state; each rank writes its whole "
                                          "state (atomic's layout): fully_parallel's de-duplication of data-parallel "
                                          "replicas on disk is not done"},

@@ -301,6 +301,16 @@ void checkpoint_and_data(validation_context& c) {  // rules 67, 68, 72, 74, 76, 
   if (rep.replication) {
     c.require(rep.replication_jump.has_value(), "--replication needs --replication-jump");
     c.require(ck.non_persistent_ckpt_type == std::optional<std::string>("local"), "--replication needs --non-persistent-ckpt-type local");
+    // NVIDIA Resiliency Extension's parse_group_sequence asserts the same.
+    const std::int64_t jump = rep.replication_jump.value_or(1), factor = rep.replication_factor;
+    const std::int64_t world = c.placement.world_size;
+    if (jump <= 0 || factor <= 0)
+      c.error("--replication-jump and --replication-factor must be positive (got " + std::to_string(jump) + " and " +
+              std::to_string(factor) + ")");
+    else if (world % (jump * factor) != 0)
+      c.error("--replication: the " + std::to_string(world) + " ranks cannot be split into replication groups of " +
+              std::to_string(factor) + " ranks " + std::to_string(jump) + " apart (the world size must be divisible by "
+              "--replication-jump times --replication-factor = " + std::to_string(jump * factor) + ")");
   } else {
     rep.replication_jump.reset();
   }

@@ -1,5 +1,7 @@
 // Which local non-persistent checkpoint a job resumes from (--non-persistent-ckpt-type local):
-// the ranks exchange the iterations each holds complete and all take the newest they share.
+// the ranks exchange the iterations each holds complete and all take the newest they share. With
+// --replication a rank's clique peers' copies count too, and a rank without its own copy of the
+// chosen iteration receives it from the first peer that has one.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -17,8 +19,9 @@ struct local_checkpoint_choice {
 };
 
 /// Collective over the world (every rank calls it with the same args): the newest iteration
-/// complete in every rank's own directory; nullopt without --non-persistent-ckpt-type local or
-/// when the ranks share none.
+/// complete in every rank's own directory (or, with --replication, in a clique peer's replicas,
+/// then copied into the rank's own directory before this returns); nullopt without
+/// --non-persistent-ckpt-type local or when the ranks share none.
 std::optional<local_checkpoint_choice> agreed_local_checkpoint(const config::megatron_args& args, parallel_context& ctx);
 
 }  // namespace mactor::training

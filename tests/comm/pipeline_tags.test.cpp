@@ -8,11 +8,17 @@
 
 using namespace mactor::comm;
 
-TEST_CASE("pipeline tags are distinct per kind, chunk and microbatch and avoid collective tags") {
+TEST_CASE("pipeline and replica tags are distinct per kind, chunk and microbatch and avoid collective tags") {
   std::set<std::uint64_t> seen;
+  for (std::int64_t it : {0, 1, 40, 1000000})
+    for (int part : {0, 1}) {
+      const std::uint64_t tag = checkpoint_replica_tag(it, part);
+      CHECK(seen.insert(tag).second);
+      CHECK((tag & collective_tag_bit) == 0);
+    }
   for (auto kind : {p2p_kind::activation, p2p_kind::gradient})
     for (int chunk : {0, 1, 2, 255})
-      for (int mb : {0, 1, 7, 1000, (1 << 30) - 1}) {
+      for (int mb : {0, 1, 7, 1000, (1 << 29) - 1}) {
         const std::uint64_t tag = pipeline_tag(kind, chunk, mb);
         CHECK(seen.insert(tag).second);
         CHECK((tag & collective_tag_bit) == 0);

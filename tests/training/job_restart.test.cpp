@@ -1,5 +1,6 @@
 // mactor --max-restarts: a rank killed with SIGKILL mid-training, the job started again by the
-// launcher, resumed from its newest checkpoint, and its losses from there on equal to an
+// launcher, resumed from its newest checkpoint (a persistent one on disk, or a replicated local one
+// in memory whose owner's copy died with it), and its losses from there on equal to an
 // uninterrupted run's, bit for bit.
 #include <catch2/catch.hpp>
 
@@ -7,6 +8,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -16,6 +18,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "checkpoint/local_checkpoint.hpp"
 #include "tests/training/launch_support.hpp"
 
 namespace fs = std::filesystem;
@@ -27,12 +30,12 @@ namespace {
 // The whole of a rank's or the launcher's output file.
 std::string slurp(const fs::path& p) { return mactor::test::slurp(p.string()); }
 
-std::string flags(const fs::path& checkpoints) {
+std::string flags(const fs::path& checkpoints, const std::string& saves) {
   return "--num-layers 2 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 32 "
          "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 4 --train-iters 300 --lr 1e-2 "
          "--min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 10 --init-method-std 0.1 --mock-data "
          "--tokenizer-type NullTokenizer --vocab-size 8191 --log-interval 1 --eval-iters 0 --seed 5 "
-         "--save-interval 20 --save " + checkpoints.string() + " --load " + checkpoints.string();
+         "--save " + checkpoints.string() + " --load " + checkpoints.string() + saves;
 }
 
 // Each iteration's last logged "lm loss" text (a restarted job logs the iterations after its
@@ -64,64 +67,104 @@ std::vector<pid_t> children_of(pid_t parent) {
   return kids;
 }
 
-}  // namespace
+// What a killed and restarted job did.
+struct restarted_job {
+  int status = -1, killed_after = 0, resumed_from = -1;
+  double recovered_s = -1;  // from the kill to the restarted job's first iteration line
+  std::string out, err;
+};
 
-TEST_CASE("mactor max-restarts starts a job again after a rank is killed and it resumes from its checkpoint") {
-  const fs::path dir = scratch_dir("job_restart", "kill");
-  fs::create_directories(dir);
-  const auto reference = losses_by_iteration(launch(2, flags(dir / "reference")).out);
-  REQUIRE(reference.size() == 300);
-
+// Runs `flags` on 2 ranks under --max-restarts 1, SIGKILLs rank 1 once iteration 45 is logged
+// (then calls `after_kill`), and waits for the job's end.
+restarted_job kill_and_restart(const fs::path& dir, const std::string& job_flags, const std::function<void()>& after_kill) {
+  restarted_job job;
   const pid_t launcher = fork();
   if (launcher == 0) {
     freopen((dir / "out.txt").c_str(), "w", stdout);
     freopen((dir / "err.txt").c_str(), "w", stderr);
-    const std::string line = mactor_bin() + " -np 2 --oversubscribe --max-restarts 1 " + bin_dir() + "/pretrain_gpt " +
-                             flags(dir / "restarted");
+    const std::string line = mactor_bin() + " -np 2 --oversubscribe --max-restarts 1 " + bin_dir() + "/pretrain_gpt " + job_flags;
     execl("/bin/sh", "sh", "-c", ("exec " + line).c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  // Past the checkpoint of iteration 40, kill one rank.
   const auto deadline = std::chrono::steady_clock::now() + 180s;
   while (losses_by_iteration(slurp(dir / "out.txt")).count(45) == 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(20ms);
   const auto before = losses_by_iteration(slurp(dir / "out.txt"));
   REQUIRE(before.count(45) == 1);
   REQUIRE(before.count(300) == 0);  // still training
+  job.killed_after = before.rbegin()->first;
   const auto ranks = children_of(launcher);
   REQUIRE(ranks.size() == 2);
   REQUIRE(kill(ranks[1], SIGKILL) == 0);
   const auto killed_at = std::chrono::steady_clock::now();
   const std::size_t logged_before = slurp(dir / "out.txt").size();
-  // Recovery time: from the kill to the restarted job's first iteration line.
-  double recovered_s = -1;
-  while (recovered_s < 0 && std::chrono::steady_clock::now() < killed_at + 120s) {
-    if (slurp(dir / "out.txt").find("successfully loaded checkpoint", logged_before) != std::string::npos &&
-        std::regex_search(slurp(dir / "out.txt").substr(logged_before), std::regex(R"(iteration +\d+/ +300 \|)")))
-      recovered_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  after_kill();
+  while (job.recovered_s < 0 && std::chrono::steady_clock::now() < killed_at + 120s) {
+    const auto out = slurp(dir / "out.txt");
+    if (out.find("successfully loaded checkpoint", logged_before) != std::string::npos &&
+        std::regex_search(out.substr(logged_before), std::regex(R"(iteration +\d+/ +300 \|)")))
+      job.recovered_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
     std::this_thread::sleep_for(10ms);
   }
   int status = 0;
   REQUIRE(waitpid(launcher, &status, 0) == launcher);
-  const std::string out = slurp(dir / "out.txt"), err = slurp(dir / "err.txt");
-  INFO("stderr:\n" << err.substr(err.size() > 4000 ? err.size() - 4000 : 0));
   REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
-  CHECK(err.find("mactor: the job failed (exit status") != std::string::npos);
-  CHECK(err.find("starting it again (restart 1 of 1)") != std::string::npos);
-  // The second start resumed from a checkpoint (not from scratch) and finished the run.
+  job.status = WEXITSTATUS(status);
+  job.out = slurp(dir / "out.txt");
+  job.err = slurp(dir / "err.txt");
   static const std::regex resumed(R"(successfully loaded checkpoint from .* at iteration (\d+))");
   std::smatch m;
-  REQUIRE(std::regex_search(out, m, resumed));
-  const int from = std::stoi(m[1].str());
-  CHECK(from >= 40);
-  std::printf("killed a rank after iteration %d; restarted from the checkpoint of iteration %d; the first iteration "
-              "after it logged %.2f s after the kill\n", before.rbegin()->first, from, recovered_s);
-  const auto after = losses_by_iteration(out);
+  if (std::regex_search(job.out, m, resumed)) job.resumed_from = std::stoi(m[1].str());
+  return job;
+}
+
+// The restarted job ended well, resumed from `at_least` or later, and logged every loss as the
+// uninterrupted run did.
+void check_recovered(const restarted_job& job, const std::map<int, std::string>& reference, int at_least) {
+  INFO("stderr:\n" << job.err.substr(job.err.size() > 4000 ? job.err.size() - 4000 : 0));
+  CHECK(job.status == 0);
+  CHECK(job.err.find("mactor: the job failed (exit status") != std::string::npos);
+  CHECK(job.err.find("starting it again (restart 1 of 1)") != std::string::npos);
+  REQUIRE(job.resumed_from >= at_least);
+  const auto after = losses_by_iteration(job.out);
   REQUIRE(after.size() == 300);
   for (int i = 1; i <= 300; ++i) {
-    INFO("iteration " << i << " (resumed after " << from << ")");
+    INFO("iteration " << i << " (resumed after " << job.resumed_from << ")");
     CHECK(after.at(i) == reference.at(i));
   }
+}
+
+}  // namespace
+
+TEST_CASE("mactor max-restarts starts a job again after a rank is killed and it resumes from its checkpoint") {
+  const fs::path dir = scratch_dir("job_restart", "kill");
+  fs::create_directories(dir);
+  const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 20")).out);
+  REQUIRE(reference.size() == 300);
+  const auto job = kill_and_restart(dir, flags(dir / "restarted", " --save-interval 20"), [] {});
+  check_recovered(job, reference, 40);
+  std::printf("disk checkpoints: killed a rank after iteration %d; restarted from the checkpoint of iteration %d; the "
+              "first iteration after it logged %.2f s after the kill\n", job.killed_after, job.resumed_from, job.recovered_s);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("mactor max-restarts: the killed rank's memory is gone and it resumes from its peer's replica") {
+  const fs::path dir = scratch_dir("job_restart", "replica");
+  fs::create_directories(dir);
+  // The local checkpoints live in memory (tmpfs), as on a node's /dev/shm; rank 1's vanish with it.
+  const fs::path memory = fs::exists("/dev/shm") ? fs::path("/dev/shm") / ("mactor_replica_" + std::to_string(getpid())) : dir / "local";
+  fs::remove_all(memory);
+  const std::string local = " --save-interval 1000 --non-persistent-save-interval 10 --non-persistent-ckpt-type local "
+                            "--non-persistent-local-ckpt-dir " + memory.string() + " --replication --replication-jump 1";
+  const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 1000")).out);
+  REQUIRE(reference.size() == 300);
+  const auto job = kill_and_restart(dir, flags(dir / "restarted", local),
+                                    [&] { fs::remove_all(mactor::checkpoint::local_rank_dir(memory.string(), 1)); });
+  CHECK(job.out.find("rank 1: restored its local checkpoint of iteration " + std::to_string(job.resumed_from) +
+                     " from rank 0's replica") != std::string::npos);
+  check_recovered(job, reference, 40);
+  std::printf("replicated memory checkpoints: killed a rank after iteration %d; restarted from the replica of iteration %d; "
+              "the first iteration after it logged %.2f s after the kill\n", job.killed_after, job.resumed_from, job.recovered_s);
+  fs::remove_all(memory);
   fs::remove_all(dir);
 }

@@ -1,0 +1,150 @@
+// Replication cliques, replica directories, packed iterations and the resume plan.
+#include "checkpoint/replication.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <system_error>
+
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/durable_file.hpp"
+#include "checkpoint/layout.hpp"
+#include "checkpoint/local_checkpoint.hpp"
+
+namespace mactor::checkpoint {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::string_view packed_magic = "mactor replica 1\n";
+
+void put_u64(std::string& out, std::uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+
+// Reads packed bytes front to back; every short read is the same error.
+struct packed_reader {
+  std::string_view rest;
+  const fs::path& root;
+
+  std::string_view take(std::size_t n) {
+    if (n > rest.size())
+      throw checkpoint_error("the replica received for " + root.string() + " is cut short; the peer's copy is damaged");
+    const auto part = rest.substr(0, n);
+    rest.remove_prefix(n);
+    return part;
+  }
+  std::uint64_t u64() {
+    std::uint64_t v = 0;
+    std::memcpy(&v, take(sizeof v).data(), sizeof v);
+    return v;
+  }
+};
+
+// A relative path inside the iteration: no absolute paths, no "..", so a damaged replica cannot
+// write outside its directory.
+bool safe_relative(const fs::path& p) {
+  if (p.empty() || p.is_absolute()) return false;
+  return std::none_of(p.begin(), p.end(), [](const fs::path& part) { return part == ".."; });
+}
+
+}  // namespace
+
+std::vector<int> replication_clique(int rank, int jump, int factor, int world_size) {
+  if (jump <= 0 || factor <= 0 || world_size % (jump * factor) != 0 || rank < 0 || rank >= world_size)
+    throw checkpoint_error("replication cliques need a world size (" + std::to_string(world_size) +
+                           ") divisible by --replication-jump (" + std::to_string(jump) + ") times --replication-factor (" +
+                           std::to_string(factor) + ")");
+  const int block = jump * factor;
+  const int first = rank / block * block + rank % jump;
+  std::vector<int> clique;
+  for (int k = 0; k < factor; ++k) clique.push_back(first + k * jump);
+  return clique;
+}
+
+std::string replica_dir(const std::string& local_dir, int holder, int owner) {
+  return (fs::path(local_rank_dir(local_dir, holder)) / "replicas" / ("rank_" + std::to_string(owner))).string();
+}
+
+std::string pack_iteration(const fs::path& iteration_dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(iteration_dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->is_regular_file(ec)) files.push_back(it->path());
+  if (ec) throw checkpoint_error("cannot list " + iteration_dir.string() + " to replicate it: " + ec.message());
+  std::sort(files.begin(), files.end());
+  std::string out(packed_magic);
+  put_u64(out, files.size());
+  for (const auto& f : files) {
+    const std::string name = fs::relative(f, iteration_dir).generic_string();
+    const std::string bytes = read_whole_file(f);
+    put_u64(out, name.size());
+    out += name;
+    put_u64(out, bytes.size());
+    out += bytes;
+  }
+  return out;
+}
+
+void unpack_iteration(std::string_view packed, const fs::path& root, std::int64_t iteration) {
+  if (packed.substr(0, packed_magic.size()) != packed_magic)
+    throw checkpoint_error("the replica received for " + root.string() + " is not a packed checkpoint iteration");
+  packed_reader in{packed.substr(packed_magic.size()), root};
+  const fs::path tmp = temporary_iteration_dir(root, iteration, "replica");
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) throw checkpoint_error("cannot create " + tmp.string() + " for a checkpoint replica: " + ec.message());
+  const std::uint64_t count = in.u64();
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const fs::path name(std::string(in.take(in.u64())));
+    if (!safe_relative(name))
+      throw checkpoint_error("the replica received for " + root.string() + " names a file outside its directory: " +
+                             name.string());
+    const auto bytes = in.take(in.u64());
+    fs::create_directories((tmp / name).parent_path(), ec);
+    durable_file f(tmp / name);
+    f.write(bytes.data(), bytes.size());
+    f.close();
+  }
+  fsync_directory(tmp);
+  const fs::path final_dir = iteration_dir(root, iteration);
+  fs::remove_all(final_dir, ec);
+  fs::rename(tmp, final_dir, ec);
+  if (ec) throw checkpoint_error("cannot rename " + tmp.string() + " to " + final_dir.string() + ": " + ec.message());
+  fsync_directory(root);
+  write_tracker(root.string(), iteration);
+}
+
+replica_resume_plan plan_replica_resume(const replica_holdings& held, int jump, int factor) {
+  const int world = static_cast<int>(held.size());
+  replica_resume_plan plan;
+  if (world == 0) return plan;
+  // What each rank can have: its own iterations and every clique peer's copies of them.
+  std::vector<std::vector<std::int64_t>> available(static_cast<std::size_t>(world));
+  for (int owner = 0; owner < world; ++owner) {
+    const auto clique = replication_clique(owner, jump, factor, world);
+    const auto slot = static_cast<std::size_t>(std::find(clique.begin(), clique.end(), owner) - clique.begin());
+    auto& mine = available[static_cast<std::size_t>(owner)];
+    for (int holder : clique) {
+      const auto& h = held.at(static_cast<std::size_t>(holder));
+      if (slot < h.size()) mine.insert(mine.end(), h[slot].begin(), h[slot].end());
+    }
+  }
+  plan.iteration = newest_common_iteration(available);
+  if (!plan.iteration) return plan;
+  for (int owner = 0; owner < world; ++owner) {
+    const auto clique = replication_clique(owner, jump, factor, world);
+    const auto slot = static_cast<std::size_t>(std::find(clique.begin(), clique.end(), owner) - clique.begin());
+    const auto has = [&](int holder) {
+      const auto& h = held.at(static_cast<std::size_t>(holder));
+      return slot < h.size() && std::count(h[slot].begin(), h[slot].end(), *plan.iteration) > 0;
+    };
+    if (has(owner)) continue;
+    for (int holder : clique)
+      if (holder != owner && has(holder)) {
+        plan.transfers.push_back({holder, owner});
+        break;
+      }
+  }
+  return plan;
+}
+
+}  // namespace mactor::checkpoint
