@@ -4,6 +4,7 @@
 // side is in stage_reporting.cpp).
 #include "actors/inspection.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "inspector/hang_rule.hpp"
@@ -152,9 +153,22 @@ void job_inspection::report_coordinator() {
 
 double distributed_timeout_s(const config::megatron_args& args, bool after_init) {
   const auto& d = args.distributed;
+  double timeout = 60.0 * static_cast<double>(d.distributed_timeout_minutes);
   if (after_init && d.distributed_timeout_seconds_after_init)
-    return static_cast<double>(*d.distributed_timeout_seconds_after_init);
-  return 60.0 * static_cast<double>(d.distributed_timeout_minutes);
+    timeout = static_cast<double>(*d.distributed_timeout_seconds_after_init);
+  // NVIDIA Resiliency Extension's soft timeout: under --inprocess-restart a rank without progress
+  // for it once training runs is hung, and the launcher's in-job restart replaces it (start-up,
+  // model building and loading keep the distributed timeout, as they do with
+  // --distributed-timeout-seconds-after-init).
+  const auto& inprocess = args.inprocess_restart;
+  if (after_init && inprocess.inprocess_restart) timeout = std::min(timeout, inprocess.inprocess_soft_timeout);
+  return timeout;
+}
+
+std::optional<double> after_init_timeout_s(const config::megatron_args& args) {
+  if (!args.distributed.distributed_timeout_seconds_after_init && !args.inprocess_restart.inprocess_restart)
+    return std::nullopt;
+  return distributed_timeout_s(args, true);
 }
 
 std::optional<std::string> job_inspection::tick(std::int64_t coordinator_mailbox) {

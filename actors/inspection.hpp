@@ -68,8 +68,12 @@ bool inspection_enabled();
 /// The exit status of a job whose ranks made no progress for the distributed timeout.
 constexpr int hang_exit_code = 18;
 /// The distributed timeout Megatron's flags give, in seconds: before the first iteration is done
-/// (after_init = false) and after.
+/// (after_init = false) and after, then never longer than --inprocess-soft-timeout under
+/// --inprocess-restart.
 double distributed_timeout_s(const config::megatron_args& args, bool after_init);
+/// The timeout after the first iteration when the flags make it differ from the one before
+/// (--distributed-timeout-seconds-after-init, --inprocess-restart's soft timeout); nullopt otherwise.
+std::optional<double> after_init_timeout_s(const config::megatron_args& args);
 
 /// How often a stage reports (0.5 s).
 constexpr std::chrono::milliseconds status_interval{500};

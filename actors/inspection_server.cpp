@@ -93,9 +93,7 @@ job_inspection::job_inspection(caf::actor_system& sys, const config::megatron_ar
     : sys_(sys), train_iters_(args.training.train_iters.value_or(0)) {
   logger_args_ = eval_args_ = config::to_json(args, -1);
   store_ = std::make_unique<inspector::snapshot_store>(stall_threshold_s);
-  std::optional<double> after_init;
-  if (args.distributed.distributed_timeout_seconds_after_init) after_init = distributed_timeout_s(args, true);
-  hang_ = std::make_unique<inspector::hang_rule>(distributed_timeout_s(args, false), after_init,
+  hang_ = std::make_unique<inspector::hang_rule>(distributed_timeout_s(args, false), after_init_timeout_s(args),
                                                  std::chrono::duration<double>(status_interval).count());
   store_->set_iteration(0, train_iters_);
 }

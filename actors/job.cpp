@@ -114,8 +114,7 @@ rank_actors spawn_rank_actors(caf::actor_system& sys, const config::megatron_arg
   }
   actors.stage = spawn_stage(sys, ctx, control, actors.checkpointer, reporter);
   if (inspection_enabled()) {
-    hang_timeouts timeouts{distributed_timeout_s(args, false), std::nullopt};
-    if (args.distributed.distributed_timeout_seconds_after_init) timeouts.after_init_s = distributed_timeout_s(args, true);
+    const hang_timeouts timeouts{distributed_timeout_s(args, false), after_init_timeout_s(args)};
     actors.status = spawn_stage_status(sys, reporter, rank, coordinator, timeouts);
   }
   actors.agent = spawn_agent(sys, control, rank, rank == 0 ? caf::actor{} : coordinator);

@@ -1,6 +1,7 @@
-# The rendezvous store and launcher-variable rank discovery (std and POSIX sockets only).
+# The rendezvous store, launcher-variable rank discovery and restarting in place (std and POSIX only).
 add_library(mactor_rendezvous STATIC
   launch_env.cpp
+  restart_in_place.cpp
   rendezvous_wire.cpp
   rendezvous_server.cpp
   rendezvous_client.cpp

@@ -431,6 +431,15 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                    "when it is at least as new as the persistent one"},
       {"non_persistent_global_ckpt_dir", "the non-persistent global checkpoints' directory, for saving and loading"},
       {"non_persistent_local_ckpt_dir", "the local checkpoints' directory: rank N saves to and loads from its rank_N"},
+      {"inprocess_restart", "under `mactor -np N`, a rank that dies or hangs is started again as a new process "
+                            "under its rank while the others restart in place (same process, a fresh rendezvous); all "
+                            "resume from the newest checkpoint they share (best a replicated local one in memory)"},
+      {"inprocess_max_iterations", "the in-job restarts allowed (no limit when not given); past it the job ends as "
+                                   "without --inprocess-restart"},
+      {"inprocess_soft_timeout", "under --inprocess-restart a rank without progress this long after the first iteration "
+                                 "is hung (the distributed timeout, when shorter, still applies)"},
+      {"inprocess_hard_timeout", "a rank that has not joined an in-job restart this long after it began is killed and "
+                                 "started again"},
       {"replication", "after each local non-persistent save, every rank sends its checkpoint to the other ranks of its "
                       "replication clique (NVIDIA Resiliency Extension's CliqueReplicationStrategy) and keeps theirs under "
                       "<local dir>/rank_N/replicas; a resume takes the newest iteration held for every rank, and a rank "

@@ -15,6 +15,23 @@ constexpr std::string_view ignored_by_megatron = "ignored by Megatron-LM itself"
 const std::map<std::string_view, std::string_view>& accepted_flags() {
   static const std::map<std::string_view, std::string_view> table = {
       {"masked_softmax_fusion", performance_only},
+      // NVIDIA Resiliency Extension's in-process Wrapper tunables: mactor's launcher restarts the
+      // processes (tools/launcher/in_job_restart.hpp), whose own monitors these set.
+      {"inprocess_monitor_thread_interval", "NVRx's monitor thread period; mactor's launcher watches the rank processes itself"},
+      {"inprocess_monitor_process_interval", "NVRx's monitor process period; mactor's launcher watches the rank processes itself"},
+      {"inprocess_progress_watchdog_interval", "NVRx's progress watchdog period; mactor's stages report every 0.5 s"},
+      {"inprocess_heartbeat_interval", "NVRx's heartbeat period; mactor's stages report every 0.5 s"},
+      {"inprocess_heartbeat_timeout", "NVRx's heartbeat timeout; under --inprocess-restart a rank is hung after "
+                                      "--inprocess-soft-timeout without progress"},
+      {"inprocess_barrier_timeout", "NVRx's restart barrier; mactor's restarted ranks meet in a fresh rendezvous "
+                                    "(--inprocess-hard-timeout bounds it)"},
+      {"inprocess_completion_timeout", "NVRx's completion barrier; mactor's launcher sees every rank's exit"},
+      {"inprocess_last_call_wait", "NVRx's wait for other ranks' faults; mactor's launcher restarts at the first"},
+      {"inprocess_termination_grace_time", "NVRx's SIGTERM grace; mactor's launcher has --kill-grace"},
+      {"inprocess_granularity", "node restarts a node's ranks together on GPUs; mactor replaces the failed rank alone"},
+      {"inprocess_active_world_size", "every rank is active: spare ranks are not built (a value other than the world "
+                                      "size is refused)"},
+      {"inprocess_empty_cuda_cache", "no CUDA caching allocator on the CPU backend"},
       {"one_logger_project", "read only by NVIDIA's internal one_logger package (not on PyPI), which mactor has not: "
                              "Megatron without it ignores this flag too (see --no-one-logger)"},
       {"one_logger_run_name", "read only by NVIDIA's one_logger package (see --one-logger-project)"},

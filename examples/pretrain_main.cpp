@@ -2,6 +2,7 @@
 // command line, run by mactor (the program's name picks the model its builder makes).
 #include "examples/pretrain_main.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "training/torch_checkpointing.hpp"
 #include "training/exit_signal.hpp"
 #include "comm/launch_env.hpp"
+#include "comm/restart_in_place.hpp"
 #include "config/config_json.hpp"
 #include "config/resolve.hpp"
 #include "data/data_error.hpp"
@@ -51,6 +53,11 @@ std::optional<std::string> saved_arguments(const std::string& load_dir) {
   return common["args"].dump();
 }
 
+// How long a rank that lost a peer waits for the launcher's in-job restart (--inprocess-hard-timeout).
+std::chrono::milliseconds hard_timeout(const mactor::config::megatron_args& a) {
+  return std::chrono::milliseconds(static_cast<long long>(a.inprocess_restart.inprocess_hard_timeout * 1000));
+}
+
 }  // namespace
 
 int pretrain_main(int argc, char** argv, const char* prog) {
@@ -61,6 +68,8 @@ int pretrain_main(int argc, char** argv, const char* prog) {
     ::setenv("OMP_WAIT_POLICY", "passive", 1);
     ::execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
   }
+  // In-job restart (--inprocess-restart under mactor): the launcher may signal this rank from now on.
+  mactor::comm::watch_for_restart_in_place(argv);
   mactor::comm::launch_env env;
   try {
     env = mactor::comm::detect_launch_env(mactor::comm::process_env());
@@ -95,6 +104,7 @@ int pretrain_main(int argc, char** argv, const char* prog) {
       std::fflush(stdout);
       std::fprintf(stderr, "%s: error: %s\n", prog, outcome.error.c_str());
       std::fflush(stderr);
+      if (mactor::comm::is_peer_failure(outcome.error)) mactor::comm::await_restart_in_place(hard_timeout(r.args));
       std::_Exit(outcome.exit_code);
     }
     // A multi-rank job leaves its actor system up (see actors/job.hpp): end here, output flushed.
@@ -103,6 +113,8 @@ int pretrain_main(int argc, char** argv, const char* prog) {
     if (env.world_size > 1) std::_Exit(0);
   } catch (const mactor::comm::comm_error& e) {
     std::fprintf(stderr, "%s: error: rank %d: communication with rank %d failed: %s\n", prog, env.rank, e.rank(), e.what());
+    std::fflush(stderr);
+    mactor::comm::await_restart_in_place(hard_timeout(r.args));
     return 1;
   } catch (const mactor::data::data_error& e) {
     std::fprintf(stderr, "%s: error: %s\n", prog, e.what());

@@ -4,6 +4,7 @@
 // uninterrupted run's, bit for bit.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -70,19 +71,21 @@ std::vector<pid_t> children_of(pid_t parent) {
 // What a killed and restarted job did.
 struct restarted_job {
   int status = -1, killed_after = 0, resumed_from = -1;
+  std::vector<pid_t> ranks_before, ranks_after;  // the launcher's children before the kill and once recovered
   double recovered_s = -1;  // from the kill to the restarted job's first iteration line
   std::string out, err;
 };
 
-// Runs `flags` on 2 ranks under --max-restarts 1, SIGKILLs rank 1 once iteration 45 is logged
-// (then calls `after_kill`), and waits for the job's end.
-restarted_job kill_and_restart(const fs::path& dir, const std::string& job_flags, const std::function<void()>& after_kill) {
+// Runs `flags` on 2 ranks under mactor with `launcher_flags`, sends rank 1 `sig` (SIGKILL) once
+// iteration 45 is logged (then calls `after_kill`), and waits for the job's end.
+restarted_job kill_and_restart(const fs::path& dir, const std::string& launcher_flags, const std::string& job_flags,
+                               const std::function<void()>& after_kill, int sig = SIGKILL) {
   restarted_job job;
   const pid_t launcher = fork();
   if (launcher == 0) {
     freopen((dir / "out.txt").c_str(), "w", stdout);
     freopen((dir / "err.txt").c_str(), "w", stderr);
-    const std::string line = mactor_bin() + " -np 2 --oversubscribe --max-restarts 1 " + bin_dir() + "/pretrain_gpt " + job_flags;
+    const std::string line = mactor_bin() + " -np 2 --oversubscribe " + launcher_flags + " " + bin_dir() + "/pretrain_gpt " + job_flags;
     execl("/bin/sh", "sh", "-c", ("exec " + line).c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -95,15 +98,18 @@ restarted_job kill_and_restart(const fs::path& dir, const std::string& job_flags
   job.killed_after = before.rbegin()->first;
   const auto ranks = children_of(launcher);
   REQUIRE(ranks.size() == 2);
-  REQUIRE(kill(ranks[1], SIGKILL) == 0);
+  job.ranks_before = ranks;
+  REQUIRE(kill(ranks[1], sig) == 0);
   const auto killed_at = std::chrono::steady_clock::now();
   const std::size_t logged_before = slurp(dir / "out.txt").size();
   after_kill();
   while (job.recovered_s < 0 && std::chrono::steady_clock::now() < killed_at + 120s) {
     const auto out = slurp(dir / "out.txt");
     if (out.find("successfully loaded checkpoint", logged_before) != std::string::npos &&
-        std::regex_search(out.substr(logged_before), std::regex(R"(iteration +\d+/ +300 \|)")))
+        std::regex_search(out.substr(logged_before), std::regex(R"(iteration +\d+/ +300 \|)"))) {
       job.recovered_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+      job.ranks_after = children_of(launcher);
+    }
     std::this_thread::sleep_for(10ms);
   }
   int status = 0;
@@ -120,11 +126,14 @@ restarted_job kill_and_restart(const fs::path& dir, const std::string& job_flags
 
 // The restarted job ended well, resumed from `at_least` or later, and logged every loss as the
 // uninterrupted run did.
-void check_recovered(const restarted_job& job, const std::map<int, std::string>& reference, int at_least) {
+void check_recovered(const restarted_job& job, const std::map<int, std::string>& reference, int at_least,
+                     const std::vector<std::string>& launcher_lines) {
   INFO("stderr:\n" << job.err.substr(job.err.size() > 4000 ? job.err.size() - 4000 : 0));
   CHECK(job.status == 0);
-  CHECK(job.err.find("mactor: the job failed (exit status") != std::string::npos);
-  CHECK(job.err.find("starting it again (restart 1 of 1)") != std::string::npos);
+  for (const auto& line : launcher_lines) {
+    INFO(line);
+    CHECK(job.err.find(line) != std::string::npos);
+  }
   REQUIRE(job.resumed_from >= at_least);
   const auto after = losses_by_iteration(job.out);
   REQUIRE(after.size() == 300);
@@ -134,6 +143,9 @@ void check_recovered(const restarted_job& job, const std::map<int, std::string>&
   }
 }
 
+const std::vector<std::string> whole_job_restart = {"mactor: the job failed (exit status",
+                                                     "starting it again (restart 1 of 1)"};
+
 }  // namespace
 
 TEST_CASE("mactor max-restarts starts a job again after a rank is killed and it resumes from its checkpoint") {
@@ -141,8 +153,8 @@ TEST_CASE("mactor max-restarts starts a job again after a rank is killed and it 
   fs::create_directories(dir);
   const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 20")).out);
   REQUIRE(reference.size() == 300);
-  const auto job = kill_and_restart(dir, flags(dir / "restarted", " --save-interval 20"), [] {});
-  check_recovered(job, reference, 40);
+  const auto job = kill_and_restart(dir, "--max-restarts 1", flags(dir / "restarted", " --save-interval 20"), [] {});
+  check_recovered(job, reference, 40, whole_job_restart);
   std::printf("disk checkpoints: killed a rank after iteration %d; restarted from the checkpoint of iteration %d; the "
               "first iteration after it logged %.2f s after the kill\n", job.killed_after, job.resumed_from, job.recovered_s);
   fs::remove_all(dir);
@@ -158,13 +170,63 @@ TEST_CASE("mactor max-restarts: the killed rank's memory is gone and it resumes 
                             "--non-persistent-local-ckpt-dir " + memory.string() + " --replication --replication-jump 1";
   const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 1000")).out);
   REQUIRE(reference.size() == 300);
-  const auto job = kill_and_restart(dir, flags(dir / "restarted", local),
+  const auto job = kill_and_restart(dir, "--max-restarts 1", flags(dir / "restarted", local),
                                     [&] { fs::remove_all(mactor::checkpoint::local_rank_dir(memory.string(), 1)); });
   CHECK(job.out.find("rank 1: restored its local checkpoint of iteration " + std::to_string(job.resumed_from) +
                      " from rank 0's replica") != std::string::npos);
-  check_recovered(job, reference, 40);
+  check_recovered(job, reference, 40, whole_job_restart);
   std::printf("replicated memory checkpoints: killed a rank after iteration %d; restarted from the replica of iteration %d; "
               "the first iteration after it logged %.2f s after the kill\n", job.killed_after, job.resumed_from, job.recovered_s);
   fs::remove_all(memory);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("inprocess-restart: the killed rank is replaced, the other restarts in place, and training carries on") {
+  const fs::path dir = scratch_dir("job_restart", "in_job");
+  fs::create_directories(dir);
+  const fs::path memory = fs::exists("/dev/shm") ? fs::path("/dev/shm") / ("mactor_in_job_" + std::to_string(getpid())) : dir / "local";
+  fs::remove_all(memory);
+  const std::string local = " --save-interval 1000 --non-persistent-save-interval 10 --non-persistent-ckpt-type local "
+                            "--non-persistent-local-ckpt-dir " + memory.string() + " --replication --replication-jump 1 "
+                            "--inprocess-restart --inprocess-max-iterations 2";
+  const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 1000")).out);
+  REQUIRE(reference.size() == 300);
+  // No --max-restarts: the job must mend itself without starting again.
+  const auto job = kill_and_restart(dir, "", flags(dir / "restarted", local),
+                                    [&] { fs::remove_all(mactor::checkpoint::local_rank_dir(memory.string(), 1)); });
+  check_recovered(job, reference, 40,
+                  {"mactor: rank 1 was killed by signal 9 (Killed); in-job restart 1: starting a new rank 1, restarting "
+                   "the others in place", "mactor: rank 0: restarting in place (restart 1 of the job)"});
+  CHECK(job.err.find("mactor: the job failed") == std::string::npos);
+  CHECK(job.out.find("rank 1: restored its local checkpoint of iteration " + std::to_string(job.resumed_from) +
+                     " from rank 0's replica") != std::string::npos);
+  // Rank 0 is the same process as before; rank 1 is a new one.
+  REQUIRE(job.ranks_after.size() == 2);
+  CHECK(std::count(job.ranks_after.begin(), job.ranks_after.end(), job.ranks_before[0]) == 1);
+  CHECK(std::count(job.ranks_after.begin(), job.ranks_after.end(), job.ranks_before[1]) == 0);
+  std::printf("in-job restart: killed a rank after iteration %d; rank 0 restarted in place, rank 1 replaced, both from "
+              "iteration %d; the first iteration after it logged %.2f s after the kill\n", job.killed_after,
+              job.resumed_from, job.recovered_s);
+  fs::remove_all(memory);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("inprocess-restart: a stopped rank is found hung, killed and replaced, and training carries on") {
+  const fs::path dir = scratch_dir("job_restart", "in_job_hang");
+  fs::create_directories(dir);
+  const fs::path memory = dir / "local";
+  const std::string local = " --save-interval 1000 --non-persistent-save-interval 10 --non-persistent-ckpt-type local "
+                            "--non-persistent-local-ckpt-dir " + memory.string() + " --inprocess-restart "
+                            "--inprocess-soft-timeout 3";
+  const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 1000")).out);
+  REQUIRE(reference.size() == 300);
+  const auto job = kill_and_restart(dir, "", flags(dir / "restarted", local), [] {}, SIGSTOP);
+  // Rank 0 names the stopped rank hung and exits 18; the launcher kills the stopped rank and
+  // starts both again.
+  check_recovered(job, reference, 40,
+                  {"mactor: hang:", "exited with status 18; in-job restart 1", "is stopped; killing it to start it again"});
+  CHECK(job.err.find("mactor: the job failed") == std::string::npos);
+  std::printf("in-job restart of a hang: stopped a rank after iteration %d; resumed from iteration %d; the first "
+              "iteration after it logged %.2f s after the stop\n", job.killed_after, job.resumed_from, job.recovered_s);
   fs::remove_all(dir);
 }

@@ -1,0 +1,38 @@
+// The rank's half of mactor's in-job restart (pretrain_gpt --inprocess-restart under `mactor`):
+// when the launcher replaces a rank that died or hung, it tells every other rank to start its
+// program again in place, as the same process (pid, pipes and node memory kept), with the new
+// generation's rendezvous variables; all of them then roll back to the newest checkpoint they
+// share (a replicated local one in memory, see checkpoint/replication.hpp) and train on.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace mactor::comm {
+
+/// The signal the launcher sends a surviving rank: SIGRTMIN + 3.
+int restart_in_place_signal();
+
+/// The variable naming the folder of the launcher's per-generation files: <dir>/rank_<N>.env
+/// holds rank N's variables ("KEY=VALUE" lines) for the generation it is to restart into.
+inline constexpr const char* restart_in_place_dir_variable = "MACTOR_RESTART_IN_PLACE_DIR";
+
+/// When MACTOR_RESTART_IN_PLACE_DIR is set: installs a handler for the signal (whichever thread
+/// gets it, a library's included, wakes a watcher thread through a pipe) and starts the watcher.
+/// On the signal: output flushed, the variables of <dir>/rank_<MACTOR_RANK>.env set, every file
+/// descriptor but 0-2 closed at exec, and /proc/self/exe started again with `argv`.
+void watch_for_restart_in_place(char** argv);
+
+/// Whether watch_for_restart_in_place is waiting for the launcher's signal.
+bool restart_in_place_watched();
+
+/// A rank whose peer failed, under in-job restart: the launcher, which saw the peer go, will tell
+/// this rank to restart in place, so it waits up to `limit` for that (the watcher execs the
+/// program meanwhile) instead of ending and being replaced too. Returns when no restart came.
+void await_restart_in_place(std::chrono::milliseconds limit);
+
+/// Whether a rank's error says it lost a peer ("communication with rank N failed", the words
+/// every transport, collective and actor-link failure uses).
+bool is_peer_failure(const std::string& error);
+
+}  // namespace mactor::comm
