@@ -1,7 +1,11 @@
 // Replication cliques, replica directories, packed iterations and the resume plan.
 #include "checkpoint/replication.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <system_error>
 
@@ -17,6 +21,26 @@ namespace {
 constexpr std::string_view packed_magic = "mactor replica 1\n";
 
 void put_u64(std::string& out, std::uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
+
+// Appends the file's bytes straight into `out`'s tail (one read per chunk, no stream buffers: a
+// replica is the rank's whole state, and the checkpointer shares its cores with training).
+void append_file(std::string& out, const fs::path& path, std::uintmax_t size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw checkpoint_error("cannot open " + path.string() + " to replicate it: " + std::strerror(errno));
+  const std::size_t at = out.size();
+  out.resize(at + size);
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(fd, out.data() + at + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      throw checkpoint_error("cannot read " + path.string() + " to replicate it (it changed while it was read)");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+}
 
 // Reads packed bytes front to back; every short read is the same error.
 struct packed_reader {
@@ -70,15 +94,22 @@ std::string pack_iteration(const fs::path& iteration_dir) {
     if (it->is_regular_file(ec)) files.push_back(it->path());
   if (ec) throw checkpoint_error("cannot list " + iteration_dir.string() + " to replicate it: " + ec.message());
   std::sort(files.begin(), files.end());
-  std::string out(packed_magic);
-  put_u64(out, files.size());
+  std::vector<std::uintmax_t> sizes;
+  std::size_t total = packed_magic.size() + sizeof(std::uint64_t);
   for (const auto& f : files) {
-    const std::string name = fs::relative(f, iteration_dir).generic_string();
-    const std::string bytes = read_whole_file(f);
+    sizes.push_back(fs::file_size(f));
+    total += 2 * sizeof(std::uint64_t) + f.native().size() + sizes.back();
+  }
+  std::string out;
+  out.reserve(total);
+  out += packed_magic;
+  put_u64(out, files.size());
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::string name = fs::relative(files[i], iteration_dir).generic_string();
     put_u64(out, name.size());
     out += name;
-    put_u64(out, bytes.size());
-    out += bytes;
+    put_u64(out, sizes[i]);
+    append_file(out, files[i], sizes[i]);
   }
   return out;
 }
