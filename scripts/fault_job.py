@@ -1,5 +1,6 @@
 """One `mactor -np N --max-restarts K pretrain_gpt ...` job watched line by line, with faults injected
-into its ranks (scripts/soak_faults.py drives it).
+into its ranks (scripts/soak_faults.py drives it); a restart is the launcher's whole-job one or, under
+pretrain_gpt --inprocess-restart, its in-job one.
 
 Every line the launcher prints is stamped with the time it arrived (the launcher forwards each
 rank's lines as they come), so a fault's recovery time is the time from the signal to the arrival
@@ -14,6 +15,8 @@ import time
 
 ITERATION = re.compile(r"iteration +(\d+)/ *(\d+) \|.*?\| lm loss: ([-+0-9.eE]+) \|")
 RESTART = re.compile(r"mactor: the job failed \(exit status (-?\d+)\); starting it again \(restart (\d+) of")
+# An in-job restart (pretrain_gpt --inprocess-restart): the failed rank replaced, the others restarted in place.
+IN_JOB_RESTART = re.compile(r"mactor: rank \d+ (?:exited with status (-?\d+)|was killed by signal \d+).*; in-job restart \d+: starting")
 
 
 def rank_pids(launcher_pid):
@@ -78,12 +81,12 @@ class WatchedJob:
                 out.write(f"{now - self.started:10.3f} {line}")
                 out.flush()
                 m = ITERATION.search(line)
-                r = RESTART.search(line)
+                r = RESTART.search(line) or IN_JOB_RESTART.search(line)
                 with self.lock:
                     if m:
                         self.iterations.append((now, int(m.group(1)), m.group(3)))
                     if r:
-                        self.restarts.append((now, int(r.group(1))))
+                        self.restarts.append((now, int(r.group(1) or -9)))
 
     def running(self):
         return self.proc.poll() is None

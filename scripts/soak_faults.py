@@ -46,8 +46,10 @@ def model_flags(a):
 
 
 def checkpoint_flags(mode, a, run_dir):
-    """`mode`: none, disk (persistent checkpoints every --interval) or local (local non-persistent
-    checkpoints every --interval in a tmpfs directory; the persistent one only at the end)."""
+    """`mode`: none, disk (persistent checkpoints every --interval), local (local non-persistent
+    checkpoints every --interval in a tmpfs directory; the persistent one only at the end) or injob
+    (local ones replicated to a peer, --replication, and in-job restart, --inprocess-restart: the
+    failed rank is replaced and the others restart in place)."""
     if mode == "none":
         return []
     ckpt = os.path.join(run_dir, "ckpt")
@@ -55,8 +57,18 @@ def checkpoint_flags(mode, a, run_dir):
     if mode == "disk":
         return flags + ["--save-interval", str(a.interval)]
     local = tempfile.mkdtemp(prefix=f"soak_local_{os.path.basename(run_dir)}_", dir=a.shm_dir)
-    return flags + ["--save-interval", str(a.train_iters), "--non-persistent-ckpt-type", "local", "--non-persistent-local-ckpt-dir", local,
-                    "--non-persistent-save-interval", str(a.interval)]
+    flags += ["--save-interval", str(a.train_iters), "--non-persistent-ckpt-type", "local", "--non-persistent-local-ckpt-dir", local,
+              "--non-persistent-save-interval", str(a.interval)]
+    if mode == "injob":
+        flags += ["--replication", "--replication-jump", "1", "--inprocess-restart", "--inprocess-soft-timeout",
+                  str(a.hang_timeout)]
+    return flags
+
+
+def local_dir_of(job):
+    """The job's --non-persistent-local-ckpt-dir, or None."""
+    cmd = job.proc.args
+    return cmd[cmd.index("--non-persistent-local-ckpt-dir") + 1] if "--non-persistent-local-ckpt-dir" in cmd else None
 
 
 def start(a, mode, run_dir, max_restarts):
@@ -102,14 +114,17 @@ def last_in_attempt(its, attempt_start, before):
     return max(done) if done else None
 
 
-def inject(job, a, rng, kind, attempt_start):
-    """One fault into a random rank of `job`; returns its record (outcome, times, iterations lost)."""
+def inject(job, a, rng, kind, attempt_start, mode):
+    """One fault into a random rank of `job`; returns its record (outcome, times, iterations lost). In
+    injob mode a killed rank's node memory goes with it: its local checkpoints are deleted."""
     ranks = job.ranks()
     if len(ranks) < a.ranks:
         return None
     rank = rng.randrange(a.ranks)
     t0 = time.monotonic()
     os.kill(ranks[rank], signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
+    if mode == "injob" and kind == "kill":
+        shutil.rmtree(os.path.join(local_dir_of(job), f"rank_{rank}"), ignore_errors=True)
     rec = {"kind": kind, "rank": rank}
 
     def recovered(its, rs):
@@ -130,12 +145,12 @@ def inject(job, a, rng, kind, attempt_start):
 def soak_job(a, mode, rng, index, wanted):
     """One job with up to `wanted` faults; returns (fault records, job record)."""
     run_dir = os.path.join(a.workdir, f"{mode}_job{index}")
-    job = start(a, mode, run_dir, a.max_restarts)
+    job = start(a, mode, run_dir, 0 if mode == "injob" else a.max_restarts)
     faults = []
     attempt_start = job.started
     if rng.random() < a.startup_share:  # a kill while the ranks start (rendezvous, building, loading)
         time.sleep(rng.uniform(0.1, 1.0))
-        rec = inject(job, a, rng, "kill", attempt_start)
+        rec = inject(job, a, rng, "kill", attempt_start, mode)
         if rec:
             rec["moment"] = "startup"
             faults.append(rec)
@@ -148,7 +163,7 @@ def soak_job(a, mode, rng, index, wanted):
         its, _ = job.snapshot()
         if not job.running() or its[-1][1] > a.train_iters - a.end_margin:
             break
-        rec = inject(job, a, rng, "kill" if rng.random() >= a.stop_share else "stop", attempt_start)
+        rec = inject(job, a, rng, "kill" if rng.random() >= a.stop_share else "stop", attempt_start, mode)
         if rec is None:
             continue
         rec["moment"] = "training"
@@ -236,7 +251,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="build directory (bin/mactor, bin/pretrain_gpt)")
     p.add_argument("--faults", type=int, default=100, help="faults in all, split evenly over the --modes")
-    p.add_argument("--modes", default="disk,local", help="checkpoint modes to soak: disk, local or both")
+    p.add_argument("--modes", default="disk,local", help="modes to soak, comma-separated: disk, local, injob")
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--train-iters", type=int, default=1500, help="iterations of each job")
     p.add_argument("--interval", type=int, default=5, help="--save-interval / --non-persistent-save-interval")
@@ -289,7 +304,8 @@ def main():
             if not f:
                 break  # the job took no fault (it ended first): do not loop
         label = {"disk": f"disk (--save-interval {a.interval})",
-                 "local": f"local tmpfs (--non-persistent-save-interval {a.interval})"}[mode]
+                 "local": f"local tmpfs (--non-persistent-save-interval {a.interval})",
+                 "injob": f"in-job restart, local tmpfs + --replication (every {a.interval})"}[mode]
         for kind in ("kill", "stop"):
             mine = [x for x in faults if x["kind"] == kind]
             rows.append(summarize(f"{label}: {'SIGKILL' if kind == 'kill' else 'SIGSTOP'}", mine, None, reference,
