@@ -1,6 +1,7 @@
 // mpirun-style command lines: one-dash long options, '=' forms, ':' contexts, stop at the program.
 #include <catch2/catch.hpp>
 
+#include "tools/launcher/in_job_restart.hpp"
 #include "tools/launcher/launch_options.hpp"
 
 using namespace mactor::tools;
@@ -67,4 +68,20 @@ TEST_CASE("bad options are refused with the option named") {
   CHECK_THROWS_WITH(parse({"-np", "2", "p", ":"}), Catch::Contains("no program"));
   CHECK_THROWS_WITH(parse({"--mca", "btl", "tcp", "p"}), Catch::Contains("btl"));
   CHECK_THROWS_WITH(parse({"--tag-output=1", "p"}), Catch::Contains("takes no value"));
+}
+
+TEST_CASE("in-job restart is read from the program's own --inprocess-* arguments") {
+  const auto off = in_job_restart_from({"pretrain_gpt", "--lr", "1", "--inprocess-max-iterations", "3"});
+  CHECK_FALSE(off.enabled);
+  const auto on = in_job_restart_from({"pretrain_gpt", "--inprocess-restart", "--inprocess-max-iterations", "3",
+                                       "--inprocess-hard-timeout=12.5"});
+  CHECK(on.enabled);
+  CHECK(on.max_restarts == 3);
+  CHECK(on.hard_timeout_s == 12.5);
+  const auto defaults = in_job_restart_from({"pretrain_gpt", "--inprocess-restart"});
+  CHECK(defaults.max_restarts == -1);  // Megatron's None: no limit
+  CHECK(defaults.hard_timeout_s == 90);
+  CHECK_THROWS_WITH(in_job_restart_from({"p", "--inprocess-restart", "--inprocess-max-iterations", "-1"}),
+                    Catch::Contains("must be a non-negative integer"));
+  CHECK_THROWS_WITH(in_job_restart_from({"p", "--inprocess-hard-timeout", "soon"}), Catch::Contains("positive number"));
 }

@@ -143,6 +143,20 @@ void check_recovered(const restarted_job& job, const std::map<int, std::string>&
   }
 }
 
+// A fresh folder in the node's memory (tmpfs, as a node's /dev/shm), for local checkpoints.
+fs::path node_memory(const fs::path& dir, const std::string& name) {
+  const fs::path memory = fs::exists("/dev/shm") ? fs::path("/dev/shm") / ("mactor_" + name + "_" + std::to_string(getpid()))
+                                                 : dir / "local";
+  fs::remove_all(memory);
+  return memory;
+}
+
+// Local checkpoints every 10 iterations in `memory`, each copied to the other rank (--replication).
+std::string replicated_in_memory(const fs::path& memory) {
+  return " --save-interval 1000 --non-persistent-save-interval 10 --non-persistent-ckpt-type local "
+         "--non-persistent-local-ckpt-dir " + memory.string() + " --replication --replication-jump 1";
+}
+
 const std::vector<std::string> whole_job_restart = {"mactor: the job failed (exit status",
                                                      "starting it again (restart 1 of 1)"};
 
@@ -164,10 +178,8 @@ TEST_CASE("mactor max-restarts: the killed rank's memory is gone and it resumes 
   const fs::path dir = scratch_dir("job_restart", "replica");
   fs::create_directories(dir);
   // The local checkpoints live in memory (tmpfs), as on a node's /dev/shm; rank 1's vanish with it.
-  const fs::path memory = fs::exists("/dev/shm") ? fs::path("/dev/shm") / ("mactor_replica_" + std::to_string(getpid())) : dir / "local";
-  fs::remove_all(memory);
-  const std::string local = " --save-interval 1000 --non-persistent-save-interval 10 --non-persistent-ckpt-type local "
-                            "--non-persistent-local-ckpt-dir " + memory.string() + " --replication --replication-jump 1";
+  const fs::path memory = node_memory(dir, "replica");
+  const std::string local = replicated_in_memory(memory);
   const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 1000")).out);
   REQUIRE(reference.size() == 300);
   const auto job = kill_and_restart(dir, "--max-restarts 1", flags(dir / "restarted", local),
@@ -184,11 +196,8 @@ TEST_CASE("mactor max-restarts: the killed rank's memory is gone and it resumes 
 TEST_CASE("inprocess-restart: the killed rank is replaced, the other restarts in place, and training carries on") {
   const fs::path dir = scratch_dir("job_restart", "in_job");
   fs::create_directories(dir);
-  const fs::path memory = fs::exists("/dev/shm") ? fs::path("/dev/shm") / ("mactor_in_job_" + std::to_string(getpid())) : dir / "local";
-  fs::remove_all(memory);
-  const std::string local = " --save-interval 1000 --non-persistent-save-interval 10 --non-persistent-ckpt-type local "
-                            "--non-persistent-local-ckpt-dir " + memory.string() + " --replication --replication-jump 1 "
-                            "--inprocess-restart --inprocess-max-iterations 2";
+  const fs::path memory = node_memory(dir, "in_job");
+  const std::string local = replicated_in_memory(memory) + " --inprocess-restart --inprocess-max-iterations 2";
   const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 1000")).out);
   REQUIRE(reference.size() == 300);
   // No --max-restarts: the job must mend itself without starting again.

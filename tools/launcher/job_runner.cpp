@@ -220,7 +220,11 @@ bool job_runner::restart_in_job(int rank, int status) {
   std::fprintf(stderr, "mactor: rank %d %s; in-job restart %d: starting a new rank %d, restarting the others in place\n",
                rank, what.c_str(), generation_, rank);
   for (int r = 0; r < plan_.layout.world_size(); ++r) {
-    if (r == rank || pid_[r] <= 0) continue;
+    if (r == rank) continue;
+    if (pid_[r] <= 0) {
+      spawn_one(r, -1);  // it had finished (status 0): the new generation needs it too
+      continue;
+    }
     if (is_stopped(pid_[r])) {
       // A stopped process cannot restart itself: it is killed and, once reaped, started again.
       std::fprintf(stderr, "mactor: rank %d (%s) is stopped; killing it to start it again\n", r, where(r, pid_[r]).c_str());
