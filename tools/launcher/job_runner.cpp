@@ -9,16 +9,14 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
-#include <memory>
 #include <cstdio>
 #include <algorithm>
 #include <cstring>
 #include <thread>
 
 #include "comm/restart_in_place.hpp"
-#include "comm/rendezvous_wire.hpp"
 #include "tools/launcher/in_job_restart.hpp"
+#include "tools/launcher/job_generations.hpp"
 #include "tools/launcher/output_relay.hpp"
 #include "tools/launcher/rank_process.hpp"
 #include "tools/launcher/remote_exec.hpp"
@@ -69,11 +67,8 @@ bool is_stopped(pid_t pid) {
 class job_runner {
  public:
   job_runner(const job_plan& plan, comm::rendezvous_server& store)
-      : plan_(plan), identity_(plan.identity), store_(&store),
+      : plan_(plan), generations_(plan, store),
         relay_(plan.opts.tag_output, plan.opts.timestamp_output, plan.opts.output_filename) {}
-  ~job_runner() {
-    if (!restart_dir_.empty()) std::filesystem::remove_all(restart_dir_);
-  }
 
   int run();
   /// After run(): the job was ended by --timeout or a forwarded signal.
@@ -85,8 +80,6 @@ class job_runner {
   void on_exit(int rank, int status);
   // In-job restart (in_job_restart.hpp): true when the failure is handled without ending the job.
   bool restart_in_job(int rank, int status);
-  bool joined_generation(int rank) const;
-  void start_generation();
   void check_joins();
   void tear_down(int sig);
   void handle_signal(int sig);
@@ -103,12 +96,8 @@ class job_runner {
   }
 
   const job_plan& plan_;
-  job_identity identity_;               // this generation's: in-job restarts change it
-  comm::rendezvous_server* store_;      // this generation's store
-  std::vector<std::unique_ptr<comm::rendezvous_server>> later_stores_;
+  job_generations generations_;         // the store and identity new ranks get (in-job restarts change them)
   in_job_restart_policy in_job_;
-  std::string restart_dir_;
-  int generation_ = 0;                  // in-job restarts so far
   int respawns_ = 0;                    // ranks started again within this generation
   clock_type::time_point join_by_ = never;  // --inprocess-hard-timeout: every rank has joined by then
   output_relay relay_;
@@ -125,8 +114,8 @@ class job_runner {
 spawn_request job_runner::request_for(int rank) {
   const auto& L = plan_.layout;
   const rank_placement& p = L.ranks[rank];
-  env_list env = rank_env(L, plan_.opts, identity_, rank);
-  if (in_job_.enabled) env.emplace_back(comm::restart_in_place_dir_variable, restart_dir_);
+  env_list env = rank_env(L, plan_.opts, generations_.identity(), rank);
+  if (in_job_.enabled) env.emplace_back(comm::restart_in_place_dir_variable, generations_.dir());
   int cpu = plan_.opts.bind == bind_policy::core ? p.local_rank : -1;
   spawn_request req;
   if (plan_.host_is_local[p.host]) {
@@ -139,7 +128,7 @@ spawn_request job_runner::request_for(int rank) {
   spec.rank = rank;
   spec.argv = plan_.opts.contexts[p.context].argv;
   spec.env = std::move(env);
-  spec.rdzv_addr = identity_.rdzv_addr;
+  spec.rdzv_addr = generations_.identity().rdzv_addr;
   spec.cpu = cpu;
   spec.stdin_from_agent = rank == 0;
   spec.grace_s = plan_.opts.kill_grace_s;
@@ -169,56 +158,30 @@ void job_runner::spawn_one(int r, int stdin_fd) {
   if (out.second >= 0) ::close(out.second);
 }
 
-// A rank has joined this generation once its new image published its transport address in the
-// generation's store (a one-rank job has nothing to join: every failure is a new one).
-bool job_runner::joined_generation(int rank) const {
-  return generation_ == 0 || store_->try_get("ucx_address/" + std::to_string(rank)).has_value();
-}
-
-// The next generation: a fresh store, job id and master port, and each rank's variables in the
-// file its surviving image reads before it starts again.
-void job_runner::start_generation() {
-  ++generation_;
-  respawns_ = 0;
-  later_stores_.push_back(std::make_unique<comm::rendezvous_server>(0));
-  store_ = later_stores_.back().get();
-  const auto colon = identity_.rdzv_addr.rfind(':');
-  identity_.rdzv_addr = identity_.rdzv_addr.substr(0, colon) + ":" + std::to_string(store_->port());
-  identity_.job_id = plan_.identity.job_id + "-r" + std::to_string(generation_);
-  identity_.restart_count = plan_.identity.restart_count + generation_;
-  int port = 0;
-  ::close(comm::listen_tcp(port));
-  identity_.master_port = port;
-  join_by_ = clock_type::now() + std::chrono::milliseconds(static_cast<std::int64_t>(in_job_.hard_timeout_s * 1000));
-  for (int r = 0; r < plan_.layout.world_size(); ++r) {
-    std::vector<std::string> lines;
-    for (const auto& [k, v] : rank_env(plan_.layout, plan_.opts, identity_, r)) lines.push_back(k + "=" + v);
-    write_env_file(restart_dir_ + "/rank_" + std::to_string(r) + ".env", lines);
-  }
-}
-
 bool job_runner::restart_in_job(int rank, int status) {
   if (!in_job_.enabled) return false;
   const int code = shell_status(status);
   if (code == 2 || code == 17) return false;  // a bad input or a failed result validation: no restart mends it
   const std::string what = describe_wait_status(status);
-  if (!joined_generation(rank) && respawns_ < 2 * plan_.layout.world_size()) {
+  if (!generations_.joined(rank) && respawns_ < 2 * plan_.layout.world_size()) {
     // The rank went down with the previous generation (it saw its peer vanish before it heard of
     // the restart) or before it joined this one: start it again into this generation.
     ++respawns_;
     std::fprintf(stderr, "mactor: rank %d %s before it joined in-job restart %d; starting it again\n", rank, what.c_str(),
-                 generation_);
+                 generations_.number());
     spawn_one(rank, -1);
     return true;
   }
-  if (in_job_.max_restarts >= 0 && generation_ >= in_job_.max_restarts) {
+  if (in_job_.max_restarts >= 0 && generations_.number() >= in_job_.max_restarts) {
     std::fprintf(stderr, "mactor: rank %d %s; the %d in-job restarts --inprocess-max-iterations allows are used up\n",
                  rank, what.c_str(), in_job_.max_restarts);
     return false;
   }
-  start_generation();
+  generations_.next();
+  respawns_ = 0;
+  join_by_ = clock_type::now() + std::chrono::milliseconds(static_cast<std::int64_t>(in_job_.hard_timeout_s * 1000));
   std::fprintf(stderr, "mactor: rank %d %s; in-job restart %d: starting a new rank %d, restarting the others in place\n",
-               rank, what.c_str(), generation_, rank);
+               rank, what.c_str(), generations_.number(), rank);
   for (int r = 0; r < plan_.layout.world_size(); ++r) {
     if (r == rank) continue;
     if (pid_[r] <= 0) {
@@ -240,7 +203,7 @@ bool job_runner::restart_in_job(int rank, int status) {
 void job_runner::tear_down(int sig) {
   if (!tearing_down_) {
     tearing_down_ = true;
-    store_->set(abort_key, "");  // remote supervisors stop their ranks when they see this
+    generations_.store().set(abort_key, "");  // remote supervisors stop their ranks when they see this
     kill_at_ = clock_type::now() +
                std::chrono::milliseconds(static_cast<int64_t>(plan_.opts.kill_grace_s * 1000));
   }
@@ -296,16 +259,16 @@ void job_runner::handle_signal(int sig) {
 void job_runner::check_joins() {
   if (join_by_ == never || tearing_down_) return;
   bool all = true;
-  for (int r = 0; r < plan_.layout.world_size(); ++r) all = all && pid_[r] > 0 && joined_generation(r);
+  for (int r = 0; r < plan_.layout.world_size(); ++r) all = all && pid_[r] > 0 && generations_.joined(r);
   if (all) {
     join_by_ = never;
     return;
   }
   if (clock_type::now() < join_by_) return;
   for (int r = 0; r < plan_.layout.world_size(); ++r)
-    if (pid_[r] > 0 && !joined_generation(r)) {
+    if (pid_[r] > 0 && !generations_.joined(r)) {
       std::fprintf(stderr, "mactor: rank %d (%s) has not joined in-job restart %d within --inprocess-hard-timeout %g s; "
-                           "killing it to start it again\n", r, where(r, pid_[r]).c_str(), generation_, in_job_.hard_timeout_s);
+                           "killing it to start it again\n", r, where(r, pid_[r]).c_str(), generations_.number(), in_job_.hard_timeout_s);
       signal_group(pid_[r], SIGKILL);
     }
   join_by_ = never;
@@ -329,7 +292,7 @@ int job_runner::run() {
                          "failure on another host ends the job (use --max-restarts for whole-job restarts)\n");
     in_job_.enabled = false;
   }
-  if (in_job_.enabled) restart_dir_ = make_restart_dir();
+  if (in_job_.enabled) generations_.enable();
   if (plan_.opts.timeout_s > 0)
     deadline_ = clock_type::now() +
                 std::chrono::milliseconds(static_cast<int64_t>(plan_.opts.timeout_s * 1000));
