@@ -9,6 +9,7 @@
 
 #include <cctype>
 #include <string>
+#include <vector>
 
 #include "tests/training/launch_support.hpp"
 
@@ -28,19 +29,28 @@ const std::string flags =
 
 }  // namespace
 
+// The first iteration at the log's seven digits; the later ones within 1e-3 (see below).
+void check_tp2(const std::vector<double>& got, const std::vector<double>& one, const char* what) {
+  REQUIRE(got.size() == one.size());
+  check_same({got.front()}, {one.front()}, what, 2, 1e-6);
+  check_same(got, one, what, 2, 1e-3);
+}
+
 TEST_CASE("a TP2 delayed-fp8 run logs the one-process losses, its amaxes reduced over the tensor-parallel ranks") {
   const auto one = run_job(1, flags, 0, iterations);
   REQUIRE(one.train.front() != one.train.back());
-  // The log's seven digits: TP2 equal (measured 0), TP2 + SP 1.2e-7. Two layers and four
-  // iterations on purpose: the tensor-parallel sums (the row-parallel all-reduce) differ from one
-  // process's by an ulp, so a reduced amax can too, and a delayed scale (fp8_max / amax, not a
-  // power of two) then moves every rounding boundary; fp8 amplifies that over deeper and longer
-  // runs (measured at 4 layers: iteration 1 equal, 1.8e-6 at 2, 1.2e-4 to 1.7e-4 at 3; mxfp8's power-of-two
-  // scales stay equal there).
-  check_same(run_job(2, flags + " --tensor-model-parallel-size 2", 0, iterations).train, one.train,
-             "delayed fp8, TP2", 2, 1e-6);
-  check_same(run_job(2, flags + " --tensor-model-parallel-size 2 --sequence-parallel", 0, iterations).train,
-             one.train, "delayed fp8, TP2 + SP", 2, 1e-6);
+  // Without the reduction the first iteration already differs by 2.0e-4: it is checked at the
+  // log's seven digits. The later ones cannot be: the tensor-parallel sums (the row-parallel
+  // all-reduce, and OpenBLAS's kernels for the halved shapes) differ from one process's by an ulp,
+  // so a reduced amax can too, and a delayed scale (fp8_max / amax, not a power of two) then moves
+  // every rounding boundary, which fp8 amplifies from step to step. How much depends on the CPU's
+  // GEMM kernels: on the machines of earlier sessions TP2 measured 0 and TP2 + SP 1.2e-7 over these
+  // four iterations (4 layers: 1.8e-6 at 2, 1.2e-4 to 1.7e-4 at 3); on a Xeon with AVX-512 FP16
+  // (2026-12-06) iteration 1 is equal and iteration 2 differs by 9.2e-5. mxfp8's power-of-two
+  // scales stay equal.
+  check_tp2(run_job(2, flags + " --tensor-model-parallel-size 2", 0, iterations).train, one.train, "delayed fp8, TP2");
+  check_tp2(run_job(2, flags + " --tensor-model-parallel-size 2 --sequence-parallel", 0, iterations).train, one.train,
+            "delayed fp8, TP2 + SP");
 }
 
 namespace {
