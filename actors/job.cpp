@@ -75,8 +75,7 @@ coordinator_link reach_coordinator(caf::actor_system& sys, training::parallel_co
   return link;
 }
 
-// This rank's own actors (the replica only on a replica's first rank, the checkpointer only with
-// --save, the status actor only while the inspector is on).
+// --replication: the checkpointer's exchange of local checkpoints with this rank's clique.
 std::shared_ptr<training::checkpoint_replicator> make_replicator(const config::megatron_args& args,
                                                                  training::parallel_context& ctx) {
   const auto& rep = args.distributed;
@@ -89,6 +88,8 @@ std::shared_ptr<training::checkpoint_replicator> make_replicator(const config::m
                                                            timeout);
 }
 
+// This rank's own actors (the replica only on a replica's first rank, the checkpointer only with
+// --save, the status actor only while the inspector is on).
 struct rank_actors {
   caf::actor stage, status, agent, replica, checkpointer;
 };

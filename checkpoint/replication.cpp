@@ -148,28 +148,30 @@ replica_resume_plan plan_replica_resume(const replica_holdings& held, int jump, 
   const int world = static_cast<int>(held.size());
   replica_resume_plan plan;
   if (world == 0) return plan;
-  // What each rank can have: its own iterations and every clique peer's copies of them.
+  // Each owner's clique and its place in it, and what each rank can have: its own iterations and
+  // every clique peer's copies of them.
+  std::vector<std::vector<int>> cliques(static_cast<std::size_t>(world));
+  std::vector<std::size_t> slots(static_cast<std::size_t>(world));
   std::vector<std::vector<std::int64_t>> available(static_cast<std::size_t>(world));
   for (int owner = 0; owner < world; ++owner) {
-    const auto clique = replication_clique(owner, jump, factor, world);
-    const auto slot = static_cast<std::size_t>(std::find(clique.begin(), clique.end(), owner) - clique.begin());
-    auto& mine = available[static_cast<std::size_t>(owner)];
-    for (int holder : clique) {
+    const auto o = static_cast<std::size_t>(owner);
+    cliques[o] = replication_clique(owner, jump, factor, world);
+    slots[o] = static_cast<std::size_t>(std::find(cliques[o].begin(), cliques[o].end(), owner) - cliques[o].begin());
+    for (int holder : cliques[o]) {
       const auto& h = held.at(static_cast<std::size_t>(holder));
-      if (slot < h.size()) mine.insert(mine.end(), h[slot].begin(), h[slot].end());
+      if (slots[o] < h.size()) available[o].insert(available[o].end(), h[slots[o]].begin(), h[slots[o]].end());
     }
   }
   plan.iteration = newest_common_iteration(available);
   if (!plan.iteration) return plan;
   for (int owner = 0; owner < world; ++owner) {
-    const auto clique = replication_clique(owner, jump, factor, world);
-    const auto slot = static_cast<std::size_t>(std::find(clique.begin(), clique.end(), owner) - clique.begin());
+    const auto o = static_cast<std::size_t>(owner);
     const auto has = [&](int holder) {
       const auto& h = held.at(static_cast<std::size_t>(holder));
-      return slot < h.size() && std::count(h[slot].begin(), h[slot].end(), *plan.iteration) > 0;
+      return slots[o] < h.size() && std::count(h[slots[o]].begin(), h[slots[o]].end(), *plan.iteration) > 0;
     };
     if (has(owner)) continue;
-    for (int holder : clique)
+    for (int holder : cliques[o])
       if (holder != owner && has(holder)) {
         plan.transfers.push_back({holder, owner});
         break;

@@ -72,9 +72,9 @@ void wait_and_restart(char** argv) {
   std::_Exit(1);
 }
 
-}  // namespace
-
 std::atomic<bool> watching{false};
+
+}  // namespace
 
 int restart_in_place_signal() { return SIGRTMIN + 3; }
 

@@ -257,6 +257,8 @@ TEST_CASE("bad command lines exit 2 and name the option") {
       {"-H a:x true", "slot count 'x'"},
       {"--map-by ppr:2:socket true", "ppr:N:node"},
       {"-np 1 no_such_program_here", "no_such_program_here"},
+      {"-np 1 true --inprocess-restart --inprocess-max-iterations -1", "--inprocess-max-iterations -1"},
+      {"-np 1 true --inprocess-restart --inprocess-hard-timeout soon", "--inprocess-hard-timeout soon"},
   };
   for (auto& c : cases) {
     INFO(c.args);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "comm/rendezvous_wire.hpp"
+#include "comm/store_address_exchange.hpp"
 #include "tools/launcher/in_job_restart.hpp"
 #include "tools/launcher/rank_env.hpp"
 
@@ -41,7 +42,7 @@ void job_generations::next() {
 }
 
 bool job_generations::joined(int rank) const {
-  return number_ == 0 || store_->try_get("ucx_address/" + std::to_string(rank)).has_value();
+  return number_ == 0 || store_->try_get(comm::transport_address_prefix + std::to_string(rank)).has_value();
 }
 
 }  // namespace mactor::tools

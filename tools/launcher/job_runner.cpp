@@ -286,7 +286,7 @@ int job_runner::run() {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphans of ranks become ours to kill and reap
   const int n = plan_.layout.world_size();
   pid_.assign(n, -1);
-  in_job_ = in_job_restart_from(plan_.opts.contexts[0].argv);
+  in_job_ = plan_.in_job;
   if (in_job_.enabled && std::count(plan_.host_is_local.begin(), plan_.host_is_local.end(), false) > 0) {
     std::fprintf(stderr, "mactor: warning: --inprocess-restart: in-job restart replaces ranks on this host only; a "
                          "failure on another host ends the job (use --max-restarts for whole-job restarts)\n");

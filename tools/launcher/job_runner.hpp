@@ -8,6 +8,7 @@
 
 #include "comm/rendezvous_server.hpp"
 #include "tools/launcher/host_map.hpp"
+#include "tools/launcher/in_job_restart.hpp"
 #include "tools/launcher/launch_options.hpp"
 #include "tools/launcher/rank_env.hpp"
 
@@ -19,6 +20,7 @@ struct job_plan {
   job_identity identity;
   std::vector<bool> host_is_local;  ///< per host: start directly rather than through the agent
   std::string remote_mactor;        ///< mactor's path on remote hosts
+  in_job_restart_policy in_job;     ///< from the program's --inprocess-* arguments
 };
 
 /// How a job ended.

@@ -145,6 +145,7 @@ int launch_main(int argc, char** argv) {
       return 0;
     }
     plan.layout = map_ranks(plan.opts, allowed_cores());
+    plan.in_job = in_job_restart_from(plan.opts.contexts[0].argv);
     if (plan.opts.display_map) std::fputs(describe_map(plan.layout).c_str(), stderr);
     if (plan.opts.do_not_launch) return 0;
   } catch (const usage_error& e) {
