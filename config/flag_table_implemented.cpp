@@ -560,6 +560,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                     "checkpoint) and each expert is one of its g slices"},
       {"moe_grouped_gemm", "the experts' weights under TEGroupedMLP's names (experts.linear_fc1.weight<i>); on the CPU "
                            "the grouped GEMM is one GEMM per expert, so the numbers equal SequentialMLP's"},
+      {"moe_use_legacy_grouped_gemm", "with --moe-grouped-gemm, Megatron's legacy GroupedMLP: its GEMMs stay in 16 bits "
+                                      "under fp8 (grouped_gemm's gmm is not a Transformer Engine module), its gated unit "
+                                      "ignores --activation-func-clamp-value and --glu-linear-offset, and each expert is "
+                                      "saved under SequentialMLP's names (experts.local_experts.<i>.linear_fc1.weight, as "
+                                      "its sharded state dict; the torch format too, where Megatron saves weight1/weight2); "
+                                      "GroupedMLP's rules: a gated unit needs silu (not --quick-geglu), and --recompute-modules "
+                                      "moe_act with fp8 is refused; without --moe-grouped-gemm it changes nothing, as in Megatron"},
       {"moe_token_dispatcher_type", "allgather, alltoall and flex move the same rows to the same experts: the "
                                     "alltoall exchange (a rank's tokens to its experts' ranks) serves all three; flex "
                                     "with Megatron's checks (--moe-enable-deepep, expert TP x EP > 1, no capacity padding)"},

@@ -75,6 +75,19 @@ void moe_rules(validation_context& c) {  // rules 99-101, 111, 112, 114
     c.require(!m.moe_use_legacy_grouped_gemm,
               "delay_wgrad_compute is not supported with legacy groupedgemm implementation; drop --moe-use-legacy-grouped-gemm");
   }
+  if (m.num_experts && m.moe_grouped_gemm && m.moe_use_legacy_grouped_gemm) {  // GroupedMLP.__init__
+    c.warn("The legacy GroupedMLP will be deprecated in Megatron-Core v0.12.0. Please update the TransformerEngine to "
+           "version>=1.7.0 and use TEGroupedMLP.");  // as TESpecProvider.grouped_mlp_modules warns
+    c.require(!c.a.network_size.quick_geglu,
+              "Activation function must be silu or gelu when using GroupedMLP (the legacy grouped GEMM's gated unit); "
+              "drop --quick-geglu or --moe-use-legacy-grouped-gemm");
+    const auto& t = c.a.training;
+    const auto modules = t.recompute_modules.value_or(std::vector<std::string>{});
+    const bool moe_act = t.recompute_granularity == "selective" && std::find(modules.begin(), modules.end(), "moe_act") != modules.end();
+    c.require(!(moe_act && c.a.transformer_engine.fp8.has_value()),
+              "moe_act recompute for fp8 cannot work with the legacy GroupedMLP; drop moe_act from --recompute-modules "
+              "or --moe-use-legacy-grouped-gemm");
+  }
   if (m.moe_router_padding_for_fp8) {  // TransformerConfig.__post_init__, with or without experts
     c.require(c.a.transformer_engine.fp8.has_value(),
               "fp8 must be specified when moe_router_padding_for_fp8 is True; add --fp8-format or drop "
@@ -247,7 +260,10 @@ void activations(validation_context& c) {  // rule 109
   if (n.swiglu && n.squared_relu) c.error("--squared-relu cannot be combined with --swiglu");
   if (n.swiglu && n.quick_geglu) c.error("--quick-geglu cannot be combined with --swiglu");
   glu_variants(c);
-  if (!fusion || n.squared_relu) return;
+  if (!fusion) return;
+  // TransformerConfig.__post_init__: the fused bias activations are gelu, swiglu and quick_geglu.
+  c.require(!n.squared_relu, "When bias_activation_fusion is True, activation function should be either gelu, swiglu, or "
+                             "quick_geglu: --squared-relu needs --no-bias-gelu-fusion (or --disable-bias-linear)");
   if (!n.swiglu && !n.quick_geglu)
     c.require(t.add_bias_linear, "bias_gelu_fusion needs bias; add --no-bias-gelu-fusion or drop --disable-bias-linear");
   if (t.use_te_activation_func) c.error("--use-te-activation-func cannot be combined with bias activation fusion");

@@ -49,6 +49,12 @@ struct moe_settings {
   /// --moe-grouped-gemm: the experts' weights named as Megatron's TEGroupedMLP names them
   /// (experts.linear_fc1.weight<i>) rather than SequentialMLP's (experts.local_experts.<i>...).
   bool grouped_gemm = false;
+  /// --moe-grouped-gemm with --moe-use-legacy-grouped-gemm: Megatron's legacy GroupedMLP (grouped_gemm's
+  /// gmm over weight1/weight2 in the model's 16-bit dtype). Its sharded state dict names each expert as
+  /// SequentialMLP does (grouped_gemm stays false), it registers all fc1 before all fc2, its GEMMs never
+  /// run in fp8, and its gated unit is silu(gate) * up without --activation-func-clamp-value or
+  /// --glu-linear-offset.
+  bool legacy_grouped_gemm = false;
   /// --calculate-per-token-loss: the auxiliary losses are multiplied by the local token count,
   /// as Megatron's router does, since the main loss is then not averaged per micro-batch.
   bool per_token_loss = false;

@@ -19,6 +19,13 @@ std::string weight_name(const std::string& name, bool grouped, int expert, int l
                  : name + ".local_experts." + std::to_string(expert) + "." + fc + ".weight";
 }
 
+// Megatron's legacy GroupedMLP gates with glu(x) = activation(gate) * up: --activation-func-clamp-value
+// and --glu-linear-offset (read only by the other experts' and the MLP's glu) leave it alone.
+gpt_model_config expert_activation_config(gpt_model_config c) {
+  if (c.moe.legacy_grouped_gemm) c.activation_func_clamp_value.reset(), c.glu_linear_offset = 0.0f;
+  return c;
+}
+
 tensor::const_tensor_view block(tensor::const_tensor_view v, std::int64_t row, std::int64_t rows, std::int64_t w) {
   return elements(v, row * w, rows * w);
 }
@@ -31,9 +38,10 @@ tensor::tensor_view block(tensor::tensor_view v, std::int64_t row, std::int64_t 
 moe_experts::moe_experts(parameter_store& store, const std::string& name, const gpt_model_config& c)
     : experts_(c.moe.local_experts()), hidden_(c.hidden_size),
       ffn_((c.moe.ffn_hidden_size > 0 ? c.moe.ffn_hidden_size : c.ffn_hidden_size) / c.moe.expert_tensor_parallel_size),
-      fc1_width_(c.gated_linear_unit() ? 2 * ffn_ : ffn_), on_input_(c.moe.apply_probs_on_input), activation_(c) {
+      fc1_width_(c.gated_linear_unit() ? 2 * ffn_ : ffn_), on_input_(c.moe.apply_probs_on_input), activation_(expert_activation_config(c)) {
   // Megatron registers each expert's fc1 and fc2 together, expert by expert (SequentialMLP) or
-  // all fc1 then all fc2 (TEGroupedMLP); the store's order only matters for the flat layout.
+  // all fc1 then all fc2 (TEGroupedMLP, and the legacy GroupedMLP's weight1 then weight2); the
+  // store's order only matters for the flat layout.
   // An expert-parallel rank holds its block of the experts under their global numbers (the
   // names Megatron's sharded state dict gives them), so any expert-parallel size starts from
   // the same experts and saves the same checkpoint.
@@ -53,13 +61,16 @@ moe_experts::moe_experts(parameter_store& store, const std::string& name, const 
     return id;
   };
   const std::int64_t fc1_rows = c.gated_linear_unit() ? 2 * ffn : ffn;
+  const bool grouped = c.moe.grouped_gemm || c.moe.legacy_grouped_gemm;
   for (int e = 0; e < experts_; ++e) {
     fc1_.push_back(add(e, 1, {fc1_rows, hidden_}, fc1_split, c.init_method_std));
-    if (!c.moe.grouped_gemm) fc2_.push_back(add(e, 2, {hidden_, ffn}, fc2_split, fc2_std));
+    if (!grouped) fc2_.push_back(add(e, 2, {hidden_, ffn}, fc2_split, fc2_std));
   }
-  if (c.moe.grouped_gemm)
+  if (grouped)
     for (int e = 0; e < experts_; ++e) fc2_.push_back(add(e, 2, {hidden_, ffn}, fc2_split, fc2_std));
-  if (!c.fp8.enabled) return;
+  // The legacy GroupedMLP's gmm is not a Transformer Engine module: its GEMMs stay in 16 bits
+  // inside the fp8 autocast.
+  if (!c.fp8.enabled || c.moe.legacy_grouped_gemm) return;
   for (int e = 0; e < experts_; ++e) {
     fc1_fp8_.push_back(std::make_unique<fp8_linear>(c.fp8));
     fc2_fp8_.push_back(std::make_unique<fp8_linear>(c.fp8));

@@ -85,7 +85,9 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
     s.load_balancing = model::moe_load_balancing::none;
   }
   s.z_loss_coeff = m.moe_z_loss_coeff;
-  s.grouped_gemm = m.moe_grouped_gemm;
+  // Under --moe-use-legacy-grouped-gemm Megatron builds GroupedMLP instead of TEGroupedMLP.
+  s.grouped_gemm = m.moe_grouped_gemm && !m.moe_use_legacy_grouped_gemm;
+  s.legacy_grouped_gemm = m.moe_grouped_gemm && m.moe_use_legacy_grouped_gemm;
   s.expert_capacity_factor = m.moe_expert_capacity_factor;  // validation dropped a negative one
   s.drop_by_position = m.moe_token_drop_policy == "position";
   s.apply_probs_on_input = m.moe_apply_probs_on_input;  // validation: top-1

@@ -26,7 +26,7 @@ upcycling_settings upcycling_settings_of(const config::megatron_args& a) {
   s.pre_softmax = a.moe.moe_router_pre_softmax;
   s.gated = a.network_size.swiglu;
   s.squared_relu = a.network_size.squared_relu;
-  s.grouped_gemm = a.moe.moe_grouped_gemm;
+  s.grouped_gemm = a.moe.moe_grouped_gemm && !a.moe.moe_use_legacy_grouped_gemm;  // legacy: SequentialMLP's names
   s.dense_ffn_hidden_size = a.network_size.ffn_hidden_size.value_or(0) * a.moe.moe_upcycling_granularity;
   return s;
 }

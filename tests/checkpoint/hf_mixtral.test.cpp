@@ -3,7 +3,7 @@
 // convert_checkpoint to-hf, loaded by MixtralForCausalLM (hf_reference.py); its masked
 // cross-entropy sum on a fixed batch must match the forward_only of a gpt_model built from the
 // same flags and loaded with the checkpoint's tensors to 1e-5. from-hf back must give the saved
-// model tensors bitwise (under --moe-grouped-gemm the grouped names), and pretrain_gpt --skip-train
+// model tensors bitwise (under --moe-grouped-gemm the grouped names; the legacy GroupedMLP keeps SequentialMLP's), and pretrain_gpt --skip-train
 // must log the same validation loss from the imported checkpoint as from the original (the
 // grouped run in bf16, as Megatron's grouped GEMM requires; the loss comparison in fp32). The
 // routings and layers MixtralForCausalLM cannot express are refused with status 2, each listed.
@@ -31,7 +31,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<std::string> moe_flags(bool grouped) {
+// The experts' three forms: SequentialMLP, TEGroupedMLP (--moe-grouped-gemm), and the legacy
+// GroupedMLP (--moe-use-legacy-grouped-gemm too), whose checkpoint names are SequentialMLP's.
+enum class experts_form { sequential, grouped, legacy };
+const char* const form_names[] = {"sequential", "grouped", "legacy"};
+
+std::vector<std::string> moe_flags(experts_form form) {
   std::vector<std::string> f = {
       "--mock-data", "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4",
       "--group-query-attention", "--num-query-groups", "2", "--seq-length", "16",
@@ -43,7 +48,8 @@ std::vector<std::string> moe_flags(bool grouped) {
       "rope", "--rotary-base", "500000", "--norm-epsilon", "1e-6",
       "--untie-embeddings-and-output-weights", "--num-experts", "4", "--moe-router-topk", "2",
       "--moe-ffn-hidden-size", "32", "--moe-aux-loss-coeff", "0.01"};
-  if (grouped) f.insert(f.end(), {"--moe-grouped-gemm", "--bf16"});  // Megatron: grouped GEMM only in bf16
+  if (form != experts_form::sequential) f.insert(f.end(), {"--moe-grouped-gemm", "--bf16"});  // Megatron: grouped GEMM only in bf16
+  if (form == experts_form::legacy) f.push_back("--moe-use-legacy-grouped-gemm");
   return f;
 }
 
@@ -57,10 +63,11 @@ TEST_CASE("a pretrain_gpt MoE checkpoint exports to MixtralForCausalLM with the 
   const std::string bin = mactor::test::bin_dir();
   nlohmann::json reference_cases = nlohmann::json::array();
   std::vector<md::loss_and_count> ours;
-  for (const bool grouped : {false, true}) {
-    const std::string tag = grouped ? "grouped" : "sequential";
+  for (const auto form : {experts_form::sequential, experts_form::grouped, experts_form::legacy}) {
+    const bool grouped = form == experts_form::grouped;  // TEGroupedMLP's names
+    const std::string tag = form_names[int(form)];
     const fs::path ckpt = root / tag / "ckpt", hf = root / tag / "hf", back = root / tag / "back";
-    const auto flags = moe_flags(grouped);
+    const auto flags = moe_flags(form);
     run_checked(bin + "/pretrain_gpt" + shell_words(flags) + " --save " + ckpt.string() + " --save-interval 2");
     run_checked(bin + "/convert_checkpoint to-hf --load " + ckpt.string() + " --out " + hf.string());
     ck::checkpoint_reader original(ckpt.string());
@@ -72,7 +79,7 @@ TEST_CASE("a pretrain_gpt MoE checkpoint exports to MixtralForCausalLM with the 
 
     // Our forward: the model pretrain_gpt builds from these flags, with the saved tensors, in
     // fp32 (the grouped run's bf16 computes in bf16; its saved weights are compared in fp32).
-    auto resolved = mactor::config::resolve(moe_flags(false), "pretrain_gpt", {0, 1});
+    auto resolved = mactor::config::resolve(moe_flags(experts_form::sequential), "pretrain_gpt", {0, 1});
     INFO(resolved.err);
     REQUIRE_FALSE(resolved.exit_status.has_value());
     const std::int64_t padded = original.common()["args"]["padded_vocab_size"].get<std::int64_t>();
@@ -135,7 +142,7 @@ TEST_CASE("a pretrain_gpt MoE checkpoint exports to MixtralForCausalLM with the 
   for (std::size_t i = 0; i < ours.size(); ++i) {
     const double theirs = results[i]["loss_sum"].get<double>();
     CHECK(results[i]["num_tokens"].get<double>() == ours[i].num_tokens);
-    UNSCOPED_INFO(std::setprecision(10) << (i ? "grouped" : "sequential") << ": ours " << ours[i].loss_sum
+    UNSCOPED_INFO(std::setprecision(10) << form_names[i] << ": ours " << ours[i].loss_sum
                   << " transformers " << theirs << " relative difference "
                   << std::abs(ours[i].loss_sum - theirs) / std::abs(theirs));
     CHECK(std::abs(ours[i].loss_sum - theirs) <= 1e-5 * std::abs(theirs));

@@ -120,6 +120,15 @@ const std::vector<rule_case>& cases() {
       {111, {"--moe-router-padding-for-fp8", "--fp8-format", "hybrid", "--moe-token-dispatcher-type", "allgather"},
        "allgather and alltoall_seq dispatcher does not support moe_router_padding_for_fp8",
        {"--moe-router-padding-for-fp8", "--fp8-format", "hybrid", "--moe-token-dispatcher-type", "alltoall"}},
+      // GroupedMLP.__init__ (--moe-use-legacy-grouped-gemm with --moe-grouped-gemm).
+      {0, {"--num-experts", "4", "--moe-router-topk", "2", "--bf16", "--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
+           "--quick-geglu", "--disable-bias-linear"}, "Activation function must be silu or gelu when using GroupedMLP",
+       {"--num-experts", "4", "--moe-router-topk", "2", "--bf16", "--moe-grouped-gemm", "--quick-geglu", "--disable-bias-linear"}},
+      {0, {"--num-experts", "4", "--moe-router-topk", "2", "--bf16", "--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
+           "--disable-bias-linear", "--fp8-format", "hybrid", "--recompute-granularity", "selective", "--recompute-modules", "moe_act"},
+       "moe_act recompute for fp8 cannot work with the legacy GroupedMLP",
+       {"--num-experts", "4", "--moe-router-topk", "2", "--bf16", "--moe-grouped-gemm", "--moe-use-legacy-grouped-gemm",
+        "--disable-bias-linear", "--recompute-granularity", "selective", "--recompute-modules", "moe_act"}},
       {80, {"--mtp-num-layers", "1"}, "needs --position-embedding-type rope or none",
        {"--mtp-num-layers", "1", "--position-embedding-type", "rope"}},
       {80, {"--mtp-num-layers", "-1", "--position-embedding-type", "rope"}, "must be a positive number of MTP layers",
@@ -180,7 +189,8 @@ const std::vector<rule_case>& cases() {
       {0, {"--ddp-average-in-collective", "--calculate-per-token-loss"}, "cannot be combined with --calculate-per-token-loss",
        {"--ddp-average-in-collective"}},
       {109, {"--disable-bias-linear", "--add-qkv-bias"}, "", {}},  // bias_gelu_fusion is forced off: no error (see next)
-      {109, {"--swiglu", "--squared-relu"}, "--squared-relu cannot be combined with --swiglu", {"--squared-relu"}},
+      {109, {"--swiglu", "--squared-relu"}, "--squared-relu cannot be combined with --swiglu", {"--squared-relu", "--disable-bias-linear"}},
+      {109, {"--squared-relu"}, "--squared-relu needs --no-bias-gelu-fusion", {"--squared-relu", "--no-bias-gelu-fusion"}},
       // GLU variants: Megatron-Core's dense MLP has no fused quick_geglu; an offset needs quick_geglu when fused.
       {109, {"--quick-geglu"}, "--quick-geglu with bias-GeLU fusion", {"--quick-geglu", "--no-bias-gelu-fusion"}},
       {109, {"--swiglu", "--quick-geglu", "--no-bias-gelu-fusion"}, "--quick-geglu cannot be combined with --swiglu",

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -27,14 +28,21 @@ struct expert_run {
 
 // Experts 0 and 1 of a gated MoE under the tensorwise recipe (scales from the current amax):
 // rows 0-2 go to expert 0, rows 3-4 to expert 1; dout is all ones.
-expert_run run_experts(const std::vector<float>& x, bool fp8) {
+// legacy: --moe-grouped-gemm --moe-use-legacy-grouped-gemm; clamp: --activation-func-clamp-value.
+expert_run run_experts(const std::vector<float>& x, bool fp8, bool legacy = false, std::optional<float> clamp = {}) {
   auto c = test::llama_style();
   c.hidden_size = hidden, c.ffn_hidden_size = ffn, c.init_method_std = 0.2f;
-  c.moe.num_experts = 2, c.moe.router_topk = 1;
+  c.moe.num_experts = 2, c.moe.router_topk = 1, c.moe.legacy_grouped_gemm = legacy;
+  c.activation_func_clamp_value = clamp;
   c.fp8.enabled = fp8, c.fp8.recipe = model::fp8_recipe::tensorwise, c.fp8.fp8 = model::fp8_format::hybrid;
   model::parameter_store store;
   model::moe_experts experts(store, "decoder.layers.0.mlp.experts", c);
   store.allocate(11, 0, 1);
+  // The legacy GroupedMLP registers weight1 (every fc1) before weight2, under SequentialMLP's
+  // names; SequentialMLP registers expert by expert. Either way the same values by name (the
+  // store draws each parameter from its own name's stream).
+  REQUIRE(store[1].name == (legacy ? "decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight"
+                                   : "decoder.layers.0.mlp.experts.local_experts.0.linear_fc2.weight"));
   const int n = int(x.size()) / hidden;
   std::vector<float> probs(std::size_t(n), 1.0f), out(x.size()), dout(x.size(), 1.0f), dx(x.size());
   std::vector<float> dprobs(static_cast<std::size_t>(n));
@@ -128,4 +136,24 @@ TEST_CASE("first-last-layers-bf16 keeps MoE and MLA layers out of fp8, but not t
   CHECK(test::sgd_losses(bf16_ends, 3) == test::sgd_losses(c, 3));
   c.mtp_num_layers = 1, bf16_ends.mtp_num_layers = 1;
   CHECK(test::sgd_losses(bf16_ends, 3) != test::sgd_losses(c, 3));  // Megatron runs MTP under one global fp8 context
+}
+
+TEST_CASE("the legacy GroupedMLP's experts stay in 16 bits under fp8 and gate without clamp or offset", "[fp8]") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(5 * hidden);
+  for (auto& v : x) v = d(rng);
+  const auto plain = run_experts(x, false), te_fp8 = run_experts(x, true), legacy_fp8 = run_experts(x, true, true);
+  // grouped_gemm's gmm is no Transformer Engine module: fp8 leaves the legacy experts alone.
+  CHECK(legacy_fp8.out == plain.out);
+  CHECK(legacy_fp8.dx == plain.dx);
+  CHECK(legacy_fp8.fc1_grad0 == plain.fc1_grad0);
+  CHECK(te_fp8.out != plain.out);
+  // GroupedMLP's glu is silu(gate) * up: a clamp value changes TEGroupedMLP's and SequentialMLP's
+  // experts, not the legacy ones.
+  const float clamp = 0.1f;
+  const auto clamped = run_experts(x, false, false, clamp), legacy_clamped = run_experts(x, false, true, clamp);
+  CHECK(clamped.out != plain.out);
+  CHECK(legacy_clamped.out == plain.out);
+  CHECK(legacy_clamped.dx == plain.dx);
 }

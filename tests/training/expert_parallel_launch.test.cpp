@@ -251,3 +251,33 @@ TEST_CASE("aux-loss-free expert bias under EP2 logs one process's losses, and it
   const std::vector<double> tail(one.losses.train.begin() + 3, one.losses.train.end());
   check_same(resumed.losses.train, tail, "expert-bias lm loss resumed from EP2", 1, 1e-6);
 }
+
+// --moe-use-legacy-grouped-gemm: Megatron's GroupedMLP computes SequentialMLP's numbers (on the
+// CPU a grouped GEMM is one GEMM per expert) and its sharded state dict names the experts as
+// SequentialMLP does, so the two start from the same weights and load each other's checkpoints.
+TEST_CASE("the legacy GroupedMLP under EP2 logs SequentialMLP's losses and saves SequentialMLP's names") {
+  const std::string bf16 = moe_flags() + " --bf16 --expert-model-parallel-size 2";
+  const std::string grouped = bf16 + " --moe-grouped-gemm", legacy = grouped + " --moe-use-legacy-grouped-gemm";
+  const auto legacy_run = run_moe(2, legacy), sequential_run = run_moe(2, bf16);
+  REQUIRE(legacy_run.losses.train.size() == iterations);
+  // Its experts sit in TEGroupedMLP's order in the gradient buffer (every fc1, then every fc2),
+  // so the grad norm's sum, and the bf16 rounding after it, may differ in the last bits.
+  check_same(legacy_run.losses.train, sequential_run.losses.train, "lm loss, legacy GroupedMLP vs SequentialMLP", 2, 1e-3);
+
+  const auto dir = scratch_dir("expert_parallel", "legacy_grouped");
+  const std::string cut = " --save-interval 4 --exit-interval 4 --save ";
+  run_moe(2, legacy + cut + (dir / "legacy").string(), 1);
+  run_moe(2, bf16 + cut + (dir / "sequential").string(), 1);
+  run_moe(2, grouped + cut + (dir / "te").string(), 1);
+  mactor::checkpoint::checkpoint_reader legacy_ckpt((dir / "legacy").string(), 4),
+      sequential_ckpt((dir / "sequential").string(), 4), te_ckpt((dir / "te").string(), 4);
+  CHECK(legacy_ckpt.names() == sequential_ckpt.names());
+  CHECK(legacy_ckpt.names() != te_ckpt.names());  // TEGroupedMLP's experts.linear_fc1.weight<i>
+
+  // A run without grouped GEMM resumes it. Its experts sit in another order in the gradient
+  // buffer, so the grad norm's sum (and the bf16 rounding after it) may differ in the last bits.
+  const auto resumed = run_moe(2, bf16 + " --load " + (dir / "legacy").string(), 3);
+  REQUIRE(resumed.losses.train.size() == 4);
+  const std::vector<double> tail(legacy_run.losses.train.begin() + 4, legacy_run.losses.train.end());
+  check_same(resumed.losses.train, tail, "lm loss, SequentialMLP resumed from the legacy GroupedMLP", 2, 1e-3);
+}

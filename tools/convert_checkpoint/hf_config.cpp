@@ -44,7 +44,8 @@ void moe_from_megatron(const nlohmann::json& args, model_args& a, std::vector<st
   a.num_experts = get_or<int>(args, "num_experts", 0);
   a.moe_router_topk = get_or<int>(args, "moe_router_topk", 2);
   a.moe_ffn_hidden_size = get_or<int>(args, "moe_ffn_hidden_size", a.ffn_hidden_size);
-  a.moe_grouped_gemm = get_or<bool>(args, "moe_grouped_gemm", false);
+  // The legacy GroupedMLP saves each expert under SequentialMLP's names.
+  a.moe_grouped_gemm = get_or<bool>(args, "moe_grouped_gemm", false) && !get_or<bool>(args, "moe_use_legacy_grouped_gemm", false);
   const std::string why = " (MixtralForCausalLM cannot express it)";
   if (a.family != hf_family::llama)
     errors.push_back("MoE is convertible only as MixtralForCausalLM, which needs the Llama style "

@@ -56,7 +56,8 @@ void moe_common_from_megatron(const nlohmann::json& args, model_args& a, std::ve
   a.num_experts = get_or<int>(args, "num_experts", 0);
   a.moe_router_topk = get_or<int>(args, "moe_router_topk", 2);
   a.moe_ffn_hidden_size = get_or<int>(args, "moe_ffn_hidden_size", a.ffn_hidden_size);
-  a.moe_grouped_gemm = get_or<bool>(args, "moe_grouped_gemm", false);
+  // The legacy GroupedMLP saves each expert under SequentialMLP's names.
+  a.moe_grouped_gemm = get_or<bool>(args, "moe_grouped_gemm", false) && !get_or<bool>(args, "moe_use_legacy_grouped_gemm", false);
   a.moe_router_pre_softmax = get_or<bool>(args, "moe_router_pre_softmax", false);
   a.moe_router_topk_scaling_factor = get_or<double>(args, "moe_router_topk_scaling_factor", 1.0);
   a.moe_shared_expert_intermediate_size = get_or<int>(args, "moe_shared_expert_intermediate_size", 0);
