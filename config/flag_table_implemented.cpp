@@ -384,6 +384,12 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
        "spec keeps the plain activation. Megatron's refusals: with bias activation fusion, with --squared-relu, "
        "--quick-geglu or --openai-gelu, and --swiglu without TE's module"},
       {"squared_relu", "relu(x)^2 as the MLP's activation (checked against PyTorch, fp32 and bf16)"},
+      {"use_fused_weighted_squared_relu", "TEGroupedMLP's experts (--moe-grouped-gemm with --squared-relu) apply the routing "
+                                          "probability inside the activation, as Megatron's weighted_squared_relu under "
+                                          "torch.compile: relu(x)^2 * p and the input gradient (dy * p) * 2 relu(x) each "
+                                          "rounded to 16 bits once, the probability's gradient the fp32 row sum of "
+                                          "relu(x)^2 dy, and relu(x)^2 not kept for the backward; SequentialMLP, the legacy "
+                                          "GroupedMLP and other activations ignore it, as in Megatron"},
       {"quick_geglu", "a gated MLP, quick_gelu(gate) * linear with quick_gelu(x) = x * sigmoid(1.702 x) (checked "
                       "against PyTorch, fp32 and bf16, and tp = 1/2/4); like Megatron-Core's dense MLP it needs "
                       "--no-bias-gelu-fusion or --disable-bias-linear"},

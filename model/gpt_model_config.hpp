@@ -86,6 +86,9 @@ struct gpt_model_config {
   softmax_kind softmax_type = softmax_kind::vanilla;
   bool swiglu = false;
   bool squared_relu = false;  // --squared-relu: relu(x)^2 instead of GeLU (not with swiglu)
+  /// --use-fused-weighted-squared-relu: TEGroupedMLP's experts (--moe-grouped-gemm, not the legacy
+  /// GroupedMLP) compute relu(x)^2 * prob in one fused step, rounded to 16 bits once.
+  bool fused_weighted_squared_relu = false;
   /// --quick-geglu: a gated unit with quick GeLU, x * sigmoid(1.702 x), as the gate's activation
   /// (fc1 is [gate; linear] as with swiglu; not with swiglu).
   bool quick_geglu = false;

@@ -6,6 +6,7 @@
 #include "kernels/convert.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/moe_permute.hpp"
+#include "kernels/squared_relu.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
 #include "model/linear_gemms.hpp"
@@ -38,7 +39,9 @@ tensor::tensor_view block(tensor::tensor_view v, std::int64_t row, std::int64_t 
 moe_experts::moe_experts(parameter_store& store, const std::string& name, const gpt_model_config& c)
     : experts_(c.moe.local_experts()), hidden_(c.hidden_size),
       ffn_((c.moe.ffn_hidden_size > 0 ? c.moe.ffn_hidden_size : c.ffn_hidden_size) / c.moe.expert_tensor_parallel_size),
-      fc1_width_(c.gated_linear_unit() ? 2 * ffn_ : ffn_), on_input_(c.moe.apply_probs_on_input), activation_(expert_activation_config(c)) {
+      fc1_width_(c.gated_linear_unit() ? 2 * ffn_ : ffn_), on_input_(c.moe.apply_probs_on_input),
+      weighted_squared_relu_(c.fused_weighted_squared_relu && c.squared_relu && c.moe.grouped_gemm),
+      activation_(expert_activation_config(c)) {
   // Megatron registers each expert's fc1 and fc2 together, expert by expert (SequentialMLP) or
   // all fc1 then all fc2 (TEGroupedMLP, and the legacy GroupedMLP's weight1 then weight2); the
   // store's order only matters for the flat layout.
@@ -100,18 +103,22 @@ void moe_experts::forward(const parameter_store& store, tensor::const_tensor_vie
     kernels::convert(p, tensor::view_of(std::span<const double>(ones)));
   }
   auto fc1 = ensure_activation(fc1_out_, n, fc1_width_, x.type);
-  auto act = ensure_activation(act_, n, ffn_, x.type);
+  auto act = weighted_squared_relu_ ? tensor::tensor_view() : ensure_activation(act_, n, ffn_, x.type);
   auto scaled = ensure_activation(scaled_, n, ffn_, x.type);
   std::int64_t row = 0;
   for (int e = 0; e < experts_; ++e) {
     const std::int64_t r = counts_[e];
     if (r == 0) continue;
     auto f = block(fc1, row, r, fc1_width_);
-    auto a = block(act, row, r, ffn_);
     auto s = block(scaled, row, r, ffn_);
     linear_gemm_forward(fp8_of(fc1_fp8_, e), block(x, row, r, hidden_), store.value(fc1_[e]), f, int(r), hidden_, fc1_width_);
-    activation_.forward(a, f, int(r), ffn_);
-    kernels::scale_rows(s, a, elements(p, row, r), r, ffn_);
+    if (weighted_squared_relu_) {
+      kernels::weighted_squared_relu_forward(s, f, elements(p, row, r), r, ffn_);
+    } else {
+      auto a = block(act, row, r, ffn_);
+      activation_.forward(a, f, int(r), ffn_);
+      kernels::scale_rows(s, a, elements(p, row, r), r, ffn_);
+    }
     linear_gemm_forward(fp8_of(fc2_fp8_, e), s, store.value(fc2_[e]), block(out, row, r, hidden_), int(r), ffn_, hidden_);
     row += r;
   }
@@ -127,7 +134,7 @@ void moe_experts::backward(parameter_store& store, tensor::const_tensor_view dou
   const tensor::const_tensor_view x_in = on_input_ ? tensor::const_tensor_view(scaled_input_) : x;
   const tensor::tensor_view dx_in = on_input_ ? ensure_activation(dscaled_input_, n, hidden_, dout.type) : dx;
   auto dscaled = ensure_activation(dscaled_, n, ffn_, dout.type);
-  auto dact = ensure_activation(dact_, n, ffn_, dout.type);
+  auto dact = weighted_squared_relu_ ? tensor::tensor_view() : ensure_activation(dact_, n, ffn_, dout.type);
   auto dfc1 = ensure_activation(dfc1_, n, fc1_width_, dout.type);
   std::int64_t row = 0;
   for (int e = 0; e < experts_; ++e) {
@@ -135,15 +142,21 @@ void moe_experts::backward(parameter_store& store, tensor::const_tensor_view dou
     if (r == 0) continue;
     auto dy = block(dout, row, r, hidden_);
     auto ds = block(dscaled, row, r, ffn_);
-    auto da = block(dact, row, r, ffn_);
     auto df = block(dfc1, row, r, fc1_width_);
     auto xe = block(x_in, row, r, hidden_);
     linear_gemm_backward(store, fp8_of(fc2_fp8_, e), fc2_[e], dy, block(tensor::const_tensor_view(scaled_), row, r, ffn_),
                          ds, int(r), ffn_, hidden_);
-    // scaled = act * p: dp = rowdot(dscaled, act), dact = dscaled * p.
-    kernels::row_dots(elements(dprobs, row, r), ds, block(tensor::const_tensor_view(act_), row, r, ffn_), r, ffn_);
-    kernels::scale_rows(da, ds, elements(tensor::const_tensor_view(probs_), row, r), r, ffn_);
-    activation_.backward(df, da, block(tensor::const_tensor_view(fc1_out_), row, r, fc1_width_), int(r), ffn_);
+    const auto f = block(tensor::const_tensor_view(fc1_out_), row, r, fc1_width_);
+    const auto pe = elements(tensor::const_tensor_view(probs_), row, r);
+    if (weighted_squared_relu_) {
+      kernels::weighted_squared_relu_backward(df, elements(dprobs, row, r), ds, f, pe, r, ffn_);
+    } else {
+      // scaled = act * p: dp = rowdot(dscaled, act), dact = dscaled * p.
+      kernels::row_dots(elements(dprobs, row, r), ds, block(tensor::const_tensor_view(act_), row, r, ffn_), r, ffn_);
+      auto da = block(dact, row, r, ffn_);
+      kernels::scale_rows(da, ds, pe, r, ffn_);
+      activation_.backward(df, da, f, int(r), ffn_);
+    }
     linear_gemm_backward(store, fp8_of(fc1_fp8_, e), fc1_[e], df, xe, block(dx_in, row, r, hidden_), int(r), hidden_,
                          fc1_width_);
     row += r;

@@ -162,6 +162,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.mla = mla_settings_from_args(a);
   c.swiglu = n.swiglu;
   c.squared_relu = n.squared_relu;
+  c.fused_weighted_squared_relu = a.training.use_fused_weighted_squared_relu;
   c.quick_geglu = n.quick_geglu;
   // --use-te-activation-func under a TE spec: Transformer Engine's GELU (the tanh formula) and
   // SwiGLU ops, which know no clamp or offset.
