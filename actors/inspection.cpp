@@ -86,11 +86,20 @@ std::int64_t job_inspection::stage_reported(const stage_status& s) {
     events.clear();
     for (std::size_t i = 0; i < s.ops.size(); ++i)
       events.push_back({s.rank, s.ops[i], s.microbatches[i], s.chunks[i], s.starts[i], s.ends[i]});
+    expert_shares_[s.rank] = {s.expert_routers, s.expert_tokens};
     if (timelines_.size() == ranks_.size()) {  // every rank's share of one iteration: publish it
       std::vector<inspector::timeline_event> all;
       for (const auto& [rank, e] : timelines_) all.insert(all.end(), e.begin(), e.end());
       store_->set_last_iteration_timeline(std::move(all));
+      std::vector<inspector::expert_load_share> shares;
+      for (auto& [rank, share] : expert_shares_) shares.push_back(std::move(share));
+      try {
+        if (auto rows = inspector::sum_expert_load(shares); !rows.empty()) store_->set_expert_load(wanted_, std::move(rows));
+      } catch (const std::invalid_argument& e) {  // a bug of ours: the inspector shows none, training goes on
+        std::fprintf(err_, "mactor: inspector: %s; not shown\n", e.what());
+      }
       timelines_.clear();
+      expert_shares_.clear();
       wanted_ = 0;
     }
   }
@@ -105,6 +114,7 @@ std::int64_t job_inspection::stage_reported(const stage_status& s) {
     completed_at_ask_ = completed_;
     wanted_at_ = now;
     timelines_.clear();
+    expert_shares_.clear();
   }
   return wanted_;
 }

@@ -26,6 +26,7 @@
 
 #include "actors/inspection_messages.hpp"
 #include "config/megatron_args.hpp"
+#include "inspector/expert_load.hpp"
 #include "inspector/job_snapshot.hpp"
 
 namespace mactor::training {
@@ -208,6 +209,7 @@ class job_inspection {
   std::int64_t completed_ = 0, wanted_ = 0, completed_at_ask_ = 0;
   clock::time_point wanted_at_;
   std::map<int, std::vector<inspector::timeline_event>> timelines_;
+  std::map<int, inspector::expert_load_share> expert_shares_;  // the same iteration's MoE counts
   std::set<int> ranks_;
   std::map<int, int> replicas_;  // replica -> its rank
   std::int64_t coordinator_handled_ = 0, coordinator_mailbox_ = 0;

@@ -43,6 +43,10 @@ struct stage_status {
   std::vector<std::string> ops;
   std::vector<int> microbatches, chunks;
   std::vector<double> starts, ends;
+  // The same iteration's tokens per expert, each MoE router's as this rank routed them: the
+  // routers' names, and their counts one after the other (every router has the same experts).
+  std::vector<std::string> expert_routers;
+  std::vector<double> expert_tokens;
   std::vector<side_status> sides;  ///< this rank's other actors that report through the stage's status
 };
 
@@ -85,7 +89,7 @@ typename Inspector::result_type inspect(Inspector& f, stage_status& x) {
   return f(caf::meta::type_name("mactor::stage_status"), x.rank, x.activity, x.activity_age_s, x.mailbox_depth,
            x.messages_handled, x.bytes_sent, x.bytes_received, x.memory_allocated, x.memory_max_allocated,
            x.memory_reserved, x.memory_activations, x.timeline_iteration, x.ops, x.microbatches, x.chunks,
-           x.starts, x.ends, x.sides);
+           x.starts, x.ends, x.expert_routers, x.expert_tokens, x.sides);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, swap_request& x) {

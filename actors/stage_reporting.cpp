@@ -99,6 +99,10 @@ void stage_reporter::step_done() {
   t.chunks.push_back(0);
   t.starts.push_back(std::chrono::duration<double>(step_start_ - iteration_start_).count());
   t.ends.push_back(std::chrono::duration<double>(step_end - iteration_start_).count());
+  for (const auto& load : engine_->last_expert_load()) {
+    t.expert_routers.push_back(load.router);
+    t.expert_tokens.insert(t.expert_tokens.end(), load.tokens.begin(), load.tokens.end());
+  }
   if (iteration_ == wanted_) kept_ = t;  // the one asked for ahead of time is kept until sent
   recent_.push_back(std::move(t));
   while (recent_.size() > 16) recent_.pop_front();
@@ -165,6 +169,8 @@ stage_status stage_reporter::make(int rank) {
       s.chunks = found->chunks;
       s.starts = found->starts;
       s.ends = found->ends;
+      s.expert_routers = found->expert_routers;
+      s.expert_tokens = found->expert_tokens;
     }
   }
   return s;

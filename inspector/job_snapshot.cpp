@@ -54,13 +54,22 @@ void from_json(const nlohmann::json& j, timeline_event& e) {
   j.at("end_s").get_to(e.end_s);
 }
 
+void to_json(nlohmann::json& j, const expert_load_row& r) { j = {{"router", r.router}, {"tokens", r.tokens}}; }
+
+void from_json(const nlohmann::json& j, expert_load_row& r) {
+  j.at("router").get_to(r.router);
+  j.at("tokens").get_to(r.tokens);
+}
+
 void to_json(nlohmann::json& j, const job_snapshot& s) {
   j = {{"iteration", s.iteration},
        {"train_iters", s.train_iters},
        {"uptime_s", s.uptime_s},
        {"actors", s.actors},
        {"last_iteration_timeline", s.last_iteration_timeline},
-       {"stalls", s.stalls}};
+       {"stalls", s.stalls},
+       {"expert_load_iteration", s.expert_load_iteration},
+       {"expert_load", s.expert_load}};
 }
 
 void from_json(const nlohmann::json& j, job_snapshot& s) {
@@ -70,6 +79,9 @@ void from_json(const nlohmann::json& j, job_snapshot& s) {
   j.at("actors").get_to(s.actors);
   j.at("last_iteration_timeline").get_to(s.last_iteration_timeline);
   j.at("stalls").get_to(s.stalls);
+  // Absent from an older job's snapshots: no expert load.
+  s.expert_load_iteration = j.value("expert_load_iteration", std::int64_t{0});
+  if (j.contains("expert_load")) j.at("expert_load").get_to(s.expert_load);
 }
 
 // Invalid UTF-8 in an activity string is replaced rather than failing the whole snapshot.

@@ -41,6 +41,13 @@ struct timeline_event {
   double end_s = 0;
 };
 
+/// One MoE layer's tokens per expert in one trained iteration, summed over every rank that routed
+/// tokens through it: the top-k choices its router kept, so a user sees routing collapse.
+struct expert_load_row {
+  std::string router;          ///< the router's module name, e.g. "decoder.layers.3.mlp.router"
+  std::vector<double> tokens;  ///< [experts]
+};
+
 struct job_snapshot {
   std::int64_t iteration = 0;
   std::int64_t train_iters = 0;
@@ -48,6 +55,8 @@ struct job_snapshot {
   std::vector<actor_status> actors;
   std::vector<timeline_event> last_iteration_timeline;
   std::vector<std::string> stalls;     ///< find_stalls' lines, filled by the coordinator
+  std::int64_t expert_load_iteration = 0;  ///< the iteration expert_load counts (0: none yet)
+  std::vector<expert_load_row> expert_load;  ///< a MoE model's layers, in name order
 };
 
 // nlohmann_json conversions (found by ADL). from_json throws nlohmann::json::exception naming a
@@ -56,6 +65,8 @@ void to_json(nlohmann::json& j, const actor_status& a);
 void from_json(const nlohmann::json& j, actor_status& a);
 void to_json(nlohmann::json& j, const timeline_event& e);
 void from_json(const nlohmann::json& j, timeline_event& e);
+void to_json(nlohmann::json& j, const expert_load_row& r);
+void from_json(const nlohmann::json& j, expert_load_row& r);
 void to_json(nlohmann::json& j, const job_snapshot& s);
 void from_json(const nlohmann::json& j, job_snapshot& s);
 

@@ -32,6 +32,12 @@ void snapshot_store::set_last_iteration_timeline(std::vector<timeline_event> eve
   timeline_ = std::move(events);
 }
 
+void snapshot_store::set_expert_load(std::int64_t iteration, std::vector<expert_load_row> rows) {
+  std::lock_guard lock(mutex_);
+  expert_load_iteration_ = iteration;
+  expert_load_ = std::move(rows);
+}
+
 job_snapshot snapshot_store::snapshot(clock::time_point now) const {
   job_snapshot s;
   {
@@ -44,6 +50,8 @@ job_snapshot snapshot_store::snapshot(clock::time_point now) const {
       s.actors.back().activity_seconds = std::max(0.0, std::chrono::duration<double>(now - e.since).count());
     }
     s.last_iteration_timeline = timeline_;
+    s.expert_load_iteration = expert_load_iteration_;
+    s.expert_load = expert_load_;
   }
   // Sorted by rank, kind and name, so rows keep their place between refreshes.
   std::stable_sort(s.actors.begin(), s.actors.end(), [](const auto& a, const auto& b) {

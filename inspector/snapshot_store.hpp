@@ -28,6 +28,7 @@ class snapshot_store {
   void remove(const std::string& name);
   void set_iteration(std::int64_t iteration, std::int64_t train_iters);
   void set_last_iteration_timeline(std::vector<timeline_event> events);
+  void set_expert_load(std::int64_t iteration, std::vector<expert_load_row> rows);
 
   /// The snapshot as of now: activity_seconds = now - activity_since, uptime from construction,
   /// stalls filled. Thread-safe, like every member.
@@ -44,6 +45,8 @@ class snapshot_store {
   std::int64_t iteration_ = 0, train_iters_ = 0;
   std::map<std::string, entry> actors_;  // by name
   std::vector<timeline_event> timeline_;
+  std::int64_t expert_load_iteration_ = 0;
+  std::vector<expert_load_row> expert_load_;
 };
 
 }  // namespace mactor::inspector

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <set>
 
+#include "inspector/expert_load.hpp"
+
 namespace mactor::inspector {
 namespace {
 
@@ -108,6 +110,7 @@ std::string render_text(const job_snapshot& s, int width) {
                                   static_cast<long long>(s.iteration),
                                   static_cast<long long>(s.train_iters), s.uptime_s, s.actors.size());
   out += actor_table(s) + "\n" + timeline(s, width);
+  if (!s.expert_load.empty()) out += "\n" + render_expert_load(s.expert_load_iteration, s.expert_load, width);
   if (!s.stalls.empty()) {
     out += "\nSTALLED:\n";
     for (const auto& line : s.stalls) out += "  " + line + "\n";

@@ -11,7 +11,8 @@ namespace mactor::inspector {
 /// mailbox depth, messages/s, data-plane bytes), the last iteration's per-rank timeline drawn
 /// `width` characters wide, and the stall lines. In the timeline each compute op is a run of
 /// cells that starts with its label (F3 = forward of microbatch 3, B3.1 = backward of
-/// microbatch 3 on chunk 1, opt, dp-sync), padded with '-'; transfers are not drawn.
+/// microbatch 3 on chunk 1, opt, dp-sync), padded with '-'; transfers are not drawn. A MoE
+/// model's tokens per expert follow (render_expert_load).
 std::string render_text(const job_snapshot& snapshot, int width = 100);
 
 /// "1.5 KiB"-style byte counts.

@@ -31,6 +31,9 @@ tr.stalled td { background: #fde8e8; color: #b00020; }
 <th>for (s)</th><th>mailbox</th><th>msgs/s</th><th>sent</th><th>received</th><th>allocated</th>
 <th>max allocated</th><th>reserved</th><th>activations</th></tr></thead>
 <tbody></tbody></table>
+<h2 id="experts_title" style="display: none"></h2>
+<table id="experts" style="display: none"><thead><tr><th>layer</th><th>max/mean</th><th>tokens per expert</th></tr>
+</thead><tbody></tbody></table>
 <script>
 "use strict";
 const token = new URLSearchParams(location.search).get("token") || "";
@@ -137,6 +140,28 @@ function drawActors(actors, stalls) {
   }
 }
 
+// A MoE model's tokens per expert in one iteration; max/mean 1.00 is balanced.
+function drawExperts(iteration, rows) {
+  const table = document.getElementById("experts"), title = document.getElementById("experts_title");
+  const body = table.querySelector("tbody");
+  while (body.firstChild) body.removeChild(body.firstChild);
+  table.style.display = title.style.display = rows.length ? "" : "none";
+  title.textContent = "tokens per expert, iteration " + iteration;
+  for (const r of rows) {
+    const total = r.tokens.reduce((a, b) => a + b, 0), most = Math.max(...r.tokens);
+    const mean = r.tokens.length ? total / r.tokens.length : 0;
+    const tr = document.createElement("tr");
+    for (const [v, num] of [[r.router.replace(/\.mlp\.router$/, "")], [mean > 0 ? (most / mean).toFixed(2) : "-", 1],
+                            [r.tokens.join(" ")]]) {
+      const td = document.createElement("td");
+      td.textContent = v;
+      if (num) td.className = "num";
+      tr.appendChild(td);
+    }
+    body.appendChild(tr);
+  }
+}
+
 function drawStalls(stalls) {
   const box = document.getElementById("stalls");
   while (box.firstChild) box.removeChild(box.firstChild);
@@ -168,6 +193,7 @@ async function poll() {
       drawStalls(s.stalls);
       drawChart(s.last_iteration_timeline);
       drawActors(s.actors, s.stalls);
+      drawExperts(s.expert_load_iteration || 0, s.expert_load || []);
     }
   } catch (err) {
     setStatus("cannot reach the inspector (" + err + "); is the job still running?", true);

@@ -33,16 +33,16 @@ moe_router::moe_router(parameter_store& store, const std::string& name, const gp
                   global_batch ? global_batch->size() : 1, true}}},
       z_coeff_(c.moe.z_loss_coeff),
       capacity_factor_(c.moe.expert_capacity_factor), drop_by_position_(c.moe.drop_by_position),
-      bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate), router_dtype_(c.moe.router_dtype),
+      name_(name), bias_name_(name + ".expert_bias"), bias_update_rate_(c.moe.bias_update_rate), router_dtype_(c.moe.router_dtype),
       jitter_eps_(c.moe.input_jitter_eps), force_balance_(c.moe.force_load_balancing) {
   // Megatron's router weight carries the sequence_parallel attribute: each tensor-parallel rank
   // routes its own shard of the tokens, so the gradients are summed over the group.
   store[weight_].sequence_parallel = c.sequence_parallel;
-  if (c.moe.enable_expert_bias) expert_bias_.assign(experts_, 0.0f), routed_tokens_.assign(experts_, 0.0);
+  if (c.moe.enable_expert_bias) expert_bias_.assign(experts_, 0.0f);
+  routed_tokens_.assign(experts_, 0.0);
 }
 
 void moe_router::count_routed_tokens() {
-  if (expert_bias_.empty()) return;
   for (std::size_t i = 0; i < top_.size(); ++i)
     if (kept_[i]) routed_tokens_[std::size_t(top_[i])] += 1.0;
 }

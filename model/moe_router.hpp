@@ -5,6 +5,7 @@
 // enter the logits' gradient scaled as Megatron's MoEAuxLossAutoScaler scales them.
 // The routing math runs in double on the host (exact for fp32 and fp64 logits).
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -68,11 +69,16 @@ class moe_router {
   /// buffer, saved in checkpoints under name.expert_bias.
   std::vector<float>& expert_bias() { return expert_bias_; }
   const std::string& expert_bias_name() const { return bias_name_; }
+  /// The router's module name, e.g. decoder.layers.3.mlp.router.
+  const std::string& name() const { return name_; }
   /// Adds the last forward's kept tokens per expert to the global batch's count (Megatron's
   /// local_tokens_per_expert; call once per trained micro-batch, not for a recomputed forward).
+  /// The expert bias moves by them; the live inspector shows them.
   void count_routed_tokens();
-  /// The global batch's tokens per expert ([experts]); zeroed by update_expert_bias.
+  /// The global batch's tokens per expert routed by this rank ([experts]); zeroed by
+  /// update_expert_bias and reset_routed_tokens.
   std::vector<double>& routed_tokens() { return routed_tokens_; }
+  void reset_routed_tokens() { std::fill(routed_tokens_.begin(), routed_tokens_.end(), 0.0); }
   /// Megatron's get_updated_expert_bias from the counts summed over the replicas:
   /// bias_e += rate * sign(mean count - count_e); then the counts restart.
   void update_expert_bias(std::span<const double> tokens_per_expert);
@@ -143,7 +149,7 @@ class moe_router {
   std::optional<double> capacity_factor_;
   bool drop_by_position_;
   std::vector<double> probs_;
-  std::string bias_name_;
+  std::string name_, bias_name_;
   double bias_update_rate_;
   std::vector<float> expert_bias_;     // [experts], fp32 as Megatron keeps it
   std::vector<double> routed_tokens_;  // [experts]: this global batch's kept tokens

@@ -20,4 +20,11 @@ struct moe_metric {
 /// already divided by the micro-batch count and reduced over the ranks). Empty without --num-experts.
 std::vector<moe_metric> moe_metrics(const config::megatron_args& a, const std::vector<double>& report_losses);
 
+/// One MoE layer's tokens per expert in one trained iteration (the top-k choices its router kept,
+/// over every micro-batch), as one rank routed them; the live inspector sums the ranks.
+struct expert_load {
+  std::string router;          // the router's module name, e.g. decoder.layers.3.mlp.router
+  std::vector<double> tokens;  // [experts]
+};
+
 }  // namespace mactor::training

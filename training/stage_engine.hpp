@@ -32,6 +32,7 @@
 #include "training/fp8_params.hpp"
 #include "training/fsdp_residency.hpp"
 #include "training/main_params.hpp"
+#include "training/moe_metrics.hpp"
 #include "training/parallel_context.hpp"
 #include "training/pipeline_port.hpp"
 #include "training/stage_activity.hpp"
@@ -82,6 +83,9 @@ class stage_engine {
   std::pair<std::string, std::chrono::steady_clock::time_point> activity() const;
   /// The last finished schedule's operations.
   std::vector<timeline_entry> last_timeline() const;
+  /// Each MoE layer's tokens per expert in the last trained iteration, as this rank routed them
+  /// (empty for a dense model). Read on the training thread, after the step.
+  const std::vector<expert_load>& last_expert_load() const { return last_expert_load_; }
   /// The schedule's batch loads (--log-straggler): their total and longest seconds.
   struct batch_load_seconds {
     double total = 0, longest = 0;
@@ -213,6 +217,7 @@ class stage_engine {
   std::vector<timeline_entry> timeline_;
   mutable std::mutex timeline_mutex_;
   std::vector<timeline_entry> last_timeline_;
+  std::vector<expert_load> last_expert_load_;
   std::atomic<std::int64_t> optimizer_state_bytes_{0};
   void scale_by_global_tokens();
 };

@@ -69,10 +69,18 @@ void stage_engine::update_router_expert_biases() {
   // Megatron's reset_model_temporary_tensors: global_aux_loss's running counts restart too.
   for (auto& c : chunks_)
     for (auto* r : c.moe_routers()) r->reset_global_tokens();
+  // What the inspector shows: this rank's own counts, before the bias update sums them. A router
+  // without a bias starts its count again now; update_expert_bias restarts the others'.
+  last_expert_load_.clear();
   std::vector<model::moe_router*> routers;
   for (auto& c : chunks_)
-    for (auto* r : c.moe_routers())
-      if (!r->expert_bias().empty()) routers.push_back(r);
+    for (auto* r : c.moe_routers()) {
+      last_expert_load_.push_back({r->name(), r->routed_tokens()});
+      if (r->expert_bias().empty())
+        r->reset_routed_tokens();
+      else
+        routers.push_back(r);
+    }
   if (routers.empty()) return;
   const std::size_t experts = routers.front()->routed_tokens().size();
   std::vector<double> counts;

@@ -19,6 +19,8 @@ job_snapshot unusual_snapshot() {
   s.last_iteration_timeline.push_back({3, "B", 7, 1, 0.125, 0.25});
   s.last_iteration_timeline.push_back({0, "dp-sync", -1, 0, 1e-6, 2e-6});
   s.stalls = {"rank 3 stage waits 12.4 s: something", ""};
+  s.expert_load_iteration = 4'000'000'007;
+  s.expert_load = {{"decoder.layers.1.mlp.router", {1, 0, 2.5e9}}, {"mtp.layers.0.mlp.router", {}}};
   return s;
 }
 
@@ -57,6 +59,20 @@ TEST_CASE("a job snapshot survives a JSON round trip field for field") {
     CHECK(y.end_s == x.end_s);
   }
   CHECK(b.stalls == a.stalls);
+  CHECK(b.expert_load_iteration == a.expert_load_iteration);
+  REQUIRE(b.expert_load.size() == a.expert_load.size());
+  for (std::size_t i = 0; i < a.expert_load.size(); ++i) {
+    CHECK(b.expert_load[i].router == a.expert_load[i].router);
+    CHECK(b.expert_load[i].tokens == a.expert_load[i].tokens);
+  }
+}
+
+TEST_CASE("an older job's snapshot without the expert load reads as none") {
+  auto j = nlohmann::json::parse(to_json_text(unusual_snapshot()));
+  j.erase("expert_load"), j.erase("expert_load_iteration");
+  const auto s = snapshot_from_json_text(j.dump());
+  CHECK(s.expert_load_iteration == 0);
+  CHECK(s.expert_load.empty());
 }
 
 TEST_CASE("the snapshot JSON uses the field names as keys") {
@@ -70,6 +86,8 @@ TEST_CASE("the snapshot JSON uses the field names as keys") {
   CHECK(j["last_iteration_timeline"][0]["start_s"] == 0.125);
   CHECK(j["last_iteration_timeline"][1]["op"] == "dp-sync");
   CHECK(j["stalls"].size() == 2);
+  CHECK(j["expert_load"][0]["router"] == "decoder.layers.1.mlp.router");
+  CHECK(j["expert_load"][0]["tokens"][2] == 2.5e9);
 }
 
 TEST_CASE("a snapshot missing a key is refused with the key named") {

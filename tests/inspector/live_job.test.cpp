@@ -368,3 +368,39 @@ TEST_CASE("a slow logger does not hold training back and its mailbox stays withi
   // The final validation and test blocks are never left out.
   CHECK(out.find("validation loss at iteration 100 on test set") != std::string::npos);
 }
+
+TEST_CASE("mactor inspect shows a live MoE job's tokens per expert, summed over its expert-parallel ranks and stages") {
+  // 4 layers (the last 3 MoE, 8 experts, top-2) over 2 stages, the experts over 2 expert-parallel
+  // ranks: each rank counts what its own routers kept, the coordinator sums one iteration's.
+  live_job job("expert_load",
+               "--num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 --seq-length 32 "
+               "--max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 16 --lr 1e-3 --mock-data "
+               "--tokenizer-type NullTokenizer --vocab-size 4095 --log-interval 1 --eval-iters 1 --train-iters 5000 "
+               "--disable-bias-linear --swiglu --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 32 "
+               "--moe-layer-freq '([0]*1+[1]*3)' --moe-aux-loss-coeff 0.1 --moe-token-dispatcher-type alltoall "
+               "--expert-model-parallel-size 2 --pipeline-model-parallel-size 2");
+  const std::regex header(R"(tokens per expert, iteration (\d+) )");
+  const std::string view = job.inspect_until(header);
+  INFO("mactor inspect said:\n" << view << "\njob stderr:\n" << job.err());
+  REQUIRE(std::regex_search(view, header));
+  std::printf("mactor inspect against the live MoE job:\n%s\n", view.c_str());
+  const std::regex row(R"(\ndecoder\.layers\.(\d+) +([0-9.]+)  ([0-9 ]+))");
+  std::set<int> layers;
+  for (auto it = std::sregex_iterator(view.begin(), view.end(), row); it != std::sregex_iterator(); ++it) {
+    const int layer = std::stoi((*it)[1].str());
+    layers.insert(layer);
+    std::istringstream counts((*it)[3].str());
+    std::vector<double> tokens;
+    for (double t; counts >> t;) tokens.push_back(t);
+    INFO("layer " << layer << ": " << (*it)[3].str());
+    REQUIRE(tokens.size() == 8);
+    // Every token of the global batch (16 samples of 32) chose 2 experts, and none was dropped.
+    double total = 0, most = 0;
+    for (double t : tokens) total += t, most = std::max(most, t);
+    CHECK(total == 16 * 32 * 2);
+    char ratio[16];
+    std::snprintf(ratio, sizeof ratio, "%.2f", most / (total / 8));
+    CHECK((*it)[2].str() == ratio);
+  }
+  CHECK(layers == std::set<int>{1, 2, 3});  // layer 0 is dense; layers 1 and 3 live on different stages
+}

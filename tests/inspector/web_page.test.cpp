@@ -114,3 +114,21 @@ TEST_CASE("the web page shows no timeline while the job cannot produce a snapsho
   CHECK(colours["colours"][stall_border_colour]["pixels"] == 0);
   CHECK(colours["distinct"].get<int>() > 2);  // the page itself (heading, error line) did render
 }
+
+TEST_CASE("the web page lists a MoE job's tokens per expert") {
+  REQUIRE(testing::run_process("command -v chromium").status == 0);
+  job_snapshot job = testing::fake_job(4, 8);
+  job.expert_load_iteration = 17;
+  job.expert_load = {{"decoder.layers.1.mlp.router", {30, 10, 20, 20}}, {"decoder.layers.2.mlp.router", {80, 0, 0, 0}}};
+  server s([&] { return job; }, nullptr);
+  const auto dom = testing::run_process(
+      "timeout 90 chromium --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir='" +
+      (out_dir() / "chromium_profile_experts").string() + "' --virtual-time-budget=3000 --dump-dom 'http://" +
+      s.address() + "/?token=" + s.token() + "'");
+  INFO("chromium said: " << dom.err);
+  REQUIRE(dom.status == 0);
+  INFO(dom.out);
+  CHECK(dom.out.find("tokens per expert, iteration 17") != std::string::npos);
+  CHECK(dom.out.find("<td>decoder.layers.1</td><td class=\"num\">1.50</td><td>30 10 20 20</td>") != std::string::npos);
+  CHECK(dom.out.find("<td>decoder.layers.2</td><td class=\"num\">4.00</td><td>80 0 0 0</td>") != std::string::npos);
+}
