@@ -1,17 +1,22 @@
 // The MoE layer's step on the CPU against the dense MLP of equal active parameters (an MLP of
 // topk * moe_ffn width): forward and backward milliseconds, median of the repeats. Prints a table.
-// On the CPU --moe-grouped-gemm runs the same per-expert GEMM loop as SequentialMLP (only the
-// parameter names differ), so its row measures that loop again rather than a fused kernel.
+// Then the 8 experts alone (their GEMMs and activation): SequentialMLP's loop, one expert after
+// the other, against --moe-grouped-gemm, every expert at once over the threads (each expert's
+// GEMMs whole on one thread), with balanced and skewed routing, and the ratio in the same run.
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "model/group.hpp"
 #include "model/mlp.hpp"
+#include "model/moe_experts.hpp"
 #include "model/moe_layer.hpp"
 #include "tensor/tensor.hpp"
 
@@ -19,7 +24,7 @@ using namespace mactor;
 
 namespace {
 
-constexpr int hidden = 256, moe_ffn = 512, experts = 8, topk = 2, seq = 512, batch = 2, repeats = 5;
+constexpr int hidden = 256, moe_ffn = 512, experts = 8, topk = 2, seq = 512, batch = 2, repeats = 9;
 
 model::gpt_model_config base() {
   model::gpt_model_config c;
@@ -51,7 +56,7 @@ std::vector<float> random_rows(std::uint64_t seed) {
 tensor::tensor_view view(std::vector<float>& v) { return tensor::view_of(std::span<float>(v)); }
 
 void row(const char* name, double fwd, double bwd) {
-  std::printf("| %-36s | %9.2f | %9.2f | %9.2f |\n", name, fwd, bwd, fwd + bwd);
+  std::printf("| %-42s | %9.2f | %9.2f | %9.2f |\n", name, fwd, bwd, fwd + bwd);
 }
 
 void bench_moe(const char* name, bool grouped) {
@@ -80,17 +85,69 @@ void bench_dense() {
   row("dense MLP, ffn = topk x moe ffn", fwd, bwd);
 }
 
+// The experts alone on `counts` rows each (fp32, probabilities 1), forward plus backward.
+struct experts_case {
+  model::parameter_store store;
+  std::unique_ptr<model::moe_experts> layer;
+  std::vector<float> x, dy, out, dx, probs, dprobs;
+  std::vector<std::int64_t> counts;
+
+  experts_case(bool grouped, std::vector<std::int64_t> rows_per_expert) : counts(std::move(rows_per_expert)) {
+    auto c = base();
+    c.moe.num_experts = experts, c.moe.router_topk = topk, c.moe.ffn_hidden_size = moe_ffn, c.moe.grouped_gemm = grouped;
+    layer = std::make_unique<model::moe_experts>(store, "decoder.layers.0.mlp.experts", c);
+    store.allocate(c.seed, 0, 1);
+    std::int64_t rows = 0;
+    for (auto n : counts) rows += n;
+    std::mt19937_64 rng(3);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    x.resize(std::size_t(rows) * hidden);
+    for (auto& v : x) v = normal(rng);
+    dy = out = dx = x;
+    probs.assign(std::size_t(rows), 1.0f), dprobs = probs;
+  }
+  double step_ms() {
+    const auto t0 = std::chrono::steady_clock::now();
+    layer->forward(store, view(x), view(probs), counts, view(out));
+    layer->backward(store, view(dy), view(x), view(dx), view(dprobs));
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+};
+
+// Loop and grouped steps taken in turn, so both see the same machine load; medians.
+void bench_grouped_vs_loop(const char* name, const std::vector<std::int64_t>& counts) {
+  experts_case loop(false, counts), grouped(true, counts);
+  loop.step_ms(), grouped.step_ms();  // warm-up: buffers allocated
+  std::vector<double> a, b;
+  for (int i = 0; i < repeats; ++i) a.push_back(loop.step_ms()), b.push_back(grouped.step_ms());
+  std::sort(a.begin(), a.end()), std::sort(b.begin(), b.end());
+  const double l = a[a.size() / 2], g = b[b.size() / 2];
+  std::printf("| %-40s | %9.2f | %10.2f | %9.2f |\n", name, l, g, l / g);
+}
+
 }  // namespace
 
 int main() {
   std::printf("MoE layer vs dense MLP of equal active parameters: %d tokens, hidden %d, %d experts of ffn %d, top-%d, "
               "SwiGLU, fp32 (median of %d)\n\n",
               seq * batch, hidden, experts, moe_ffn, topk, repeats);
-  std::printf("| %-36s | %9s | %9s | %9s |\n", "case", "fwd ms", "bwd ms", "step ms");
-  std::printf("|%s|%s|%s|%s|\n", std::string(38, '-').c_str(), std::string(11, '-').c_str(),
+  std::printf("| %-42s | %9s | %9s | %9s |\n", "case", "fwd ms", "bwd ms", "step ms");
+  std::printf("|%s|%s|%s|%s|\n", std::string(44, '-').c_str(), std::string(11, '-').c_str(),
               std::string(11, '-').c_str(), std::string(11, '-').c_str());
   bench_dense();
   bench_moe("MoE, SequentialMLP (expert loop)", false);
-  bench_moe("MoE, --moe-grouped-gemm (same loop)", true);
+  bench_moe("MoE, --moe-grouped-gemm (experts at once)", true);
+
+  const std::int64_t per_expert = std::int64_t(seq) * batch * topk / experts;
+  std::printf("\nThe %d experts alone (fc1, SwiGLU, fc2; forward + backward, fp32, %d threads): SequentialMLP's loop "
+              "vs the grouped GEMM\n\n", experts, omp_get_max_threads());
+  std::printf("| %-40s | %9s | %10s | %9s |\n", "routing", "loop ms", "grouped ms", "loop/grp");
+  std::printf("|%s|%s|%s|%s|\n", std::string(42, '-').c_str(), std::string(11, '-').c_str(),
+              std::string(12, '-').c_str(), std::string(11, '-').c_str());
+  bench_grouped_vs_loop("balanced (256 rows each)", std::vector<std::int64_t>(experts, per_expert));
+  std::vector<std::int64_t> skewed(experts, per_expert / 2);  // half the rows to expert 0
+  skewed[0] = per_expert * experts - per_expert / 2 * (experts - 1);
+  bench_grouped_vs_loop("skewed (expert 0: 1152 rows, others 128)", skewed);
+  bench_grouped_vs_loop("small (16 rows each)", std::vector<std::int64_t>(experts, 16));
   return 0;
 }

@@ -565,7 +565,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"moe_upcycling_granularity", "g: the dense model's FFN is --ffn-hidden-size x g wide (checked against the "
                                     "checkpoint) and each expert is one of its g slices"},
       {"moe_grouped_gemm", "the experts' weights under TEGroupedMLP's names (experts.linear_fc1.weight<i>); on the CPU "
-                           "the grouped GEMM is one GEMM per expert, so the numbers equal SequentialMLP's"},
+                           "the grouped GEMM runs every local expert at once over the threads (each expert's GEMMs "
+                           "whole on one thread) where SequentialMLP's loop runs them one after the other"},
       {"moe_use_legacy_grouped_gemm", "with --moe-grouped-gemm, Megatron's legacy GroupedMLP: its GEMMs stay in 16 bits "
                                       "under fp8 (grouped_gemm's gmm is not a Transformer Engine module), its gated unit "
                                       "ignores --activation-func-clamp-value and --glu-linear-offset, and each expert is "

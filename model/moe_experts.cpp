@@ -1,7 +1,13 @@
-// Expert MLPs over contiguous row blocks: one GEMM per expert and linear (the CPU's grouped GEMM).
+// Expert MLPs over contiguous row blocks: one GEMM per expert and linear, one expert after the other
+// (SequentialMLP), or every expert at once over the threads under a grouped GEMM.
 #include "model/moe_experts.hpp"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
+#include <exception>
+#include <mutex>
 
 #include "kernels/convert.hpp"
 #include "kernels/gemm.hpp"
@@ -34,6 +40,48 @@ tensor::tensor_view block(tensor::tensor_view v, std::int64_t row, std::int64_t 
   return elements(v, row * w, rows * w);
 }
 
+// Runs work(e, first_row) for every expert that has rows: one after the other (SequentialMLP's
+// loop), or, under a grouped GEMM, all at once over the OpenMP team, each expert's GEMMs whole on
+// one thread, as one grouped GEMM launch computes every expert's tiles together. An expert with
+// more than a thread's share of the rows would hold one thread while the others idle: it runs
+// first, alone, its GEMMs split over the team as in the loop. Then the rest, the largest first,
+// so the threads finish close together.
+template <class Work>
+void for_each_expert(const std::vector<std::int64_t>& counts, bool together, Work&& work) {
+  std::vector<std::pair<int, std::int64_t>> busy;  // (expert, its first row)
+  std::int64_t row = 0;
+  for (int e = 0; e < int(counts.size()); ++e) {
+    if (counts[std::size_t(e)] > 0) busy.emplace_back(e, row);
+    row += counts[std::size_t(e)];
+  }
+  const int threads = omp_get_max_threads();
+  if (!together || busy.size() < 2 || threads < 2 || omp_in_parallel()) {
+    for (auto [e, first] : busy) work(e, first);
+    return;
+  }
+  std::vector<std::pair<int, std::int64_t>> shared;
+  for (auto [e, first] : busy)
+    if (counts[std::size_t(e)] * threads > row)
+      work(e, first);
+    else
+      shared.emplace_back(e, first);
+  busy = std::move(shared);
+  std::stable_sort(busy.begin(), busy.end(),
+                   [&](auto a, auto b) { return counts[std::size_t(a.first)] > counts[std::size_t(b.first)]; });
+  std::exception_ptr failed;
+  std::mutex failed_mutex;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t i = 0; i < busy.size(); ++i) {
+    try {
+      work(busy[i].first, busy[i].second);
+    } catch (...) {  // an exception must not leave the parallel region
+      std::lock_guard lock(failed_mutex);
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+}
+
 }  // namespace
 
 moe_experts::moe_experts(parameter_store& store, const std::string& name, const gpt_model_config& c)
@@ -41,6 +89,7 @@ moe_experts::moe_experts(parameter_store& store, const std::string& name, const 
       ffn_((c.moe.ffn_hidden_size > 0 ? c.moe.ffn_hidden_size : c.ffn_hidden_size) / c.moe.expert_tensor_parallel_size),
       fc1_width_(c.gated_linear_unit() ? 2 * ffn_ : ffn_), on_input_(c.moe.apply_probs_on_input),
       weighted_squared_relu_(c.fused_weighted_squared_relu && c.squared_relu && c.moe.grouped_gemm),
+      grouped_(c.moe.grouped_gemm || c.moe.legacy_grouped_gemm),
       activation_(expert_activation_config(c)) {
   // Megatron registers each expert's fc1 and fc2 together, expert by expert (SequentialMLP) or
   // all fc1 then all fc2 (TEGroupedMLP, and the legacy GroupedMLP's weight1 then weight2); the
@@ -105,10 +154,8 @@ void moe_experts::forward(const parameter_store& store, tensor::const_tensor_vie
   auto fc1 = ensure_activation(fc1_out_, n, fc1_width_, x.type);
   auto act = weighted_squared_relu_ ? tensor::tensor_view() : ensure_activation(act_, n, ffn_, x.type);
   auto scaled = ensure_activation(scaled_, n, ffn_, x.type);
-  std::int64_t row = 0;
-  for (int e = 0; e < experts_; ++e) {
-    const std::int64_t r = counts_[e];
-    if (r == 0) continue;
+  for_each_expert(counts_, grouped_, [&](int e, std::int64_t row) {
+    const std::int64_t r = counts_[std::size_t(e)];
     auto f = block(fc1, row, r, fc1_width_);
     auto s = block(scaled, row, r, ffn_);
     linear_gemm_forward(fp8_of(fc1_fp8_, e), block(x, row, r, hidden_), store.value(fc1_[e]), f, int(r), hidden_, fc1_width_);
@@ -120,8 +167,7 @@ void moe_experts::forward(const parameter_store& store, tensor::const_tensor_vie
       kernels::scale_rows(s, a, elements(p, row, r), r, ffn_);
     }
     linear_gemm_forward(fp8_of(fc2_fp8_, e), s, store.value(fc2_[e]), block(out, row, r, hidden_), int(r), ffn_, hidden_);
-    row += r;
-  }
+  });
 }
 
 void moe_experts::backward(parameter_store& store, tensor::const_tensor_view dout,
@@ -136,10 +182,10 @@ void moe_experts::backward(parameter_store& store, tensor::const_tensor_view dou
   auto dscaled = ensure_activation(dscaled_, n, ffn_, dout.type);
   auto dact = weighted_squared_relu_ ? tensor::tensor_view() : ensure_activation(dact_, n, ffn_, dout.type);
   auto dfc1 = ensure_activation(dfc1_, n, fc1_width_, dout.type);
-  std::int64_t row = 0;
-  for (int e = 0; e < experts_; ++e) {
-    const std::int64_t r = counts_[e];
-    if (r == 0) continue;
+  // A zero-bubble schedule's deferred weight pass collects the weight GEMMs in order: one by one then.
+  const bool together = grouped_ && !store.weight_grads().collecting();
+  for_each_expert(counts_, together, [&](int e, std::int64_t row) {
+    const std::int64_t r = counts_[std::size_t(e)];
     auto dy = block(dout, row, r, hidden_);
     auto ds = block(dscaled, row, r, ffn_);
     auto df = block(dfc1, row, r, fc1_width_);
@@ -159,8 +205,7 @@ void moe_experts::backward(parameter_store& store, tensor::const_tensor_view dou
     }
     linear_gemm_backward(store, fp8_of(fc1_fp8_, e), fc1_[e], df, xe, block(dx_in, row, r, hidden_), int(r), hidden_,
                          fc1_width_);
-    row += r;
-  }
+  });
   if (!on_input_) return;
   // in = p * x: dp = rowdot(din, x), dx = din * p (the ones' gradient above is dropped).
   kernels::row_dots(elements(dprobs, 0, n), dx_in, elements(x, 0, n * hidden_), n, hidden_);

@@ -47,6 +47,7 @@ class moe_experts {
   bool on_input_;  // --moe-apply-probs-on-input
   // --use-fused-weighted-squared-relu in TEGroupedMLP: act * probs in one step (act_ stays empty).
   bool weighted_squared_relu_;
+  bool grouped_;  // --moe-grouped-gemm (TEGroupedMLP or the legacy GroupedMLP): every expert at once
   mlp_activation activation_;
   std::vector<int> fc1_, fc2_;  // parameter ids per expert
   std::vector<std::unique_ptr<fp8_linear>> fc1_fp8_, fc2_fp8_;  // per expert under fp8, else empty

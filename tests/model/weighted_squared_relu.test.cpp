@@ -148,7 +148,7 @@ expert_pass run_experts(tensor::dtype type, bool fused, bool grouped, bool legac
 
 }  // namespace
 
-TEST_CASE("--use-fused-weighted-squared-relu changes a bf16 TEGroupedMLP's experts, not fp32 nor the other expert forms") {
+TEST_CASE("the fused weighted squared ReLU flag changes a bf16 TEGroupedMLP's experts, not fp32 nor the other expert forms") {
   using tensor::dtype;
   const auto unfused = run_experts(dtype::bfloat16, false, true, false), fused = run_experts(dtype::bfloat16, true, true, false);
   CHECK(fused.out != unfused.out);
