@@ -13,13 +13,13 @@ caf::behavior agent(caf::event_based_actor* self, std::shared_ptr<job_control> c
     self->monitor(coordinator);
     self->set_down_handler([=](caf::down_msg&) {
       control->fail(1, "rank " + std::to_string(rank) + ": communication with rank 0 failed: the coordinator is gone "
-                        "(its process exited or the connection broke)");
+                        "(its process exited or the connection broke)", true);
       self->quit();
     });
   }
   return {
       [=](abort_job& a) {
-        control->fail(a.exit_code, a.message);
+        control->fail(a.exit_code, a.message, a.lost_peer);
         self->quit();
       },
       [=](stop_message&) {

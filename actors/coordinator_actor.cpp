@@ -61,7 +61,7 @@ void finish(coordinator_actor* self, job_outcome outcome) {
   s.finished = true;
   if (s.inspect) s.inspect->job_ended();  // removes the token file before this process may end
   const bool ok = outcome.exit_code == 0;
-  const abort_job abort{outcome.exit_code == 0 ? 0 : -1, outcome.exit_code, outcome.error};
+  const abort_job abort{outcome.exit_code == 0 ? 0 : -1, outcome.exit_code, outcome.error, outcome.lost_peer};
   s.control->finish(std::move(outcome));  // before any agent's stop, so rank 0 keeps its result
   if (ok) {
     broadcast(self, s.stages, stop_message{});
@@ -76,10 +76,11 @@ void finish(coordinator_actor* self, job_outcome outcome) {
   self->quit();
 }
 
-void fail(coordinator_actor* self, int exit_code, std::string message) {
+void fail(coordinator_actor* self, int exit_code, std::string message, bool lost_peer) {
   job_outcome o;
   o.exit_code = exit_code;
   o.error = std::move(message);
+  o.lost_peer = lost_peer;
   finish(self, std::move(o));
 }
 
@@ -303,7 +304,7 @@ void start_coordinator(coordinator_actor* self, config::megatron_args args, comm
     const auto it = self->state.rank_of.find(dm.source);
     const int rank = it == self->state.rank_of.end() ? -1 : it->second;
     fail(self, 1, "rank 0: communication with rank " + std::to_string(rank) +
-                      " failed: its actors are gone (the process exited or the connection broke)");
+                      " failed: its actors are gone (the process exited or the connection broke)", true);
   });
 }
 
@@ -401,7 +402,7 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
       [=](training::evaluation_report& r) { on_evaluation_report(self, r); },
       [=](checkpoint_captured& c) { on_checkpoint_captured(self, c); },
       [=](checkpoint_saved& c) { on_checkpoint_saved(self, c); },
-      [=](abort_job& a) { fail(self, a.exit_code, a.message); },
+      [=](abort_job& a) { fail(self, a.exit_code, a.message, a.lost_peer); },
       // The inspector (inspection.hpp): stage reports, the periodic refresh, hot swap.
       [=](stage_status& st) -> std::int64_t {
         return self->state.inspect ? self->state.inspect->stage_reported(st) : 0;

@@ -99,7 +99,8 @@ void broadcast(coordinator_actor* self, const std::vector<caf::actor>& to, const
 
 /// Ends the job with `outcome`: every rank's agent learns it; stages, replicas and observers quit.
 void finish(coordinator_actor* self, job_outcome outcome);
-void fail(coordinator_actor* self, int exit_code, std::string message);
+/// lost_peer: job_outcome::lost_peer.
+void fail(coordinator_actor* self, int exit_code, std::string message, bool lost_peer = false);
 void finish_ok(coordinator_actor* self);
 void start_iteration(coordinator_actor* self);
 /// "training ...", then the first iteration (or the end, when the loaded checkpoint is at --train-iters).

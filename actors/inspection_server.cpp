@@ -15,6 +15,7 @@
 #include "actors/env_settings.hpp"
 #include "actors/messages.hpp"
 #include "comm/launch_env.hpp"
+#include "comm/restart_in_place.hpp"
 #include "config/config_json.hpp"
 #include "inspector/server.hpp"
 #include "inspector/snapshot_store.hpp"
@@ -137,8 +138,12 @@ std::unique_ptr<job_inspection> job_inspection::start(caf::actor_system& sys, co
     j->server_ = std::make_unique<inspector::server>([store] { return store->snapshot(); }, swap, *options);
   }
   if (explicit_file.empty()) {
-    std::lock_guard lock(token_file_mutex);
-    token_file_made = options->token_file;
+    {
+      std::lock_guard lock(token_file_mutex);
+      token_file_made = options->token_file;
+    }
+    // A restart in place (--inprocess-restart) execs over this image without its exit path.
+    comm::before_restart_in_place(remove_inspector_token_file);
   }
   std::fprintf(err, "mactor inspector: listening on %s (token %s%s%s)\n  web page: %s\n  attach: mactor inspect %s --token-file %s\n",
                j->server_->address().c_str(), j->server_->token().c_str(),

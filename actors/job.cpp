@@ -30,6 +30,7 @@ struct coordinator_link {
   caf::actor coordinator, logger;
   std::string error;   // not empty: the job ends here
   int exit_code = 1;   // ... with this status (2: the user's flags)
+  bool lost_peer = false;  // ... because rank 0 cannot be reached
 };
 
 // Rank 0: the coordinator, logger and evaluator; in a multi-rank job the coordinator is published
@@ -67,11 +68,13 @@ coordinator_link reach_coordinator(caf::actor_system& sys, training::parallel_co
   const auto address = ctx.store()->get(coordinator_key, std::chrono::seconds(120));
   const auto [host, port] = split_address(address);
   auto remote = sys.middleman().remote_actor(host, port);
-  if (!remote)
+  if (!remote) {
+    link.lost_peer = true;
     link.error = "rank " + std::to_string(ctx.rank()) + ": communication with rank 0 failed: cannot reach the coordinator at " +
                  address + ": " + sys.render(remote.error());
-  else
+  } else {
     link.coordinator = *remote;
+  }
   return link;
 }
 
@@ -162,7 +165,7 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   const int rank = ctx.rank();
 
   auto link = rank == 0 ? host_coordinator(*sys, args, env, ctx, out, control) : reach_coordinator(*sys, ctx);
-  if (!link.error.empty()) return job_outcome{link.exit_code, link.error, {}};
+  if (!link.error.empty()) return job_outcome{link.exit_code, link.error, {}, link.lost_peer};
   auto actors = spawn_rank_actors(*sys, args, env, ctx, control, link.coordinator);
   caf::anon_send(link.coordinator, hello_message{rank, actors.stage, actors.agent, actors.replica});
 

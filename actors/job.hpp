@@ -18,6 +18,10 @@ struct job_outcome {
   int exit_code = 0;
   std::string error;
   training::training_result result;
+  /// The job ended because a peer rank is gone or unreachable (its process died, a transfer or
+  /// collective with it failed, the coordinator vanished): under in-job restart the launcher
+  /// replaces that rank and this one restarts in place.
+  bool lost_peer = false;
 };
 
 /// Starts this rank's actor system: the stage actor (and the replica actor on a replica's first

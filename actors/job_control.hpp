@@ -18,10 +18,11 @@ class job_control {
     outcome_ = std::move(outcome);
     cv_.notify_all();
   }
-  void fail(int exit_code, std::string message) {
+  void fail(int exit_code, std::string message, bool lost_peer = false) {
     job_outcome o;
     o.exit_code = exit_code;
     o.error = std::move(message);
+    o.lost_peer = lost_peer;
     finish(std::move(o));
   }
   /// True once the outcome is decided (a test's deterministic scheduler cannot block in wait()).

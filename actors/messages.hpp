@@ -112,6 +112,7 @@ struct abort_job {
   int rank = 0;       ///< the rank at fault
   int exit_code = 1;  ///< 2 for bad input, 1 otherwise
   std::string message;
+  bool lost_peer = false;  ///< job_outcome::lost_peer
 };
 
 /// When the coordinator saw a record's event (the logger may print it later): nanoseconds of
@@ -222,7 +223,7 @@ typename Inspector::result_type inspect(Inspector& f, stop_message&) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, abort_job& x) {
-  return f(caf::meta::type_name("mactor::abort_job"), x.rank, x.exit_code, x.message);
+  return f(caf::meta::type_name("mactor::abort_job"), x.rank, x.exit_code, x.message, x.lost_peer);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, log_line& x) {

@@ -43,6 +43,7 @@ void fail(stage_actor* self, training::parallel_context& ctx, job_control& contr
   } catch (const comm::comm_error& x) {
     a.message = "rank " + std::to_string(ctx.rank()) + ": communication with rank " + std::to_string(x.rank()) +
                 " failed: " + x.what();
+    a.lost_peer = true;
   } catch (const data::data_error& x) {
     a.exit_code = 2;
     a.message = x.what();
@@ -57,7 +58,7 @@ void fail(stage_actor* self, training::parallel_context& ctx, job_control& contr
   }
   self->state.failed = true;
   if (self->state.coordinator) self->send(self->state.coordinator, a);
-  control.fail(a.exit_code, a.message);
+  control.fail(a.exit_code, a.message, a.lost_peer);
 }
 
 void pump(stage_actor* self) {

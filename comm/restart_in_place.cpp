@@ -10,8 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace mactor::comm {
 namespace {
@@ -49,9 +51,16 @@ void on_restart_signal(int) {
   [[maybe_unused]] const auto n = ::write(wake_fds[1], &byte, 1);
 }
 
+std::mutex hooks_mutex;
+std::vector<std::function<void()>> hooks;  // before_restart_in_place's
+
 void wait_and_restart(char** argv) {
   char byte = 0;
   while (::read(wake_fds[0], &byte, 1) != 1) {
+  }
+  {
+    std::lock_guard lock(hooks_mutex);
+    for (const auto& hook : hooks) hook();
   }
   const char* dir = std::getenv(restart_in_place_dir_variable);
   const char* rank = std::getenv("MACTOR_RANK");
@@ -80,6 +89,11 @@ int restart_in_place_signal() { return SIGRTMIN + 3; }
 
 bool restart_in_place_watched() { return watching.load(); }
 
+void before_restart_in_place(std::function<void()> hook) {
+  std::lock_guard lock(hooks_mutex);
+  hooks.push_back(std::move(hook));
+}
+
 void await_restart_in_place(std::chrono::milliseconds limit) {
   if (!restart_in_place_watched()) return;
   std::fprintf(stderr, "mactor: rank %s: waiting up to %lld s for the launcher to restart this rank in place\n",
@@ -87,8 +101,6 @@ void await_restart_in_place(std::chrono::milliseconds limit) {
   std::fflush(stderr);
   std::this_thread::sleep_for(limit);
 }
-
-bool is_peer_failure(const std::string& error) { return error.find("communication with rank") != std::string::npos; }
 
 void watch_for_restart_in_place(char** argv) {
   if (!std::getenv(restart_in_place_dir_variable)) return;

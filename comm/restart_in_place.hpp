@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 namespace mactor::comm {
@@ -26,13 +27,14 @@ void watch_for_restart_in_place(char** argv);
 /// Whether watch_for_restart_in_place is waiting for the launcher's signal.
 bool restart_in_place_watched();
 
+/// Runs `hook` on the watcher thread just before a restart in place execs the program again: what
+/// this image leaves on disk that its normal exit would remove (the inspector's token file). A
+/// hook must be thread-safe and quick.
+void before_restart_in_place(std::function<void()> hook);
+
 /// A rank whose peer failed, under in-job restart: the launcher, which saw the peer go, will tell
 /// this rank to restart in place, so it waits up to `limit` for that (the watcher execs the
 /// program meanwhile) instead of ending and being replaced too. Returns when no restart came.
 void await_restart_in_place(std::chrono::milliseconds limit);
-
-/// Whether a rank's error says it lost a peer ("communication with rank N failed", the words
-/// every transport, collective and actor-link failure uses).
-bool is_peer_failure(const std::string& error);
 
 }  // namespace mactor::comm

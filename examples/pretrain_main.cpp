@@ -104,7 +104,7 @@ int pretrain_main(int argc, char** argv, const char* prog) {
       std::fflush(stdout);
       std::fprintf(stderr, "%s: error: %s\n", prog, outcome.error.c_str());
       std::fflush(stderr);
-      if (mactor::comm::is_peer_failure(outcome.error)) mactor::comm::await_restart_in_place(hard_timeout(r.args));
+      if (outcome.lost_peer) mactor::comm::await_restart_in_place(hard_timeout(r.args));
       std::_Exit(outcome.exit_code);
     }
     // A multi-rank job leaves its actor system up (see actors/job.hpp): end here, output flushed.

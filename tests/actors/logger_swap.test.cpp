@@ -66,14 +66,14 @@ TEST_CASE("after two logger swaps the job's end waits for the newest logger and 
   const std::string json = config::to_json(args, -1);
   const auto first = actors::spawn_logger(sys, args, out, 1, 64);
   caf::scoped_actor coordinator{sys};
-  coordinator->send(first, actors::log_line{"line 1"});
+  coordinator->send(first, actors::log_line{"line 1", false, {}});
   const auto second = swap(coordinator, first, json);
   CHECK(actors::current_logger(sys, first) == second);
-  coordinator->send(second, actors::log_line{"line 2"});
+  coordinator->send(second, actors::log_line{"line 2", false, {}});
   const auto third = swap(coordinator, second, json);
   CHECK(actors::current_logger(sys, first) == third);  // the registry kept `second` here
   // Many records held back by the third logger until the second hands over, then the stop.
-  for (int i = 3; i <= 2000; ++i) coordinator->send(third, actors::log_line{"line " + std::to_string(i)});
+  for (int i = 3; i <= 2000; ++i) coordinator->send(third, actors::log_line{"line " + std::to_string(i), false, {}});
   coordinator->send(third, actors::stop_message{});
 
   actors::wait_for_loggers(sys, first);

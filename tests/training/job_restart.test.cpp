@@ -85,6 +85,8 @@ restarted_job kill_and_restart(const fs::path& dir, const std::string& launcher_
   if (launcher == 0) {
     freopen((dir / "out.txt").c_str(), "w", stdout);
     freopen((dir / "err.txt").c_str(), "w", stderr);
+    // Its own home: the inspector's token files land in <dir>/home/.mactor/inspector.
+    setenv("HOME", (dir / "home").c_str(), 1);
     const std::string line = mactor_bin() + " -np 2 --oversubscribe " + launcher_flags + " " + bin_dir() + "/pretrain_gpt " + job_flags;
     execl("/bin/sh", "sh", "-c", ("exec " + line).c_str(), static_cast<char*>(nullptr));
     _exit(127);
@@ -141,6 +143,16 @@ void check_recovered(const restarted_job& job, const std::map<int, std::string>&
     INFO("iteration " << i << " (resumed after " << job.resumed_from << ")");
     CHECK(after.at(i) == reference.at(i));
   }
+}
+
+// The inspector token files a job left in its home (kill_and_restart's <dir>/home): none once it
+// ended, a rank restarted in place included (its image is replaced without its exit path).
+std::vector<std::string> token_files_left(const fs::path& dir) {
+  std::vector<std::string> left;
+  const fs::path tokens = dir / "home/.mactor/inspector";
+  if (fs::exists(tokens))
+    for (const auto& e : fs::directory_iterator(tokens)) left.push_back(e.path().filename().string());
+  return left;
 }
 
 // A fresh folder in the node's memory (tmpfs, as a node's /dev/shm), for local checkpoints.
@@ -213,6 +225,7 @@ TEST_CASE("inprocess-restart: the killed rank is replaced, the other restarts in
   REQUIRE(job.ranks_after.size() == 2);
   CHECK(std::count(job.ranks_after.begin(), job.ranks_after.end(), job.ranks_before[0]) == 1);
   CHECK(std::count(job.ranks_after.begin(), job.ranks_after.end(), job.ranks_before[1]) == 0);
+  CHECK(token_files_left(dir).empty());
   std::printf("in-job restart: killed a rank after iteration %d; rank 0 restarted in place, rank 1 replaced, both from "
               "iteration %d; the first iteration after it logged %.2f s after the kill\n", job.killed_after,
               job.resumed_from, job.recovered_s);
@@ -235,6 +248,7 @@ TEST_CASE("inprocess-restart: a stopped rank is found hung, killed and replaced,
   check_recovered(job, reference, 40,
                   {"mactor: hang:", "exited with status 18; in-job restart 1", "is stopped; killing it to start it again"});
   CHECK(job.err.find("mactor: the job failed") == std::string::npos);
+  CHECK(token_files_left(dir).empty());
   std::printf("in-job restart of a hang: stopped a rank after iteration %d; resumed from iteration %d; the first "
               "iteration after it logged %.2f s after the stop\n", job.killed_after, job.resumed_from, job.recovered_s);
   fs::remove_all(dir);
