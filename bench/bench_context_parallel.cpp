@@ -19,8 +19,10 @@
 #include "model/group.hpp"
 #include "model/ring_attention.hpp"
 #include "training/parallel_context.hpp"
+#include "bench/random_values.hpp"
 
 using namespace mactor;
+using bench::randn;
 
 namespace {
 
@@ -29,14 +31,6 @@ constexpr int cp = 2, repeats = 3;
 struct timed_pass {
   model::ring_timing forward, backward;
 };
-
-std::vector<float> randn(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // One rank's repeats of forward + backward; returns its timings.
 std::vector<timed_pass> run_rank(int rank, comm::local_fabric& fabric, const kernels::attention_dims& full) {

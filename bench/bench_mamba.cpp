@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "kernels/ssd_scan.hpp"
+#include "bench/random_values.hpp"
 
 using namespace mactor;
+using bench::randn;
 
 namespace {
 
@@ -32,14 +34,6 @@ double median_ms(const std::function<void()>& f) {
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
-}
-
-std::vector<float> randn(std::size_t n, unsigned seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
 }
 
 // The recurrence step by step: O(l p n) per head, one rank-1 update and one readout per step.

@@ -14,8 +14,10 @@
 #include "model/group.hpp"
 #include "model/multi_latent_attention.hpp"
 #include "model/self_attention.hpp"
+#include "bench/random_values.hpp"
 
 using namespace mactor;
+using bench::randn;
 
 namespace {
 
@@ -35,14 +37,6 @@ model::gpt_model_config mla(int seq, int q_lora_rank) {
   c.mla.enabled = true, c.mla.q_lora_rank = q_lora_rank, c.mla.kv_lora_rank = hidden / 4;
   c.mla.qk_head_dim = 64, c.mla.qk_pos_emb_head_dim = 32, c.mla.v_head_dim = 64, c.mla.yarn = false;
   return c;
-}
-
-std::vector<float> randn(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
 }
 
 struct times {
