@@ -113,12 +113,11 @@ moe_experts::moe_experts(parameter_store& store, const std::string& name, const 
     return id;
   };
   const std::int64_t fc1_rows = c.gated_linear_unit() ? 2 * ffn : ffn;
-  const bool grouped = c.moe.grouped_gemm || c.moe.legacy_grouped_gemm;
   for (int e = 0; e < experts_; ++e) {
     fc1_.push_back(add(e, 1, {fc1_rows, hidden_}, fc1_split, c.init_method_std));
-    if (!grouped) fc2_.push_back(add(e, 2, {hidden_, ffn}, fc2_split, fc2_std));
+    if (!grouped_) fc2_.push_back(add(e, 2, {hidden_, ffn}, fc2_split, fc2_std));
   }
-  if (grouped)
+  if (grouped_)
     for (int e = 0; e < experts_; ++e) fc2_.push_back(add(e, 2, {hidden_, ffn}, fc2_split, fc2_std));
   // The legacy GroupedMLP's gmm is not a Transformer Engine module: its GEMMs stay in 16 bits
   // inside the fp8 autocast.

@@ -6,7 +6,8 @@
 // With expert parallelism these are this rank's local experts (moe_settings::local_experts).
 // Under fp8 each expert's fc1 and fc2 is its own fp8 GEMM, as Transformer Engine's GroupedLinear
 // keeps one set of quantizers per GEMM (and SequentialMLP one TE Linear per expert): an expert's
-// operands are scaled by its own tokens' amax, never by another expert's. The legacy GroupedMLP
+// operands are scaled by its own tokens' amax, never by another expert's. Under a grouped GEMM
+// every expert runs at once over the threads, with the loop's numbers. The legacy GroupedMLP
 // (--moe-use-legacy-grouped-gemm) computes the same GEMMs, never in fp8 (moe_settings::legacy_grouped_gemm).
 #pragma once
 #include <cstdint>
