@@ -3,7 +3,8 @@
 
 Each flag set Megatron itself accepts runs as written apart from its data: the /data/... paths are
 dropped (--save goes to a scratch folder), --mock-data and a NullTokenizer stand in for the corpus,
-and the model is shrunk (hidden 8 x heads, seq 64, micro-batch 1, 2 iterations) on tp x pp x cp
+and the model is shrunk (heads cut to 8 where the layout allows, hidden 8 x heads, seq 64,
+micro-batch 1, 2 iterations) on tp x pp x cp
 processes (one data-parallel replica, or as many as --num-distributed-optimizer-instances asks, or two
 for FSDP's sets), or as many more as the experts' etp x ep x pp (x the instances) needs (at most 8: a
 larger ep is halved).
@@ -77,12 +78,16 @@ def shrunk(name, flags, scratch):
         out += ["--expert-model-parallel-size", str(ep)]
     dp = world // (tp * pp * cp)
     heads = value("--num-attention-heads", 8)
-    # DeepSeek-V3's 128 heads would make the shrunk model 1024 wide: 32 heads at most (the
-    # query groups, where given, still dividing them).
-    groups = value("--num-query-groups", 1)
-    if heads > 32 and heads % 32 == 0 and 32 % groups == 0:
-        heads = 32
-        out += ["--num-attention-heads", "32"]
+    # 8 heads where the layout allows (Mixtral's 32 would make the model 256 wide, DeepSeek-V3's
+    # 128 1024 wide, and an 8-rank set of them run 6x longer): the fewest heads, at least 8, that
+    # divide the set's own, hold its query groups (with --group-query-attention) and split over
+    # tp x cp as its heads do.
+    groups = value("--num-query-groups", 1) if "--group-query-attention" in toks else 1
+    unit = math.lcm(tp * cp, groups)
+    fewer = next((h for h in range(unit, heads, unit) if h >= 8 and heads % h == 0), heads)
+    if fewer < heads:
+        heads = fewer
+        out += ["--num-attention-heads", str(heads)]
     # Two microbatches per stage, or two groups where the set fixes the interleaved group size
     # (Megatron needs microbatches % group to be 0 or at least pp).
     microbatches = 2 * value("--microbatch-group-size-per-virtual-pipeline-stage", pp)
