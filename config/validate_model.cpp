@@ -81,12 +81,6 @@ void moe_rules(validation_context& c) {  // rules 99-101, 111, 112, 114
     c.require(!c.a.network_size.quick_geglu,
               "Activation function must be silu or gelu when using GroupedMLP (the legacy grouped GEMM's gated unit); "
               "drop --quick-geglu or --moe-use-legacy-grouped-gemm");
-    const auto& t = c.a.training;
-    const auto modules = t.recompute_modules.value_or(std::vector<std::string>{});
-    const bool moe_act = t.recompute_granularity == "selective" && std::find(modules.begin(), modules.end(), "moe_act") != modules.end();
-    c.require(!(moe_act && c.a.transformer_engine.fp8.has_value()),
-              "moe_act recompute for fp8 cannot work with the legacy GroupedMLP; drop moe_act from --recompute-modules "
-              "or --moe-use-legacy-grouped-gemm");
   }
   if (m.moe_router_padding_for_fp8) {  // TransformerConfig.__post_init__, with or without experts
     c.require(c.a.transformer_engine.fp8.has_value(),
@@ -214,6 +208,11 @@ void recompute(validation_context& c) {  // rules 103, 104
     if (std::find(modules.begin(), modules.end(), "shared_experts") != modules.end() &&
         c.a.moe.moe_shared_expert_intermediate_size && c.a.moe.moe_shared_expert_overlap)
       c.error("shared_experts recompute cannot work with --moe-shared-expert-overlap (drop one of them)");
+    const auto& m = c.a.moe;
+    if (std::find(modules.begin(), modules.end(), "moe_act") != modules.end() && m.num_experts && m.moe_grouped_gemm &&
+        m.moe_use_legacy_grouped_gemm && c.a.transformer_engine.fp8)  // GroupedMLP.__init__
+      c.error("moe_act recompute for fp8 cannot work with the legacy GroupedMLP; drop moe_act from --recompute-modules "
+              "or --moe-use-legacy-grouped-gemm");
   }
   if (t.distribute_saved_activations)
     c.require(!t.sequence_parallel, "--distribute-saved-activations cannot be combined with --sequence-parallel");
