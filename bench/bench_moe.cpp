@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "bench/random_values.hpp"
 #include "model/group.hpp"
 #include "model/mlp.hpp"
 #include "model/moe_experts.hpp"
@@ -45,13 +45,7 @@ double median_ms(const std::function<void()>& f) {
   return ms[ms.size() / 2];
 }
 
-std::vector<float> random_rows(std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(std::size_t(seq) * batch * hidden);
-  for (auto& x : v) x = normal(rng);
-  return v;
-}
+std::vector<float> random_rows(unsigned seed) { return bench::randn(std::size_t(seq) * batch * hidden, seed); }
 
 tensor::tensor_view view(std::vector<float>& v) { return tensor::view_of(std::span<float>(v)); }
 
@@ -99,10 +93,7 @@ struct experts_case {
     store.allocate(c.seed, 0, 1);
     std::int64_t rows = 0;
     for (auto n : counts) rows += n;
-    std::mt19937_64 rng(3);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    x.resize(std::size_t(rows) * hidden);
-    for (auto& v : x) v = normal(rng);
+    x = bench::randn(std::size_t(rows) * hidden, 3);
     dy = out = dx = x;
     probs.assign(std::size_t(rows), 1.0f), dprobs = probs;
   }

@@ -158,7 +158,7 @@ class stage_engine {
   int num_microbatches_in_flight() const;
 
  private:
-  void update_router_expert_biases();
+  void finish_router_iteration();
   void hold_fp8_weights();
   void cast_fp8_weights();
   /// What parameter p of chunk c holds: its values, or the fp8 bytes of an fp8-held weight.

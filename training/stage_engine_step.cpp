@@ -60,12 +60,14 @@ void stage_engine::finalize_grads() {
   grad_sync_->finish_grad_sync();
   if (grad_sync_->overlapped())
     for (auto& c : chunks_) c.all_reduce_sequence_parallel_grads();
-  update_router_expert_biases();
+  finish_router_iteration();
 }
 
-// Megatron's _update_router_expert_bias: every router's tokens per expert of this global batch,
-// summed over the tensor-, context- and data-parallel ranks (each routes its own tokens), move its bias.
-void stage_engine::update_router_expert_biases() {
+// The routers' end of an iteration: global_aux_loss's running counts restart, each router's
+// tokens per expert are kept for the inspector, and Megatron's _update_router_expert_bias: every
+// biased router's counts of this global batch, summed over the tensor-, context- and data-parallel
+// ranks (each routes its own tokens), move its bias.
+void stage_engine::finish_router_iteration() {
   // Megatron's reset_model_temporary_tensors: global_aux_loss's running counts restart too.
   for (auto& c : chunks_)
     for (auto* r : c.moe_routers()) r->reset_global_tokens();
