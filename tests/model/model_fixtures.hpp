@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/convert.hpp"
 #include "model/gpt_model.hpp"
 #include "tensor/tensor.hpp"
 
@@ -22,6 +23,13 @@ template <class T>
 std::vector<T> copy_of(tensor::const_tensor_view v) {
   auto e = v.host<T>();
   return {e.begin(), e.end()};
+}
+
+/// A tensor's elements as floats, whatever its dtype (16-bit ones widened exactly).
+inline std::vector<float> floats_of(tensor::const_tensor_view v) {
+  std::vector<float> out(std::size_t(v.numel()));
+  kernels::convert(tensor::view_of(std::span<float>(out)), v);
+  return out;
 }
 
 /// A vector's elements as a tensor view (activations handed between chunks in a test).

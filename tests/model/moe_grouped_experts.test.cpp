@@ -15,6 +15,7 @@
 #include "kernels/convert.hpp"
 #include "model/moe_experts.hpp"
 #include "tests/kernels/gradient_check.hpp"
+#include "tests/model/model_fixtures.hpp"
 
 using namespace mactor;
 
@@ -34,12 +35,6 @@ std::pair<int, int> expert_and_linear(const std::string& name) {
     return {std::stoi(m[1]), std::stoi(m[2])};
   REQUIRE(std::regex_search(name, m, std::regex(R"(linear_fc(\d)\.weight(\d+)$)")));
   return {std::stoi(m[2]), std::stoi(m[1])};
-}
-
-std::vector<float> floats_of(const tensor::tensor& t) {
-  std::vector<float> v(std::size_t(t.numel()));
-  kernels::convert(tensor::view_of(std::span<float>(v)), t.view());
-  return v;
 }
 
 expert_pass run(bool grouped, const std::vector<std::int64_t>& counts, tensor::dtype type, bool fp8) {
@@ -77,7 +72,7 @@ expert_pass run(bool grouped, const std::vector<std::int64_t>& counts, tensor::d
   store.zero_grad();
   layer.forward(store, x.view(), p.view(), counts, out.view());
   layer.backward(store, dy.view(), x.view(), dx.view(), dp.view());
-  expert_pass r{floats_of(out), floats_of(dx), floats_of(dp), {}};
+  expert_pass r{test::floats_of(out), test::floats_of(dx), test::floats_of(dp), {}};
   for (const auto& [key, id] : ids) {  // by (expert, linear)
     std::vector<float> g(std::size_t(store[id].numel));
     kernels::convert(tensor::view_of(std::span<float>(g)), store.grad(id));

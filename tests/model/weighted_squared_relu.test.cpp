@@ -17,6 +17,7 @@
 #include "kernels/squared_relu.hpp"
 #include "model/moe_experts.hpp"
 #include "tests/kernels/gradient_check.hpp"
+#include "tests/model/model_fixtures.hpp"
 #include "tests/model/optimizer_python_reference.hpp"
 
 using namespace mactor;
@@ -31,13 +32,7 @@ tensor::tensor bf16_of(const std::vector<float>& v, std::vector<std::int64_t> sh
   return t;
 }
 
-std::vector<float> floats_of(const tensor::tensor& t) {
-  std::vector<float> v(std::size_t(t.numel()));
-  kernels::convert(tensor::view_of(std::span<float>(v)), t.view());
-  return v;
-}
-
-std::vector<float> through_bf16(const std::vector<float>& v) { return floats_of(bf16_of(v, {std::int64_t(v.size())})); }
+std::vector<float> through_bf16(const std::vector<float>& v) { return test::floats_of(bf16_of(v, {std::int64_t(v.size())})); }
 
 std::vector<float> draw(std::size_t n, std::uint64_t seed, double scale) {
   std::vector<float> v;
@@ -89,8 +84,8 @@ TEST_CASE("the fused weighted squared ReLU computes megatron-core's, in fp32 and
     kernels::weighted_squared_relu_forward(y16.view(), x16.view(), wv, rows, width);
     kernels::weighted_squared_relu_backward(dx16.view(), tensor::view_of(std::span<float>(dw)), dy16.view(), x16.view(),
                                             wv, rows, width);
-    CHECK(floats_of(y16) == through_bf16(y_ref));
-    CHECK(floats_of(dx16) == through_bf16(dx_ref));
+    CHECK(test::floats_of(y16) == through_bf16(y_ref));
+    CHECK(test::floats_of(dx16) == through_bf16(dx_ref));
     check_close(dw, dw_ref, 1e-6, "dweights");
 
     // The unfused experts: relu(x)^2 rounded to bf16, then times w; (dy * w) rounded, then
@@ -103,8 +98,8 @@ TEST_CASE("the fused weighted squared ReLU computes megatron-core's, in fp32 and
     kernels::scale_rows(scaled.view(), act.view(), wv, rows, width);
     kernels::scale_rows(dact.view(), dy16.view(), wv, rows, width);
     kernels::squared_relu_backward(dx_unfused.view(), dact.view(), x16.view(), std::int64_t(n));
-    const std::size_t forward_moved = differing(floats_of(scaled), floats_of(y16)),
-                      backward_moved = differing(floats_of(dx_unfused), floats_of(dx16));
+    const std::size_t forward_moved = differing(test::floats_of(scaled), test::floats_of(y16)),
+                      backward_moved = differing(test::floats_of(dx_unfused), test::floats_of(dx16));
     std::printf("weighted squared ReLU, bf16: the unfused steps differ in %zu of %zu outputs and %zu of %zu input "
                 "gradients\n", forward_moved, n, backward_moved, n);
     CHECK(forward_moved > 0);
@@ -143,7 +138,7 @@ expert_pass run_experts(tensor::dtype type, bool fused, bool grouped, bool legac
       dp({rows, 1}, tensor::dtype::float32, tensor::memory_kind::activations);
   experts.forward(store, x.view(), p.view(), {10, rows - 10}, out.view());
   experts.backward(store, dout.view(), x.view(), dx.view(), dp.view());
-  return {floats_of(out), floats_of(dx), floats_of(dp)};
+  return {test::floats_of(out), test::floats_of(dx), test::floats_of(dp)};
 }
 
 }  // namespace
