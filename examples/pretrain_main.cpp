@@ -22,6 +22,8 @@
 #include "config/resolve.hpp"
 #include "data/data_error.hpp"
 #include "comm/transport.hpp"
+#include "config/memory_size.hpp"
+#include "tensor/memory_ledger.hpp"
 #include "training/parallel_context.hpp"
 #include "actors/job.hpp"
 
@@ -58,6 +60,21 @@ std::chrono::milliseconds hard_timeout(const mactor::config::megatron_args& a) {
   return std::chrono::milliseconds(static_cast<long long>(a.inprocess_restart.inprocess_hard_timeout * 1000));
 }
 
+// mactor --device-memory (MACTOR_DEVICE_MEMORY): each rank's device memory, enforced by the
+// ledger as a GPU of that size would. False (after printing why) for a bad value.
+bool apply_device_memory(const char* prog) {
+  const char* text = std::getenv("MACTOR_DEVICE_MEMORY");
+  if (!text || !*text) return true;
+  const auto bytes = mactor::config::parse_memory_size(text);
+  if (!bytes) {
+    std::fprintf(stderr, "%s: error: MACTOR_DEVICE_MEMORY=%s is not a memory size: give bytes or a number with "
+                 "K, M, G or T (e.g. 512M, 1.5G), as mactor --device-memory takes it\n", prog, text);
+    return false;
+  }
+  mactor::tensor::memory_ledger::host().set_limit(*bytes, std::string("MACTOR_DEVICE_MEMORY=") + text);
+  return true;
+}
+
 }  // namespace
 
 int pretrain_main(int argc, char** argv, const char* prog) {
@@ -77,6 +94,7 @@ int pretrain_main(int argc, char** argv, const char* prog) {
     std::fprintf(stderr, "%s: error: %s\n", prog, e.what());
     return 2;
   }
+  if (!apply_device_memory(prog)) return 2;
   const std::vector<std::string> arguments(argv + 1, argv + argc);
   auto r = mactor::config::resolve(arguments, prog, {env.rank, env.world_size}, mactor::config::every_flag,
                                    saved_arguments);

@@ -59,7 +59,10 @@ void sgd_optimizer::update(const optim_param& p, sgd_param_state& s, double lr,
   k.use_momentum = options_.momentum != 0.0;
   k.nesterov = options_.nesterov;
   k.first_step = k.use_momentum && s.momentum_buffer.size() != p.numel;
-  if (k.first_step) s.momentum_buffer.resize(p.numel);
+  if (k.first_step) {
+    s.counted.set(std::int64_t(p.numel * sizeof(float)));
+    s.momentum_buffer.resize(p.numel);
+  }
   sgd_update(p.value, p.grad, k.use_momentum ? s.momentum_buffer.data() : nullptr, p.numel, k);
 }
 

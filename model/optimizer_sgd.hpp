@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/optimizer.hpp"
+#include "tensor/memory_ledger.hpp"
 
 namespace mactor::model {
 
@@ -19,6 +20,8 @@ struct sgd_options {
 /// forever with momentum 0).
 struct sgd_param_state {
   std::vector<float> momentum_buffer;  ///< numel
+  /// The buffer's bytes in the device's ledger (counted as the update allocates it).
+  tensor::counted_bytes counted{tensor::memory_kind::optimizer_state};
 };
 
 class sgd_optimizer final : public optimizer {

@@ -74,6 +74,7 @@ float from_e4m3(std::uint8_t code) {
 }
 
 void scaled_state::zero(std::size_t n) {
+  counted_.set(std::int64_t(n * element_bytes(type_)));
   size_ = n;
   scale_ = 1.0f;
   f32_.clear(), h16_.clear(), f8_.clear();
@@ -94,6 +95,7 @@ void scaled_state::unscale(std::span<float> out) const {
 }
 
 void scaled_state::set(std::span<const float> values) {
+  counted_.set(std::int64_t(values.size() * element_bytes(type_)));
   size_ = values.size();
   switch (type_) {
     case state_dtype::fp32: f32_.assign(values.begin(), values.end()); return;

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tensor/memory_ledger.hpp"
+
 namespace mactor::model {
 
 enum class state_dtype { fp32, fp16, bf16, fp8 };
@@ -55,6 +57,8 @@ class scaled_state {
   std::vector<std::uint16_t> h16_;  // bf16 or fp16 bits
   std::vector<std::uint8_t> f8_;    // E4M3 codes
   float scale_ = 1.0f;              // fp16: unscaled = stored * scale_; fp8: the scale_inv
+  // The stored elements, in the device's ledger (an optimizer's state is device memory).
+  tensor::counted_bytes counted_{tensor::memory_kind::optimizer_state};
 };
 
 }  // namespace mactor::model

@@ -1,6 +1,8 @@
 // The host memory ledger.
 #include "tensor/memory_ledger.hpp"
 
+#include <cstdio>
+
 namespace mactor::tensor {
 
 std::string_view name(memory_kind k) {
@@ -27,9 +29,46 @@ void memory_ledger::raise_peak(counter& c, std::int64_t now) {
 }
 
 void memory_ledger::allocated(memory_kind k, std::int64_t bytes) {
+  const auto held = total_.current.fetch_add(bytes, std::memory_order_relaxed);
+  if (const auto limit = this->limit(); limit > 0 && bytes > 0 && held + bytes > limit) {
+    total_.current.fetch_sub(bytes, std::memory_order_relaxed);
+    refuse(k, bytes, held);
+  }
+  raise_peak(total_, held + bytes);
   auto& c = kinds_[static_cast<int>(k)];
   raise_peak(c, c.current.fetch_add(bytes, std::memory_order_relaxed) + bytes);
-  raise_peak(total_, total_.current.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+}
+
+void memory_ledger::set_limit(std::int64_t bytes, std::string source) {
+  limit_source_ = std::move(source);
+  limit_.store(bytes, std::memory_order_relaxed);
+}
+
+void memory_ledger::refuse(memory_kind k, std::int64_t bytes, std::int64_t held) const {
+  std::string by_kind;
+  for (int i = 0; i < num_memory_kinds; ++i) {
+    const auto now = kinds_[std::size_t(i)].current.load(std::memory_order_relaxed);
+    if (now == 0) continue;
+    by_kind += (by_kind.empty() ? "" : ", ") + std::string(name(memory_kind(i))) + " " + mebibytes(now);
+  }
+  throw out_of_memory("out of device memory: tried to allocate " + mebibytes(bytes) + " of " + std::string(name(k)) +
+                      " with " + mebibytes(held) + " of " + mebibytes(limit()) + " (" + limit_source_ + ") held" +
+                      (by_kind.empty() ? "" : ": " + by_kind) +
+                      ". Shard the model further (--use-megatron-fsdp with --data-parallel-sharding-strategy "
+                      "optim_grads_params, --init-model-with-meta-device, tensor or pipeline parallelism, "
+                      "recomputation, a smaller micro-batch) or give the ranks more memory");
+}
+
+void counted_bytes::set(std::int64_t bytes) {
+  if (bytes > bytes_) memory_ledger::host().allocated(kind_, bytes - bytes_);
+  else if (bytes < bytes_) memory_ledger::host().freed(kind_, bytes_ - bytes);
+  bytes_ = bytes;
+}
+
+std::string mebibytes(std::int64_t bytes) {
+  char out[48];
+  std::snprintf(out, sizeof out, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return out;
 }
 
 void memory_ledger::freed(memory_kind k, std::int64_t bytes) {

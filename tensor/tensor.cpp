@@ -84,9 +84,16 @@ tensor::tensor(shape_type shape, dtype type, memory_kind kind, device where)
     if (d < 0) throw tensor_error("a tensor of negative shape " + to_string(shape_));
   bytes_ = static_cast<std::size_t>(numel_of(shape_)) * size_of(type_);
   if (bytes_ == 0) return;
-  data_ = allocate_bytes(bytes_, kind_);
-  std::memset(data_, 0, bytes_);
+  // Counted first: past the device's memory nothing is allocated.
   memory_ledger::host().allocated(kind_, static_cast<std::int64_t>(bytes_));
+  try {
+    data_ = allocate_bytes(bytes_, kind_);
+  } catch (...) {
+    memory_ledger::host().freed(kind_, static_cast<std::int64_t>(bytes_));
+    bytes_ = 0;
+    throw;
+  }
+  std::memset(data_, 0, bytes_);
   record_memory_event(true, data_, static_cast<std::int64_t>(bytes_), kind_);
 }
 

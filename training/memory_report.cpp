@@ -12,13 +12,13 @@
 
 namespace mactor::training {
 
-rank_memory read_rank_memory(int rank, bool data_parallel_first, double optimizer_state_bytes) {
+rank_memory read_rank_memory(int rank, bool data_parallel_first) {
   rank_memory m;
   m.rank = rank;
   m.data_parallel_first = data_parallel_first;
   const auto total = tensor::memory_ledger::host().total();
-  m.allocated_bytes = static_cast<double>(total.current) + optimizer_state_bytes;
-  m.max_allocated_bytes = static_cast<double>(total.peak) + optimizer_state_bytes;
+  m.allocated_bytes = static_cast<double>(total.current);
+  m.max_allocated_bytes = static_cast<double>(total.peak);
   long pages_total = 0, pages_resident = 0;
   if (std::ifstream statm("/proc/self/statm"); statm >> pages_total >> pages_resident)
     m.reserved_bytes = static_cast<double>(pages_resident) * static_cast<double>(::sysconf(_SC_PAGESIZE));

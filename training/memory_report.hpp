@@ -16,8 +16,9 @@ struct rank_memory {
   double allocated_bytes = 0, max_allocated_bytes = 0, reserved_bytes = 0, max_reserved_bytes = 0;
 };
 
-/// This process's memory now; optimizer_state_bytes is added to the ledger's counts.
-rank_memory read_rank_memory(int rank, bool data_parallel_first, double optimizer_state_bytes);
+/// This process's memory now: the ledger's counts (tensors and the optimizer's state) and the
+/// resident set.
+rank_memory read_rank_memory(int rank, bool data_parallel_first);
 
 /// Megatron's report_memory line: "[Rank R] (after N iterations) memory (MB) | allocated: ... |
 /// max allocated: ... | reserved: ... | max reserved: ..." (numbers as Python prints floats).

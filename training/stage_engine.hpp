@@ -95,9 +95,6 @@ class stage_engine {
   /// group's collectives (the transport's count of completed operations). Any thread.
   std::int64_t bytes_sent() const;
   std::int64_t bytes_received() const;
-  /// The optimizer's state bytes as of the last step (readable from any thread).
-  std::int64_t optimizer_state_bytes() const { return optimizer_state_bytes_.load(); }
-
   void zero_grad();
   /// Megatron's finalize_model_grads: the tensor-parallel sum of sequence-parallel gradients,
   /// the tied-embedding sum between the first and last stage, the data-parallel mean, and the
@@ -218,7 +215,6 @@ class stage_engine {
   mutable std::mutex timeline_mutex_;
   std::vector<timeline_entry> last_timeline_;
   std::vector<expert_load> last_expert_load_;
-  std::atomic<std::int64_t> optimizer_state_bytes_{0};
   void scale_by_global_tokens();
 };
 

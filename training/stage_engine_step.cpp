@@ -211,7 +211,6 @@ model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool
     if (config::shards_optimizer(args_)) gather_timer.emplace(timers_, step_timer::params_all_gather);
     grad_sync_->start_param_sync();
   }
-  optimizer_state_bytes_ = std::int64_t(optimizer_->state_bytes());
   activity_.set("idle");
   return result;
 }

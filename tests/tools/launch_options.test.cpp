@@ -64,6 +64,9 @@ TEST_CASE("bad options are refused with the option named") {
   CHECK_THROWS_WITH(parse({"--timeout", "-1", "p"}), Catch::Contains("--timeout -1"));
   CHECK_THROWS_WITH(parse({"--max-restarts", "-1", "p"}), Catch::Contains("--max-restarts -1"));
   CHECK(parse({"--max-restarts", "3", "p"}).max_restarts == 3);
+  CHECK_THROWS_WITH(parse({"--device-memory", "12X", "p"}), Catch::Contains("--device-memory 12X is not a memory size"));
+  CHECK_THROWS_WITH(parse({"--device-memory", "-1G", "p"}), Catch::Contains("--device-memory -1G"));
+  CHECK(parse({"--device-memory=1.5G", "p"}).device_memory == "1.5G");
   CHECK_THROWS_WITH(parse({"--bogus", "p"}), Catch::Contains("--bogus"));
   CHECK_THROWS_WITH(parse({"-np", "2", "p", ":"}), Catch::Contains("no program"));
   CHECK_THROWS_WITH(parse({"--mca", "btl", "tcp", "p"}), Catch::Contains("btl"));

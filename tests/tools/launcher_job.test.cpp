@@ -259,6 +259,7 @@ TEST_CASE("bad command lines exit 2 and name the option") {
       {"-np 1 no_such_program_here", "no_such_program_here"},
       {"-np 1 true --inprocess-restart --inprocess-max-iterations -1", "--inprocess-max-iterations -1"},
       {"-np 1 true --inprocess-restart --inprocess-hard-timeout soon", "--inprocess-hard-timeout soon"},
+      {"-np 1 --device-memory lots true", "--device-memory lots"},
   };
   for (auto& c : cases) {
     INFO(c.args);
@@ -266,6 +267,13 @@ TEST_CASE("bad command lines exit 2 and name the option") {
     CHECK(r.status == 2);
     CHECK(r.err.find(c.says) != std::string::npos);
   }
+}
+
+TEST_CASE("mactor --device-memory reaches every rank as MACTOR_DEVICE_MEMORY") {
+  const auto r = run_shell(mactor_bin() + " -np 2 --oversubscribe --device-memory 512M sh -c 'echo $MACTOR_RANK:$MACTOR_DEVICE_MEMORY'");
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("0:512M") != std::string::npos);
+  CHECK(r.out.find("1:512M") != std::string::npos);
 }
 
 TEST_CASE("mactor --help lists the mpirun options") {

@@ -18,7 +18,7 @@ TEST_CASE("the memory line reads as Megatron's report_memory, in MB with Python'
   CHECK(training::memory_line(m, 7) ==
         "[Rank 3] (after 7 iterations) memory (MB) | allocated: 1.5 | max allocated: 2.0 | reserved: 100.0 | "
         "max reserved: 100.25");
-  const auto now = training::read_rank_memory(0, true, 0.0);
+  const auto now = training::read_rank_memory(0, true);
   CHECK(now.reserved_bytes > 0);
   CHECK(now.max_reserved_bytes >= now.reserved_bytes);
   CHECK(now.max_allocated_bytes >= now.allocated_bytes);

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "config/memory_size.hpp"
+
 namespace mactor::tools {
 namespace {
 
@@ -58,7 +60,7 @@ void apply_env_option(app_context& ctx, const std::string& v) {
 const char* const value_options[] = {
     "n", "np", "c", "H", "host", "hostfile", "machinefile", "default-hostfile", "N", "npernode",
     "map-by", "bind-to", "x", "output-filename", "timeout", "launch-agent", "rsh-agent",
-    "rdzv-addr", "rdzv-port", "kill-grace", "remote-mactor", "max-restarts"};
+    "rdzv-addr", "rdzv-port", "kill-grace", "remote-mactor", "max-restarts", "device-memory"};
 const char* const flag_options[] = {"oversubscribe", "tag-output", "timestamp-output",
                                     "display-map", "do-not-launch",
                                     "allow-run-as-root", "h", "help", "V", "version"};
@@ -86,6 +88,11 @@ void apply(launch_options& o, app_context& ctx, const std::string& opt, const st
   else if (name == "timeout") o.timeout_s = parse_seconds(opt, v);
   else if (name == "kill-grace") o.kill_grace_s = parse_seconds(opt, v);
   else if (name == "max-restarts") o.max_restarts = parse_count(opt, v, 0);
+  else if (name == "device-memory") {
+    if (!config::parse_memory_size(v))
+      throw usage_error(opt + " " + v + " is not a memory size; give bytes or a number with K, M, G or T, e.g. 512M or 1.5G");
+    o.device_memory = v;
+  }
   else if (name == "launch-agent" || name == "rsh-agent") o.rsh_agent = split_words(v);
   else if (name == "rdzv-addr") o.rdzv_host = v;
   else if (name == "rdzv-port") o.rdzv_port = parse_count(opt, v, 1);
@@ -193,6 +200,9 @@ Output and time:
   --output-filename DIR   also write DIR/1/rank.N/stdout and stderr
   --timeout SECONDS       stop the whole job after SECONDS (exit status 124)
   --kill-grace SECONDS    SIGTERM-to-SIGKILL delay when stopping the job (default 5)
+  --device-memory SIZE    each rank's device memory, e.g. 512M or 80G: an allocation past it
+                          fails with out-of-memory naming what the rank holds, as a GPU of
+                          that size would (sets MACTOR_DEVICE_MEMORY; CPU ranks only)
   --max-restarts N        start the whole job again (fresh ranks and rendezvous) after a rank
                           fails, up to N times, as torchrun's --max-restarts; the program resumes
                           from its newest checkpoint (pretrain_gpt: give --save and --load the same

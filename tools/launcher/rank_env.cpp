@@ -47,6 +47,7 @@ env_list rank_env(const job_layout& layout, const launch_options& opts, const jo
       {"MACTOR_JOB_ID", job.job_id},
       {"MACTOR_RESTART_COUNT", std::to_string(job.restart_count)},
   };
+  if (!opts.device_memory.empty()) e.emplace_back("MACTOR_DEVICE_MEMORY", opts.device_memory);
   for (auto& [name, value] : ctx.env) {
     if (value) {
       e.emplace_back(name, *value);
