@@ -1,6 +1,6 @@
 // bench_fsdp: step time and memory of one GPT job under each data-parallel sharding: plain DDP,
 // the distributed optimizer (ZeRO-1), and Megatron FSDP's optim_grads (ZeRO-2) and
-// optim_grads_params (ZeRO-3, with and without --fsdp-double-buffer). Each runs under `mactor -np
+// optim_grads_params (ZeRO-3; with --fsdp-double-buffer; initialized on the meta device). Each runs under `mactor -np
 // N`; the table holds the median "elapsed time per iteration" after the first iteration, and
 // rank 0's memory line (Megatron's report_memory: allocated after the first logged iteration, and
 // its peak) and resident set.
@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
        "--use-megatron-fsdp --ckpt-format fsdp_dtensor --data-parallel-sharding-strategy optim_grads_params"},
       {"ZeRO-3 --fsdp-double-buffer", "--use-megatron-fsdp --ckpt-format fsdp_dtensor --data-parallel-sharding-strategy "
                                       "optim_grads_params --fsdp-double-buffer"},
+      {"ZeRO-3 `--init-model-with-meta-device`", "--use-megatron-fsdp --ckpt-format fsdp_dtensor --data-parallel-sharding-strategy "
+                                                "optim_grads_params --init-model-with-meta-device"},
   };
   std::printf("%d ranks, %d layers, hidden %d, vocabulary 32768, seq 128, micro-batch 1, 2 micro-batches per rank\n\n",
               o.ranks, o.layers, o.hidden);

@@ -220,6 +220,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                           "machinery (training/fsdp_residency.hpp)"},
       {"torch_fsdp2_reshard_after_forward", "with --use-torch-fsdp2 the gathered parameters stay from a forward to its "
                                             "backward (FSDP2's reshard_after_forward=False)"},
+      {"init_model_with_meta_device",
+       "with --use-megatron-fsdp and sharded parameters (optim_grads_params) each chunk is laid out without memory and "
+       "holds only its shard from the start: each parameter the shard touches is drawn whole, one at a time, and only "
+       "the shard kept, so the initial memory is the shard plus the largest parameter, and the values equal those of a "
+       "whole initialization; with whole parameters (no_shard, optim, optim_grads) the same whole model is drawn. "
+       "Without Megatron FSDP Megatron leaves the parameters uninitialized for --load to fill: mactor requires --load "
+       "there"},
       {"fsdp_double_buffer", "two freed parameter gather buffers are kept and reused instead of one allocated per gather"},
       {"overlap_grad_reduce", "gradient buckets are reduced on a background collective thread as the last micro-batch's backward completes them (with the distributed optimizer, one bucket per model chunk; with sequence parallelism too, at finalize); under FSDP's "
                               "sharded gradients each backward's reduce-scatter runs in line, the same numbers"},
@@ -308,7 +315,11 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                               "context-parallel group (Megatron's intra-partial groups) and sums each "
                                               "shard over the parts (inter-partial); experts on groups of their own "
                                               "shard over consecutive parts of the expert-data-parallel group, summed "
-                                              "over the same inter-partial group; the first part saves the shards"},
+                                              "over the same inter-partial group; the first part saves the shards; "
+                                              "with Megatron FSDP's sharded gradients (hybrid sharding, HSDP) the "
+                                              "parameters and gradients shard over the intra-partial group too, each "
+                                              "backward's gradients reduce-scattered there and the shards summed over "
+                                              "the instances once a step"},
       {"expert_tensor_parallel_size", "the expert process groups (Megatron's expert RankGenerator: etp-ep-dp-pp order, the "
                                       "world divisible by etp x ep x pp, checked at start); above 1 (tp by default): each "
                                       "expert's fc1 rows and fc2 columns split over the expert-tensor-parallel group, "
@@ -479,7 +490,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                "mactor_trace_rank<N>.json in the current folder; it holds mactor's spans, not "
                                "PyTorch operators"},
       {"log_memory_to_tensorboard", "mem-reserved-bytes (resident set), mem-allocated-bytes and mem-max-allocated-bytes "
-                                    "(the memory ledger: every tensor's bytes) of rank 0; no mem-allocated-count"},
+                                    "(the memory ledger: every tensor's and the optimizer state's bytes) of rank 0; "
+                                    "no mem-allocated-count"},
       // Mixture of experts (model/moe_layer) and expert parallelism (model/moe_expert_exchange).
       {"expert_model_parallel_size", "the experts split in equal blocks over the expert-parallel group (Megatron's "
                                      "expert rank order); tokens travel by an all-to-all to their experts' ranks and "

@@ -164,6 +164,9 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"barrier_with_L1_time", "timer barrier placement; does not change results"},
       {"tensorboard_queue_size", "the writer flushes at every log line instead of queueing"},
       {"logging_level", "Python logging level; mactor's log lines do not depend on it"},
+      {"enable_full_sharding_in_hsdp", "Megatron-LM core_v0.15.0 reads it nowhere: its DDP config's "
+                                       "outer_dp_sharding_strategy stays no_shard, so hybrid FSDP replicates over the "
+                                       "optimizer instances with or without it, as mactor does"},
       {"te_rng_tracker", "Transformer Engine RNG tracker; mactor has no Transformer Engine"},
       // Training CUDA graphs: Megatron captures the layers' (or the attention's) kernel launches once
       // and replays them, the same arithmetic; mactor's training runs on CPUs, with no launches to capture.
@@ -195,8 +198,6 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
 // Not-implemented flags whose error says more than "not built yet".
 const std::map<std::string_view, std::string_view>& refused_flags() {
   static const std::map<std::string_view, std::string_view> table = {
-      {"init_model_with_meta_device", "mactor initializes each chunk's whole parameters before FSDP keeps their shard; "
-                                      "initializing the shard alone is not built; drop the flag"},
       {"cache_mla_latents", "caches MLA latents for Megatron's dynamic inference engine, which mactor does not have "
                             "(Megatron's training forward asserts an inference context with it)"},
   };

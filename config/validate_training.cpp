@@ -59,6 +59,13 @@ void precision(validation_context& c) {  // rules 29-34
     c.require(c.a.checkpointing.ckpt_format == "fsdp_dtensor",
               "--use-megatron-fsdp requires --ckpt-format fsdp_dtensor (got " + c.a.checkpointing.ckpt_format + ")");
   }
+  // Only Megatron FSDP initializes meta-device parameters (module by module, into its shards);
+  // everywhere else Megatron materializes them with torch's to_empty, uninitialized.
+  if (d.init_model_with_meta_device && !d.use_megatron_fsdp)
+    c.require(c.a.checkpointing.load.has_value(),
+              "--init-model-with-meta-device without --use-megatron-fsdp leaves the parameters uninitialized (Megatron "
+              "materializes them with torch's to_empty): add --use-megatron-fsdp, or give --load so that a checkpoint "
+              "fills them");
   c.a.derived.params_dtype = "float32";
   if (m.fp16) {
     c.require(!m.bf16, "--fp16 and --bf16 cannot both be set");

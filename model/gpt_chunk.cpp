@@ -65,9 +65,18 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
   distributed_.resize(groups_.size());
   if (const int etp = config_.moe.expert_tensor_parallel_size; config_.moe.enabled() && etp > 1 && etp != tp.size())
     store_.set_expert_split(config_.moe.expert_tensor_parallel_rank, etp);
-  store_.allocate(config_.seed, tp.rank(), tp.size());
-  for (const auto& l : layers_) l.initialize(store_, config_.seed, tp.rank());
+  if (config_.init_model_with_meta_device) {
+    store_.lay_out(tp.size());
+  } else {
+    store_.allocate(config_.seed, tp.rank(), tp.size());
+    for (const auto& l : layers_) l.initialize(store_, config_.seed, tp.rank());
+  }
   amax_ = std::make_unique<fp8_amax_reduction>(store_.fp8_linears());
+}
+
+void gpt_chunk::materialize_shard(std::vector<held_range> ranges, std::size_t length) {
+  store_.materialize_shard(config_.seed, tp_.rank(), tp_.size(), std::move(ranges), length);
+  for (const auto& l : layers_) l.initialize(store_, config_.seed, tp_.rank());
 }
 
 std::size_t gpt_chunk::activation_numel(int micro_batch_size) const {
@@ -88,24 +97,25 @@ int gpt_chunk::local_rows(int micro_batch_size) const {
   return config_.sequence_parallel ? rows / config_.tensor_model_parallel_size : rows;
 }
 
-void gpt_chunk::all_reduce_sequence_parallel_grads() {
+void gpt_chunk::all_reduce_sequence_parallel_grads(int unit) {
   if (tp_.size() == 1) return;
+  const auto summed = [&](const parameter& p) { return p.summed_over_tp() && (unit < 0 || unit_of(p) == unit); };
   // One coalesced all-reduce, as Megatron's _allreduce_layernorm_grads flattens its buffers.
   std::int64_t total = 0;
   for (const auto& p : store_.all())
-    if (p.summed_over_tp()) total += std::int64_t(p.numel);
+    if (summed(p)) total += std::int64_t(p.numel);
   if (total == 0) return;
   tensor::tensor flat({total}, store_.grad_type(), tensor::memory_kind::communication);
   std::int64_t at = 0;
   for (const auto& p : store_.all())
-    if (p.summed_over_tp()) {
+    if (summed(p)) {
       kernels::copy(elements(flat.view(), at, std::int64_t(p.numel)), p.grad);
       at += std::int64_t(p.numel);
     }
   tp_.all_reduce_sum(flat);
   at = 0;
   for (auto& p : store_.all())
-    if (p.summed_over_tp()) {
+    if (summed(p)) {
       kernels::copy(p.grad, elements(flat.view(), at, std::int64_t(p.numel)));
       at += std::int64_t(p.numel);
     }
@@ -275,6 +285,10 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
     for (float m : s.mask) result.num_tokens += m;
     tensor::tensor_view loss_grad;
     if (keep) loss_grad = ensure_activation(s.loss_grad, local, hidden, store_.type());
+    if (keep && units_) {  // the output layer's (and a shared word table's) weight gradients, made now
+      if (post_reads_word_table()) units_->grads_needed(0);
+      units_->grads_needed(num_units() - 1);
+    }
     result.loss_sum = output_->forward_backward(store_, tp_, final_, s.labels.data(),
                                                 s.mask.data(), grad_scale, loss_grad, rows);
     if (mtp_) {
@@ -346,6 +360,7 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
     }
   }
   if (layout_.pre_process) {
+    if (units_) units_->grads_needed(0);
     embedding_->backward(store_, tp_, grad);  // its gradients only: no values, no gather
     if (progress) progress(backward_done_embedding);
   } else if (grad_input.data) {

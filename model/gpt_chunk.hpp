@@ -75,6 +75,10 @@ class gpt_chunk {
   /// cp: the context-parallel group (needed when config.context_parallel_size > 1); moe: the
   /// MoE layers' groups (model/moe_groups.hpp).
   gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout layout, group* cp = nullptr, moe_groups moe = {});
+  /// With config.init_model_with_meta_device (the parameters laid out, not yet held): holds and
+  /// initializes only `ranges` of the flat layout (parameter_store::materialize_shard), to the
+  /// values a whole initialization gives them.
+  void materialize_shard(std::vector<held_range> ranges, std::size_t length);
 
   /// Forward of one micro-batch into `slot`. `input` is the previous stage's output [seq * mb,
   /// hidden] ([seq / tp * mb, hidden] with sequence parallelism; ignored with pre_process);
@@ -107,8 +111,9 @@ class gpt_chunk {
   /// parameters used on sequence shards (norms, row-parallel biases), and with --qk-layernorm
   /// those of the per-head norms, as Megatron's finalize_model_grads does
   /// (_allreduce_non_tensor_model_parallel_grads); nothing at tp = 1. Call once per
-  /// step, after the last backward and before the optimizer.
-  void all_reduce_sequence_parallel_grads();
+  /// step, after the last backward and before the optimizer. `unit` >= 0: only that FSDP unit's
+  /// (model/parameter_units.hpp), whose gradients alone are held (FSDP's per-unit buffers).
+  void all_reduce_sequence_parallel_grads(int unit = -1);
   /// Slots kept for a backward that has not run yet.
   std::size_t slots_in_flight() const { return slots_.size(); }
 

@@ -91,8 +91,8 @@ void mamba_mixer::initialize(parameter_store& store, std::uint64_t seed, int tp_
   A_log = shard_of(A_log, {H}, 1, tp_rank, tp_), dt_bias = shard_of(dt_bias, {H}, 1, tp_rank, tp_);
   w = shard_of(w, {di, gn, gn}, c_.conv_width, tp_rank, tp_), b = shard_of(b, {di, gn, gn}, 1, tp_rank, tp_);
   auto put = [&](int id, std::vector<double>& v) {
-    kernels::convert(store[id].value, tensor::tensor_view{v.data(), {std::int64_t(v.size())},
-                                                          tensor::dtype::float64, tensor::cpu});
+    store.set_initial_values(id, tensor::const_tensor_view{v.data(), {std::int64_t(v.size())}, tensor::dtype::float64,
+                                                           tensor::cpu});
   };
   put(A_log_, A_log), put(dt_bias_, dt_bias), put(conv_weight_, w), put(conv_bias_, b);
 }

@@ -9,6 +9,7 @@
 
 #include "kernels/convert.hpp"
 #include "kernels/tensor_ops.hpp"
+#include "tensor/memory_ledger.hpp"
 
 namespace mactor::model {
 namespace {
@@ -118,7 +119,7 @@ void parameter_store::draw(std::vector<float>& full, std::uint64_t seed,
   for (auto& v : full) v = float(normal(rng));
 }
 
-void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
+void parameter_store::lay_out(int tp_size) {
   // Every other parameter first, then the experts (Megatron keeps them in a buffer of their
   // own), each part in registration order.
   std::size_t total = 0;
@@ -133,27 +134,65 @@ void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
       total += p.numel;
     }
   }
-  const tensor::shape_type flat{static_cast<std::int64_t>(total)};
+  flat_numel_ = total;
+  held_.clear();
+}
+
+void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
+  lay_out(tp_size);
+  const tensor::shape_type flat{static_cast<std::int64_t>(flat_numel_)};
   values_ = tensor::tensor(flat, type_, tensor::memory_kind::parameters);
   grads_ = tensor::tensor(flat, grad_type_, tensor::memory_kind::gradients);
-  flat_numel_ = total;
-  held_ = {{0, total, 0}};
+  held_ = {{0, flat_numel_, 0}};
   for (auto& p : params_) p.value = piece(values_, p), p.grad = piece(grads_, p);
+  initialize(seed, tp_rank, tp_size);
+}
+
+void parameter_store::materialize_shard(std::uint64_t seed, int tp_rank, int tp_size, std::vector<held_range> ranges,
+                                        std::size_t length) {
+  if (!held_.empty()) throw std::logic_error("parameter_store::materialize_shard: the store is already allocated");
+  for (const auto& r : ranges)
+    if (r.begin > r.end || r.end > flat_numel_ || r.at + (r.end - r.begin) > length)
+      throw std::logic_error("parameter_store::materialize_shard: a range outside the layout or the shard");
+  values_ = tensor::tensor({static_cast<std::int64_t>(length)}, type_, tensor::memory_kind::parameters);
+  held_ = std::move(ranges);
+  initialize(seed, tp_rank, tp_size);
+}
+
+void parameter_store::initialize(std::uint64_t seed, int tp_rank, int tp_size) {
   std::vector<float> full, local;
+  tensor::counted_bytes drawn(tensor::memory_kind::other);  // the one full tensor drawn at a time
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    auto& p = params_[i];
-    if (inits_[i].kind == init_kind::zeros) continue;
+    const auto& p = params_[i];
+    // A parameter none of whose elements this store holds is not drawn at all.
+    if (inits_[i].kind == init_kind::zeros || held(p.offset, p.offset + p.numel).empty()) continue;
     local.resize(p.numel);
     if (inits_[i].kind == init_kind::ones) {
       std::fill(local.begin(), local.end(), 1.0f);
     } else {
-      full.resize(std::size_t(rows_of(p.full_shape) * cols_of(p.full_shape)));
+      const auto full_numel = std::size_t(rows_of(p.full_shape) * cols_of(p.full_shape));
+      drawn.set(std::int64_t((full_numel + p.numel) * sizeof(float)));
+      full.resize(full_numel);
       draw(full, name_seed(seed, p.name), p.full_shape, inits_[i]);
       const bool own_split = p.expert && expert_size_ > 0;
       copy_shard(full.data(), local.data(), p.full_shape, p.split, own_split ? expert_rank_ : tp_rank,
                  own_split ? expert_size_ : tp_size, p.segments);
     }
-    kernels::convert(p.value, tensor::view_of(std::span<const float>(local)));
+    set_initial_values(int(i), tensor::view_of(std::span<const float>(local)));
+    drawn.set(0);
+    std::vector<float>().swap(full);
+  }
+}
+
+void parameter_store::set_initial_values(int id, tensor::const_tensor_view local) {
+  const auto& p = params_.at(std::size_t(id));
+  if (std::size_t(local.numel()) != p.numel)
+    throw std::logic_error("parameter_store::set_initial_values: " + p.name + " has " + std::to_string(p.numel) +
+                           " elements here");
+  const tensor::const_tensor_view flat(local.data, {local.numel()}, local.type, local.where);
+  for (const auto& h : held(p.offset, p.offset + p.numel)) {
+    const auto from = std::int64_t(h.begin - p.offset), n = std::int64_t(h.end - h.begin);
+    kernels::convert(values_.view().rows(std::int64_t(h.at), std::int64_t(h.at) + n), flat.rows(from, from + n));
   }
 }
 
@@ -235,6 +274,15 @@ void parameter_store::bind_value(int id, tensor::tensor_view v) {
                            " elements of the store's dtype");
   p.value = v;
   p.value.shape = p.shape;
+}
+
+void parameter_store::bind_grad(int id, tensor::tensor_view g) {
+  auto& p = params_.at(std::size_t(id));
+  if (g.type != grad_type_ || std::size_t(g.numel()) != p.numel)
+    throw std::logic_error("parameter_store::bind_grad: " + p.name + " needs " + std::to_string(p.numel) +
+                           " elements of the gradients' dtype");
+  p.grad = g;
+  p.grad.shape = p.shape;
 }
 
 void parameter_store::unbind_values() {

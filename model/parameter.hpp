@@ -89,6 +89,20 @@ class parameter_store {
   /// starts from the same model; a 16-bit store rounds those values (Megatron initializes in
   /// fp32 and casts the module to bf16/fp16).
   void allocate(std::uint64_t seed, int tp_rank, int tp_size);
+  /// The flat layout alone (each parameter's shape, offset and numel; flat_numel()), with no
+  /// memory: Megatron's model on the meta device. materialize_shard() follows.
+  void lay_out(int tp_size);
+  /// After lay_out(), Megatron FSDP's --init-model-with-meta-device: value_tensor() holds only
+  /// `ranges` (as keep_values_shard() leaves it: value views unbound, no gradient buffer), and
+  /// only the parameters they touch are drawn, one full tensor at a time, to the same values
+  /// allocate() gives them.
+  void materialize_shard(std::uint64_t seed, int tp_rank, int tp_size, std::vector<held_range> ranges,
+                         std::size_t length);
+  /// Writes parameter id's initial values (`local`: this rank's shard, any float dtype, p's
+  /// numel) into whatever part of it the store holds: a layer's own initialization.
+  void set_initial_values(int id, tensor::const_tensor_view local);
+  /// Whether lay_out() ran and nothing holds the values yet.
+  bool laid_out_only() const { return held_.empty() && flat_numel_ > 0; }
   /// The MoE experts split over a group other than the tensor-parallel one (an
   /// --expert-tensor-parallel-size other than 1 and tp): their shards are (rank, size)'s. Before
   /// allocate().
@@ -145,6 +159,10 @@ class parameter_store {
   void drop_grads();
   void bind_grads(tensor::tensor_view full);
   void unbind_grads();
+  /// Points parameter id's gradient at `g` (its numel elements of grad_type()): one FSDP unit's
+  /// gradient buffer. unbind_grad(id) undoes it.
+  void bind_grad(int id, tensor::tensor_view g);
+  void unbind_grad(int id) { params_[std::size_t(id)].grad.data = nullptr; }
   /// Where the layers' backward hands its weight-gradient work: run at once, or kept for a
   /// zero-bubble schedule's W pass (model/deferred_weight_grads.hpp).
   deferred_weight_grads& weight_grads() { return weight_grads_; }
@@ -164,6 +182,8 @@ class parameter_store {
     init_kind kind;
     double std;
   };
+  /// Draws every parameter that the store holds any of (see allocate()).
+  void initialize(std::uint64_t seed, int tp_rank, int tp_size);
   /// Fills `full` (the tp = 1 tensor) with its initial values from a generator seeded by seed.
   void draw(std::vector<float>& full, std::uint64_t seed, const std::vector<std::int64_t>& full_shape,
             init_spec init) const;

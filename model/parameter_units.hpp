@@ -20,12 +20,17 @@ inline int parameter_unit(const std::string& name, int layer_begin, int num_laye
 
 /// What a chunk tells about its units as it computes: `use` before it reads a unit's values
 /// (forward or backward, a recomputation included), `done` when it needs them no longer for
-/// now. The owner may gather and free them, and prefetch the next unit in that direction.
+/// now. The owner may gather and free them, and prefetch the next unit in that direction. A
+/// backward's `use` also means the unit's gradients are written until its `done`; `grads_needed`
+/// tells of gradients written outside a backward's use (the loss's forward makes the output
+/// layer's, the embedding's backward reads no values). The owner may then hold, reduce and free
+/// each unit's gradients on its own.
 class parameter_units {
  public:
   virtual ~parameter_units() = default;
   virtual void use(int unit, bool forward) = 0;
   virtual void done(int unit, bool forward) = 0;
+  virtual void grads_needed(int /*unit*/) {}
 };
 
 }  // namespace mactor::model

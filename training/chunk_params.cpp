@@ -46,6 +46,11 @@ std::vector<synced_chunk> synced_chunks(std::vector<model::gpt_chunk>& chunks) {
   for (auto& chunk : chunks) {
     auto& store = chunk.store();
     synced_chunk s{store.value_tensor().view(), store.grad_tensor().view(), {}, store.expert_begin()};
+    if (store.laid_out_only()) {  // --init-model-with-meta-device: the layout's size and dtypes, no memory yet
+      const std::int64_t n = static_cast<std::int64_t>(store.flat_numel());
+      s.values = tensor::tensor_view{nullptr, {n}, store.type(), tensor::cpu};
+      s.grads = tensor::tensor_view{nullptr, {n}, store.grad_type(), tensor::cpu};
+    }
     const bool tied_here = chunk.config().shares_word_embedding() &&
                            (chunk.layout().pre_process || chunk.layout().post_process);
     for (const auto& p : chunk.parameters())

@@ -272,7 +272,16 @@ void grad_sync::finish_grad_sync() {
           if (p.tied_embedding) options_.shard_grads ? reduce_sharded_tied_embedding(c, p) : reduce_tied_embedding(c, p);
   }
   const auto timed = timers_.time(step_timer::all_grads_sync);
-  if (!data_parallel_ || options_.shard_grads) return;  // FSDP reduced each backward's gradients
+  if (!data_parallel_) return;
+  if (options_.shard_grads) {
+    // FSDP reduced each backward's gradients within its instance; Megatron FSDP's hybrid
+    // sharding (--num-distributed-optimizer-instances) sums the instances' shards, once a step.
+    for (const auto& r : regions_)
+      if (r.instances)
+        all_reduce_in(*r.instances, shards_[r.chunk].grads.view().rows(static_cast<std::int64_t>(r.at),
+                                                                       static_cast<std::int64_t>(r.at + r.hi - r.lo)));
+    return;
+  }
   for (std::size_t r = 0; r < regions_.size(); ++r) reduce_over_replicas(r, regions_[r].begin, regions_[r].end);
 }
 

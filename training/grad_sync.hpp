@@ -63,7 +63,7 @@ struct grad_sync_options {
   /// --check-for-large-grads: each bucket's local gradient norm is kept (Megatron's check_grads).
   bool check_for_large_grads = false;
   /// FSDP's optim_grads (ZeRO-2): the engine reduce-scatters each backward's gradients into the
-  /// shard (reduce_into_shard); finish_grad_sync has nothing left to reduce.
+  /// shard, unit by unit (reduce_unit_into_shard); finish_grad_sync has nothing left to reduce.
   bool shard_grads = false;
   /// FSDP's optim_grads_params (ZeRO-3): the engine gathers a chunk's parameters before each
   /// compute (gather_values); start_param_sync has nothing to gather.
@@ -104,23 +104,21 @@ class grad_sync {
   };
   /// Null without the distributed optimizer.
   shard* shard_of(std::size_t chunk);
-  /// FSDP: the length of the whole gradient buffer reduce_into_shard takes for
-  /// chunk: at least its flat layout, and each region's padded layout from the region's start
-  /// (only the last region's padding lies past the chunk's end; the others' overlap the next).
-  std::size_t full_length(std::size_t chunk) const;
-  /// ZeRO-3, unit by unit: the length of the buffer chunk's unit gathers into (its regions,
-  /// each padded, one after another), the place of flat element `flat` of the unit there, and
-  /// the gather itself from every member's shard (`shard` laid out as shard_of(chunk)).
+  /// FSDP, unit by unit: the length of the buffer chunk's unit gathers into and reduces from
+  /// (its regions, each padded, one after another), the place of flat element `flat` of the
+  /// unit there, and (ZeRO-3) the gather itself from every member's shard (`shard` laid out as
+  /// shard_of(chunk)).
   std::size_t unit_length(std::size_t chunk, int unit) const;
   std::size_t unit_place(std::size_t chunk, int unit, std::size_t flat) const;
   /// `prefetched`: posted ahead of the unit's use (a trace argument).
   void gather_unit(std::size_t chunk, int unit, tensor::const_tensor_view shard, tensor::tensor_view full,
                    bool prefetched = false);
-  /// ZeRO-2: one backward's gradients of chunk (`full`, full_length(chunk) long, zeros past the
-  /// chunk), scaled as finish_grad_sync would, each region reduce-scattered over its own shard
-  /// group (the experts' over the expert-data-parallel one) and added to the shard's gradients.
-  void reduce_into_shard(std::size_t chunk, tensor::tensor_view full);
-  /// ZeRO-2: the shard's gradients start the step at zero.
+  /// FSDP's sharded gradients: one backward's gradients of chunk's `unit` (`grads`, laid out as
+  /// the unit's gather buffer, zero padding), scaled as finish_grad_sync would, each region
+  /// reduce-scattered over its own shard group (the experts' over the expert-data-parallel one)
+  /// in place and added to the shard's gradients.
+  void reduce_unit_into_shard(std::size_t chunk, int unit, tensor::tensor_view grads);
+  /// FSDP: the shard's gradients start the step at zero.
   void zero_shard_grads();
 
   /// grad_sync_func: during the last micro-batch's backward, `chunk` has finished `event`:
@@ -206,7 +204,6 @@ class grad_sync {
   void gather_packed(std::size_t region);
   void record_local_norm(std::size_t chunk, std::size_t begin, std::size_t end);
   void wait_background(const char* why);
-  void reduce_region_into_shard(const region& r, tensor::tensor_view full);
 
   std::vector<synced_chunk> chunks_;
   grad_sync_options options_;

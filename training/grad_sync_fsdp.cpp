@@ -1,5 +1,5 @@
-// grad_sync's FSDP operations: the ZeRO-3 parameter all-gather of one unit's regions and
-// the ZeRO-2 reduce-scatter of each backward's gradients into the shard, region by region.
+// grad_sync's FSDP operations, one unit at a time: the ZeRO-3 parameter all-gather of a unit's
+// regions and the reduce-scatter of its gradients into the shard (ZeRO-2 and ZeRO-3).
 #include <algorithm>
 #include <stdexcept>
 
@@ -56,44 +56,32 @@ void grad_sync::gather_unit(std::size_t chunk, int unit, tensor::const_tensor_vi
   }
 }
 
-std::size_t grad_sync::full_length(std::size_t chunk) const {
-  std::size_t length = 0;
-  for (const auto& r : regions_)
-    if (r.chunk == chunk) length = std::max(length, r.begin + r.padded);
-  if (length == 0 || shards_.empty()) throw std::logic_error("FSDP needs a sharded chunk");
-  return length;
-}
-
-void grad_sync::reduce_into_shard(std::size_t chunk, tensor::tensor_view full) {
-  if (!options_.sum_over_replicas && data_parallel_) kernels::scale(full, 1.0 / data_parallel_->size());
-  for (const auto& r : regions_)
-    if (r.chunk == chunk) reduce_region_into_shard(r, full);
-}
-
-void grad_sync::reduce_region_into_shard(const region& r, tensor::tensor_view full) {
-  const auto lo = static_cast<std::int64_t>(r.begin), numel = static_cast<std::int64_t>(r.end - r.begin);
-  auto mine = shards_[r.chunk].grads.view().rows(static_cast<std::int64_t>(r.at), static_cast<std::int64_t>(r.at + r.hi - r.lo));
-  if (!r.shard_group) {  // one rank holds these (experts with no expert-data-parallel replica)
-    kernels::add(mine, full.rows(lo, lo + numel));
-    return;
+// Each region of the unit (padded, in the gather buffer's layout) reduce-scattered over its own
+// shard group in place, this rank's slice added to the shard's gradients.
+void grad_sync::reduce_unit_into_shard(std::size_t chunk, int unit, tensor::tensor_view grads) {
+  if (static_cast<std::size_t>(grads.numel()) < unit_length(chunk, unit))
+    throw std::logic_error("grad_sync::reduce_unit_into_shard: the buffer is shorter than the unit's padded regions");
+  if (!options_.sum_over_replicas && data_parallel_) kernels::scale(grads, 1.0 / data_parallel_->size());
+  std::int64_t from = 0;
+  for (const auto& r : regions_) {
+    if (r.chunk != chunk || r.unit != unit) continue;
+    const auto numel = static_cast<std::int64_t>(r.end - r.begin), padded = static_cast<std::int64_t>(r.padded);
+    auto in = grads.rows(from, from + padded);
+    from += padded;
+    auto mine = shards_[r.chunk].grads.view().rows(static_cast<std::int64_t>(r.at), static_cast<std::int64_t>(r.at + r.hi - r.lo));
+    if (!r.shard_group) {  // one rank holds these (experts with no expert-data-parallel replica)
+      kernels::add(mine, in.rows(0, numel));
+      continue;
+    }
+    const trace_recorder::scope traced(*trace_, "fsdp grads reduce-scatter", "grad_sync",
+                                       {{"chunk", static_cast<std::int64_t>(r.chunk)},
+                                        {"unit", unit},
+                                        {"bytes", numel * static_cast<std::int64_t>(tensor::size_of(grads.type))},
+                                        {"group_size", r.shard_group->size()}});
+    tensor::tensor part({static_cast<std::int64_t>(r.hi - r.lo)}, mine.type, tensor::memory_kind::communication);
+    reduce_scatter_in(*r.shard_group, in, part.view());
+    kernels::add(mine, part.view());
   }
-  const trace_recorder::scope traced(*trace_, "fsdp grads reduce-scatter", "grad_sync",
-                                     {{"chunk", static_cast<std::int64_t>(r.chunk)},
-                                      {"bytes", numel * static_cast<std::int64_t>(tensor::size_of(full.type))},
-                                      {"group_size", r.shard_group->size()}});
-  // In place where the region's padding lies past the chunk's end, else from a padded copy.
-  const auto padded = static_cast<std::int64_t>(r.padded);
-  tensor::tensor copy;
-  auto in = full.rows(lo, std::min<std::int64_t>(lo + padded, full.numel()));
-  if (lo + padded > static_cast<std::int64_t>(r.end) && r.end < static_cast<std::size_t>(chunks_[r.chunk].grads.numel())) {
-    copy = tensor::tensor({padded}, full.type, tensor::memory_kind::communication);
-    copy.zero();
-    kernels::copy(copy.view().rows(0, numel), full.rows(lo, lo + numel));
-    in = copy.view();
-  }
-  tensor::tensor part({static_cast<std::int64_t>(r.hi - r.lo)}, mine.type, tensor::memory_kind::communication);
-  reduce_scatter_in(*r.shard_group, in, part.view());
-  kernels::add(mine, part.view());
 }
 
 void grad_sync::zero_shard_grads() {

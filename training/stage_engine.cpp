@@ -41,7 +41,14 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   prepare_profile_folder(trace_.plan());
   timers_.trace_into(&trace_);
   port_.trace_into(&trace_);
-  const auto config = model_config_from_args(a, padded, ctx.tp_rank(), ctx.cp_rank(), ctx.ep_rank(), ctx.expert_tp_rank());
+  // FSDP shards gradients (and parameters) only where the optimizer is sharded: over one replica
+  // there is nothing to shard.
+  const bool fully_sharded = distributed_optimizer_ && sharding_.strategy >= config::dp_sharding::optim_grads;
+  auto config = model_config_from_args(a, padded, ctx.tp_rank(), ctx.cp_rank(), ctx.ep_rank(), ctx.expert_tp_rank());
+  // Megatron FSDP's meta-device initialization saves memory where parameters are sharded; with
+  // whole parameters on every rank it draws the same whole model.
+  config.init_model_with_meta_device =
+      a.distributed.init_model_with_meta_device && fully_sharded && sharding_.shards_params();
   chunks_.reserve(layout_.virtual_size);
   if (trace_.plan().enabled && ctx.tensor_parallel().size() > 1)
     traced_tp_ = std::make_unique<traced_group>(ctx.tensor_parallel(), trace_);
@@ -54,9 +61,6 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
   for (auto& chunk : chunks_)
     for (const auto& p : chunk.parameters()) rank_parameters += static_cast<std::int64_t>(p.numel);
   auto sync_options = grad_sync_options_of(a, distributed_optimizer_, config.sequence_parallel, rank_parameters);
-  // FSDP shards gradients (and parameters) only where the optimizer is sharded: over one replica
-  // there is nothing to shard.
-  const bool fully_sharded = distributed_optimizer_ && sharding_.strategy >= config::dp_sharding::optim_grads;
   sync_options.shard_grads = fully_sharded;
   sync_options.shard_params = fully_sharded && sharding_.shards_params();
   // FSDP reduce-scatters each backward's gradients into the shard (and ZeRO-3 gathers before
@@ -219,9 +223,7 @@ bool stage_engine::execute(const action& a) {
   tensor::tensor output;
   if (forward ? !layout.post_process : !layout.pre_process)
     output = tensor::tensor(activation_shape(), chunks_[a.chunk].activation_dtype(), tensor::memory_kind::activations);
-  // A training backward accumulates weight gradients, and so does the last stage's forward
-  // (the output layer's, with the loss gradient made at once).
-  if (fsdp_) fsdp_->before_compute(a.chunk, forward, /*grads=*/!forward_only_ && (!forward || layout.post_process));
+  if (fsdp_) fsdp_->before_compute(a.chunk, forward);
   if (forward)
     run_forward(a, input, output);
   else

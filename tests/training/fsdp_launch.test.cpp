@@ -5,7 +5,10 @@
 // after a step drops by (1 - 1/dp) of the parameters, gradients and Adam moments; ZeRO-3 gathers
 // one unit (the embedding, a layer, the rest) at a time with the next prefetched, and peaks below
 // ZeRO-2; the tied word table's copies sum over pipeline stages on the sharded gradients; a checkpoint
-// saved under ZeRO-3 trains on in a non-FSDP layout and back; combinations not built are refused.
+// saved under ZeRO-3 trains on in a non-FSDP layout and back; a model past one rank's device
+// memory (mactor --device-memory) trains under ZeRO-3 at dp 4 initialized on the meta device;
+// hybrid sharding (two optimizer instances) logs one process's losses and its checkpoints resume
+// elsewhere; combinations not built are refused.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -156,6 +159,62 @@ TEST_CASE("ZeRO-3 gathers one unit at a time, the next prefetched, and peaks bel
   WARN("ZeRO-3 gathers " << gather_us << " us, the compute waited " << wait_us << " us of it");
 }
 
+TEST_CASE("a model past one rank's device memory trains under ZeRO-3 at dp 4 when initialized on the meta device") {
+  // 8 layers of 12 h^2 + 13 h (h 256), the 4096 x 256 word and 16 x 256 position embeddings, the
+  // final norm: 7371264 fp32 parameters, 28.1 MiB. One process needs 16 bytes a parameter (value,
+  // gradient, two Adam moments: 112.5 MiB) plus activations. ZeRO-3 at dp 4 holds a quarter of
+  // that (28.1 MiB) plus a few units' whole values and gradients (3 MiB a layer, 4 MiB the
+  // embedding) in flight: about 47 MiB. Built whole before sharding, the model would need its
+  // whole values and gradients at once (56.2 MiB); --init-model-with-meta-device draws only the
+  // shard. So 52 MiB of device memory per rank fits the last alone.
+  const std::string flags =
+      "--num-layers 8 --hidden-size 256 --num-attention-heads 8 --seq-length 16 --max-position-embeddings 16 "
+      "--micro-batch-size 1 --global-batch-size 8 --train-iters 4 --lr 1e-3 --log-interval 1 --seed 5 "
+      "--tokenizer-type NullTokenizer --vocab-size 4095 --mock-data --eval-iters 0 ";
+  const std::string zero3 = megatron_fsdp("optim_grads_params");
+  const auto limited = [&](int ranks, const std::string& more) {
+    const auto command = mactor_bin() + " -np " + std::to_string(ranks) + " --oversubscribe --device-memory 52M " +
+                         bin_dir() + "/pretrain_gpt " + flags + more;
+    auto r = run_shell(command);
+    INFO(command << "\nstderr:\n" << r.err.substr(0, 2000));
+    return r;
+  };
+  const auto alone = limited(1, "");
+  CHECK(alone.status == 1);
+  CHECK(alone.err.find("rank 0: training failed: out of device memory") != std::string::npos);
+  CHECK(alone.err.find("(MACTOR_DEVICE_MEMORY=52M)") != std::string::npos);
+  const auto built_whole = limited(4, zero3);
+  CHECK(built_whole.status == 1);
+  CHECK(built_whole.err.find("out of device memory: tried to allocate 28.12 MiB of gradients with 28.12 MiB") !=
+        std::string::npos);
+  const auto meta = limited(4, zero3 + " --init-model-with-meta-device");
+  INFO(meta.out.substr(meta.out.size() > 3000 ? meta.out.size() - 3000 : 0));
+  REQUIRE(meta.status == 0);
+  const auto one = parse_losses(launch(1, flags).out);
+  REQUIRE(one.train.size() == 4);
+  check_same(parse_losses(meta.out).train, one.train, "lm loss, ZeRO-3 from the meta device under 52 MiB", 4);
+}
+
+TEST_CASE("hybrid sharding (FSDP with two optimizer instances) logs one process's losses and its checkpoint resumes elsewhere") {
+  // Megatron FSDP's HSDP: values, gradients and optimizer state shard over each instance's half
+  // of dp 4 and replicate over the two halves; each backward reduce-scatters in the half, and
+  // the halves' shards are summed once a step.
+  const auto full = run_job(1, model_flags());
+  const std::string instances = " --num-distributed-optimizer-instances 2";
+  for (const char* strategy : {"optim_grads", "optim_grads_params"})
+    check_layout_against(full, 4, model_flags(), megatron_fsdp(strategy) + instances, 4, 6);
+  // Saved at 3 by ZeRO-3 under HSDP, resumed by 2 ranks with the distributed optimizer and by HSDP again.
+  const auto dir = scratch_dir("fsdp", "hybrid");
+  const std::string zero3 = " " + megatron_fsdp("optim_grads_params") + instances;
+  run_job(4, model_flags() + zero3 + " --save-interval 3 --exit-interval 3 --save " + dir.string(), 1, 3);
+  const std::vector<double> tail(full.train.begin() + 3, full.train.end());
+  check_same(run_job(2, model_flags() + " --use-distributed-optimizer --load " + dir.string(), 3, 3).train, tail,
+             "lm loss after an HSDP save, resumed on DP2", 2);
+  check_same(run_job(4, model_flags() + zero3 + " --load " + dir.string(), 3, 3).train, tail,
+             "lm loss after an HSDP save, resumed under HSDP", 4);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a checkpoint saved under ZeRO-3 trains on under the distributed optimizer and back") {
   const auto dir = scratch_dir("fsdp", "checkpoints");
   const std::string flags = model_flags() + " --bf16";
@@ -190,9 +249,12 @@ TEST_CASE("an fsdp_dtensor load is strict unless --no-strict-fsdp-dtensor-load")
 }
 
 TEST_CASE("FSDP combinations mactor has not built are refused by name") {
-  const auto r = launch(1, model_flags() + " " + megatron_fsdp("optim_grads") + " --num-distributed-optimizer-instances 2", 2);
-  CHECK(r.err.find("--data-parallel-sharding-strategy optim_grads with --num-distributed-optimizer-instances > 1 is "
-                   "recognized but not implemented") != std::string::npos);
+  const auto r = launch(2, model_flags() + " --use-torch-fsdp2 --check-weight-hash-across-dp-replicas-interval 2", 2);
+  CHECK(r.err.find("--use-torch-fsdp2 with --check-weight-hash-across-dp-replicas-interval is recognized but not "
+                   "implemented") != std::string::npos);
   const auto megatron_rule = launch(1, model_flags() + " --use-megatron-fsdp --data-parallel-sharding-strategy optim", 2);
   CHECK(megatron_rule.err.find("--use-megatron-fsdp requires --ckpt-format fsdp_dtensor") != std::string::npos);
+  const auto uninitialized = launch(1, model_flags() + " --init-model-with-meta-device", 2);
+  CHECK(uninitialized.err.find("--init-model-with-meta-device without --use-megatron-fsdp leaves the parameters "
+                               "uninitialized") != std::string::npos);
 }

@@ -3,8 +3,9 @@
 // expert-data-parallel group and summed over the instances (Megatron's intra- and inter-partial
 // expert groups). Each layout logs the losses, grad norm, params norm and zeros of the same run with
 // one instance and of one process (to 1e-5 relative: the instances sum each shard in another order
-// than one reduce-scatter over every replica; the grad norm to its 3 printed decimals), and a
-// checkpoint saved with two instances resumes in one process as the uninterrupted run goes on.
+// than one reduce-scatter over every replica; the grad norm to its 3 printed decimals), under
+// Megatron FSDP's hybrid sharding too, and a checkpoint saved with two instances resumes in one
+// process as the uninterrupted run goes on.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -74,6 +75,13 @@ TEST_CASE("EP2 over DP4 with two optimizer instances (each expert's shard whole 
 TEST_CASE("TP2 x EP2 with whole experts (ETP1) over 8 ranks with two instances (the experts' shards split in each) logs one instance's and one process's values") {
   check_instances(8, " --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 "
                      "--expert-tensor-parallel-size 1");
+}
+
+TEST_CASE("EP2 over DP4 under Megatron FSDP's hybrid sharding (ZeRO-2 and ZeRO-3 with two instances) logs one process's values") {
+  for (const char* strategy : {"optim_grads", "optim_grads_params"})
+    check_against(run(4, flags() + " --expert-model-parallel-size 2 --use-megatron-fsdp --ckpt-format fsdp_dtensor "
+                                   "--data-parallel-sharding-strategy " + std::string(strategy) + two_instances),
+                  alone(), std::string("EP2 under HSDP ") + strategy, 4);
 }
 
 TEST_CASE("a checkpoint saved by EP2 with two optimizer instances resumes in one process") {
