@@ -12,6 +12,16 @@ thread_local bool background_thread = false;
 void mark_background_thread() { background_thread = true; }
 bool on_background_thread() { return background_thread; }
 
+namespace {
+thread_local const call_label* current_label = nullptr;
+}  // namespace
+
+call_label::call_label(std::string what, int peer) : outer_(current_label), what_(std::move(what)), peer_(peer) {
+  current_label = this;
+}
+
+call_label::~call_label() { current_label = outer_; }
+
 std::string format_size(std::size_t bytes) {
   char text[32];
   if (bytes < 1024)
@@ -33,6 +43,8 @@ class watched_communicator::scope {
     c_.peer_ = peer;
     c_.since_ = clock::now();
     c_.background_ = background_thread;
+    c_.label_ = current_label ? current_label->what_ : std::string();
+    c_.label_peer_ = current_label ? current_label->peer_ : -1;
   }
   ~scope() {
     std::lock_guard lock(c_.mu_);
@@ -58,9 +70,15 @@ watched_communicator::watched_communicator(std::unique_ptr<communicator> inner, 
 std::optional<watched_communicator::call> watched_communicator::current() const {
   std::lock_guard lock(mu_);
   if (!op_) return std::nullopt;
-  const std::string with =
-      peer_ >= 0 && peer_ < static_cast<int>(members_.size()) ? "rank " + std::to_string(members_[peer_]) : others_;
-  return call{name_ + " " + op_ + " of " + format_size(bytes_) + " with " + with, since_, background_};
+  const auto member = [&](int index) {
+    return index >= 0 && index < static_cast<int>(members_.size()) ? "rank " + std::to_string(members_[index]) : others_;
+  };
+  if (!label_.empty()) {
+    std::string what = label_;
+    if (const auto at = what.find("{peer}"); at != std::string::npos) what.replace(at, 6, member(label_peer_));
+    return call{what, since_, background_};
+  }
+  return call{name_ + " " + op_ + " of " + format_size(bytes_) + " with " + member(peer_), since_, background_};
 }
 
 void watched_communicator::all_reduce(std::span<float> data) {

@@ -21,6 +21,23 @@ void mark_background_thread();
 /// Whether the calling thread was so marked.
 bool on_background_thread();
 
+/// While alive, the calling thread's calls on a watched communicator say what they are for
+/// instead of the bare operation: `what` with "{peer}" standing for member `peer` of the group,
+/// by global rank ("KV block 2 of 3 from {peer} in ring attention" reads "... from rank 4 ...").
+class call_label {
+ public:
+  call_label(std::string what, int peer);
+  ~call_label();
+  call_label(const call_label&) = delete;
+  call_label& operator=(const call_label&) = delete;
+
+ private:
+  const call_label* outer_;
+  friend class watched_communicator;
+  std::string what_;
+  int peer_;
+};
+
 class watched_communicator final : public communicator {
  public:
   using clock = std::chrono::steady_clock;
@@ -61,6 +78,8 @@ class watched_communicator final : public communicator {
   const char* op_ = nullptr;  // null: idle
   std::size_t bytes_ = 0;
   int peer_ = -1;  // send_bytes / recv_bytes: the member talked to
+  std::string label_;  // the calling thread's call_label, if any
+  int label_peer_ = -1;
   clock::time_point since_;
   bool background_ = false;
 };

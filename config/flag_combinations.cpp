@@ -96,6 +96,10 @@ void fsdp_combinations(const megatron_args& a, std::vector<std::string>& errors)
   };
   // (--overlap-grad-reduce and --overlap-param-gather are timing only here: the sharded gradients
   // are reduce-scattered after each backward, the parameters gathered before each compute.)
+  // Megatron's torch FSDP2 shards over the whole data x context-parallel group whatever the
+  // instances; mactor's sharding follows the distributed optimizer's (one instance's part).
+  refuse(d.use_torch_fsdp2 && d.num_distributed_optimizer_instances > 1, "--num-distributed-optimizer-instances > 1",
+         "torch FSDP2 shards over every data-parallel rank");
   const bool params = d.use_torch_fsdp2 || s == "optim_grads_params";
   if (!params) return;
   refuse(a.transformer_engine.fp8_param_gather, "--fp8-param-gather", "fp8 weights gathered from sharded parameters");

@@ -4,7 +4,9 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "tensor/tensor.hpp"
@@ -51,6 +53,14 @@ class group {
   /// arrives from rank (rank() - 1) % size() (every rank calls it; an all_to_all_v_bytes with
   /// one non-empty block each way). Context parallelism's ring attention passes its KV blocks so.
   void ring_shift_bytes(const std::byte* send, std::byte* recv, std::size_t n);
+  /// Runs `exchange` (calls on this group from the calling thread) described, for whoever
+  /// watches the group (the inspector, the stall report), as `what`: "{peer}" there stands for
+  /// member `peer` of the group ("KV block 2 of 3 from {peer} in ring attention"). The default
+  /// just runs it.
+  virtual void labelled(const std::string& what, int peer, const std::function<void()>& exchange) {
+    (void)what, (void)peer;
+    exchange();
+  }
 };
 
 /// A group of one rank: every collective is a copy or nothing.

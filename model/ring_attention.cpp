@@ -206,12 +206,18 @@ void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* q
 }
 
 // A transfer on its own thread, timed; wait() returns once it is done and counts the stall.
+// `what` says what arrives from the previous rank of the ring, for the inspector and the stall
+// report ("KV block 2 of 3 from rank 4 in ring attention").
 class pending_shift {
  public:
-  pending_shift(group& cp, const void* send, void* recv, std::size_t bytes, ring_timing& t) : timing_(t) {
-    done_ = std::async(std::launch::async, [&cp, send, recv, bytes] {
+  pending_shift(group& cp, const void* send, void* recv, std::size_t bytes, ring_timing& t, std::string what)
+      : timing_(t) {
+    done_ = std::async(std::launch::async, [&cp, send, recv, bytes, what = std::move(what)] {
       const auto start = clock_type::now();
-      cp.ring_shift_bytes(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), bytes);
+      const int previous = (cp.rank() + cp.size() - 1) % cp.size();
+      cp.labelled(what, previous, [&] {
+        cp.ring_shift_bytes(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), bytes);
+      });
       return seconds_since(start);
     });
   }
@@ -265,7 +271,10 @@ void ring_attention::forward(tensor::tensor_view out, tensor::tensor_view lse, t
     pack_block(current.data(), static_cast<const std::byte*>(qkv.data), L, rows, bytes);
     for (int step = 0; step < shard_.cp_size; ++step) {
       std::optional<pending_shift> shift;
-      if (step + 1 < shard_.cp_size) shift.emplace(cp_, current.data(), next.data(), current.size(), timing_);
+      if (step + 1 < shard_.cp_size)
+        shift.emplace(cp_, current.data(), next.data(), current.size(), timing_,
+                      "KV block " + std::to_string(step + 1) + " of " + std::to_string(shard_.cp_size - 1) +
+                          " from {peer} in ring attention");
       const auto start = clock_type::now();
       const int owner = (shard_.cp_rank - step + shard_.cp_size) % shard_.cp_size;
       forward_block(st, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)), owner, L, A(scale), drop);
@@ -329,7 +338,10 @@ void ring_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_vie
     pack_block(current.data(), static_cast<const std::byte*>(qkv.data), L, rows, tensor::size_of(qkv.type));
     for (int step = 0; step < cp; ++step) {
       std::optional<pending_shift> shift;
-      if (step + 1 < cp || step > 0) shift.emplace(cp_, current.data(), next.data(), current.size(), timing_);
+      if (step + 1 < cp || step > 0)
+        shift.emplace(cp_, current.data(), next.data(), current.size(), timing_,
+                      "KV block and gradients " + std::to_string(step + 1) + " of " + std::to_string(cp) +
+                          " from {peer} in ring attention's backward");
       const auto start = clock_type::now();
       std::fill(part.begin(), part.end(), A(0));
       backward_block(br, part.data(), dor, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)),
@@ -343,7 +355,9 @@ void ring_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_vie
       if (shift) std::swap(current, next);
     }
     // The last step's gradients belong to the next rank; this rank's arrive from the previous.
-    pending_shift(cp_, grads_of(current), grads_of(next), n * sizeof(A), timing_).wait();
+    pending_shift(cp_, grads_of(current), grads_of(next), n * sizeof(A), timing_,
+                  "this rank's KV gradients from {peer} in ring attention's backward")
+        .wait();
     std::vector<A> dq(std::size_t(rows * L.width()));
     for (std::int64_t r = 0; r < rows; ++r)
       for (int h = 0; h < dims.heads; ++h)

@@ -55,6 +55,10 @@ class communicator_group final : public model::group {
     c_.all_to_all_v_bytes(std::span<const std::byte>(in, sent), send_bytes, std::span<std::byte>(out, received),
                           recv_bytes);
   }
+  void labelled(const std::string& what, int peer, const std::function<void()>& exchange) override {
+    const comm::call_label label(what, peer);  // read by a watched communicator
+    exchange();
+  }
 
  private:
   template <class T>
@@ -79,6 +83,9 @@ class owning_group final : public model::group {
   void all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
                           std::span<const std::size_t> recv_bytes) override {
     g_.all_to_all_v_bytes(in, send_bytes, out, recv_bytes);
+  }
+  void labelled(const std::string& what, int peer, const std::function<void()>& exchange) override {
+    g_.labelled(what, peer, exchange);
   }
 
  private:

@@ -28,6 +28,9 @@ class traced_group final : public model::group {
   /// The experts' tensor-parallel exchange (MoE with --expert-tensor-parallel-size > 1).
   void all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
                           std::span<const std::size_t> recv_bytes) override;
+  void labelled(const std::string& what, int peer, const std::function<void()>& exchange) override {
+    inner_.labelled(what, peer, exchange);
+  }
 
  private:
   /// A span named `what` over a collective of `bytes` (this rank's buffer).

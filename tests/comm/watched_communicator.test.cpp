@@ -86,3 +86,30 @@ TEST_CASE("a watched point-to-point call names its one peer, and sizes read as B
   CHECK(format_size(1023) == "1023 B");
   CHECK(format_size(3 * 1024 * 1024 / 2) == "1.5 MiB");
 }
+
+TEST_CASE("a labelled call says what it is for and names its peer by global rank") {
+  local_fabric fabric(2);
+  auto t0 = fabric.connect(0), t1 = fabric.connect(1);
+  watched_communicator c0(std::make_unique<transport_communicator>(*t0, std::vector<int>{0, 1}, 6), "context-parallel",
+                          {4, 5}, 4);
+  watched_communicator c1(std::make_unique<transport_communicator>(*t1, std::vector<int>{0, 1}, 6), "context-parallel",
+                          {4, 5}, 5);
+  std::vector<float> in(16), out(16, 2.0f);
+  std::thread receiver([&] {
+    const call_label outer("never shown: the inner label holds", 0);
+    const call_label label("KV block 2 of 3 from {peer} in ring attention", 1);
+    c0.recv(std::span<float>(in), 1);
+  });
+  const auto call = wait_for_call(c0);
+  REQUIRE(call);
+  CHECK(call->what == "KV block 2 of 3 from rank 5 in ring attention");
+  c1.send(std::span<const float>(out), 0);
+  receiver.join();
+  // The label goes with its scope: this thread's calls read as before.
+  std::thread plain([&] { c0.recv(std::span<float>(in), 1); });
+  const auto bare = wait_for_call(c0);
+  REQUIRE(bare);
+  CHECK(bare->what == "context-parallel receive of 64 B with rank 5");
+  c1.send(std::span<const float>(out), 0);
+  plain.join();
+}

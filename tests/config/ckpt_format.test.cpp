@@ -55,4 +55,9 @@ TEST_CASE("ckpt-format fsdp_dtensor with Megatron FSDP's strategies is implement
                                "implemented") == 0);
   CHECK(with_base({"--use-megatron-fsdp", "--ckpt-format", "fsdp_dtensor", "--data-parallel-sharding-strategy",
                    "optim_grads_params"}).report.ok());
+  // Megatron FSDP's hybrid sharding is built.
+  for (const char* strategy : {"optim_grads", "optim_grads_params"})
+    CHECK(support({"--use-megatron-fsdp", "--ckpt-format", "fsdp_dtensor", "--data-parallel-sharding-strategy", strategy,
+                   "--num-distributed-optimizer-instances", "2"})
+              .errors.empty());
 }
