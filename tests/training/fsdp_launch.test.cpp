@@ -73,6 +73,18 @@ TEST_CASE("torch FSDP2 with and without resharding after forward and ZeRO-3 over
   check_layout_against(one, 4, flags, megatron_fsdp("optim_grads_params") + " --pipeline-model-parallel-size 2", 4, 6);
 }
 
+TEST_CASE("per-unit gradient buffers over interleaved stages with full recompute log one process's losses") {
+  // Two chunks a rank (the last one's loss forwards make the output layer's and the tied word
+  // table's gradients before their backward), and every layer recomputed inside the backward
+  // (a recomputed forward writes no gradients).
+  const std::string flags = model_flags() + " --num-layers 4";
+  const auto one = run_job(1, flags);
+  const std::string layout = " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 "
+                             "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+  for (const char* strategy : {"optim_grads", "optim_grads_params"})
+    check_layout_against(one, 4, flags, megatron_fsdp(strategy) + layout, 4, 6);
+}
+
 TEST_CASE("sharded gradients over pipeline stages sum the tied embedding and MTP's word-table copy over the stages") {
   // The first stage's word embedding and the last stage's copy (the tied output layer, or the
   // MTP depths' embedding) each sit in a slice of their stage's shards: made whole over the
