@@ -267,22 +267,28 @@ void parameter_store::bind_values(tensor::tensor_view full) {
   for (auto& p : params_) p.value = piece(full, p);
 }
 
+namespace {
+
+// Points `slot` (parameter p's value or gradient) at `v`: p's numel elements of `type`, in p's shape.
+void bind_one(const parameter& p, tensor::tensor_view& slot, tensor::tensor_view v, tensor::dtype type,
+              const char* what) {
+  if (v.type != type || std::size_t(v.numel()) != p.numel)
+    throw std::logic_error(std::string("parameter_store::") + what + ": " + p.name + " needs " +
+                           std::to_string(p.numel) + " elements of " + std::string(tensor::short_name(type)));
+  slot = v;
+  slot.shape = p.shape;
+}
+
+}  // namespace
+
 void parameter_store::bind_value(int id, tensor::tensor_view v) {
   auto& p = params_.at(std::size_t(id));
-  if (v.type != type_ || std::size_t(v.numel()) != p.numel)
-    throw std::logic_error("parameter_store::bind_value: " + p.name + " needs " + std::to_string(p.numel) +
-                           " elements of the store's dtype");
-  p.value = v;
-  p.value.shape = p.shape;
+  bind_one(p, p.value, v, type_, "bind_value");
 }
 
 void parameter_store::bind_grad(int id, tensor::tensor_view g) {
   auto& p = params_.at(std::size_t(id));
-  if (g.type != grad_type_ || std::size_t(g.numel()) != p.numel)
-    throw std::logic_error("parameter_store::bind_grad: " + p.name + " needs " + std::to_string(p.numel) +
-                           " elements of the gradients' dtype");
-  p.grad = g;
-  p.grad.shape = p.shape;
+  bind_one(p, p.grad, g, grad_type_, "bind_grad");
 }
 
 void parameter_store::unbind_values() {

@@ -8,20 +8,8 @@ namespace mactor::training {
 
 fsdp_unit_grads::fsdp_unit_grads(model::gpt_chunk& chunk, std::size_t index, grad_sync& sync, comm_worker& worker,
                                  model::parameter_units* gathers)
-    : chunk_(chunk), index_(index), sync_(sync), worker_(worker), gathers_(gathers),
-      units_(static_cast<std::size_t>(chunk.num_units())) {
-  const auto& params = chunk_.parameters();
-  for (std::size_t id = 0; id < params.size(); ++id) {
-    const auto& p = params[id];
-    if (p.numel == 0) continue;
-    const int unit = chunk_.unit_of(p);
-    auto& u = units_[static_cast<std::size_t>(unit)];
-    u.params.push_back(static_cast<int>(id));
-    u.places.push_back(sync_.unit_place(index_, unit, p.offset));
-  }
-  for (int u = 0; u < chunk_.num_units(); ++u)
-    if (!units_[std::size_t(u)].params.empty())
-      units_[std::size_t(u)].length = static_cast<std::int64_t>(sync_.unit_length(index_, u));
+    : chunk_(chunk), index_(index), sync_(sync), worker_(worker), gathers_(gathers) {
+  for (auto& layout : unit_layouts(chunk_, index_, sync_)) units_.push_back({std::move(layout)});
   chunk_.store().unbind_grads();
 }
 

@@ -16,6 +16,7 @@
 #include "model/parameter_units.hpp"
 #include "tensor/tensor.hpp"
 #include "training/comm_worker.hpp"
+#include "training/fsdp_units.hpp"
 #include "training/grad_sync.hpp"
 
 namespace mactor::training {
@@ -39,11 +40,8 @@ class fsdp_unit_grads final : public model::parameter_units {
   void finish_reductions();
 
  private:
-  struct unit_state {
-    std::vector<int> params;          // parameter ids
-    std::vector<std::size_t> places;  // each one's place in the buffer
-    std::int64_t length = 0;          // the buffer's elements (0: a unit with no parameters here)
-    tensor::tensor grads;             // while held
+  struct unit_state : unit_layout {
+    tensor::tensor grads;  // while held
   };
   void hold(int unit);
   void reduce(int unit);

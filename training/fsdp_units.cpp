@@ -7,6 +7,22 @@
 
 namespace mactor::training {
 
+std::vector<unit_layout> unit_layouts(model::gpt_chunk& chunk, std::size_t index, const grad_sync& sync) {
+  std::vector<unit_layout> units(static_cast<std::size_t>(chunk.num_units()));
+  const auto& params = chunk.parameters();
+  for (std::size_t id = 0; id < params.size(); ++id) {
+    const auto& p = params[id];
+    if (p.numel == 0) continue;
+    const int unit = chunk.unit_of(p);
+    auto& u = units[static_cast<std::size_t>(unit)];
+    u.params.push_back(static_cast<int>(id));
+    u.places.push_back(sync.unit_place(index, unit, p.offset));
+  }
+  for (std::size_t u = 0; u < units.size(); ++u)
+    if (!units[u].params.empty()) units[u].length = static_cast<std::int64_t>(sync.unit_length(index, int(u)));
+  return units;
+}
+
 tensor::tensor fsdp_buffers::take(std::int64_t numel, tensor::dtype type) {
   for (auto& b : spare_)
     if (b.defined() && b.numel() == numel && b.type() == type) return std::move(b);
@@ -26,19 +42,8 @@ void fsdp_buffers::give_back(tensor::tensor buffer) {
 fsdp_units::fsdp_units(model::gpt_chunk& chunk, std::size_t index, grad_sync& sync, comm_worker& worker,
                        fsdp_buffers& buffers, bool reshard_after_forward)
     : chunk_(chunk), index_(index), sync_(sync), worker_(worker), buffers_(buffers),
-      reshard_after_forward_(reshard_after_forward), units_(static_cast<std::size_t>(chunk.num_units())) {
-  const auto& params = chunk_.parameters();
-  for (std::size_t id = 0; id < params.size(); ++id) {
-    const auto& p = params[id];
-    if (p.numel == 0) continue;
-    const int unit = chunk_.unit_of(p);
-    auto& u = units_[static_cast<std::size_t>(unit)];
-    u.params.push_back(static_cast<int>(id));
-    u.places.push_back(sync_.unit_place(index_, unit, p.offset));
-  }
-  for (int u = 0; u < num_units(); ++u)
-    if (!units_[std::size_t(u)].params.empty())
-      units_[std::size_t(u)].length = static_cast<std::int64_t>(sync_.unit_length(index_, u));
+      reshard_after_forward_(reshard_after_forward) {
+  for (auto& layout : unit_layouts(chunk_, index_, sync_)) units_.push_back({std::move(layout)});
   chunk_.store().unbind_values();
 }
 

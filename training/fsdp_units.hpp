@@ -18,6 +18,17 @@
 
 namespace mactor::training {
 
+/// One FSDP unit's parameters in its buffer (of gathered values or of gradients, laid out alike:
+/// grad_sync::unit_place): their ids, each one's place, and the buffer's elements (0: a unit with
+/// no parameters here).
+struct unit_layout {
+  std::vector<int> params;
+  std::vector<std::size_t> places;
+  std::int64_t length = 0;
+};
+/// Every unit's layout of chunk `index` of grad sync.
+std::vector<unit_layout> unit_layouts(model::gpt_chunk& chunk, std::size_t index, const grad_sync& sync);
+
 /// The gather buffers: freed ones dropped, or with --fsdp-double-buffer up to two kept for reuse.
 class fsdp_buffers {
  public:
@@ -49,11 +60,8 @@ class fsdp_units final : public model::parameter_units {
   void end_pass(bool keep_gathered);
 
  private:
-  struct unit_state {
-    std::vector<int> params;          // parameter ids
-    std::vector<std::size_t> places;  // each one's place in the gather buffer
-    std::int64_t length = 0;          // the buffer's elements (0: a unit with no parameters here)
-    tensor::tensor values;            // while gathered or being gathered
+  struct unit_state : unit_layout {
+    tensor::tensor values;  // while gathered or being gathered
     std::shared_future<void> gathered;
     bool posted = false, bound = false, visited = false;
   };

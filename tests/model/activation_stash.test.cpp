@@ -169,17 +169,7 @@ model::gpt_model_config mla_model() {
   return c;
 }
 
-model::gpt_model_config hybrid_model(const std::string& pattern) {
-  auto c = with_dropout(test::llama_style());
-  c.swiglu = false, c.squared_relu = true;
-  c.num_layers = int(pattern.size());
-  c.hybrid_layers = pattern, c.is_hybrid_model = true;
-  c.seq_length = 8, c.max_position_embeddings = 8;
-  c.position_embedding_type = model::position_embedding_kind::none;
-  c.padded_vocab_size = 40, c.init_method_std = 0.1f;
-  c.mamba.state_dim = 4, c.mamba.head_dim = 8, c.mamba.num_groups = 2;
-  return c;
-}
+model::gpt_model_config hybrid_model(const std::string& pattern) { return with_dropout(test::hybrid_style(pattern)); }
 
 }  // namespace
 

@@ -13,23 +13,8 @@
 
 using namespace mactor;
 
-namespace {
-
-model::gpt_model_config hybrid_model() {
-  auto c = test::llama_style();
-  c.swiglu = false, c.squared_relu = true;
-  c.hybrid_layers = "M*-", c.num_layers = 3, c.is_hybrid_model = true;
-  c.seq_length = 8, c.max_position_embeddings = 8;
-  c.position_embedding_type = model::position_embedding_kind::none;
-  c.padded_vocab_size = 40, c.init_method_std = 0.1f;
-  c.mamba.state_dim = 4, c.mamba.head_dim = 8, c.mamba.num_groups = 2;
-  return c;
-}
-
-}  // namespace
-
 TEST_CASE("a chunk initialized on the meta device holds just its shard with the values of a whole initialization") {
-  for (const auto& config : {test::llama_style(), hybrid_model()}) {
+  for (const auto& config : {test::llama_style(), test::hybrid_style("M*-")}) {
     model::single_group tp;
     const model::chunk_layout layout{0, config.num_layers, true, true};
     model::gpt_chunk whole(config, tp, layout);

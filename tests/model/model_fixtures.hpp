@@ -52,6 +52,20 @@ inline model::gpt_model_config llama_style() {
   return c;
 }
 
+/// A small hybrid Mamba model (pretrain_mamba's layers: 'M' Mamba, '*' attention, '-' MLP) on
+/// llama_style's sizes, without positions.
+inline model::gpt_model_config hybrid_style(const std::string& pattern) {
+  auto c = llama_style();
+  c.swiglu = false, c.squared_relu = true;
+  c.num_layers = int(pattern.size());
+  c.hybrid_layers = pattern, c.is_hybrid_model = true;
+  c.seq_length = 8, c.max_position_embeddings = 8;
+  c.position_embedding_type = model::position_embedding_kind::none;
+  c.padded_vocab_size = 40, c.init_method_std = 0.1f;
+  c.mamba.state_dim = 4, c.mamba.head_dim = 8, c.mamba.num_groups = 2;
+  return c;
+}
+
 inline model::gpt_model_config gpt2_style() {
   model::gpt_model_config c;
   c.num_layers = 2, c.hidden_size = 16, c.ffn_hidden_size = 32;
