@@ -17,6 +17,7 @@
 #include "comm/launch_env.hpp"
 #include "comm/restart_in_place.hpp"
 #include "config/config_json.hpp"
+#include "inspector/access_token.hpp"
 #include "inspector/server.hpp"
 #include "inspector/snapshot_store.hpp"
 
@@ -70,7 +71,7 @@ std::string default_token_file() {
   const std::string dir = home + "/.mactor/inspector";
   for (const auto& d : {home + "/.mactor", dir})
     if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) return "";
-  return dir + "/" + id + ".token";
+  return inspector::default_token_path(home, id);
 }
 
 // The token file this process made, for remove_inspector_token_file (any thread).

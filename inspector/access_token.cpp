@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -76,6 +77,27 @@ void write_token_file(const std::string& path, std::string_view token) {
     left -= static_cast<size_t>(n);
   }
   ::close(fd);
+}
+
+std::string default_token_path(const std::string& home, const std::string& job_id) {
+  return home + "/.mactor/inspector/" + job_id + ".token";
+}
+
+int remove_job_token_files(const std::string& home, const std::string& job_id) {
+  if (home.empty() || job_id.empty() || job_id.find('/') != std::string::npos) return 0;
+  const std::filesystem::path dir = std::filesystem::path(default_token_path(home, job_id)).parent_path();
+  const std::string own = job_id + ".token", restart = job_id + "-r";
+  int removed = 0;
+  std::error_code error;
+  for (const auto& e : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = e.path().filename().string();
+    const bool generation = name.rfind(restart, 0) == 0 && name.size() > restart.size() + 6 &&
+                            name.compare(name.size() - 6, 6, ".token") == 0 &&
+                            name.find_first_not_of("0123456789", restart.size()) == name.size() - 6;
+    std::error_code gone;
+    if ((name == own || generation) && std::filesystem::remove(e.path(), gone)) ++removed;
+  }
+  return removed;
 }
 
 std::string read_token_file(const std::string& path) {

@@ -20,6 +20,15 @@ void write_token_file(const std::string& path, std::string_view token);
 /// std::runtime_error naming the file when it cannot be read or is empty.
 std::string read_token_file(const std::string& path);
 
+/// The token file a job writes unless MACTOR_INSPECT_TOKEN_FILE names one:
+/// HOME/.mactor/inspector/<job id>.token.
+std::string default_token_path(const std::string& home, const std::string& job_id);
+
+/// Removes a job's default token files, its own and its in-job restarts' (<job id>-rN.token),
+/// which a job whose rank 0 was killed could not remove; the launcher calls it once the job is
+/// over. Returns how many it removed.
+int remove_job_token_files(const std::string& home, const std::string& job_id);
+
 /// Compares in time independent of where the strings first differ.
 bool tokens_equal(std::string_view a, std::string_view b);
 

@@ -78,6 +78,25 @@ TEST_CASE("a symbolic link at the token file's path is refused") {
   fs::remove(target);
 }
 
+TEST_CASE("a job's default token files are removed by job id and nothing else is") {
+  const fs::path home = scratch("home");
+  const fs::path dir = home / ".mactor/inspector";
+  fs::create_directories(dir);
+  CHECK(default_token_path(home.string(), "ab12-3f") == (dir / "ab12-3f.token").string());
+  const std::vector<std::string> gone = {"ab12-3f.token", "ab12-3f-r1.token", "ab12-3f-r12.token"};
+  const std::vector<std::string> kept = {"ab12-3f-rx.token", "ab12-3f0.token", "ab12-3f-r1.token.bak", "cd34-3f.token",
+                                         "ab12-3f-r.token"};
+  for (const auto& names : {gone, kept})
+    for (const auto& n : names) std::ofstream(dir / n) << "t\n";
+  CHECK(remove_job_token_files(home.string(), "ab12-3f") == 3);
+  std::set<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.insert(e.path().filename().string());
+  CHECK(left == std::set<std::string>(kept.begin(), kept.end()));
+  CHECK(remove_job_token_files(home.string(), "../x") == 0);
+  CHECK(remove_job_token_files("", "ab12-3f") == 0);
+  fs::remove_all(home);
+}
+
 TEST_CASE("tokens_equal compares whole strings") {
   CHECK(tokens_equal("abcd", "abcd"));
   CHECK_FALSE(tokens_equal("abcd", "abce"));

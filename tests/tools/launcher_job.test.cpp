@@ -109,6 +109,24 @@ TEST_CASE("a rank killed with SIGKILL brings the job down in under 10 seconds an
   for (pid_t p : pids_in(d.path)) CHECK_FALSE(alive(p));
 }
 
+TEST_CASE("a job whose rank 0 was killed leaves no inspector token file behind") {
+  // Rank 0 writes its default token file, as the coordinator does, then dies by SIGKILL before it
+  // could remove it; another job's file stays.
+  temp_dir home;
+  const fs::path tokens = fs::path(home.path) / ".mactor/inspector";
+  fs::create_directories(tokens);
+  std::ofstream(tokens / "0123456789-abc.token") << "another job's\n";
+  const auto r = run_shell("HOME=" + home.path + " " + mactor_bin() +
+                           " -np 2 --oversubscribe sh -c 'if [ $MACTOR_RANK = 0 ]; then echo t > "
+                           "$HOME/.mactor/inspector/$MACTOR_JOB_ID.token; ls $HOME/.mactor/inspector; kill -9 $$; "
+                           "fi; sleep 30'");
+  CHECK(r.status == 137);
+  CHECK(r.out.find(".token") != std::string::npos);  // it was there while the job ran
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(tokens)) left.push_back(e.path().filename().string());
+  CHECK(left == std::vector<std::string>{"0123456789-abc.token"});
+}
+
 TEST_CASE("mactor's stderr names the rank killed by a signal") {
   auto r = run_shell(mactor_bin() + " -np 3 --oversubscribe " + rank_exit() +
                      " --rank 1 --signal 9 --after-ms 100 --sleep-s 30");

@@ -17,6 +17,7 @@
 
 #include "comm/rendezvous_server.hpp"
 #include "comm/rendezvous_wire.hpp"
+#include "inspector/access_token.hpp"
 #include "tools/launcher/host_map.hpp"
 #include "tools/launcher/job_runner.hpp"
 #include "tools/launcher/launch_options.hpp"
@@ -112,6 +113,9 @@ job_result run_attempt(job_plan& plan, const std::string& rdzv_host, int restart
   if (plan.identity.master_port <= 0 || restart > 0) plan.identity.master_port = free_port();
   const job_result r = run_job(plan, store);
   store.stop();
+  // A job whose rank 0 was killed left its inspector token file (the default one, on this host;
+  // a job that ended by itself removed its own).
+  if (plan.host_is_local[plan.layout.ranks[0].host]) inspector::remove_job_token_files(env_or("HOME", ""), plan.identity.job_id);
   return r;
 }
 
