@@ -11,7 +11,7 @@
 namespace mactor::comm {
 namespace {
 
-constexpr std::uint32_t seq_bits = 23;
+constexpr std::uint32_t seq_bits = 22;
 constexpr std::uint32_t collective_seq_limit = 1u << (seq_bits - 1);  // p2p uses the upper half
 constexpr std::uint32_t p2p_seq = collective_seq_limit;
 
@@ -42,7 +42,7 @@ void check_size(bool ok, const std::string& what) {
 transport_communicator::transport_communicator(transport& t, std::vector<int> members,
                                                std::uint32_t group_id,
                                                std::chrono::milliseconds timeout)
-    : transport_(t), members_(std::move(members)), group_id_(group_id & 0xFFFF), timeout_(timeout) {
+    : transport_(t), members_(std::move(members)), group_id_(group_id & 0x1FFFF), timeout_(timeout) {
   for (std::size_t i = 0; i < members_.size(); ++i)
     if (members_[i] == transport_.rank()) position_ = static_cast<int>(i);
   if (position_ < 0)

@@ -12,8 +12,8 @@
 
 namespace mactor::comm {
 
-/// Collective tags use bit 39, a 16-bit group id and a 23-bit sequence number. Point-to-point
-/// users of the same transport keep their own tags below 2^39.
+/// Collective tags use bit 39, a 17-bit group id and a 22-bit sequence number (the transport
+/// carries 40 bits). Point-to-point users of the same transport keep their own tags below 2^39.
 inline constexpr std::uint64_t collective_tag_bit = std::uint64_t{1} << 39;
 
 /// How long one step of a collective may wait on a peer that is alive but silent (a hung

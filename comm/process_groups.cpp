@@ -2,6 +2,7 @@
 // one on the dimensions that do not vary, listed with the fastest dimension first.
 #include "comm/process_groups.hpp"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 
@@ -117,6 +118,28 @@ group process_groups::tp_dp_cp_group() const { return dense_group(kind::tp_dp_cp
 group process_groups::ep_group() const { return expert_group(kind::ep, 0b0010); }
 group process_groups::expert_tp_group() const { return expert_group(kind::etp, 0b0001); }
 group process_groups::expert_dp_group() const { return expert_group(kind::edp, 0b0100); }
+
+std::vector<group> process_groups::hierarchical_cp_groups(const std::vector<int>& sizes) const {
+  long long product = 1;
+  for (int s : sizes) product *= s;
+  if (product != sizes_.cp || sizes.empty() || sizes.size() > 16)
+    throw std::invalid_argument("hierarchical context-parallel sizes multiply to " + std::to_string(product) +
+                                ", not the context-parallel size " + std::to_string(sizes_.cp));
+  const auto cp = cp_group().ranks;
+  const int at = static_cast<int>(std::find(cp.begin(), cp.end(), rank_) - cp.begin());
+  std::vector<group> levels;
+  int below = 1;  // the product of the lower levels' sizes: this level's digit's weight
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    const int digit = (at / below) % sizes[l];
+    group g;
+    for (int d = 0; d < sizes[l]; ++d) g.ranks.push_back(cp[std::size_t(at + (d - digit) * below)]);
+    g.id = ((static_cast<std::uint32_t>(kind::hcp_level0) + static_cast<std::uint32_t>(l)) << 12) |
+           (static_cast<std::uint32_t>(g.ranks[0]) & 0xFFF);
+    levels.push_back(std::move(g));
+    below *= sizes[l];
+  }
+  return levels;
+}
 
 int process_groups::pipeline_next() const {
   rank_coords c = coords();

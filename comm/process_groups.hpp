@@ -27,7 +27,8 @@ struct rank_coords {
 };
 
 /// One process group: its global ranks in Megatron's order and an id that differs from every
-/// other group containing any of the same ranks (feed it to transport_communicator).
+/// other group containing any of the same ranks (feed it to transport_communicator): a kind
+/// (5 bits) above the first member's rank (12 bits).
 struct group {
   std::vector<int> ranks;
   std::uint32_t id = 0;
@@ -73,6 +74,12 @@ class process_groups {
   group ep_group() const;
   group expert_tp_group() const;
   group expert_dp_group() const;
+  /// Megatron's hierarchical context-parallel groups (create_hierarchical_groups over the
+  /// context-parallel group, --hierarchical-context-parallel-sizes): level l groups sizes[l]
+  /// members, those that differ only in the l-th digit of their place in the context-parallel
+  /// group written in the sizes' mixed radix (level 0: consecutive members). Throws
+  /// std::invalid_argument when the sizes' product is not cp.
+  std::vector<group> hierarchical_cp_groups(const std::vector<int>& sizes) const;
 
   bool is_first_stage() const { return coords().pp == 0; }
   bool is_last_stage() const { return coords().pp == sizes_.pp - 1; }
@@ -81,7 +88,7 @@ class process_groups {
   int pipeline_prev() const;
 
  private:
-  enum class kind : std::uint32_t { tp = 1, cp, dp, pp, dp_cp, mp, ep, etp, edp, tp_cp, tp_dp_cp };
+  enum class kind : std::uint32_t { tp = 1, cp, dp, pp, dp_cp, mp, ep, etp, edp, tp_cp, tp_dp_cp, hcp_level0 = 16 };  // 16 on: one per level (at most 16)
   // Dimensions are named in the order (tp, cp, dp, pp) and its expert counterpart; these map
   // them onto the rank's mixed-radix digits, fastest first.
   std::array<int, 4> radices(const std::array<int, 4>& named) const;

@@ -191,8 +191,13 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                        "ring while the current block computes, online-softmax merge, key/value gradients sent back around "
                        "the ring; a 16-bit model's blocks travel in 16 bits, computed and accumulated in fp32); a2a: "
                        "Ulysses all-to-all to head sharding and back (query groups per tp rank divisible by cp); "
-                       "allgather: all-gather keys and values, reduce-scatter their gradients; a2a+p2p: all-gathers (the "
-                       "hierarchical split is not used yet); multi-latent attention always all-gathers"},
+                       "allgather: all-gather keys and values, reduce-scatter their gradients; a2a+p2p: a2a inside "
+                       "--hierarchical-context-parallel-sizes' first-level groups (consecutive context-parallel ranks), "
+                       "ring attention between them on the second level, as Transformer Engine does; multi-latent "
+                       "attention always all-gathers"},
+      {"hierarchical_context_parallel_sizes", "Megatron's hierarchical context-parallel groups (level 0: consecutive "
+                                              "context-parallel ranks); a2a+p2p attention runs on the two levels. Like "
+                                              "Megatron, other --cp-comm-types leave them unused"},
       {"pipeline_model_parallel_size", "1F1B (interleaved with a virtual pipeline); out-of-order backwards recompute the chunk's forward"},
       {"num_layers_per_virtual_pipeline_stage", ""},
       {"num_virtual_stages_per_pipeline_rank", ""},

@@ -43,9 +43,6 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"vocab_extra_ids", "Megatron adds the <extra_id_N> tokens only in its legacy BertWordPiece* and "
                           "SentencePieceTokenizer (T5/BERT tokenizers, which mactor refuses); its GPT tokenizers and the "
                           "megatron.core.tokenizers path ignore the flag, as mactor's do"},
-      {"hierarchical_context_parallel_sizes", "the a2a+p2p split of the context-parallel group (its product is checked); "
-                                              "mactor computes a2a+p2p layers by all-gathering keys and values, the same "
-                                              "attention, so the split has no effect yet"},
       {"bias_swiglu_fusion", performance_only},
       {"bias_dropout_fusion", performance_only},
       {"apply_rope_fusion", performance_only},

@@ -97,6 +97,12 @@ void context_parallel(validation_context& c) {  // rules 13, 14
     if (t.find("a2a+p2p") != std::string::npos)
       c.require(d.hierarchical_context_parallel_sizes.has_value(),
                 "--hierarchical-context-parallel-sizes must be set when a2a+p2p is used in --cp-comm-type");
+  // Transformer Engine's a2a+p2p attention takes exactly the two groups [a2a, p2p].
+  const auto levels = d.hierarchical_context_parallel_sizes ? d.hierarchical_context_parallel_sizes->size() : 2;
+  for (const auto& t : d.cp_comm_type)
+    if (t == "a2a+p2p")
+      c.require(levels == 2, "--cp-comm-type a2a+p2p takes two --hierarchical-context-parallel-sizes (the all-to-all "
+                             "group's and the ring's, e.g. 2 4 for --context-parallel-size 8), not " + show(std::int64_t(levels)));
   auto& etp = c.a.moe.expert_tensor_parallel_size;
   if (!etp) etp = d.tensor_model_parallel_size;
   // Megatron's get_batch_on_this_cp_rank views the sequence as 2 * cp chunks, and sequence

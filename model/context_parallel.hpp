@@ -3,7 +3,8 @@
 // so every rank has the same causal attention work. Each layer runs on those positions only;
 // attention reaches the other ranks' keys and values as --cp-comm-type says: p2p passes them
 // around the ring (model/ring_attention.hpp), a2a swaps sequence for head sharding
-// (model/ulysses_attention.hpp), allgather (below) all-gathers the whole sequence's and
+// (model/ulysses_attention.hpp), a2a+p2p does the one inside groups and the other between them
+// (model/hierarchical_cp_attention.hpp), allgather (below) all-gathers the whole sequence's and
 // reduce-scatters their gradients back. Row placements keep the dropout masks of one
 // rank: a row's mask is that of its position in the whole [seq, batch, hidden] tensor.
 #pragma once
@@ -21,8 +22,10 @@ class group;
 /// --cp-comm-type: how attention reaches the other ranks' keys and values.
 ///   allgather: all-gather the whole sequence's keys and values (reduce-scatter their gradients);
 ///   p2p: ring attention (model/ring_attention.hpp), blocks passed around the ring;
-///   a2a: Ulysses (model/ulysses_attention.hpp), all-to-all from sequence to head sharding.
-enum class cp_comm_kind { p2p, a2a, allgather };
+///   a2a: Ulysses (model/ulysses_attention.hpp), all-to-all from sequence to head sharding;
+///   a2a_p2p: a2a inside groups of consecutive ranks, p2p between them
+///   (model/hierarchical_cp_attention.hpp; the groups are the context-parallel group's levels()).
+enum class cp_comm_kind { p2p, a2a, allgather, a2a_p2p };
 
 /// The sequence positions a context-parallel rank holds, in its row order.
 struct sequence_shard {

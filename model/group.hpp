@@ -7,6 +7,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.hpp"
@@ -61,6 +62,15 @@ class group {
     (void)what, (void)peer;
     exchange();
   }
+
+  /// Megatron's hierarchical context-parallel groups (--hierarchical-context-parallel-sizes,
+  /// level 0 first; comm::process_groups::hierarchical_cp_groups) when this is the
+  /// context-parallel group and they were built (for --cp-comm-type a2a+p2p); empty otherwise.
+  const std::vector<group*>& levels() const { return levels_; }
+  void set_levels(std::vector<group*> levels) { levels_ = std::move(levels); }
+
+ private:
+  std::vector<group*> levels_;
 };
 
 /// A group of one rank: every collective is a copy or nothing.

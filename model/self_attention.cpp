@@ -61,6 +61,14 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
   if (shard_.cp_size > 1 && c.cp_comm(layer) == cp_comm_kind::p2p) ring_.emplace(*cp_, shard_);
   if (shard_.cp_size > 1 && c.cp_comm(layer) == cp_comm_kind::a2a)
     ulysses_.emplace(*cp_, shard_, c.query_groups() / tp_size);
+  if (shard_.cp_size > 1 && c.cp_comm(layer) == cp_comm_kind::a2a_p2p) {
+    const auto& levels = cp_->levels();
+    if (levels.size() != 2)
+      throw std::invalid_argument("--cp-comm-type a2a+p2p needs two hierarchical context-parallel groups "
+                                  "(--hierarchical-context-parallel-sizes with two sizes), not " +
+                                  std::to_string(levels.size()));
+    hierarchical_.emplace(*levels[0], *levels[1], shard_, c.query_groups() / tp_size);
+  }
   dims_.heads = c.num_attention_heads / tp_size;
   dims_.groups = c.query_groups() / tp_size;
   dims_.head_dim = c.head_dim();
@@ -161,6 +169,7 @@ void self_attention::core_forward(const parameter_store& store, tensor::tensor_v
     return;
   }
   if (ulysses_) return ulysses_->forward(context, qkv_, dims_, scale_, dropout_, stream_, sink(store));
+  if (hierarchical_) return hierarchical_->forward(context, qkv_, dims_, scale_, dropout_, stream_, sink(store));
   kernels::attention_forward(context, probs, qkv_, dims_, scale_, dropout_, stream_, sink(store),
                              kv_.numel() ? tensor::const_tensor_view(kv_) : tensor::const_tensor_view{});
 }
@@ -173,6 +182,9 @@ void self_attention::core_backward(parameter_store& store, tensor::tensor_view d
   }
   if (ulysses_)
     return ulysses_->backward(dqkv, dcontext_, dims_, scale_, dropout_, stream_, sink(store), store.grad(softmax_offset_));
+  if (hierarchical_)
+    return hierarchical_->backward(dqkv, dcontext_, dims_, scale_, dropout_, stream_, sink(store),
+                                   store.grad(softmax_offset_));
   if (shard_.cp_size == 1) {
     kernels::attention_backward(dqkv, dcontext_, qkv_, probs_, dims_, scale_, dropout_, stream_,
                                 sink(store), store.grad(softmax_offset_));
@@ -200,7 +212,7 @@ void self_attention::forward(const parameter_store& store, group& tp, tensor::co
   const std::int64_t width = dims_.qkv_width();
   auto qkv = ensure_activation(qkv_, rows, width, x.type);
   // Ring attention keeps no probabilities (its backward recomputes them block by block).
-  auto probs = ring_ || ulysses_ ? tensor::tensor_view{}
+  auto probs = exchanges_blocks() ? tensor::tensor_view{}
                      : ensure_activation(probs_, std::int64_t(batch) * dims_.heads * seq, dims_.keys(), x.type);
   auto context = ensure_activation(context_, rows, std::int64_t(dims_.heads) * dims_.head_dim,
                                    x.type);
@@ -211,7 +223,7 @@ void self_attention::forward(const parameter_store& store, group& tp, tensor::co
   if (rope_)  // queries and the key head of each group are contiguous: rotate per_group + 1 heads
     kernels::rope_apply(qkv, cos_, sin_, seq, batch, dims_.groups, per_group + 1, dims_.head_dim,
                         rot_dim_, width, group_stride, rope_interleaved_, false);
-  if (shard_.cp_size > 1 && !ring_ && !ulysses_)
+  if (shard_.cp_size > 1 && !exchanges_blocks())
     gather_sequence(*cp_, shard_, batch, qkv,
                     ensure_activation(kv_, std::int64_t(shard_.seq_length) * batch, width, x.type));
   core_forward(store, context, probs);
@@ -227,7 +239,7 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
                                     dout.type);
   auto dqkv = ensure_activation(dqkv_, rows, width, dout.type);
   linear_proj_.backward(store, tp, dout, context_, dcontext, rows);
-  if (recompute_core_ && !ring_ && !ulysses_) {  // the context is no longer needed: the rerun may overwrite it
+  if (recompute_core_ && !exchanges_blocks()) {  // the context is no longer needed: the rerun may overwrite it
     auto probs = ensure_activation(probs_, std::int64_t(dims_.batch) * dims_.heads * dims_.seq,
                                    dims_.keys(), dout.type);
     core_forward(store, context_, probs);
@@ -244,9 +256,10 @@ void self_attention::backward(parameter_store& store, group& tp, tensor::const_t
 
 void self_attention::carry(activation_stash& s) {
   // Under context parallelism: the gathered keys and values (allgather), the log-sum-exp (ring),
-  // the head-sharded copies (Ulysses).
+  // the head-sharded copies (Ulysses, a2a+p2p).
   s.carry(qkv_, probs_, context_, q_in_, k_in_, dims_, dropout_, stream_, kv_, lse_);
   if (ulysses_) ulysses_->carry(s);
+  if (hierarchical_) hierarchical_->carry(s);
   if (q_layernorm_) q_layernorm_->carry(s), k_layernorm_->carry(s);
   if (q_l2_norm_) q_l2_norm_->carry(s), k_l2_norm_->carry(s);
 }
@@ -258,6 +271,7 @@ void self_attention::release() {
   if (q_layernorm_) q_layernorm_->release(), k_layernorm_->release();
   if (q_l2_norm_) q_l2_norm_->release(), k_l2_norm_->release();
   if (ulysses_) ulysses_->release();
+  if (hierarchical_) hierarchical_->release();
   linear_qkv_.release();
   linear_proj_.release();
 }

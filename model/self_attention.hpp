@@ -4,7 +4,8 @@
 // (a sliding window under --window-size, a sink logit under --softmax-type) with dropout,
 // row-parallel output projection. Under context parallelism (cp given) the queries are this
 // rank's chunks; --cp-comm-type p2p runs ring attention (model/ring_attention.hpp), a2a Ulysses
-// attention (model/ulysses_attention.hpp), and allgather all-gathers the whole sequence's keys
+// attention (model/ulysses_attention.hpp), a2a+p2p both over cp's two hierarchical levels
+// (model/hierarchical_cp_attention.hpp), and allgather all-gathers the whole sequence's keys
 // and values over cp.
 #pragma once
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "model/group.hpp"
 #include "model/l2_norm.hpp"
 #include "model/norm.hpp"
+#include "model/hierarchical_cp_attention.hpp"
 #include "model/ring_attention.hpp"
 #include "model/ulysses_attention.hpp"
 #include "model/tensor_parallel_linear.hpp"
@@ -77,6 +79,7 @@ class self_attention {
   std::optional<ring_attention> ring_;    // --cp-comm-type p2p
   tensor::tensor lse_;                    // ring attention: each query row's log-sum-exp
   std::optional<ulysses_attention> ulysses_;  // --cp-comm-type a2a
+  std::optional<hierarchical_cp_attention> hierarchical_;  // --cp-comm-type a2a+p2p
   tensor::tensor cos_, sin_;              // [local sequence, rot_dim / 2]: this rank's positions
   tensor::tensor qkv_, probs_, context_;  // saved activations of the last forward
   tensor::tensor kv_;                     // context parallelism: the whole sequence's qkv
@@ -84,6 +87,9 @@ class self_attention {
   tensor::tensor q_out_, k_out_;          // --qk-layernorm scratch: normed heads, their gradients
 
   tensor::const_tensor_view sink(const parameter_store& store) const;
+  /// Under context parallelism: attention passes blocks between the ranks (p2p, a2a, a2a+p2p),
+  /// keeping no probabilities of its own, rather than all-gathering the keys and values.
+  bool exchanges_blocks() const { return ring_ || ulysses_ || hierarchical_; }
   void core_forward(const parameter_store& store, tensor::tensor_view context,
                     tensor::tensor_view probs);
   /// --qk-layernorm (or --qk-l2-norm) on the query and key heads of qkv, in place (keeps their inputs).

@@ -12,49 +12,62 @@
 namespace mactor::model {
 namespace {
 
-// Byte arithmetic of an exchange: R local rows of U units of w elements, u = U / cp per rank.
+// Byte arithmetic of an exchange over g: R local rows of U units of w elements, u = U / g.size()
+// per member; member m holds context-parallel rank `first + m`'s positions.
 struct exchange_shape {
   const sequence_shard& shard;
+  const sequence_shard& target;
+  int members, first;
   int batch;
   std::int64_t units, unit_width;
   std::size_t element;  // bytes
   std::int64_t rows() const { return std::int64_t(shard.local_length()) * batch; }
-  std::int64_t per_rank_units() const { return units / shard.cp_size; }
+  std::int64_t per_rank_units() const { return units / members; }
   std::size_t slice_bytes() const { return std::size_t(per_rank_units() * unit_width) * element; }
   std::size_t block_bytes() const { return std::size_t(rows()) * slice_bytes(); }
 };
 
-// Calls f(local row, row in sequence order) for every row rank `owner` holds.
+exchange_shape shape_of(const group& g, const sequence_shard& shard, const sequence_shard& target, int batch,
+                        std::int64_t units, std::int64_t unit_width, std::size_t element) {
+  return {shard, target, g.size(), shard.cp_rank - g.rank(), batch, units, unit_width, element};
+}
+
+// Calls f(member's local row, its row in the target's order) for every row member `owner` holds.
 template <typename F>
 void for_each_row_of(const exchange_shape& s, int owner, F&& f) {
-  const sequence_shard other{s.shard.seq_length, s.shard.cp_size, owner};
+  std::vector<int> target_row(std::size_t(s.shard.seq_length), -1);
+  const auto positions = s.target.positions();
+  for (std::size_t i = 0; i < positions.size(); ++i) target_row[std::size_t(positions[i])] = int(i);
+  const sequence_shard other{s.shard.seq_length, s.shard.cp_size, s.first + owner};
   for (const auto& run : other.runs())
     for (int i = 0; i < run.length; ++i)
       for (int b = 0; b < s.batch; ++b)
-        f(std::int64_t(run.local + i) * s.batch + b, std::int64_t(run.global + i) * s.batch + b);
+        f(std::int64_t(run.local + i) * s.batch + b, std::int64_t(target_row[std::size_t(run.global + i)]) * s.batch + b);
 }
 
-void exchange_equal_blocks(group& cp, const exchange_shape& s, const std::byte* send, std::byte* recv) {
-  const std::vector<std::size_t> counts(std::size_t(s.shard.cp_size), s.block_bytes());
-  cp.all_to_all_v_bytes(send, counts, recv, counts);
+void exchange_equal_blocks(group& g, const exchange_shape& s, const std::byte* send, std::byte* recv) {
+  const std::vector<std::size_t> counts(std::size_t(s.members), s.block_bytes());
+  g.all_to_all_v_bytes(send, counts, recv, counts);
 }
 
 void check_units(const char* what, const exchange_shape& s, tensor::const_tensor_view local,
                  tensor::const_tensor_view heads) {
   const std::int64_t numel = s.rows() * s.units * s.unit_width;
-  if (s.units % s.shard.cp_size != 0 || local.numel() != numel || heads.numel() != numel)
+  if (s.units % s.members != 0 || local.numel() != numel || heads.numel() != numel ||
+      s.target.local_length() != s.members * s.shard.local_length())
     throw std::invalid_argument(std::string(what) + ": " + std::to_string(s.units) + " units of " +
-                                std::to_string(s.unit_width) + " do not split over " + std::to_string(s.shard.cp_size) +
+                                std::to_string(s.unit_width) + " do not split over " + std::to_string(s.members) +
                                 " context-parallel ranks for these tensors");
 }
 
 }  // namespace
 
-void sequence_to_heads(group& cp, const sequence_shard& shard, int batch, std::int64_t units,
-                       std::int64_t unit_width, tensor::const_tensor_view in, tensor::tensor_view out) {
-  const exchange_shape s{shard, batch, units, unit_width, tensor::size_of(in.type)};
+void sequence_to_heads(group& g, const sequence_shard& shard, const sequence_shard& target, int batch,
+                       std::int64_t units, std::int64_t unit_width, tensor::const_tensor_view in,
+                       tensor::tensor_view out) {
+  const auto s = shape_of(g, shard, target, batch, units, unit_width, tensor::size_of(in.type));
   check_units("sequence_to_heads", s, in, out);
-  const int ranks = shard.cp_size;
+  const int ranks = s.members;
   const std::size_t slice = s.slice_bytes(), row = slice * std::size_t(ranks);
   std::vector<std::byte> send(s.block_bytes() * std::size_t(ranks)), recv(send.size());
   const auto* from = static_cast<const std::byte*>(in.data);
@@ -62,29 +75,30 @@ void sequence_to_heads(group& cp, const sequence_shard& shard, int batch, std::i
     for (std::int64_t r = 0; r < s.rows(); ++r)
       std::memcpy(send.data() + (std::size_t(j) * std::size_t(s.rows()) + std::size_t(r)) * slice,
                   from + std::size_t(r) * row + std::size_t(j) * slice, slice);
-  exchange_equal_blocks(cp, s, send.data(), recv.data());
+  exchange_equal_blocks(g, s, send.data(), recv.data());
   auto* to = static_cast<std::byte*>(out.data);
   for (int i = 0; i < ranks; ++i)
-    for_each_row_of(s, i, [&](std::int64_t local, std::int64_t global) {
-      std::memcpy(to + std::size_t(global) * slice,
+    for_each_row_of(s, i, [&](std::int64_t local, std::int64_t at) {
+      std::memcpy(to + std::size_t(at) * slice,
                   recv.data() + (std::size_t(i) * std::size_t(s.rows()) + std::size_t(local)) * slice, slice);
     });
 }
 
-void heads_to_sequence(group& cp, const sequence_shard& shard, int batch, std::int64_t units,
-                       std::int64_t unit_width, tensor::const_tensor_view in, tensor::tensor_view out) {
-  const exchange_shape s{shard, batch, units, unit_width, tensor::size_of(in.type)};
+void heads_to_sequence(group& g, const sequence_shard& shard, const sequence_shard& target, int batch,
+                       std::int64_t units, std::int64_t unit_width, tensor::const_tensor_view in,
+                       tensor::tensor_view out) {
+  const auto s = shape_of(g, shard, target, batch, units, unit_width, tensor::size_of(in.type));
   check_units("heads_to_sequence", s, out, in);
-  const int ranks = shard.cp_size;
+  const int ranks = s.members;
   const std::size_t slice = s.slice_bytes(), row = slice * std::size_t(ranks);
   std::vector<std::byte> send(s.block_bytes() * std::size_t(ranks)), recv(send.size());
   const auto* from = static_cast<const std::byte*>(in.data);
   for (int j = 0; j < ranks; ++j)
-    for_each_row_of(s, j, [&](std::int64_t local, std::int64_t global) {
+    for_each_row_of(s, j, [&](std::int64_t local, std::int64_t at) {
       std::memcpy(send.data() + (std::size_t(j) * std::size_t(s.rows()) + std::size_t(local)) * slice,
-                  from + std::size_t(global) * slice, slice);
+                  from + std::size_t(at) * slice, slice);
     });
-  exchange_equal_blocks(cp, s, send.data(), recv.data());
+  exchange_equal_blocks(g, s, send.data(), recv.data());
   auto* to = static_cast<std::byte*>(out.data);
   for (int i = 0; i < ranks; ++i)
     for (std::int64_t r = 0; r < s.rows(); ++r)

@@ -47,11 +47,26 @@ class ulysses_attention {
   kernels::attention_dims head_dims(const kernels::attention_dims& local) const;
 };
 
-/// The exchanges: in [local rows, units, unit_width] (sequence-sharded, this rank's positions)
-/// to out [seq * batch, units / cp, unit_width] (sequence order, this rank's units), and back.
-void sequence_to_heads(group& cp, const sequence_shard& shard, int batch, std::int64_t units,
-                       std::int64_t unit_width, tensor::const_tensor_view in, tensor::tensor_view out);
-void heads_to_sequence(group& cp, const sequence_shard& shard, int batch, std::int64_t units,
-                       std::int64_t unit_width, tensor::const_tensor_view in, tensor::tensor_view out);
+/// The exchanges over g, whose member m holds context-parallel rank shard.cp_rank - g.rank() + m's
+/// positions (the whole context-parallel group for a2a; a2a+p2p's group of consecutive ranks):
+/// in [local rows, units, unit_width] (sequence-sharded, this rank's positions) to
+/// out [target rows, units / g.size(), unit_width] (this rank's units at the target's positions
+/// in its row order: the whole sequence for a2a, the ring's shard for a2a+p2p), and back.
+/// The target holds g.size() times this rank's positions: every member's.
+void sequence_to_heads(group& g, const sequence_shard& shard, const sequence_shard& target, int batch,
+                       std::int64_t units, std::int64_t unit_width, tensor::const_tensor_view in,
+                       tensor::tensor_view out);
+void heads_to_sequence(group& g, const sequence_shard& shard, const sequence_shard& target, int batch,
+                       std::int64_t units, std::int64_t unit_width, tensor::const_tensor_view in,
+                       tensor::tensor_view out);
+/// The exchanges over the whole context-parallel group cp, to and from the whole sequence.
+inline void sequence_to_heads(group& cp, const sequence_shard& shard, int batch, std::int64_t units,
+                              std::int64_t unit_width, tensor::const_tensor_view in, tensor::tensor_view out) {
+  sequence_to_heads(cp, shard, {shard.seq_length, 1, 0}, batch, units, unit_width, in, out);
+}
+inline void heads_to_sequence(group& cp, const sequence_shard& shard, int batch, std::int64_t units,
+                              std::int64_t unit_width, tensor::const_tensor_view in, tensor::tensor_view out) {
+  heads_to_sequence(cp, shard, {shard.seq_length, 1, 0}, batch, units, unit_width, in, out);
+}
 
 }  // namespace mactor::model

@@ -198,16 +198,18 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.tensor_model_parallel_rank = tp_rank;
   c.context_parallel_size = static_cast<int>(a.distributed.context_parallel_size);
   c.context_parallel_rank = cp_rank;
-  c.cp_comm_types.clear();  // a2a+p2p all-gathers (config/flag_table_implemented.cpp)
+  c.cp_comm_types.clear();
   for (const auto& t : a.distributed.cp_comm_type)
-    c.cp_comm_types.push_back(t == "p2p"   ? model::cp_comm_kind::p2p
-                              : t == "a2a" ? model::cp_comm_kind::a2a
-                                           : model::cp_comm_kind::allgather);
+    c.cp_comm_types.push_back(t == "p2p"       ? model::cp_comm_kind::p2p
+                              : t == "a2a"     ? model::cp_comm_kind::a2a
+                              : t == "a2a+p2p" ? model::cp_comm_kind::a2a_p2p
+                                               : model::cp_comm_kind::allgather);
   if (c.cp_comm_types.empty()) c.cp_comm_types.push_back(model::cp_comm_kind::p2p);
   // Ring attention takes no document mask: with --reset-attention-mask's its layers all-gather.
   if (a.data.reset_attention_mask && a.data.create_attention_mask_in_dataloader)
     for (auto& kind : c.cp_comm_types)
-      if (kind == model::cp_comm_kind::p2p) kind = model::cp_comm_kind::allgather;
+      if (kind == model::cp_comm_kind::p2p || kind == model::cp_comm_kind::a2a_p2p)
+        kind = model::cp_comm_kind::allgather;
   c.sequence_parallel = a.training.sequence_parallel;  // validation turned it off for tp == 1
   c.fp32_residual_connection = a.mixed_precision.fp32_residual_connection;  // validation: needs --bf16/--fp16
   c.recompute = recompute_from_args(a);

@@ -155,6 +155,7 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
     cp_group_ = std::make_unique<owning_group>(std::move(cp));
   else
     cp_group_ = std::make_unique<model::single_group>();
+  make_cp_levels(a, make);
   dp_ = make(groups_.dp_cp_group(), groups_.cp() > 1 ? "data-parallel (with context-parallel)" : "data-parallel");
   if (groups_.tp() > 1 && groups_.cp() > 1)
     tp_cp_group_ = std::make_unique<owning_group>(make(groups_.tp_cp_group(), "tensor and context parallel"));
@@ -219,6 +220,24 @@ parallel_context::parallel_context(const config::megatron_args& a, const comm::l
   world_ = make(all, "world");
 }
 
+void parallel_context::make_cp_levels(const config::megatron_args& a, const make_communicator& make) {
+  const auto& d = a.distributed;
+  const bool hierarchical_attention =
+      std::find(d.cp_comm_type.begin(), d.cp_comm_type.end(), "a2a+p2p") != d.cp_comm_type.end();
+  if (groups_.cp() < 2 || !hierarchical_attention || !d.hierarchical_context_parallel_sizes) return;
+  const std::vector<int> sizes(d.hierarchical_context_parallel_sizes->begin(), d.hierarchical_context_parallel_sizes->end());
+  std::vector<model::group*> levels;
+  for (const auto& g : groups_.hierarchical_cp_groups(sizes)) {
+    const bool ring = levels.size() == 1;
+    if (auto c = make(g, ring ? "context-parallel (a2a+p2p ring)" : "context-parallel (a2a+p2p all-to-all)"))
+      cp_levels_.push_back(std::make_unique<owning_group>(std::move(c)));
+    else
+      cp_levels_.push_back(std::make_unique<model::single_group>());
+    levels.push_back(cp_levels_.back().get());
+  }
+  cp_group_->set_levels(std::move(levels));
+}
+
 model::group* parallel_context::sequence_shards() {
   if (tp_cp_group_) return tp_cp_group_.get();
   if (groups_.tp() > 1) return tp_group_.get();
@@ -244,6 +263,7 @@ parallel_context::~parallel_context() {
   watched_.clear();
   tp_group_.reset();
   cp_group_.reset();
+  cp_levels_.clear();
   tp_cp_group_.reset();
   etp_group_.reset();
   tp_dp_cp_group_.reset();

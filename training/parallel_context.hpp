@@ -3,6 +3,7 @@
 // training step reduces over. A single process has no transport and only trivial groups.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -44,7 +45,8 @@ class parallel_context {
   comm::transport* transport() { return transport_.get(); }
   /// The tensor-parallel group as the model takes it.
   model::group& tensor_parallel() { return *tp_group_; }
-  /// The context-parallel group as the model takes it (attention's key/value all-gather).
+  /// The context-parallel group as the model takes it (attention's key/value all-gather), with
+  /// its hierarchical levels (model::group::levels) when a2a+p2p attention uses them.
   model::group& context_parallel() { return *cp_group_; }
   /// Megatron's tp_cp group as the model takes it (the MoE routers' token counts): the
   /// tensor-parallel, context-parallel or their joint group; null when both are one rank.
@@ -103,6 +105,11 @@ class parallel_context {
   void shutdown();
 
  private:
+  /// A watched communicator over a group and named, or null for a group of one rank.
+  using make_communicator = std::function<std::unique_ptr<comm::communicator>(const comm::group&, const char*)>;
+  /// Megatron's hierarchical context-parallel groups, as cp_group_'s levels, for a2a+p2p attention.
+  void make_cp_levels(const config::megatron_args& a, const make_communicator& make);
+
   struct impl;
   std::unique_ptr<impl> impl_;
   comm::process_groups groups_;
@@ -110,6 +117,7 @@ class parallel_context {
   std::unique_ptr<comm::transport> transport_;
   std::unique_ptr<comm::communicator> dp_, ep_, expert_dp_, intra_, expert_intra_, instances_, mp_, embedding_, world_;
   std::unique_ptr<model::group> tp_group_, cp_group_, tp_cp_group_, ep_group_, etp_group_, tp_dp_cp_group_;
+  std::vector<std::unique_ptr<model::group>> cp_levels_;  // --hierarchical-context-parallel-sizes
   bool global_aux_loss_ = false;
   int ep_rank_ = 0, expert_dp_rank_ = 0, expert_tp_rank_ = 0;
   int optimizer_instance_ = 0;

@@ -165,3 +165,30 @@ TEST_CASE("every rank's groups equal Megatron-Core's RankGenerator, in both orde
       }
     }
 }
+
+TEST_CASE("hierarchical context-parallel groups are Megatron's create_hierarchical_groups") {
+  // Megatron's docstring example: 16 ranks, sizes [2, 2, 4].
+  const std::vector<std::vector<std::vector<int>>> want = {
+      {{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}},
+      {{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}},
+      {{0, 4, 8, 12}, {1, 5, 9, 13}, {2, 6, 10, 14}, {3, 7, 11, 15}}};
+  for (int r = 0; r < 16; ++r) {
+    INFO("rank " << r);
+    const process_groups g(16, r, {.cp = 16});
+    const auto levels = g.hierarchical_cp_groups({2, 2, 4});
+    REQUIRE(levels.size() == 3);
+    for (std::size_t l = 0; l < 3; ++l) {
+      const auto& groups = want[l];
+      CHECK(std::find(groups.begin(), groups.end(), levels[l].ranks) != groups.end());
+      CHECK(std::find(levels[l].ranks.begin(), levels[l].ranks.end(), r) != levels[l].ranks.end());
+      CHECK(levels[l].id != g.cp_group().id);
+    }
+    CHECK(levels[0].id != levels[1].id);
+  }
+  // Under tensor parallelism the context-parallel group is strided: rank 1's is {1, 3, 5, 7}.
+  const process_groups g(8, 1, {.tp = 2, .cp = 4});
+  const auto levels = g.hierarchical_cp_groups({2, 2});
+  CHECK(levels[0].ranks == std::vector<int>{1, 3});
+  CHECK(levels[1].ranks == std::vector<int>{1, 5});
+  CHECK_THROWS_WITH(g.hierarchical_cp_groups({2, 3}), Catch::Contains("multiply to 6, not the context-parallel size 4"));
+}

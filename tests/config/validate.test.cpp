@@ -131,6 +131,23 @@ TEST_CASE("rules 43-45: sequence length") {
   CHECK(with_base({"--context-parallel-size", "2"}, 2).report.ok());
 }
 
+TEST_CASE("a2a+p2p attention takes two hierarchical sizes, the first dividing the query groups per tensor-parallel rank") {
+  const std::vector<std::string> cp8{"--context-parallel-size", "8", "--cp-comm-type", "a2a+p2p", "--seq-length", "32",
+                                     "--group-query-attention", "--num-query-groups", "2"};
+  auto with = [&](std::initializer_list<std::string> extra) {
+    auto flags = base_flags();
+    flags.insert(flags.end(), cp8.begin(), cp8.end());
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return validate_flags(flags, 8);
+  };
+  CHECK(with({"--hierarchical-context-parallel-sizes", "2", "4"}).report.ok());
+  CHECK(with({"--hierarchical-context-parallel-sizes", "4", "2"})
+            .has_error("--cp-comm-type a2a+p2p needs the query groups per tensor-parallel rank (2) divisible by the first "
+                       "of --hierarchical-context-parallel-sizes=4"));
+  CHECK(with({"--hierarchical-context-parallel-sizes", "2", "2", "2"})
+            .has_error("--cp-comm-type a2a+p2p takes two --hierarchical-context-parallel-sizes"));
+}
+
 TEST_CASE("rules 46/47: learning rate floor and save interval") {
   CHECK(with_base({"--min-lr", "0.1"}).has_error("--min-lr=0.1 must be <= --lr=0.001"));
   CHECK(with_base({"--save", "ckpt"}).has_error("--save needs --save-interval"));

@@ -233,7 +233,7 @@ TEST_CASE("a stashing hybrid Mamba chunk gives sequential order's numbers bit fo
   check_stash(hybrid_model("M*-"), whole_and_middle);
 }
 
-TEST_CASE("stashing chunks under context parallelism (p2p, a2a and allgather attention, MLA, Mamba) give sequential order's numbers bit for bit", "[stash][cp]") {
+TEST_CASE("stashing chunks under context parallelism (p2p, a2a, a2a+p2p and allgather attention, MLA, Mamba) give sequential order's numbers bit for bit", "[stash][cp]") {
   const auto cp2 = [](model::cp_comm_kind kind) {
     return [kind](model::gpt_model_config rc, int r) {
       rc.context_parallel_size = 2, rc.context_parallel_rank = r, rc.cp_comm_types = {kind};
@@ -250,6 +250,13 @@ TEST_CASE("stashing chunks under context parallelism (p2p, a2a and allgather att
     INFO("cp comm kind " << int(kind));
     check_stash(dense, whole_and_middle, 2, cp2(kind), groups, true);
   }
+  // a2a+p2p with hierarchical sizes 2 1: the all-to-all over both ranks, a ring of one.
+  const auto hierarchical_groups = [](int, model::group& cp) {
+    static thread_local model::single_group one;
+    cp.set_levels({&cp, &one});
+    return rank_groups{&one, &cp};
+  };
+  check_stash(dense, whole_and_middle, 2, cp2(model::cp_comm_kind::a2a_p2p), hierarchical_groups, true);
   auto mla = mla_model();
   mla.seq_length = 8, mla.max_position_embeddings = 8;
   check_stash(mla, whole_and_middle, 2, cp2(model::cp_comm_kind::allgather), groups, true);

@@ -1,5 +1,5 @@
-// Ring attention (--cp-comm-type p2p) and Ulysses attention (a2a) on in-process context-parallel
-// ranks against the one-rank
+// Ring attention (--cp-comm-type p2p), Ulysses attention (a2a) and hierarchical attention
+// (a2a+p2p, every split of cp = 4 and 8) on in-process context-parallel ranks against the one-rank
 // attention kernel on the whole sequence (an independent implementation: it keeps the full
 // probability matrix): outputs at each rank's positions, the query gradients there and the key
 // and value gradients of the positions a rank owns (their sum over every rank's queries), causal
@@ -10,14 +10,17 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention.hpp"
 #include "kernels/convert.hpp"
 #include "kernels/dropout.hpp"
+#include "model/hierarchical_cp_attention.hpp"
 #include "model/local_group.hpp"
 #include "model/ring_attention.hpp"
 #include "model/ulysses_attention.hpp"
@@ -27,7 +30,7 @@ using namespace mactor;
 
 namespace {
 
-enum class mode { ring, ulysses };
+enum class mode { ring, ulysses, hierarchical };
 
 struct variant {
   int window;
@@ -55,8 +58,8 @@ double max_error(const std::vector<T>& local, const std::vector<double>& full, c
 }
 
 template <typename T>
-void check_cp_attention(mode m, int cp, variant v, double tolerance) {
-  CAPTURE(m == mode::ring, cp, v.window, v.sink, v.dropout);
+void check_cp_attention(mode m, int cp, variant v, double tolerance, int a2a_size = 1) {
+  CAPTURE(int(m), cp, a2a_size, v.window, v.sink, v.dropout);
   kernels::attention_dims full;
   full.seq = 32, full.batch = 2, full.heads = 8, full.groups = 4, full.head_dim = 3;
   full.total_heads = 8, full.window = v.window;
@@ -75,6 +78,11 @@ void check_cp_attention(mode m, int cp, variant v, double tolerance) {
                                       stream, sink, v.sink ? dsink.data() : nullptr);
 
   auto groups = model::make_local_groups(cp);
+  // a2a+p2p: rank j * a + i is member i of level-0 group j and member j of level-1 group i.
+  const int a = a2a_size, p = cp / a2a_size;
+  std::vector<std::vector<std::unique_ptr<model::group>>> level0, level1;
+  for (int j = 0; j < p; ++j) level0.push_back(model::make_local_groups(a));
+  for (int i = 0; i < a; ++i) level1.push_back(model::make_local_groups(p));
   std::vector<double> out_error(static_cast<std::size_t>(cp)), grad_error(static_cast<std::size_t>(cp));
   std::vector<std::vector<T>> dsinks(std::size_t(cp), std::vector<T>(std::size_t(full.heads), T(0)));
   std::vector<std::thread> ranks;
@@ -98,6 +106,11 @@ void check_cp_attention(mode m, int cp, variant v, double tolerance) {
         ring.forward(o_view, tensor::view_of(std::span<T>(lse)), q_view, d, scale, v.dropout, stream, sink_view);
         ring.backward(dq_view, dout_view, q_view, o_view, tensor::view_of(std::span<const T>(lse)), d, scale,
                       v.dropout, stream, sink_view, dsink_view);
+      } else if (m == mode::hierarchical) {
+        model::hierarchical_cp_attention h(*level0[std::size_t(r / a)][std::size_t(r % a)],
+                                           *level1[std::size_t(r % a)][std::size_t(r / a)], shard, d.groups);
+        h.forward(o_view, q_view, d, scale, v.dropout, stream, sink_view);
+        h.backward(dq_view, dout_view, d, scale, v.dropout, stream, sink_view, dsink_view);
       } else {
         model::ulysses_attention ulysses(g, shard, d.groups);
         ulysses.forward(o_view, q_view, d, scale, v.dropout, stream, sink_view);
@@ -232,6 +245,24 @@ TEST_CASE("Ulysses attention equals one-rank causal attention forward and backwa
     for (variant v : variants) check_cp_attention<double>(mode::ulysses, cp, v, 1e-12);
     check_cp_attention<float>(mode::ulysses, cp, variant{-1, false, 0.0f}, 1e-5);
   }
+}
+
+TEST_CASE("hierarchical (a2a+p2p) attention equals one-rank causal attention forward and backward") {
+  // (cp, level-0 size): the query groups (4) divide by the level-0 size; cp = 8 needs seq 32 = 2 * 8 * 2.
+  for (auto [cp, a] : {std::pair{4, 2}, std::pair{4, 1}, std::pair{4, 4}, std::pair{2, 2}, std::pair{8, 2},
+                       std::pair{8, 4}}) {
+    for (variant v : variants) check_cp_attention<double>(mode::hierarchical, cp, v, 1e-12, a);
+    check_cp_attention<float>(mode::hierarchical, cp, variant{-1, false, 0.0f}, 1e-5, a);
+  }
+}
+
+TEST_CASE("hierarchical attention refuses groups that do not split the context-parallel group") {
+  auto one = model::make_local_groups(1);
+  auto two = model::make_local_groups(2);
+  REQUIRE_THROWS_WITH(model::hierarchical_cp_attention(*two[0], *one[0], model::sequence_shard{32, 4, 0}, 4),
+                      Catch::Contains("do not split context-parallel rank 0 of 4"));
+  REQUIRE_THROWS_WITH(model::hierarchical_cp_attention(*two[1], *one[0], model::sequence_shard{32, 2, 1}, 3),
+                      Catch::Contains("divisible by the first of --hierarchical-context-parallel-sizes (2)"));
 }
 
 TEST_CASE("Ulysses attention refuses query groups that do not divide over the context-parallel ranks") {

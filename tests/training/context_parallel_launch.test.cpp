@@ -1,6 +1,7 @@
 // Context parallelism launched with `mactor`: CP2 and CP4 under ring attention (--cp-comm-type
 // p2p, the default, which the other layouts run too), CP2 under Ulysses (a2a), all-gathering
-// keys and values (allgather) and one choice per layer, CP2 x TP2 x PP2 with sequence
+// keys and values (allgather) and one choice per layer, CP4 under hierarchical a2a+p2p (2 x 2),
+// CP2 x TP2 x PP2 with sequence
 // parallelism, and CP2 x DP2 with the distributed optimizer each log the one-process lm loss
 // every iteration (fp32, relative difference <= 1e-5) and the same validation loss, with
 // dropout on (each row keeps its one-rank mask), RoPE and grouped-query attention; CP2 x TP2 with
@@ -42,6 +43,11 @@ TEST_CASE("CP2 with --cp-comm-type p2p and a2a and allgather logs the one-proces
   check_layout(2, "--context-parallel-size 2 --cp-comm-type a2a");
   check_layout(2, "--context-parallel-size 2 --cp-comm-type allgather");
   check_layout(2, "--context-parallel-size 2 --cp-comm-type p2p a2a allgather p2p");
+}
+
+TEST_CASE("CP4 with --cp-comm-type a2a+p2p over hierarchical groups of 2 x 2, alone and among other layers' types, logs the one-process losses") {
+  check_layout(4, "--context-parallel-size 4 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 2");
+  check_layout(4, "--context-parallel-size 4 --cp-comm-type a2a+p2p p2p allgather a2a+p2p --hierarchical-context-parallel-sizes 2 2");
 }
 
 TEST_CASE("CP2 x TP2 x PP2 with sequence parallelism logs the one-process losses") {
