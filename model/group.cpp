@@ -107,11 +107,12 @@ void group::all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t>
   if (send_bytes[0] > 0) std::memcpy(out, in, send_bytes[0]);
 }
 
-void group::ring_shift_bytes(const std::byte* send, std::byte* recv, std::size_t n) {
-  const auto ranks = static_cast<std::size_t>(size());
-  std::vector<std::size_t> send_bytes(ranks, 0), recv_bytes(ranks, 0);
-  send_bytes[(static_cast<std::size_t>(rank()) + 1) % ranks] = n;
-  recv_bytes[(static_cast<std::size_t>(rank()) + ranks - 1) % ranks] = n;
+void group::ring_shift_bytes(const std::byte* send, std::byte* recv, std::size_t n, int step) {
+  const int ranks = size();
+  const auto at = [&](int k) { return static_cast<std::size_t>(((rank() + k) % ranks + ranks) % ranks); };
+  std::vector<std::size_t> send_bytes(static_cast<std::size_t>(ranks), 0), recv_bytes(send_bytes.size(), 0);
+  send_bytes[at(step)] = n;
+  recv_bytes[at(-step)] = n;
   all_to_all_v_bytes(send, send_bytes, recv, recv_bytes);
 }
 

@@ -50,10 +50,11 @@ class group {
   /// larger group throws std::logic_error (a group without the collective).
   virtual void all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
                                   std::span<const std::size_t> recv_bytes);
-  /// One step of a ring: send[n bytes] goes to rank (rank() + 1) % size() and recv[n bytes]
-  /// arrives from rank (rank() - 1) % size() (every rank calls it; an all_to_all_v_bytes with
-  /// one non-empty block each way). Context parallelism's ring attention passes its KV blocks so.
-  void ring_shift_bytes(const std::byte* send, std::byte* recv, std::size_t n);
+  /// One step of a ring: send[n bytes] goes to rank (rank() + step) % size() and recv[n bytes]
+  /// arrives from rank (rank() - step) % size() (every rank calls it with the same step, 1 or
+  /// -1; an all_to_all_v_bytes with one non-empty block each way). Context parallelism's ring
+  /// attention passes its KV blocks so.
+  void ring_shift_bytes(const std::byte* send, std::byte* recv, std::size_t n, int step = 1);
   /// Runs `exchange` (calls on this group from the calling thread) described, for whoever
   /// watches the group (the inspector, the stall report), as `what`: "{peer}" there stands for
   /// member `peer` of the group ("KV block 2 of 3 from {peer} in ring attention"). The default

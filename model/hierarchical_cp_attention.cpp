@@ -81,6 +81,7 @@ void hierarchical_cp_attention::release() {
   qkv_heads_ = tensor::tensor();
   context_heads_ = tensor::tensor();
   lse_ = tensor::tensor();
+  ring_.release();
 }
 
 }  // namespace mactor::model

@@ -40,7 +40,10 @@ class hierarchical_cp_attention {
                 tensor::tensor_view dsink = {});
   void release();
   /// The forward's head-sharded tensors, into the stash or back out (activation_stash.hpp).
-  void carry(activation_stash& s) { s.carry(qkv_heads_, context_heads_, lse_); }
+  void carry(activation_stash& s) {
+    s.carry(qkv_heads_, context_heads_, lse_);
+    ring_.carry(s);
+  }
 
   const ring_timing& timing() const { return ring_.timing(); }
 

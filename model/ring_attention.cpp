@@ -16,6 +16,7 @@
 #include "kernels/convert.hpp"
 #include "kernels/dispatch.hpp"
 #include "kernels/dropout.hpp"
+#include "model/activation.hpp"
 #include "model/group.hpp"
 
 namespace mactor::model {
@@ -206,17 +207,19 @@ void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* q
 }
 
 // A transfer on its own thread, timed; wait() returns once it is done and counts the stall.
-// `what` says what arrives from the previous rank of the ring, for the inspector and the stall
-// report ("KV block 2 of 3 from rank 4 in ring attention").
+// `what` says what arrives from the rank `step` places back on the ring (step 1: the previous
+// one; -1: the next), for the inspector and the stall report ("KV block 2 of 3 from rank 4 in
+// ring attention").
 class pending_shift {
  public:
-  pending_shift(group& cp, const void* send, void* recv, std::size_t bytes, ring_timing& t, std::string what)
+  pending_shift(group& cp, const void* send, void* recv, std::size_t bytes, ring_timing& t, std::string what,
+                int step = 1)
       : timing_(t) {
-    done_ = std::async(std::launch::async, [&cp, send, recv, bytes, what = std::move(what)] {
+    done_ = std::async(std::launch::async, [&cp, send, recv, bytes, step, what = std::move(what)] {
       const auto start = clock_type::now();
-      const int previous = (cp.rank() + cp.size() - 1) % cp.size();
-      cp.labelled(what, previous, [&] {
-        cp.ring_shift_bytes(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), bytes);
+      const int from = ((cp.rank() - step) % cp.size() + cp.size()) % cp.size();
+      cp.labelled(what, from, [&] {
+        cp.ring_shift_bytes(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), bytes, step);
       });
       return seconds_since(start);
     });
@@ -281,6 +284,8 @@ void ring_attention::forward(tensor::tensor_view out, tensor::tensor_view lse, t
       timing_.compute_s += seconds_since(start);
       if (shift) shift->wait(), std::swap(current, next);
     }
+    // The last block (rank r + 1's) starts the backward's ring.
+    std::memcpy(ensure_activation(last_block_, std::int64_t(n), 1, qkv.type).data, current.data(), current.size());
     A* ls = lse.host<A>().data();
     for (std::size_t rh = 0; rh < st.m.size(); ++rh) {
       for (std::int64_t c = 0; c < hd; ++c) st.o[rh * hd + c] /= st.l[rh];
@@ -329,40 +334,41 @@ void ring_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_vie
     backward_rows<A> br{lse.host<A>().data(), std::vector<A>(std::size_t(rows * dims.heads)),
                         std::vector<A>(std::size_t(rows * dims.heads * hd), A(0))};
     for (std::size_t rh = 0; rh < br.delta.size(); ++rh) br.delta[rh] = dot(dor + rh * hd, o + rh * hd, int(hd));
-    // A message of the ring: the next key/value block (the model's dtype), then the gradients
-    // of the previous one (the compute type).
+    // A message of the ring: a key/value block (the model's dtype), then the gradients of the
+    // block the sender held one step before (the compute type). The ring runs backwards from
+    // the forward's last block (rank r + 1's): at step s rank r holds rank r + 1 + s's block,
+    // so the last step's is its own and every transfer overlaps a step's compute.
     const std::size_t n = std::size_t(L.block_numel()), block_bytes = n * tensor::size_of(qkv.type);
+    if (last_block_.numel() != std::int64_t(n) || last_block_.type() != qkv.type)
+      throw std::logic_error("ring_attention::backward without the forward's last key/value block");
     std::vector<std::byte> current(block_bytes + n * sizeof(A)), next(current.size());
     const auto grads_of = [&](std::vector<std::byte>& m) { return reinterpret_cast<A*>(m.data() + block_bytes); };
     std::vector<A> part(n);
-    pack_block(current.data(), static_cast<const std::byte*>(qkv.data), L, rows, tensor::size_of(qkv.type));
+    std::memcpy(current.data(), last_block_.data(), block_bytes);
     for (int step = 0; step < cp; ++step) {
       std::optional<pending_shift> shift;
-      if (step + 1 < cp || step > 0)
+      if (cp > 1)
         shift.emplace(cp_, current.data(), next.data(), current.size(), timing_,
                       "KV block and gradients " + std::to_string(step + 1) + " of " + std::to_string(cp) +
-                          " from {peer} in ring attention's backward");
+                          " from {peer} in ring attention's backward",
+                      -1);
       const auto start = clock_type::now();
       std::fill(part.begin(), part.end(), A(0));
       backward_block(br, part.data(), dor, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)),
-                     (shard_.cp_rank - step + cp) % cp, L, A(scale), drop);
+                     (shard_.cp_rank + 1 + step) % cp, L, A(scale), drop);
       timing_.compute_s += seconds_since(start);
       if (shift) shift->wait();
-      // The received gradients (this block's, from the ranks before) plus this rank's share
-      // travel on with the next message; the block moves on too.
+      // The received gradients (this block's, from the ranks it visited before) plus this
+      // rank's share travel on with the next message; the block moves on too.
       A* accumulated = grads_of(shift ? next : current);
       for (std::size_t i = 0; i < n; ++i) accumulated[i] = (step > 0 ? accumulated[i] : A(0)) + part[i];
       if (shift) std::swap(current, next);
     }
-    // The last step's gradients belong to the next rank; this rank's arrive from the previous.
-    pending_shift(cp_, grads_of(current), grads_of(next), n * sizeof(A), timing_,
-                  "this rank's KV gradients from {peer} in ring attention's backward")
-        .wait();
     std::vector<A> dq(std::size_t(rows * L.width()));
     for (std::int64_t r = 0; r < rows; ++r)
       for (int h = 0; h < dims.heads; ++h)
         std::copy_n(br.dq.data() + L.row_head(r, h) * hd, hd, dq.data() + L.q_at(r, h));
-    unpack_block(dq.data(), grads_of(next), L, rows);
+    unpack_block(dq.data(), grads_of(current), L, rows);  // the last step's block: this rank's own
     store(dqkv, dq);
     if (sink.data && dsink.data) {
       std::vector<A> sink_wide;

@@ -6,10 +6,12 @@
 // log-sum-exp kept per query row for the backward). Causal masking works on global positions:
 // a (query chunk, key chunk) pair is full, diagonal (causal inside) or skipped.
 // Backward: every rank recomputes the probabilities block by block from the saved log-sum-exp;
-// the keys' and values' gradients travel with their block, each rank adding its share, and one
-// last step hands them to their owner (TE's scheme); the next block's receive and the previous
-// gradient's send overlap the compute. No rank holds more than three blocks at once (never the
-// whole sequence's keys and values). fp32 and fp64 tensors on the CPU, and bf16/fp16 ones: the
+// the keys' and values' gradients travel with their block, each rank adding its share. The ring
+// runs the other way round, starting from the forward's last block (rank r + 1's, kept for it),
+// so each block ends its trip at its owner: where Transformer Engine's backward hands the last
+// gradients to their owner after the compute, here every transfer (the next block and the
+// previous block's gradients) overlaps a step's compute. No rank holds more than three blocks at
+// once (never the whole sequence's keys and values); one is kept from forward to backward. fp32 and fp64 tensors on the CPU, and bf16/fp16 ones: the
 // key/value blocks travel in the model's dtype (as Transformer Engine's ring sends them), each
 // is widened to fp32 to compute on, the running max and sum, the partial output and every
 // gradient accumulate in fp32 (the keys' and values' gradients travel in fp32: one rounding at
@@ -19,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/attention.hpp"
+#include "model/activation_stash.hpp"
 #include "model/context_parallel.hpp"
 #include "tensor/tensor.hpp"
 
@@ -56,11 +59,15 @@ class ring_attention {
                 tensor::const_tensor_view sink = {}, tensor::tensor_view dsink = {});
 
   const ring_timing& timing() const { return timing_; }
+  /// The forward's last key/value block, into the stash or back out (activation_stash.hpp).
+  void carry(activation_stash& s) { s.carry(last_block_); }
+  void release() { last_block_ = tensor::tensor(); }
 
  private:
   group& cp_;
   sequence_shard shard_;
   ring_timing timing_;
+  tensor::tensor last_block_;  // the forward's last block (rank r + 1's): the backward starts with it
 };
 
 }  // namespace mactor::model

@@ -258,6 +258,7 @@ void self_attention::carry(activation_stash& s) {
   // Under context parallelism: the gathered keys and values (allgather), the log-sum-exp (ring),
   // the head-sharded copies (Ulysses, a2a+p2p).
   s.carry(qkv_, probs_, context_, q_in_, k_in_, dims_, dropout_, stream_, kv_, lse_);
+  if (ring_) ring_->carry(s);
   if (ulysses_) ulysses_->carry(s);
   if (hierarchical_) hierarchical_->carry(s);
   if (q_layernorm_) q_layernorm_->carry(s), k_layernorm_->carry(s);
@@ -270,6 +271,7 @@ void self_attention::release() {
     *t = tensor::tensor();
   if (q_layernorm_) q_layernorm_->release(), k_layernorm_->release();
   if (q_l2_norm_) q_l2_norm_->release(), k_l2_norm_->release();
+  if (ring_) ring_->release();
   if (ulysses_) ulysses_->release();
   if (hierarchical_) hierarchical_->release();
   linear_qkv_.release();
