@@ -1,5 +1,8 @@
-// The measure of issues 19 and 20: Megatron's own model scripts train under `mactor -np 8` and log
-// one process's losses. The flag sets are Megatron-LM core_v0.15.0's
+// The measure of issues 19, 20 and 21: Megatron's own model scripts train under `mactor -np 8` and
+// log one process's losses. The flag sets are Megatron-LM core_v0.15.0's
+//   - tests/functional_tests/test_cases/gpt/gpt3_mr_mcore_te_tp2_pp2_cp2_dgx_a100_1N8G and
+//     gpt3_mr_mcore_te_tp1_pp2_cp4_a2a_p2p_nondeterministic_dgx_a100_1N8G (context parallelism:
+//     ring attention under TP2 PP2 CP2, hierarchical a2a+p2p over 2 x 2 under PP2 CP4),
 //   - examples/mixtral/train_mixtral_8x7b_distributed.sh (grouped GEMM, alltoall, distributed
 //     optimizer with overlapped grad reduce and param gather),
 //   - examples/post_training/modelopt/conf/qwen/Qwen3-30B-A3B.sh (qk-layernorm, top-8 routing in an
@@ -113,6 +116,20 @@ const std::string nemotron_h_8b =
     "--spec megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec" +
     schedule;
 
+// The two GPT functional tests' MODEL_ARGS without their parallel sizes (given per run) and
+// paths: 12 layers of 512 -> 4 of 64 (8 heads kept), sequence 1024 -> 64, 50 iterations -> 8 at
+// lr 1e-3 decaying over them (0.00015 over 320000 iterations barely moves in 8).
+const std::string gpt3_functional =
+    "--num-layers 4 --hidden-size 64 --num-attention-heads 8 --log-params-norm --log-num-zeros-in-grad "
+    "--log-validation-ppl-to-tensorboard --log-timers-to-tensorboard --micro-batch-size 4 --global-batch-size 32 "
+    "--seq-length 64 --max-position-embeddings 64 --train-iters 8 --timing-log-level 2 --lr-decay-iters 8 "
+    "--split 949,50,1 --distributed-backend nccl --lr 1e-3 --lr-decay-style cosine --min-lr 1e-05 --weight-decay 1e-2 "
+    "--clip-grad 1.0 --lr-warmup-fraction 0.01 --save-interval 10000 --transformer-impl transformer_engine "
+    "--hidden-dropout 0.0 --attention-dropout 0.0 --no-gradient-accumulation-fusion --attention-softmax-in-fp32 "
+    "--use-mcore-models --ckpt-format torch_dist --dist-ckpt-strictness log_all --bf16 --attention-backend flash "
+    "--log-memory-to-tensorboard" +
+    data;
+
 struct script_run {
   logged_losses losses;
   std::vector<double> balancing_loss, mtp_loss;
@@ -144,6 +161,15 @@ void check_layout(const std::string& model, const script_run& one, const std::st
 }
 
 }  // namespace
+
+TEST_CASE("Megatron's GPT context-parallel functional tests, shrunk, train on 8 ranks (TP2 PP2 CP2; PP2 CP4 a2a+p2p) and log one process's losses") {
+  const auto one = run(1, gpt3_functional);
+  check_layout(gpt3_functional, one,
+               "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --context-parallel-size 2 --sequence-parallel");
+  check_layout(gpt3_functional, one,
+               "--tensor-model-parallel-size 1 --pipeline-model-parallel-size 2 --context-parallel-size 4 "
+               "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 2 --sequence-parallel");
+}
 
 TEST_CASE("Megatron's Mixtral 8x7B script, shrunk, trains on 8 ranks with EP and TP and logs one process's losses") {
   const auto one = run(1, mixtral_8x7b);
