@@ -455,7 +455,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"non_persistent_local_ckpt_dir", "the local checkpoints' directory: rank N saves to and loads from its rank_N"},
       {"inprocess_restart", "under `mactor -np N`, a rank that dies or hangs is started again as a new process "
                             "under its rank while the others restart in place (same process, a fresh rendezvous); all "
-                            "resume from the newest checkpoint they share (best a replicated local one in memory)"},
+                            "resume from the newest checkpoint they share (best a replicated local one in memory); on "
+                            "other hosts through the rank's remote supervisor"},
       {"inprocess_max_iterations", "the in-job restarts allowed (no limit when not given); past it the job ends as "
                                    "without --inprocess-restart"},
       {"inprocess_soft_timeout", "under --inprocess-restart a rank without progress this long after the first iteration "

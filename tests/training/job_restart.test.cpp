@@ -68,6 +68,23 @@ std::vector<pid_t> children_of(pid_t parent) {
   return kids;
 }
 
+// The launcher's ranks: its children, or for a rank on another host (through an agent that
+// execs `mactor --remote-exec`) the supervisor's child.
+std::vector<pid_t> rank_processes(pid_t launcher) {
+  std::vector<pid_t> ranks;
+  for (pid_t p : children_of(launcher)) {
+    std::ifstream comm("/proc/" + std::to_string(p) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "mactor") {
+      ranks.push_back(p);
+      continue;
+    }
+    for (pid_t rank : children_of(p)) ranks.push_back(rank);
+  }
+  return ranks;
+}
+
 // What a killed and restarted job did.
 struct restarted_job {
   int status = -1, killed_after = 0, resumed_from = -1;
@@ -98,7 +115,7 @@ restarted_job kill_and_restart(const fs::path& dir, const std::string& launcher_
   REQUIRE(before.count(45) == 1);
   REQUIRE(before.count(300) == 0);  // still training
   job.killed_after = before.rbegin()->first;
-  const auto ranks = children_of(launcher);
+  const auto ranks = rank_processes(launcher);
   REQUIRE(ranks.size() == 2);
   job.ranks_before = ranks;
   REQUIRE(kill(ranks[1], sig) == 0);
@@ -110,7 +127,7 @@ restarted_job kill_and_restart(const fs::path& dir, const std::string& launcher_
     if (out.find("successfully loaded checkpoint", logged_before) != std::string::npos &&
         std::regex_search(out.substr(logged_before), std::regex(R"(iteration +\d+/ +300 \|)"))) {
       job.recovered_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
-      job.ranks_after = children_of(launcher);
+      job.ranks_after = rank_processes(launcher);
     }
     std::this_thread::sleep_for(10ms);
   }
@@ -230,6 +247,54 @@ TEST_CASE("inprocess-restart: the killed rank is replaced, the other restarts in
               "iteration %d; the first iteration after it logged %.2f s after the kill\n", job.killed_after,
               job.resumed_from, job.recovered_s);
   fs::remove_all(memory);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("inprocess-restart on other hosts: the killed rank is replaced through its agent, the other restarts in place on its supervisor's word") {
+  const fs::path dir = scratch_dir("job_restart", "in_job_remote");
+  fs::create_directories(dir);
+  const fs::path memory = node_memory(dir, "in_job_remote");
+  const std::string local = replicated_in_memory(memory) + " --inprocess-restart --inprocess-max-iterations 2";
+  const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 1000")).out);
+  REQUIRE(reference.size() == 300);
+  // Both ranks on "other hosts" (loopback addresses that are not this host's own), reached
+  // through the test agent: the launcher can neither signal them nor write their files.
+  const std::string hosts = "-H 127.0.0.2:1,127.0.0.3:1 --launch-agent " + std::string(MACTOR_SOURCE_DIR) +
+                            "/tests/tools/fake_agent.sh";
+  const auto job = kill_and_restart(dir, hosts, flags(dir / "restarted", local),
+                                    [&] { fs::remove_all(mactor::checkpoint::local_rank_dir(memory.string(), 1)); });
+  check_recovered(job, reference, 40,
+                  {"mactor: rank 1 was killed by signal 9 (Killed); in-job restart 1: starting a new rank 1, restarting "
+                   "the others in place", "mactor: rank 0: restarting in place (restart 1 of the job)"});
+  CHECK(job.err.find("mactor: the job failed") == std::string::npos);
+  CHECK(job.out.find("rank 1: restored its local checkpoint of iteration " + std::to_string(job.resumed_from) +
+                     " from rank 0's replica") != std::string::npos);
+  REQUIRE(job.ranks_after.size() == 2);
+  CHECK(std::count(job.ranks_after.begin(), job.ranks_after.end(), job.ranks_before[0]) == 1);
+  CHECK(std::count(job.ranks_after.begin(), job.ranks_after.end(), job.ranks_before[1]) == 0);
+  std::printf("in-job restart on other hosts: killed a rank after iteration %d; rank 0 restarted in place, rank 1 "
+              "replaced, both from iteration %d; the first iteration after it logged %.2f s after the kill\n",
+              job.killed_after, job.resumed_from, job.recovered_s);
+  fs::remove_all(memory);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("inprocess-restart on another host: a stopped rank is killed by its supervisor and replaced") {
+  const fs::path dir = scratch_dir("job_restart", "in_job_remote_hang");
+  fs::create_directories(dir);
+  const fs::path memory = dir / "local";
+  const std::string local = " --save-interval 1000 --non-persistent-save-interval 10 --non-persistent-ckpt-type local "
+                            "--non-persistent-local-ckpt-dir " + memory.string() + " --inprocess-restart "
+                            "--inprocess-soft-timeout 3";
+  const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 1000")).out);
+  REQUIRE(reference.size() == 300);
+  const std::string hosts = "-H localhost:1,127.0.0.3:1 --launch-agent " + std::string(MACTOR_SOURCE_DIR) +
+                            "/tests/tools/fake_agent.sh";
+  const auto job = kill_and_restart(dir, hosts, flags(dir / "restarted", local), [] {}, SIGSTOP);
+  check_recovered(job, reference, 40,
+                  {"mactor: hang:", "exited with status 18; in-job restart 1",
+                   "mactor: rank 1 is stopped and cannot restart in place; killing it to be started again"});
+  CHECK(job.err.find("mactor: the job failed") == std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -13,7 +13,7 @@
 namespace mactor::tools {
 
 job_generations::job_generations(const job_plan& plan, comm::rendezvous_server& first_store)
-    : plan_(plan), identity_(plan.identity), store_(&first_store) {}
+    : plan_(plan), identity_(plan.identity), first_store_(first_store), store_(&first_store) {}
 
 job_generations::~job_generations() {
   if (!dir_.empty()) std::filesystem::remove_all(dir_);
@@ -34,11 +34,14 @@ void job_generations::next() {
   int port = 0;
   ::close(comm::listen_tcp(port));
   identity_.master_port = port;
-  for (int r = 0; r < plan_.layout.world_size(); ++r) {
-    std::vector<std::string> lines;
-    for (const auto& [k, v] : rank_env(plan_.layout, plan_.opts, identity_, r)) lines.push_back(k + "=" + v);
-    write_env_file(dir_ + "/rank_" + std::to_string(r) + ".env", lines);
-  }
+  for (int r = 0; r < plan_.layout.world_size(); ++r)
+    write_env_file(dir_ + "/rank_" + std::to_string(r) + ".env", env_lines(r));
+}
+
+std::vector<std::string> job_generations::env_lines(int rank) const {
+  std::vector<std::string> lines;
+  for (const auto& [k, v] : rank_env(plan_.layout, plan_.opts, identity_, rank)) lines.push_back(k + "=" + v);
+  return lines;
 }
 
 bool job_generations::joined(int rank) const {

@@ -28,6 +28,11 @@ class job_generations {
   int number() const { return number_; }
   const job_identity& identity() const { return identity_; }
   comm::rendezvous_server& store() { return *store_; }
+  /// The first generation's store, which lives as long as the launcher: remote supervisors watch
+  /// it for the job's abort and their ranks' restarts (remote_restart.hpp).
+  comm::rendezvous_server& control_store() { return first_store_; }
+  /// Rank `rank`'s variables ("KEY=VALUE" lines) in this generation.
+  std::vector<std::string> env_lines(int rank) const;
 
   /// The next generation: a fresh store, job id, master port and restart count, and every rank's
   /// variables in its file.
@@ -39,6 +44,7 @@ class job_generations {
  private:
   const job_plan& plan_;
   job_identity identity_;
+  comm::rendezvous_server& first_store_;
   comm::rendezvous_server* store_;
   std::vector<std::unique_ptr<comm::rendezvous_server>> later_stores_;
   std::string dir_;

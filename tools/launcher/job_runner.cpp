@@ -20,6 +20,7 @@
 #include "tools/launcher/output_relay.hpp"
 #include "tools/launcher/rank_process.hpp"
 #include "tools/launcher/remote_exec.hpp"
+#include "tools/launcher/remote_restart.hpp"
 #include "tools/launcher/signal_pipe.hpp"
 
 extern char** environ;
@@ -50,19 +51,6 @@ void forward_stdin(int to) {
   ::close(to);
 }
 
-// True when a local process is stopped (state T or t in /proc/PID/stat).
-bool is_stopped(pid_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  std::FILE* f = std::fopen(path, "r");
-  if (!f) return false;
-  char buf[512];
-  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = 0;
-  const char* close = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
-  return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
-}
 
 class job_runner {
  public:
@@ -128,7 +116,8 @@ spawn_request job_runner::request_for(int rank) {
   spec.rank = rank;
   spec.argv = plan_.opts.contexts[p.context].argv;
   spec.env = std::move(env);
-  spec.rdzv_addr = generations_.identity().rdzv_addr;
+  spec.rdzv_addr = plan_.identity.rdzv_addr;  // the control store
+  spec.generation = generations_.number();
   spec.cpu = cpu;
   spec.stdin_from_agent = rank == 0;
   spec.grace_s = plan_.opts.kill_grace_s;
@@ -188,7 +177,12 @@ bool job_runner::restart_in_job(int rank, int status) {
       spawn_one(r, -1);  // it had finished (status 0): the new generation needs it too
       continue;
     }
-    if (is_stopped(pid_[r])) {
+    if (!plan_.host_is_local[plan_.layout.ranks[r].host]) {
+      // Its supervisor restarts it in place (or kills it when it is stopped) on this key.
+      std::string lines;
+      for (const auto& l : generations_.env_lines(r)) lines += l + "\n";
+      generations_.control_store().set(remote_restart_key(r, generations_.number()), lines);
+    } else if (is_stopped(pid_[r])) {
       // A stopped process cannot restart itself: it is killed and, once reaped, started again.
       std::fprintf(stderr, "mactor: rank %d (%s) is stopped; killing it to start it again\n", r, where(r, pid_[r]).c_str());
       signal_group(pid_[r], SIGKILL);
@@ -203,7 +197,7 @@ bool job_runner::restart_in_job(int rank, int status) {
 void job_runner::tear_down(int sig) {
   if (!tearing_down_) {
     tearing_down_ = true;
-    generations_.store().set(abort_key, "");  // remote supervisors stop their ranks when they see this
+    generations_.control_store().set(abort_key, "");  // remote supervisors stop their ranks when they see this
     kill_at_ = clock_type::now() +
                std::chrono::milliseconds(static_cast<int64_t>(plan_.opts.kill_grace_s * 1000));
   }
@@ -287,11 +281,6 @@ int job_runner::run() {
   const int n = plan_.layout.world_size();
   pid_.assign(n, -1);
   in_job_ = plan_.in_job;
-  if (in_job_.enabled && std::count(plan_.host_is_local.begin(), plan_.host_is_local.end(), false) > 0) {
-    std::fprintf(stderr, "mactor: warning: --inprocess-restart: in-job restart replaces ranks on this host only; a "
-                         "failure on another host ends the job (use --max-restarts for whole-job restarts)\n");
-    in_job_.enabled = false;
-  }
   if (in_job_.enabled) generations_.enable();
   if (plan_.opts.timeout_s > 0)
     deadline_ = clock_type::now() +

@@ -47,4 +47,7 @@ std::string describe_wait_status(int status);
 /// The status a shell would report: the exit code, or 128 + signal.
 int shell_status(int status);
 
+/// True when a process of this host is stopped (state T or t in /proc/PID/stat).
+bool is_stopped(pid_t pid);
+
 }  // namespace mactor::tools

@@ -7,14 +7,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <functional>
 #include <cstdio>
 #include <thread>
 
 #include "comm/rendezvous_client.hpp"
 #include "comm/rendezvous_wire.hpp"
+#include "comm/restart_in_place.hpp"
+#include "tools/launcher/in_job_restart.hpp"
 #include "tools/launcher/launch_options.hpp"
 #include "tools/launcher/rank_process.hpp"
+#include "tools/launcher/remote_restart.hpp"
 #include "tools/launcher/signal_pipe.hpp"
 
 extern char** environ;
@@ -23,7 +29,7 @@ namespace mactor::tools {
 
 std::string encode_remote_spec(const remote_spec& spec) {
   comm::wire_writer w;
-  w.bytes("mactor-remote-1");
+  w.bytes("mactor-remote-2");
   w.u64(static_cast<uint64_t>(spec.rank));
   w.u64(spec.argv.size());
   for (auto& a : spec.argv) w.bytes(a);
@@ -36,6 +42,7 @@ std::string encode_remote_spec(const remote_spec& spec) {
   w.u64(static_cast<uint64_t>(static_cast<int64_t>(spec.cpu)));
   w.u8(spec.stdin_from_agent ? 1 : 0);
   w.u64(static_cast<uint64_t>(spec.grace_s * 1000));
+  w.u64(static_cast<uint64_t>(spec.generation));
   static const char digits[] = "0123456789abcdef";
   std::string hex;
   for (unsigned char c : w.data()) {
@@ -57,7 +64,7 @@ remote_spec decode_remote_spec(const std::string& hex) {
     raw.push_back(static_cast<char>(nibble(hex[i]) * 16 + nibble(hex[i + 1])));
   try {
     comm::wire_reader r(raw);
-    if (r.bytes() != "mactor-remote-1")
+    if (r.bytes() != "mactor-remote-2")
       throw usage_error("--remote-exec: spec from a different mactor version; install the same "
                         "mactor on every host");
     remote_spec s;
@@ -73,6 +80,7 @@ remote_spec decode_remote_spec(const std::string& hex) {
     s.cpu = static_cast<int>(static_cast<int64_t>(r.u64()));
     s.stdin_from_agent = r.u8() != 0;
     s.grace_s = static_cast<double>(r.u64()) / 1000;
+    s.generation = static_cast<int>(r.u64());
     if (s.argv.empty()) throw usage_error("--remote-exec: spec has no program");
     return s;
   } catch (const comm::rendezvous_error&) {
@@ -106,6 +114,11 @@ void watch_abort(std::string rdzv_addr, int fd) {
 int remote_exec_main(const std::string& hex) {
   remote_spec spec = decode_remote_spec(hex);
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // the agent (or mactor, for "ip netns exec") went away
+  // Under in-job restart the rank reads its next generation's variables from a folder of this
+  // host, which the restart watch fills from the control store (remote_restart.hpp).
+  std::string restart_dir;
+  for (auto& [k, v] : spec.env)
+    if (k == comm::restart_in_place_dir_variable) v = restart_dir = make_restart_dir();
   int sig_fd = install_signal_pipe();
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // the rank's orphans become ours to kill and reap
   spawn_request req;
@@ -123,6 +136,12 @@ int remote_exec_main(const std::string& hex) {
   int abort_pipe[2];
   if (::pipe(abort_pipe) != 0) return 1;
   if (!spec.rdzv_addr.empty()) std::thread(watch_abort, spec.rdzv_addr, abort_pipe[1]).detach();
+  static std::atomic<pid_t> watched_child{0};  // static: the detached watch may outlive this frame
+  watched_child = child;
+  if (!restart_dir.empty() && !spec.rdzv_addr.empty())
+    std::thread(watch_remote_restarts, spec.rdzv_addr, spec.rank, spec.generation, restart_dir,
+                std::cref(watched_child))
+        .detach();
 
   auto kill_at = std::chrono::steady_clock::time_point::max();
   auto stop = [&](int sig) {
@@ -154,8 +173,10 @@ int remote_exec_main(const std::string& hex) {
     }
     int status = 0;
     if (::waitpid(child, &status, WNOHANG) == child) {
+      watched_child = 0;
       signal_group(child, SIGKILL);  // whatever the rank left in its group goes with it
       reap_leftovers(std::chrono::seconds(2));
+      if (!restart_dir.empty()) std::filesystem::remove_all(restart_dir);
       if (WIFSIGNALED(status)) {
         restore_default(WTERMSIG(status));
         ::kill(::getpid(), WTERMSIG(status));

@@ -1,7 +1,8 @@
 // Ranks on other hosts: mactor runs "AGENT HOST mactor --remote-exec SPEC" (AGENT is ssh or any
 // rsh-like command such as "ip netns exec"). SPEC is hex, so no shell on the way can mangle it.
-// The remote mactor supervises the rank: it forwards signals, and stops the rank when the job
-// is aborted ("mactor/abort" appears in the store) or mactor's store goes away.
+// The remote mactor supervises the rank: it forwards signals, stops the rank when the job is
+// aborted ("mactor/abort" appears in the control store) or mactor's store goes away, and under
+// in-job restart hands the rank its restarts (remote_restart.hpp).
 #pragma once
 
 #include <string>
@@ -14,10 +15,11 @@ struct remote_spec {
   int rank = 0;
   std::vector<std::string> argv;
   env_list env;            ///< set on top of the remote environment
-  std::string rdzv_addr;   ///< mactor's store, watched for "mactor/abort"
+  std::string rdzv_addr;   ///< mactor's control store (the first generation's), watched for "mactor/abort"
   int cpu = -1;            ///< --bind-to core: local rank; -1: no pinning
   bool stdin_from_agent = false;  ///< rank 0 reads the agent's stdin
   double grace_s = 5;
+  int generation = 0;      ///< the in-job restart the rank starts in (it awaits the later ones)
 };
 
 /// The key mactor sets in its store when it tears the job down.
