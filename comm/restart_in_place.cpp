@@ -64,7 +64,8 @@ void wait_and_restart(char** argv) {
   }
   const char* dir = std::getenv(restart_in_place_dir_variable);
   const char* rank = std::getenv("MACTOR_RANK");
-  const std::string file = std::string(dir ? dir : ".") + "/rank_" + (rank ? rank : "0") + ".env";
+  const std::string file = std::string(dir ? dir : ".") + "/" + restart_file_name() + ".env";
+  const int spare = spare_id();
   std::fflush(stdout);
   if (!set_variables_from(file)) {
     std::fprintf(stderr, "mactor: rank %s: cannot read %s to restart in place; ending this rank\n", rank ? rank : "?",
@@ -72,8 +73,14 @@ void wait_and_restart(char** argv) {
     std::fflush(stderr);
     std::_Exit(1);
   }
-  std::fprintf(stderr, "mactor: rank %s: restarting in place (restart %s of the job)\n", rank ? rank : "?",
-               std::getenv("MACTOR_RESTART_COUNT") ? std::getenv("MACTOR_RESTART_COUNT") : "?");
+  rank = std::getenv("MACTOR_RANK");  // a spare's is the rank it takes over now
+  const char* count = std::getenv("MACTOR_RESTART_COUNT");
+  if (spare > 0)
+    std::fprintf(stderr, "mactor: spare %d: taking over rank %s (restart %s of the job)\n", spare, rank ? rank : "?",
+                 count ? count : "?");
+  else
+    std::fprintf(stderr, "mactor: rank %s: restarting in place (restart %s of the job)\n", rank ? rank : "?",
+                 count ? count : "?");
   std::fflush(stderr);
   close_on_exec_beyond_stdio();
   ::execv("/proc/self/exe", argv);
@@ -86,6 +93,24 @@ std::atomic<bool> watching{false};
 }  // namespace
 
 int restart_in_place_signal() { return SIGRTMIN + 3; }
+
+int spare_id() {
+  const char* s = std::getenv(spare_variable);
+  return s && *s ? std::atoi(s) : 0;
+}
+
+std::string restart_file_name() {
+  if (const int id = spare_id(); id > 0) return "spare_" + std::to_string(id);
+  const char* rank = std::getenv("MACTOR_RANK");
+  return std::string("rank_") + (rank ? rank : "0");
+}
+
+void wait_as_spare() {
+  std::fprintf(stderr, "mactor: spare %d (pid %d) is waiting to take over a failed rank\n", spare_id(),
+               static_cast<int>(::getpid()));
+  std::fflush(stderr);
+  for (;;) ::pause();  // the watcher execs this process as the rank it replaces
+}
 
 bool restart_in_place_watched() { return watching.load(); }
 

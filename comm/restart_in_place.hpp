@@ -15,8 +15,22 @@ namespace mactor::comm {
 int restart_in_place_signal();
 
 /// The variable naming the folder of the launcher's per-generation files: <dir>/rank_<N>.env
-/// holds rank N's variables ("KEY=VALUE" lines) for the generation it is to restart into.
+/// holds rank N's variables ("KEY=VALUE" lines) for the generation it is to restart into, and
+/// <dir>/spare_<K>.env spare K's, when the launcher makes it the rank it replaces.
 inline constexpr const char* restart_in_place_dir_variable = "MACTOR_RESTART_IN_PLACE_DIR";
+
+/// The variable marking a spare process (`mactor --spares`, --inprocess-active-world-size): its
+/// number K >= 1; absent, empty or 0 in a rank.
+inline constexpr const char* spare_variable = "MACTOR_SPARE";
+
+/// This process's spare number (0: it is a rank).
+int spare_id();
+/// The name of this process's variable file without ".env": spare_<K> or rank_<MACTOR_RANK>.
+std::string restart_file_name();
+/// A spare process: says so and waits, never returning; when the launcher gives it a failed
+/// rank's place the restart watcher (watch_for_restart_in_place, called before) execs it as that
+/// rank.
+[[noreturn]] void wait_as_spare();
 
 /// When MACTOR_RESTART_IN_PLACE_DIR is set: installs a handler for the signal (whichever thread
 /// gets it, a library's included, wakes a watcher thread through a pipe) and starts the watcher.

@@ -457,6 +457,9 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                             "under its rank while the others restart in place (same process, a fresh rendezvous); all "
                             "resume from the newest checkpoint they share (best a replicated local one in memory); on "
                             "other hosts through the rank's remote supervisor"},
+      {"inprocess_active_world_size", "under mactor -np N, the processes past this many wait as spares (NVRx's warm "
+                                      "reserve; also mactor --spares): a failed rank's place goes to a spare, which "
+                                      "restarts in place as that rank, and a new spare takes the freed place"},
       {"inprocess_max_iterations", "the in-job restarts allowed (no limit when not given); past it the job ends as "
                                    "without --inprocess-restart"},
       {"inprocess_soft_timeout", "under --inprocess-restart a rank without progress this long after the first iteration "

@@ -29,8 +29,6 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
       {"inprocess_last_call_wait", "NVRx's wait for other ranks' faults; mactor's launcher restarts at the first"},
       {"inprocess_termination_grace_time", "NVRx's SIGTERM grace; mactor's launcher has --kill-grace"},
       {"inprocess_granularity", "node restarts a node's ranks together on GPUs; mactor replaces the failed rank alone"},
-      {"inprocess_active_world_size", "every rank is active: spare ranks are not built (a value other than the world "
-                                      "size is refused)"},
       {"inprocess_empty_cuda_cache", "no CUDA caching allocator on the CPU backend"},
       {"one_logger_project", "read only by NVIDIA's internal one_logger package (not on PyPI), which mactor has not: "
                              "Megatron without it ignores this flag too (see --no-one-logger)"},

@@ -29,12 +29,14 @@ void world_size(validation_context& c) {  // rules 8, 10, 11
   const std::int64_t w = c.placement.world_size;
   c.a.derived.world_size = w;
   c.a.derived.rank = c.placement.rank;
-  // Megatron's default is the WORLD_SIZE it starts in (1 as the flag table reads it): any other
-  // value asks NVRx for spare ranks, which mactor's in-job restart does not have.
+  // Megatron's default is the WORLD_SIZE it starts in (1 as the flag table reads it). A smaller
+  // value asks for spare ranks: mactor's launcher reads it, starts the others as spares and gives
+  // the job this many ranks, so here it is the world size; anything else was not launched so.
   if (const auto active = c.a.inprocess_restart.inprocess_active_world_size;
       c.a.inprocess_restart.inprocess_restart && active != 1 && active != w)
-    c.error("--inprocess-active-world-size " + show(active) + ": spare ranks are not built; launch " + show(active) +
-            " ranks (mactor -np " + show(active) + ") or drop the flag");
+    c.error("--inprocess-active-world-size " + show(active) + ": this job has " + show(w) +
+            " ranks; spare ranks come from the launcher: run it under mactor -np N with N at least " + show(active) +
+            " (the processes past " + show(active) + " wait as spares), or drop the flag");
   c.a.derived.transformer_pipeline_model_parallel_size = pp;
   for (auto [name, v] : {std::pair{"--tensor-model-parallel-size", tp}, {"--pipeline-model-parallel-size", pp},
                          {"--context-parallel-size", cp}})

@@ -87,6 +87,8 @@ int pretrain_main(int argc, char** argv, const char* prog) {
   }
   // In-job restart (--inprocess-restart under mactor): the launcher may signal this rank from now on.
   mactor::comm::watch_for_restart_in_place(argv);
+  // A spare process (mactor --spares) waits to be made the rank it replaces.
+  if (mactor::comm::spare_id() > 0 && mactor::comm::restart_in_place_watched()) mactor::comm::wait_as_spare();
   mactor::comm::launch_env env;
   try {
     env = mactor::comm::detect_launch_env(mactor::comm::process_env());

@@ -278,6 +278,10 @@ TEST_CASE("bad command lines exit 2 and name the option") {
       {"-np 1 true --inprocess-restart --inprocess-max-iterations -1", "--inprocess-max-iterations -1"},
       {"-np 1 true --inprocess-restart --inprocess-hard-timeout soon", "--inprocess-hard-timeout soon"},
       {"-np 1 --device-memory lots true", "--device-memory lots"},
+      {"-np 2 --oversubscribe --spares 1 true", "add --inprocess-restart to the program's flags"},
+      {"--spares 1 true --inprocess-restart", "--spares needs -np"},
+      {"-np 2 --oversubscribe true --inprocess-restart --inprocess-active-world-size 3", "exceeds the 2 processes"},
+      {"-np 3 --oversubscribe --spares 1 true --inprocess-restart --inprocess-active-world-size 1", "give one of the two"},
   };
   for (auto& c : cases) {
     INFO(c.args);

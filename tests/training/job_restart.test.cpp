@@ -94,9 +94,10 @@ struct restarted_job {
 };
 
 // Runs `flags` on 2 ranks under mactor with `launcher_flags`, sends rank 1 `sig` (SIGKILL) once
-// iteration 45 is logged (then calls `after_kill`), and waits for the job's end.
+// iteration 45 is logged (then calls `after_kill`), and waits for the job's end. `processes`: the
+// launcher's, spares included (-np is 2 unless the launcher flags say otherwise).
 restarted_job kill_and_restart(const fs::path& dir, const std::string& launcher_flags, const std::string& job_flags,
-                               const std::function<void()>& after_kill, int sig = SIGKILL) {
+                               const std::function<void()>& after_kill, int sig = SIGKILL, std::size_t processes = 2) {
   restarted_job job;
   const pid_t launcher = fork();
   if (launcher == 0) {
@@ -104,7 +105,8 @@ restarted_job kill_and_restart(const fs::path& dir, const std::string& launcher_
     freopen((dir / "err.txt").c_str(), "w", stderr);
     // Its own home: the inspector's token files land in <dir>/home/.mactor/inspector.
     setenv("HOME", (dir / "home").c_str(), 1);
-    const std::string line = mactor_bin() + " -np 2 --oversubscribe " + launcher_flags + " " + bin_dir() + "/pretrain_gpt " + job_flags;
+    const std::string np = launcher_flags.find("-np ") == std::string::npos ? " -np 2" : "";
+    const std::string line = mactor_bin() + np + " --oversubscribe " + launcher_flags + " " + bin_dir() + "/pretrain_gpt " + job_flags;
     execl("/bin/sh", "sh", "-c", ("exec " + line).c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -116,7 +118,7 @@ restarted_job kill_and_restart(const fs::path& dir, const std::string& launcher_
   REQUIRE(before.count(300) == 0);  // still training
   job.killed_after = before.rbegin()->first;
   const auto ranks = rank_processes(launcher);
-  REQUIRE(ranks.size() == 2);
+  REQUIRE(ranks.size() == processes);
   job.ranks_before = ranks;
   REQUIRE(kill(ranks[1], sig) == 0);
   const auto killed_at = std::chrono::steady_clock::now();
@@ -295,6 +297,57 @@ TEST_CASE("inprocess-restart on another host: a stopped rank is killed by its su
                   {"mactor: hang:", "exited with status 18; in-job restart 1",
                    "mactor: rank 1 is stopped and cannot restart in place; killing it to be started again"});
   CHECK(job.err.find("mactor: the job failed") == std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("inprocess-restart with a spare (mactor --spares 1): the spare takes the killed rank's place and a new spare waits") {
+  const fs::path dir = scratch_dir("job_restart", "in_job_spare");
+  fs::create_directories(dir);
+  const fs::path memory = node_memory(dir, "in_job_spare");
+  const std::string local = replicated_in_memory(memory) + " --inprocess-restart --inprocess-max-iterations 2";
+  const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 1000")).out);
+  REQUIRE(reference.size() == 300);
+  const auto job = kill_and_restart(dir, "--spares 1", flags(dir / "restarted", local),
+                                    [&] { fs::remove_all(mactor::checkpoint::local_rank_dir(memory.string(), 1)); },
+                                    SIGKILL, 3);
+  check_recovered(job, reference, 40,
+                  {"mactor: rank 1 was killed by signal 9 (Killed); in-job restart 1: spare 1 takes over rank 1, "
+                   "restarting the others in place", "mactor: spare 1: taking over rank 1 (restart 1 of the job)",
+                   "mactor: rank 0: restarting in place (restart 1 of the job)", "mactor: spare 2 (pid"});
+  CHECK(job.err.find("mactor: the job failed") == std::string::npos);
+  CHECK(job.out.find("rank 1: restored its local checkpoint of iteration " + std::to_string(job.resumed_from) +
+                     " from rank 0's replica") != std::string::npos);
+  // Rank 0 and the spare are the processes they were; the killed one is gone and a new spare waits.
+  REQUIRE(job.ranks_before.size() == 3);
+  REQUIRE(job.ranks_after.size() == 3);
+  CHECK(std::count(job.ranks_after.begin(), job.ranks_after.end(), job.ranks_before[0]) == 1);
+  CHECK(std::count(job.ranks_after.begin(), job.ranks_after.end(), job.ranks_before[1]) == 0);
+  CHECK(std::count(job.ranks_after.begin(), job.ranks_after.end(), job.ranks_before[2]) == 1);
+  std::printf("in-job restart with a spare: killed a rank after iteration %d; the spare took its place, both from "
+              "iteration %d; the first iteration after it logged %.2f s after the kill\n", job.killed_after,
+              job.resumed_from, job.recovered_s);
+  fs::remove_all(memory);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("inprocess-restart with a spare on another host (--inprocess-active-world-size 2 of 3 processes) takes over the killed rank") {
+  const fs::path dir = scratch_dir("job_restart", "in_job_remote_spare");
+  fs::create_directories(dir);
+  const fs::path memory = node_memory(dir, "in_job_remote_spare");
+  const std::string local = replicated_in_memory(memory) + " --inprocess-restart --inprocess-active-world-size 2";
+  const auto reference = losses_by_iteration(launch(2, flags(dir / "reference", " --save-interval 1000")).out);
+  REQUIRE(reference.size() == 300);
+  const std::string hosts = "-np 3 -H localhost:2,127.0.0.3:1 --launch-agent " + std::string(MACTOR_SOURCE_DIR) +
+                            "/tests/tools/fake_agent.sh";
+  const auto job = kill_and_restart(dir, hosts, flags(dir / "restarted", local),
+                                    [&] { fs::remove_all(mactor::checkpoint::local_rank_dir(memory.string(), 1)); },
+                                    SIGKILL, 3);
+  check_recovered(job, reference, 40,
+                  {"in-job restart 1: spare 1 takes over rank 1", "mactor: spare 1: taking over rank 1"});
+  CHECK(job.err.find("mactor: the job failed") == std::string::npos);
+  REQUIRE(job.ranks_after.size() == 3);
+  CHECK(std::count(job.ranks_after.begin(), job.ranks_after.end(), job.ranks_before[2]) == 1);  // the spare, now rank 1
+  fs::remove_all(memory);
   fs::remove_all(dir);
 }
 

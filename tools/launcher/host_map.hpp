@@ -32,7 +32,11 @@ struct job_layout {
   std::vector<rank_placement> ranks;  ///< indexed by rank
   std::vector<int> local_size;        ///< per host
   std::vector<int> node_rank;         ///< per host: index among hosts that run ranks, or -1
-  int world_size() const { return static_cast<int>(ranks.size()); }
+  /// The job's ranks: the first world_size() places; the rest hold spare processes
+  /// (`mactor --spares`, --inprocess-active-world-size).
+  int world_size() const { return active < 0 ? static_cast<int>(ranks.size()) : active; }
+  int processes() const { return static_cast<int>(ranks.size()); }
+  int active = -1;  ///< -1: every place is a rank
 };
 
 /// "rank R on HOST (local rank L of S, node N, app C)" lines, one per rank.

@@ -42,6 +42,13 @@ in_job_restart_policy in_job_restart_from(const std::vector<std::string>& argv) 
         throw usage_error("--inprocess-hard-timeout " + *v + ": give the seconds as a positive number");
       p.hard_timeout_s = s;
     }
+    if (const auto v = value_of(argv, i, "--inprocess-active-world-size")) {
+      char* end = nullptr;
+      const long n = std::strtol(v->c_str(), &end, 10);
+      if (v->empty() || *end != '\0' || n < 1)
+        throw usage_error("--inprocess-active-world-size " + *v + ": give the number of active ranks, at least 1");
+      p.active_world_size = static_cast<int>(n);
+    }
   }
   return p;
 }

@@ -16,10 +16,13 @@ struct in_job_restart_policy {
   /// --inprocess-hard-timeout: a rank that has not joined a restart this long after it began is
   /// killed and started again (a process that cannot act on the restart signal).
   double hard_timeout_s = 90;
+  /// --inprocess-active-world-size: the ranks of the job among the processes; the others are
+  /// spares (NVRx's warm reserve). 0: not given (every process is a rank).
+  int active_world_size = 0;
 };
 
-/// Read from the program's own arguments: --inprocess-restart, --inprocess-max-iterations N and
-/// --inprocess-hard-timeout S (or =N, =S). Throws usage_error naming a value that is not a number
+/// Read from the program's own arguments: --inprocess-restart, --inprocess-max-iterations N,
+/// --inprocess-hard-timeout S and --inprocess-active-world-size N (or =N, =S). Throws usage_error naming a value that is not a number
 /// of the kind the flag takes.
 in_job_restart_policy in_job_restart_from(const std::vector<std::string>& program_argv);
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "comm/rendezvous_wire.hpp"
+#include "comm/restart_in_place.hpp"
 #include "comm/store_address_exchange.hpp"
 #include "tools/launcher/in_job_restart.hpp"
 #include "tools/launcher/rank_env.hpp"
@@ -23,7 +24,7 @@ void job_generations::enable() {
   if (dir_.empty()) dir_ = make_restart_dir();
 }
 
-void job_generations::next() {
+void job_generations::next(const std::vector<int>& slot_of) {
   ++number_;
   later_stores_.push_back(std::make_unique<comm::rendezvous_server>(0));
   store_ = later_stores_.back().get();
@@ -35,12 +36,13 @@ void job_generations::next() {
   ::close(comm::listen_tcp(port));
   identity_.master_port = port;
   for (int r = 0; r < plan_.layout.world_size(); ++r)
-    write_env_file(dir_ + "/rank_" + std::to_string(r) + ".env", env_lines(r));
+    write_env_file(dir_ + "/rank_" + std::to_string(r) + ".env", env_lines(r, slot_of));
 }
 
-std::vector<std::string> job_generations::env_lines(int rank) const {
+std::vector<std::string> job_generations::env_lines(int rank, const std::vector<int>& slot_of) const {
   std::vector<std::string> lines;
-  for (const auto& [k, v] : rank_env(plan_.layout, plan_.opts, identity_, rank)) lines.push_back(k + "=" + v);
+  for (const auto& [k, v] : rank_env(plan_.layout, plan_.opts, identity_, rank, slot_of)) lines.push_back(k + "=" + v);
+  lines.push_back(std::string(comm::spare_variable) + "=0");  // a spare taking the rank over is one no more
   return lines;
 }
 

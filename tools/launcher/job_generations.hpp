@@ -31,12 +31,12 @@ class job_generations {
   /// The first generation's store, which lives as long as the launcher: remote supervisors watch
   /// it for the job's abort and their ranks' restarts (remote_restart.hpp).
   comm::rendezvous_server& control_store() { return first_store_; }
-  /// Rank `rank`'s variables ("KEY=VALUE" lines) in this generation.
-  std::vector<std::string> env_lines(int rank) const;
+  /// Rank `rank`'s variables ("KEY=VALUE" lines) in this generation, slot_of as rank_env's.
+  std::vector<std::string> env_lines(int rank, const std::vector<int>& slot_of) const;
 
   /// The next generation: a fresh store, job id, master port and restart count, and every rank's
-  /// variables in its file.
-  void next();
+  /// variables in its file; slot_of[r]: the layout place rank r's process sits in.
+  void next(const std::vector<int>& slot_of);
   /// Whether `rank` has joined this generation: its image published its transport address in this
   /// generation's store (in generation 0, every rank counts as joined).
   bool joined(int rank) const;

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <numeric>
 #include <thread>
 
 #include "comm/restart_in_place.hpp"
@@ -63,8 +65,23 @@ class job_runner {
   bool stopped() const { return forwarded_ != 0 || timed_out_; }
 
  private:
-  spawn_request request_for(int rank);
+  /// The process of `rank` at layout place `slot`; spare > 0: spare number `spare` instead.
+  spawn_request request_for(int rank, int slot, int spare = 0);
   void spawn_one(int rank, int stdin_fd);
+  /// Starts a spare at layout place `slot` (spare_ranks below).
+  void spawn_spare(int slot);
+  /// A waiting spare taken to be `rank` (its place and process now the rank's), or number 0 when
+  /// none is left; the freed place is the failed rank's.
+  struct taken_spare {
+    int number = 0, slot = -1, freed = -1;
+    pid_t pid = -1;
+  };
+  taken_spare take_spare(int rank);
+  /// Ends the spares once the job's ranks are done (or the job is torn down).
+  void dismiss_spares(int sig);
+  /// Hands the process at place `slot` its variables for this generation: a signal and a file on
+  /// this host, or the control-store key its remote supervisor watches.
+  void restart_in_place(int slot, pid_t pid, const std::string& file, const std::vector<std::string>& lines);
   void on_exit(int rank, int status);
   // In-job restart (in_job_restart.hpp): true when the failure is handled without ending the job.
   bool restart_in_job(int rank, int status);
@@ -75,13 +92,12 @@ class job_runner {
   int poll_timeout_ms() const;
   // "pid 12 on localhost" / "agent pid 12 on node3": for a remote rank mactor sees the agent.
   std::string where(int rank, pid_t pid) const {
-    int h = plan_.layout.ranks[rank].host;
+    int h = host_index(rank);
     return std::string(plan_.host_is_local[h] ? "pid " : "agent pid ") + std::to_string(pid) +
            " on " + plan_.layout.hosts[h].name;
   }
-  const std::string& host_of(int rank) const {
-    return plan_.layout.hosts[plan_.layout.ranks[rank].host].name;
-  }
+  const std::string& host_of(int rank) const { return plan_.layout.hosts[host_index(rank)].name; }
+  int host_index(int rank) const { return plan_.layout.ranks[slot_of_[rank]].host; }
 
   const job_plan& plan_;
   job_generations generations_;         // the store and identity new ranks get (in-job restarts change them)
@@ -90,6 +106,10 @@ class job_runner {
   clock_type::time_point join_by_ = never;  // --inprocess-hard-timeout: every rank has joined by then
   output_relay relay_;
   std::vector<pid_t> pid_;
+  std::vector<int> slot_of_;  // rank -> the layout place its process sits in (a spare's, once it took over)
+  // Spare processes (`mactor --spares`, --inprocess-active-world-size) by layout place: pid and number.
+  std::map<int, std::pair<pid_t, int>> spares_;
+  int next_spare_ = 1;
   int running_ = 0;
   bool tearing_down_ = false;
   int exit_code_ = 0;
@@ -99,11 +119,12 @@ class job_runner {
   clock_type::time_point kill_at_ = never, deadline_ = never;
 };
 
-spawn_request job_runner::request_for(int rank) {
+spawn_request job_runner::request_for(int rank, int slot, int spare) {
   const auto& L = plan_.layout;
-  const rank_placement& p = L.ranks[rank];
-  env_list env = rank_env(L, plan_.opts, generations_.identity(), rank);
+  const rank_placement& p = L.ranks[slot];
+  env_list env = rank_env(L, plan_.opts, generations_.identity(), spare > 0 ? slot : rank, slot_of_);
   if (in_job_.enabled) env.emplace_back(comm::restart_in_place_dir_variable, generations_.dir());
+  if (spare > 0) env.emplace_back(comm::spare_variable, std::to_string(spare));
   int cpu = plan_.opts.bind == bind_policy::core ? p.local_rank : -1;
   spawn_request req;
   if (plan_.host_is_local[p.host]) {
@@ -113,13 +134,13 @@ spawn_request job_runner::request_for(int rank) {
     return req;
   }
   remote_spec spec;
-  spec.rank = rank;
+  spec.rank = slot;
   spec.argv = plan_.opts.contexts[p.context].argv;
   spec.env = std::move(env);
   spec.rdzv_addr = plan_.identity.rdzv_addr;  // the control store
   spec.generation = generations_.number();
   spec.cpu = cpu;
-  spec.stdin_from_agent = rank == 0;
+  spec.stdin_from_agent = rank == 0 && spare == 0;
   spec.grace_s = plan_.opts.kill_grace_s;
   req.argv = plan_.opts.rsh_agent;
   req.argv.push_back(L.hosts[p.host].name);
@@ -129,7 +150,7 @@ spawn_request job_runner::request_for(int rank) {
 }
 
 void job_runner::spawn_one(int r, int stdin_fd) {
-  spawn_request req = request_for(r);
+  spawn_request req = request_for(r, slot_of_[r]);
   std::pair<int, int> out{-1, -1};
   if (relay_.active()) out = relay_.add_rank(r);
   req.stdout_fd = out.first;
@@ -166,32 +187,84 @@ bool job_runner::restart_in_job(int rank, int status) {
                  rank, what.c_str(), in_job_.max_restarts);
     return false;
   }
-  generations_.next();
+  const taken_spare spare = take_spare(rank);
+  generations_.next(slot_of_);
   respawns_ = 0;
   join_by_ = clock_type::now() + std::chrono::milliseconds(static_cast<std::int64_t>(in_job_.hard_timeout_s * 1000));
-  std::fprintf(stderr, "mactor: rank %d %s; in-job restart %d: starting a new rank %d, restarting the others in place\n",
-               rank, what.c_str(), generations_.number(), rank);
+  const std::string replacement = spare.number ? "spare " + std::to_string(spare.number) + " takes over rank " +
+                                                     std::to_string(rank)
+                                               : "starting a new rank " + std::to_string(rank);
+  std::fprintf(stderr, "mactor: rank %d %s; in-job restart %d: %s, restarting the others in place\n", rank, what.c_str(),
+               generations_.number(), replacement.c_str());
   for (int r = 0; r < plan_.layout.world_size(); ++r) {
     if (r == rank) continue;
     if (pid_[r] <= 0) {
       spawn_one(r, -1);  // it had finished (status 0): the new generation needs it too
       continue;
     }
-    if (!plan_.host_is_local[plan_.layout.ranks[r].host]) {
-      // Its supervisor restarts it in place (or kills it when it is stopped) on this key.
-      std::string lines;
-      for (const auto& l : generations_.env_lines(r)) lines += l + "\n";
-      generations_.control_store().set(remote_restart_key(r, generations_.number()), lines);
-    } else if (is_stopped(pid_[r])) {
+    if (plan_.host_is_local[host_index(r)] && is_stopped(pid_[r])) {
       // A stopped process cannot restart itself: it is killed and, once reaped, started again.
       std::fprintf(stderr, "mactor: rank %d (%s) is stopped; killing it to start it again\n", r, where(r, pid_[r]).c_str());
       signal_group(pid_[r], SIGKILL);
-    } else {
-      ::kill(pid_[r], comm::restart_in_place_signal());
+      continue;
     }
+    restart_in_place(slot_of_[r], pid_[r], "rank_" + std::to_string(r), generations_.env_lines(r, slot_of_));
   }
-  spawn_one(rank, -1);
+  if (spare.number) {
+    restart_in_place(spare.slot, spare.pid, "spare_" + std::to_string(spare.number),
+                     generations_.env_lines(rank, slot_of_));
+    spawn_spare(spare.freed);  // the failed rank's place holds a spare now
+  } else {
+    spawn_one(rank, -1);
+  }
   return true;
+}
+
+void job_runner::restart_in_place(int slot, pid_t pid, const std::string& file, const std::vector<std::string>& lines) {
+  if (!plan_.host_is_local[plan_.layout.ranks[slot].host]) {
+    // Its supervisor restarts it in place (or kills it when it is stopped) on this key.
+    std::string value = file + "\n";
+    for (const auto& l : lines) value += l + "\n";
+    generations_.control_store().set(remote_restart_key(slot, generations_.number()), value);
+    return;
+  }
+  if (file.rfind("spare_", 0) == 0) write_env_file(generations_.dir() + "/" + file + ".env", lines);
+  ::kill(pid, comm::restart_in_place_signal());
+}
+
+void job_runner::spawn_spare(int slot) {
+  const int number = next_spare_++;
+  spawn_request req = request_for(slot, slot, number);
+  std::pair<int, int> out{-1, -1};
+  if (relay_.active()) out = relay_.add_rank(slot);
+  req.stdout_fd = out.first;
+  req.stderr_fd = out.second;
+  try {
+    spares_[slot] = {spawn_rank(req), number};
+  } catch (const spawn_error& e) {
+    std::fprintf(stderr, "mactor: warning: spare %d on %s could not start: %s\n", number,
+                 plan_.layout.hosts[plan_.layout.ranks[slot].host].name.c_str(), e.what());
+  }
+  if (out.first >= 0) ::close(out.first);
+  if (out.second >= 0) ::close(out.second);
+}
+
+job_runner::taken_spare job_runner::take_spare(int rank) {
+  for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+    const auto [slot, process] = *it;
+    if (plan_.host_is_local[plan_.layout.ranks[slot].host] && is_stopped(process.first)) continue;
+    const taken_spare taken{process.second, slot, slot_of_[rank], process.first};
+    spares_.erase(it);
+    slot_of_[rank] = slot;
+    pid_[rank] = taken.pid;
+    ++running_;
+    return taken;
+  }
+  return {};
+}
+
+void job_runner::dismiss_spares(int sig) {
+  for (const auto& [slot, process] : spares_) signal_group(process.first, sig);
 }
 
 void job_runner::tear_down(int sig) {
@@ -203,6 +276,7 @@ void job_runner::tear_down(int sig) {
   }
   for (pid_t pid : pid_)
     if (pid > 0) signal_group(pid, sig);
+  dismiss_spares(sig);
 }
 
 void job_runner::on_exit(int rank, int status) {
@@ -228,6 +302,14 @@ void job_runner::reap() {
     if (pid <= 0) return;
     for (size_t r = 0; r < pid_.size(); ++r)
       if (pid_[r] == pid) on_exit(static_cast<int>(r), status);
+    for (auto it = spares_.begin(); it != spares_.end(); ++it)
+      if (it->second.first == pid) {
+        if (!tearing_down_ && running_ > 0)
+          std::fprintf(stderr, "mactor: warning: spare %d %s; %zu spare(s) left\n", it->second.second,
+                       describe_wait_status(status).c_str(), spares_.size() - 1);
+        spares_.erase(it);
+        break;
+      }
   }
 }
 
@@ -280,6 +362,8 @@ int job_runner::run() {
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // orphans of ranks become ours to kill and reap
   const int n = plan_.layout.world_size();
   pid_.assign(n, -1);
+  slot_of_.resize(std::size_t(n));
+  std::iota(slot_of_.begin(), slot_of_.end(), 0);
   in_job_ = plan_.in_job;
   if (in_job_.enabled) generations_.enable();
   if (plan_.opts.timeout_s > 0)
@@ -291,6 +375,7 @@ int job_runner::run() {
     spawn_one(r, r == 0 ? stdin_pipe[0] : -1);
     for (int sig : drain_signals()) handle_signal(sig);
   }
+  for (int slot = n; slot < plan_.layout.processes() && !tearing_down_; ++slot) spawn_spare(slot);
   if (stdin_pipe[0] >= 0) ::close(stdin_pipe[0]);
   if (stdin_pipe[1] >= 0) std::thread(forward_stdin, stdin_pipe[1]).detach();
 
@@ -327,7 +412,10 @@ int job_runner::run() {
       tear_down(SIGKILL);
       kill_at_ = never;
     }
-    if (running_ == 0 && drain_until == never) drain_until = now + std::chrono::seconds(2);
+    if (running_ == 0 && drain_until == never) {
+      drain_until = now + std::chrono::seconds(2);
+      dismiss_spares(SIGKILL);  // the job is over: nothing is left for them to replace
+    }
   }
   relay_.flush_all();
   reap_leftovers(std::chrono::seconds(2));

@@ -48,6 +48,28 @@ bool is_own_address(const std::string& name) {
   return found;
 }
 
+// The processes past the job's ranks are spares: `--spares N` of them, or all past the program's
+// --inprocess-active-world-size. They need the program's in-job restart.
+void set_aside_spares(job_plan& plan) {
+  const int processes = plan.layout.processes();
+  int active = processes - plan.opts.spares;
+  if (const int a = plan.in_job.active_world_size; a > 0) {
+    if (plan.opts.spares > 0 && a != active)
+      throw usage_error("--spares " + std::to_string(plan.opts.spares) + " leaves " + std::to_string(active) +
+                        " ranks but the program's --inprocess-active-world-size is " + std::to_string(a) +
+                        "; give one of the two");
+    if (a > processes)
+      throw usage_error("--inprocess-active-world-size " + std::to_string(a) + " exceeds the " +
+                        std::to_string(processes) + " processes mactor starts; raise -np");
+    active = a;
+  }
+  if (active == processes) return;
+  if (!plan.in_job.enabled)
+    throw usage_error("spare processes (--spares, --inprocess-active-world-size) replace failed ranks under in-job "
+                      "restart: add --inprocess-restart to the program's flags");
+  plan.layout.active = active;
+}
+
 bool is_local_host(const std::string& name) {
   static const std::set<std::string> fixed = {"localhost", "127.0.0.1", "::1", "localhost.localdomain"};
   if (fixed.count(name) || is_own_address(name)) return true;
@@ -148,8 +170,13 @@ int launch_main(int argc, char** argv) {
       std::puts("mactor launcher 0.1 (mpirun-compatible options of Open MPI 4.1)");
       return 0;
     }
+    if (plan.opts.spares > 0) {
+      if (plan.opts.contexts.back().np <= 0) throw usage_error("--spares needs -np: the ranks, after which the spares come");
+      plan.opts.contexts.back().np += plan.opts.spares;  // the spares take the next slots
+    }
     plan.layout = map_ranks(plan.opts, allowed_cores());
     plan.in_job = in_job_restart_from(plan.opts.contexts[0].argv);
+    set_aside_spares(plan);
     if (plan.opts.display_map) std::fputs(describe_map(plan.layout).c_str(), stderr);
     if (plan.opts.do_not_launch) return 0;
   } catch (const usage_error& e) {

@@ -60,7 +60,7 @@ void apply_env_option(app_context& ctx, const std::string& v) {
 const char* const value_options[] = {
     "n", "np", "c", "H", "host", "hostfile", "machinefile", "default-hostfile", "N", "npernode",
     "map-by", "bind-to", "x", "output-filename", "timeout", "launch-agent", "rsh-agent",
-    "rdzv-addr", "rdzv-port", "kill-grace", "remote-mactor", "max-restarts", "device-memory"};
+    "rdzv-addr", "rdzv-port", "kill-grace", "remote-mactor", "max-restarts", "device-memory", "spares"};
 const char* const flag_options[] = {"oversubscribe", "tag-output", "timestamp-output",
                                     "display-map", "do-not-launch",
                                     "allow-run-as-root", "h", "help", "V", "version"};
@@ -88,6 +88,7 @@ void apply(launch_options& o, app_context& ctx, const std::string& opt, const st
   else if (name == "timeout") o.timeout_s = parse_seconds(opt, v);
   else if (name == "kill-grace") o.kill_grace_s = parse_seconds(opt, v);
   else if (name == "max-restarts") o.max_restarts = parse_count(opt, v, 0);
+  else if (name == "spares") o.spares = parse_count(opt, v, 0);
   else if (name == "device-memory") {
     if (!config::parse_memory_size(v))
       throw usage_error(opt + " " + v + " is not a memory size; give bytes or a number with K, M, G or T, e.g. 512M or 1.5G");
@@ -208,6 +209,9 @@ Output and time:
                           from its newest checkpoint (pretrain_gpt: give --save and --load the same
                           directory). Not after exit status 2 (a user error), 17 (Megatron's failed
                           result validation), --timeout or a forwarded Ctrl-C/SIGTERM
+  --spares N              start N spare processes beyond -np (on the next slots) that wait; under
+                          the program's --inprocess-restart a spare takes a failed rank's place
+                          (the same as the program's --inprocess-active-world-size below -np)
 
 Remote hosts:
   --launch-agent CMD      command that runs a command on a host, as "CMD HOST COMMAND..."

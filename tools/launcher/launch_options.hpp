@@ -39,6 +39,7 @@ struct launch_options {
   double timeout_s = 0;                 ///< --timeout; 0: none
   double kill_grace_s = 5;              ///< SIGTERM to SIGKILL delay when tearing the job down
   int max_restarts = 0;                 ///< --max-restarts: start a failed job again this many times
+  int spares = 0;                       ///< --spares: processes beyond -np that wait to replace a failed rank
   std::string device_memory;            ///< --device-memory as given ("512M"); "": no limit
   std::vector<std::string> rsh_agent;   ///< command words; empty: OMPI_MCA_plm_rsh_agent or ssh
   std::string rdzv_host;                ///< address ranks use to reach mactor's store; "": auto

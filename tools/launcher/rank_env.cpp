@@ -7,12 +7,22 @@
 namespace mactor::tools {
 
 env_list rank_env(const job_layout& layout, const launch_options& opts, const job_identity& job,
-                  int rank) {
-  const rank_placement& p = layout.ranks.at(rank);
-  std::string size = std::to_string(layout.world_size());
+                  int rank, const std::vector<int>& slot_of) {
+  const int world = layout.world_size();
+  const auto place = [&](int r) { return r < world && !slot_of.empty() ? slot_of.at(std::size_t(r)) : r; };
+  const rank_placement& p = layout.ranks.at(place(rank));
+  // A rank's local rank and size count the job's ranks on its host (spares and their places
+  // left out); a spare's are its place's.
+  int local_rank = p.local_rank, local_count = layout.local_size[p.host];
+  if (rank < world && layout.processes() > world) {
+    local_rank = local_count = 0;
+    for (int other = 0; other < world; ++other)
+      if (layout.ranks[place(other)].host == p.host) local_rank += other < rank, ++local_count;
+  }
+  std::string size = std::to_string(world);
   std::string r = std::to_string(rank);
-  std::string local = std::to_string(p.local_rank);
-  std::string local_size = std::to_string(layout.local_size[p.host]);
+  std::string local = std::to_string(local_rank);
+  std::string local_size = std::to_string(local_count);
   std::string node = std::to_string(layout.node_rank[p.host]);
   const app_context& ctx = opts.contexts.at(p.context);
   int first_rank = 0;

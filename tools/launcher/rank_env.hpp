@@ -21,9 +21,12 @@ struct job_identity {
 using env_list = std::vector<std::pair<std::string, std::string>>;
 
 /// The launcher's variables for `rank`, followed by its context's -x variables (a bare -x VAR
-/// takes mactor's own value and is skipped when mactor has none).
+/// takes mactor's own value and is skipped when mactor has none). A `rank` at or past the
+/// layout's world size is a spare at that place. slot_of[r]: the layout place rank r's process
+/// sits in, when spares have taken places over (empty: rank r at place r); a rank's local rank
+/// and size count the job's ranks on its host.
 env_list rank_env(const job_layout& layout, const launch_options& opts, const job_identity& job,
-                  int rank);
+                  int rank, const std::vector<int>& slot_of = {});
 
 /// `base` ("KEY=VALUE" strings, e.g. environ) with `overrides` replacing or adding keys.
 std::vector<std::string> merge_env(char** base, const env_list& overrides);

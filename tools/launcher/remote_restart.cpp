@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -16,11 +17,11 @@
 
 namespace mactor::tools {
 
-std::string remote_restart_key(int rank, int generation) {
-  return "mactor/restart/" + std::to_string(generation) + "/rank_" + std::to_string(rank);
+std::string remote_restart_key(int slot, int generation) {
+  return "mactor/restart/" + std::to_string(generation) + "/place_" + std::to_string(slot);
 }
 
-void watch_remote_restarts(std::string control_addr, int rank, int generation, std::string env_dir,
+void watch_remote_restarts(std::string control_addr, int slot, int generation, std::string env_dir,
                            const std::atomic<pid_t>& child) {
   try {
     comm::rendezvous_client store(comm::parse_host_port(control_addr), std::chrono::seconds(30));
@@ -28,7 +29,7 @@ void watch_remote_restarts(std::string control_addr, int rank, int generation, s
       std::string text;
       for (;;) {
         try {
-          text = store.get(remote_restart_key(rank, next), std::chrono::hours(1));
+          text = store.get(remote_restart_key(slot, next), std::chrono::hours(1));
           break;
         } catch (const comm::rendezvous_error& e) {
           if (std::string(e.what()).find("lost the connection") != std::string::npos) return;  // the job is over
@@ -36,20 +37,24 @@ void watch_remote_restarts(std::string control_addr, int rank, int generation, s
       }
       std::vector<std::string> lines;
       std::istringstream in(text);
+      std::string name;
+      std::getline(in, name);
       for (std::string line; std::getline(in, line);) lines.push_back(line);
-      write_env_file(env_dir + "/rank_" + std::to_string(rank) + ".env", lines);
+      write_env_file(env_dir + "/" + name + ".env", lines);
       const pid_t pid = child.load();
       if (pid <= 0) continue;
       if (is_stopped(pid)) {
-        std::fprintf(stderr, "mactor: rank %d is stopped and cannot restart in place; killing it to be started again\n",
-                     rank);
+        std::string shown = name;  // "rank 3", "spare 1"
+        std::replace(shown.begin(), shown.end(), '_', ' ');
+        std::fprintf(stderr, "mactor: %s is stopped and cannot restart in place; killing it to be started again\n",
+                     shown.c_str());
         signal_group(pid, SIGKILL);
       } else {
         ::kill(pid, comm::restart_in_place_signal());
       }
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mactor: remote supervisor of rank %d: in-job restart watch: %s\n", rank, e.what());
+    std::fprintf(stderr, "mactor: remote supervisor of place %d: in-job restart watch: %s\n", slot, e.what());
   }
 }
 

@@ -15,15 +15,16 @@
 
 namespace mactor::tools {
 
-/// The control-store key of rank `rank`'s variables ("KEY=VALUE" lines) for in-job restart
-/// `generation`.
-std::string remote_restart_key(int rank, int generation);
+/// The control-store key for the process at layout place `slot` (a rank's, or a spare's) in
+/// in-job restart `generation`. Its value: the name of the variable file the process reads
+/// (comm::restart_file_name: rank_<N> or spare_<K>), then its variables, one "KEY=VALUE" a line.
+std::string remote_restart_key(int slot, int generation);
 
 /// The supervisor's watch, on a thread of its own until the process ends: for generations after
-/// `generation` in turn, waits for rank `rank`'s key in the store at `control_addr`, writes its
-/// lines to <env_dir>/rank_<rank>.env and signals `child` (comm::restart_in_place_signal), or
+/// `generation` in turn, waits for place `slot`'s key in the store at `control_addr`, writes its
+/// variables to <env_dir>/<name>.env and signals `child` (comm::restart_in_place_signal), or
 /// kills its process group when it is stopped. A child of 0 or less (gone) is left alone.
-void watch_remote_restarts(std::string control_addr, int rank, int generation, std::string env_dir,
+void watch_remote_restarts(std::string control_addr, int slot, int generation, std::string env_dir,
                            const std::atomic<pid_t>& child);
 
 }  // namespace mactor::tools
