@@ -151,36 +151,43 @@ void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
 void parameter_store::materialize_shard(std::uint64_t seed, int tp_rank, int tp_size, std::vector<held_range> ranges,
                                         std::size_t length) {
   if (!held_.empty()) throw std::logic_error("parameter_store::materialize_shard: the store is already allocated");
-  for (const auto& r : ranges)
-    if (r.begin > r.end || r.end > flat_numel_ || r.at + (r.end - r.begin) > length)
-      throw std::logic_error("parameter_store::materialize_shard: a range outside the layout or the shard");
+  check_ranges(ranges, length, "materialize_shard");
   values_ = tensor::tensor({static_cast<std::int64_t>(length)}, type_, tensor::memory_kind::parameters);
   held_ = std::move(ranges);
   initialize(seed, tp_rank, tp_size);
 }
 
+void parameter_store::check_ranges(const std::vector<held_range>& ranges, std::size_t length, const char* what) const {
+  for (const auto& r : ranges)
+    if (r.begin > r.end || r.end > flat_numel_ || r.at + (r.end - r.begin) > length)
+      throw std::logic_error(std::string("parameter_store::") + what + ": a range outside the layout or the shard");
+}
+
 void parameter_store::initialize(std::uint64_t seed, int tp_rank, int tp_size) {
+  // One full tensor is drawn at a time into buffers that keep their capacity: the ledger counts
+  // what they hold (the largest full tensor and local shard so far), freed at the end.
   std::vector<float> full, local;
-  tensor::counted_bytes drawn(tensor::memory_kind::other);  // the one full tensor drawn at a time
+  const auto fit = [](std::vector<float>& v, std::size_t n) {  // exactly n when it grows, not geometrically
+    if (v.capacity() < n) v = std::vector<float>(n);
+    v.resize(n);
+  };
+  tensor::counted_bytes drawn(tensor::memory_kind::other);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const auto& p = params_[i];
     // A parameter none of whose elements this store holds is not drawn at all.
     if (inits_[i].kind == init_kind::zeros || held(p.offset, p.offset + p.numel).empty()) continue;
-    local.resize(p.numel);
+    fit(local, p.numel);
     if (inits_[i].kind == init_kind::ones) {
       std::fill(local.begin(), local.end(), 1.0f);
     } else {
-      const auto full_numel = std::size_t(rows_of(p.full_shape) * cols_of(p.full_shape));
-      drawn.set(std::int64_t((full_numel + p.numel) * sizeof(float)));
-      full.resize(full_numel);
+      fit(full, std::size_t(rows_of(p.full_shape) * cols_of(p.full_shape)));
+      drawn.set(std::int64_t((full.capacity() + local.capacity()) * sizeof(float)));
       draw(full, name_seed(seed, p.name), p.full_shape, inits_[i]);
       const bool own_split = p.expert && expert_size_ > 0;
       copy_shard(full.data(), local.data(), p.full_shape, p.split, own_split ? expert_rank_ : tp_rank,
                  own_split ? expert_size_ : tp_size, p.segments);
     }
     set_initial_values(int(i), tensor::view_of(std::span<const float>(local)));
-    drawn.set(0);
-    std::vector<float>().swap(full);
   }
 }
 
@@ -209,9 +216,8 @@ tensor::tensor_view parameter_store::piece(tensor::tensor_view buffer, const par
 void parameter_store::keep_values_shard(std::vector<held_range> ranges, std::size_t length) {
   tensor::tensor shard({static_cast<std::int64_t>(length)}, type_, tensor::memory_kind::parameters);
   shard.zero();
+  check_ranges(ranges, length, "keep_values_shard");
   for (const auto& r : ranges) {
-    if (r.begin > r.end || r.end > flat_numel_ || r.at + (r.end - r.begin) > length)
-      throw std::logic_error("parameter_store::keep_values_shard: a range outside the layout or the shard");
     // From wherever the store holds those elements now (the whole layout, unless sharded before).
     for (const auto& h : held(r.begin, r.end)) {
       const auto to = static_cast<std::int64_t>(r.at + (h.begin - r.begin)), n = static_cast<std::int64_t>(h.end - h.begin);

@@ -189,6 +189,9 @@ class parameter_store {
             init_spec init) const;
   /// p's elements in a whole flat layout, in p's shape.
   static tensor::tensor_view piece(tensor::tensor_view buffer, const parameter& p);
+  /// Throws std::logic_error naming `what` when a range lies outside the layout or a shard of
+  /// `length` elements.
+  void check_ranges(const std::vector<held_range>& ranges, std::size_t length, const char* what) const;
 
   tensor::dtype type_, grad_type_;
   std::vector<parameter> params_;
