@@ -9,6 +9,7 @@
 
 #include "config/data_parallel_sharding.hpp"
 #include "config/pipeline_split.hpp"
+#include "simulate/context_parallel_cost.hpp"
 #include "simulate/hybrid_layers.hpp"
 #include "simulate/layer_kinds.hpp"
 #include "training/flops.hpp"
@@ -59,16 +60,6 @@ double tp_seconds_per_layer(const dims& d, const system_spec& system) {
   return d.sp ? 4 * all_gather_seconds(system, tp, bytes) : 2 * all_reduce_seconds(system, tp, bytes);
 }
 
-// Context parallelism (ring attention, --cp-comm-type p2p): cp - 1 exchanges of the local K and V
-// per layer, overlapped with the attention core; only what the core cannot hide is exposed.
-double cp_exposed_forward(const dims& d, const system_spec& system, double core_attention_s) {
-  if (d.cp <= 1) return 0;
-  const double kv_bytes = 2 * d.b * (d.s / d.cp) * (d.groups / std::min<double>(d.groups, d.tp)) * d.kv_channels * d.act_bytes;
-  const link_spec& link = ring_link(system, {d.cp, d.tp});
-  const double comm = (d.cp - 1) * transfer_seconds(link, kv_bytes);
-  return std::max(0.0, comm - core_attention_s);
-}
-
 }  // namespace
 
 double layer_activation_bytes(const config::megatron_args& a, bool recomputed) {
@@ -106,8 +97,6 @@ std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
     if (const std::string mismatch = mamba_context_parallel_mismatch(a); !mismatch.empty())
       out.push_back(mismatch + "; choose a --context-parallel-size that fits them");
   }
-  refuse(a.distributed.cp_comm_type.size() != 1 || a.distributed.cp_comm_type.front() != "p2p",
-         "--cp-comm-type other than p2p", "simulate --cp-comm-type p2p (ring attention) instead");
   return out;
 }
 
@@ -144,8 +133,9 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
   if (shape.mamba) {
     t.cp_forward = t.cp_backward = mamba_context_parallel_exchange_seconds(a, system);  // and on the gradients back
   } else if (shape.attention) {
-    t.cp_forward = cp_exposed_forward(d, system, t.core_attention);
-    t.cp_backward = 2 * t.cp_forward;  // K,V and their gradients
+    const cp_exchange_time cp = cp_attention_exchange(a, system, t.core_attention);  // context_parallel_cost.hpp
+    t.cp_forward = cp.forward;
+    t.cp_backward = cp.backward;
   }
   t.ep = moe ? moe_exchange_seconds(a, system) : 0;
   return t;

@@ -25,7 +25,7 @@ struct chunk_cost {
   /// backward runs the rest).
   double weight_grad_s = 0;
   double forward_tp_s = 0, backward_tp_s = 0;  ///< exposed tensor-parallel collectives within the above
-  double forward_cp_s = 0, backward_cp_s = 0;  ///< exposed context-parallel ring exchange within the above
+  double forward_cp_s = 0, backward_cp_s = 0;  ///< exposed context-parallel exchanges within the above (context_parallel_cost.hpp)
   double forward_ep_s = 0, backward_ep_s = 0;  ///< MoE token exchange (expert parallel) within the above
   /// FSDP's parameter gathers and gradient reduce-scatters around each forward and backward,
   /// exposed, within the above.
