@@ -16,7 +16,7 @@ import time
 ITERATION = re.compile(r"iteration +(\d+)/ *(\d+) \|.*?\| lm loss: ([-+0-9.eE]+) \|")
 RESTART = re.compile(r"mactor: the job failed \(exit status (-?\d+)\); starting it again \(restart (\d+) of")
 # An in-job restart (pretrain_gpt --inprocess-restart): the failed rank replaced, the others restarted in place.
-IN_JOB_RESTART = re.compile(r"mactor: rank \d+ (?:exited with status (-?\d+)|was killed by signal \d+).*; in-job restart \d+: starting")
+IN_JOB_RESTART = re.compile(r"mactor: rank \d+ (?:exited with status (-?\d+)|was killed by signal \d+).*; in-job restart \d+: (?:starting|spare)")
 
 
 def rank_pids(launcher_pid):
@@ -33,6 +33,8 @@ def rank_pids(launcher_pid):
                 continue
             with open(f"/proc/{name}/environ", "rb") as f:
                 env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            if env.get(b"MACTOR_SPARE", b"0") not in (b"", b"0"):
+                continue  # a spare waiting (mactor --spares), not a rank
             ranks[int(env[b"MACTOR_RANK"])] = int(name)
         except (OSError, KeyError, ValueError, IndexError):
             continue  # gone meanwhile, or not a rank yet (between fork and exec)

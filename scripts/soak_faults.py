@@ -59,7 +59,7 @@ def checkpoint_flags(mode, a, run_dir):
     local = tempfile.mkdtemp(prefix=f"soak_local_{os.path.basename(run_dir)}_", dir=a.shm_dir)
     flags += ["--save-interval", str(a.train_iters), "--non-persistent-ckpt-type", "local", "--non-persistent-local-ckpt-dir", local,
               "--non-persistent-save-interval", str(a.interval)]
-    if mode == "injob":
+    if mode in ("injob", "spare"):
         flags += ["--replication", "--replication-jump", "1", "--inprocess-restart", "--inprocess-soft-timeout",
                   str(a.hang_timeout)]
     return flags
@@ -74,7 +74,10 @@ def local_dir_of(job):
 def start(a, mode, run_dir, max_restarts):
     os.makedirs(run_dir, exist_ok=True)
     cmd = [os.path.join(a.build, "bin/mactor"), "-np", str(a.ranks), "--oversubscribe", "--kill-grace",
-           str(a.kill_grace), "--max-restarts", str(max_restarts), os.path.join(a.build, "bin/pretrain_gpt")]
+           str(a.kill_grace), "--max-restarts", str(max_restarts)]
+    if mode == "spare":  # a spare process takes each failed rank's place (and a new one waits)
+        cmd += ["--spares", "1"]
+    cmd.append(os.path.join(a.build, "bin/pretrain_gpt"))
     env = dict(os.environ, OMP_NUM_THREADS="1")
     return WatchedJob(cmd + model_flags(a) + checkpoint_flags(mode, a, run_dir), run_dir, env)
 
@@ -123,7 +126,7 @@ def inject(job, a, rng, kind, attempt_start, mode):
     rank = rng.randrange(a.ranks)
     t0 = time.monotonic()
     os.kill(ranks[rank], signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
-    if mode == "injob" and kind == "kill":
+    if mode in ("injob", "spare") and kind == "kill":
         shutil.rmtree(os.path.join(local_dir_of(job), f"rank_{rank}"), ignore_errors=True)
     rec = {"kind": kind, "rank": rank}
 
@@ -145,7 +148,7 @@ def inject(job, a, rng, kind, attempt_start, mode):
 def soak_job(a, mode, rng, index, wanted):
     """One job with up to `wanted` faults; returns (fault records, job record)."""
     run_dir = os.path.join(a.workdir, f"{mode}_job{index}")
-    job = start(a, mode, run_dir, 0 if mode == "injob" else a.max_restarts)
+    job = start(a, mode, run_dir, 0 if mode in ("injob", "spare") else a.max_restarts)
     faults = []
     attempt_start = job.started
     if rng.random() < a.startup_share:  # a kill while the ranks start (rendezvous, building, loading)
@@ -251,7 +254,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="build directory (bin/mactor, bin/pretrain_gpt)")
     p.add_argument("--faults", type=int, default=100, help="faults in all, split evenly over the --modes")
-    p.add_argument("--modes", default="disk,local", help="modes to soak, comma-separated: disk, local, injob")
+    p.add_argument("--modes", default="disk,local", help="modes to soak, comma-separated: disk, local, injob, spare")
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--train-iters", type=int, default=1500, help="iterations of each job")
     p.add_argument("--interval", type=int, default=5, help="--save-interval / --non-persistent-save-interval")
@@ -305,7 +308,8 @@ def main():
                 break  # the job took no fault (it ended first): do not loop
         label = {"disk": f"disk (--save-interval {a.interval})",
                  "local": f"local tmpfs (--non-persistent-save-interval {a.interval})",
-                 "injob": f"in-job restart, local tmpfs + --replication (every {a.interval})"}[mode]
+                 "injob": f"in-job restart, local tmpfs + --replication (every {a.interval})",
+                 "spare": f"in-job restart with one spare (--spares 1), local tmpfs + --replication (every {a.interval})"}[mode]
         for kind in ("kill", "stop"):
             mine = [x for x in faults if x["kind"] == kind]
             rows.append(summarize(f"{label}: {'SIGKILL' if kind == 'kill' else 'SIGSTOP'}", mine, None, reference,
