@@ -34,14 +34,7 @@ hierarchical_cp_attention::hierarchical_cp_attention(group& a2a, group& p2p, con
 }
 
 kernels::attention_dims hierarchical_cp_attention::head_dims(const kernels::attention_dims& local) const {
-  kernels::attention_dims d = local;
-  d.heads = local.heads / a2a_.size();
-  d.groups = local.groups / a2a_.size();
-  d.head_offset = local.head_offset + a2a_.rank() * d.heads;
-  d.seq = ring_shard_.local_length();
-  d.kv_seq = 0;
-  d.num_runs = 0;
-  return d;
+  return head_shard_dims(local, a2a_.size(), a2a_.rank(), ring_shard_.local_length());
 }
 
 void hierarchical_cp_attention::forward(tensor::tensor_view out, tensor::const_tensor_view qkv,

@@ -113,15 +113,19 @@ ulysses_attention::ulysses_attention(group& cp, const sequence_shard& shard, int
                                 std::to_string(shard.cp_size));
 }
 
-kernels::attention_dims ulysses_attention::head_dims(const kernels::attention_dims& local) const {
+kernels::attention_dims head_shard_dims(const kernels::attention_dims& local, int shards, int index, int seq) {
   kernels::attention_dims d = local;
-  d.heads = local.heads / shard_.cp_size;
-  d.groups = local.groups / shard_.cp_size;
-  d.head_offset = local.head_offset + shard_.cp_rank * d.heads;
-  d.seq = shard_.seq_length;
+  d.heads = local.heads / shards;
+  d.groups = local.groups / shards;
+  d.head_offset = local.head_offset + index * d.heads;
+  d.seq = seq;
   d.kv_seq = 0;
   d.num_runs = 0;
   return d;
+}
+
+kernels::attention_dims ulysses_attention::head_dims(const kernels::attention_dims& local) const {
+  return head_shard_dims(local, shard_.cp_size, shard_.cp_rank, shard_.seq_length);
 }
 
 void ulysses_attention::forward(tensor::tensor_view out, tensor::const_tensor_view qkv,

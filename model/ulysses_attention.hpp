@@ -47,6 +47,10 @@ class ulysses_attention {
   kernels::attention_dims head_dims(const kernels::attention_dims& local) const;
 };
 
+/// The dims of heads shard `index` of `shards` (query groups and their heads split evenly) of
+/// `local`'s, on `seq` positions of keys and queries alike (no runs: causal on those positions).
+kernels::attention_dims head_shard_dims(const kernels::attention_dims& local, int shards, int index, int seq);
+
 /// The exchanges over g, whose member m holds context-parallel rank shard.cp_rank - g.rank() + m's
 /// positions (the whole context-parallel group for a2a; a2a+p2p's group of consecutive ranks):
 /// in [local rows, units, unit_width] (sequence-sharded, this rank's positions) to

@@ -22,19 +22,23 @@ std::optional<std::string> value_of(const std::vector<std::string>& argv, std::s
   return std::nullopt;
 }
 
+// The integer `text` of a flag, at least `least`; else usage_error(`complaint`).
+int integer_at_least(const std::string& text, long least, const std::string& complaint) {
+  char* end = nullptr;
+  const long n = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || n < least) throw usage_error(complaint);
+  return static_cast<int>(n);
+}
+
 }  // namespace
 
 in_job_restart_policy in_job_restart_from(const std::vector<std::string>& argv) {
   in_job_restart_policy p;
   for (std::size_t i = 1; i < argv.size(); ++i) {
     if (argv[i] == "--inprocess-restart") p.enabled = true;
-    if (const auto v = value_of(argv, i, "--inprocess-max-iterations")) {
-      char* end = nullptr;
-      const long n = std::strtol(v->c_str(), &end, 10);
-      if (v->empty() || *end != '\0' || n < 0)
-        throw usage_error("--inprocess-max-iterations " + *v + ": the in-job restart limit must be a non-negative integer");
-      p.max_restarts = static_cast<int>(n);
-    }
+    if (const auto v = value_of(argv, i, "--inprocess-max-iterations"))
+      p.max_restarts = integer_at_least(
+          *v, 0, "--inprocess-max-iterations " + *v + ": the in-job restart limit must be a non-negative integer");
     if (const auto v = value_of(argv, i, "--inprocess-hard-timeout")) {
       char* end = nullptr;
       const double s = std::strtod(v->c_str(), &end);
@@ -42,13 +46,9 @@ in_job_restart_policy in_job_restart_from(const std::vector<std::string>& argv) 
         throw usage_error("--inprocess-hard-timeout " + *v + ": give the seconds as a positive number");
       p.hard_timeout_s = s;
     }
-    if (const auto v = value_of(argv, i, "--inprocess-active-world-size")) {
-      char* end = nullptr;
-      const long n = std::strtol(v->c_str(), &end, 10);
-      if (v->empty() || *end != '\0' || n < 1)
-        throw usage_error("--inprocess-active-world-size " + *v + ": give the number of active ranks, at least 1");
-      p.active_world_size = static_cast<int>(n);
-    }
+    if (const auto v = value_of(argv, i, "--inprocess-active-world-size"))
+      p.active_world_size = integer_at_least(
+          *v, 1, "--inprocess-active-world-size " + *v + ": give the number of active ranks, at least 1");
   }
   return p;
 }
