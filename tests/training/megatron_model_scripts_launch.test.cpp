@@ -162,7 +162,7 @@ void check_layout(const std::string& model, const script_run& one, const std::st
 
 }  // namespace
 
-TEST_CASE("Megatron's GPT context-parallel functional tests, shrunk, train on 8 ranks (TP2 PP2 CP2; PP2 CP4 a2a+p2p) and log one process's losses") {
+TEST_CASE("Megatron's GPT context-parallel functional tests, shrunk, train on 8 ranks (TP2 PP2 CP2, then PP2 CP4 a2a+p2p) and log one process's losses") {
   const auto one = run(1, gpt3_functional);
   check_layout(gpt3_functional, one,
                "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --context-parallel-size 2 --sequence-parallel");
