@@ -1,5 +1,5 @@
 // The launcher's main loop: spawn, then poll signals and output until every rank is gone.
-#include "tools/launcher/job_runner.hpp"
+#include "tools/launcher/job_runner_impl.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -30,9 +30,6 @@ extern char** environ;
 namespace mactor::tools {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-constexpr auto never = clock_type::time_point::max();
-
 // Copies mactor's stdin into rank 0's until end of file; runs detached (it may block forever).
 void forward_stdin(int to) {
   char buf[65536];
@@ -53,71 +50,7 @@ void forward_stdin(int to) {
   ::close(to);
 }
 
-
-class job_runner {
- public:
-  job_runner(const job_plan& plan, comm::rendezvous_server& store)
-      : plan_(plan), generations_(plan, store),
-        relay_(plan.opts.tag_output, plan.opts.timestamp_output, plan.opts.output_filename) {}
-
-  int run();
-  /// After run(): the job was ended by --timeout or a forwarded signal.
-  bool stopped() const { return forwarded_ != 0 || timed_out_; }
-
- private:
-  /// The process of `rank` at layout place `slot`; spare > 0: spare number `spare` instead.
-  spawn_request request_for(int rank, int slot, int spare = 0);
-  void spawn_one(int rank, int stdin_fd);
-  /// Starts a spare at layout place `slot` (spare_ranks below).
-  void spawn_spare(int slot);
-  /// A waiting spare taken to be `rank` (its place and process now the rank's), or number 0 when
-  /// none is left; the freed place is the failed rank's.
-  struct taken_spare {
-    int number = 0, slot = -1, freed = -1;
-    pid_t pid = -1;
-  };
-  taken_spare take_spare(int rank);
-  /// Ends the spares once the job's ranks are done (or the job is torn down).
-  void dismiss_spares(int sig);
-  /// Hands the process at place `slot` its variables for this generation: a signal and a file on
-  /// this host, or the control-store key its remote supervisor watches.
-  void restart_in_place(int slot, pid_t pid, const std::string& file, const std::vector<std::string>& lines);
-  void on_exit(int rank, int status);
-  // In-job restart (in_job_restart.hpp): true when the failure is handled without ending the job.
-  bool restart_in_job(int rank, int status);
-  void check_joins();
-  void tear_down(int sig);
-  void handle_signal(int sig);
-  void reap();
-  int poll_timeout_ms() const;
-  // "pid 12 on localhost" / "agent pid 12 on node3": for a remote rank mactor sees the agent.
-  std::string where(int rank, pid_t pid) const {
-    int h = host_index(rank);
-    return std::string(plan_.host_is_local[h] ? "pid " : "agent pid ") + std::to_string(pid) +
-           " on " + plan_.layout.hosts[h].name;
-  }
-  const std::string& host_of(int rank) const { return plan_.layout.hosts[host_index(rank)].name; }
-  int host_index(int rank) const { return plan_.layout.ranks[slot_of_[rank]].host; }
-
-  const job_plan& plan_;
-  job_generations generations_;         // the store and identity new ranks get (in-job restarts change them)
-  in_job_restart_policy in_job_;
-  int respawns_ = 0;                    // ranks started again within this generation
-  clock_type::time_point join_by_ = never;  // --inprocess-hard-timeout: every rank has joined by then
-  output_relay relay_;
-  std::vector<pid_t> pid_;
-  std::vector<int> slot_of_;  // rank -> the layout place its process sits in (a spare's, once it took over)
-  // Spare processes (`mactor --spares`, --inprocess-active-world-size) by layout place: pid and number.
-  std::map<int, std::pair<pid_t, int>> spares_;
-  int next_spare_ = 1;
-  int running_ = 0;
-  bool tearing_down_ = false;
-  int exit_code_ = 0;
-  int forwarded_ = 0;           // the signal mactor forwarded to the ranks (SIGINT, SIGTERM, SIGHUP)
-  bool all_exited_ok_ = true;   // every rank exited with status 0
-  bool timed_out_ = false;      // --timeout ended the job
-  clock_type::time_point kill_at_ = never, deadline_ = never;
-};
+}  // namespace
 
 spawn_request job_runner::request_for(int rank, int slot, int spare) {
   const auto& L = plan_.layout;
@@ -168,104 +101,10 @@ void job_runner::spawn_one(int r, int stdin_fd) {
   if (out.second >= 0) ::close(out.second);
 }
 
-bool job_runner::restart_in_job(int rank, int status) {
-  if (!in_job_.enabled) return false;
-  const int code = shell_status(status);
-  if (code == 2 || code == 17) return false;  // a bad input or a failed result validation: no restart mends it
-  const std::string what = describe_wait_status(status);
-  if (!generations_.joined(rank) && respawns_ < 2 * plan_.layout.world_size()) {
-    // The rank went down with the previous generation (it saw its peer vanish before it heard of
-    // the restart) or before it joined this one: start it again into this generation.
-    ++respawns_;
-    std::fprintf(stderr, "mactor: rank %d %s before it joined in-job restart %d; starting it again\n", rank, what.c_str(),
-                 generations_.number());
-    spawn_one(rank, -1);
-    return true;
-  }
-  if (in_job_.max_restarts >= 0 && generations_.number() >= in_job_.max_restarts) {
-    std::fprintf(stderr, "mactor: rank %d %s; the %d in-job restarts --inprocess-max-iterations allows are used up\n",
-                 rank, what.c_str(), in_job_.max_restarts);
-    return false;
-  }
-  const taken_spare spare = take_spare(rank);
-  generations_.next(slot_of_);
-  respawns_ = 0;
-  join_by_ = clock_type::now() + std::chrono::milliseconds(static_cast<std::int64_t>(in_job_.hard_timeout_s * 1000));
-  const std::string replacement = spare.number ? "spare " + std::to_string(spare.number) + " takes over rank " +
-                                                     std::to_string(rank)
-                                               : "starting a new rank " + std::to_string(rank);
-  std::fprintf(stderr, "mactor: rank %d %s; in-job restart %d: %s, restarting the others in place\n", rank, what.c_str(),
-               generations_.number(), replacement.c_str());
-  for (int r = 0; r < plan_.layout.world_size(); ++r) {
-    if (r == rank) continue;
-    if (pid_[r] <= 0) {
-      spawn_one(r, -1);  // it had finished (status 0): the new generation needs it too
-      continue;
-    }
-    if (plan_.host_is_local[host_index(r)] && is_stopped(pid_[r])) {
-      // A stopped process cannot restart itself: it is killed and, once reaped, started again.
-      std::fprintf(stderr, "mactor: rank %d (%s) is stopped; killing it to start it again\n", r, where(r, pid_[r]).c_str());
-      signal_group(pid_[r], SIGKILL);
-      continue;
-    }
-    restart_in_place(slot_of_[r], pid_[r], "rank_" + std::to_string(r), generations_.env_lines(r, slot_of_));
-  }
-  if (spare.number) {
-    restart_in_place(spare.slot, spare.pid, "spare_" + std::to_string(spare.number),
-                     generations_.env_lines(rank, slot_of_));
-    spawn_spare(spare.freed);  // the failed rank's place holds a spare now
-  } else {
-    spawn_one(rank, -1);
-  }
-  return true;
-}
 
-void job_runner::restart_in_place(int slot, pid_t pid, const std::string& file, const std::vector<std::string>& lines) {
-  if (!plan_.host_is_local[plan_.layout.ranks[slot].host]) {
-    // Its supervisor restarts it in place (or kills it when it is stopped) on this key.
-    std::string value = file + "\n";
-    for (const auto& l : lines) value += l + "\n";
-    generations_.control_store().set(remote_restart_key(slot, generations_.number()), value);
-    return;
-  }
-  if (file.rfind("spare_", 0) == 0) write_env_file(generations_.dir() + "/" + file + ".env", lines);
-  ::kill(pid, comm::restart_in_place_signal());
-}
 
-void job_runner::spawn_spare(int slot) {
-  const int number = next_spare_++;
-  spawn_request req = request_for(slot, slot, number);
-  std::pair<int, int> out{-1, -1};
-  if (relay_.active()) out = relay_.add_rank(slot);
-  req.stdout_fd = out.first;
-  req.stderr_fd = out.second;
-  try {
-    spares_[slot] = {spawn_rank(req), number};
-  } catch (const spawn_error& e) {
-    std::fprintf(stderr, "mactor: warning: spare %d on %s could not start: %s\n", number,
-                 plan_.layout.hosts[plan_.layout.ranks[slot].host].name.c_str(), e.what());
-  }
-  if (out.first >= 0) ::close(out.first);
-  if (out.second >= 0) ::close(out.second);
-}
 
-job_runner::taken_spare job_runner::take_spare(int rank) {
-  for (auto it = spares_.begin(); it != spares_.end(); ++it) {
-    const auto [slot, process] = *it;
-    if (plan_.host_is_local[plan_.layout.ranks[slot].host] && is_stopped(process.first)) continue;
-    const taken_spare taken{process.second, slot, slot_of_[rank], process.first};
-    spares_.erase(it);
-    slot_of_[rank] = slot;
-    pid_[rank] = taken.pid;
-    ++running_;
-    return taken;
-  }
-  return {};
-}
 
-void job_runner::dismiss_spares(int sig) {
-  for (const auto& [slot, process] : spares_) signal_group(process.first, sig);
-}
 
 void job_runner::tear_down(int sig) {
   if (!tearing_down_) {
@@ -330,25 +169,6 @@ void job_runner::handle_signal(int sig) {
   tear_down(sig);
 }
 
-// --inprocess-hard-timeout: ranks that have not joined the restart by now are killed (and, once
-// reaped, started again); once all have joined, the clock stops.
-void job_runner::check_joins() {
-  if (join_by_ == never || tearing_down_) return;
-  bool all = true;
-  for (int r = 0; r < plan_.layout.world_size(); ++r) all = all && pid_[r] > 0 && generations_.joined(r);
-  if (all) {
-    join_by_ = never;
-    return;
-  }
-  if (clock_type::now() < join_by_) return;
-  for (int r = 0; r < plan_.layout.world_size(); ++r)
-    if (pid_[r] > 0 && !generations_.joined(r)) {
-      std::fprintf(stderr, "mactor: rank %d (%s) has not joined in-job restart %d within --inprocess-hard-timeout %g s; "
-                           "killing it to start it again\n", r, where(r, pid_[r]).c_str(), generations_.number(), in_job_.hard_timeout_s);
-      signal_group(pid_[r], SIGKILL);
-    }
-  join_by_ = never;
-}
 
 int job_runner::poll_timeout_ms() const {
   auto next = std::min({kill_at_, deadline_, join_by_});
@@ -426,8 +246,6 @@ int job_runner::run() {
   }
   return exit_code_;
 }
-
-}  // namespace
 
 job_result run_job(const job_plan& plan, comm::rendezvous_server& store) {
   job_runner runner(plan, store);
