@@ -9,10 +9,6 @@
 namespace mactor::config::detail {
 namespace {
 
-std::int64_t effective_query_groups(const megatron_args& a) {  // rule 85
-  return a.network_size.group_query_attention ? a.network_size.num_query_groups : a.network_size.num_attention_heads.value_or(1);
-}
-
 void heads_and_groups(validation_context& c) {  // rules 82, 86, 95, 96
   const auto& n = c.a.network_size;
   const std::int64_t tp = c.a.distributed.tensor_model_parallel_size;
@@ -309,23 +305,7 @@ static void cuda_graph_rules(validation_context& c) {
 void transformer_features(validation_context& c) {  // rules 113, 115-117
   const auto& t = c.a.training;
   cuda_graph_rules(c);
-  const auto& cp_types = c.a.distributed.cp_comm_type;
-  if (c.a.distributed.context_parallel_size > 1 && cp_types.size() > 1)
-    c.require(static_cast<std::int64_t>(cp_types.size()) == c.a.network_size.num_layers.value_or(0),
-              "--cp-comm-type needs one entry per layer (" + show(c.a.network_size.num_layers.value_or(0)) + ") or a single entry");
-  // Ulysses (a2a) gives each context-parallel rank whole query groups, a2a+p2p each rank of its
-  // all-to-all group (Transformer Engine asserts both).
-  const auto cp = c.a.distributed.context_parallel_size, tp = c.a.distributed.tensor_model_parallel_size;
-  const auto groups_here = tp > 0 ? effective_query_groups(c.a) / tp : 0;
-  const auto& levels = c.a.distributed.hierarchical_context_parallel_sizes;
-  const std::int64_t a2a_ranks = levels && !levels->empty() ? levels->front() : 1;
-  for (const std::string type : {"a2a", "a2a+p2p"})
-    if (const auto ranks = type == "a2a" ? cp : a2a_ranks;
-        cp > 1 && std::find(cp_types.begin(), cp_types.end(), type) != cp_types.end())
-      c.require(groups_here % ranks == 0, "--cp-comm-type " + type + " needs the query groups per tensor-parallel rank (" +
-                                              show(groups_here) + ") divisible by " +
-                                              (type == "a2a" ? "--context-parallel-size=" : "the first of --hierarchical-context-parallel-sizes=") +
-                                              show(ranks) + "; use --cp-comm-type p2p or allgather, or change --num-query-groups");
+  context_parallel_attention_rules(c);
   const std::int64_t layers = c.a.network_size.num_layers.value_or(0);
   if (const auto& f = c.a.network_size.no_rope_freq) {
     if (const auto* n = std::get_if<std::int64_t>(&*f))

@@ -1,5 +1,6 @@
 // validate_args, first half (rules 7-28 of shared/megatron/validation.md): parallel layout, batch sizes,
 // removed flags, data sources, virtual pipeline and communication overlap.
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <string_view>
@@ -86,6 +87,30 @@ void rl_step(validation_context& c) {  // rule 12
               "--seq-length=" + show(*c.a.data.seq_length) + " must be <= --rl-sequence-packing-bin-size=" +
                   show(r.rl_sequence_packing_bin_size));
 }
+
+}  // namespace
+
+void context_parallel_attention_rules(validation_context& c) {
+  const auto& cp_types = c.a.distributed.cp_comm_type;
+  if (c.a.distributed.context_parallel_size > 1 && cp_types.size() > 1)
+    c.require(static_cast<std::int64_t>(cp_types.size()) == c.a.network_size.num_layers.value_or(0),
+              "--cp-comm-type needs one entry per layer (" + show(c.a.network_size.num_layers.value_or(0)) + ") or a single entry");
+  // Ulysses (a2a) gives each context-parallel rank whole query groups, a2a+p2p each rank of its
+  // all-to-all group (Transformer Engine asserts both).
+  const auto cp = c.a.distributed.context_parallel_size, tp = c.a.distributed.tensor_model_parallel_size;
+  const auto groups_here = tp > 0 ? effective_query_groups(c.a) / tp : 0;
+  const auto& levels = c.a.distributed.hierarchical_context_parallel_sizes;
+  const std::int64_t a2a_ranks = levels && !levels->empty() ? levels->front() : 1;
+  for (const std::string type : {"a2a", "a2a+p2p"})
+    if (const auto ranks = type == "a2a" ? cp : a2a_ranks;
+        cp > 1 && std::find(cp_types.begin(), cp_types.end(), type) != cp_types.end())
+      c.require(groups_here % ranks == 0, "--cp-comm-type " + type + " needs the query groups per tensor-parallel rank (" +
+                                              show(groups_here) + ") divisible by " +
+                                              (type == "a2a" ? "--context-parallel-size=" : "the first of --hierarchical-context-parallel-sizes=") +
+                                              show(ranks) + "; use --cp-comm-type p2p or allgather, or change --num-query-groups");
+}
+
+namespace {
 
 void context_parallel(validation_context& c) {  // rules 13, 14
   const auto& d = c.a.distributed;

@@ -31,6 +31,15 @@ struct validation_context {
   }
 };
 
+/// Rule 85: the query groups, the heads without --group-query-attention.
+inline std::int64_t effective_query_groups(const megatron_args& a) {
+  return a.network_size.group_query_attention ? a.network_size.num_query_groups : a.network_size.num_attention_heads.value_or(1);
+}
+
+/// --cp-comm-type against the layers and the query groups (TransformerConfig's and Transformer
+/// Engine's rules; validate_parallel.cpp).
+void context_parallel_attention_rules(validation_context& c);
+
 /// Rules 27 and 32: both FSDP flavours need more than one CUDA connection.
 void require_fsdp_cuda_connections(validation_context& c);
 
