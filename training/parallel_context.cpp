@@ -93,8 +93,8 @@ class owning_group final : public model::group {
   communicator_group g_;
 };
 
-// Group ids outside process_groups' kinds (1..11): (kind << 12) | first rank, as it does. The
-// communicators keep 16 bits of an id: 0 is the one kind left.
+// Group ids outside process_groups' kinds (1..11, and 16 on for the hierarchical context-parallel
+// levels): (kind << 12) | first rank, as it does. The communicators keep 17 bits of an id.
 constexpr std::uint32_t expert_intra_instance_kind = 0, embedding_kind = 12, world_kind = 13, intra_instance_kind = 14,
                         inter_instance_kind = 15;
 
