@@ -206,12 +206,16 @@ TEST_CASE("convert_checkpoint rejects bad command lines and unconvertible models
                                 {"intermediate_size", 48}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
                                 {"max_position_embeddings", 20}, {"vocab_size", 96}, {"rms_norm_eps", 1e-6},
                                 {"rope_theta", 500000.0}, {"tie_word_embeddings", false}};
-  for (const auto& rope : {nlohmann::json{{"rope_type", "dynamic"}, {"factor", 2.0}},
-                           nlohmann::json{{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 2.0},
-                                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}}}) {
+  const std::vector<nlohmann::json> ropes = {
+      nlohmann::json{{"rope_type", "dynamic"}, {"factor", 2.0}},
+      nlohmann::json{{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 2.0}, {"high_freq_factor", 4.0},
+                     {"original_max_position_embeddings", 8192}}};
+  for (std::size_t k = 0; k < ropes.size(); ++k) {
+    const auto& rope = ropes[k];
     auto config = llama;
     config["rope_scaling"] = rope;
-    const fs::path hf = root / ("rope-" + rope["low_freq_factor"].dump());
+    // (A const json's operator[] on a missing key is undefined behaviour: the folder is named by index.)
+    const fs::path hf = root / ("rope-" + std::to_string(k));
     fs::create_directories(hf);
     std::ofstream(hf / "config.json") << config.dump();
     INFO(rope.dump());
