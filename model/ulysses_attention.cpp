@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/activation.hpp"
@@ -16,7 +17,8 @@ namespace {
 // per member; member m holds context-parallel rank `first + m`'s positions.
 struct exchange_shape {
   const sequence_shard& shard;
-  const sequence_shard& target;
+  std::vector<int> target_row;  // a position's row in the target's order (-1: not the target's)
+  int target_length;            // the target's positions
   int members, first;
   int batch;
   std::int64_t units, unit_width;
@@ -29,20 +31,20 @@ struct exchange_shape {
 
 exchange_shape shape_of(const group& g, const sequence_shard& shard, const sequence_shard& target, int batch,
                         std::int64_t units, std::int64_t unit_width, std::size_t element) {
-  return {shard, target, g.size(), shard.cp_rank - g.rank(), batch, units, unit_width, element};
+  std::vector<int> target_row(std::size_t(shard.seq_length), -1);
+  const auto positions = target.positions();
+  for (std::size_t i = 0; i < positions.size(); ++i) target_row[std::size_t(positions[i])] = int(i);
+  return {shard, std::move(target_row), target.local_length(), g.size(), shard.cp_rank - g.rank(), batch, units, unit_width, element};
 }
 
 // Calls f(member's local row, its row in the target's order) for every row member `owner` holds.
 template <typename F>
 void for_each_row_of(const exchange_shape& s, int owner, F&& f) {
-  std::vector<int> target_row(std::size_t(s.shard.seq_length), -1);
-  const auto positions = s.target.positions();
-  for (std::size_t i = 0; i < positions.size(); ++i) target_row[std::size_t(positions[i])] = int(i);
   const sequence_shard other{s.shard.seq_length, s.shard.cp_size, s.first + owner};
   for (const auto& run : other.runs())
     for (int i = 0; i < run.length; ++i)
       for (int b = 0; b < s.batch; ++b)
-        f(std::int64_t(run.local + i) * s.batch + b, std::int64_t(target_row[std::size_t(run.global + i)]) * s.batch + b);
+        f(std::int64_t(run.local + i) * s.batch + b, std::int64_t(s.target_row[std::size_t(run.global + i)]) * s.batch + b);
 }
 
 void exchange_equal_blocks(group& g, const exchange_shape& s, const std::byte* send, std::byte* recv) {
@@ -54,7 +56,7 @@ void check_units(const char* what, const exchange_shape& s, tensor::const_tensor
                  tensor::const_tensor_view heads) {
   const std::int64_t numel = s.rows() * s.units * s.unit_width;
   if (s.units % s.members != 0 || local.numel() != numel || heads.numel() != numel ||
-      s.target.local_length() != s.members * s.shard.local_length())
+      s.target_length != s.members * s.shard.local_length())
     throw std::invalid_argument(std::string(what) + ": " + std::to_string(s.units) + " units of " +
                                 std::to_string(s.unit_width) + " do not split over " + std::to_string(s.members) +
                                 " context-parallel ranks for these tensors");

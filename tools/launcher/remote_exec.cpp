@@ -94,14 +94,7 @@ namespace {
 void watch_abort(std::string rdzv_addr, int fd) {
   try {
     comm::rendezvous_client store(comm::parse_host_port(rdzv_addr), std::chrono::seconds(30));
-    for (;;) {
-      try {
-        store.get(abort_key, std::chrono::hours(1));
-        break;
-      } catch (const comm::rendezvous_error& e) {
-        if (std::string(e.what()).find("lost the connection") != std::string::npos) break;
-      }
-    }
+    await_control_key(store, abort_key);  // the abort, or the store gone: either way the rank stops
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mactor: remote supervisor: %s; stopping this rank\n", e.what());
   }

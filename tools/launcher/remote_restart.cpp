@@ -17,6 +17,16 @@
 
 namespace mactor::tools {
 
+std::optional<std::string> await_control_key(comm::rendezvous_client& store, const std::string& key) {
+  for (;;) {
+    try {
+      return store.get(key, std::chrono::hours(1));
+    } catch (const comm::rendezvous_error& e) {
+      if (std::string(e.what()).find("lost the connection") != std::string::npos) return std::nullopt;
+    }
+  }
+}
+
 std::string remote_restart_key(int slot, int generation) {
   return "mactor/restart/" + std::to_string(generation) + "/place_" + std::to_string(slot);
 }
@@ -26,17 +36,10 @@ void watch_remote_restarts(std::string control_addr, int slot, int generation, s
   try {
     comm::rendezvous_client store(comm::parse_host_port(control_addr), std::chrono::seconds(30));
     for (int next = generation + 1;; ++next) {
-      std::string text;
-      for (;;) {
-        try {
-          text = store.get(remote_restart_key(slot, next), std::chrono::hours(1));
-          break;
-        } catch (const comm::rendezvous_error& e) {
-          if (std::string(e.what()).find("lost the connection") != std::string::npos) return;  // the job is over
-        }
-      }
+      const auto text = await_control_key(store, remote_restart_key(slot, next));
+      if (!text) return;  // the job is over
       std::vector<std::string> lines;
-      std::istringstream in(text);
+      std::istringstream in(*text);
       std::string name;
       std::getline(in, name);
       for (std::string line; std::getline(in, line);) lines.push_back(line);

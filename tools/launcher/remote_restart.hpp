@@ -11,9 +11,16 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <optional>
 #include <string>
 
+#include "comm/rendezvous_client.hpp"
+
 namespace mactor::tools {
+
+/// Waits for `key` in the control store, however long the job runs: its value, or nullopt once
+/// the store is gone (the job is over). The supervisor's watches for the abort and the restarts.
+std::optional<std::string> await_control_key(comm::rendezvous_client& store, const std::string& key);
 
 /// The control-store key for the process at layout place `slot` (a rank's, or a spare's) in
 /// in-job restart `generation`. Its value: the name of the variable file the process reads
