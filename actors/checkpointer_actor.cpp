@@ -46,7 +46,7 @@ void save_local(const checkpoint_job_settings& settings, const std::string& dir,
   const auto own = checkpoint::local_rank_dir(dir, settings.rank);
   std::string save_error;
   try {
-    checkpoint::save(own, w.iteration, 0, 1, std::move(*w.state), options);
+    checkpoint::save(own, w.iteration, 0, 1, *w.state, options);
     checkpoint::remove_old_iterations(own, checkpoint::local_checkpoints_kept);
   } catch (const std::exception& e) {
     save_error = e.what();
@@ -89,13 +89,14 @@ caf::behavior checkpointer(checkpointer_actor* self, checkpoint_job_settings set
               reply.removed_non_persistent = checkpoint::remove_old_iterations(dir, 1);
             if (!w.non_persistent) options.retain_interval = settings.retain_interval;
             options.on_deleted = [&reply](std::int64_t deleted) { reply.deleted_iteration = deleted; };
-            checkpoint::save(dir, w.iteration, settings.rank, settings.world_size, std::move(*w.state), options);
+            checkpoint::save(dir, w.iteration, settings.rank, settings.world_size, *w.state, options);
           }
         } catch (const std::exception& e) {
           reply.ok = false;
           reply.error = "rank " + std::to_string(settings.rank) + ": saving the checkpoint of iteration " +
                         std::to_string(w.iteration) + " failed: " + e.what();
         }
+        if (w.buffers) w.buffers->give_back(*w.state);  // the stage's next snapshot copies into them
         w.state.reset();
         reply.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         char done[96];

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/snapshot_buffers.hpp"
 #include "training/reports.hpp"
 
 namespace mactor::checkpoint {
@@ -99,6 +100,9 @@ struct checkpoint_write {
   caf::actor reply_to;
   std::string directory;        ///< --save or the non-persistent directory
   bool non_persistent = false;  ///< rank 0 first removes all but the newest there; no retain interval
+  /// Where the stage's next snapshot is copied: the checkpointer gives the state's buffers back
+  /// once it is written (null: freed).
+  std::shared_ptr<checkpoint::snapshot_buffers> buffers;
 };
 
 /// A completed transfer: the stage pumps its schedule again.

@@ -26,6 +26,8 @@ struct stage_state {
   std::unique_ptr<config::megatron_args> args;
   std::unique_ptr<training::rank_worker> worker;
   caf::actor coordinator, replica, checkpointer;
+  // Where snapshots are copied; the checkpointer hands each written one's buffers back.
+  std::shared_ptr<checkpoint::snapshot_buffers> snapshot_buffers = std::make_shared<checkpoint::snapshot_buffers>();
   job_kind job = job_kind::idle;
   bool failed = false;
   std::shared_ptr<stage_reporter> reporter;  // for the inspector (inspection.hpp)
@@ -127,9 +129,11 @@ void begin_iteration(stage_actor* self, int rank, const run_iteration& m) {
 void capture_checkpoint(stage_actor* self, int rank, const save_checkpoint& m) {
   auto& s = self->state;
   const auto start = std::chrono::steady_clock::now();
-  auto snapshot = std::make_shared<checkpoint::rank_state>(s.worker->capture_checkpoint(m.iteration, m.consumed, m.skipped, m.floating_point_operations, m.non_persistent));
+  auto snapshot = std::make_shared<checkpoint::rank_state>(s.worker->capture_checkpoint(
+      m.iteration, m.consumed, m.skipped, m.floating_point_operations, m.non_persistent, s.snapshot_buffers.get()));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  self->send(s.checkpointer, checkpoint_write{std::move(snapshot), m.iteration, s.coordinator, m.directory, m.non_persistent});
+  self->send(s.checkpointer, checkpoint_write{std::move(snapshot), m.iteration, s.coordinator, m.directory,
+                                              m.non_persistent, s.snapshot_buffers});
   self->send(s.coordinator, checkpoint_captured{rank, m.iteration, seconds});
 }
 

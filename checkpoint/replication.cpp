@@ -86,7 +86,7 @@ std::string replica_dir(const std::string& local_dir, int holder, int owner) {
   return (fs::path(local_rank_dir(local_dir, holder)) / "replicas" / ("rank_" + std::to_string(owner))).string();
 }
 
-std::string pack_iteration(const fs::path& iteration_dir) {
+void pack_iteration(const fs::path& iteration_dir, std::string& out) {
   std::vector<fs::path> files;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(iteration_dir, ec); !ec && it != fs::recursive_directory_iterator();
@@ -100,7 +100,7 @@ std::string pack_iteration(const fs::path& iteration_dir) {
     sizes.push_back(fs::file_size(f));
     total += 2 * sizeof(std::uint64_t) + f.native().size() + sizes.back();
   }
-  std::string out;
+  out.clear();  // its capacity stays: a replicator packs into the same memory every save
   out.reserve(total);
   out += packed_magic;
   put_u64(out, files.size());
@@ -111,6 +111,11 @@ std::string pack_iteration(const fs::path& iteration_dir) {
     put_u64(out, sizes[i]);
     append_file(out, files[i], sizes[i]);
   }
+}
+
+std::string pack_iteration(const fs::path& iteration_dir) {
+  std::string out;
+  pack_iteration(iteration_dir, out);
   return out;
 }
 

@@ -24,6 +24,8 @@ std::string replica_dir(const std::string& local_dir, int holder, int owner);
 /// The committed iteration directory `iteration_dir` (every file under it, with its path
 /// relative to it) as one byte string.
 std::string pack_iteration(const std::filesystem::path& iteration_dir);
+/// The same into `out` (replaced; its memory reused).
+void pack_iteration(const std::filesystem::path& iteration_dir, std::string& out);
 
 /// Writes what pack_iteration made as <root>/iter_NNNNNNN: into a temporary sibling first, each
 /// file fsynced, then renamed into place (an older copy of that iteration is replaced), and the

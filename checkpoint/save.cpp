@@ -183,7 +183,7 @@ void commit(const fs::path& save_dir, const fs::path& tmp, std::int64_t iteratio
 }  // namespace
 
 void save(const std::string& save_dir, std::int64_t iteration, int rank, int world_size,
-          rank_state state, const save_options& options) {
+          const rank_state& state, const save_options& options) {
   check_arguments(iteration, rank, world_size, state);
   const fs::path root(save_dir);
   const fs::path tmp = temporary_iteration_dir(root, iteration, options.attempt_id);

@@ -31,6 +31,6 @@ struct save_options {
 /// state.common) also waits for every rank of world_size, then commits. Throws checkpoint_error
 /// (bad pieces, I/O failures, ranks missing at the timeout). Never damages an earlier checkpoint.
 void save(const std::string& save_dir, std::int64_t iteration, int rank, int world_size,
-          rank_state state, const save_options& options = {});
+          const rank_state& state, const save_options& options = {});
 
 }  // namespace mactor::checkpoint

@@ -70,7 +70,8 @@ std::vector<segment> segments_of(const model::parameter& p, int t, int tp) {
 // Pieces covering elements [begin, end) of p's local tensor, with data from `local` (indexed
 // from the local tensor's start); `local` may be null for load requests.
 std::vector<tensor_piece> pieces_of(const std::string& name, const model::parameter& p, int t, int tp,
-                                    std::size_t begin, std::size_t end, const float* local) {
+                                    std::size_t begin, std::size_t end, const float* local,
+                                    checkpoint::snapshot_buffers* buffers) {
   std::vector<tensor_piece> out;
   for (const auto& s : segments_of(p, t, tp)) {
     const std::size_t lo = std::max(begin, s.local_begin), hi = std::min(end, s.local_begin + s.numel);
@@ -82,7 +83,7 @@ std::vector<tensor_piece> pieces_of(const std::string& name, const model::parame
     q.shape = s.shape;
     if (lo != s.local_begin || hi != s.local_begin + s.numel)
       q.flat_range = std::pair<std::int64_t, std::int64_t>(lo - s.local_begin, hi - s.local_begin);
-    if (local) q.data.assign(local + lo, local + hi);
+    if (local) q.data = buffers ? buffers->copy(local + lo, hi - lo) : std::vector<float>(local + lo, local + hi);
     out.push_back(std::move(q));
   }
   return out;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/snapshot_buffers.hpp"
 #include "checkpoint/tensor_piece.hpp"
 #include "config/megatron_args.hpp"
 #include "model/parameter.hpp"
@@ -19,8 +20,10 @@ namespace mactor::training {
 
 /// Pieces covering elements [begin, end) of p's local tensor, p split as rank t of tp, with
 /// data from `local` (indexed from the local tensor's start); `local` may be null for load requests.
+/// `buffers`: where the data is copied (recycled buffers; null: fresh ones).
 std::vector<checkpoint::tensor_piece> pieces_of(const std::string& name, const model::parameter& p, int t, int tp,
-                                                std::size_t begin, std::size_t end, const float* local);
+                                                std::size_t begin, std::size_t end, const float* local,
+                                                checkpoint::snapshot_buffers* buffers = nullptr);
 /// "[a, b, c]".
 std::string shape_text(const std::vector<std::int64_t>& shape);
 /// Why a saved tensor of shape `saved` does not fit p, and what to change.

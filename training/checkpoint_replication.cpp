@@ -24,9 +24,11 @@ replication_report checkpoint_replicator::replicate(std::int64_t iteration, bool
   for (int r : clique_)
     if (r != rank_) peers.push_back(r);
   if (peers.empty()) return report;
-  const std::string packed =
-      committed ? checkpoint::pack_iteration(checkpoint::iteration_dir(checkpoint::local_rank_dir(local_dir_, rank_), iteration))
-                : std::string();
+  std::string& packed = packed_;
+  if (committed)
+    checkpoint::pack_iteration(checkpoint::iteration_dir(checkpoint::local_rank_dir(local_dir_, rank_), iteration), packed);
+  else
+    packed.clear();
   const std::uint64_t size = packed.size();  // 0: no copy this time
   const auto size_tag = comm::checkpoint_replica_tag(iteration, 0), bytes_tag = comm::checkpoint_replica_tag(iteration, 1);
   const auto wait = [&](std::future<comm::status>& f, int peer, const char* what) {
@@ -46,7 +48,8 @@ replication_report checkpoint_replicator::replicate(std::int64_t iteration, bool
     if (size > 0) sends.push_back(transport_.send_future(peers[i], bytes_tag, packed.data(), packed.size()));
     size_recvs.push_back(transport_.recv_future(peers[i], size_tag, &sizes[i], sizeof sizes[i]));
   }
-  std::vector<std::string> copies(peers.size());
+  std::vector<std::string>& copies = copies_;
+  copies.resize(peers.size());
   std::vector<std::future<comm::status>> copy_recvs(peers.size());
   for (std::size_t i = 0; i < peers.size(); ++i) {
     wait(size_recvs[i], peers[i], "send the size of");

@@ -41,6 +41,9 @@ class checkpoint_replicator {
   int rank_;
   std::vector<int> clique_;
   std::chrono::milliseconds timeout_;
+  // This rank's packed copy and the peers' received ones, their memory reused from save to save.
+  std::string packed_;
+  std::vector<std::string> copies_;
 };
 
 }  // namespace mactor::training

@@ -48,6 +48,14 @@ struct state_tensor {
     scaled->unscale(v);
     return v;
   }
+  /// The fp32 values without a copy where they are kept so, else unscaled into `scratch`.
+  const float* data(std::vector<float>& scratch) const {
+    if (plain) return plain->data();
+    if (const float* kept = scaled->fp32_data()) return kept;
+    scratch.resize(scaled->size());
+    scaled->unscale(scratch);
+    return scratch.data();
+  }
   void assign(std::vector<float> v) {
     if (plain) *plain = std::move(v);
     else scaled->set(v);

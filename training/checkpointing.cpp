@@ -64,7 +64,8 @@ bool newer_local(const config::megatron_args& a, parallel_context& ctx, std::str
 
 checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parallel_context& ctx, stage_engine& engine,
                                           const model::lr_scheduler& scheduler, const training_position& at,
-                                          std::int64_t padded_vocab_size, bool whole_rank) {
+                                          std::int64_t padded_vocab_size, bool whole_rank,
+                                          checkpoint::snapshot_buffers* buffers) {
   if (a.checkpointing.ckpt_format == "torch" && !whole_rank)
     return capture_torch_checkpoint(a, ctx, engine, scheduler, at, padded_vocab_size);
   checkpoint::rank_state state;
@@ -98,7 +99,8 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
       const auto& s = slots[i];
       if (!shard_saver || saved_elsewhere(*s.chunk, *s.param)) continue;
       const float* local = engine.optimizer().params()[i].value - s.begin;
-      for (auto& q : pieces_of(s.param->name, *s.param, rank_in_split(*s.param), split_size(*s.param), s.begin, s.end, local)) state.pieces.push_back(std::move(q));
+      for (auto& q : pieces_of(s.param->name, *s.param, rank_in_split(*s.param), split_size(*s.param), s.begin, s.end, local, buffers))
+        state.pieces.push_back(std::move(q));
     }
   } else {
     for (std::size_t c = 0; c < engine.chunks().size(); ++c)
@@ -106,7 +108,8 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
         const auto& chunk = engine.chunks()[c];
         if (!saves(p) || saved_elsewhere(chunk, p)) continue;
         const float* main = engine.main_params().value_at(c, p.offset);
-        for (auto& q : pieces_of(p.name, p, rank_in_split(p), split_size(p), 0, p.numel, main)) state.pieces.push_back(std::move(q));
+        for (auto& q : pieces_of(p.name, p, rank_in_split(p), split_size(p), 0, p.numel, main, buffers))
+          state.pieces.push_back(std::move(q));
       }
   }
   // Megatron's persistent buffers: the routers' expert biases (equal on every replica).
@@ -122,15 +125,16 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
   if (!a.checkpointing.no_save_optim.value_or(false)) {
     // Whole optimizer state from the first replica; the distributed optimizer's shards from each.
     auto& opt = engine.optimizer();
+    std::vector<float> unscaled;  // a state kept in a smaller dtype, as fp32
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
       if ((!sharded && !saves(*s.param)) || (sharded && !shard_saver) || saved_elsewhere(*s.chunk, *s.param)) continue;
       for (const auto& tensor : state_tensors(opt, i)) {
         if (tensor.empty()) continue;  // before the first step (or SGD without momentum)
-        const auto values = tensor.values();
         // The state covers local elements [begin, end): index it from the local tensor's start.
-        const float* local = values.data() - s.begin;
-        for (auto& q : pieces_of(optimizer_name(tensor.kind, s.param->name), *s.param, rank_in_split(*s.param), split_size(*s.param), s.begin, s.end, local))
+        const float* local = tensor.data(unscaled) - s.begin;
+        for (auto& q : pieces_of(optimizer_name(tensor.kind, s.param->name), *s.param, rank_in_split(*s.param),
+                                 split_size(*s.param), s.begin, s.end, local, buffers))
           state.pieces.push_back(std::move(q));
       }
     }

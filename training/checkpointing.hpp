@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "checkpoint/snapshot_buffers.hpp"
 #include "checkpoint/tensor_piece.hpp"
 #include "config/megatron_args.hpp"
 #include "model/lr_scheduler.hpp"
@@ -31,10 +32,11 @@ struct training_position {
 /// state likewise, or per data-parallel rank with the distributed optimizer. --no-save-optim
 /// leaves the optimizer out. `whole_rank` (a local non-persistent checkpoint): everything this rank
 /// would load, the common document included, in the torch_dist pieces whatever --ckpt-format says.
+/// `buffers`: where the parameters and optimizer state are copied (null: fresh memory).
 checkpoint::rank_state capture_checkpoint(const config::megatron_args& args, parallel_context& ctx,
                                           stage_engine& engine, const model::lr_scheduler& scheduler,
                                           const training_position& at, std::int64_t padded_vocab_size,
-                                          bool whole_rank = false);
+                                          bool whole_rank = false, checkpoint::snapshot_buffers* buffers = nullptr);
 
 /// Where a job loads from: --load, or (Megatron's finetuning fallback) --pretrained-checkpoint
 /// when --load holds no checkpoint, which then loads as --finetune does.

@@ -119,7 +119,7 @@ std::optional<loaded_checkpoint> rank_worker::load_checkpoint() {
 
 checkpoint::rank_state rank_worker::capture_checkpoint(std::int64_t iteration, std::int64_t consumed,
                                                        std::int64_t skipped, double floating_point_operations,
-                                                       bool non_persistent) {
+                                                       bool non_persistent, checkpoint::snapshot_buffers* buffers) {
   training_position at;
   at.iteration = iteration;
   at.consumed_train_samples = consumed;
@@ -130,10 +130,10 @@ checkpoint::rank_state rank_worker::capture_checkpoint(std::int64_t iteration, s
     // --ckpt-convert-format: loaded in --ckpt-format, the one save before the job exits is in this.
     auto converting = args_;
     converting.checkpointing.ckpt_format = *to;
-    return training::capture_checkpoint(converting, ctx_, engine_, scheduler_, at, vocab_.padded);
+    return training::capture_checkpoint(converting, ctx_, engine_, scheduler_, at, vocab_.padded, false, buffers);
   }
   const bool local = non_persistent && args_.checkpointing.non_persistent_ckpt_type == std::optional<std::string>("local");
-  return training::capture_checkpoint(args_, ctx_, engine_, scheduler_, at, vocab_.padded, local);
+  return training::capture_checkpoint(args_, ctx_, engine_, scheduler_, at, vocab_.padded, local, buffers);
 }
 
 void rank_worker::begin_iteration(std::int64_t iteration, std::int64_t consumed) {

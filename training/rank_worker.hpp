@@ -79,8 +79,10 @@ class rank_worker {
   std::optional<loaded_checkpoint> load_checkpoint();
   /// A snapshot of this rank's state after iteration `iteration` at `consumed` samples; a
   /// non-persistent one under --non-persistent-ckpt-type local holds the rank's whole state.
+  /// `buffers`: recycled memory the copies go into (null: fresh memory).
   checkpoint::rank_state capture_checkpoint(std::int64_t iteration, std::int64_t consumed, std::int64_t skipped,
-                                            double floating_point_operations, bool non_persistent = false);
+                                            double floating_point_operations, bool non_persistent = false,
+                                            checkpoint::snapshot_buffers* buffers = nullptr);
 
   stage_engine& engine() { return engine_; }
   const vocabulary& vocab() const { return vocab_; }
