@@ -242,6 +242,12 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"save_interval", ""},
       {"no_save_optim", ""},
       {"no_save_rng", "dropout masks and data order derive from --seed and the sample index, so there is no RNG state to leave out"},
+      {"perform_initialization",
+       "--no-initialization: the weights' init_method draws (linear, embedding, router and expert weights) are "
+       "skipped, as Megatron's perform_initialization=False skips them, and the weights stay zero for the checkpoint "
+       "to fill (norms' ones, biases' zeros and the Mamba mixer's own values are still set); needs --load or "
+       "--pretrained-checkpoint, and a checkpoint there (exit 2 otherwise: Megatron would train from torch.empty's "
+       "memory)"},
       {"load", "reshards on load: any tensor-, pipeline- or data-parallel layout (with or without the distributed optimizer) reads any other's checkpoint"},
       {"no_load_optim", "the model alone: optimizer and LR scheduler start anew, iteration and consumed samples are kept"},
       {"no_load_rng", "dropout masks and data order derive from --seed and the sample index, so there is no RNG state to skip"},

@@ -66,6 +66,10 @@ void precision(validation_context& c) {  // rules 29-34
               "--init-model-with-meta-device without --use-megatron-fsdp leaves the parameters uninitialized (Megatron "
               "materializes them with torch's to_empty): add --use-megatron-fsdp, or give --load so that a checkpoint "
               "fills them");
+  // Megatron's --no-initialization leaves the weights as torch.empty made them, for a checkpoint to fill.
+  c.require(c.a.checkpointing.perform_initialization || c.a.checkpointing.load || c.a.checkpointing.pretrained_checkpoint,
+            "--no-initialization leaves the weights uninitialized for a checkpoint to fill: give --load (or "
+            "--pretrained-checkpoint), or drop --no-initialization");
   c.a.derived.params_dtype = "float32";
   if (m.fp16) {
     c.require(!m.bf16, "--fp16 and --bf16 cannot both be set");

@@ -38,6 +38,7 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
     : config_(checked(config, tp, layout)), tp_(tp), layout_(layout), shard_(config_.shard()),
       store_(config_.params_dtype, config_.grads_dtype()) {
   store_.set_xavier_uniform(config_.init_method_xavier_uniform);
+  store_.set_skip_weight_init(config_.skip_weight_init);
   // Registration order (Megatron's module order) fixes only the flat buffer layout.
   if (layout_.pre_process) {
     embedding_.emplace(store_, config_, tp.rank(), tp.size());

@@ -122,6 +122,9 @@ struct gpt_model_config {
   /// --init-method-xavier-uniform: Megatron's init_method and output_layer_init_method draw
   /// uniform(-b, b), b = sqrt(6 / (fan_in + fan_out)) of the full (tp = 1) weight.
   bool init_method_xavier_uniform = false;
+  /// --no-initialization: the weights' init_method draws are skipped (zero until a checkpoint
+  /// fills them; parameter_store::set_skip_weight_init).
+  bool skip_weight_init = false;
   /// Megatron FSDP's --init-model-with-meta-device with sharded parameters: a chunk lays its
   /// parameters out with no memory, and materialize_shard() later holds and draws only its
   /// data-parallel shard (model/parameter.hpp).

@@ -176,6 +176,7 @@ void parameter_store::initialize(std::uint64_t seed, int tp_rank, int tp_size) {
     const auto& p = params_[i];
     // A parameter none of whose elements this store holds is not drawn at all.
     if (inits_[i].kind == init_kind::zeros || held(p.offset, p.offset + p.numel).empty()) continue;
+    if (skip_weight_init_ && inits_[i].kind != init_kind::ones) continue;  // --no-initialization: zero as allocated
     fit(local, p.numel);
     if (inits_[i].kind == init_kind::ones) {
       std::fill(local.begin(), local.end(), 1.0f);

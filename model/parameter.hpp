@@ -111,6 +111,11 @@ class parameter_store {
   /// b = sqrt(6 / (fan_in + fan_out)) with the fans of the full [out, in] weight (Megatron's CPU
   /// initialization, which initializes the master weight before splitting it). Before allocate().
   void set_xavier_uniform(bool on) { xavier_uniform_ = on; }
+  /// Megatron's --no-initialization (perform_initialization=False): the init_method draws
+  /// (init_kind::normal and normal_only: linear, embedding, router and expert weights) are
+  /// skipped and those values stay zero until a checkpoint fills them; ones and zeros (norms,
+  /// biases) and layers' own initializations still run. Before allocate().
+  void set_skip_weight_init(bool on) { skip_weight_init_ = on; }
 
   parameter& operator[](int id) { return params_[id]; }
   const parameter& operator[](int id) const { return params_[id]; }
@@ -197,6 +202,7 @@ class parameter_store {
   std::vector<parameter> params_;
   std::vector<init_spec> inits_;
   bool xavier_uniform_ = false;
+  bool skip_weight_init_ = false;
   int expert_rank_ = 0, expert_size_ = 0;  // 0: the experts split like the rest
   std::size_t expert_begin_ = 0, flat_numel_ = 0;
   std::vector<held_range> held_;  // what values_ holds (the whole layout once allocated)

@@ -200,6 +200,10 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
         throw checkpoint_error("--load " + dir + " has no checkpoint (no " +
                                (std::filesystem::path(dir) / "latest_checkpointed_iteration.txt").string() +
                                ") and --exit-on-missing-checkpoint is set; check the path or drop the flag");
+      if (!a.checkpointing.perform_initialization)
+        throw checkpoint_error("--no-initialization leaves the weights for a checkpoint to fill, but " + dir +
+                               " holds no checkpoint (no latest_checkpointed_iteration.txt): point --load at one, or "
+                               "drop --no-initialization");
       return std::nullopt;
     }
   }

@@ -185,6 +185,7 @@ model::gpt_model_config model_config_from_args(const config::megatron_args& a, s
   c.init_method_std = static_cast<float>(a.initialization.init_method_std);
   if (const auto& e = a.initialization.embedding_init_method_std) c.embedding_init_method_std = static_cast<float>(*e);
   c.init_method_xavier_uniform = a.initialization.init_method_xavier_uniform;
+  c.skip_weight_init = !a.checkpointing.perform_initialization;
   // Megatron's params_dtype (validation derives it from --bf16 / --fp16).
   c.params_dtype = *tensor::parse_dtype("torch." + a.derived.params_dtype);
   // Megatron's DistributedDataParallelConfig.grad_reduce_in_fp32 is

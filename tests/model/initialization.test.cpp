@@ -113,6 +113,30 @@ TEST_CASE("with --init-method-xavier-uniform every init_method weight is xavier 
   CHECK(by_name(g)["decoder.layers.0.mlp.linear_fc1.weight"]->full_shape[0] == 2 * c.ffn_hidden_size);
 }
 
+TEST_CASE("with --no-initialization the init_method weights stay zero and norms and biases are set as usual") {
+  auto c = big();
+  c.skip_weight_init = true;
+  c.add_bias_linear = true;
+  model::single_group tp;
+  model::gpt_model skipped(c, tp);
+  c.skip_weight_init = false;
+  model::gpt_model drawn(c, tp);
+  auto initialized = by_name(drawn);
+  int matrices = 0;
+  for (const auto& [name, p] : by_name(skipped)) {
+    INFO(name);
+    const auto& q = *initialized.at(name);
+    if (is_matrix(*p)) {
+      ++matrices;
+      CHECK(of(*p).max_abs == 0.0);
+      CHECK(of(q).std > 0.005);  // drawn without the flag (the output layers' scaled std is 0.02 / sqrt(2 x 3))
+    } else {  // norms' ones and biases' zeros
+      CHECK(std::equal(p->value_as<float>(), p->value_as<float>() + p->numel, q.value_as<float>()));
+    }
+  }
+  CHECK(matrices == 3 + 4 * c.num_layers);
+}
+
 TEST_CASE("with xavier, an embedding std that differs from --init-method-std keeps embeddings normal") {
   auto c = big();
   c.init_method_xavier_uniform = true, c.embedding_init_method_std = 0.5f;

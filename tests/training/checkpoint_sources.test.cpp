@@ -1,7 +1,7 @@
 // Where a load takes its parameters from: --load-main-params-from-ckpt (a 16-bit model's fp32 main
 // parameters from the checkpoint, or rebuilt from its 16-bit weights without the flag, as Megatron's
 // reload_model_params) and --pretrained-checkpoint (Megatron's finetuning fallback when --load
-// holds no checkpoint).
+// holds no checkpoint) and --no-initialization (the weights left for the checkpoint to fill).
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -96,6 +96,27 @@ TEST_CASE("a --pretrained-checkpoint loads as --finetune when --load holds no ch
                            empty.string());
   CHECK(r.status == 2);
   CHECK_THAT(r.err, Catch::Contains("No checkpoint found in load directory or pretrained directory"));
+}
+
+TEST_CASE("--no-initialization resumes as an initialized run does, and without a checkpoint to fill the weights it is an error") {
+  const auto cut = scratch("no_init_cut");
+  pretrain("--save " + cut.string() + " --save-interval 1 --exit-interval 1");
+  const auto full = iteration_lines(pretrain("").out);
+  const auto resumed = iteration_lines(pretrain("--load " + cut.string() + " --no-initialization").out);
+  REQUIRE(full.size() == 2);
+  REQUIRE(resumed.size() == 1);
+  CHECK(resumed.at(2) == full.at(2));  // every logged number: loss, norms, learning rate
+
+  const auto without_load = run_shell(bin_dir() + "/pretrain_gpt " + model + " --no-initialization");
+  CHECK(without_load.status == 2);
+  CHECK_THAT(without_load.err, Catch::Contains("--no-initialization leaves the weights uninitialized") &&
+                                   Catch::Contains("give --load"));
+  const auto empty = scratch("no_init_empty");
+  fs::create_directories(empty);
+  const auto nothing = run_shell(bin_dir() + "/pretrain_gpt " + model + " --no-initialization --load " + empty.string());
+  CHECK(nothing.status == 2);
+  CHECK_THAT(nothing.err, Catch::Contains(empty.string() + " holds no checkpoint") &&
+                              Catch::Contains("drop --no-initialization"));
 }
 
 TEST_CASE("a given --padded-vocab-size is the model's vocabulary, not padded further") {
