@@ -102,6 +102,19 @@ void finish(coordinator_actor* self, job_outcome outcome);
 /// lost_peer: job_outcome::lost_peer.
 void fail(coordinator_actor* self, int exit_code, std::string message, bool lost_peer = false);
 void finish_ok(coordinator_actor* self);
+
+// The start of the job (coordinator_startup.cpp).
+/// Sets up the coordinator's state, its inspector and the handler for ranks that vanish.
+void start_coordinator(coordinator_actor* self, config::megatron_args args, comm::process_groups groups,
+                       training::vocabulary vocab, caf::actor logger, caf::actor evaluator,
+                       std::shared_ptr<job_control> control);
+/// A rank's actors introduced themselves; once every rank has, the config goes to every stage and
+/// each replica gets its pipeline's stages.
+void on_hello(coordinator_actor* self, const hello_message& h);
+/// A stage built its model and loaded the checkpoint, if any; once every stage has (and all agree
+/// on what they loaded), training starts.
+void on_stage_ready(coordinator_actor* self, const stage_ready& r);
+
 void start_iteration(coordinator_actor* self);
 /// "training ...", then the first iteration (or the end, when the loaded checkpoint is at --train-iters).
 void begin_training(coordinator_actor* self);

@@ -98,7 +98,7 @@ TEST_CASE("a --pretrained-checkpoint loads as --finetune when --load holds no ch
   CHECK_THAT(r.err, Catch::Contains("No checkpoint found in load directory or pretrained directory"));
 }
 
-TEST_CASE("--no-initialization resumes as an initialized run does, and without a checkpoint to fill the weights it is an error") {
+TEST_CASE("a run with --no-initialization resumes as an initialized run does, and without a checkpoint to fill the weights it is an error") {
   const auto cut = scratch("no_init_cut");
   pretrain("--save " + cut.string() + " --save-interval 1 --exit-interval 1");
   const auto full = iteration_lines(pretrain("").out);
