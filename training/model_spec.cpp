@@ -1,13 +1,11 @@
-// The mapping from Megatron's flags to model/, data/ and optimizer inputs (one place, read by the trainer).
+// Megatron's flags as model/'s inputs: the GPT model config, its fp8, MoE and MLA settings and the
+// recompute plan (model_spec.hpp; the data and optimizer inputs are data_spec.cpp and optimizer_spec.cpp).
 #include "training/model_spec.hpp"
 
 #include <stdexcept>
 #include <variant>
 
 #include "config/layer_spec.hpp"
-#include "data/data_args_file.hpp"
-#include "data/dataset_tokenizer.hpp"
-#include "data/dataset_request.hpp"
 
 namespace mactor::training {
 
@@ -257,147 +255,6 @@ model::recompute_config recompute_from_args(const config::megatron_args& a) {
     if (m == "moe") r.moe = true;
   }
   return r;
-}
-
-namespace {
-
-data::tokenizer_options tokenizer_options_from_args(const config::megatron_args& a) {
-  const auto& t = a.tokenizer;
-  data::tokenizer_options o;
-  o.tokenizer_type = t.tokenizer_type.value_or("GPT2BPETokenizer");  // validation applied pretrain_gpt's default
-  o.vocab_file = t.vocab_file;
-  o.merge_file = t.merge_file;
-  o.tokenizer_model = t.tokenizer_model;
-  o.vocab_size = t.vocab_size;
-  o.tiktoken_pattern = t.tiktoken_pattern;
-  o.tiktoken_num_special_tokens = t.tiktoken_num_special_tokens;
-  o.tiktoken_special_tokens = t.tiktoken_special_tokens;
-  o.legacy_tokenizer = t.legacy_tokenizer;
-  o.tokenizer_metadata = t.tokenizer_metadata;
-  return o;
-}
-
-}  // namespace
-
-std::unique_ptr<data::tokenizer> tokenizer_from_args(const config::megatron_args& a) {
-  const auto o = tokenizer_options_from_args(a);
-  // pretrain_gpt always builds the legacy global tokenizer too (for the padded vocabulary size),
-  // and its CustomTikTokenizer asserts a pattern even when the datasets use the default path.
-  if (o.tokenizer_type == "TikTokenizer" && !o.tiktoken_pattern)
-    throw data::data_error("--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2 (Megatron asserts it)");
-  if (o.tokenizer_type == "NullTokenizer" && !o.vocab_size)
-    throw data::data_error("--tokenizer-type NullTokenizer needs --vocab-size (e.g. --vocab-size 8192)");
-  return data::make_tokenizer(o);
-}
-
-data::gpt_dataset_config dataset_config_from_args(const config::megatron_args& a, const data::tokenizer& tok) {
-  data::gpt_dataset_config c;
-  c.sequence_length = *a.data.seq_length;
-  c.random_seed = static_cast<std::uint32_t>(a.initialization.seed);
-  c.split = a.data.split;
-  if (a.data.data_path && !a.data.data_path->empty()) c.blend = data::blend_from_list(*a.data.data_path);
-  if (a.data.data_args_path) c.blend = data::blend_from_list(data::data_args_file_words(*a.data.data_args_path));
-  std::array<std::optional<std::vector<std::string>>, 3> per_split = {a.data.train_data_path, a.data.valid_data_path,
-                                                                      a.data.test_data_path};
-  if (a.data.per_split_data_args_path) per_split = data::per_split_data_args_file(*a.data.per_split_data_args_path);
-  for (std::size_t i = 0; i < 3; ++i)
-    if (per_split[i] && !per_split[i]->empty()) c.blend_per_split[i] = data::blend_from_list(*per_split[i]);
-  c.mock = a.data.mock_data;
-  c.reset_position_ids = a.data.reset_position_ids;
-  c.reset_attention_mask = a.data.reset_attention_mask;
-  c.eod_mask_loss = a.data.eod_mask_loss;
-  c.multiple_validation_sets = a.validation.multiple_validation_sets;
-  c.create_attention_mask = a.data.create_attention_mask_in_dataloader;
-  c.path_to_cache = a.data.data_cache_path;
-  c.mid_level_dataset_surplus = a.data.mid_level_dataset_surplus;
-  const auto dataset_tok = data::make_dataset_tokenizer(tokenizer_options_from_args(a), tok);
-  c.eod = dataset_tok.eod;
-  c.pad = dataset_tok.pad;
-  c.tokenizer_identifiers = dataset_tok.identifiers;
-  c.finalize();
-  return c;
-}
-
-std::array<std::optional<std::int64_t>, 3> split_sample_counts(const config::megatron_args& a) {
-  data::sample_count_args c;
-  c.train_samples = a.training.train_samples;
-  c.train_iters = a.training.train_iters.value_or(0);
-  c.global_batch_size = *a.training.global_batch_size;
-  c.eval_interval = a.validation.eval_interval;
-  c.eval_iters = a.validation.eval_iters;
-  c.full_validation = a.validation.full_validation;
-  return data::train_valid_test_num_samples(c);
-}
-
-model::optimizer_options optimizer_options_from_args(const config::megatron_args& a) {
-  model::optimizer_options o;
-  const auto kind = model::parse_optimizer_kind(a.training.optimizer);
-  if (!kind) throw std::invalid_argument("--optimizer " + a.training.optimizer + " is not one of adam, sgd");
-  o.optimizer = *kind;
-  o.lr = *a.learning_rate.lr;
-  o.min_lr = a.learning_rate.min_lr;
-  o.decoupled_lr = a.learning_rate.decoupled_lr;
-  o.decoupled_min_lr = a.learning_rate.decoupled_min_lr;
-  o.weight_decay = a.regularization.weight_decay;
-  o.adam_beta1 = a.regularization.adam_beta1;
-  o.adam_beta2 = a.regularization.adam_beta2;
-  o.adam_eps = a.regularization.adam_eps;
-  o.sgd_momentum = a.regularization.sgd_momentum;
-  // --use-precision-aware-optimizer: TE FusedAdam's moment dtypes (validation mapped the flags to
-  // torch dtype names; they stay fp32 without the flag). --optimizer-cpu-offload builds Megatron's
-  // HybridDeviceOptimizer instead, whose torch Adam/SGD keep fp32 moments whatever they say.
-  if (a.training.optimizer_cpu_offload) return o;
-  o.exp_avg_dtype = model::parse_state_dtype(a.experimental.exp_avg_dtype).value_or(model::state_dtype::fp32);
-  o.exp_avg_sq_dtype = model::parse_state_dtype(a.experimental.exp_avg_sq_dtype).value_or(model::state_dtype::fp32);
-  return o;
-}
-
-model::lr_schedule_args lr_schedule_args_from_args(const config::megatron_args& a) {
-  model::lr_schedule_args s;
-  const auto& lr = a.learning_rate;
-  s.train_iters = a.training.train_iters;
-  s.train_samples = a.training.train_samples;
-  s.global_batch_size = *a.training.global_batch_size;
-  s.lr = lr.lr;
-  s.min_lr = lr.min_lr;
-  s.lr_warmup_init = lr.lr_warmup_init;
-  s.lr_warmup_fraction = lr.lr_warmup_fraction;
-  s.lr_warmup_iters = lr.lr_warmup_iters;
-  s.lr_warmup_samples = lr.lr_warmup_samples;
-  s.lr_decay_iters = lr.lr_decay_iters;
-  s.lr_decay_samples = lr.lr_decay_samples;
-  s.lr_decay_style = lr.lr_decay_style;
-  s.lr_wsd_decay_iters = lr.lr_wsd_decay_iters;
-  s.lr_wsd_decay_samples = lr.lr_wsd_decay_samples;
-  s.lr_wsd_decay_style = lr.lr_wsd_decay_style;
-  s.weight_decay = a.regularization.weight_decay;
-  s.start_weight_decay = a.regularization.start_weight_decay;
-  s.end_weight_decay = a.regularization.end_weight_decay;
-  s.weight_decay_incr_style = a.regularization.weight_decay_incr_style;
-  s.use_checkpoint_opt_param_scheduler = lr.use_checkpoint_opt_param_scheduler;
-  s.override_opt_param_scheduler = lr.override_opt_param_scheduler;
-  return s;
-}
-
-}  // namespace mactor::training
-
-namespace mactor::training {
-
-std::optional<model::grad_scaler_options> grad_scaler_options_from_args(const config::megatron_args& a) {
-  const auto& m = a.mixed_precision;
-  if (!m.fp16 && !m.bf16) return std::nullopt;
-  model::grad_scaler_options o;
-  if (m.loss_scale) {
-    o.dynamic = false;
-    o.initial_scale = static_cast<float>(*m.loss_scale);
-    return o;
-  }
-  if (!m.fp16) return std::nullopt;
-  o.initial_scale = static_cast<float>(m.initial_loss_scale);
-  o.min_scale = static_cast<float>(m.min_loss_scale);
-  o.growth_interval = static_cast<std::int64_t>(m.loss_scale_window);
-  o.hysteresis = m.hysteresis;
-  return o;
 }
 
 }  // namespace mactor::training

@@ -1,4 +1,5 @@
-// Megatron's args to the plain descriptions that model/ and data/ take.
+// Megatron's args to the plain descriptions that model/, data/ and the optimizer take: model_spec.cpp
+// builds the model's, data_spec.cpp the data's, optimizer_spec.cpp the optimizer's.
 #pragma once
 #include <optional>
 
