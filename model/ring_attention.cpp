@@ -337,7 +337,8 @@ void ring_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_vie
     // A message of the ring: a key/value block (the model's dtype), then the gradients of the
     // block the sender held one step before (the compute type). The ring runs backwards from
     // the forward's last block (rank r + 1's): at step s rank r holds rank r + 1 + s's block,
-    // so the last step's is its own and every transfer overlaps a step's compute.
+    // so the last step's is its own and every transfer overlaps a step's compute. The last
+    // message carries the gradients alone: no one computes on the block it would bring.
     const std::size_t n = std::size_t(L.block_numel()), block_bytes = n * tensor::size_of(qkv.type);
     if (last_block_.numel() != std::int64_t(n) || last_block_.type() != qkv.type)
       throw std::logic_error("ring_attention::backward without the forward's last key/value block");
@@ -347,8 +348,9 @@ void ring_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_vie
     std::memcpy(current.data(), last_block_.data(), block_bytes);
     for (int step = 0; step < cp; ++step) {
       std::optional<pending_shift> shift;
+      const std::size_t skipped = step == cp - 1 ? block_bytes : 0;
       if (cp > 1)
-        shift.emplace(cp_, current.data(), next.data(), current.size(), timing_,
+        shift.emplace(cp_, current.data() + skipped, next.data() + skipped, current.size() - skipped, timing_,
                       "KV block and gradients " + std::to_string(step + 1) + " of " + std::to_string(cp) +
                           " from {peer} in ring attention's backward",
                       -1);

@@ -298,3 +298,79 @@ TEST_CASE("ring attention in fp16 matches the one-rank fp16 attention forward an
   CHECK(e.ring_vs_fp64_out <= e.half_vs_fp64_out + 5e-4);
   CHECK(e.ring_vs_fp64_grad <= e.half_vs_fp64_grad + 5e-4);
 }
+
+namespace {
+
+// A group that counts the bytes this rank sends through it (what ring attention's shifts move).
+class counting_group final : public model::group {
+ public:
+  explicit counting_group(model::group& inner) : inner_(inner) {}
+  int size() const override { return inner_.size(); }
+  int rank() const override { return inner_.rank(); }
+  void all_reduce_sum(float* data, std::size_t n) override { inner_.all_reduce_sum(data, n); }
+  void all_reduce_sum(double* data, std::size_t n) override { inner_.all_reduce_sum(data, n); }
+  void all_gather(const float* in, float* out, std::size_t n) override { inner_.all_gather(in, out, n); }
+  void all_gather(const double* in, double* out, std::size_t n) override { inner_.all_gather(in, out, n); }
+  void reduce_scatter_sum(const float* in, float* out, std::size_t n) override { inner_.reduce_scatter_sum(in, out, n); }
+  void reduce_scatter_sum(const double* in, double* out, std::size_t n) override { inner_.reduce_scatter_sum(in, out, n); }
+  void all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t> send_bytes, std::byte* out,
+                          std::span<const std::size_t> recv_bytes) override {
+    for (std::size_t q = 0; q < send_bytes.size(); ++q)
+      if (int(q) != rank()) sent += send_bytes[q];
+    inner_.all_to_all_v_bytes(in, send_bytes, out, recv_bytes);
+  }
+  std::size_t sent = 0;
+
+ private:
+  model::group& inner_;
+};
+
+// Bytes rank 0 sends in ring attention's forward and in its backward, for cp ranks in dtype H.
+template <typename H>
+std::pair<std::size_t, std::size_t> ring_bytes(int cp) {
+  kernels::attention_dims full;
+  full.seq = 16, full.batch = 2, full.heads = 4, full.groups = 2, full.head_dim = 8, full.total_heads = 4;
+  const std::int64_t width = full.qkv_width(), out_width = full.heads * full.head_dim;
+  const auto qkv = test::random_vector(std::size_t(full.seq) * full.batch * width, 7, 1.0);
+  const auto dout = test::random_vector(std::size_t(full.seq) * full.batch * out_width, 8);
+  auto groups = model::make_local_groups(cp);
+  std::vector<std::size_t> sent_forward(static_cast<std::size_t>(cp)), sent_backward(static_cast<std::size_t>(cp));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < cp; ++r)
+    ranks.emplace_back([&, r] {
+      const model::sequence_shard shard{full.seq, cp, r};
+      kernels::attention_dims d = full;
+      d.seq = shard.local_length();
+      const auto q = rounded<H>(rows_at<double>(qkv, shard, full.batch, width));
+      const auto g = rounded<H>(rows_at<double>(dout, shard, full.batch, out_width));
+      std::vector<H> o(g.size()), dq(q.size());
+      std::vector<float> lse(std::size_t(d.seq) * d.batch * d.heads);
+      counting_group counted(*groups[std::size_t(r)]);
+      model::ring_attention ring(counted, shard);
+      ring.forward(tensor::view_of(std::span<H>(o)), tensor::view_of(std::span<float>(lse)),
+                   tensor::view_of(std::span<const H>(q)), d, 0.35f, 0.0f, 0);
+      sent_forward[std::size_t(r)] = std::exchange(counted.sent, 0);
+      ring.backward(tensor::view_of(std::span<H>(dq)), tensor::view_of(std::span<const H>(g)),
+                    tensor::view_of(std::span<const H>(q)), tensor::view_of(std::span<const H>(o)),
+                    tensor::view_of(std::span<const float>(lse)), d, 0.35f, 0.0f, 0);
+      sent_backward[std::size_t(r)] = counted.sent;
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 1; r < cp; ++r) CHECK((sent_forward[std::size_t(r)] == sent_forward[0] && sent_backward[std::size_t(r)] == sent_backward[0]));
+  return {sent_forward[0], sent_backward[0]};
+}
+
+}  // namespace
+
+TEST_CASE("ring attention's backward sends cp - 1 key/value blocks, its last message the gradients alone") {
+  for (int cp : {2, 4}) {
+    INFO("cp " << cp);
+    const auto check = [cp](std::pair<std::size_t, std::size_t> bytes, std::size_t element) {
+      const std::size_t block = bytes.first / std::size_t(cp - 1);  // the forward sends cp - 1 blocks
+      const std::size_t gradients = block / element * sizeof(float);  // accumulated in fp32
+      CHECK(bytes.second == std::size_t(cp - 1) * (block + gradients) + gradients);
+    };
+    check(ring_bytes<float>(cp), sizeof(float));
+    check(ring_bytes<tensor::bfloat16>(cp), sizeof(tensor::bfloat16));
+  }
+}
