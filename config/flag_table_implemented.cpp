@@ -563,6 +563,14 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                          "does; global_aux_loss: aux_loss with the tokens per expert summed over "
                                          "every tensor-, data- and context-parallel rank and averaged over the global "
                                          "batch's micro-batches so far, logged as global_load_balancing_loss"},
+      {"delay_wgrad_compute",
+       "with expert parallelism, a MoE layer's backward computes the experts' input gradients first and runs their "
+       "weight-gradient GEMMs while the dispatch's all-to-all carries those input gradients back (on a side thread), "
+       "as Megatron's EP-overlap schedule delays the experts' wgrad behind that all-to-all; the same numbers bit for "
+       "bit. The attention's weight gradients are not delayed (Megatron delays them too, behind the next layer's "
+       "exchange in its combined 1F1B schedule, which mactor does not run: --overlap-moe-expert-parallel-comm is "
+       "accepted without effect). Under --pipeline-schedule zb-h1/zbv the schedule's W pass takes the weight "
+       "gradients instead"},
       {"moe_router_padding_for_fp8", "each expert's rows padded to a multiple of 16 (32 under mxfp8) with the first "
                                      "tokens not routed to it, of probability 0, as Megatron's pad_routing_map in the "
                                      "alltoall dispatcher (each rank's own tokens, before the all-to-all): the outputs "

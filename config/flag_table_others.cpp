@@ -64,11 +64,6 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
                                            "forward beside another's backward so that each one's expert all-to-all hides "
                                            "behind the other's compute; the results are the same; mactor runs the "
                                            "all-to-alls in line (Megatron's rules for the flag are checked)"},
-      {"delay_wgrad_compute", "performance-only: in Megatron's EP-overlap schedule the experts' and attention's "
-                              "weight-gradient GEMMs run after the backward all-to-all they would otherwise wait "
-                              "behind; the gradients are the same numbers; mactor runs the all-to-alls in line "
-                              "(Megatron's rules for the flag are checked; --pipeline-schedule zb-h1 defers weight "
-                              "gradients for real)"},
       {"moe_pad_expert_input_to_capacity", "performance-only: Megatron fills each expert to capacity with "
                                            "probability-0 tokens, whose output and gradients are zero; mactor does not "
                                            "pad, with the same numbers (with fp8, where the padding would enter the "

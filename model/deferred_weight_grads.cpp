@@ -7,9 +7,10 @@
 
 namespace mactor::model {
 
-void deferred_weight_grads::begin_collecting(int microbatch) {
+void deferred_weight_grads::begin_collecting(int microbatch, bool copy_inputs) {
   collecting_ = true;
   microbatch_ = microbatch;
+  copy_inputs_ = copy_inputs;
 }
 
 void deferred_weight_grads::add(std::initializer_list<tensor::const_tensor_view> inputs, work w) {
@@ -18,7 +19,12 @@ void deferred_weight_grads::add(std::initializer_list<tensor::const_tensor_view>
     w(views);
     return;
   }
-  item it{microbatch_, {}, std::move(w)};
+  item it{microbatch_, {}, {}, std::move(w)};
+  if (!copy_inputs_) {
+    it.views.assign(inputs);
+    queue_.push_back(std::move(it));
+    return;
+  }
   it.inputs.reserve(inputs.size());
   for (const auto& v : inputs) {
     if (v.where != tensor::cpu)
@@ -38,7 +44,7 @@ void deferred_weight_grads::run(int microbatch) {
       ++it;
       continue;
     }
-    views.clear();
+    views = it->views;
     for (const auto& t : it->inputs) {
       views.push_back(t.view());
       pending_bytes_ -= static_cast<std::int64_t>(t.nbytes());

@@ -22,8 +22,10 @@ class deferred_weight_grads {
  public:
   using work = std::function<void(std::span<const tensor::const_tensor_view> inputs)>;
 
-  /// From now on, add() queues its work under `microbatch` instead of running it.
-  void begin_collecting(int microbatch);
+  /// From now on, add() queues its work under `microbatch` instead of running it. Without
+  /// `copy_inputs` the queue keeps views of the inputs: for a caller that runs the work before
+  /// anything overwrites them (a layer deferring its weight gradients past its own all-to-all).
+  void begin_collecting(int microbatch, bool copy_inputs = true);
   /// add() runs its work at once again.
   void stop_collecting() { collecting_ = false; }
   bool collecting() const { return collecting_; }
@@ -42,10 +44,11 @@ class deferred_weight_grads {
  private:
   struct item {
     int microbatch;
-    std::vector<tensor::tensor> inputs;
+    std::vector<tensor::tensor> inputs;           // copies
+    std::vector<tensor::const_tensor_view> views;  // or the inputs themselves
     work w;
   };
-  bool collecting_ = false;
+  bool collecting_ = false, copy_inputs_ = true;
   int microbatch_ = 0;
   std::deque<item> queue_;
   std::int64_t pending_bytes_ = 0;

@@ -88,6 +88,10 @@ struct moe_settings {
   /// outputs add nothing, but the experts' fp8 GEMMs see them (amaxes, scales) and the
   /// all-to-all moves them. 0: no padding.
   int router_padding_multiple = 0;
+  /// --delay-wgrad-compute (with --overlap-moe-expert-parallel-comm): in the backward the
+  /// experts' weight-gradient GEMMs run while the dispatch's all-to-all carries their input
+  /// gradients back (moe_layer), as Megatron delays them behind that all-to-all.
+  bool delay_wgrad_compute = false;
 
   /// --expert-model-parallel-size: the experts split into that many equal blocks, one per
   /// expert-parallel rank; this rank holds block expert_parallel_rank and exchanges tokens

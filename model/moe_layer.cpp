@@ -1,6 +1,8 @@
 // MoE layer: router, local dispatch, experts, combine.
 #include "model/moe_layer.hpp"
 
+#include <chrono>
+#include <future>
 #include <stdexcept>
 #include <string>
 
@@ -22,7 +24,7 @@ gpt_model_config shared_expert_config(gpt_model_config c) {
 moe_layer::moe_layer(parameter_store& store, const std::string& name, const gpt_model_config& c, moe_groups groups)
     : hidden_(c.hidden_size), sequence_parallel_(c.sequence_parallel), router_dtype_(c.moe.router_dtype),
       expert_tensor_parallel_(c.moe.expert_tensor_parallel_size), local_experts_(c.moe.local_experts()),
-      padding_multiple_(c.moe.router_padding_multiple),
+      padding_multiple_(c.moe.router_padding_multiple), delay_wgrad_(c.moe.delay_wgrad_compute),
       router_(store, name + ".router", c, groups.sequence_shards, groups.global_batch),
       dispatcher_(c.moe.num_experts, c.moe.router_topk), experts_(store, name + ".experts", c) {
   group* ep = groups.expert_parallel;
@@ -93,12 +95,8 @@ void moe_layer::backward(parameter_store& store, group& tp, tensor::const_tensor
   if (exchange_) {
     const std::int64_t m = exchange_->received_rows();
     auto din = ensure_activation(dexpert_in_, m, hidden_, dout.type);
-    auto dlocal = ensure_activation(dexpert_local_in_, m, hidden_, dout.type);
-    auto dlocal_probs = ensure_activation(dexpert_local_probs_, m, 1, dp.type);
     exchange_->to_experts(dexpert_out, din, hidden_);
-    experts_backward(store, din, expert_in_, dlocal, dlocal_probs);
-    exchange_->from_experts(dlocal, dpermuted, hidden_);
-    exchange_->from_experts(dlocal_probs, dp, 1);
+    experts_backward_and_return(store, din, dpermuted, dp);
   } else {
     experts_backward(store, dexpert_out, permuted_, dpermuted, dp);
   }
@@ -128,6 +126,41 @@ void moe_layer::experts_forward(const parameter_store& store, tensor::const_tens
   auto partial = ensure_activation(gathered_out_, n, hidden_, in.type);
   experts_.forward(store, gathered, gathered_probs, tensor_exchange_->gathered_tokens_per_expert(), partial);
   sum_expert_shards(partial, out, in_probs.type);
+}
+
+void moe_layer::experts_backward_and_return(parameter_store& store, tensor::const_tensor_view din,
+                                            tensor::tensor_view dpermuted, tensor::tensor_view dprobs) {
+  const std::int64_t m = exchange_->received_rows();
+  auto dlocal = ensure_activation(dexpert_local_in_, m, hidden_, din.type);
+  auto dlocal_probs = ensure_activation(dexpert_local_probs_, m, 1, dprobs.type);
+  const auto give_back = [&] {
+    exchange_->from_experts(dlocal, dpermuted, hidden_);
+    exchange_->from_experts(dlocal_probs, dprobs, 1);
+  };
+  // A zero-bubble schedule collecting the weight gradients for its own W pass keeps them.
+  auto& weight_grads = store.weight_grads();
+  if (!delay_wgrad_ || weight_grads.collecting()) {
+    experts_backward(store, din, expert_in_, dlocal, dlocal_probs);
+    give_back();
+    return;
+  }
+  // The experts' saved activations and din stay as they are until the work runs below: no copies.
+  constexpr int this_layer = -1;
+  weight_grads.begin_collecting(this_layer, /*copy_inputs=*/false);
+  experts_backward(store, din, expert_in_, dlocal, dlocal_probs);
+  weight_grads.stop_collecting();
+  using clock = std::chrono::steady_clock;
+  const auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  const auto start = clock::now();
+  auto exchange = std::async(std::launch::async, [&] {
+    give_back();
+    return seconds_since(start);
+  });
+  weight_grads.run(this_layer);  // the experts' weight gradients while the all-to-all runs
+  const auto waiting = clock::now();
+  overlap_.transfer_s += exchange.get();
+  overlap_.wait_s += seconds_since(waiting);
+  ++overlap_.exchanges;
 }
 
 tensor::dtype moe_layer::probs_type(tensor::dtype activations) const {

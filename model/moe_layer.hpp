@@ -51,6 +51,13 @@ class moe_layer {
   tensor::dtype permuted_probs_type() const { return permuted_probs_.type(); }
   const moe_token_dispatcher& dispatcher() const { return dispatcher_; }
   void release();
+  /// --delay-wgrad-compute's overlap so far: the dispatch's backward all-to-alls' time on their
+  /// thread and the time the backward then still waited for them.
+  struct overlap_timing {
+    double transfer_s = 0, wait_s = 0;
+    int exchanges = 0;
+  };
+  const overlap_timing& delayed_wgrad_timing() const { return overlap_; }
   /// The state the backward reads from the last forward, its parts' included, into the stash or
   /// back out (activation_stash.hpp). The router's cross-micro-batch counts stay (moe_router::carry).
   void carry(activation_stash& s);
@@ -64,6 +71,11 @@ class moe_layer {
   /// Their backward: dx[rows, hidden] and dprobs[rows] from dout and the forward's input.
   void experts_backward(parameter_store& store, tensor::const_tensor_view dout, tensor::const_tensor_view in,
                         tensor::tensor_view dx, tensor::tensor_view dprobs);
+  /// Expert parallelism's backward from the received rows' output gradients din: the experts'
+  /// input gradients, then the dispatch's all-to-all taking them back into dpermuted and dprobs,
+  /// with --delay-wgrad-compute the experts' weight gradients computed while it runs.
+  void experts_backward_and_return(parameter_store& store, tensor::const_tensor_view din, tensor::tensor_view dpermuted,
+                                   tensor::tensor_view dprobs);
 
   /// The routing probabilities' dtype next to activations of `activations`: Megatron's probs
   /// keep the logits' dtype, so --moe-router-dtype fp32 (or fp64) keeps them fp32 in a 16-bit
@@ -78,6 +90,8 @@ class moe_layer {
   std::optional<tensor::dtype> router_dtype_;  // --moe-router-dtype
   int expert_tensor_parallel_, local_experts_;
   int padding_multiple_;  // --moe-router-padding-for-fp8 (0: none)
+  bool delay_wgrad_;      // --delay-wgrad-compute
+  overlap_timing overlap_;
   double aux_loss_scale_ = 1.0;
   moe_router router_;
   moe_token_dispatcher dispatcher_;

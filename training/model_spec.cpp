@@ -85,6 +85,7 @@ model::moe_settings moe_settings_from_args(const config::megatron_args& a) {
   s.z_loss_coeff = m.moe_z_loss_coeff;
   // Under --moe-use-legacy-grouped-gemm Megatron builds GroupedMLP instead of TEGroupedMLP.
   s.grouped_gemm = m.moe_grouped_gemm && !m.moe_use_legacy_grouped_gemm;
+  s.delay_wgrad_compute = m.delay_wgrad_compute;
   s.legacy_grouped_gemm = m.moe_grouped_gemm && m.moe_use_legacy_grouped_gemm;
   s.expert_capacity_factor = m.moe_expert_capacity_factor;  // validation dropped a negative one
   s.drop_by_position = m.moe_token_drop_policy == "position";

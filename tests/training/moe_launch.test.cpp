@@ -133,3 +133,19 @@ TEST_CASE("a MoE with seq_aux_loss and a shared expert under CP2 x PP2 trains as
   check_same(spread.losses.train, one.losses.train, "MoE (seq_aux_loss, shared) lm loss, CP2 x PP2", 4);
   check_same(spread.seq_load_balancing_loss, one.seq_load_balancing_loss, "MoE seq_load_balancing_loss, CP2 x PP2", 4);
 }
+
+TEST_CASE("with --delay-wgrad-compute an EP2 MoE logs the same numbers bit for bit") {
+  // The EP-overlap flags Megatron requires for the delay: bf16, the alltoall dispatcher.
+  const std::string ep2 = moe_flags() + " --bf16 --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
+                                        "--overlap-moe-expert-parallel-comm";
+  const auto run = [](const std::string& flags) {
+    const std::string command = mactor_bin() + " -np 2 --oversubscribe " + bin_dir() + "/pretrain_gpt " + flags;
+    const auto r = run_shell(command);
+    INFO(command << "\n" << r.err);
+    REQUIRE(r.status == 0);
+    return iteration_lines(r.out);
+  };
+  const auto in_line = run(ep2), delayed = run(ep2 + " --delay-wgrad-compute");
+  REQUIRE(in_line.size() == iterations);
+  CHECK(delayed == in_line);  // every logged number: losses, aux losses, norms
+}
