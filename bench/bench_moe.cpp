@@ -3,6 +3,9 @@
 // Then the 8 experts alone (their GEMMs and activation): SequentialMLP's loop, one expert after
 // the other, against --moe-grouped-gemm, every expert at once over the threads (each expert's
 // GEMMs whole on one thread), with balanced and skewed routing, and the ratio in the same run.
+// Last, --delay-wgrad-compute at EP2 (two in-process ranks, one thread each, whose all-to-all is a
+// copy between them): the backward with and without the experts' weight gradients overlapping
+// the dispatch's backward all-to-all, and how much of that all-to-all the backward still waited for.
 #include <omp.h>
 
 #include <algorithm>
@@ -11,10 +14,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/random_values.hpp"
 #include "model/group.hpp"
+#include "model/local_group.hpp"
 #include "model/mlp.hpp"
 #include "model/moe_experts.hpp"
 #include "model/moe_layer.hpp"
@@ -116,6 +121,44 @@ void bench_grouped_vs_loop(const char* name, const std::vector<std::int64_t>& co
   std::printf("| %-40s | %9.2f | %10.2f | %9.2f |\n", name, l, g, l / g);
 }
 
+// Both EP2 ranks' MoE layers, forward then backward, `repeats` times; rank 0's median backward and
+// its summed delayed-wgrad overlap (model::moe_layer::delayed_wgrad_timing).
+struct ep2_result {
+  double backward_ms = 0;
+  model::moe_layer::overlap_timing overlap;
+};
+
+ep2_result bench_ep2(bool delay) {
+  auto groups = model::make_local_groups(2);
+  ep2_result result;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      omp_set_num_threads(1);
+      auto c = base();
+      c.moe.num_experts = experts, c.moe.router_topk = topk, c.moe.ffn_hidden_size = moe_ffn;
+      c.moe.expert_parallel_size = 2, c.moe.expert_parallel_rank = r, c.moe.delay_wgrad_compute = delay;
+      model::single_group tp;
+      model::parameter_store store;
+      model::moe_groups g;
+      g.expert_parallel = groups[std::size_t(r)].get();
+      model::moe_layer layer(store, "decoder.layers.0.mlp", c, g);
+      store.allocate(c.seed, 0, 1);
+      auto x = random_rows(1 + unsigned(r)), dy = random_rows(3 + unsigned(r)), out = x, dx = x;
+      std::vector<double> ms;
+      for (int i = 0; i < repeats; ++i) {
+        layer.forward(store, tp, view(x), view(out), seq, batch, true);
+        const auto t0 = std::chrono::steady_clock::now();
+        layer.backward(store, tp, view(dy), view(x), view(dx));
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(ms.begin(), ms.end());
+      if (r == 0) result = {ms[ms.size() / 2], layer.delayed_wgrad_timing()};
+    });
+  for (auto& t : ranks) t.join();
+  return result;
+}
+
 }  // namespace
 
 int main() {
@@ -140,5 +183,17 @@ int main() {
   skewed[0] = per_expert * experts - per_expert / 2 * (experts - 1);
   bench_grouped_vs_loop("skewed (expert 0: 1152 rows, others 128)", skewed);
   bench_grouped_vs_loop("small (16 rows each)", std::vector<std::int64_t>(experts, 16));
+
+  std::printf("\n--delay-wgrad-compute at EP2 (2 in-process ranks, 1 thread each; rank 0, median of %d backwards)\n\n",
+              repeats);
+  std::printf("| %-34s | %9s | %16s | %14s | %8s |\n", "case", "bwd ms", "all-to-all ms", "waited ms", "hidden");
+  std::printf("|%s|%s|%s|%s|%s|\n", std::string(36, '-').c_str(), std::string(11, '-').c_str(),
+              std::string(18, '-').c_str(), std::string(16, '-').c_str(), std::string(10, '-').c_str());
+  const auto in_line = bench_ep2(false), delayed = bench_ep2(true);
+  std::printf("| %-34s | %9.2f | %16s | %14s | %8s |\n", "all-to-all in line", in_line.backward_ms, "-", "-", "0%");
+  const auto& o = delayed.overlap;
+  std::printf("| %-34s | %9.2f | %16.3f | %14.3f | %7.0f%% |\n", "--delay-wgrad-compute", delayed.backward_ms,
+              o.transfer_s * 1e3 / o.exchanges, o.wait_s * 1e3 / o.exchanges,
+              100.0 * (1.0 - o.wait_s / std::max(o.transfer_s, 1e-12)));
   return 0;
 }
