@@ -107,6 +107,7 @@ namespace {
 // same collectives on the gradients, the ring twice).
 struct layer_time {
   double compute = 0, core_attention = 0, tp = 0, cp_forward = 0, cp_backward = 0, ep = 0;
+  double ep_backward = 0;  ///< the backward's exchange left exposed (--delay-wgrad-compute hides part)
   double forward() const { return compute + tp + cp_forward + ep; }
 };
 
@@ -138,6 +139,7 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
     t.cp_backward = cp.backward;
   }
   t.ep = moe ? moe_exchange_seconds(a, system) : 0;
+  t.ep_backward = moe ? t.ep - moe_delayed_wgrad_hidden_seconds(a, system, rate) : 0;
   return t;
 }
 
@@ -145,7 +147,7 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
 // first, MTP depths after; only decoder layers are recomputed, as with Megatron's full recompute).
 void add_layers(chunk_cost& c, const layer_time& t, double count, double recomputed_share, bool selective) {
   c.forward_s += count * t.forward();
-  c.backward_s += count * (2 * t.compute + (selective ? t.core_attention : 0) + t.tp + t.cp_backward + t.ep) +
+  c.backward_s += count * (2 * t.compute + (selective ? t.core_attention : 0) + t.tp + t.cp_backward + t.ep_backward) +
                   recomputed_share * count * t.forward();
   c.weight_grad_s += count * (t.compute - t.core_attention);  // dW repeats each linear's forward GEMM
   c.forward_tp_s += count * t.tp;
@@ -153,7 +155,7 @@ void add_layers(chunk_cost& c, const layer_time& t, double count, double recompu
   c.forward_cp_s += count * t.cp_forward;
   c.backward_cp_s += count * t.cp_backward + recomputed_share * count * t.cp_forward;
   c.forward_ep_s += count * t.ep;
-  c.backward_ep_s += count * t.ep + recomputed_share * count * t.ep;
+  c.backward_ep_s += count * t.ep_backward + recomputed_share * count * t.ep;
 }
 
 // A MoE layer's activations: the attention's and the shared expert's as a dense layer with that

@@ -209,6 +209,18 @@ double moe_exchange_seconds(const config::megatron_args& a, const system_spec& s
   return s;
 }
 
+double moe_delayed_wgrad_hidden_seconds(const config::megatron_args& a, const system_spec& system, double rate) {
+  const widths w = widths_of(a);
+  const auto& schedule = a.mactor.pipeline_schedule;
+  const bool splits_backward = schedule == "zb-h1" || schedule == "zbv" || schedule == "dualpipev";
+  if (!a.moe.delay_wgrad_compute || w.ep <= 1 || w.experts == 0 || splits_backward) return 0;
+  const double rows = routed_rows(a, w);  // balanced routing: each rank's experts get as many rows as it routes
+  const double dispatch_back = all_to_all_seconds(system, {w.ep, w.etp}, rows * w.h * activation_element_bytes(a));
+  // Each weight gradient repeats its forward GEMM: fc1 (h -> gated x ffn) and fc2, split over etp.
+  const double wgrad_flops = 2 * rows * mlp_parameters(w.h, w.moe_ffn, w.gated) / w.etp;
+  return std::min(dispatch_back, wgrad_flops / rate);
+}
+
 double moe_mlp_activation_bytes(const config::megatron_args& a) {
   const widths w = widths_of(a);
   // Each routed row, gathered over the expert-tensor-parallel group: the expert's input, and

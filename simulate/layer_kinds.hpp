@@ -66,6 +66,13 @@ int expert_data_parallel_size(const config::megatron_args& a);
 /// never overlapped with compute.
 double moe_exchange_seconds(const config::megatron_args& a, const system_spec& system);
 
+/// --delay-wgrad-compute with expert parallelism: the part of moe_exchange_seconds' backward the
+/// experts' weight-gradient GEMMs hide (the dispatch's backward all-to-all runs while they do, as
+/// model::moe_layer runs it): min(that all-to-all, the experts' weight-gradient time at `rate`
+/// FLOP/s). 0 without the flag, without expert parallelism, or under a schedule that splits the
+/// backward (its W pass takes the weight gradients).
+double moe_delayed_wgrad_hidden_seconds(const config::megatron_args& a, const system_spec& system, double rate);
+
 /// What one microbatch keeps for the backward of a MoE layer's routed experts, per rank: each
 /// routed row's input, fc1 output and activation output (the shared expert is counted as a dense
 /// MLP of its width by the cost model).

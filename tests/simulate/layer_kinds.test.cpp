@@ -133,6 +133,23 @@ TEST_CASE("the expert-parallel exchange is two all-to-alls each way of topk x to
   }
 }
 
+TEST_CASE("with --delay-wgrad-compute the experts' weight gradients hide the dispatch's backward all-to-all") {
+  const auto system = sim::read_system_file(std::string(MACTOR_SOURCE_DIR) + "/simulate/systems/h100_sxm_dgx.json");
+  const std::vector<std::string> ep8 = {"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall",
+                                        "--overlap-moe-expert-parallel-comm"};
+  const auto in_line = sim::simulate_config(args_of({moe_flags, ep8}, 8), system, false).costs.chunks[0][0];
+  const auto delayed =
+      sim::simulate_config(args_of({moe_flags, ep8, {"--delay-wgrad-compute"}}, 8), system, false).costs.chunks[0][0];
+  // By hand: the experts' weight gradients repeat their forward GEMMs on topk x b x s = 1024 rows,
+  // fc1 512 -> 2 x 256 (gated) and fc2 256 -> 512, at the file's bf16 rate.
+  const double rows = 1024, wgrad_s = 2 * rows * (512.0 * 256 * 2 + 256.0 * 512) / (system.peak_flops_bf16 * system.compute_efficiency);
+  const double one = in_line.forward_ep_s / 7 / 2;  // one all-to-all of one MoE layer (7 of them)
+  REQUIRE(wgrad_s < one);  // this shape hides all of its weight gradients' time and no more
+  CHECK(delayed.forward_ep_s == Approx(in_line.forward_ep_s).epsilon(1e-12));
+  CHECK(delayed.backward_ep_s == Approx(7 * (2 * one - wgrad_s)).epsilon(1e-9));
+  CHECK(in_line.backward_s - delayed.backward_s == Approx(7 * wgrad_s).epsilon(1e-9));
+}
+
 TEST_CASE("the experts' optimizer state shards over the expert-data-parallel group, the rest over data parallel") {
   const auto system = sim::read_system_file(std::string(MACTOR_SOURCE_DIR) + "/simulate/systems/h100_sxm_dgx.json");
   const std::vector<std::string> dist = {"--use-distributed-optimizer"};
