@@ -176,6 +176,34 @@ void one_rank_attention(std::vector<double>& out, std::vector<double>& dqkv, con
   out = widened(o), dqkv = widened(dq);
 }
 
+// One context-parallel rank of ring attention on its shard of whole-sequence qkv and dout (in H):
+// forward() then backward() through `cp_group`, outputs in o and dq.
+template <typename H>
+struct ring_rank {
+  model::sequence_shard shard;
+  kernels::attention_dims d;
+  std::vector<H> q, g, o, dq;
+  std::vector<float> lse;  // the compute type's
+
+  ring_rank(const std::vector<double>& qkv, const std::vector<double>& dout, const kernels::attention_dims& full, int cp,
+            int r)
+      : shard{full.seq, cp, r}, d(full) {
+    d.seq = shard.local_length();
+    q = rounded<H>(rows_at<double>(qkv, shard, full.batch, full.qkv_width()));
+    g = rounded<H>(rows_at<double>(dout, shard, full.batch, full.heads * full.head_dim));
+    o.resize(g.size()), dq.resize(q.size()), lse.resize(std::size_t(d.seq) * d.batch * d.heads);
+  }
+  void forward(model::ring_attention& ring, float scale) {
+    ring.forward(tensor::view_of(std::span<H>(o)), tensor::view_of(std::span<float>(lse)),
+                 tensor::view_of(std::span<const H>(q)), d, scale, 0.0f, 0);
+  }
+  void backward(model::ring_attention& ring, float scale) {
+    ring.backward(tensor::view_of(std::span<H>(dq)), tensor::view_of(std::span<const H>(g)),
+                  tensor::view_of(std::span<const H>(q)), tensor::view_of(std::span<const H>(o)),
+                  tensor::view_of(std::span<const float>(lse)), d, scale, 0.0f, 0);
+  }
+};
+
 template <typename H>
 half_errors half_ring_errors(int cp) {
   kernels::attention_dims full;
@@ -193,23 +221,14 @@ half_errors half_ring_errors(int cp) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < cp; ++r)
     ranks.emplace_back([&, r] {
-      const model::sequence_shard shard{full.seq, cp, r};
-      kernels::attention_dims d = full;
-      d.seq = shard.local_length();
-      const auto q = rounded<H>(rows_at<double>(qkv, shard, full.batch, width));
-      const auto g = rounded<H>(rows_at<double>(dout, shard, full.batch, out_width));
-      std::vector<H> o(g.size()), dq(q.size());
-      std::vector<float> lse(std::size_t(d.seq) * d.batch * d.heads);  // the compute type's
-      model::ring_attention ring(*groups[std::size_t(r)], shard);
-      ring.forward(tensor::view_of(std::span<H>(o)), tensor::view_of(std::span<float>(lse)),
-                   tensor::view_of(std::span<const H>(q)), d, scale, 0.0f, 0);
-      ring.backward(tensor::view_of(std::span<H>(dq)), tensor::view_of(std::span<const H>(g)),
-                    tensor::view_of(std::span<const H>(q)), tensor::view_of(std::span<const H>(o)),
-                    tensor::view_of(std::span<const float>(lse)), d, scale, 0.0f, 0);
+      ring_rank<H> rank(qkv, dout, full, cp, r);
+      model::ring_attention ring(*groups[std::size_t(r)], rank.shard);
+      rank.forward(ring, float(scale));
+      rank.backward(ring, float(scale));
       // Each rank writes its own positions' rows of the whole-sequence arrays.
-      const auto o_wide = widened(o), dq_wide = widened(dq);
+      const auto o_wide = widened(rank.o), dq_wide = widened(rank.dq);
       std::size_t i = 0, j = 0;
-      for (int s : shard.positions()) {
+      for (int s : rank.shard.positions()) {
         for (std::int64_t e = 0; e < full.batch * out_width; ++e) ring_out[std::size_t(s * full.batch * out_width + e)] = o_wide[i++];
         for (std::int64_t e = 0; e < full.batch * width; ++e) ring_dqkv[std::size_t(s * full.batch * width + e)] = dq_wide[j++];
       }
@@ -338,21 +357,12 @@ std::pair<std::size_t, std::size_t> ring_bytes(int cp) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < cp; ++r)
     ranks.emplace_back([&, r] {
-      const model::sequence_shard shard{full.seq, cp, r};
-      kernels::attention_dims d = full;
-      d.seq = shard.local_length();
-      const auto q = rounded<H>(rows_at<double>(qkv, shard, full.batch, width));
-      const auto g = rounded<H>(rows_at<double>(dout, shard, full.batch, out_width));
-      std::vector<H> o(g.size()), dq(q.size());
-      std::vector<float> lse(std::size_t(d.seq) * d.batch * d.heads);
+      ring_rank<H> rank(qkv, dout, full, cp, r);
       counting_group counted(*groups[std::size_t(r)]);
-      model::ring_attention ring(counted, shard);
-      ring.forward(tensor::view_of(std::span<H>(o)), tensor::view_of(std::span<float>(lse)),
-                   tensor::view_of(std::span<const H>(q)), d, 0.35f, 0.0f, 0);
+      model::ring_attention ring(counted, rank.shard);
+      rank.forward(ring, 0.35f);
       sent_forward[std::size_t(r)] = std::exchange(counted.sent, 0);
-      ring.backward(tensor::view_of(std::span<H>(dq)), tensor::view_of(std::span<const H>(g)),
-                    tensor::view_of(std::span<const H>(q)), tensor::view_of(std::span<const H>(o)),
-                    tensor::view_of(std::span<const float>(lse)), d, 0.35f, 0.0f, 0);
+      rank.backward(ring, 0.35f);
       sent_backward[std::size_t(r)] = counted.sent;
     });
   for (auto& t : ranks) t.join();
