@@ -57,14 +57,18 @@ std::optional<std::string> saved_arguments(const std::string& load_dir) {
 }
 
 // How long a rank that lost a peer waits for the launcher's in-job restart (--inprocess-hard-timeout).
-// A rank that lost its peer (rank 0's coordinator gone, a transfer's peer gone) fails because of
-// another rank's failure. When no in-place restart takes it, it waits a moment before it exits,
-// so that the rank whose failure caused its own is the first the launcher sees exit and that
-// rank's status is the job's (2 for bad input, not this rank's 1). The launcher stops it sooner.
-void let_the_cause_exit_first() { std::this_thread::sleep_for(std::chrono::seconds(1)); }
-
 std::chrono::milliseconds hard_timeout(const mactor::config::megatron_args& a) {
   return std::chrono::milliseconds(static_cast<long long>(a.inprocess_restart.inprocess_hard_timeout * 1000));
+}
+
+// A rank that lost its peer (rank 0's coordinator gone, a transfer's peer gone) fails because of
+// another rank's failure: it waits for an in-place restart, and when none takes it, a moment
+// more before it exits, so that the rank whose failure caused its own is the first the launcher
+// sees exit and that rank's status is the job's (2 for bad input, not this rank's 1). The
+// launcher stops it sooner.
+void after_losing_a_peer(const mactor::config::megatron_args& a) {
+  mactor::comm::await_restart_in_place(hard_timeout(a));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 // mactor --device-memory (MACTOR_DEVICE_MEMORY): each rank's device memory, enforced by the
@@ -131,10 +135,7 @@ int pretrain_main(int argc, char** argv, const char* prog) {
       std::fflush(stdout);
       std::fprintf(stderr, "%s: error: %s\n", prog, outcome.error.c_str());
       std::fflush(stderr);
-      if (outcome.lost_peer) {
-        mactor::comm::await_restart_in_place(hard_timeout(r.args));
-        let_the_cause_exit_first();
-      }
+      if (outcome.lost_peer) after_losing_a_peer(r.args);
       std::_Exit(outcome.exit_code);
     }
     // A multi-rank job leaves its actor system up (see actors/job.hpp): end here, output flushed.
@@ -144,8 +145,7 @@ int pretrain_main(int argc, char** argv, const char* prog) {
   } catch (const mactor::comm::comm_error& e) {
     std::fprintf(stderr, "%s: error: rank %d: communication with rank %d failed: %s\n", prog, env.rank, e.rank(), e.what());
     std::fflush(stderr);
-    mactor::comm::await_restart_in_place(hard_timeout(r.args));
-    let_the_cause_exit_first();
+    after_losing_a_peer(r.args);
     return 1;
   } catch (const mactor::data::data_error& e) {
     std::fprintf(stderr, "%s: error: %s\n", prog, e.what());

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "config/moe_layout.hpp"
+#include "schedules/schedule_shape.hpp"
+#include "schedules/shape_from_args.hpp"
 #include "simulate/collectives.hpp"
 #include "simulate/hybrid_layers.hpp"
 #include "training/flops.hpp"
@@ -211,9 +213,8 @@ double moe_exchange_seconds(const config::megatron_args& a, const system_spec& s
 
 double moe_delayed_wgrad_hidden_seconds(const config::megatron_args& a, const system_spec& system, double rate) {
   const widths w = widths_of(a);
-  const auto& schedule = a.mactor.pipeline_schedule;
-  const bool splits_backward = schedule == "zb-h1" || schedule == "zbv" || schedule == "dualpipev";
-  if (!a.moe.delay_wgrad_compute || w.ep <= 1 || w.experts == 0 || splits_backward) return 0;
+  if (!a.moe.delay_wgrad_compute || w.ep <= 1 || w.experts == 0 || schedules::splits_backward(schedules::shape_from_args(a)))
+    return 0;
   const double rows = routed_rows(a, w);  // balanced routing: each rank's experts get as many rows as it routes
   const double dispatch_back = all_to_all_seconds(system, {w.ep, w.etp}, rows * w.h * activation_element_bytes(a));
   // Each weight gradient repeats its forward GEMM: fc1 (h -> gated x ffn) and fc2, split over etp.
