@@ -10,6 +10,7 @@
 #include "config/data_parallel_sharding.hpp"
 #include "config/pipeline_split.hpp"
 #include "simulate/context_parallel_cost.hpp"
+#include "simulate/elementwise_traffic.hpp"
 #include "simulate/hybrid_layers.hpp"
 #include "simulate/layer_kinds.hpp"
 #include "training/flops.hpp"
@@ -108,7 +109,10 @@ namespace {
 struct layer_time {
   double compute = 0, core_attention = 0, tp = 0, cp_forward = 0, cp_backward = 0, ep = 0;
   double ep_backward = 0;  ///< the backward's exchange left exposed (--delay-wgrad-compute hides part)
-  double forward() const { return compute + tp + cp_forward + ep; }
+  /// The element-wise kernels where the system file prices them apart (elementwise_traffic.hpp),
+  /// and the attention scores' share of them.
+  double elementwise = 0, score_elementwise = 0;
+  double forward() const { return compute + elementwise + tp + cp_forward + ep; }
 };
 
 // What kind of block a layer is, for its collectives: `tp_share` of a transformer layer's
@@ -119,6 +123,7 @@ struct layer_shape {
   double tp_share = 1;
   bool attention = true;
   bool mamba = false;
+  bool mlp = true;
 };
 
 layer_time time_of_layer(const config::megatron_args& a, const system_spec& system, double forward_flops,
@@ -140,6 +145,12 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
   }
   t.ep = moe ? moe_exchange_seconds(a, system) : 0;
   t.ep_backward = moe ? t.ep - moe_delayed_wgrad_hidden_seconds(a, system, rate) : 0;
+  if (system.memory_efficiency > 0) {
+    const auto bytes = layer_elementwise_bytes(a, {shape.attention || shape.mamba, shape.attention, shape.mlp, moe});
+    const double bandwidth = system.memory_bandwidth_Bps * system.memory_efficiency;
+    t.elementwise = bytes.total() / bandwidth;
+    t.score_elementwise = bytes.attention_scores / bandwidth;
+  }
   return t;
 }
 
@@ -147,7 +158,8 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
 // first, MTP depths after; only decoder layers are recomputed, as with Megatron's full recompute).
 void add_layers(chunk_cost& c, const layer_time& t, double count, double recomputed_share, bool selective) {
   c.forward_s += count * t.forward();
-  c.backward_s += count * (2 * t.compute + (selective ? t.core_attention : 0) + t.tp + t.cp_backward + t.ep_backward) +
+  c.backward_s += count * (2 * (t.compute + t.elementwise) + (selective ? t.core_attention + t.score_elementwise : 0) +
+                           t.tp + t.cp_backward + t.ep_backward) +
                   recomputed_share * count * t.forward();
   c.weight_grad_s += count * (t.compute - t.core_attention);  // dW repeats each linear's forward GEMM
   c.forward_tp_s += count * t.tp;
@@ -194,8 +206,10 @@ struct layer_totals {
 layer_totals add_hybrid_layers(chunk_cost& c, const config::megatron_args& a, const system_spec& system,
                                const layer_kind_flops& flops, const layer_kind_counts& n, double rate, double share) {
   const bool selective = a.training.recompute_granularity == "selective";
-  add_layers(c, time_of_layer(a, system, flops.mamba_layer, {false, 0.5, false, true}, rate), n.mamba, share, selective);
-  add_layers(c, time_of_layer(a, system, flops.attention_layer, {false, 0.5, true}, rate), n.attention, share, selective);
+  add_layers(c, time_of_layer(a, system, flops.mamba_layer, {false, 0.5, false, true, false}, rate), n.mamba, share,
+             selective);
+  add_layers(c, time_of_layer(a, system, flops.attention_layer, {false, 0.5, true, false, false}, rate), n.attention,
+             share, selective);
   add_layers(c, time_of_layer(a, system, flops.mlp_layer, {false, 0.5, false}, rate), n.mlp, share, selective);
   return {n.mamba * mamba_layer_parameters(a) + n.attention * attention_only_layer_parameters(a) +
               n.mlp * mlp_only_layer_parameters(a),

@@ -50,8 +50,9 @@ system_spec parse_system_json(const std::string& text, const std::string& where)
   s.intra_node = read_link(root, "intra_node", where);
   s.inter_node = read_link(root, "inter_node", where);
   s.collective_efficiency = positive_number(root, "collective_efficiency", where);
-  if (s.compute_efficiency > 1 || s.collective_efficiency > 1)
-    throw std::invalid_argument(where + ": compute_efficiency and collective_efficiency are shares, at most 1");
+  if (root.contains("memory_efficiency")) s.memory_efficiency = positive_number(root, "memory_efficiency", where);
+  if (s.compute_efficiency > 1 || s.collective_efficiency > 1 || s.memory_efficiency > 1)
+    throw std::invalid_argument(where + ": compute_efficiency, collective_efficiency and memory_efficiency are shares, at most 1");
   return s;
 }
 

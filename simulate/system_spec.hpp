@@ -18,11 +18,15 @@ struct system_spec {
   std::string name;
   double peak_flops_bf16 = 0;   ///< dense matmul peak, FLOP/s (also used for fp16)
   double peak_flops_fp32 = 0;   ///< used when neither --bf16 nor --fp16 is given
-  /// Share of the peak a transformer layer's kernels reach on average (matmuls, attention and the
-  /// element-wise work around them together). Model FLOPs / (peak x efficiency) = compute time.
+  /// Share of the peak a transformer layer's kernels reach on average (matmuls and attention, and
+  /// the element-wise work around them unless memory_efficiency prices it apart). Model FLOPs /
+  /// (peak x efficiency) = compute time.
   double compute_efficiency = 1;
   double memory_bytes = 0;              ///< accelerator memory, for the "fits" column
   double memory_bandwidth_Bps = 0;      ///< HBM, for the optimizer step (a memory-bound pass)
+  /// Share of memory_bandwidth_Bps the element-wise kernels reach (elementwise_traffic.hpp). 0:
+  /// not priced apart, compute_efficiency then stands for the element-wise work too.
+  double memory_efficiency = 0;
   int accelerators_per_node = 1;
   link_spec intra_node;                 ///< NVLink / shared memory
   link_spec inter_node;                 ///< InfiniBand / RoCE, per accelerator (its own NIC)
