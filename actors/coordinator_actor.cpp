@@ -55,6 +55,7 @@ void finish(coordinator_actor* self, job_outcome outcome) {
   s.finished = true;
   if (s.inspect) s.inspect->job_ended();  // removes the token file before this process may end
   const bool ok = outcome.exit_code == 0;
+  if (ok) stop_fault_tolerance(self);
   const abort_job abort{outcome.exit_code == 0 ? 0 : -1, outcome.exit_code, outcome.error, outcome.lost_peer};
   s.control->finish(std::move(outcome));  // before any agent's stop, so rank 0 keeps its result
   if (ok) {
@@ -153,6 +154,7 @@ void start_iteration(coordinator_actor* self) {
   }
   s.iteration_start = now;
   ++s.iteration;
+  if (s.ft) s.ft->training_step_start(now);
   s.reports_pending = s.replicas.size();
   if (s.inspect) s.inspect->coordinator_activity("running iteration " + std::to_string(s.iteration), s.iteration - 1);
   broadcast(self, s.replicas, run_iteration{s.iteration, s.consumed});
@@ -188,6 +190,7 @@ void on_iteration_report(coordinator_actor* self, const training::iteration_repo
   s.energy_missing = s.energy_missing || r.energy_missing;
   if (r.has_loss) s.merged = r;  // every replica's last stage holds the same total
   if (--s.reports_pending > 0) return;
+  if (s.ft) s.ft->training_step_end(clock_type::now());
   s.merged.energy_joules = std::exchange(s.iteration_energy, 0.0);
   s.merged.energy_missing = s.energy_missing;
   s.total_energy += s.merged.energy_joules;
@@ -229,9 +232,12 @@ caf::behavior coordinator(coordinator_actor* self, config::megatron_args args, c
         return self->state.inspect ? self->state.inspect->stage_reported(st) : 0;
       },
       [=](inspect_tick_atom) {
-        if (!self->state.inspect) return;
-        if (auto hang = self->state.inspect->tick(static_cast<std::int64_t>(self->mailbox().size())))
-          return fail(self, hang_exit_code, *hang);  // a restart supervisor would act here
+        auto& s = self->state;
+        if (s.finished || (!s.inspect && !s.ft)) return;
+        if (s.inspect)
+          if (auto hang = s.inspect->tick(static_cast<std::int64_t>(self->mailbox().size())))
+            return fail(self, hang_exit_code, *hang);  // a restart supervisor would act here
+        if (auto hang = fault_tolerance_hang(self)) return fail(self, hang_exit_code, *hang);
         self->delayed_send(self, status_interval, inspect_tick_atom::value);
       },
       [=](swap_request& r) {

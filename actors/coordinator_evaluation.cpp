@@ -22,6 +22,7 @@ void next_evaluation(coordinator_actor* self) {
                                             (set > 0 ? " set " + std::to_string(set) : std::string()) +
                                             " after iteration " + std::to_string(s.iteration),
                                         s.iteration);
+      if (s.ft) s.ft->evaluation_start(clock_type::now());
       broadcast(self, s.replicas, run_evaluation{split, set});
       return;
     }

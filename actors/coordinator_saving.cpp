@@ -21,6 +21,7 @@ void maybe_go_on(coordinator_actor* self) {
   for (std::size_t r = 0; r < s.capture_seconds.size(); ++r)
     timings.push_back({static_cast<int>(r), {s.capture_seconds[r] + (async ? 0.0 : s.write_seconds[r])}});
   send_logger(self, log_timers{{"save-checkpoint"}, std::move(timings)});
+  ft_checkpointing_end(self);
   auto then = std::move(s.after_save);
   s.after_save = nullptr;
   then();
@@ -84,6 +85,7 @@ void save_then(coordinator_actor* self, std::function<void()> then, bool non_per
   log(self, "saving checkpoint at iteration " + iteration_field(s.iteration) + " to " + s.save_directory + " in " +
                 ck.ckpt_format + " format");
   s.saving = true;
+  if (s.ft) s.ft->checkpointing_start(clock_type::now());
   s.save_iteration = s.iteration;
   s.save_consumed = s.consumed;
   s.save_floating_point_operations = s.floating_point_operations;

@@ -49,8 +49,10 @@ void take_loaded_checkpoint(coordinator_actor* self) {
         } catch (const std::exception&) {
         }
       }
-      if (ck.non_persistent_ckpt_type == std::optional<std::string>("local") && ck.non_persistent_local_ckpt_dir &&
-          s.loaded->load_directory.rfind(*ck.non_persistent_local_ckpt_dir, 0) == 0) {
+      const bool from_local = ck.non_persistent_ckpt_type == std::optional<std::string>("local") &&
+                              ck.non_persistent_local_ckpt_dir &&
+                              s.loaded->load_directory.rfind(*ck.non_persistent_local_ckpt_dir, 0) == 0;
+      if (from_local) {
         log(self, "Loading from a local non-persistent checkpoint (non-persistent iter " +
                       std::to_string(s.loaded->saved_iteration) + ") in " + *ck.non_persistent_local_ckpt_dir);
       }
@@ -60,6 +62,7 @@ void take_loaded_checkpoint(coordinator_actor* self) {
           infix.clear();
       } catch (const std::exception&) {
       }
+      if (s.ft) s.ft->checkpoint_loaded(from_local);
       log(self, " loading " + infix + "checkpoint from " + *load + " at iteration " + std::to_string(s.loaded->saved_iteration));
       log(self, " successfully loaded checkpoint from " + *load + layout_field(*s.groups) + " at iteration " +
                     std::to_string(s.loaded->iteration));
@@ -140,7 +143,8 @@ void start_coordinator(coordinator_actor* self, config::megatron_args args, comm
   try {
     s.to_logger = logger_queue::from_env();
     s.inspect = job_inspection::start(self->system(), caf::actor_cast<caf::actor>(self), s.args, stderr);
-    if (s.inspect) self->send(self, inspect_tick_atom::value);
+    start_fault_tolerance(self);
+    if (s.inspect || s.ft) self->send(self, inspect_tick_atom::value);
     std::vector<std::string> straggler_lines;
     s.straggler = straggler_logging::start(s.args, world, straggler_lines);
     for (auto& line : straggler_lines) log(self, std::move(line));

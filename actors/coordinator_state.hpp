@@ -15,6 +15,7 @@
 #include "actors/spawn.hpp"
 #include "actors/straggler_logging.hpp"
 #include "config/microbatches.hpp"
+#include "training/ft_integration.hpp"
 #include "training/rank_worker.hpp"
 
 namespace mactor::actors::coordination {
@@ -61,6 +62,7 @@ struct coordinator_state {
   training::training_result result;
   clock_type::time_point train_start;
   std::unique_ptr<job_inspection> inspect;  // the inspector's endpoint and stall report (inspection.hpp)
+  std::unique_ptr<training::ft_integration> ft;  // --enable-ft-package's sections (coordinator_fault_tolerance.cpp)
   std::optional<clock_type::time_point> iteration_end;  // the last iteration's report arrived
   clock_type::time_point iteration_start;
   double excluded_seconds = 0;  // not training time, since the last iteration record sent (log_iteration)
@@ -132,6 +134,16 @@ void announce_batch_size(coordinator_actor* self);
 bool skip_listed_iterations(coordinator_actor* self);
 void log_progress_start(coordinator_actor* self);
 void log_progress_save(coordinator_actor* self);
+
+// --enable-ft-package (coordinator_fault_tolerance.cpp): Megatron's fault-tolerance sections.
+/// Loads <save>/ft_state.json and opens "setup"; throws std::invalid_argument for a bad state file or timeout.
+void start_fault_tolerance(coordinator_actor* self);
+/// A save let training go on: closes "checkpointing" (and with --calc-ft-timeouts updates the timeouts).
+void ft_checkpointing_end(coordinator_actor* self);
+/// The job ends well: the last update of the timeouts.
+void stop_fault_tolerance(coordinator_actor* self);
+/// The error that ends the job when a section is open past its timeout, else nullopt.
+std::optional<std::string> fault_tolerance_hang(coordinator_actor* self);
 
 // Evaluations (coordinator_evaluation.cpp).
 /// Asks the evaluator what to evaluate after this iteration (final: training is over), runs it.

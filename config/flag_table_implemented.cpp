@@ -472,6 +472,17 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
                                  "is hung (the distributed timeout, when shorter, still applies)"},
       {"inprocess_hard_timeout", "a rank that has not joined an in-job restart this long after it began is killed and "
                                  "started again"},
+      {"enable_ft_package", "NVIDIA Resiliency Extension's fault-tolerance sections around the training loop, as "
+                            "Megatron's ft_integration: setup (start to the first step), step (each training step after "
+                            "the first), checkpointing (each save), and out-of-section; one open past its timeout "
+                            "(mactor --ft-param-rank_section_timeouts / --ft-param-rank_out_of_section_timeout, as "
+                            "ft_launcher's, or <save>/ft_state.json) ends the job as hung (exit 18, a --max-restarts "
+                            "restart); needs --save"},
+      {"calc_ft_timeouts", "with --enable-ft-package, timeouts calculated from the times seen (longest x 5, averaged "
+                           "with the previous) after each save and at the end, by Megatron's rules (setup after a "
+                           "persistent load, step after 16 steps, checkpointing after a synchronous save, "
+                           "out-of-section at the end), written to <save>/ft_state.json in the rank monitor's format "
+                           "and loaded by the next run"},
       {"replication", "after each local non-persistent save, every rank sends its checkpoint to the other ranks of its "
                       "replication clique (NVIDIA Resiliency Extension's CliqueReplicationStrategy) and keeps theirs under "
                       "<local dir>/rank_N/replicas; a resume takes the newest iteration held for every rank, and a rank "

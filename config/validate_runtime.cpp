@@ -186,6 +186,15 @@ void distributed_timeouts(validation_context& c) {
                   show(*d.distributed_timeout_seconds_after_init) + "); leave it out to keep --distributed-timeout-minutes");
 }
 
+// --enable-ft-package keeps its timeouts (ft_state.json) in the --save folder, as Megatron's
+// ft_integration.setup, which raises without it.
+void fault_tolerance(validation_context& c) {
+  if (c.a.ft_package.enable_ft_package)
+    c.require(c.a.checkpointing.save.has_value(),
+              "--enable-ft-package needs --save: the fault-tolerance timeouts are kept in <save>/ft_state.json "
+              "(checkpointing save dir must be set to enable fault tolerance); add --save DIR");
+}
+
 // --straggler-ctrlr-port: a TCP port (Megatron would only warn that its socket cannot bind).
 void straggler_detector(validation_context& c) {
   const auto& s = c.a.straggler_detector;
@@ -198,6 +207,7 @@ void straggler_detector(validation_context& c) {
 
 void validate_runtime(validation_context& c) {
   distributed_timeouts(c);
+  fault_tolerance(c);
   straggler_detector(c);
   microbatches(c);
   parallel_state(c);

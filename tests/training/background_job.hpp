@@ -25,13 +25,12 @@ struct background_job {
   std::string err() const { return slurp((dir / "err").string()); }
 };
 
-/// Starts `mactor -np ranks --oversubscribe pretrain_gpt flags` with stdout and stderr in files
-/// under scratch_dir(folder, name).
-inline background_job start_job(int ranks, const std::string& flags, const std::string& folder, const std::string& name) {
+/// Starts the shell `command` with stdout and stderr in files under scratch_dir(folder, name).
+inline background_job start_command(const std::string& command, const std::string& folder, const std::string& name) {
   background_job j;
   j.dir = scratch_dir(folder, name);
   std::filesystem::create_directories(j.dir);
-  std::vector<std::string> args = {"/bin/sh", "-c", "exec " + launch_command(ranks, flags)};
+  std::vector<std::string> args = {"/bin/sh", "-c", "exec " + command};
   j.mactor = fork();
   if (j.mactor == 0) {
     setpgid(0, 0);
@@ -44,6 +43,11 @@ inline background_job start_job(int ranks, const std::string& flags, const std::
     _exit(127);
   }
   return j;
+}
+
+/// Starts `mactor -np ranks --oversubscribe pretrain_gpt flags` (start_command).
+inline background_job start_job(int ranks, const std::string& flags, const std::string& folder, const std::string& name) {
+  return start_command(launch_command(ranks, flags), folder, name);
 }
 
 /// The rank's pid: the child of mactor whose environment says RANK=rank (-1: none).

@@ -60,7 +60,8 @@ void apply_env_option(app_context& ctx, const std::string& v) {
 const char* const value_options[] = {
     "n", "np", "c", "H", "host", "hostfile", "machinefile", "default-hostfile", "N", "npernode",
     "map-by", "bind-to", "x", "output-filename", "timeout", "launch-agent", "rsh-agent",
-    "rdzv-addr", "rdzv-port", "kill-grace", "remote-mactor", "max-restarts", "device-memory", "spares"};
+    "rdzv-addr", "rdzv-port", "kill-grace", "remote-mactor", "max-restarts", "device-memory", "spares",
+    "ft-param-rank_section_timeouts", "ft-param-rank_out_of_section_timeout"};
 const char* const flag_options[] = {"oversubscribe", "tag-output", "timestamp-output",
                                     "display-map", "do-not-launch",
                                     "allow-run-as-root", "h", "help", "V", "version"};
@@ -89,6 +90,8 @@ void apply(launch_options& o, app_context& ctx, const std::string& opt, const st
   else if (name == "kill-grace") o.kill_grace_s = parse_seconds(opt, v);
   else if (name == "max-restarts") o.max_restarts = parse_count(opt, v, 0);
   else if (name == "spares") o.spares = parse_count(opt, v, 0);
+  else if (name == "ft-param-rank_section_timeouts") o.ft_section_timeouts = v;
+  else if (name == "ft-param-rank_out_of_section_timeout") o.ft_out_of_section_timeout = v;
   else if (name == "device-memory") {
     if (!config::parse_memory_size(v))
       throw usage_error(opt + " " + v + " is not a memory size; give bytes or a number with K, M, G or T, e.g. 512M or 1.5G");
@@ -212,6 +215,11 @@ Output and time:
   --spares N              start N spare processes beyond -np (on the next slots) that wait; under
                           the program's --inprocess-restart a spare takes a failed rank's place
                           (the same as the program's --inprocess-active-world-size below -np)
+  --ft-param-rank_section_timeouts SPEC    fault-tolerance section timeouts for the program's
+                          --enable-ft-package, as ft_launcher's: setup:600,step:180,checkpointing:420
+                          (none: not enforced); a section open past its timeout is a hang (exit 18)
+  --ft-param-rank_out_of_section_timeout SECONDS   the same for the time no section is open
+                          (both set MACTOR_FT_RANK_SECTION_TIMEOUTS / _OUT_OF_SECTION_TIMEOUT)
 
 Remote hosts:
   --launch-agent CMD      command that runs a command on a host, as "CMD HOST COMMAND..."

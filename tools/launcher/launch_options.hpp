@@ -41,6 +41,8 @@ struct launch_options {
   int max_restarts = 0;                 ///< --max-restarts: start a failed job again this many times
   int spares = 0;                       ///< --spares: processes beyond -np that wait to replace a failed rank
   std::string device_memory;            ///< --device-memory as given ("512M"); "": no limit
+  std::string ft_section_timeouts;      ///< --ft-param-rank_section_timeouts as given; "": not set
+  std::string ft_out_of_section_timeout;  ///< --ft-param-rank_out_of_section_timeout as given
   std::vector<std::string> rsh_agent;   ///< command words; empty: OMPI_MCA_plm_rsh_agent or ssh
   std::string rdzv_host;                ///< address ranks use to reach mactor's store; "": auto
   int rdzv_port = 0;

@@ -58,6 +58,9 @@ env_list rank_env(const job_layout& layout, const launch_options& opts, const jo
       {"MACTOR_RESTART_COUNT", std::to_string(job.restart_count)},
   };
   if (!opts.device_memory.empty()) e.emplace_back("MACTOR_DEVICE_MEMORY", opts.device_memory);
+  if (!opts.ft_section_timeouts.empty()) e.emplace_back("MACTOR_FT_RANK_SECTION_TIMEOUTS", opts.ft_section_timeouts);
+  if (!opts.ft_out_of_section_timeout.empty())
+    e.emplace_back("MACTOR_FT_RANK_OUT_OF_SECTION_TIMEOUT", opts.ft_out_of_section_timeout);
   for (auto& [name, value] : ctx.env) {
     if (value) {
       e.emplace_back(name, *value);

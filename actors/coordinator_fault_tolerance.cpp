@@ -1,0 +1,76 @@
+// The coordinator's side of --enable-ft-package (training/ft_integration.hpp): the sections open
+// and close where Megatron's training loop calls its fault-tolerance hooks, their "FT: ..." lines go
+// to the log, and a section open past its timeout ends the job as a hang.
+#include <caf/all.hpp>
+#include <cstdio>
+
+#include "actors/coordinator_state.hpp"
+
+namespace mactor::actors::coordination {
+namespace {
+
+void log_lines(coordinator_actor* self, std::vector<std::string> lines) {
+  for (auto& line : lines) log(self, std::move(line));
+}
+
+}  // namespace
+
+void start_fault_tolerance(coordinator_actor* self) {
+  auto& s = self->state;
+  if (!s.args.ft_package.enable_ft_package) return;
+  training::ft_settings settings;
+  settings.save_dir = *s.args.checkpointing.save;  // validation requires --save
+  settings.async_save = s.args.checkpointing.async_save.value_or(false);
+  settings.calc_timeouts = s.args.ft_package.calc_ft_timeouts;
+  settings.configured = training::ft_timeouts_from_env();
+  std::vector<std::string> lines;
+  s.ft = std::make_unique<training::ft_integration>(std::move(settings), clock_type::now(), lines);
+  log_lines(self, std::move(lines));
+}
+
+void ft_checkpointing_end(coordinator_actor* self) {
+  auto& s = self->state;
+  if (!s.ft) return;
+  std::vector<std::string> lines;
+  try {
+    s.ft->checkpointing_end(clock_type::now(), lines);
+  } catch (const std::exception& e) {
+    lines.push_back(std::string("FT: WARNING: the timeouts were not saved: ") + e.what());
+  }
+  log_lines(self, std::move(lines));
+}
+
+void stop_fault_tolerance(coordinator_actor* self) {
+  auto& s = self->state;
+  if (!s.ft) return;
+  std::vector<std::string> lines;
+  try {
+    s.ft->shutdown(clock_type::now(), lines);
+  } catch (const std::exception& e) {
+    lines.push_back(std::string("FT: WARNING: the timeouts were not saved: ") + e.what());
+  }
+  s.ft.reset();
+  log_lines(self, std::move(lines));
+}
+
+std::optional<std::string> fault_tolerance_hang(coordinator_actor* self) {
+  auto& s = self->state;
+  if (!s.ft) return std::nullopt;
+  const auto expired = s.ft->expired(clock_type::now());
+  if (!expired) return std::nullopt;
+  const auto& t = s.ft->timeouts();
+  const bool calculated = expired->section == "out-of-section"
+                              ? t.out_of_section_calculated
+                              : t.calculated_sections.count(expired->section) > 0;
+  char text[512];
+  std::snprintf(text, sizeof text,
+                "rank 0: fault tolerance: the %s section has been open %.1f s, past its timeout of %.1f s (%s) at "
+                "iteration %lld; the job is hung. Raise the timeout (mactor --ft-param-rank_section_timeouts, "
+                "--ft-param-rank_out_of_section_timeout) or delete %s if the job is only slower than before",
+                expired->section.c_str(), expired->open_s, expired->timeout_s,
+                calculated ? ("calculated, from " + s.ft->state_path()).c_str() : "configured",
+                static_cast<long long>(s.iteration), s.ft->state_path().c_str());
+  return std::string(text);
+}
+
+}  // namespace mactor::actors::coordination

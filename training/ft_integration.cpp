@@ -1,0 +1,134 @@
+// Megatron's fault-tolerance hooks and its rules for recalculating timeouts (see the header).
+#include "training/ft_integration.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace mactor::training {
+namespace {
+
+// Megatron's _NUM_WARMUP_ITERS and _MIN_ITERS_FOR_STEP_TIMEOUT_UPDATE.
+constexpr int warmup_steps = 1;
+constexpr int steps_before_step_update = 16;
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return "[" + out + "]";
+}
+
+}  // namespace
+
+ft_section_timeouts ft_timeouts_from_env() {
+  ft_section_timeouts t;
+  for (const char* name : {"setup", "step", "checkpointing"}) t.section[name] = std::nullopt;
+  const std::string sections = env_or_empty("MACTOR_FT_RANK_SECTION_TIMEOUTS");
+  if (!sections.empty())
+    for (auto& [name, timeout] : parse_section_timeouts(sections)) t.section[name] = timeout;
+  t.out_of_section =
+      parse_optional_seconds(env_or_empty("MACTOR_FT_RANK_OUT_OF_SECTION_TIMEOUT"), "the out-of-section timeout");
+  return t;
+}
+
+ft_integration::ft_integration(ft_settings settings, clock::time_point now, std::vector<std::string>& log)
+    : settings_(std::move(settings)), clock_(settings_.configured, now) {
+  log.push_back("FT: initializing...");
+  std::filesystem::create_directories(settings_.save_dir);
+  state_path_ = (std::filesystem::path(settings_.save_dir) / "ft_state.json").string();
+  if (std::ifstream in{state_path_}) {
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (auto saved = parse_ft_state(text.str(), state_path_)) {
+      clock_.load(*saved);
+      log.push_back("FT: loaded timeouts from " + state_path_ + ". " + describe(clock_.timeouts()));
+    }
+  }
+  log.push_back("FT: initialized. Timeouts: " + describe(clock_.timeouts()));
+  clock_.open("setup", now);
+}
+
+void ft_integration::close_setup(clock::time_point now) {
+  if (!setup_open_) return;
+  clock_.close("setup", now);
+  setup_open_ = false;
+}
+
+void ft_integration::training_step_start(clock::time_point now) {
+  close_setup(now);
+  if (training_steps_ >= warmup_steps) clock_.open("step", now);
+}
+
+void ft_integration::training_step_end(clock::time_point now) {
+  if (training_steps_ >= warmup_steps) clock_.close("step", now);
+  ++training_steps_;
+}
+
+void ft_integration::evaluation_start(clock::time_point now) { close_setup(now); }
+
+void ft_integration::checkpointing_start(clock::time_point now) { clock_.open("checkpointing", now); }
+
+void ft_integration::checkpointing_end(clock::time_point now, std::vector<std::string>& log) {
+  clock_.close("checkpointing", now);
+  ++checkpoints_;
+  maybe_update(now, false, log);
+}
+
+void ft_integration::shutdown(clock::time_point now, std::vector<std::string>& log) {
+  log.push_back("FT: closing...");
+  maybe_update(now, true, log);
+  log.push_back("FT: closed.");
+}
+
+void ft_integration::maybe_update(clock::time_point now, bool closing, std::vector<std::string>& log) {
+  if (!settings_.calc_timeouts) return;
+  std::vector<std::string> sections;
+  if (persistent_loaded_)
+    sections.push_back("setup");
+  else
+    log.push_back("FT: can't update the setup section timeout until persistent checkpoint is loaded");
+  if (training_steps_ >= steps_before_step_update)
+    sections.push_back("step");
+  else
+    log.push_back("FT: need to see more training iterations to update the step section timeout");
+  if (checkpoints_ > 0) {
+    if (!settings_.async_save)
+      sections.push_back("checkpointing");
+    else
+      log.push_back("FT: can't update the checkpointing section timeout with async checkpointing");
+  } else {
+    log.push_back("FT: checkpointing section is not updated until a checkpoint was saved");
+  }
+  bool out_of_section = false;
+  if (closing) {
+    const bool setup_and_step = persistent_loaded_ && training_steps_ >= steps_before_step_update;
+    out_of_section = setup_and_step && checkpoints_ > 0;
+    if (!out_of_section) log.push_back("FT: the out-of-section timeout won't be updated until all FT sections were seen");
+  }
+  if (sections.empty() && !out_of_section) return;
+  log.push_back("FT: updating timeouts for: " + joined(sections) +
+                " update out-of-section: " + (out_of_section ? "True" : "False") + " ...");
+  if (!clock_.can_calculate(sections, out_of_section)) {
+    log.push_back("FT: not enough data to calculate the timeouts yet");
+    return;
+  }
+  clock_.calculate(sections, out_of_section, now);
+  // Written next to the checkpoints, replaced whole (a crash mid-write leaves the old file).
+  const std::string partial = state_path_ + ".tmp";
+  {
+    std::ofstream out(partial, std::ios::trunc);
+    out << ft_state_json(clock_.timeouts());
+    if (!out.flush()) throw std::runtime_error("cannot write " + partial + ": check the --save folder");
+  }
+  std::filesystem::rename(partial, state_path_);
+  log.push_back("FT: updated timeouts saved to " + state_path_ + ". " + describe(clock_.timeouts()));
+}
+
+}  // namespace mactor::training
