@@ -13,6 +13,18 @@ void log_lines(coordinator_actor* self, std::vector<std::string> lines) {
   for (auto& line : lines) log(self, std::move(line));
 }
 
+// Runs `update` (which may write ft_state.json) and logs its lines; a failed write is a warning.
+template <class Update>
+void update_and_log(coordinator_actor* self, Update&& update) {
+  std::vector<std::string> lines;
+  try {
+    update(lines);
+  } catch (const std::exception& e) {
+    lines.push_back(std::string("FT: WARNING: the timeouts were not saved: ") + e.what());
+  }
+  log_lines(self, std::move(lines));
+}
+
 }  // namespace
 
 void start_fault_tolerance(coordinator_actor* self) {
@@ -29,28 +41,15 @@ void start_fault_tolerance(coordinator_actor* self) {
 }
 
 void ft_checkpointing_end(coordinator_actor* self) {
-  auto& s = self->state;
-  if (!s.ft) return;
-  std::vector<std::string> lines;
-  try {
-    s.ft->checkpointing_end(clock_type::now(), lines);
-  } catch (const std::exception& e) {
-    lines.push_back(std::string("FT: WARNING: the timeouts were not saved: ") + e.what());
-  }
-  log_lines(self, std::move(lines));
+  auto& ft = self->state.ft;
+  if (ft) update_and_log(self, [&](std::vector<std::string>& lines) { ft->checkpointing_end(clock_type::now(), lines); });
 }
 
 void stop_fault_tolerance(coordinator_actor* self) {
-  auto& s = self->state;
-  if (!s.ft) return;
-  std::vector<std::string> lines;
-  try {
-    s.ft->shutdown(clock_type::now(), lines);
-  } catch (const std::exception& e) {
-    lines.push_back(std::string("FT: WARNING: the timeouts were not saved: ") + e.what());
-  }
-  s.ft.reset();
-  log_lines(self, std::move(lines));
+  auto& ft = self->state.ft;
+  if (!ft) return;
+  update_and_log(self, [&](std::vector<std::string>& lines) { ft->shutdown(clock_type::now(), lines); });
+  ft.reset();
 }
 
 std::optional<std::string> fault_tolerance_hang(coordinator_actor* self) {

@@ -37,6 +37,21 @@ std::optional<tr::ft_section_timeouts> saved_state(const std::filesystem::path& 
   return tr::parse_ft_state(text.str(), (dir / "ft_state.json").string());
 }
 
+// `steps` training steps of 100 ms, 10 ms apart, from `at`, then a save of 1 s; returns the time after it.
+clock_type::time_point steps_then_save(tr::ft_integration& ft, clock_type::time_point at, int steps,
+                                      std::vector<std::string>& log) {
+  for (int i = 0; i < steps; ++i) {
+    ft.training_step_start(at);
+    at += 100ms;
+    ft.training_step_end(at);
+    at += 10ms;
+  }
+  ft.checkpointing_start(at);
+  at += 1s;
+  ft.checkpointing_end(at, log);
+  return at;
+}
+
 }  // namespace
 
 TEST_CASE("ft: a section open past its configured timeout, or no section past the out-of-section one, is expired") {
@@ -144,16 +159,7 @@ TEST_CASE("ft: Megatron's rules decide which timeouts a run recalculates") {
   settings.configured = three_sections(std::nullopt, std::nullopt, std::nullopt, std::nullopt);
   std::vector<std::string> log;
   tr::ft_integration ft(settings, t0, log);
-  auto at = t0 + 2s;
-  for (int i = 0; i < 16; ++i) {  // the first step is a warm-up, out of section
-    ft.training_step_start(at);
-    at += 100ms;
-    ft.training_step_end(at);
-    at += 10ms;
-  }
-  ft.checkpointing_start(at);
-  at += 1s;
-  ft.checkpointing_end(at, log);
+  auto at = steps_then_save(ft, t0 + 2s, 16, log);  // the first step is a warm-up, out of section
   // No persistent checkpoint was loaded (setup not updated) and only 15 steps were in a section
   // but 16 seen: step and checkpointing.
   auto saved = saved_state(dir);
@@ -170,16 +176,7 @@ TEST_CASE("ft: Megatron's rules decide which timeouts a run recalculates") {
   tr::ft_integration again(settings, t0, log2);
   CHECK(log2.at(1).rfind("FT: loaded timeouts from " + (dir / "ft_state.json").string(), 0) == 0);
   again.checkpoint_loaded(false);
-  at = t0 + 4s;  // setup 4 s
-  for (int i = 0; i < 17; ++i) {
-    again.training_step_start(at);
-    at += 100ms;
-    again.training_step_end(at);
-    at += 10ms;
-  }
-  again.checkpointing_start(at);
-  at += 1s;
-  again.checkpointing_end(at, log2);
+  at = steps_then_save(again, t0 + 4s, 17, log2);  // setup 4 s
   again.shutdown(at + 2s, log2);  // 2 s with no section open: the longest
   saved = saved_state(dir);
   REQUIRE(saved);
