@@ -4,7 +4,11 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <memory>
+#include <optional>
 
 #include "actors/inspection.hpp"
 #include "actors/messages.hpp"
@@ -12,6 +16,7 @@
 #include "actors/type_ids.hpp"
 #include "checkpoint/replication.hpp"
 #include "comm/rendezvous_client.hpp"
+#include "training/ft_simulated_fault.hpp"
 #include "training/rank_worker.hpp"
 
 namespace mactor::actors {
@@ -91,6 +96,17 @@ std::shared_ptr<training::checkpoint_replicator> make_replicator(const config::m
                                                            timeout);
 }
 
+// --enable-ft-package with FT_SIM_FAULT_DESC: the fault Megatron's tests inject (drawn alike on
+// every rank from the job's id and restart count); throws std::invalid_argument for a bad text.
+std::optional<training::simulated_fault> simulated_fault_of(const config::megatron_args& args,
+                                                            const comm::launch_env& env, int world_size) {
+  if (!args.ft_package.enable_ft_package) return std::nullopt;
+  const char* desc = std::getenv("FT_SIM_FAULT_DESC");
+  const char* restart = std::getenv("MACTOR_RESTART_COUNT");
+  const auto seed = std::hash<std::string>{}(env.job_id + "/" + (restart ? restart : "0"));
+  return training::parse_simulated_fault(desc ? desc : "", world_size, seed);
+}
+
 // This rank's own actors (the replica only on a replica's first rank, the checkpointer only with
 // --save, the status actor only while the inspector is on).
 struct rank_actors {
@@ -163,11 +179,23 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   auto* sys = new caf::actor_system(*cfg);
   auto control = std::make_shared<job_control>();
   const int rank = ctx.rank();
+  std::optional<training::simulated_fault> fault;
+  try {
+    fault = simulated_fault_of(args, env, ctx.world_size());
+  } catch (const std::invalid_argument& e) {
+    return job_outcome{2, "rank " + std::to_string(rank) + ": bad setting: " + e.what(), {}, false};
+  }
 
   auto link = rank == 0 ? host_coordinator(*sys, args, env, ctx, out, control) : reach_coordinator(*sys, ctx);
   if (!link.error.empty()) return job_outcome{link.exit_code, link.error, {}, link.lost_peer};
   auto actors = spawn_rank_actors(*sys, args, env, ctx, control, link.coordinator);
   caf::anon_send(link.coordinator, hello_message{rank, actors.stage, actors.agent, actors.replica});
+  if (fault && rank == 0) {
+    std::fprintf(out, "FT: Simulated fault: %s, rank to fail: %d, delay: %.2f s\n", fault->type.c_str(), fault->rank,
+                 fault->delay_s);
+    std::fflush(out);
+  }
+  if (fault && fault->rank == rank) training::arm_simulated_fault(*fault);
 
   auto outcome = control->wait();
   remove_inspector_token_file();  // rank 0's inspector token (actors/inspection.hpp)

@@ -103,6 +103,24 @@ TEST_CASE("ft: a rank stopped in training ends the job when the step section pas
   fs::remove_all(dir);
 }
 
+TEST_CASE("ft: Megatron's simulated hang (FT_SIM_FAULT_DESC) is found by the sections' timeouts") {
+  const auto dir = mactor::test::scratch_dir("fault_tolerance", "simulated");
+  const std::string command = "env FT_SIM_FAULT_DESC='rank_hung;1;5' " + mactor::test::mactor_bin() +
+                              " -np 2 --oversubscribe --ft-param-rank_section_timeouts=setup:30,step:3,checkpointing:none " +
+                              mactor::test::bin_dir() + "/pretrain_gpt " + model_flags + " --save " +
+                              (dir / "ckpt").string() + " --save-interval 100000 --train-iters 100000";
+  auto j = mactor::test::start_command(command, "fault_tolerance", "simulated_job");
+  const int status = mactor::test::wait_job(j, 120s);
+  const std::string out = j.out(), err = j.err();
+  INFO("stdout tail:\n" << out.substr(out.size() > 2000 ? out.size() - 2000 : 0) << "\nstderr:\n" << err);
+  CHECK(status == 18);
+  CHECK(out.find("FT: Simulated fault: rank_hung, rank to fail: 1") != std::string::npos);
+  CHECK(err.find("FT: Simulating fault: rank_hung; rank to fail: 1") != std::string::npos);
+  CHECK(err.find("rank 0: fault tolerance: the ") != std::string::npos);
+  fs::remove_all(j.dir);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("ft: --enable-ft-package without --save, or a bad timeout, is a user error") {
   auto r = launch(1, model_flags + " --train-iters 2", 2);
   CHECK(r.err.find("--enable-ft-package needs --save") != std::string::npos);
