@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/random_batch.hpp"
+#include "kernels/blas_kernels.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/threads.hpp"
 #include "model/gpt_model.hpp"
@@ -143,9 +144,13 @@ int main(int argc, char** argv) {
   }
   if (child_case >= 0) return run_ours(cases[child_case], style == "llama", threads);
 
+  // Our child runs the OpenBLAS kernels pretrain_gpt would (kernels/blas_kernels.hpp).
+  const auto core = mactor::kernels::better_blas_coretype();
   std::printf("train step (forward + backward + SGD), %s-style, %d threads, float32, no dropout, "
-              "OMP_WAIT_POLICY=%s\n", style.c_str(), threads, wait_policy.c_str());
+              "OMP_WAIT_POLICY=%s, OpenBLAS core %s\n", style.c_str(), threads, wait_policy.c_str(),
+              core ? core->c_str() : mactor::kernels::blas_core_name().c_str());
   const std::string env = "OMP_WAIT_POLICY=" + wait_policy + " ";
+  const std::string blas_env = core ? "OPENBLAS_CORETYPE=" + *core + " " : "";
   std::printf("%-28s %-8s %10s %10s %12s %7s %9s\n", "case", "runtime", "ms/iter",
               "cpu-ms/it", "tokens/s", "gemm%", "peakRSS");
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -157,7 +162,7 @@ int main(int argc, char** argv) {
     char name[128];
     std::snprintf(name, sizeof name, "L%d h%d a%d s%d v%d b%d", b.layers, b.hidden, b.heads,
                   b.seq, b.vocab, b.batch);
-    const auto ours = run_child(env + self + " --child-case " + item + " --threads " +
+    const auto ours = run_child(env + blas_env + self + " --child-case " + item + " --threads " +
                                 std::to_string(threads) + " --style " + style);
     std::ostringstream torch_cmd;
     torch_cmd << env << python() << " " << MACTOR_SOURCE_DIR << "/bench/bench_train_step_torch.py"

@@ -22,6 +22,7 @@
 #include "config/config_json.hpp"
 #include "config/resolve.hpp"
 #include "data/data_error.hpp"
+#include "kernels/blas_kernels.hpp"
 #include "comm/transport.hpp"
 #include "config/memory_size.hpp"
 #include "tensor/memory_ledger.hpp"
@@ -91,11 +92,19 @@ bool apply_device_memory(const char* prog) {
 int pretrain_main(int argc, char** argv, const char* prog) {
   // libgomp reads OMP_WAIT_POLICY once, when it loads. Ranks that share cores must sleep rather than
   // spin between kernels (spinning made a step 1.6-2.2x slower here: README, "Notes for users"),
-  // so unless the user chose a policy, set it and start this program again before any OpenMP code runs.
+  // so unless the user chose a policy, set it and start this program again before any OpenMP code
+  // runs. OpenBLAS reads OPENBLAS_CORETYPE the same way: where it took this CPU for an old one
+  // (kernels/blas_kernels.hpp), the kernels the CPU's features call for, in the same restart.
+  bool restart = false;
   if (!std::getenv("OMP_WAIT_POLICY")) {
     ::setenv("OMP_WAIT_POLICY", "passive", 1);
-    ::execv("/proc/self/exe", argv);  // returns only on failure: then run with the default policy
+    restart = true;
   }
+  if (const auto core = mactor::kernels::better_blas_coretype()) {
+    ::setenv("OPENBLAS_CORETYPE", core->c_str(), 1);
+    restart = true;
+  }
+  if (restart) ::execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
   // In-job restart (--inprocess-restart under mactor): the launcher may signal this rank from now on.
   mactor::comm::watch_for_restart_in_place(argv);
   // A spare process (mactor --spares) waits to be made the rank it replaces.
