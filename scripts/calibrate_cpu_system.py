@@ -6,12 +6,12 @@ Runs pretrain_gpt (one rank, one OpenMP thread: what each rank of a `mactor -np 
 the first over all runs (the machine is shared; the least disturbed iteration is the machine's own
 rate, and scripts/simulate_vs_measured.py measures the same way), and asks `mactor simulate` for
 the model FLOPs of that iteration (Megatron's formula). The achieved rate over the peak
-(--peak-gflops, default 67: OpenBLAS's one-thread 512^3 sgemm here with the SkylakeX kernels
+(--peak-gflops, default 100: OpenBLAS's one-thread 1024^3 sgemm here with the SkylakeX kernels
 pretrain_gpt picks, see the README's bench_mamba notes) becomes compute_efficiency. The link fields
 are kept from the current file (hand-measured from bench_comm and bench_actor_overhead); this
 script does not measure them.
 
-    scripts/calibrate_cpu_system.py [--build build] [--iters 6] [--repeats 3] [--peak-gflops 67] [--out FILE]
+    scripts/calibrate_cpu_system.py [--build build] [--iters 6] [--repeats 3] [--peak-gflops 100] [--out FILE]
 """
 import argparse
 import datetime
@@ -53,7 +53,7 @@ def main():
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--iters", type=int, default=6)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--peak-gflops", type=float, default=67.0)
+    p.add_argument("--peak-gflops", type=float, default=100.0)
     p.add_argument("--out", default=os.path.join(ROOT, "simulate/systems/cpu_this_machine.json"))
     a = p.parse_args()
     with open(a.out) as f:
