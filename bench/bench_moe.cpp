@@ -125,7 +125,7 @@ void bench_grouped_vs_loop(const char* name, const std::vector<std::int64_t>& co
 // its summed delayed-wgrad overlap (model::moe_layer::delayed_wgrad_timing).
 struct ep2_result {
   double backward_ms = 0;
-  model::moe_layer::overlap_timing overlap;
+  model::transfer_timing overlap;
 };
 
 ep2_result bench_ep2(bool delay) {
@@ -193,7 +193,7 @@ int main() {
   std::printf("| %-34s | %9.2f | %16s | %14s | %8s |\n", "all-to-all in line", in_line.backward_ms, "-", "-", "0%");
   const auto& o = delayed.overlap;
   std::printf("| %-34s | %9.2f | %16.3f | %14.3f | %7.0f%% |\n", "--delay-wgrad-compute", delayed.backward_ms,
-              o.transfer_s * 1e3 / o.exchanges, o.wait_s * 1e3 / o.exchanges,
+              o.transfer_s * 1e3 / o.transfers, o.wait_s * 1e3 / o.transfers,
               100.0 * (1.0 - o.wait_s / std::max(o.transfer_s, 1e-12)));
   return 0;
 }

@@ -1,8 +1,6 @@
 // MoE layer: router, local dispatch, experts, combine.
 #include "model/moe_layer.hpp"
 
-#include <chrono>
-#include <future>
 #include <stdexcept>
 #include <string>
 
@@ -149,18 +147,9 @@ void moe_layer::experts_backward_and_return(parameter_store& store, tensor::cons
   weight_grads.begin_collecting(this_layer, /*copy_inputs=*/false);
   experts_backward(store, din, expert_in_, dlocal, dlocal_probs);
   weight_grads.stop_collecting();
-  using clock = std::chrono::steady_clock;
-  const auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
-  const auto start = clock::now();
-  auto exchange = std::async(std::launch::async, [&] {
-    give_back();
-    return seconds_since(start);
-  });
+  timed_transfer exchange(give_back, overlap_);
   weight_grads.run(this_layer);  // the experts' weight gradients while the all-to-all runs
-  const auto waiting = clock::now();
-  overlap_.transfer_s += exchange.get();
-  overlap_.wait_s += seconds_since(waiting);
-  ++overlap_.exchanges;
+  exchange.wait();
 }
 
 tensor::dtype moe_layer::probs_type(tensor::dtype activations) const {

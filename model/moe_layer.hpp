@@ -16,6 +16,7 @@
 #include "model/moe_experts.hpp"
 #include "model/moe_expert_exchange.hpp"
 #include "model/moe_expert_tensor_exchange.hpp"
+#include "model/timed_transfer.hpp"
 #include "model/moe_groups.hpp"
 #include "model/moe_router.hpp"
 #include "model/moe_token_dispatcher.hpp"
@@ -53,11 +54,7 @@ class moe_layer {
   void release();
   /// --delay-wgrad-compute's overlap so far: the dispatch's backward all-to-alls' time on their
   /// thread and the time the backward then still waited for them.
-  struct overlap_timing {
-    double transfer_s = 0, wait_s = 0;
-    int exchanges = 0;
-  };
-  const overlap_timing& delayed_wgrad_timing() const { return overlap_; }
+  const transfer_timing& delayed_wgrad_timing() const { return overlap_; }
   /// The state the backward reads from the last forward, its parts' included, into the stash or
   /// back out (activation_stash.hpp). The router's cross-micro-batch counts stay (moe_router::carry).
   void carry(activation_stash& s);
@@ -91,7 +88,7 @@ class moe_layer {
   int expert_tensor_parallel_, local_experts_;
   int padding_multiple_;  // --moe-router-padding-for-fp8 (0: none)
   bool delay_wgrad_;      // --delay-wgrad-compute
-  overlap_timing overlap_;
+  transfer_timing overlap_;
   double aux_loss_scale_ = 1.0;
   moe_router router_;
   moe_token_dispatcher dispatcher_;

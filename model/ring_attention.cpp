@@ -22,10 +22,7 @@
 namespace mactor::model {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-double seconds_since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
-}
+using clock_type = timed_transfer::clock;
 
 // The index arithmetic of one rank's queries and of one key/value block. A block holds, per
 // (local position, batch row, group), the key head then the value head: [rows, groups, 2, hd].
@@ -206,35 +203,20 @@ void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* q
   });
 }
 
-// A transfer on its own thread, timed; wait() returns once it is done and counts the stall.
-// `what` says what arrives from the rank `step` places back on the ring (step 1: the previous
-// one; -1: the next), for the inspector and the stall report ("KV block 2 of 3 from rank 4 in
-// ring attention").
-class pending_shift {
- public:
-  pending_shift(group& cp, const void* send, void* recv, std::size_t bytes, ring_timing& t, std::string what,
-                int step = 1)
-      : timing_(t) {
-    done_ = std::async(std::launch::async, [&cp, send, recv, bytes, step, what = std::move(what)] {
-      const auto start = clock_type::now();
-      const int from = ((cp.rank() - step) % cp.size() + cp.size()) % cp.size();
-      cp.labelled(what, from, [&] {
-        cp.ring_shift_bytes(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), bytes, step);
-      });
-      return seconds_since(start);
-    });
-  }
-  void wait() {
-    const auto start = clock_type::now();
-    timing_.transfer_s += done_.get();
-    timing_.wait_s += seconds_since(start);
-    ++timing_.transfers;
-  }
-
- private:
-  ring_timing& timing_;
-  std::future<double> done_;
-};
+// A block shift on its own thread (timed_transfer.hpp). `what` says what arrives from the rank
+// `step` places back on the ring (step 1: the previous one; -1: the next), for the inspector and
+// the stall report ("KV block 2 of 3 from rank 4 in ring attention").
+timed_transfer ring_shift(group& cp, const void* send, void* recv, std::size_t bytes, ring_timing& t, std::string what,
+                          int step = 1) {
+  return timed_transfer(
+      [&cp, send, recv, bytes, step, what = std::move(what)] {
+        const int from = ((cp.rank() - step) % cp.size() + cp.size()) % cp.size();
+        cp.labelled(what, from, [&] {
+          cp.ring_shift_bytes(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), bytes, step);
+        });
+      },
+      t);
+}
 
 template <typename T>
 T sink_of(const T* sink, int h) {
@@ -273,15 +255,15 @@ void ring_attention::forward(tensor::tensor_view out, tensor::tensor_view lse, t
     std::vector<std::byte> current(n * bytes), next(current.size());
     pack_block(current.data(), static_cast<const std::byte*>(qkv.data), L, rows, bytes);
     for (int step = 0; step < shard_.cp_size; ++step) {
-      std::optional<pending_shift> shift;
+      std::optional<timed_transfer> shift;
       if (step + 1 < shard_.cp_size)
-        shift.emplace(cp_, current.data(), next.data(), current.size(), timing_,
-                      "KV block " + std::to_string(step + 1) + " of " + std::to_string(shard_.cp_size - 1) +
-                          " from {peer} in ring attention");
+        shift.emplace(ring_shift(cp_, current.data(), next.data(), current.size(), timing_,
+                                 "KV block " + std::to_string(step + 1) + " of " + std::to_string(shard_.cp_size - 1) +
+                                     " from {peer} in ring attention"));
       const auto start = clock_type::now();
       const int owner = (shard_.cp_rank - step + shard_.cp_size) % shard_.cp_size;
       forward_block(st, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)), owner, L, A(scale), drop);
-      timing_.compute_s += seconds_since(start);
+      timing_.compute_s += timed_transfer::seconds_since(start);
       if (shift) shift->wait(), std::swap(current, next);
     }
     // The last block (rank r + 1's) starts the backward's ring.
@@ -347,18 +329,18 @@ void ring_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_vie
     std::vector<A> part(n);
     std::memcpy(current.data(), last_block_.data(), block_bytes);
     for (int step = 0; step < cp; ++step) {
-      std::optional<pending_shift> shift;
+      std::optional<timed_transfer> shift;
       const std::size_t skipped = step == cp - 1 ? block_bytes : 0;
       if (cp > 1)
-        shift.emplace(cp_, current.data() + skipped, next.data() + skipped, current.size() - skipped, timing_,
-                      "KV block and gradients " + std::to_string(step + 1) + " of " + std::to_string(cp) +
-                          " from {peer} in ring attention's backward",
-                      -1);
+        shift.emplace(ring_shift(cp_, current.data() + skipped, next.data() + skipped, current.size() - skipped, timing_,
+                                 "KV block and gradients " + std::to_string(step + 1) + " of " + std::to_string(cp) +
+                                     " from {peer} in ring attention's backward",
+                                 -1));
       const auto start = clock_type::now();
       std::fill(part.begin(), part.end(), A(0));
       backward_block(br, part.data(), dor, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)),
                      (shard_.cp_rank + 1 + step) % cp, L, A(scale), drop);
-      timing_.compute_s += seconds_since(start);
+      timing_.compute_s += timed_transfer::seconds_since(start);
       if (shift) shift->wait();
       // The received gradients (this block's, from the ranks it visited before) plus this
       // rank's share travel on with the next message; the block moves on too.

@@ -23,6 +23,7 @@
 #include "kernels/attention.hpp"
 #include "model/activation_stash.hpp"
 #include "model/context_parallel.hpp"
+#include "model/timed_transfer.hpp"
 #include "tensor/tensor.hpp"
 
 namespace mactor::model {
@@ -31,11 +32,8 @@ class group;
 
 /// Seconds spent by the last forward or backward: computing blocks, waiting for a transfer
 /// after the compute (the part not hidden), and the transfers themselves (on their thread).
-struct ring_timing {
+struct ring_timing : transfer_timing {
   double compute_s = 0;
-  double wait_s = 0;
-  double transfer_s = 0;
-  int transfers = 0;
 };
 
 class ring_attention {
