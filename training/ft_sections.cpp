@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "config/python_text.hpp"
+
 namespace mactor::training {
 namespace {
 
@@ -34,14 +36,8 @@ std::string seconds_text(const std::optional<double>& v) {
 
 std::optional<double> parse_optional_seconds(const std::string& text, const std::string& what) {
   if (text.empty() || text == "null" || text == "none" || text == "None") return std::nullopt;
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !(v > 0))
+  const auto v = config::parse_python_float(text);  // ft_launcher's float()
+  if (!v || !(*v > 0))
     throw std::invalid_argument(what + " '" + text + "' is not a number of seconds above 0 (or null)");
   return v;
 }

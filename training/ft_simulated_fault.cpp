@@ -9,6 +9,8 @@
 #include <thread>
 #include <unistd.h>
 
+#include "config/python_text.hpp"
+
 namespace mactor::training {
 namespace {
 
@@ -34,34 +36,26 @@ std::optional<simulated_fault> parse_simulated_fault(const std::string& descript
   if (type != "rank_hung" && type != "rank_killed" && type != "random")
     throw std::invalid_argument("FT_SIM_FAULT_DESC: unknown fault type '" + type +
                                 "'; use rank_hung, rank_killed or random");
-  double base_delay = 0;
-  try {
-    std::size_t used = 0;
-    base_delay = std::stod(delay_text, &used);
-    if (used != delay_text.size() || base_delay < 0) throw std::invalid_argument("bad");
-  } catch (const std::exception&) {
+  // Megatron reads the rank with int() and the delay with float().
+  const auto base_delay = config::parse_python_float(delay_text);
+  if (!base_delay || !(*base_delay >= 0))
     throw std::invalid_argument("FT_SIM_FAULT_DESC: the delay '" + delay_text + "' is not a number of seconds");
-  }
   std::mt19937_64 draw(seed);
   simulated_fault f;
   const int drawn_rank = std::uniform_int_distribution<int>(0, world_size - 1)(draw);
   if (rank_text.empty()) {
     f.rank = drawn_rank;
   } else {
-    try {
-      std::size_t used = 0;
-      f.rank = std::stoi(rank_text, &used);
-      if (used != rank_text.size()) throw std::invalid_argument("bad");
-    } catch (const std::exception&) {
-      throw std::invalid_argument("FT_SIM_FAULT_DESC: the rank '" + rank_text + "' is not a number");
-    }
-    if (f.rank < 0 || f.rank >= world_size)
+    const auto rank = config::parse_python_int(rank_text);
+    if (!rank) throw std::invalid_argument("FT_SIM_FAULT_DESC: the rank '" + rank_text + "' is not a number");
+    if (*rank < 0 || *rank >= world_size)
       throw std::invalid_argument("FT_SIM_FAULT_DESC: rank " + rank_text + " is not in this job of " +
                                   std::to_string(world_size) + " ranks");
+    f.rank = static_cast<int>(*rank);
   }
   if (type == "random") type = std::uniform_int_distribution<int>(0, 1)(draw) ? "rank_hung" : "rank_killed";
   f.type = type;
-  f.delay_s = base_delay + 0.2 * std::uniform_real_distribution<double>(0, 1)(draw) * base_delay;
+  f.delay_s = *base_delay + 0.2 * std::uniform_real_distribution<double>(0, 1)(draw) * *base_delay;
   return f;
 }
 
