@@ -3,9 +3,8 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
+
+#include "checkpoint/durable_file.hpp"
 
 namespace mactor::training {
 namespace {
@@ -43,10 +42,8 @@ ft_integration::ft_integration(ft_settings settings, clock::time_point now, std:
   log.push_back("FT: initializing...");
   std::filesystem::create_directories(settings_.save_dir);
   state_path_ = (std::filesystem::path(settings_.save_dir) / "ft_state.json").string();
-  if (std::ifstream in{state_path_}) {
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (auto saved = parse_ft_state(text.str(), state_path_)) {
+  if (std::filesystem::exists(state_path_)) {
+    if (auto saved = parse_ft_state(checkpoint::read_whole_file(state_path_), state_path_)) {
       clock_.load(*saved);
       log.push_back("FT: loaded timeouts from " + state_path_ + ". " + describe(clock_.timeouts()));
     }
@@ -120,14 +117,8 @@ void ft_integration::maybe_update(clock::time_point now, bool closing, std::vect
     return;
   }
   clock_.calculate(sections, out_of_section, now);
-  // Written next to the checkpoints, replaced whole (a crash mid-write leaves the old file).
-  const std::string partial = state_path_ + ".tmp";
-  {
-    std::ofstream out(partial, std::ios::trunc);
-    out << ft_state_json(clock_.timeouts());
-    if (!out.flush()) throw std::runtime_error("cannot write " + partial + ": check the --save folder");
-  }
-  std::filesystem::rename(partial, state_path_);
+  // Next to the checkpoints, as they are written: a crash leaves the old file or the whole new one.
+  checkpoint::write_file_atomically(state_path_, ft_state_json(clock_.timeouts()));
   log.push_back("FT: updated timeouts saved to " + state_path_ + ". " + describe(clock_.timeouts()));
 }
 
