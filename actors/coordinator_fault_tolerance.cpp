@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "actors/coordinator_state.hpp"
+#include "actors/env_settings.hpp"
 
 namespace mactor::actors::coordination {
 namespace {
@@ -25,18 +26,31 @@ void update_and_log(coordinator_actor* self, Update&& update) {
   log_lines(self, std::move(lines));
 }
 
+// The launcher's timeouts, from MACTOR_FT_RANK_SECTION_TIMEOUTS and
+// MACTOR_FT_RANK_OUT_OF_SECTION_TIMEOUT (what `mactor --ft-param-rank_section_timeouts=...` sets):
+// setup, step and checkpointing, not enforced unless given. Throws std::invalid_argument.
+training::ft_section_timeouts ft_timeouts_from_env() {
+  training::ft_section_timeouts t;
+  for (const char* name : {"setup", "step", "checkpointing"}) t.section[name] = std::nullopt;
+  for (auto& [name, timeout] : training::parse_section_timeouts(settings::env_or("MACTOR_FT_RANK_SECTION_TIMEOUTS")))
+    t.section[name] = timeout;
+  t.out_of_section = training::parse_optional_seconds(settings::env_or("MACTOR_FT_RANK_OUT_OF_SECTION_TIMEOUT"),
+                                                      "the out-of-section timeout");
+  return t;
+}
+
 }  // namespace
 
 void start_fault_tolerance(coordinator_actor* self) {
   auto& s = self->state;
   if (!s.args.ft_package.enable_ft_package) return;
-  training::ft_settings settings;
-  settings.save_dir = *s.args.checkpointing.save;  // validation requires --save
-  settings.async_save = s.args.checkpointing.async_save.value_or(false);
-  settings.calc_timeouts = s.args.ft_package.calc_ft_timeouts;
-  settings.configured = training::ft_timeouts_from_env();
+  training::ft_settings ft;
+  ft.save_dir = *s.args.checkpointing.save;  // validation requires --save
+  ft.async_save = s.args.checkpointing.async_save.value_or(false);
+  ft.calc_timeouts = s.args.ft_package.calc_ft_timeouts;
+  ft.configured = ft_timeouts_from_env();
   std::vector<std::string> lines;
-  s.ft = std::make_unique<training::ft_integration>(std::move(settings), clock_type::now(), lines);
+  s.ft = std::make_unique<training::ft_integration>(std::move(ft), clock_type::now(), lines);
   log_lines(self, std::move(lines));
 }
 

@@ -5,11 +5,11 @@
 #include <caf/io/all.hpp>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
 
+#include "actors/env_settings.hpp"
 #include "actors/inspection.hpp"
 #include "actors/messages.hpp"
 #include "actors/spawn.hpp"
@@ -101,10 +101,8 @@ std::shared_ptr<training::checkpoint_replicator> make_replicator(const config::m
 std::optional<training::simulated_fault> simulated_fault_of(const config::megatron_args& args,
                                                             const comm::launch_env& env, int world_size) {
   if (!args.ft_package.enable_ft_package) return std::nullopt;
-  const char* desc = std::getenv("FT_SIM_FAULT_DESC");
-  const char* restart = std::getenv("MACTOR_RESTART_COUNT");
-  const auto seed = std::hash<std::string>{}(env.job_id + "/" + (restart ? restart : "0"));
-  return training::parse_simulated_fault(desc ? desc : "", world_size, seed);
+  const auto seed = std::hash<std::string>{}(env.job_id + "/" + settings::env_or("MACTOR_RESTART_COUNT", "0"));
+  return training::parse_simulated_fault(settings::env_or("FT_SIM_FAULT_DESC"), world_size, seed);
 }
 
 // This rank's own actors (the replica only on a replica's first rank, the checkpointer only with

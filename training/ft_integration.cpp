@@ -1,7 +1,6 @@
 // Megatron's fault-tolerance hooks and its rules for recalculating timeouts (see the header).
 #include "training/ft_integration.hpp"
 
-#include <cstdlib>
 #include <filesystem>
 
 #include "checkpoint/durable_file.hpp"
@@ -13,11 +12,6 @@ namespace {
 constexpr int warmup_steps = 1;
 constexpr int steps_before_step_update = 16;
 
-std::string env_or_empty(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -25,17 +19,6 @@ std::string joined(const std::vector<std::string>& names) {
 }
 
 }  // namespace
-
-ft_section_timeouts ft_timeouts_from_env() {
-  ft_section_timeouts t;
-  for (const char* name : {"setup", "step", "checkpointing"}) t.section[name] = std::nullopt;
-  const std::string sections = env_or_empty("MACTOR_FT_RANK_SECTION_TIMEOUTS");
-  if (!sections.empty())
-    for (auto& [name, timeout] : parse_section_timeouts(sections)) t.section[name] = timeout;
-  t.out_of_section =
-      parse_optional_seconds(env_or_empty("MACTOR_FT_RANK_OUT_OF_SECTION_TIMEOUT"), "the out-of-section timeout");
-  return t;
-}
 
 ft_integration::ft_integration(ft_settings settings, clock::time_point now, std::vector<std::string>& log)
     : settings_(std::move(settings)), clock_(settings_.configured, now) {

@@ -26,11 +26,6 @@ struct ft_settings {
   ft_section_timeouts configured;  ///< the launcher's (sections setup, step, checkpointing at least)
 };
 
-/// The launcher's timeouts, from MACTOR_FT_RANK_SECTION_TIMEOUTS and
-/// MACTOR_FT_RANK_OUT_OF_SECTION_TIMEOUT (what `mactor --ft-param-rank_section_timeouts=...` sets):
-/// setup, step and checkpointing, not enforced unless given. Throws std::invalid_argument.
-ft_section_timeouts ft_timeouts_from_env();
-
 class ft_integration {
  public:
   using clock = ft_section_clock::clock;
