@@ -5,6 +5,7 @@
 #include <string>
 
 #include "simulate/collectives.hpp"
+#include "simulate/layer_kinds.hpp"
 
 namespace mactor::simulate {
 namespace {
@@ -27,7 +28,7 @@ cp_shapes shapes_of(const config::megatron_args& a) {
   s.heads = heads / s.tp;
   s.groups = groups / std::min<double>(groups, s.tp);
   s.head_dim = static_cast<double>(n.kv_channels.value_or(*n.hidden_size / *n.num_attention_heads));
-  s.bytes = a.mixed_precision.bf16 || a.mixed_precision.fp16 ? 2 : 4;
+  s.bytes = activation_element_bytes(a);
   const auto& levels = a.distributed.hierarchical_context_parallel_sizes;
   s.a2a_size = levels && !levels->empty() ? static_cast<int>(levels->front()) : 1;
   return s;

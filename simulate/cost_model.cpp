@@ -41,7 +41,7 @@ dims dims_of(const config::megatron_args& a) {
   d.pp = static_cast<int>(a.distributed.pipeline_model_parallel_size);
   d.dp = static_cast<int>(a.derived.data_parallel_size);
   d.sp = a.training.sequence_parallel;
-  d.act_bytes = a.mixed_precision.bf16 || a.mixed_precision.fp16 ? 2 : 4;
+  d.act_bytes = activation_element_bytes(a);
   return d;
 }
 

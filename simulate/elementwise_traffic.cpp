@@ -1,6 +1,8 @@
 // Byte counts per token of each memory-bound kernel of a layer's forward (see the header).
 #include "simulate/elementwise_traffic.hpp"
 
+#include "simulate/layer_kinds.hpp"
+
 namespace mactor::simulate {
 
 bool attention_scores_materialized(const config::megatron_args& a) {
@@ -11,7 +13,7 @@ bool attention_scores_materialized(const config::megatron_args& a) {
 elementwise_bytes layer_elementwise_bytes(const config::megatron_args& a, layer_blocks blocks) {
   const auto& n = a.network_size;
   const auto& d = a.distributed;
-  const double act = a.mixed_precision.bf16 || a.mixed_precision.fp16 ? 2 : 4;
+  const double act = activation_element_bytes(a);
   const double tp = static_cast<double>(d.tensor_model_parallel_size), cp = static_cast<double>(d.context_parallel_size);
   const double tokens = static_cast<double>(a.training.micro_batch_size.value_or(1)) * static_cast<double>(*a.data.seq_length) / cp;
   // Norms and residual adds run on the whole hidden state on every tensor-parallel rank, or on

@@ -32,10 +32,6 @@ mamba_widths mamba_widths_of(const config::megatron_args& a) {
   return w;
 }
 
-double activation_element_bytes(const config::megatron_args& a) {
-  return a.mixed_precision.bf16 || a.mixed_precision.fp16 ? 2 : 4;
-}
-
 double norm_parameters(const config::megatron_args& a) {
   const double h = static_cast<double>(*a.network_size.hidden_size);
   return a.network_size.normalization == "RMSNorm" ? h : 2 * h;  // LayerNorm: weight and bias

@@ -84,11 +84,11 @@ double routed_rows(const config::megatron_args& a, const widths& w) {
   return tokens * w.topk;
 }
 
+}  // namespace
+
 double activation_element_bytes(const config::megatron_args& a) {
   return a.mixed_precision.bf16 || a.mixed_precision.fp16 ? 2 : 4;
 }
-
-}  // namespace
 
 layer_kind_flops split_layer_flops(const config::megatron_args& a, std::int64_t padded_vocab) {
   if (is_hybrid(a)) return split_hybrid_flops(a, padded_vocab);

@@ -43,6 +43,9 @@ std::vector<bool> moe_layers(const config::megatron_args& a);
 /// Whether an MTP depth's layer is a MoE layer (it takes the decoder's last layer's kind).
 bool mtp_depth_is_moe(const config::megatron_args& a);
 
+/// Bytes of one activation element: 2 under --bf16 or --fp16, else 4.
+double activation_element_bytes(const config::megatron_args& a);
+
 /// The forward FLOPs of the attention core (scores and their product with the values, causal
 /// half) per microbatch over the whole model: what has no weight gradient.
 double core_attention_flops(const config::megatron_args& a);
