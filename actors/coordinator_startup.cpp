@@ -143,8 +143,6 @@ void start_coordinator(coordinator_actor* self, config::megatron_args args, comm
   try {
     s.to_logger = logger_queue::from_env();
     s.inspect = job_inspection::start(self->system(), caf::actor_cast<caf::actor>(self), s.args, stderr);
-    start_fault_tolerance(self);
-    if (s.inspect || s.ft) self->send(self, inspect_tick_atom::value);
     std::vector<std::string> straggler_lines;
     s.straggler = straggler_logging::start(s.args, world, straggler_lines);
     for (auto& line : straggler_lines) log(self, std::move(line));
@@ -153,6 +151,14 @@ void start_coordinator(coordinator_actor* self, config::megatron_args args, comm
   } catch (const std::exception& e) {
     control->fail(1, std::string("rank 0: the inspector cannot start: ") + e.what());
   }
+  try {
+    start_fault_tolerance(self);
+  } catch (const std::invalid_argument& e) {
+    control->fail(2, std::string("rank 0: bad setting: ") + e.what());
+  } catch (const std::exception& e) {  // the --save folder cannot be made, ft_state.json not read
+    control->fail(1, std::string("rank 0: fault tolerance cannot start: ") + e.what());
+  }
+  if (s.inspect || s.ft) self->send(self, inspect_tick_atom::value);
   // A rank whose actors vanish (its process died, or the connection broke) fails the job.
   self->set_down_handler([=](caf::down_msg& dm) {
     if (self->state.finished) return;
