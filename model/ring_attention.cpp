@@ -15,37 +15,19 @@
 
 #include "kernels/convert.hpp"
 #include "kernels/dispatch.hpp"
-#include "kernels/dropout.hpp"
 #include "model/activation.hpp"
 #include "model/group.hpp"
+#include "model/ring_attention_blocks.hpp"
 
 namespace mactor::model {
 namespace {
 
 using clock_type = timed_transfer::clock;
 
-// The index arithmetic of one rank's queries and of one key/value block. A block holds, per
-// (local position, batch row, group), the key head then the value head: [rows, groups, 2, hd].
-struct layout {
-  const kernels::attention_dims& d;
-  sequence_shard shard;
-  int per_group() const { return d.heads / d.groups; }
-  std::int64_t width() const { return d.qkv_width(); }
-  std::int64_t block_numel() const {
-    return std::int64_t(shard.local_length()) * d.batch * d.groups * 2 * d.head_dim;
-  }
-  // Offset of head h's query in qkv row r; of group g's key in qkv row r.
-  std::int64_t q_at(std::int64_t r, int h) const {
-    const int g = h / per_group();
-    return r * width() + (std::int64_t(g) * (per_group() + 2) + h % per_group()) * d.head_dim;
-  }
-  std::int64_t k_at(std::int64_t r, int g) const {
-    return r * width() + (std::int64_t(g) * (per_group() + 2) + per_group()) * d.head_dim;
-  }
-  // Offset of group g's key in block row r (its value follows at + head_dim).
-  std::int64_t block_at(std::int64_t r, int g) const { return (r * d.groups + g) * 2 * d.head_dim; }
-  std::int64_t row_head(std::int64_t r, int h) const { return r * d.heads + h; }
-};
+using ring_blocks::backward_rows;
+using ring_blocks::dropout_mask;
+using ring_blocks::forward_state;
+using ring_blocks::layout;
 
 // qkv's keys and values -> a block (bytes: elements of `bytes` each, the model's dtype); the
 // block's gradients (of the compute type) -> dqkv's key and value parts.
@@ -83,124 +65,6 @@ T dot(const T* a, const T* b, int n) {
   T s = 0;
   for (int i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
-}
-
-// The keys one query row sees in a key chunk: positions [first, last] (empty when first > last).
-struct key_span {
-  int first, last;
-};
-key_span visible(const kernels::attention_dims& d, int query_pos, const kernels::query_run& keys) {
-  int first = keys.global, last = std::min(keys.global + keys.length - 1, query_pos);
-  if (d.window >= 0) first = std::max(first, query_pos - d.window);
-  return {first, last};
-}
-
-// Calls f(local query row, its position, key span, key chunk) for every query row of this rank
-// and every key chunk of `owner`'s block it sees part of (skipped chunk pairs cost nothing).
-template <typename F>
-void for_each_visible(const layout& L, int owner, F&& f) {
-  const sequence_shard keys_of{L.shard.seq_length, L.shard.cp_size, owner};
-  const auto key_runs = keys_of.runs();
-  for (const auto& q : L.shard.runs())
-    for (const auto& k : key_runs) {
-      if (k.global > q.global + q.length - 1) continue;  // every key after every query
-      for (int i = 0; i < q.length; ++i) {
-        const key_span s = visible(L.d, q.global + i, k);
-        if (s.first <= s.last) f(q.local + i, q.global + i, s, k);
-      }
-    }
-}
-
-// The online softmax's state of every (query row, head): running max, sum and unnormalized out.
-template <typename T>
-struct forward_state {
-  std::vector<T> m, l, o;
-};
-
-// Dropout's keep-and-rescale factor of (batch row, head, query position, key position): the
-// element kernels::attention_forward draws for it on one rank.
-struct dropout_mask {
-  float p;
-  std::uint64_t stream;
-  const kernels::attention_dims& d;
-  std::uint64_t seq;
-  template <typename T>
-  T factor(int b, int h, int qpos, int kpos) const {
-    if (p <= 0) return T(1);
-    const std::uint64_t head = std::uint64_t(b) * d.total_heads + d.head_offset + h;
-    const std::uint64_t at = head * seq * seq + std::uint64_t(qpos) * seq + std::uint64_t(kpos);
-    return kernels::dropout_uniform(stream, at) >= p ? T(1) / (T(1) - T(p)) : T(0);
-  }
-};
-
-template <typename T>
-void forward_block(forward_state<T>& st, const T* qkv, const T* block, int owner, const layout& L,
-                   T scale, const dropout_mask& drop) {
-  const int hd = L.d.head_dim, batch = L.d.batch;
-  std::vector<T> s;
-  for_each_visible(L, owner, [&](int qi, int qpos, key_span span, const kernels::query_run& k) {
-    s.resize(std::size_t(span.last - span.first + 1));
-    for (int b = 0; b < batch; ++b)
-      for (int h = 0; h < L.d.heads; ++h) {
-        const std::int64_t r = std::int64_t(qi) * batch + b, rh = L.row_head(r, h);
-        const T* q = qkv + L.q_at(r, h);
-        const int g = h / L.per_group();
-        T block_max = -std::numeric_limits<T>::infinity();
-        for (int kp = span.first; kp <= span.last; ++kp) {
-          const std::int64_t kr = std::int64_t(k.local + kp - k.global) * batch + b;
-          T& x = s[std::size_t(kp - span.first)] = scale * dot(q, block + L.block_at(kr, g), hd);
-          block_max = std::max(block_max, x);
-        }
-        const T m = std::max(st.m[rh], block_max), corr = std::exp(st.m[rh] - m);
-        T* o = st.o.data() + rh * hd;
-        T l = st.l[rh] * corr;
-        for (int c = 0; c < hd; ++c) o[c] *= corr;
-        for (int kp = span.first; kp <= span.last; ++kp) {
-          const std::int64_t kr = std::int64_t(k.local + kp - k.global) * batch + b;
-          const T e = std::exp(s[std::size_t(kp - span.first)] - m);
-          l += e;
-          const T w = e * drop.factor<T>(b, h, qpos, kp);
-          if (w == T(0)) continue;
-          const T* v = block + L.block_at(kr, g) + hd;
-          for (int c = 0; c < hd; ++c) o[c] += w * v[c];
-        }
-        st.m[rh] = m, st.l[rh] = l;
-      }
-  });
-}
-
-// Per query row and head: its log-sum-exp, dout . out (the softmax backward's row term) and
-// the gradient it accumulates for its query.
-template <typename T>
-struct backward_rows {
-  const T* lse;
-  std::vector<T> delta, dq;
-};
-
-template <typename T>
-void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* qkv, const T* block,
-                    int owner, const layout& L, T scale, const dropout_mask& drop) {
-  const int hd = L.d.head_dim, batch = L.d.batch;
-  for_each_visible(L, owner, [&](int qi, int qpos, key_span span, const kernels::query_run& k) {
-    for (int b = 0; b < batch; ++b)
-      for (int h = 0; h < L.d.heads; ++h) {
-        const std::int64_t r = std::int64_t(qi) * batch + b, rh = L.row_head(r, h);
-        const T* q = qkv + L.q_at(r, h);
-        const T* dor = dout + rh * hd;
-        T* dq = rows.dq.data() + rh * hd;
-        const int g = h / L.per_group();
-        for (int kp = span.first; kp <= span.last; ++kp) {
-          const std::int64_t at = L.block_at(std::int64_t(k.local + kp - k.global) * batch + b, g);
-          const T* key = block + at;
-          const T p = std::exp(scale * dot(q, key, hd) - rows.lse[rh]);
-          const T z = drop.factor<T>(b, h, qpos, kp);
-          const T ds = p * (z * dot(dor, key + hd, hd) - rows.delta[std::size_t(rh)]) * scale;
-          T* dk = dblock + at;
-          T* dv = dk + hd;
-          for (int c = 0; c < hd; ++c) dv[c] += p * z * dor[c], dq[c] += ds * key[c], dk[c] += ds * q[c];
-        }
-      }
-  });
 }
 
 // A block shift on its own thread (timed_transfer.hpp). `what` says what arrives from the rank
