@@ -76,18 +76,20 @@ void for_each_block(const attention_dims& d, F&& f) {
 }
 
 // p'[i, j] = keep ? p / (1 - p_drop) : 0 for the causal part of one head's probabilities; the
-// mask element of (i, j) is that of global position (g, j).
+// mask element of (i, j) is that of global position (g, j). Keys after g are 0 (masked, or a
+// gradient the softmax backward discards) without drawing their mask: half the hashing.
 template <typename T>
 void apply_dropout(T* dst, const T* src, const attention_dims& d, float p, std::uint64_t stream,
                    std::uint64_t base) {
   const T scale = T(1) / (T(1) - T(p));
   const int keys = d.keys();
   for_each_row(d, [&](int i, int g) {
-    for (int j = 0; j < keys; ++j) {
-      const std::int64_t at = std::int64_t(i) * keys + j;
-      const std::uint64_t mask_at = base + std::uint64_t(g) * keys + j;
-      dst[at] = dropout_uniform(stream, mask_at) >= p ? src[at] * scale : T(0);
-    }
+    const int visible = std::min(keys, g + 1);
+    T* row = dst + std::int64_t(i) * keys;
+    const T* in = src + std::int64_t(i) * keys;
+    const std::uint64_t mask_row = base + std::uint64_t(g) * keys;
+    for (int j = 0; j < visible; ++j) row[j] = dropout_uniform(stream, mask_row + j) >= p ? in[j] * scale : T(0);
+    std::fill(row + visible, row + keys, T(0));
   });
 }
 
