@@ -13,6 +13,7 @@
 #include "simulate/elementwise_traffic.hpp"
 #include "simulate/hybrid_layers.hpp"
 #include "simulate/layer_kinds.hpp"
+#include "simulate/rank_skew.hpp"
 #include "training/flops.hpp"
 
 namespace mactor::simulate {
@@ -112,7 +113,11 @@ struct layer_time {
   /// The element-wise kernels where the system file prices them apart (elementwise_traffic.hpp),
   /// and the attention scores' share of them.
   double elementwise = 0, score_elementwise = 0;
-  double forward() const { return compute + elementwise + tp + cp_forward + ep; }
+  /// The forward's wait for the slowest rank of the groups the layer's collectives tie together
+  /// (rank_skew.hpp; twice that in the backward), reported as the first of TP, CP, EP it has.
+  double sync_wait = 0;
+  enum class waits_in { tp, cp, ep } wait_group = waits_in::tp;
+  double forward() const { return compute + elementwise + tp + cp_forward + ep + sync_wait; }
 };
 
 // What kind of block a layer is, for its collectives: `tp_share` of a transformer layer's
@@ -151,6 +156,11 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
     t.elementwise = bytes.total() / bandwidth;
     t.score_elementwise = bytes.attention_scores / bandwidth;
   }
+  const bool sequence_exchange = d.cp > 1 && (shape.attention || shape.mamba);
+  const int experts = moe ? static_cast<int>(a.moe.expert_model_parallel_size) : 1;
+  const int tied = d.tp * (sequence_exchange ? d.cp : 1) * experts;
+  t.sync_wait = slowest_rank_wait_seconds(system, tied, t.compute + t.elementwise);
+  t.wait_group = d.tp > 1 ? layer_time::waits_in::tp : sequence_exchange ? layer_time::waits_in::cp : layer_time::waits_in::ep;
   return t;
 }
 
@@ -158,9 +168,13 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
 // first, MTP depths after; only decoder layers are recomputed, as with Megatron's full recompute).
 void add_layers(chunk_cost& c, const layer_time& t, double count, double recomputed_share, bool selective) {
   c.forward_s += count * t.forward();
-  c.backward_s += count * (2 * (t.compute + t.elementwise) + (selective ? t.core_attention + t.score_elementwise : 0) +
-                           t.tp + t.cp_backward + t.ep_backward) +
+  c.backward_s += count * (2 * (t.compute + t.elementwise + t.sync_wait) +
+                           (selective ? t.core_attention + t.score_elementwise : 0) + t.tp + t.cp_backward + t.ep_backward) +
                   recomputed_share * count * t.forward();
+  const double wait_forward = count * t.sync_wait, wait_backward = count * (2 + recomputed_share) * t.sync_wait;
+  using w = layer_time::waits_in;
+  (t.wait_group == w::tp ? c.forward_tp_s : t.wait_group == w::cp ? c.forward_cp_s : c.forward_ep_s) += wait_forward;
+  (t.wait_group == w::tp ? c.backward_tp_s : t.wait_group == w::cp ? c.backward_cp_s : c.backward_ep_s) += wait_backward;
   c.weight_grad_s += count * (t.compute - t.core_attention);  // dW repeats each linear's forward GEMM
   c.forward_tp_s += count * t.tp;
   c.backward_tp_s += count * t.tp + recomputed_share * count * t.tp;
@@ -353,6 +367,7 @@ cost_model build_cost_model(const config::megatron_args& a, const system_spec& s
       chunks.push_back(chunk_of(a, system, flops, span, m.peak_flops, padded_vocab));
       add_dp_sync(a, system, chunks.back());
       add_fsdp_transfers(a, system, microbatches, chunks.back());
+      chunks.back().dp_sync_s += replica_wait_seconds(system, d.dp, microbatches, chunks.back());
       const auto& c = chunks.back();
       updated += (c.parameters - c.expert_parameters) / optimizer_shards + c.expert_parameters / expert_shards;
     }

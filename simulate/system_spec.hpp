@@ -32,6 +32,9 @@ struct system_spec {
   link_spec inter_node;                 ///< InfiniBand / RoCE, per accelerator (its own NIC)
   /// Share of a link's bandwidth a collective's ring reaches (NCCL's bus bandwidth / link rate).
   double collective_efficiency = 1;
+  /// Coefficient of variation of a rank's compute time between two synchronizations (0: ranks
+  /// in lockstep); each synchronizing collective waits for the slowest member (rank_skew.hpp).
+  double compute_jitter = 0;
 };
 
 /// Reads a system file (JSON, see simulate/systems/*.json and README.md). Throws
