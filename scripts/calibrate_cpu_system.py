@@ -1,17 +1,29 @@
 #!/usr/bin/env python3
-"""Calibrate the compute rate of simulate/systems/cpu_this_machine.json from mactor's own training.
+"""Calibrate the compute rate and jitter of simulate/systems/cpu_this_machine.json from mactor's own training.
 
 Runs pretrain_gpt (one rank, one OpenMP thread: what each rank of a `mactor -np 2` job gets on this
-2-core machine) on a small GPT with mock data, --repeats times, takes the fastest iteration after
-the first over all runs (the machine is shared; the least disturbed iteration is the machine's own
-rate, and scripts/simulate_vs_measured.py measures the same way), and asks `mactor simulate` for
-the model FLOPs of that iteration (Megatron's formula). The achieved rate over the peak
-(--peak-gflops, default 100: OpenBLAS's one-thread 1024^3 sgemm here with the SkylakeX kernels
-pretrain_gpt picks, see the README's bench_mamba notes) becomes compute_efficiency. The link fields
-are kept from the current file (hand-measured from bench_comm and bench_actor_overhead); this
-script does not measure them.
+2-core machine) on a small GPT with mock data as one job per core at once (the machine full, as
+every rank of a job that uses it all: the cores share the caches and the memory, so a core alone
+runs faster than with its neighbour busy), --repeats times. From the iterations after the first:
 
-    scripts/calibrate_cpu_system.py [--build build] [--iters 6] [--repeats 3] [--peak-gflops 100] [--out FILE]
+- memory_efficiency: bench_elementwise's rate for the element-wise kernels around the matmuls (layer
+  norms, bias-dropout-adds; compute-bound here: the dropout mask's hash) over memory_bandwidth_GBps,
+  so those kernels are priced apart: a tensor-parallel rank without sequence parallelism runs them
+  on the whole hidden state, unlike the matmuls.
+- compute_efficiency: the share of the peak (--peak-gflops, default 100: one core's 1024^3 sgemm with
+  the OpenBLAS kernels pretrain_gpt picks; the README's bench_mamba notes) at which `mactor simulate`
+  predicts the fastest iteration (the machine is shared; the least disturbed iteration is the
+  machine's own rate, and scripts/simulate_vs_measured.py measures the same way), the element-wise
+  kernels priced as above.
+- compute_jitter: how much one job's iteration times vary (the median over the jobs of 1.4826 x the
+  median absolute deviation over the median: a standard deviation that ignores the odd disturbed
+  iteration), which prices the waits for the slowest rank at every synchronization
+  (simulate/rank_skew.hpp).
+
+The link fields are kept from the current file (hand-measured from bench_comm and
+bench_actor_overhead); this script does not measure them.
+
+    scripts/calibrate_cpu_system.py [--build build] [--iters 8] [--repeats 3] [--peak-gflops 100] [--out FILE]
 """
 import argparse
 import datetime
@@ -21,59 +33,121 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = ("--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 256 "
          "--max-position-embeddings 256 --micro-batch-size 1 --global-batch-size 8 --vocab-size 4096").split()
 
 
-def iteration_seconds(build, iters):
+def concurrent_iteration_seconds(build, iters, jobs):
+    """`jobs` one-rank trainings at once; each one's iteration times after the first, in seconds."""
     flags = MODEL + ["--lr", "1e-4", "--mock-data", "--tokenizer-type", "NullTokenizer", "--log-interval", "1",
                      "--train-iters", str(iters), "--eval-iters", "0", "--eval-interval", str(10 * iters)]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    run = subprocess.run([f"{build}/bin/mactor", "-np", "1", f"{build}/bin/pretrain_gpt", *flags],
-                         capture_output=True, text=True, env=env, timeout=1200)
-    times = [float(t) for t in re.findall(r"elapsed time per iteration \(ms\): ([0-9.]+)", run.stdout + run.stderr)]
-    if run.returncode != 0 or len(times) < 2:
-        sys.exit(f"calibration run failed (status {run.returncode}):\n{run.stderr[-2000:]}")
-    return [t / 1e3 for t in times[1:]]
+    runs = [subprocess.Popen([f"{build}/bin/mactor", "-np", "1", f"{build}/bin/pretrain_gpt", *flags],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(jobs)]
+    out = []
+    for run in runs:
+        stdout, stderr = run.communicate(timeout=1200)
+        times = [float(t) for t in re.findall(r"elapsed time per iteration \(ms\): ([0-9.]+)", stdout + stderr)]
+        if run.returncode != 0 or len(times) < 3:
+            sys.exit(f"calibration run failed (status {run.returncode}):\n{stderr[-2000:]}")
+        out.append([t / 1e3 for t in times[1:]])
+    return out
 
 
-def model_flops(build, system_file):
-    run = subprocess.run([f"{build}/bin/mactor", "simulate", "--system", system_file, *MODEL],
-                         capture_output=True, text=True, timeout=60)
-    match = re.search(r"model FLOPs per iteration[^:]*: ([0-9.e+]+)", run.stdout)
-    if run.returncode != 0 or not match:
+def relative_spread(times):
+    """1.4826 x the median absolute deviation over the median: a robust coefficient of variation."""
+    mid = statistics.median(times)
+    return 1.4826 * statistics.median(abs(t - mid) for t in times) / mid
+
+
+def elementwise_gbps(build, jobs):
+    """bench_elementwise's rate, `jobs` copies at once; the median of their best rounds."""
+    runs = [subprocess.Popen([f"{build}/bin/bench_elementwise"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(jobs)]
+    rates = []
+    for run in runs:
+        stdout, stderr = run.communicate(timeout=600)
+        match = re.search(r"elementwise GB/s: ([0-9.]+)", stdout)
+        if run.returncode != 0 or not match:
+            sys.exit(f"bench_elementwise failed (status {run.returncode}):\n{stderr[-2000:]}")
+        rates.append(float(match.group(1)))
+    return statistics.median(rates)
+
+
+def simulate(build, system):
+    """`mactor simulate` of the calibration model on `system`: (iteration seconds, model FLOPs)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(system, f)
+    try:
+        run = subprocess.run([f"{build}/bin/mactor", "simulate", "--system", f.name, *MODEL],
+                             capture_output=True, text=True, timeout=60)
+    finally:
+        os.unlink(f.name)
+    time = re.search(r"iteration time \(ms\): ([0-9.]+)", run.stdout)
+    flops = re.search(r"model FLOPs per iteration[^:]*: ([0-9.e+]+)", run.stdout)
+    if run.returncode != 0 or not time or not flops:
         sys.exit(f"mactor simulate failed:\n{run.stderr}")
-    return float(match.group(1))
+    return float(time.group(1)) / 1e3, float(flops.group(1))
+
+
+def compute_efficiency_for(build, system, seconds):
+    """The compute_efficiency at which `mactor simulate` predicts `seconds` for the calibration model:
+    its time is compute / efficiency plus the rest (element-wise kernels, the optimizer step), so two
+    predictions, at 1 and 1/2, give both parts."""
+    at_one, _ = simulate(build, dict(system, compute_efficiency=1.0))
+    at_half, _ = simulate(build, dict(system, compute_efficiency=0.5))
+    compute = at_half - at_one
+    rest = at_one - compute
+    if seconds <= rest:
+        sys.exit(f"the measured {seconds * 1e3:.0f} ms is less than the element-wise and optimizer time alone "
+                 f"({rest * 1e3:.0f} ms): check memory_bandwidth_GBps")
+    return compute / (seconds - rest)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
-    p.add_argument("--iters", type=int, default=6)
+    p.add_argument("--iters", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--peak-gflops", type=float, default=100.0)
     p.add_argument("--out", default=os.path.join(ROOT, "simulate/systems/cpu_this_machine.json"))
     a = p.parse_args()
     with open(a.out) as f:
         system = json.load(f)
-    times = [t for _ in range(a.repeats) for t in iteration_seconds(a.build, a.iters)]
+    jobs = int(system["accelerators_per_node"])
+    per_job = [job for _ in range(a.repeats) for job in concurrent_iteration_seconds(a.build, a.iters, jobs)]
+    times = [t for job in per_job for t in job]
     seconds = min(times)
-    flops = model_flops(a.build, a.out)
+    jitter = statistics.median(relative_spread(job) for job in per_job)
+    gbps = elementwise_gbps(a.build, jobs)
+    system["memory_efficiency"] = round(min(1.0, gbps / system["memory_bandwidth_GBps"]), 3)
+    system["peak_tflops_bf16"] = system["peak_tflops_fp32"] = round(a.peak_gflops / 1e3, 6)
+    efficiency = compute_efficiency_for(a.build, system, seconds)
+    if efficiency > 1:  # faster than the assumed peak: the peak is what was reached
+        system["peak_tflops_bf16"] = system["peak_tflops_fp32"] = round(a.peak_gflops * efficiency / 1e3, 6)
+        efficiency = 1.0
+    peak = system["peak_tflops_fp32"] * 1e12
+    system["compute_efficiency"] = round(efficiency, 3)
+    system["compute_jitter"] = round(max(jitter, 1e-4), 4)
+    _, flops = simulate(a.build, system)
     rate = flops / seconds
-    peak = max(a.peak_gflops * 1e9, rate)
-    system["peak_tflops_bf16"] = system["peak_tflops_fp32"] = round(peak / 1e12, 6)
-    system["compute_efficiency"] = round(rate / peak, 3)
     system["source"] = (f"calibrated {datetime.date.today()} by scripts/calibrate_cpu_system.py: pretrain_gpt, one rank, "
-                        f"one thread, {' '.join(MODEL)}: {seconds * 1e3:.0f} ms for the fastest iteration of {a.repeats} runs (median "
-                        f"{statistics.median(times) * 1e3:.0f} ms) for {flops:.3e} model "
-                        f"FLOPs = {rate / 1e9:.1f} GFLOP/s over a {peak / 1e9:.0f} GFLOP/s peak. Links hand-measured "
+                        f"one thread, {' '.join(MODEL)}, {jobs} such jobs at once (one per core), {a.repeats} times: "
+                        f"{seconds * 1e3:.0f} ms for the fastest iteration (median {statistics.median(times) * 1e3:.0f} ms) "
+                        f"for {flops:.3e} model FLOPs = {rate / 1e9:.1f} GFLOP/s over a {peak / 1e9:.0f} GFLOP/s peak; "
+                        f"a job's iteration times vary by {jitter * 100:.1f}% (robust); the element-wise kernels "
+                        f"around the matmuls ran at {gbps:.2f} GB/s (bench_elementwise, {jobs} at once), priced apart "
+                        "(memory_efficiency), the rest of the step's FLOPs at compute_efficiency. Links hand-measured "
                         "(bench_comm's 2-rank rates, bench_actor_overhead's per-message costs), not calibrated.")
     with open(a.out, "w") as f:
         json.dump(system, f, indent=2)
         f.write("\n")
-    print(f"{seconds * 1e3:.0f} ms/iteration, {rate / 1e9:.1f} GFLOP/s, compute_efficiency {rate / peak:.3f} -> {a.out}")
+    print(f"{seconds * 1e3:.0f} ms/iteration, {rate / 1e9:.1f} model GFLOP/s, element-wise {gbps:.2f} GB/s: "
+          f"compute_efficiency {efficiency:.3f} of {peak / 1e9:.0f} GFLOP/s, memory_efficiency "
+          f"{system['memory_efficiency']}, compute_jitter {jitter:.4f} -> {a.out}")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@ LAYOUTS = [
     ("CP2", 2, "--context-parallel-size 2"),
     ("PP2 ZB-H1", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule zb-h1"),
     ("PP2 ZB-V", 2, "--pipeline-model-parallel-size 2 --pipeline-schedule zbv --num-layers-per-virtual-pipeline-stage 1"),
+    ("PP2 VPP2 full recompute", 2, "--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 "
+     "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1"),
+    ("DP2 distributed optimizer, overlapped", 2, "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather"),
+    ("TP2 SP selective recompute", 2, "--tensor-model-parallel-size 2 --sequence-parallel --recompute-granularity selective"),
 ]
 
 
