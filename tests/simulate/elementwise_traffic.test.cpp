@@ -11,6 +11,7 @@
 #include "simulate/elementwise_traffic.hpp"
 #include "simulate/simulation.hpp"
 #include "simulate/system_spec.hpp"
+#include "tests/simulate/minimal_system_json.hpp"
 
 namespace sim = mactor::simulate;
 
@@ -87,10 +88,7 @@ TEST_CASE("the cost model prices element-wise bytes only where the system file g
 }
 
 TEST_CASE("a system file's memory_efficiency is a share") {
-  const std::string file = R"({"peak_tflops_bf16": 1, "peak_tflops_fp32": 1, "compute_efficiency": 0.5,
-    "memory_GiB": 1, "memory_bandwidth_GBps": 1, "accelerators_per_node": 1,
-    "intra_node": {"bandwidth_GBps": 1, "latency_us": 1}, "inter_node": {"bandwidth_GBps": 1, "latency_us": 1},
-    "collective_efficiency": 0.5)";
+  const std::string& file = mactor::test::minimal_system_json;
   CHECK(sim::parse_system_json(file + "}", "f.json").memory_efficiency == 0);
   CHECK(sim::parse_system_json(file + R"(, "memory_efficiency": 0.75})", "f.json").memory_efficiency == 0.75);
   CHECK_THROWS_WITH(sim::parse_system_json(file + R"(, "memory_efficiency": 1.5})", "f.json"),

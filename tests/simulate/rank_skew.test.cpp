@@ -13,6 +13,7 @@
 #include "simulate/rank_skew.hpp"
 #include "simulate/simulation.hpp"
 #include "simulate/system_spec.hpp"
+#include "tests/simulate/minimal_system_json.hpp"
 
 namespace sim = mactor::simulate;
 
@@ -81,10 +82,7 @@ TEST_CASE("data-parallel replicas wait for the slowest at the gradient sync, aft
 }
 
 TEST_CASE("a system file's compute_jitter is optional and below 1") {
-  const std::string file = R"({"peak_tflops_bf16": 1, "peak_tflops_fp32": 1, "compute_efficiency": 0.5,
-    "memory_GiB": 1, "memory_bandwidth_GBps": 1, "accelerators_per_node": 1,
-    "intra_node": {"bandwidth_GBps": 1, "latency_us": 1}, "inter_node": {"bandwidth_GBps": 1, "latency_us": 1},
-    "collective_efficiency": 0.5)";
+  const std::string& file = mactor::test::minimal_system_json;
   CHECK(sim::parse_system_json(file + "}", "f.json").compute_jitter == 0);
   CHECK(sim::parse_system_json(file + R"(, "compute_jitter": 0.03})", "f.json").compute_jitter == 0.03);
   CHECK_THROWS_WITH(sim::parse_system_json(file + R"(, "compute_jitter": 1.5})", "f.json"),
