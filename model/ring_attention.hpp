@@ -4,7 +4,8 @@
 // the block of rank r - s, and the receive of the next block runs (on a helper thread) while the
 // current one computes. Partial results merge by the online softmax (running max and sum, the
 // log-sum-exp kept per query row for the backward). Causal masking works on global positions:
-// a (query chunk, key chunk) pair is full, diagonal (causal inside) or skipped.
+// a (query chunk, key chunk) pair is full, diagonal (causal inside) or skipped; each pair is a
+// tile of GEMMs (ring_attention_blocks.hpp holds that math, this file the ring).
 // Backward: every rank recomputes the probabilities block by block from the saved log-sum-exp;
 // the keys' and values' gradients travel with their block, each rank adding its share. The ring
 // runs the other way round, starting from the forward's last block (rank r + 1's, kept for it),
