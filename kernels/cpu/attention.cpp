@@ -11,8 +11,10 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/vector_math.hpp"
 #include "kernels/dropout.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/threads.hpp"
@@ -101,6 +103,23 @@ int first_key(const attention_dims& d, int b, int g) {
   return std::max(window_start, int(d.document_start[std::int64_t(b) * d.keys() + g]));
 }
 
+// The max of row[lo..hi] and of the sink logit (when given); then each row[j] = exp(row[j] - max),
+// returning their sum plus exp(sink - max). Float rows through the SIMD helpers of vector_math
+// (as the cross-entropy's), double with std::exp.
+template <typename T>
+T exp_row(T* row, int lo, int hi, const T* sink, T& mx) {
+  mx = sink ? *sink : -std::numeric_limits<T>::infinity();
+  T sum = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    mx = std::max(mx, detail::row_max(row + lo, hi - lo + 1));
+    sum = detail::exp_shifted_sum(row + lo, hi - lo + 1, mx);
+  } else {
+    for (int j = lo; j <= hi; ++j) mx = std::max(mx, row[j]);
+    for (int j = lo; j <= hi; ++j) sum += (row[j] = std::exp(row[j] - mx));
+  }
+  return sum + (sink ? std::exp(*sink - mx) : T(0));
+}
+
 // Row-wise masked softmax in place: s[i, j] for first_key(b, g) <= j <= g (g: row i's position),
 // zero elsewhere; with a sink logit, exp(sink) joins the denominator.
 template <typename T>
@@ -109,13 +128,8 @@ void masked_softmax(T* s, const attention_dims& d, int b, const T* sink) {
   for_each_row(d, [&](int i, int g) {
     T* row = s + std::int64_t(i) * keys;
     const int lo = first_key(d, b, g);
-    T mx = sink ? *sink : -std::numeric_limits<T>::infinity();
-    for (int j = lo; j <= g; ++j) mx = std::max(mx, row[j]);
-    T sum = sink ? std::exp(*sink - mx) : T(0);
-    for (int j = lo; j <= g; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      sum += row[j];
-    }
+    T mx;
+    const T sum = exp_row(row, lo, g, sink, mx);
     const T inv = T(1) / sum;
     for (int j = lo; j <= g; ++j) row[j] *= inv;
     std::fill(row, row + lo, T(0));
