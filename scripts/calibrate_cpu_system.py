@@ -96,15 +96,15 @@ def simulate(build, system):
 def compute_efficiency_for(build, system, seconds):
     """The compute_efficiency at which `mactor simulate` predicts `seconds` for the calibration model:
     its time is compute / efficiency plus the rest (element-wise kernels, the optimizer step), so two
-    predictions, at 1 and 1/2, give both parts."""
-    at_one, _ = simulate(build, dict(system, compute_efficiency=1.0))
+    predictions, at 1 and 1/2, give both parts. Returns it with the model's FLOPs per iteration."""
+    at_one, flops = simulate(build, dict(system, compute_efficiency=1.0))
     at_half, _ = simulate(build, dict(system, compute_efficiency=0.5))
     compute = at_half - at_one
     rest = at_one - compute
     if seconds <= rest:
         sys.exit(f"the measured {seconds * 1e3:.0f} ms is less than the element-wise and optimizer time alone "
                  f"({rest * 1e3:.0f} ms): check memory_bandwidth_GBps")
-    return compute / (seconds - rest)
+    return compute / (seconds - rest), flops
 
 
 def main():
@@ -125,14 +125,13 @@ def main():
     gbps = elementwise_gbps(a.build, jobs)
     system["memory_efficiency"] = round(min(1.0, gbps / system["memory_bandwidth_GBps"]), 3)
     system["peak_tflops_bf16"] = system["peak_tflops_fp32"] = round(a.peak_gflops / 1e3, 6)
-    efficiency = compute_efficiency_for(a.build, system, seconds)
+    efficiency, flops = compute_efficiency_for(a.build, system, seconds)
     if efficiency > 1:  # faster than the assumed peak: the peak is what was reached
         system["peak_tflops_bf16"] = system["peak_tflops_fp32"] = round(a.peak_gflops * efficiency / 1e3, 6)
         efficiency = 1.0
     peak = system["peak_tflops_fp32"] * 1e12
     system["compute_efficiency"] = round(efficiency, 3)
     system["compute_jitter"] = round(max(jitter, 1e-4), 4)
-    _, flops = simulate(a.build, system)
     rate = flops / seconds
     system["source"] = (f"calibrated {datetime.date.today()} by scripts/calibrate_cpu_system.py: pretrain_gpt, one rank, "
                         f"one thread, {' '.join(MODEL)}, {jobs} such jobs at once (one per core), {a.repeats} times: "

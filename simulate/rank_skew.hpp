@@ -16,7 +16,7 @@
 namespace mactor::simulate {
 
 /// E[max of n independent standard normal variables]: 0 for n = 1, 0.564 for 2, 1.029 for 4,
-/// 1.539 for 8, about sqrt(2 ln n) for large n (numerically integrated, cached).
+/// 1.424 for 8, about sqrt(2 ln n) for large n (numerically integrated, cached).
 double expected_max_of_normals(int n);
 
 /// The expected wait of a group of `ranks` for its slowest member after `compute_s` seconds of
