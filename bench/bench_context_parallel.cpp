@@ -1,9 +1,9 @@
 // Ring attention (--cp-comm-type p2p) on two context-parallel ranks of one process, each a
 // thread with its own in-process transport and the ring collectives (comm/collectives.hpp) as
 // training uses them: how much of the key/value transfer time the block compute hides.
-// Per sequence length, forward and backward: the compute time, the transfers' own time (on their
-// thread), the wait that was left after the compute (the exposed part), and the hidden fraction
-// 1 - wait / transfer. Rank 0's numbers, median of the repeats by compute time; fp32, batch 1.
+// Per sequence length, forward and backward: the compute time, the transfers' time (from each
+// start until it was seen done: ring attention drives its shifts between tiles), the wait that was
+// left after the compute (the exposed part), and the hidden fraction 1 - wait / transfer. Rank 0's numbers, median of the repeats by compute time; fp32, batch 1.
 // Usage: bench_context_parallel [heads head_dim max_seq]   (defaults 2 64 8192)
 #include <algorithm>
 #include <cmath>

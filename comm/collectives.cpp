@@ -76,12 +76,14 @@ void transport_communicator::exchange(int to, const void* send_data, std::size_t
   auto s = transport_.send_future(members_[to], tag, send_data, send_size);
   wait(s, to, "sending");
   if (!transport_.wait_for(r, timeout_)) fail_timeout(from, "receiving");
-  const status got = r.get();
+  check_received(r.get(), recv_size);
+}
+
+void transport_communicator::check_received(const status& got, std::size_t expected) {
   if (!got.ok) throw comm_error(got.peer, got.message);
-  if (got.bytes != recv_size)
-    throw comm_error(got.peer, "rank " + std::to_string(got.peer) + " sent " +
-                                   std::to_string(got.bytes) + " bytes where " +
-                                   std::to_string(recv_size) +
+  if (got.bytes != expected)
+    throw comm_error(got.peer, "rank " + std::to_string(got.peer) + " sent " + std::to_string(got.bytes) +
+                                   " bytes where " + std::to_string(expected) +
                                    " were expected; the members called mismatched collectives");
 }
 

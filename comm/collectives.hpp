@@ -46,8 +46,13 @@ class transport_communicator final : public communicator {
   void barrier() override;
   void send_bytes(std::span<const std::byte> data, int peer) override;
   void recv_bytes(std::span<std::byte> data, int peer) override;
+  /// Posts both halves on the transport; test() drives it from the calling thread
+  /// (transport::progress), so no thread of its own is needed (transport_exchange.cpp).
+  std::unique_ptr<pending_exchange> start_exchange(std::span<const std::byte> out, int to, std::span<std::byte> in,
+                                                   int from) override;
 
  private:
+  class exchange_in_flight;
   template <class T>
   void all_reduce_impl(std::span<T> data);
   template <class T>
@@ -63,6 +68,9 @@ class transport_communicator final : public communicator {
   /// Waits for one operation with the group's timeout; throws comm_error naming the peer.
   void wait(std::future<status>& f, int peer_position, const char* what);
   [[noreturn]] void fail_timeout(int peer_position, const char* what) const;
+  /// Checks a finished receive: ok, and of exactly `expected` bytes (else the members called
+  /// mismatched collectives).
+  static void check_received(const status& got, std::size_t expected);
   std::uint64_t next_tag();
   int next() const { return (position_ + 1) % size(); }
   int prev() const { return (position_ + size() - 1) % size(); }

@@ -3,12 +3,25 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "tensor/tensor.hpp"
 
 namespace mactor::comm {
+
+/// An exchange communicator::start_exchange posted. test() moves it along from the calling
+/// thread without blocking and says whether both halves are done; wait() returns once they are,
+/// throwing comm_error (naming the peer) on a failure or the group's timeout. Destroying one
+/// that was not waited for waits for it first (its buffers are in use until then), ignoring
+/// failures.
+class pending_exchange {
+ public:
+  virtual ~pending_exchange() = default;
+  virtual bool test() = 0;
+  virtual void wait() = 0;
+};
 
 /// Blocking collectives over the members of one group, called by every member in the same
 /// order. Reductions are sums. Results are bitwise identical on every member. A failure throws
@@ -39,6 +52,13 @@ class communicator {
   virtual void all_to_all_v_bytes(std::span<const std::byte> in, std::span<const std::size_t> send_counts,
                                   std::span<std::byte> out, std::span<const std::size_t> recv_counts) = 0;
   virtual void barrier() = 0;
+  /// Sends `out` to member `to` and receives exactly in.size() bytes from member `from`, and
+  /// returns at once: the caller computes meanwhile and calls test() between pieces of work (a
+  /// ring step of context parallelism). It counts as a collective: every member calls it in
+  /// the same order as the others. The buffers stay in use until the exchange is done. The
+  /// default runs an all_to_all_v_bytes with one non-empty block each way on a thread.
+  virtual std::unique_ptr<pending_exchange> start_exchange(std::span<const std::byte> out, int to,
+                                                           std::span<std::byte> in, int from);
   /// Pipeline point-to-point, blocking; `peer` is a group position.
   virtual void send_bytes(std::span<const std::byte> data, int peer) = 0;
   virtual void recv_bytes(std::span<std::byte> data, int peer) = 0;

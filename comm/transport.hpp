@@ -94,6 +94,13 @@ class transport {
   /// wait_for without a deadline, then throws comm_error (naming the peer) on failure.
   void wait_ok(std::future<status>& f);
 
+  /// Drives the network once from the calling thread, without blocking, unless another thread
+  /// is driving it now: completions of posted operations may run here. A compute thread that
+  /// overlaps a transfer calls it between pieces of its work, so the transfer moves on without
+  /// a thread of its own (which, with every core computing, waits for one). Returns whether
+  /// anything happened. The default does nothing: a transport that needs no driving.
+  virtual bool progress() { return false; }
+
   /// Bytes of completed sends and receives on this rank: pipeline transfers and collectives
   /// alike (the inspector shows them). The UCX transport counts; others may leave them at 0.
   struct traffic_counters {

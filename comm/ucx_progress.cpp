@@ -224,6 +224,21 @@ void ucx_transport::impl::waiter_left() {
     linger_until = std::chrono::steady_clock::now() + waiter_linger;
 }
 
+bool ucx_transport::impl::progress() {
+  {
+    std::lock_guard lock(mu);
+    linger_until = std::max(linger_until, std::chrono::steady_clock::now() + waiter_linger);
+  }
+  std::unique_lock worker_lock(worker_mu, std::try_to_lock);
+  if (!worker_lock.owns_lock()) return false;  // the progress thread or a waiter is driving it
+  bool did_work = drain_posted();
+  while (ucp_worker_progress(worker) != 0) did_work = true;
+  watch_same_host_peers();
+  handle_failures();
+  hand_back_to_progress_thread();
+  return did_work;
+}
+
 // Poll a little before sleeping: the next event often comes within a wake-up's cost. An idle
 // poll yields the core. When this thread got less than 3/4 of the time it polled, another thread
 // wants this core (another rank's kernel thread, or the rank this one waits for, put on the same

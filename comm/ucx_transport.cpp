@@ -153,6 +153,8 @@ bool ucx_transport::wait_for(std::future<status>& f, std::chrono::milliseconds t
   return impl_->wait_for(f, deadline);
 }
 
+bool ucx_transport::progress() { return impl_->progress(); }
+
 const wait_spin& ucx_transport::spin() const { return impl_->spin; }
 
 std::string ucx_transport::describe_lanes() const {

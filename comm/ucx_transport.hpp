@@ -59,6 +59,9 @@ class ucx_transport final : public transport {
                                   std::size_t capacity) override;
   void shutdown() override;
   bool wait_for(std::future<status>& f, std::chrono::milliseconds timeout) override;
+  /// Drives the worker when it is free; like a waiter, the caller keeps the progress thread
+  /// parked (for waiter_linger after its last call), so one thread drives the transfer.
+  bool progress() override;
 
   /// The UCX transports each endpoint uses, e.g. "rank 1: cma/memory sysv/memory", for logs.
   std::string describe_lanes() const;

@@ -225,6 +225,8 @@ struct ucx_transport::impl {
   // The last waiter to leave hands the worker back to the progress thread, now or after
   // waiter_linger.
   void waiter_left();
+  // transport::progress: one non-blocking round on the worker when no other thread holds it.
+  bool progress();
   // wait_for's poll before it sleeps, at most `spin_for`; caller holds worker_mu.
   void poll_before_sleep(std::future<status>& f, std::chrono::microseconds spin_for);
 };

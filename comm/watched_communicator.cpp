@@ -129,4 +129,26 @@ void watched_communicator::recv_bytes(std::span<std::byte> data, int peer) {
   inner_->recv_bytes(data, peer);
 }
 
+class watched_communicator::watched_exchange final : public pending_exchange {
+ public:
+  watched_exchange(watched_communicator& c, std::unique_ptr<pending_exchange> inner, std::size_t bytes, int from)
+      : c_(c), inner_(std::move(inner)), bytes_(bytes), from_(from) {}
+  bool test() override { return inner_->test(); }
+  void wait() override {
+    scope s(c_, "exchange", bytes_, from_);
+    inner_->wait();
+  }
+
+ private:
+  watched_communicator& c_;
+  std::unique_ptr<pending_exchange> inner_;
+  std::size_t bytes_;
+  int from_;
+};
+
+std::unique_ptr<pending_exchange> watched_communicator::start_exchange(std::span<const std::byte> out, int to,
+                                                                       std::span<std::byte> in, int from) {
+  return std::make_unique<watched_exchange>(*this, inner_->start_exchange(out, to, in, from), in.size(), from);
+}
+
 }  // namespace mactor::comm

@@ -67,9 +67,14 @@ class watched_communicator final : public communicator {
   void barrier() override;
   void send_bytes(std::span<const std::byte> data, int peer) override;
   void recv_bytes(std::span<std::byte> data, int peer) override;
+  /// The inner communicator's exchange; it shows as the call in progress while the caller
+  /// waits for it (not while the caller computes with it in flight).
+  std::unique_ptr<pending_exchange> start_exchange(std::span<const std::byte> out, int to, std::span<std::byte> in,
+                                                   int from) override;
 
  private:
   class scope;
+  class watched_exchange;
   std::unique_ptr<communicator> inner_;
   std::string name_;
   std::string others_;  // "rank 1" / "ranks 1, 2, 3"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -13,6 +14,16 @@
 #include "tensor/tensor.hpp"
 
 namespace mactor::model {
+
+/// A ring step group::start_ring_shift posted.
+class pending_shift {
+ public:
+  virtual ~pending_shift() = default;
+  /// Moves the shift along from the calling thread without blocking; true once it is done.
+  virtual bool test() = 0;
+  /// Returns once it is done; throws what it failed with.
+  virtual void wait() = 0;
+};
 
 class group {
  public:
@@ -55,6 +66,13 @@ class group {
   /// -1; an all_to_all_v_bytes with one non-empty block each way). Context parallelism's ring
   /// attention passes its KV blocks so.
   void ring_shift_bytes(const std::byte* send, std::byte* recv, std::size_t n, int step = 1);
+  /// ring_shift_bytes without waiting: the caller computes meanwhile, calling test() between
+  /// pieces of work, and wait() before it reads recv (send and recv stay in use until then).
+  /// `what` describes the wait as labelled() does, its {peer} being the member recv comes
+  /// from. The default runs ring_shift_bytes, so labelled, on a thread of its own; a group on
+  /// a transport posts both halves and lets test() drive them, needing no thread.
+  virtual std::unique_ptr<pending_shift> start_ring_shift(const std::byte* send, std::byte* recv, std::size_t n,
+                                                          int step, std::string what);
   /// Runs `exchange` (calls on this group from the calling thread) described, for whoever
   /// watches the group (the inspector, the stall report), as `what`: "{peer}" there stands for
   /// member `peer` of the group ("KV block 2 of 3 from {peer} in ring attention"). The default

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <future>
+#include <memory>
 #include <limits>
 #include <optional>
 #include <span>
@@ -67,20 +67,38 @@ T dot(const T* a, const T* b, int n) {
   return s;
 }
 
-// A block shift on its own thread (timed_transfer.hpp). `what` says what arrives from the rank
-// `step` places back on the ring (step 1: the previous one; -1: the next), for the inspector and
-// the stall report ("KV block 2 of 3 from rank 4 in ring attention").
-timed_transfer ring_shift(group& cp, const void* send, void* recv, std::size_t bytes, ring_timing& t, std::string what,
-                          int step = 1) {
-  return timed_transfer(
-      [&cp, send, recv, bytes, step, what = std::move(what)] {
-        const int from = ((cp.rank() - step) % cp.size() + cp.size()) % cp.size();
-        cp.labelled(what, from, [&] {
-          cp.ring_shift_bytes(static_cast<const std::byte*>(send), static_cast<std::byte*>(recv), bytes, step);
-        });
-      },
-      t);
-}
+// A block shift in flight while the blocks compute (group::start_ring_shift), moved along
+// between tiles and timed: from its start until it was seen done, and the wait left after the
+// compute. `what` says what arrives from the rank `step` places back on the ring (step 1: the
+// previous one; -1: the next), for the inspector and the stall report ("KV block 2 of 3 from
+// rank 4 in ring attention").
+class timed_shift {
+ public:
+  timed_shift(group& cp, const std::byte* send, std::byte* recv, std::size_t bytes, ring_timing& t, std::string what,
+              int step = 1)
+      : timing_(t), start_(clock_type::now()), pending_(cp.start_ring_shift(send, recv, bytes, step, std::move(what))) {}
+
+  /// Between tiles: drives the transfer and notes when it is done.
+  void poll() {
+    if (!done_ && pending_->test()) done_ = true, timing_.transfer_s += timed_transfer::seconds_since(start_);
+  }
+  void wait() {
+    const auto waiting = clock_type::now();
+    pending_->wait();
+    timing_.wait_s += timed_transfer::seconds_since(waiting);
+    if (!done_) timing_.transfer_s += timed_transfer::seconds_since(start_);
+    ++timing_.transfers;
+  }
+  ring_blocks::between_tiles between() {
+    return [this] { poll(); };
+  }
+
+ private:
+  ring_timing& timing_;
+  clock_type::time_point start_;
+  std::unique_ptr<pending_shift> pending_;
+  bool done_ = false;
+};
 
 template <typename T>
 T sink_of(const T* sink, int h) {
@@ -119,14 +137,15 @@ void ring_attention::forward(tensor::tensor_view out, tensor::tensor_view lse, t
     std::vector<std::byte> current(n * bytes), next(current.size());
     pack_block(current.data(), static_cast<const std::byte*>(qkv.data), L, rows, bytes);
     for (int step = 0; step < shard_.cp_size; ++step) {
-      std::optional<timed_transfer> shift;
+      std::optional<timed_shift> shift;
       if (step + 1 < shard_.cp_size)
-        shift.emplace(ring_shift(cp_, current.data(), next.data(), current.size(), timing_,
-                                 "KV block " + std::to_string(step + 1) + " of " + std::to_string(shard_.cp_size - 1) +
-                                     " from {peer} in ring attention"));
+        shift.emplace(cp_, current.data(), next.data(), current.size(), timing_,
+                      "KV block " + std::to_string(step + 1) + " of " + std::to_string(shard_.cp_size - 1) +
+                          " from {peer} in ring attention");
       const auto start = clock_type::now();
       const int owner = (shard_.cp_rank - step + shard_.cp_size) % shard_.cp_size;
-      forward_block(st, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)), owner, L, A(scale), drop);
+      forward_block(st, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)), owner, L, A(scale), drop,
+                    shift ? shift->between() : ring_blocks::between_tiles{});
       timing_.compute_s += timed_transfer::seconds_since(start);
       if (shift) shift->wait(), std::swap(current, next);
     }
@@ -193,17 +212,18 @@ void ring_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_vie
     std::vector<A> part(n);
     std::memcpy(current.data(), last_block_.data(), block_bytes);
     for (int step = 0; step < cp; ++step) {
-      std::optional<timed_transfer> shift;
+      std::optional<timed_shift> shift;
       const std::size_t skipped = step == cp - 1 ? block_bytes : 0;
       if (cp > 1)
-        shift.emplace(ring_shift(cp_, current.data() + skipped, next.data() + skipped, current.size() - skipped, timing_,
-                                 "KV block and gradients " + std::to_string(step + 1) + " of " + std::to_string(cp) +
-                                     " from {peer} in ring attention's backward",
-                                 -1));
+        shift.emplace(cp_, current.data() + skipped, next.data() + skipped, current.size() - skipped, timing_,
+                      "KV block and gradients " + std::to_string(step + 1) + " of " + std::to_string(cp) +
+                          " from {peer} in ring attention's backward",
+                      -1);
       const auto start = clock_type::now();
       std::fill(part.begin(), part.end(), A(0));
       backward_block(br, part.data(), dor, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)),
-                     (shard_.cp_rank + 1 + step) % cp, L, A(scale), drop);
+                     (shard_.cp_rank + 1 + step) % cp, L, A(scale), drop,
+                     shift ? shift->between() : ring_blocks::between_tiles{});
       timing_.compute_s += timed_transfer::seconds_since(start);
       if (shift) shift->wait();
       // The received gradients (this block's, from the ranks it visited before) plus this

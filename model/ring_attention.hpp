@@ -32,7 +32,8 @@ namespace mactor::model {
 class group;
 
 /// Seconds spent by the last forward or backward: computing blocks, waiting for a transfer
-/// after the compute (the part not hidden), and the transfers themselves (on their thread).
+/// after the compute (the part not hidden), and the transfers themselves (from each start
+/// until it was seen done, between tiles or by the wait).
 struct ring_timing : transfer_timing {
   double compute_s = 0;
 };

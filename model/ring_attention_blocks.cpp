@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include <omp.h>
+
 #include "kernels/dropout.hpp"
 #include "kernels/gemm.hpp"
 
@@ -69,11 +71,16 @@ bool worth_threads(const layout& L) {
   return std::int64_t(L.d.batch) * L.d.heads * n * n * L.d.head_dim > (1 << 16) && L.d.batch * L.d.groups > 1;
 }
 
+// After each tile: the caller's between-tiles work, on one thread of the team only.
+void after_tile(const between_tiles& between) {
+  if (between && omp_get_thread_num() == 0) between();
+}
+
 }  // namespace
 
 template <typename T>
 void forward_block(forward_state<T>& st, const T* qkv, const T* block, int owner, const layout& L, T scale,
-                   const dropout_mask& drop) {
+                   const dropout_mask& drop, const between_tiles& between) {
   const int hd = L.d.head_dim, heads = L.d.heads, batch = L.d.batch;
   const auto tiles = tiles_of(L, owner);
   // Each (batch row, head) owns its rows of the state: split over them.
@@ -113,6 +120,7 @@ void forward_block(forward_state<T>& st, const T* qkv, const T* block, int owner
         // o += P V, with P the exponentials (dropped) and o rescaled above.
         kernels::gemm<T>(false, false, rows, hd, cols, T(1), s.data(), cols, block + x.key + hd, x.ldk, T(1),
                          st.o.data() + x.out, x.ldo);
+        after_tile(between);
       }
     }
   }
@@ -120,7 +128,7 @@ void forward_block(forward_state<T>& st, const T* qkv, const T* block, int owner
 
 template <typename T>
 void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* qkv, const T* block, int owner,
-                    const layout& L, T scale, const dropout_mask& drop) {
+                    const layout& L, T scale, const dropout_mask& drop, const between_tiles& between) {
   const int hd = L.d.head_dim, batch = L.d.batch, per_group = L.per_group();
   const auto tiles = tiles_of(L, owner);
   // A group's heads add into the same key and value gradients: split over (batch row, group).
@@ -158,18 +166,19 @@ void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* q
           kernels::gemm<T>(false, false, n, hd, cols, T(1), ds.data(), cols, key, x.ldk, T(1), rows.dq.data() + x.out,
                            x.ldo);
           kernels::gemm<T>(true, false, cols, hd, n, T(1), ds.data(), cols, q, x.ldq, T(1), dkey, x.ldk);
+          after_tile(between);
         }
     }
   }
 }
 
 template void forward_block<float>(forward_state<float>&, const float*, const float*, int, const layout&, float,
-                                   const dropout_mask&);
+                                   const dropout_mask&, const between_tiles&);
 template void forward_block<double>(forward_state<double>&, const double*, const double*, int, const layout&, double,
-                                    const dropout_mask&);
+                                    const dropout_mask&, const between_tiles&);
 template void backward_block<float>(backward_rows<float>&, float*, const float*, const float*, const float*, int,
-                                    const layout&, float, const dropout_mask&);
+                                    const layout&, float, const dropout_mask&, const between_tiles&);
 template void backward_block<double>(backward_rows<double>&, double*, const double*, const double*, const double*, int,
-                                     const layout&, double, const dropout_mask&);
+                                     const layout&, double, const dropout_mask&, const between_tiles&);
 
 }  // namespace mactor::model::ring_blocks

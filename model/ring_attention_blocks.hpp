@@ -6,6 +6,7 @@
 // (backward). Chunk pairs with every key after every query are skipped.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/attention.hpp"
@@ -62,15 +63,19 @@ struct backward_rows {
   std::vector<T> delta, dq;
 };
 
+/// What the caller does between tiles (move a block transfer along): called after each tile
+/// by one thread of the team, never concurrently; may be empty.
+using between_tiles = std::function<void()>;
+
 /// Folds `owner`'s block (keys and values) into the online softmax state of this rank's queries.
 template <typename T>
 void forward_block(forward_state<T>& st, const T* qkv, const T* block, int owner, const layout& L, T scale,
-                   const dropout_mask& drop);
+                   const dropout_mask& drop, const between_tiles& between = {});
 
 /// Adds this block's share to rows.dq and to dblock (the block's key and value gradients, the
 /// block's layout), recomputing the probabilities from rows.lse.
 template <typename T>
 void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* qkv, const T* block, int owner,
-                    const layout& L, T scale, const dropout_mask& drop);
+                    const layout& L, T scale, const dropout_mask& drop, const between_tiles& between = {});
 
 }  // namespace mactor::model::ring_blocks

@@ -1,7 +1,7 @@
 // A transfer run on a thread of its own while the caller computes, and timed: how long it took on
 // its thread, and how long the caller still waited for it once its own work was done (the part
-// the compute did not hide). Ring attention's block shifts and a MoE layer's all-to-all behind
-// its delayed weight gradients use it.
+// the compute did not hide). A MoE layer's all-to-all behind its delayed weight gradients uses
+// it; ring attention's shifts are driven between tiles instead (ring_attention.cpp).
 #pragma once
 
 #include <chrono>

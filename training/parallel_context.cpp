@@ -59,8 +59,33 @@ class communicator_group final : public model::group {
     const comm::call_label label(what, peer);  // read by a watched communicator
     exchange();
   }
+  /// The communicator's exchange, driven by the caller's test() calls (no thread of its own).
+  std::unique_ptr<model::pending_shift> start_ring_shift(const std::byte* send, std::byte* recv, std::size_t n,
+                                                         int step, std::string what) override {
+    const int to = ((rank() + step) % size() + size()) % size(), from = ((rank() - step) % size() + size()) % size();
+    return std::make_unique<exchange_shift>(
+        c_.start_exchange(std::span<const std::byte>(send, n), to, std::span<std::byte>(recv, n), from),
+        std::move(what), from);
+  }
 
  private:
+  // A pending exchange as the model sees it; its wait is labelled for the watched communicator.
+  class exchange_shift final : public model::pending_shift {
+   public:
+    exchange_shift(std::unique_ptr<comm::pending_exchange> inner, std::string what, int from)
+        : inner_(std::move(inner)), what_(std::move(what)), from_(from) {}
+    bool test() override { return inner_->test(); }
+    void wait() override {
+      const comm::call_label label(what_, from_);
+      inner_->wait();
+    }
+
+   private:
+    std::unique_ptr<comm::pending_exchange> inner_;
+    std::string what_;
+    int from_;
+  };
+
   template <class T>
   void gather(const T* in, T* out, std::size_t n) {
     c_.all_gather(std::span<const T>(in, n), std::span<T>(out, n * size()));
@@ -86,6 +111,10 @@ class owning_group final : public model::group {
   }
   void labelled(const std::string& what, int peer, const std::function<void()>& exchange) override {
     g_.labelled(what, peer, exchange);
+  }
+  std::unique_ptr<model::pending_shift> start_ring_shift(const std::byte* send, std::byte* recv, std::size_t n,
+                                                         int step, std::string what) override {
+    return g_.start_ring_shift(send, recv, n, step, std::move(what));
   }
 
  private:

@@ -31,6 +31,10 @@ class traced_group final : public model::group {
   void labelled(const std::string& what, int peer, const std::function<void()>& exchange) override {
     inner_.labelled(what, peer, exchange);
   }
+  std::unique_ptr<model::pending_shift> start_ring_shift(const std::byte* send, std::byte* recv, std::size_t n,
+                                                         int step, std::string what) override {
+    return inner_.start_ring_shift(send, recv, n, step, std::move(what));
+  }
 
  private:
   /// A span named `what` over a collective of `bytes` (this rank's buffer).
