@@ -8,6 +8,7 @@
 
 #include <omp.h>
 
+#include "kernels/cpu/vector_math.hpp"  // the SIMD exp of one-rank attention's softmax
 #include "kernels/dropout.hpp"
 #include "kernels/gemm.hpp"
 
@@ -71,6 +72,18 @@ bool worth_threads(const layout& L) {
   return std::int64_t(L.d.batch) * L.d.heads * n * n * L.d.head_dim > (1 << 16) && L.d.batch * L.d.groups > 1;
 }
 
+// The max of row[0, n); row[j] = exp(row[j] - shift) in place, returning their sum. Floats go
+// through vector_math's SIMD helpers, as one-rank attention's softmax does (libm's scalar expf
+// made these tiles cost 3 times the one-rank kernel's share); doubles use std::exp.
+float max_of(const float* row, int n) { return kernels::detail::row_max(row, n); }
+double max_of(const double* row, int n) { return *std::max_element(row, row + n); }
+float exp_shifted(float* row, int n, float shift) { return kernels::detail::exp_shifted_sum(row, n, shift); }
+double exp_shifted(double* row, int n, double shift) {
+  double sum = 0;
+  for (int j = 0; j < n; ++j) sum += row[j] = std::exp(row[j] - shift);
+  return sum;
+}
+
 // After each tile: the caller's between-tiles work, on one thread of the team only.
 void after_tile(const between_tiles& between) {
   if (between && omp_get_thread_num() == 0) between();
@@ -105,17 +118,13 @@ void forward_block(forward_state<T>& st, const T* qkv, const T* block, int owner
           std::fill(row, row + first, T(0));
           std::fill(row + last + 1, row + cols, T(0));
           const std::int64_t rh = L.row_head(std::int64_t(t.q.local + i) * batch + b, h);
-          const T block_max = *std::max_element(row + first, row + last + 1);
-          const T m = std::max(st.m[rh], block_max), corr = std::exp(st.m[rh] - m);
-          T l = st.l[rh] * corr;
+          const T m = std::max(st.m[rh], max_of(row + first, last - first + 1)), corr = std::exp(st.m[rh] - m);
           T* o = st.o.data() + rh * hd;
           for (int c = 0; c < hd; ++c) o[c] *= corr;
-          for (int j = first; j <= last; ++j) {
-            const T e = std::exp(row[j] - m);
-            l += e;
-            row[j] = e * drop.factor<T>(b, h, t.q.global + i, t.k.global + j);
-          }
-          st.m[rh] = m, st.l[rh] = l;
+          st.l[rh] = st.l[rh] * corr + exp_shifted(row + first, last - first + 1, m);
+          st.m[rh] = m;
+          if (drop.p > 0)
+            for (int j = first; j <= last; ++j) row[j] *= drop.factor<T>(b, h, t.q.global + i, t.k.global + j);
         }
         // o += P V, with P the exponentials (dropped) and o rescaled above.
         kernels::gemm<T>(false, false, rows, hd, cols, T(1), s.data(), cols, block + x.key + hd, x.ldk, T(1),
@@ -150,15 +159,16 @@ void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* q
             T *pr = p.data() + std::int64_t(i) * cols, *dr = ds.data() + std::int64_t(i) * cols;
             const auto [first, last] = t.visible(L.d, i);
             const std::int64_t rh = L.row_head(std::int64_t(t.q.local + i) * batch + b, h);
-            for (int j = 0; j < cols; ++j) {
-              if (j < first || j > last) {
-                pr[j] = dr[j] = T(0);
-                continue;
-              }
-              const T prob = std::exp(pr[j] - rows.lse[rh]);
-              const T z = drop.factor<T>(b, h, t.q.global + i, t.k.global + j);
-              pr[j] = prob * z;                                          // dV += (P z)^T dO
-              dr[j] = prob * (z * dr[j] - rows.delta[std::size_t(rh)]) * scale;  // dS
+            const int lo = std::min(first, cols), hi = std::max(last + 1, lo);  // visible columns [lo, hi)
+            std::fill(pr, pr + lo, T(0)), std::fill(dr, dr + lo, T(0));
+            std::fill(pr + hi, pr + cols, T(0)), std::fill(dr + hi, dr + cols, T(0));
+            if (hi == lo) continue;
+            exp_shifted(pr + lo, hi - lo, rows.lse[rh]);  // the probabilities, recomputed
+            const T delta = rows.delta[std::size_t(rh)];
+            for (int j = lo; j < hi; ++j) {
+              const T prob = pr[j], z = drop.p > 0 ? drop.factor<T>(b, h, t.q.global + i, t.k.global + j) : T(1);
+              pr[j] = prob * z;                                // dV += (P z)^T dO
+              dr[j] = prob * (z * dr[j] - delta) * scale;      // dS
             }
           }
           T* dkey = dblock + x.key;
