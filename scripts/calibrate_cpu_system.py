@@ -19,6 +19,13 @@ runs faster than with its neighbour busy), --repeats times. From the iterations 
   median absolute deviation over the median: a standard deviation that ignores the odd disturbed
   iteration), which prices the waits for the slowest rank at every synchronization
   (simulate/rank_skew.hpp).
+- sync_jitter_us: how long a synchronizing collective waits beyond its own cost whatever the compute
+  before it (interrupts, the scheduler, the wake-up). One 2-rank tensor-parallel job (no sequence
+  parallelism) profiles rank 0; each kind of tensor-parallel collective (operation and size) costs
+  its 10th-percentile duration on the link, and the mean beyond that is the wait for the partner,
+  E[max of 2 standard normals] x sync_jitter (0.564 x); the median over --repeats such jobs (the
+  mean is the expected wait, but a disturbed run's tail moves it: 300-530 us in four runs here).
+  The iteration time is not fitted.
 
 The link fields are kept from the current file (hand-measured from bench_comm and
 bench_actor_overhead); this script does not measure them.
@@ -26,8 +33,11 @@ bench_actor_overhead); this script does not measure them.
     scripts/calibrate_cpu_system.py [--build build] [--iters 8] [--repeats 3] [--peak-gflops 100] [--out FILE]
 """
 import argparse
+import collections
 import datetime
+import glob
 import json
+import math
 import os
 import re
 import statistics
@@ -75,6 +85,40 @@ def elementwise_gbps(build, jobs):
             sys.exit(f"bench_elementwise failed (status {run.returncode}):\n{stderr[-2000:]}")
         rates.append(float(match.group(1)))
     return statistics.median(rates)
+
+
+def tensor_parallel_sync_jitter_us(build, iters):
+    """A TP2 job's rank-0 trace: the mean wait of its tensor-parallel collectives beyond each kind's
+    10th-percentile duration, over E[max of 2 standard normals]; with the collectives' count."""
+    with tempfile.TemporaryDirectory() as trace_dir:
+        flags = MODEL + ["--tensor-model-parallel-size", "2", "--lr", "1e-4", "--mock-data", "--tokenizer-type",
+                         "NullTokenizer", "--log-interval", "1", "--train-iters", str(iters), "--eval-iters", "0",
+                         "--eval-interval", str(10 * iters), "--profile", "--profile-step-start", "2",
+                         "--profile-step-end", str(iters), "--profile-ranks", "0", "--tensorboard-dir", trace_dir]
+        run = subprocess.run([f"{build}/bin/mactor", "-np", "2", f"{build}/bin/pretrain_gpt", *flags],
+                             capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=1200)
+        traces = glob.glob(os.path.join(trace_dir, "**", "rank0*.json"), recursive=True)
+        if run.returncode != 0 or not traces:
+            sys.exit(f"the tensor-parallel calibration run failed (status {run.returncode}):\n{run.stderr[-2000:]}")
+        with open(traces[0]) as f:
+            events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    kinds = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "tensor_parallel":
+            kinds[(e["name"], e.get("args", {}).get("bytes"))].append(float(e["dur"]))
+    waits, count = 0.0, 0
+    for durations in kinds.values():
+        if len(durations) < 20:
+            continue  # too few to tell the link's cost from the waits
+        durations.sort()
+        floor = durations[len(durations) // 10]
+        waits += sum(d - floor for d in durations)
+        count += len(durations)
+    if not count:
+        sys.exit("the tensor-parallel calibration run traced no collectives")
+    expected_max_of_two = 1 / math.sqrt(math.pi)
+    return waits / count / expected_max_of_two, count
 
 
 def simulate(build, system):
@@ -132,12 +176,17 @@ def main():
     peak = system["peak_tflops_fp32"] * 1e12
     system["compute_efficiency"] = round(efficiency, 3)
     system["compute_jitter"] = round(max(jitter, 1e-4), 4)
+    sync_runs = [tensor_parallel_sync_jitter_us(a.build, a.iters) for _ in range(a.repeats)]
+    sync_jitter, collectives = sorted(sync_runs)[len(sync_runs) // 2]
+    system["sync_jitter_us"] = round(max(sync_jitter, 0.1), 1)
     rate = flops / seconds
     system["source"] = (f"calibrated {datetime.date.today()} by scripts/calibrate_cpu_system.py: pretrain_gpt, one rank, "
                         f"one thread, {' '.join(MODEL)}, {jobs} such jobs at once (one per core), {a.repeats} times: "
                         f"{seconds * 1e3:.0f} ms for the fastest iteration (median {statistics.median(times) * 1e3:.0f} ms) "
                         f"for {flops:.3e} model FLOPs = {rate / 1e9:.1f} GFLOP/s over a {peak / 1e9:.0f} GFLOP/s peak; "
-                        f"a job's iteration times vary by {jitter * 100:.1f}% (robust); the element-wise kernels "
+                        f"a job's iteration times vary by {jitter * 100:.1f}% (robust); a TP2 job's {collectives} "
+                        f"traced tensor-parallel collectives (rank 0) wait {sync_jitter * 0.5642:.0f} us beyond their "
+                        f"kind's 10th percentile on average (sync_jitter_us); the element-wise kernels "
                         f"around the matmuls ran at {gbps:.2f} GB/s (bench_elementwise, {jobs} at once), priced apart "
                         "(memory_efficiency), the rest of the step's FLOPs at compute_efficiency. Links hand-measured "
                         "(bench_comm's 2-rank rates, bench_actor_overhead's per-message costs), not calibrated.")
@@ -146,7 +195,8 @@ def main():
         f.write("\n")
     print(f"{seconds * 1e3:.0f} ms/iteration, {rate / 1e9:.1f} model GFLOP/s, element-wise {gbps:.2f} GB/s: "
           f"compute_efficiency {efficiency:.3f} of {peak / 1e9:.0f} GFLOP/s, memory_efficiency "
-          f"{system['memory_efficiency']}, compute_jitter {jitter:.4f} -> {a.out}")
+          f"{system['memory_efficiency']}, compute_jitter {jitter:.4f}, sync_jitter_us {system['sync_jitter_us']} "
+          f"-> {a.out}")
 
 
 if __name__ == "__main__":

@@ -72,6 +72,36 @@ cp_exchange_time exchange_of(const std::string& type, const cp_shapes& s, const 
 
 }  // namespace
 
+namespace {
+
+cp_synchronizations synchronizations_of(const std::string& type, const cp_shapes& s) {
+  const double cp = s.cp;
+  if (type == "a2a") return {2, 2};
+  if (type == "allgather") return {1, 1};
+  if (type == "a2a+p2p") {
+    const double p = cp / s.a2a_size;
+    return {2 + (p - 1), 2 + p};
+  }
+  return {cp - 1, cp};
+}
+
+}  // namespace
+
+cp_synchronizations cp_attention_synchronizations(const config::megatron_args& a) {
+  const cp_shapes s = shapes_of(a);
+  if (s.cp <= 1) return {};
+  if (a.network_size.multi_latent_attention) return synchronizations_of("allgather", s);
+  const auto& types = a.distributed.cp_comm_type;
+  if (types.empty()) return synchronizations_of("p2p", s);
+  cp_synchronizations mean;
+  for (const auto& type : types) {
+    const cp_synchronizations t = synchronizations_of(type, s);
+    mean.forward += t.forward / static_cast<double>(types.size());
+    mean.backward += t.backward / static_cast<double>(types.size());
+  }
+  return mean;
+}
+
 cp_exchange_time cp_attention_exchange(const config::megatron_args& a, const system_spec& system, double core_attention_s) {
   const cp_shapes s = shapes_of(a);
   if (s.cp <= 1) return {};

@@ -22,6 +22,15 @@ struct cp_exchange_time {
   double forward = 0, backward = 0;
 };
 
+/// How many times one attention layer's context-parallel exchanges synchronize the group, each
+/// direction (a ring step, an all-to-all, an all-gather or reduce-scatter each once): p2p cp - 1
+/// forward and cp backward (the ring's steps as mactor runs them), a2a 2 and 2, allgather 1 and 1,
+/// a2a+p2p the sum of its levels'; a per-layer list averaged, MLA as allgather.
+struct cp_synchronizations {
+  double forward = 0, backward = 0;
+};
+cp_synchronizations cp_attention_synchronizations(const config::megatron_args& a);
+
 /// `core_attention_s`: the forward attention core's seconds on this rank (what a ring hides behind).
 cp_exchange_time cp_attention_exchange(const config::megatron_args& a, const system_spec& system, double core_attention_s);
 

@@ -9,42 +9,14 @@
 
 #include "config/data_parallel_sharding.hpp"
 #include "config/pipeline_split.hpp"
-#include "simulate/context_parallel_cost.hpp"
-#include "simulate/elementwise_traffic.hpp"
 #include "simulate/hybrid_layers.hpp"
 #include "simulate/layer_kinds.hpp"
+#include "simulate/layer_time.hpp"
 #include "simulate/rank_skew.hpp"
 #include "training/flops.hpp"
 
 namespace mactor::simulate {
 namespace {
-
-// Per-microbatch sizes of one rank, in elements and bytes.
-struct dims {
-  double b, s, h, ffn, heads, groups, kv_channels;
-  int tp, cp, dp, pp;
-  bool sp;
-  double act_bytes;  // bytes of one activation element (2 in bf16/fp16, 4 in fp32)
-};
-
-dims dims_of(const config::megatron_args& a) {
-  const auto& n = a.network_size;
-  dims d{};
-  d.b = static_cast<double>(a.training.micro_batch_size.value_or(1));
-  d.s = static_cast<double>(*a.data.seq_length);
-  d.h = static_cast<double>(*n.hidden_size);
-  d.ffn = static_cast<double>(n.ffn_hidden_size.value_or(4 * *n.hidden_size));
-  d.heads = static_cast<double>(*n.num_attention_heads);
-  d.groups = n.group_query_attention ? static_cast<double>(n.num_query_groups) : d.heads;
-  d.kv_channels = static_cast<double>(n.kv_channels.value_or(*n.hidden_size / *n.num_attention_heads));
-  d.tp = static_cast<int>(a.distributed.tensor_model_parallel_size);
-  d.cp = static_cast<int>(a.distributed.context_parallel_size);
-  d.pp = static_cast<int>(a.distributed.pipeline_model_parallel_size);
-  d.dp = static_cast<int>(a.derived.data_parallel_size);
-  d.sp = a.training.sequence_parallel;
-  d.act_bytes = activation_element_bytes(a);
-  return d;
-}
 
 // Layers of a chunk whose forward runs again in the backward under full recompute.
 int recomputed_layers(const config::megatron_args& a, int layers) {
@@ -52,14 +24,6 @@ int recomputed_layers(const config::megatron_args& a, int layers) {
   if (t.recompute_granularity != "full") return 0;
   if (t.recompute_method == "block") return std::min<int>(layers, static_cast<int>(t.recompute_num_layers.value_or(0)));
   return layers;
-}
-
-// Tensor-parallel collectives of one layer in one direction: two all-reduces, or with sequence
-// parallelism two all-gathers and two reduce-scatters, of the layer's full activation.
-double tp_seconds_per_layer(const dims& d, const system_spec& system) {
-  const double bytes = d.b * d.s / d.cp * d.h * d.act_bytes;
-  const process_group_shape tp{d.tp, 1};
-  return d.sp ? 4 * all_gather_seconds(system, tp, bytes) : 2 * all_reduce_seconds(system, tp, bytes);
 }
 
 }  // namespace
@@ -104,85 +68,6 @@ std::vector<std::string> unsupported_flags(const config::megatron_args& a) {
 
 namespace {
 
-// One layer of a kind, per microbatch on one rank: compute, and the exposed tensor-parallel,
-// context-parallel and expert-parallel communication of one direction (the backward's: the
-// same collectives on the gradients, the ring twice).
-struct layer_time {
-  double compute = 0, core_attention = 0, tp = 0, cp_forward = 0, cp_backward = 0, ep = 0;
-  double ep_backward = 0;  ///< the backward's exchange left exposed (--delay-wgrad-compute hides part)
-  /// The element-wise kernels where the system file prices them apart (elementwise_traffic.hpp),
-  /// and the attention scores' share of them.
-  double elementwise = 0, score_elementwise = 0;
-  /// The forward's wait for the slowest rank of the groups the layer's collectives tie together
-  /// (rank_skew.hpp; twice that in the backward), reported as the first of TP, CP, EP it has.
-  double sync_wait = 0;
-  enum class waits_in { tp, cp, ep } wait_group = waits_in::tp;
-  double forward() const { return compute + elementwise + tp + cp_forward + ep + sync_wait; }
-};
-
-// What kind of block a layer is, for its collectives: `tp_share` of a transformer layer's
-// tensor-parallel collectives, whether it has an attention core (and so CP's ring exchange), and
-// whether it is a Mamba mixer (CP's all-to-alls between positions and heads).
-struct layer_shape {
-  bool moe = false;
-  double tp_share = 1;
-  bool attention = true;
-  bool mamba = false;
-  bool mlp = true;
-};
-
-layer_time time_of_layer(const config::megatron_args& a, const system_spec& system, double forward_flops,
-                         layer_shape shape, double rate) {
-  const dims d = dims_of(a);
-  const double shards = static_cast<double>(d.tp) * d.cp;
-  const bool moe = shape.moe;
-  layer_time t;
-  t.compute = forward_flops / shards / rate;
-  t.core_attention = shape.attention ? core_attention_flops(a) / shards / rate : 0;
-  const double tp = d.tp > 1 ? tp_seconds_per_layer(d, system) * shape.tp_share : 0;
-  t.tp = a.training.tp_comm_overlap ? std::max(0.0, tp - (t.compute - t.core_attention)) : tp;
-  if (shape.mamba) {
-    t.cp_forward = t.cp_backward = mamba_context_parallel_exchange_seconds(a, system);  // and on the gradients back
-  } else if (shape.attention) {
-    const cp_exchange_time cp = cp_attention_exchange(a, system, t.core_attention);  // context_parallel_cost.hpp
-    t.cp_forward = cp.forward;
-    t.cp_backward = cp.backward;
-  }
-  t.ep = moe ? moe_exchange_seconds(a, system) : 0;
-  t.ep_backward = moe ? t.ep - moe_delayed_wgrad_hidden_seconds(a, system, rate) : 0;
-  if (system.memory_efficiency > 0) {
-    const auto bytes = layer_elementwise_bytes(a, {shape.attention || shape.mamba, shape.attention, shape.mlp, moe});
-    const double bandwidth = system.memory_bandwidth_Bps * system.memory_efficiency;
-    t.elementwise = bytes.total() / bandwidth;
-    t.score_elementwise = bytes.attention_scores / bandwidth;
-  }
-  const bool sequence_exchange = d.cp > 1 && (shape.attention || shape.mamba);
-  const int experts = moe ? static_cast<int>(a.moe.expert_model_parallel_size) : 1;
-  const int tied = d.tp * (sequence_exchange ? d.cp : 1) * experts;
-  t.sync_wait = slowest_rank_wait_seconds(system, tied, t.compute + t.elementwise);
-  t.wait_group = d.tp > 1 ? layer_time::waits_in::tp : sequence_exchange ? layer_time::waits_in::cp : layer_time::waits_in::ep;
-  return t;
-}
-
-// The chunk's compute and exposed communication: `count` layers of each kind (decoder layers
-// first, MTP depths after; only decoder layers are recomputed, as with Megatron's full recompute).
-void add_layers(chunk_cost& c, const layer_time& t, double count, double recomputed_share, bool selective) {
-  c.forward_s += count * t.forward();
-  c.backward_s += count * (2 * (t.compute + t.elementwise + t.sync_wait) +
-                           (selective ? t.core_attention + t.score_elementwise : 0) + t.tp + t.cp_backward + t.ep_backward) +
-                  recomputed_share * count * t.forward();
-  const double wait_forward = count * t.sync_wait, wait_backward = count * (2 + recomputed_share) * t.sync_wait;
-  using w = layer_time::waits_in;
-  (t.wait_group == w::tp ? c.forward_tp_s : t.wait_group == w::cp ? c.forward_cp_s : c.forward_ep_s) += wait_forward;
-  (t.wait_group == w::tp ? c.backward_tp_s : t.wait_group == w::cp ? c.backward_cp_s : c.backward_ep_s) += wait_backward;
-  c.weight_grad_s += count * (t.compute - t.core_attention);  // dW repeats each linear's forward GEMM
-  c.forward_tp_s += count * t.tp;
-  c.backward_tp_s += count * t.tp + recomputed_share * count * t.tp;
-  c.forward_cp_s += count * t.cp_forward;
-  c.backward_cp_s += count * t.cp_backward + recomputed_share * count * t.cp_forward;
-  c.forward_ep_s += count * t.ep;
-  c.backward_ep_s += count * t.ep_backward + recomputed_share * count * t.ep;
-}
 
 // A MoE layer's activations: the attention's and the shared expert's as a dense layer with that
 // MLP width, plus the routed rows.

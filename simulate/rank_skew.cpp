@@ -29,6 +29,11 @@ double slowest_rank_wait_seconds(const system_spec& system, int ranks, double co
   return expected_max_of_normals(ranks) * system.compute_jitter * compute_s;
 }
 
+double synchronization_wait_seconds(const system_spec& system, int ranks, double synchronizations) {
+  if (system.sync_jitter_s <= 0 || ranks <= 1 || synchronizations <= 0) return 0;
+  return expected_max_of_normals(ranks) * system.sync_jitter_s * synchronizations;
+}
+
 double replica_wait_seconds(const system_spec& system, int replicas, int microbatches, const chunk_cost& c) {
   const double exposed = c.forward_tp_s + c.backward_tp_s + c.forward_cp_s + c.backward_cp_s + c.forward_ep_s +
                          c.backward_ep_s + c.forward_fsdp_s + c.backward_fsdp_s;

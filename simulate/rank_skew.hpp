@@ -23,6 +23,14 @@ double expected_max_of_normals(int n);
 /// compute since their last synchronization: 0 without compute_jitter in the system file.
 double slowest_rank_wait_seconds(const system_spec& system, int ranks, double compute_s);
 
+/// The expected wait of a group of `ranks` at `synchronizations` collectives (or ring steps)
+/// for the lateness of its slowest member that does not scale with the compute between them:
+/// E[max of n standard normals] x the system file's sync_jitter x synchronizations (0 without
+/// it). On a 2-core CPU machine a tensor-parallel collective waits ~150 us beyond its
+/// alpha-beta cost on average whatever the compute before it, which compute_jitter, measured
+/// over whole iterations, does not price.
+double synchronization_wait_seconds(const system_spec& system, int ranks, double synchronizations);
+
 /// The data-parallel replicas meet at the gradient sync after a step's compute of their own (a
 /// layer's groups keep the ranks of one replica in step, not the replicas): the wait for the
 /// slowest of `replicas` after `microbatches` forwards and backwards of chunk c (less their

@@ -52,6 +52,7 @@ system_spec parse_system_json(const std::string& text, const std::string& where)
   s.collective_efficiency = positive_number(root, "collective_efficiency", where);
   if (root.contains("memory_efficiency")) s.memory_efficiency = positive_number(root, "memory_efficiency", where);
   if (root.contains("compute_jitter")) s.compute_jitter = positive_number(root, "compute_jitter", where);
+  if (root.contains("sync_jitter_us")) s.sync_jitter_s = positive_number(root, "sync_jitter_us", where) * 1e-6;
   if (s.compute_jitter >= 1) throw std::invalid_argument(where + ": compute_jitter is a coefficient of variation, below 1");
   if (s.compute_efficiency > 1 || s.collective_efficiency > 1 || s.memory_efficiency > 1)
     throw std::invalid_argument(where + ": compute_efficiency, collective_efficiency and memory_efficiency are shares, at most 1");

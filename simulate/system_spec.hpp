@@ -35,6 +35,11 @@ struct system_spec {
   /// Coefficient of variation of a rank's compute time between two synchronizations (0: ranks
   /// in lockstep); each synchronizing collective waits for the slowest member (rank_skew.hpp).
   double compute_jitter = 0;
+  /// Standard deviation of a rank's arrival at each synchronization that does not scale with the
+  /// compute since the last one (interrupts, the scheduler, the waiting thread's wake-up), in
+  /// seconds (the file's sync_jitter_us); each synchronizing collective or ring step waits
+  /// E[max of its members] x this (rank_skew.hpp). 0: none.
+  double sync_jitter_s = 0;
 };
 
 /// Reads a system file (JSON, see simulate/systems/*.json and README.md). Throws

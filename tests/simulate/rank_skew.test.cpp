@@ -1,7 +1,9 @@
 // Waiting for the slowest rank: E[max of n standard normals] against its closed forms (n = 2, 3)
 // and a Monte Carlo draw (n = 16), and the cost model's use of it against counts by hand: a
 // tensor-parallel layer waits E[max of 2] x jitter x its compute in the forward (twice in the
-// backward), the data-parallel replicas E[max of dp] x jitter x a step's compute at the sync.
+// backward), the data-parallel replicas E[max of dp] x jitter x a step's compute at the sync; and
+// the waits that do not scale with the compute: E[max of n] x sync_jitter at each collective or
+// ring step, counted by hand for TP2 with and without sequence parallelism and for CP2's ring.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -79,6 +81,46 @@ TEST_CASE("data-parallel replicas wait for the slowest at the gradient sync, aft
   }
   // One replica waits for no one.
   CHECK(sim::simulate_config(args_of(1, {}), system, false).costs.chunks[0][0].dp_sync_s == 0);
+}
+
+TEST_CASE("each collective and ring step waits E[max of its group] x sync_jitter whatever the compute") {
+  auto system = sim::ideal_system(1e15);
+  const double per_sync = sim::expected_max_of_normals(2) * 300e-6;
+  struct layout {
+    std::vector<std::string> flags;
+    double forward_syncs, backward_syncs;  // per layer, by hand
+    bool cp;
+  };
+  // TP2: the attention's and the MLP's all-reduce each way; with sequence parallelism an
+  // all-gather and a reduce-scatter for each; CP2's ring: one step forward, two backward.
+  const std::vector<layout> layouts = {
+      {{"--tensor-model-parallel-size", "2"}, 2, 2, false},
+      {{"--tensor-model-parallel-size", "2", "--sequence-parallel"}, 4, 4, false},
+      {{"--context-parallel-size", "2"}, 1, 2, true},
+  };
+  for (const auto& l : layouts) {
+    INFO(l.flags[0] << (l.flags.size() > 2 ? " with sequence parallelism" : ""));
+    const auto args = args_of(2, l.flags);
+    system.sync_jitter_s = 0;
+    const auto lockstep = sim::simulate_config(args, system, false).costs.chunks[0][0];
+    system.sync_jitter_s = 300e-6;
+    const auto waiting = sim::simulate_config(args, system, false).costs.chunks[0][0];
+    CHECK(waiting.forward_s - lockstep.forward_s == Approx(4 * l.forward_syncs * per_sync));
+    CHECK(waiting.backward_s - lockstep.backward_s == Approx(4 * l.backward_syncs * per_sync));
+    const double exposed_forward = l.cp ? waiting.forward_cp_s - lockstep.forward_cp_s
+                                        : waiting.forward_tp_s - lockstep.forward_tp_s;
+    CHECK(exposed_forward == Approx(4 * l.forward_syncs * per_sync));  // reported as the group's time
+  }
+  // A group of one never waits.
+  CHECK(sim::synchronization_wait_seconds(system, 1, 8) == 0);
+}
+
+TEST_CASE("a system file's sync_jitter_us is optional and positive") {
+  const std::string& file = mactor::test::minimal_system_json;
+  CHECK(sim::parse_system_json(file + "}", "f.json").sync_jitter_s == 0);
+  CHECK(sim::parse_system_json(file + R"(, "sync_jitter_us": 250})", "f.json").sync_jitter_s == Approx(250e-6));
+  CHECK_THROWS_WITH(sim::parse_system_json(file + R"(, "sync_jitter_us": -3})", "f.json"),
+                    Catch::Contains("sync_jitter_us"));
 }
 
 TEST_CASE("a system file's compute_jitter is optional and below 1") {
