@@ -235,7 +235,11 @@ TEST_CASE("a checkpoint saved under ZeRO-3 trains on under the distributed optim
   const std::string save = " --save-interval 3 --exit-interval 3 --save " + (dir / "fsdp").string();
   const auto first = run_job(4, flags + " " + megatron_fsdp("optim_grads_params") + save, 1, 3);
   const auto resumed = run_job(2, flags + " --use-distributed-optimizer --load " + (dir / "fsdp").string(), 3, 3);
-  check_same(resumed.train, std::vector<double>(full.train.begin() + 3, full.train.end()), "lm loss after FSDP save", 2);
+  // Two replicas sum their micro-batches' gradients in another order than one process does; where
+  // that moves a main parameter across a bf16 rounding boundary its bf16 weight moves by an ulp
+  // (as in the tensor-parallel case above): 3.3e-5 at the second resumed step on an AVX-512 machine.
+  check_same(resumed.train, std::vector<double>(full.train.begin() + 3, full.train.end()), "lm loss after FSDP save", 2,
+             1e-4);
   // Saved at 3 by one process, resumed by ZeRO-3 over 4 ranks.
   const std::string save_alone = " --save-interval 3 --exit-interval 3 --save " + (dir / "alone").string();
   run_job(1, flags + save_alone, 1, 3);
