@@ -1,8 +1,6 @@
 // The communicator's collectives on tensors: checked, then handed to the typed ones.
 #include "comm/communicator.hpp"
 
-#include <chrono>
-#include <future>
 #include <string>
 
 namespace mactor::comm {
@@ -25,30 +23,16 @@ void check_host(const char* what, const tensor::const_tensor_view& v) {
                              " tensor: the group reduces fp32 and fp64");
 }
 
-// The default exchange: the blocking all-to-all on a thread of its own.
-class threaded_exchange final : public pending_exchange {
- public:
-  explicit threaded_exchange(std::future<void> done) : done_(std::move(done)) {}
-  ~threaded_exchange() override {
-    if (done_.valid()) done_.wait();
-  }
-  bool test() override { return done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
-  void wait() override { done_.get(); }
-
- private:
-  std::future<void> done_;
-};
-
 }  // namespace
 
 std::unique_ptr<pending_exchange> communicator::start_exchange(std::span<const std::byte> out, int to,
                                                                std::span<std::byte> in, int from) {
-  return std::make_unique<threaded_exchange>(std::async(std::launch::async, [this, out, to, in, from] {
+  return exchange_on_thread([this, out, to, in, from] {
     std::vector<std::size_t> send(static_cast<std::size_t>(size()), 0), recv(send.size(), 0);
     send.at(static_cast<std::size_t>(to)) = out.size();
     recv.at(static_cast<std::size_t>(from)) = in.size();
     all_to_all_v_bytes(out, send, in, recv);
-  }));
+  });
 }
 
 void communicator::all_reduce(tensor::tensor_view data) {

@@ -2,7 +2,10 @@
 // (comm/collectives.hpp) and NCCL (comm/nccl_transport.hpp) both implement it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <functional>
+#include <future>
 #include <memory>
 #include <span>
 #include <vector>
@@ -22,6 +25,25 @@ class pending_exchange {
   virtual bool test() = 0;
   virtual void wait() = 0;
 };
+
+/// `work` (a blocking exchange) run on a thread of its own, as a pending exchange: test() says
+/// whether it has finished, wait() rethrows what it threw. communicator::start_exchange's default
+/// and model::group::start_ring_shift's run so (header-only: model/ uses it without linking comm).
+class threaded_exchange final : public pending_exchange {
+ public:
+  explicit threaded_exchange(std::function<void()> work) : done_(std::async(std::launch::async, std::move(work))) {}
+  ~threaded_exchange() override {
+    if (done_.valid()) done_.wait();
+  }
+  bool test() override { return done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+  void wait() override { done_.get(); }
+
+ private:
+  std::future<void> done_;
+};
+inline std::unique_ptr<pending_exchange> exchange_on_thread(std::function<void()> work) {
+  return std::make_unique<threaded_exchange>(std::move(work));
+}
 
 /// Blocking collectives over the members of one group, called by every member in the same
 /// order. Reductions are sums. Results are bitwise identical on every member. A failure throws

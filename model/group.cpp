@@ -1,10 +1,8 @@
 // The tensor collectives of a group: dtype and size checks, then the typed collective.
 #include "model/group.hpp"
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <future>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -109,30 +107,12 @@ void group::all_to_all_v_bytes(const std::byte* in, std::span<const std::size_t>
   if (send_bytes[0] > 0) std::memcpy(out, in, send_bytes[0]);
 }
 
-namespace {
-
-class threaded_shift final : public pending_shift {
- public:
-  explicit threaded_shift(std::future<void> done) : done_(std::move(done)) {}
-  ~threaded_shift() override {
-    if (done_.valid()) done_.wait();
-  }
-  bool test() override { return done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
-  void wait() override { done_.get(); }
-
- private:
-  std::future<void> done_;
-};
-
-}  // namespace
-
 std::unique_ptr<pending_shift> group::start_ring_shift(const std::byte* send, std::byte* recv, std::size_t n, int step,
                                                        std::string what) {
   const int from = ((rank() - step) % size() + size()) % size();
-  return std::make_unique<threaded_shift>(
-      std::async(std::launch::async, [this, send, recv, n, step, from, what = std::move(what)] {
-        labelled(what, from, [&] { ring_shift_bytes(send, recv, n, step); });
-      }));
+  return comm::exchange_on_thread([this, send, recv, n, step, from, what = std::move(what)] {
+    labelled(what, from, [&] { ring_shift_bytes(send, recv, n, step); });
+  });
 }
 
 void group::ring_shift_bytes(const std::byte* send, std::byte* recv, std::size_t n, int step) {

@@ -11,19 +11,15 @@
 #include <utility>
 #include <vector>
 
+#include "comm/communicator.hpp"
 #include "tensor/tensor.hpp"
 
 namespace mactor::model {
 
-/// A ring step group::start_ring_shift posted.
-class pending_shift {
- public:
-  virtual ~pending_shift() = default;
-  /// Moves the shift along from the calling thread without blocking; true once it is done.
-  virtual bool test() = 0;
-  /// Returns once it is done; throws what it failed with.
-  virtual void wait() = 0;
-};
+/// A ring step group::start_ring_shift posted: test() moves it along from the calling thread
+/// without blocking and says whether it is done; wait() returns once it is, throwing what it
+/// failed with.
+using pending_shift = comm::pending_exchange;
 
 class group {
  public:
