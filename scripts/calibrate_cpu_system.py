@@ -45,6 +45,8 @@ import subprocess
 import sys
 import tempfile
 
+# E[max of 2 independent standard normals]: a 2-rank collective's expected wait per unit of sync jitter.
+EXPECTED_MAX_OF_TWO = 1 / math.sqrt(math.pi)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = ("--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 256 "
          "--max-position-embeddings 256 --micro-batch-size 1 --global-batch-size 8 --vocab-size 4096").split()
@@ -117,8 +119,7 @@ def tensor_parallel_sync_jitter_us(build, iters):
         count += len(durations)
     if not count:
         sys.exit("the tensor-parallel calibration run traced no collectives")
-    expected_max_of_two = 1 / math.sqrt(math.pi)
-    return waits / count / expected_max_of_two, count
+    return waits / count / EXPECTED_MAX_OF_TWO, count
 
 
 def simulate(build, system):
@@ -185,7 +186,7 @@ def main():
                         f"{seconds * 1e3:.0f} ms for the fastest iteration (median {statistics.median(times) * 1e3:.0f} ms) "
                         f"for {flops:.3e} model FLOPs = {rate / 1e9:.1f} GFLOP/s over a {peak / 1e9:.0f} GFLOP/s peak; "
                         f"a job's iteration times vary by {jitter * 100:.1f}% (robust); a TP2 job's {collectives} "
-                        f"traced tensor-parallel collectives (rank 0) wait {sync_jitter * 0.5642:.0f} us beyond their "
+                        f"traced tensor-parallel collectives (rank 0) wait {sync_jitter * EXPECTED_MAX_OF_TWO:.0f} us beyond their "
                         f"kind's 10th percentile on average (sync_jitter_us); the element-wise kernels "
                         f"around the matmuls ran at {gbps:.2f} GB/s (bench_elementwise, {jobs} at once), priced apart "
                         "(memory_efficiency), the rest of the step's FLOPs at compute_efficiency. Links hand-measured "

@@ -70,10 +70,6 @@ cp_exchange_time exchange_of(const std::string& type, const cp_shapes& s, const 
   return ring(s, system, s.cp, s.tp, core_s);
 }
 
-}  // namespace
-
-namespace {
-
 cp_synchronizations synchronizations_of(const std::string& type, const cp_shapes& s) {
   const double cp = s.cp;
   if (type == "a2a") return {2, 2};
@@ -85,36 +81,35 @@ cp_synchronizations synchronizations_of(const std::string& type, const cp_shapes
   return {cp - 1, cp};
 }
 
-}  // namespace
-
-cp_synchronizations cp_attention_synchronizations(const config::megatron_args& a) {
-  const cp_shapes s = shapes_of(a);
-  if (s.cp <= 1) return {};
-  if (a.network_size.multi_latent_attention) return synchronizations_of("allgather", s);
+// `of(type)` for the layers' --cp-comm-type (MLA always allgather, none given p2p), averaged
+// over a per-layer list: what each attention layer's exchanges cost, or how often they synchronize.
+template <class Each, class Of>
+Each per_layer_mean(const config::megatron_args& a, Of of) {
+  if (a.network_size.multi_latent_attention) return of("allgather");
   const auto& types = a.distributed.cp_comm_type;
-  if (types.empty()) return synchronizations_of("p2p", s);
-  cp_synchronizations mean;
+  if (types.empty()) return of("p2p");
+  Each mean;
   for (const auto& type : types) {
-    const cp_synchronizations t = synchronizations_of(type, s);
+    const Each t = of(type);
     mean.forward += t.forward / static_cast<double>(types.size());
     mean.backward += t.backward / static_cast<double>(types.size());
   }
   return mean;
 }
 
+}  // namespace
+
+cp_synchronizations cp_attention_synchronizations(const config::megatron_args& a) {
+  const cp_shapes s = shapes_of(a);
+  if (s.cp <= 1) return {};
+  return per_layer_mean<cp_synchronizations>(a, [&](const std::string& type) { return synchronizations_of(type, s); });
+}
+
 cp_exchange_time cp_attention_exchange(const config::megatron_args& a, const system_spec& system, double core_attention_s) {
   const cp_shapes s = shapes_of(a);
   if (s.cp <= 1) return {};
-  if (a.network_size.multi_latent_attention) return exchange_of("allgather", s, system, core_attention_s);
-  const auto& types = a.distributed.cp_comm_type;
-  if (types.empty()) return exchange_of("p2p", s, system, core_attention_s);
-  cp_exchange_time mean;
-  for (const auto& type : types) {
-    const cp_exchange_time t = exchange_of(type, s, system, core_attention_s);
-    mean.forward += t.forward / static_cast<double>(types.size());
-    mean.backward += t.backward / static_cast<double>(types.size());
-  }
-  return mean;
+  return per_layer_mean<cp_exchange_time>(
+      a, [&](const std::string& type) { return exchange_of(type, s, system, core_attention_s); });
 }
 
 }  // namespace mactor::simulate

@@ -32,7 +32,8 @@ dims dims_of(const config::megatron_args& a) {
 double tp_seconds_per_layer(const dims& d, const system_spec& system) {
   const double bytes = d.b * d.s / d.cp * d.h * d.act_bytes;
   const process_group_shape tp{d.tp, 1};
-  return d.sp ? 4 * all_gather_seconds(system, tp, bytes) : 2 * all_reduce_seconds(system, tp, bytes);
+  // A reduce-scatter costs what the all-gather of its output does.
+  return tp_collectives_per_layer(d) * (d.sp ? all_gather_seconds(system, tp, bytes) : all_reduce_seconds(system, tp, bytes));
 }
 
 layer_time time_of_layer(const config::megatron_args& a, const system_spec& system, double forward_flops,
@@ -67,7 +68,7 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
   // Each direction: the tensor-parallel collectives tp_seconds_per_layer counts (with sequence
   // parallelism 2 all-gathers and 2 reduce-scatters, else 2 all-reduces), the context-parallel
   // exchanges, and MoE's dispatch and combine.
-  const double tp_syncs = d.tp > 1 ? (d.sp ? 4.0 : 2.0) * shape.tp_share : 0;
+  const double tp_syncs = d.tp > 1 ? tp_collectives_per_layer(d) * shape.tp_share : 0;
   t.tp_sync_forward = t.tp_sync_backward = synchronization_wait_seconds(system, d.tp, tp_syncs);
   if (shape.mamba && d.cp > 1) {
     const double exchanges = static_cast<double>(mamba_context_parallel_exchange_bytes(a).size());

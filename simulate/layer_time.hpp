@@ -22,6 +22,7 @@ dims dims_of(const config::megatron_args& a);
 
 /// Tensor-parallel collectives of one layer in one direction: two all-reduces, or with sequence
 /// parallelism two all-gathers and two reduce-scatters, of the layer's full activation.
+inline int tp_collectives_per_layer(const dims& d) { return d.sp ? 4 : 2; }
 double tp_seconds_per_layer(const dims& d, const system_spec& system);
 
 // One layer of a kind, per microbatch on one rank: compute, and the exposed tensor-parallel,
