@@ -155,10 +155,13 @@ void print_all_to_all_table(std::vector<std::unique_ptr<all_to_all_ranks>>& sets
       else
         std::printf(" %13.*f | %5s |", digits(rate), rate, "-");
     }
-    if (ref > 0)
-      std::printf(" %13.*f | %14.*f |\n", digits(row.poll), row.poll, digits(row.sleep), row.sleep);
-    else
-      std::printf(" %13s | %14s |\n", "-", "-");
+    // A perftest mode that failed (-1: its run did not complete, as on a loaded machine) is "-".
+    const auto cell = [&](double rate) {
+      char text[32] = "-";
+      if (rate > 0) std::snprintf(text, sizeof text, "%.*f", digits(rate), rate);
+      return std::string(text);
+    };
+    std::printf(" %13s | %14s |\n", cell(row.poll).c_str(), cell(row.sleep).c_str());
     std::fflush(stdout);
   }
 }
