@@ -15,11 +15,11 @@
 namespace mactor::model::ring_blocks {
 
 template <typename T>
-T dropout_mask::factor(int b, int h, int qpos, int kpos) const {
-  if (p <= 0) return T(1);
+void dropout_mask::factors(T* z, int b, int h, int qpos, int kpos, int n) const {
   const std::uint64_t head = std::uint64_t(b) * d.total_heads + d.head_offset + h;
   const std::uint64_t at = head * seq * seq + std::uint64_t(qpos) * seq + std::uint64_t(kpos);
-  return kernels::dropout_uniform(stream, at) >= p ? T(1) / (T(1) - T(p)) : T(0);
+  const T keep = T(1) / (T(1) - T(p));
+  for (int j = 0; j < n; ++j) z[j] = kernels::dropout_uniform(stream, at + std::uint64_t(j)) >= p ? keep : T(0);
 }
 
 namespace {
@@ -99,7 +99,7 @@ void forward_block(forward_state<T>& st, const T* qkv, const T* block, int owner
   // Each (batch row, head) owns its rows of the state: split over them.
 #pragma omp parallel if (worth_threads(L))
   {
-    std::vector<T> s;
+    std::vector<T> s, z;
 #pragma omp for schedule(dynamic)
     for (int bh = 0; bh < batch * heads; ++bh) {
       const int b = bh / heads, h = bh % heads;
@@ -123,8 +123,12 @@ void forward_block(forward_state<T>& st, const T* qkv, const T* block, int owner
           for (int c = 0; c < hd; ++c) o[c] *= corr;
           st.l[rh] = st.l[rh] * corr + exp_shifted(row + first, last - first + 1, m);
           st.m[rh] = m;
-          if (drop.p > 0)
-            for (int j = first; j <= last; ++j) row[j] *= drop.factor<T>(b, h, t.q.global + i, t.k.global + j);
+          if (drop.p > 0) {
+            const int n = last - first + 1;
+            z.resize(std::size_t(n));
+            drop.factors(z.data(), b, h, t.q.global + i, t.k.global + first, n);
+            for (int j = 0; j < n; ++j) row[first + j] *= z[std::size_t(j)];
+          }
         }
         // o += P V, with P the exponentials (dropped) and o rescaled above.
         kernels::gemm<T>(false, false, rows, hd, cols, T(1), s.data(), cols, block + x.key + hd, x.ldk, T(1),
@@ -143,7 +147,7 @@ void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* q
   // A group's heads add into the same key and value gradients: split over (batch row, group).
 #pragma omp parallel if (worth_threads(L))
   {
-    std::vector<T> p, ds;
+    std::vector<T> p, ds, z;
 #pragma omp for schedule(dynamic)
     for (int bg = 0; bg < batch * L.d.groups; ++bg) {
       const int b = bg / L.d.groups;
@@ -165,10 +169,12 @@ void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* q
             if (hi == lo) continue;
             exp_shifted(pr + lo, hi - lo, rows.lse[rh]);  // the probabilities, recomputed
             const T delta = rows.delta[std::size_t(rh)];
+            z.assign(std::size_t(hi - lo), T(1));
+            if (drop.p > 0) drop.factors(z.data(), b, h, t.q.global + i, t.k.global + lo, hi - lo);
             for (int j = lo; j < hi; ++j) {
-              const T prob = pr[j], z = drop.p > 0 ? drop.factor<T>(b, h, t.q.global + i, t.k.global + j) : T(1);
-              pr[j] = prob * z;                                // dV += (P z)^T dO
-              dr[j] = prob * (z * dr[j] - delta) * scale;      // dS
+              const T prob = pr[j], keep = z[std::size_t(j - lo)];
+              pr[j] = prob * keep;                             // dV += (P z)^T dO
+              dr[j] = prob * (keep * dr[j] - delta) * scale;   // dS
             }
           }
           T* dkey = dblock + x.key;

@@ -45,8 +45,10 @@ struct dropout_mask {
   std::uint64_t stream;
   const kernels::attention_dims& d;
   std::uint64_t seq;
+  /// z[j] = factor(b, h, qpos, kpos + j) for j in [0, n): one tight loop over consecutive mask
+  /// elements (a per-element call costs the tiles more than their GEMMs at short chunks).
   template <typename T>
-  T factor(int b, int h, int qpos, int kpos) const;
+  void factors(T* z, int b, int h, int qpos, int kpos, int n) const;
 };
 
 /// The online softmax's state of every (query row, head): running max, sum and unnormalized out.
