@@ -26,6 +26,19 @@ runs faster than with its neighbour busy), --repeats times. From the iterations 
   E[max of 2 standard normals] x sync_jitter (0.564 x); the median over --repeats such jobs (the
   mean is the expected wait, but a disturbed run's tail moves it: 300-530 us in four runs here).
   The iteration time is not fitted.
+- attention_efficiency: the share of the peak one rank's attention kernel (scores, softmax, dropout,
+  context; forward and backward) reaches at the model's shape, from bench_context_parallel's one-rank
+  row at sequence 256 (8 heads of 32, dropout 0.1; two copies at once, the cores busy); the fastest
+  of --repeats runs. The attention core is then priced apart: with the dropout mask's hash and the
+  softmax's exponentials it runs at a tenth of the GEMMs' rate here, and a context-parallel ring
+  or a tensor-parallel rank holds another share of it than of the GEMMs.
+- ring_attention_efficiency: the same runs of bench_context_parallel (the model's 8 heads of 32, attention dropout 0.1,
+  one thread per rank) times a context-parallel rank's ring attention (p2p, cp = 2) at sequences of
+  256, 512 and 1024 (chunks of 64, 128 and 256 positions) against one rank's attention kernel on the
+  whole sequence, both with the two cores busy: per chunk size, half the one-rank kernel's time over
+  the ring rank's, forward and backward, each time the fastest of --repeats runs. Below 1 where the ring's
+  small tiles cost more per FLOP than the one-rank kernel (OpenBLAS packs every small GEMM's
+  operands), so `mactor simulate` prices a ring's attention core apart from compute_efficiency.
 
 The link fields are kept from the current file (hand-measured from bench_comm and
 bench_actor_overhead); this script does not measure them.
@@ -122,6 +135,47 @@ def tensor_parallel_sync_jitter_us(build, iters):
     return waits / count / EXPECTED_MAX_OF_TWO, count
 
 
+RING_SEQUENCES = (256, 512, 1024)
+MODEL_SEQ = 256  # MODEL's --seq-length
+
+
+def attention_bench(build):
+    """bench_context_parallel's rows, in seconds: a ring rank's compute by (seq, "forward"|"backward"),
+    and the one-rank kernel's (forward, backward) by seq."""
+    run = subprocess.run([f"{build}/bin/bench_context_parallel", "8", "32", str(max(RING_SEQUENCES)),
+                          str(min(RING_SEQUENCES)), "0.1"], capture_output=True, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
+    ring, one = {}, {}
+    for line in run.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 5 or not cells[0].isdigit():
+            continue
+        seq = int(cells[0])
+        if cells[1] in ("forward", "backward"):
+            ring[(seq, cells[1])] = float(cells[4]) / 1e3
+        elif cells[1] == "one rank":
+            one[seq] = [float(x) / 1e3 for x in cells[4].split("+")]
+    if run.returncode != 0 or len(one) != len(RING_SEQUENCES):
+        sys.exit(f"bench_context_parallel failed (status {run.returncode}):\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
+    return ring, one
+
+
+def attention_efficiencies(build, repeats, peak):
+    """The system file's attention_efficiency (one rank's kernel at the model's shape against `peak`
+    FLOP/s) and ring_attention_efficiency (per chunk size, seq / 4 at cp = 2: half the one-rank
+    kernel's time over a ring rank's), each time the fastest of `repeats` runs of
+    bench_context_parallel (the least disturbed, as the iteration time is)."""
+    runs = [attention_bench(build) for _ in range(repeats)]
+    ring = {key: min(r[0][key] for r in runs) for key in runs[0][0]}
+    one = {seq: [min(r[1][seq][i] for r in runs) for i in (0, 1)] for seq in RING_SEQUENCES}
+    forward_flops = 2 * MODEL_SEQ * MODEL_SEQ * 32 * 8  # causal: half of 4 s^2 d heads (8 heads of 32)
+    attention = {"forward": round(forward_flops / one[MODEL_SEQ][0] / peak, 4),
+                 "backward": round(2 * forward_flops / one[MODEL_SEQ][1] / peak, 4)}
+    points = [{"chunk_tokens": seq // 4, "forward": round(one[seq][0] / 2 / ring[(seq, "forward")], 3),
+               "backward": round(one[seq][1] / 2 / ring[(seq, "backward")], 3)} for seq in RING_SEQUENCES]
+    return attention, points
+
+
 def simulate(build, system):
     """`mactor simulate` of the calibration model on `system`: (iteration seconds, model FLOPs)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -170,9 +224,12 @@ def main():
     gbps = elementwise_gbps(a.build, jobs)
     system["memory_efficiency"] = round(min(1.0, gbps / system["memory_bandwidth_GBps"]), 3)
     system["peak_tflops_bf16"] = system["peak_tflops_fp32"] = round(a.peak_gflops / 1e3, 6)
+    attention, ring_points = attention_efficiencies(a.build, a.repeats, a.peak_gflops * 1e9)
+    system["attention_efficiency"], system["ring_attention_efficiency"] = attention, ring_points
     efficiency, flops = compute_efficiency_for(a.build, system, seconds)
-    if efficiency > 1:  # faster than the assumed peak: the peak is what was reached
+    if efficiency > 1:  # faster than the assumed peak: the peak is what was reached (the attention's time kept)
         system["peak_tflops_bf16"] = system["peak_tflops_fp32"] = round(a.peak_gflops * efficiency / 1e3, 6)
+        system["attention_efficiency"] = {k: round(v / efficiency, 4) for k, v in attention.items()}
         efficiency = 1.0
     peak = system["peak_tflops_fp32"] * 1e12
     system["compute_efficiency"] = round(efficiency, 3)
@@ -180,6 +237,7 @@ def main():
     sync_runs = [tensor_parallel_sync_jitter_us(a.build, a.iters) for _ in range(a.repeats)]
     sync_jitter, collectives = sorted(sync_runs)[len(sync_runs) // 2]
     system["sync_jitter_us"] = round(max(sync_jitter, 0.1), 1)
+    ring = ", ".join(f"{p['chunk_tokens']}: {p['forward']}/{p['backward']}" for p in system["ring_attention_efficiency"])
     rate = flops / seconds
     system["source"] = (f"calibrated {datetime.date.today()} by scripts/calibrate_cpu_system.py: pretrain_gpt, one rank, "
                         f"one thread, {' '.join(MODEL)}, {jobs} such jobs at once (one per core), {a.repeats} times: "
@@ -189,15 +247,18 @@ def main():
                         f"traced tensor-parallel collectives (rank 0) wait {sync_jitter * EXPECTED_MAX_OF_TWO:.0f} us beyond their "
                         f"kind's 10th percentile on average (sync_jitter_us); the element-wise kernels "
                         f"around the matmuls ran at {gbps:.2f} GB/s (bench_elementwise, {jobs} at once), priced apart "
-                        "(memory_efficiency), the rest of the step's FLOPs at compute_efficiency. Links hand-measured "
+                        f"(memory_efficiency); one rank's attention kernel at this shape (bench_context_parallel, 2 at once) reached "
+                        f"{system['attention_efficiency']['forward']}/{system['attention_efficiency']['backward']} of the peak "
+                        f"forward/backward (attention_efficiency); ring attention's tiles against one rank's kernel, per chunk forward/backward "
+                        f"(bench_context_parallel, ring_attention_efficiency): {ring}; the rest of the step's FLOPs at compute_efficiency. Links hand-measured "
                         "(bench_comm's 2-rank rates, bench_actor_overhead's per-message costs), not calibrated.")
     with open(a.out, "w") as f:
         json.dump(system, f, indent=2)
         f.write("\n")
     print(f"{seconds * 1e3:.0f} ms/iteration, {rate / 1e9:.1f} model GFLOP/s, element-wise {gbps:.2f} GB/s: "
           f"compute_efficiency {efficiency:.3f} of {peak / 1e9:.0f} GFLOP/s, memory_efficiency "
-          f"{system['memory_efficiency']}, compute_jitter {jitter:.4f}, sync_jitter_us {system['sync_jitter_us']} "
-          f"-> {a.out}")
+          f"{system['memory_efficiency']}, compute_jitter {jitter:.4f}, sync_jitter_us {system['sync_jitter_us']}, "
+          f"ring attention (chunk: forward/backward) {ring} -> {a.out}")
 
 
 if __name__ == "__main__":

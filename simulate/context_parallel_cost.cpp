@@ -81,6 +81,20 @@ cp_synchronizations synchronizations_of(const std::string& type, const cp_shapes
   return {cp - 1, cp};
 }
 
+// The core's overhead of a ring over `ring_size` ranks: tiles of seq / (2 ring_size) positions.
+cp_core_overhead ring_overhead(const config::megatron_args& a, const system_spec& system, int ring_size) {
+  const double chunk = static_cast<double>(*a.data.seq_length) / (2.0 * ring_size);
+  const ring_tile_point r = ring_attention_efficiency_at(system, chunk);
+  return {1 / r.forward - 1, 1 / r.backward - 1};
+}
+
+cp_core_overhead core_overhead_of(const std::string& type, const cp_shapes& s, const config::megatron_args& a,
+                                  const system_spec& system) {
+  if (type == "p2p") return ring_overhead(a, system, s.cp);
+  if (type == "a2a+p2p") return s.cp / s.a2a_size > 1 ? ring_overhead(a, system, s.cp / s.a2a_size) : cp_core_overhead{};
+  return {};
+}
+
 // `of(type)` for the layers' --cp-comm-type (MLA always allgather, none given p2p), averaged
 // over a per-layer list: what each attention layer's exchanges cost, or how often they synchronize.
 template <class Each, class Of>
@@ -103,6 +117,13 @@ cp_synchronizations cp_attention_synchronizations(const config::megatron_args& a
   const cp_shapes s = shapes_of(a);
   if (s.cp <= 1) return {};
   return per_layer_mean<cp_synchronizations>(a, [&](const std::string& type) { return synchronizations_of(type, s); });
+}
+
+cp_core_overhead cp_attention_core_overhead(const config::megatron_args& a, const system_spec& system) {
+  const cp_shapes s = shapes_of(a);
+  if (s.cp <= 1) return {};
+  return per_layer_mean<cp_core_overhead>(
+      a, [&](const std::string& type) { return core_overhead_of(type, s, a, system); });
 }
 
 cp_exchange_time cp_attention_exchange(const config::megatron_args& a, const system_spec& system, double core_attention_s) {

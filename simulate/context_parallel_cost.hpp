@@ -31,6 +31,15 @@ struct cp_synchronizations {
 };
 cp_synchronizations cp_attention_synchronizations(const config::megatron_args& a);
 
+/// How much longer one attention layer's core takes on this rank than one rank's kernel would on
+/// the same work, as a share of that (1 / the system's ring_attention_efficiency - 1), forward
+/// and backward: p2p's ring runs tiles of seq / (2 cp) positions, a2a+p2p's of seq / (2 p) (p:
+/// the ring's size); a2a and allgather run the one-rank kernel (0); a per-layer list averaged.
+struct cp_core_overhead {
+  double forward = 0, backward = 0;
+};
+cp_core_overhead cp_attention_core_overhead(const config::megatron_args& a, const system_spec& system);
+
 /// `core_attention_s`: the forward attention core's seconds on this rank (what a ring hides behind).
 cp_exchange_time cp_attention_exchange(const config::megatron_args& a, const system_spec& system, double core_attention_s);
 

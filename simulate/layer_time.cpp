@@ -42,14 +42,23 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
   const double shards = static_cast<double>(d.tp) * d.cp;
   const bool moe = shape.moe;
   layer_time t;
-  t.compute = forward_flops / shards / rate;
-  t.core_attention = shape.attention ? core_attention_flops(a) / shards / rate : 0;
+  // The attention core at the system's attention_efficiency where it has one, the rest at `rate`.
+  const double core_flops = shape.attention ? core_attention_flops(a) / shards : 0;
+  const auto at_attention_rate = [&](double flops, double efficiency) {
+    return efficiency > 0 ? flops / rate * system.compute_efficiency / efficiency : flops / rate;
+  };
+  t.core_attention = at_attention_rate(core_flops, system.attention_efficiency_forward);
+  t.core_attention_backward = at_attention_rate(2 * core_flops, system.attention_efficiency_backward);
+  t.compute = (forward_flops / shards - core_flops) / rate + t.core_attention;
   const double tp = d.tp > 1 ? tp_seconds_per_layer(d, system) * shape.tp_share : 0;
   t.tp = a.training.tp_comm_overlap ? std::max(0.0, tp - (t.compute - t.core_attention)) : tp;
   if (shape.mamba) {
     t.cp_forward = t.cp_backward = mamba_context_parallel_exchange_seconds(a, system);  // and on the gradients back
   } else if (shape.attention) {
-    const cp_exchange_time cp = cp_attention_exchange(a, system, t.core_attention);  // context_parallel_cost.hpp
+    const cp_core_overhead tiles = cp_attention_core_overhead(a, system);  // context_parallel_cost.hpp
+    t.ring_tiles_forward = tiles.forward * t.core_attention;
+    t.ring_tiles_backward = tiles.backward * t.core_attention_backward;
+    const cp_exchange_time cp = cp_attention_exchange(a, system, t.core_attention + t.ring_tiles_forward);
     t.cp_forward = cp.forward;
     t.cp_backward = cp.backward;
   }
@@ -64,7 +73,7 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
   const bool sequence_exchange = d.cp > 1 && (shape.attention || shape.mamba);
   const int experts = moe ? static_cast<int>(a.moe.expert_model_parallel_size) : 1;
   const int tied = d.tp * (sequence_exchange ? d.cp : 1) * experts;
-  t.sync_wait = slowest_rank_wait_seconds(system, tied, t.compute + t.elementwise);
+  t.sync_wait = slowest_rank_wait_seconds(system, tied, t.compute + t.ring_tiles_forward + t.elementwise);
   // Each direction: the tensor-parallel collectives tp_seconds_per_layer counts (with sequence
   // parallelism 2 all-gathers and 2 reduce-scatters, else 2 all-reduces), the context-parallel
   // exchanges, and MoE's dispatch and combine.
@@ -87,8 +96,10 @@ layer_time time_of_layer(const config::megatron_args& a, const system_spec& syst
 // first, MTP depths after; only decoder layers are recomputed, as with Megatron's full recompute).
 void add_layers(chunk_cost& c, const layer_time& t, double count, double recomputed_share, bool selective) {
   c.forward_s += count * t.forward();
-  c.backward_s += count * (2 * (t.compute + t.elementwise + t.sync_wait) + t.fixed_waits_backward() +
-                           (selective ? t.core_attention + t.score_elementwise : 0) + t.tp + t.cp_backward + t.ep_backward) +
+  c.backward_s += count * (2 * (t.compute - t.core_attention + t.elementwise + t.sync_wait) + t.core_attention_backward +
+                           t.ring_tiles_backward + t.fixed_waits_backward() +
+                           (selective ? t.core_attention + t.ring_tiles_forward + t.score_elementwise : 0) + t.tp +
+                           t.cp_backward + t.ep_backward) +
                   recomputed_share * count * t.forward();
   const double wait_forward = count * t.sync_wait, wait_backward = count * (2 + recomputed_share) * t.sync_wait;
   using w = layer_time::waits_in;

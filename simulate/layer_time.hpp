@@ -29,8 +29,13 @@ double tp_seconds_per_layer(const dims& d, const system_spec& system);
 // context-parallel and expert-parallel communication of one direction (the backward's: the
 // same collectives on the gradients, the ring twice).
 struct layer_time {
-  double compute = 0, core_attention = 0, tp = 0, cp_forward = 0, cp_backward = 0, ep = 0;
+  /// compute: the forward's kernels, the attention core's `core_attention` seconds among them;
+  /// the backward runs twice the compute but the core, which takes core_attention_backward.
+  double compute = 0, core_attention = 0, core_attention_backward = 0, tp = 0, cp_forward = 0, cp_backward = 0, ep = 0;
   double ep_backward = 0;  ///< the backward's exchange left exposed (--delay-wgrad-compute hides part)
+  /// A context-parallel ring's attention core beyond what one rank's kernel takes on the same
+  /// work (the system's ring_attention_efficiency), forward and backward.
+  double ring_tiles_forward = 0, ring_tiles_backward = 0;
   /// The element-wise kernels where the system file prices them apart (elementwise_traffic.hpp),
   /// and the attention scores' share of them.
   double elementwise = 0, score_elementwise = 0;
@@ -44,7 +49,9 @@ struct layer_time {
   double tp_sync_forward = 0, tp_sync_backward = 0, cp_sync_forward = 0, cp_sync_backward = 0, ep_sync = 0;
   double fixed_waits_forward() const { return tp_sync_forward + cp_sync_forward + ep_sync; }
   double fixed_waits_backward() const { return tp_sync_backward + cp_sync_backward + ep_sync; }
-  double forward() const { return compute + elementwise + tp + cp_forward + ep + sync_wait + fixed_waits_forward(); }
+  double forward() const {
+    return compute + ring_tiles_forward + elementwise + tp + cp_forward + ep + sync_wait + fixed_waits_forward();
+  }
 };
 
 // What kind of block a layer is, for its collectives: `tp_share` of a transformer layer's

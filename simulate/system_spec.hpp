@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace mactor::simulate {
 
@@ -11,6 +12,14 @@ namespace mactor::simulate {
 struct link_spec {
   double latency_s = 0;         ///< alpha: fixed cost of one message (or one ring step)
   double bandwidth_Bps = 0;     ///< beta^-1: bytes per second one accelerator can push
+};
+
+/// Ring attention's compute on chunks of `chunk_tokens` positions (a context-parallel rank's
+/// tiles: each query chunk against each key chunk), relative to one rank's attention kernel on
+/// the same work, forward and backward: below 1 where the ring's small tiles cost more per FLOP
+/// (on CPUs, the BLAS packs every small GEMM's operands), above 1 where they cost less.
+struct ring_tile_point {
+  double chunk_tokens = 0, forward = 1, backward = 1;
 };
 
 /// A machine: accelerators grouped in nodes; every accelerator alike.
@@ -22,6 +31,10 @@ struct system_spec {
   /// the element-wise work around them unless memory_efficiency prices it apart). Model FLOPs /
   /// (peak x efficiency) = compute time.
   double compute_efficiency = 1;
+  /// Share of the peak the attention core reaches (one rank's kernel on the whole sequence:
+  /// scores, softmax, dropout, context), forward and backward (the file's attention_efficiency
+  /// {forward, backward}); 0: compute_efficiency, the core then one of the layer's kernels.
+  double attention_efficiency_forward = 0, attention_efficiency_backward = 0;
   double memory_bytes = 0;              ///< accelerator memory, for the "fits" column
   double memory_bandwidth_Bps = 0;      ///< HBM, for the optimizer step (a memory-bound pass)
   /// Share of memory_bandwidth_Bps the element-wise kernels reach (elementwise_traffic.hpp). 0:
@@ -40,7 +53,15 @@ struct system_spec {
   /// seconds (the file's sync_jitter_us); each synchronizing collective or ring step waits
   /// E[max of its members] x this (rank_skew.hpp). 0: none.
   double sync_jitter_s = 0;
+  /// Ring attention's relative efficiency by chunk size (the file's ring_attention_efficiency,
+  /// sorted by chunk_tokens): interpolated in log chunk size, the nearest point outside them;
+  /// empty: as one rank's kernel.
+  std::vector<ring_tile_point> ring_attention_efficiency;
 };
+
+/// `system`'s ring attention efficiency at chunks of `chunk_tokens` positions ({chunk, 1, 1}
+/// without the field).
+ring_tile_point ring_attention_efficiency_at(const system_spec& system, double chunk_tokens);
 
 /// Reads a system file (JSON, see simulate/systems/*.json and README.md). Throws
 /// std::invalid_argument naming the file and the missing or bad field.

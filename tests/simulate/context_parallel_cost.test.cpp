@@ -14,6 +14,7 @@
 #include "simulate/cost_model.hpp"
 #include "simulate/simulation.hpp"
 #include "simulate/system_spec.hpp"
+#include "tests/simulate/minimal_system_json.hpp"
 
 namespace sim = mactor::simulate;
 
@@ -83,6 +84,85 @@ TEST_CASE("simulated context-parallel attention prices p2p, a2a, allgather and a
   const auto mixed = sim::cp_attention_exchange(gpt_cp8({"--cp-comm-type", "a2a", "a2a", "allgather", "allgather"}),
                                                 system, core);
   CHECK(mixed.forward == Approx((a2a.forward + gathered.forward) / 2));
+}
+
+TEST_CASE("a ring's attention core runs at the system's ring_attention_efficiency for its chunk size") {
+  auto system = h100();
+  system.compute_jitter = system.sync_jitter_s = 0;
+  const auto p2p_args = gpt_cp8({"--cp-comm-type", "p2p"});
+  const auto one_rank_kernel = sim::simulate_config(p2p_args, system, false).costs.chunks[0][0];
+  system.ring_attention_efficiency = {{128, 0.5, 0.8}, {512, 1.0, 1.0}};
+  // p2p at cp 8 runs chunks of 4096 / 16 = 256 positions: halfway (in log size) from 128 to 512.
+  const auto p2p = sim::cp_attention_core_overhead(p2p_args, system);
+  CHECK(p2p.forward == Approx(1 / 0.75 - 1));
+  CHECK(p2p.backward == Approx(1 / 0.9 - 1));
+  // a2a+p2p over 2 x 4: a ring of 4, chunks of 512; a2a and allgather run the one-rank kernel.
+  const auto both = sim::cp_attention_core_overhead(
+      gpt_cp8({"--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2", "4"}), system);
+  CHECK(both.forward == Approx(0).margin(1e-12));
+  CHECK(sim::cp_attention_core_overhead(gpt_cp8({"--cp-comm-type", "a2a"}), system).forward == 0);
+  CHECK(sim::cp_attention_core_overhead(gpt_cp8({"--cp-comm-type", "allgather"}), system).backward == 0);
+  // Outside the points: the nearest one's.
+  CHECK(sim::ring_attention_efficiency_at(system, 64).forward == 0.5);
+  CHECK(sim::ring_attention_efficiency_at(system, 4096).backward == 1.0);
+
+  // Each of the 4 layers' forward core takes a third longer, its backward (twice the FLOPs) a ninth;
+  // the weight gradients do not change. Causal attention: half of 4 b s^2 d heads FLOPs, / cp.
+  const double rate = system.peak_flops_bf16 * system.compute_efficiency;
+  const double core = 2 * 2 * 4096.0 * 4096 * 64 * 16 / 8 / rate;
+  const auto ring = sim::simulate_config(p2p_args, system, false).costs.chunks[0][0];
+  CHECK((ring.forward_s - ring.forward_cp_s) - (one_rank_kernel.forward_s - one_rank_kernel.forward_cp_s) ==
+        Approx(4 * core / 3));
+  CHECK((ring.backward_s - ring.backward_cp_s) - (one_rank_kernel.backward_s - one_rank_kernel.backward_cp_s) ==
+        Approx(4 * 2 * core / 9));
+  CHECK(ring.weight_grad_s == Approx(one_rank_kernel.weight_grad_s));
+}
+
+TEST_CASE("the attention core runs at the system's attention_efficiency, the rest at compute_efficiency") {
+  auto system = h100();
+  system.compute_jitter = system.sync_jitter_s = 0;
+  const auto args = gpt_cp8({"--cp-comm-type", "a2a"});  // Ulysses: the one-rank kernel, nothing hidden
+  const auto at_compute_efficiency = sim::simulate_config(args, system, false).costs.chunks[0][0];
+  system.attention_efficiency_forward = 0.25;
+  system.attention_efficiency_backward = 0.5;
+  const auto apart = sim::simulate_config(args, system, false).costs.chunks[0][0];
+  // One rank's core per layer: half of 4 b s^2 d heads FLOPs / cp forward, twice that backward.
+  const double flops = 2 * 2 * 4096.0 * 4096 * 64 * 16 / 8, peak = system.peak_flops_bf16;
+  const double ce = system.compute_efficiency;
+  CHECK((apart.forward_s - apart.forward_cp_s) - (at_compute_efficiency.forward_s - at_compute_efficiency.forward_cp_s) ==
+        Approx(4 * flops / peak * (1 / 0.25 - 1 / ce)));
+  CHECK((apart.backward_s - apart.backward_cp_s) - (at_compute_efficiency.backward_s - at_compute_efficiency.backward_cp_s) ==
+        Approx(4 * 2 * flops / peak * (1 / 0.5 - 1 / ce)));
+  CHECK(apart.weight_grad_s == Approx(at_compute_efficiency.weight_grad_s));  // dW: the linears' GEMMs only
+}
+
+TEST_CASE("a system file's ring_attention_efficiency is an optional list of increasing chunk sizes") {
+  const std::string file = mactor::test::minimal_system_json;
+  CHECK(sim::parse_system_json(file + "}", "f.json").ring_attention_efficiency.empty());
+  const auto s = sim::parse_system_json(
+      file + R"(, "ring_attention_efficiency": [{"chunk_tokens": 64, "forward": 0.8, "backward": 0.7},
+                                               {"chunk_tokens": 256, "forward": 1.1, "backward": 0.9}]})",
+      "f.json");
+  REQUIRE(s.ring_attention_efficiency.size() == 2);
+  CHECK(s.ring_attention_efficiency[1].forward == 1.1);
+  CHECK(sim::ring_attention_efficiency_at(s, 128).backward == Approx(0.8));
+  CHECK_THROWS_WITH(sim::parse_system_json(file + R"(, "ring_attention_efficiency": [{"chunk_tokens": 256,
+      "forward": 1, "backward": 1}, {"chunk_tokens": 64, "forward": 1, "backward": 1}]})", "f.json"),
+                    Catch::Contains("chunk_tokens must increase"));
+  CHECK_THROWS_WITH(sim::parse_system_json(file + R"(, "ring_attention_efficiency": [{"chunk_tokens": 64,
+      "forward": 0, "backward": 1}]})", "f.json"),
+                    Catch::Contains("'forward' must be positive"));
+  CHECK_THROWS_WITH(sim::parse_system_json(file + R"(, "ring_attention_efficiency": {}})", "f.json"),
+                    Catch::Contains("non-empty list"));
+  // attention_efficiency: shares of the peak, forward and backward.
+  const auto a = sim::parse_system_json(file + R"(, "attention_efficiency": {"forward": 0.1, "backward": 0.2}})", "f.json");
+  CHECK(a.attention_efficiency_forward == 0.1);
+  CHECK(a.attention_efficiency_backward == 0.2);
+  CHECK(sim::parse_system_json(file + "}", "f.json").attention_efficiency_forward == 0);
+  CHECK_THROWS_WITH(sim::parse_system_json(file + R"(, "attention_efficiency": {"forward": 1.5, "backward": 0.2}})", "f.json"),
+                    Catch::Contains("at most 1"));
+  CHECK_THROWS_WITH(sim::parse_system_json(file + R"(, "attention_efficiency": {"forward": 0.5}})", "f.json"),
+                    Catch::Contains("'backward' is missing"));
 }
 
 TEST_CASE("a simulated a2a layout runs the same compute as p2p's and exposes its all-to-alls") {
