@@ -51,6 +51,18 @@ std::vector<ring_tile_point> read_ring_tiles(const json& root, const std::string
   return out;
 }
 
+// The optional attention_efficiency {forward, backward}: shares of the peak, into s.
+void read_attention_efficiency(const json& root, const std::string& where, system_spec& s) {
+  if (!root.contains("attention_efficiency")) return;
+  const json& e = root.at("attention_efficiency");
+  const std::string inner = where + ": attention_efficiency";
+  if (!e.is_object()) throw std::invalid_argument(inner + " must be an object {forward, backward}");
+  s.attention_efficiency_forward = positive_number(e, "forward", inner);
+  s.attention_efficiency_backward = positive_number(e, "backward", inner);
+  if (s.attention_efficiency_forward > 1 || s.attention_efficiency_backward > 1)
+    throw std::invalid_argument(inner + ": forward and backward are shares of the peak, at most 1");
+}
+
 }  // namespace
 
 ring_tile_point ring_attention_efficiency_at(const system_spec& system, double chunk_tokens) {
@@ -87,15 +99,7 @@ system_spec parse_system_json(const std::string& text, const std::string& where)
   if (root.contains("compute_jitter")) s.compute_jitter = positive_number(root, "compute_jitter", where);
   if (root.contains("sync_jitter_us")) s.sync_jitter_s = positive_number(root, "sync_jitter_us", where) * 1e-6;
   s.ring_attention_efficiency = read_ring_tiles(root, where);
-  if (root.contains("attention_efficiency")) {
-    const json& e = root.at("attention_efficiency");
-    const std::string inner = where + ": attention_efficiency";
-    if (!e.is_object()) throw std::invalid_argument(inner + " must be an object {forward, backward}");
-    s.attention_efficiency_forward = positive_number(e, "forward", inner);
-    s.attention_efficiency_backward = positive_number(e, "backward", inner);
-    if (s.attention_efficiency_forward > 1 || s.attention_efficiency_backward > 1)
-      throw std::invalid_argument(inner + ": forward and backward are shares of the peak, at most 1");
-  }
+  read_attention_efficiency(root, where, s);
   if (s.compute_jitter >= 1) throw std::invalid_argument(where + ": compute_jitter is a coefficient of variation, below 1");
   if (s.compute_efficiency > 1 || s.collective_efficiency > 1 || s.memory_efficiency > 1)
     throw std::invalid_argument(where + ": compute_efficiency, collective_efficiency and memory_efficiency are shares, at most 1");
