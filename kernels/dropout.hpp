@@ -14,7 +14,8 @@ inline float dropout_uniform(std::uint64_t seed, std::uint64_t index) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
-  return float(z >> 40) * (1.0f / 16777216.0f);
+  // The top 24 bits, exact in float; through uint32 so that the conversion vectorizes.
+  return float(std::uint32_t(z >> 40)) * (1.0f / 16777216.0f);
 }
 
 /// A stream id for one dropout site (seed, layer, site, step mixed together).

@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include <omp.h>
 
-#include "kernels/cpu/vector_math.hpp"  // the SIMD exp of one-rank attention's softmax
+#include "kernels/cpu/vector_math.hpp"  // one-rank attention's SIMD exp and dropout loop
 #include "kernels/dropout.hpp"
 #include "kernels/gemm.hpp"
 
@@ -18,8 +19,13 @@ template <typename T>
 void dropout_mask::factors(T* z, int b, int h, int qpos, int kpos, int n) const {
   const std::uint64_t head = std::uint64_t(b) * d.total_heads + d.head_offset + h;
   const std::uint64_t at = head * seq * seq + std::uint64_t(qpos) * seq + std::uint64_t(kpos);
-  const T keep = T(1) / (T(1) - T(p));
-  for (int j = 0; j < n; ++j) z[j] = kernels::dropout_uniform(stream, at + std::uint64_t(j)) >= p ? keep : T(0);
+  if constexpr (std::is_same_v<T, float>) {
+    std::fill(z, z + n, 1.0f);  // 1 x (1 / (1 - p)) is the keep factor exactly
+    kernels::detail::dropout_scale_f32(z, z, n, p, stream, at);
+  } else {
+    const T keep = T(1) / (T(1) - T(p));
+    for (int j = 0; j < n; ++j) z[j] = kernels::dropout_uniform(stream, at + std::uint64_t(j)) >= p ? keep : T(0);
+  }
 }
 
 namespace {

@@ -90,7 +90,10 @@ void apply_dropout(T* dst, const T* src, const attention_dims& d, float p, std::
     T* row = dst + std::int64_t(i) * keys;
     const T* in = src + std::int64_t(i) * keys;
     const std::uint64_t mask_row = base + std::uint64_t(g) * keys;
-    for (int j = 0; j < visible; ++j) row[j] = dropout_uniform(stream, mask_row + j) >= p ? in[j] * scale : T(0);
+    if constexpr (std::is_same_v<T, float>)
+      detail::dropout_scale_f32(row, in, visible, p, stream, mask_row);
+    else
+      for (int j = 0; j < visible; ++j) row[j] = dropout_uniform(stream, mask_row + j) >= p ? in[j] * scale : T(0);
     std::fill(row + visible, row + keys, T(0));
   });
 }

@@ -2,6 +2,12 @@
 #include "kernels/dropout.hpp"
 #include "kernels/cpu/typed.hpp"
 
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu/vector_math.hpp"
+
 namespace mactor::kernels {
 
 namespace {
@@ -28,16 +34,39 @@ void dropout_apply(T* y, const T* x, std::int64_t n, float p, std::uint64_t stre
       for (std::int64_t i = 0; i < n; ++i) y[i] = x[i];
     return;
   }
-  const T scale = T(1) / (T(1) - T(p));
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr std::int64_t block = 4096;  // a thread's share, in whole blocks
 #pragma omp parallel for schedule(static) if (n > 16384)
-  for (std::int64_t i = 0; i < n; ++i)
-    y[i] = dropout_uniform(stream, first_index + i) >= p ? x[i] * scale : T(0);
+    for (std::int64_t b = 0; b < n; b += block)
+      detail::dropout_scale_f32(y + b, x + b, std::min(block, n - b), p, stream, first_index + std::uint64_t(b));
+  } else {
+    const T scale = T(1) / (T(1) - T(p));
+#pragma omp parallel for schedule(static) if (n > 16384)
+    for (std::int64_t i = 0; i < n; ++i)
+      y[i] = dropout_uniform(stream, first_index + i) >= p ? x[i] * scale : T(0);
+  }
 }
 
 template <typename T>
 void bias_dropout_add(T* out, const T* residual, const T* x, const T* bias, int n, int w, float p,
                       std::uint64_t stream, std::uint64_t first_index) {
   const T scale = p > 0.0f ? T(1) / (T(1) - T(p)) : T(1);
+  if constexpr (std::is_same_v<T, float>) {
+    if (p > 0.0f) {
+#pragma omp parallel if (std::int64_t(n) * w > 16384)
+      {
+        std::vector<float> v(static_cast<std::size_t>(w));
+#pragma omp for schedule(static)
+        for (int i = 0; i < n; ++i) {
+          const std::int64_t row = std::int64_t(i) * w;
+          for (int j = 0; j < w; ++j) v[std::size_t(j)] = x[row + j] + (bias ? bias[j] : 0.0f);
+          detail::dropout_scale_f32(v.data(), v.data(), w, p, stream, first_index + std::uint64_t(row));
+          for (int j = 0; j < w; ++j) out[row + j] = residual[row + j] + v[std::size_t(j)];
+        }
+      }
+      return;
+    }
+  }
 #pragma omp parallel for schedule(static) if (std::int64_t(n) * w > 16384)
   for (int i = 0; i < n; ++i) {
     const std::int64_t row = std::int64_t(i) * w;

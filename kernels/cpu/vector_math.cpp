@@ -3,9 +3,18 @@
 
 #include <limits>
 
+#include "kernels/dropout.hpp"
 #include "kernels/gelu_constants.hpp"
 
 namespace mactor::kernels::detail {
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void dropout_scale_f32(float* y, const float* x, std::int64_t n, float p, std::uint64_t stream, std::uint64_t first) {
+  const float scale = 1.0f / (1.0f - p);
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i)
+    y[i] = dropout_uniform(stream, first + std::uint64_t(i)) >= p ? x[i] * scale : 0.0f;
+}
 
 __attribute__((target_clones("avx512f", "avx2", "default")))
 float row_max(const float* row, int n) {

@@ -44,6 +44,12 @@ inline float erf_approx(float x) {
 /// tanh(x) = 1 - 2 / (exp(2x) + 1), saturating cleanly at large |x|.
 inline float tanh_approx(float x) { return 1.0f - 2.0f / (exp_approx(2.0f * x) + 1.0f); }
 
+/// y[i] = x[i] / (1 - p) where dropout_uniform(stream, first + i) >= p, else 0; y may alias x.
+/// Every dropout loop of the float kernels (dropout_apply, bias_dropout_add, the attention
+/// probabilities', ring attention's tiles') goes through it: the hash's 64-bit multiplies then run
+/// in AVX2/AVX-512 lanes, the same values as one element at a time.
+void dropout_scale_f32(float* y, const float* x, std::int64_t n, float p, std::uint64_t stream, std::uint64_t first);
+
 /// max of row[0, n)
 float row_max(const float* row, int n);
 /// row[i] = exp(row[i] - shift) in place; returns the sum.
