@@ -244,7 +244,9 @@ TEST_CASE("a checkpoint saved under ZeRO-3 trains on under the distributed optim
   const std::string save_alone = " --save-interval 3 --exit-interval 3 --save " + (dir / "alone").string();
   run_job(1, flags + save_alone, 1, 3);
   const auto loaded = run_job(4, flags + " " + megatron_fsdp("optim_grads_params") + " --load " + (dir / "alone").string(), 3, 3);
-  check_same(loaded.train, std::vector<double>(full.train.begin() + 3, full.train.end()), "lm loss after FSDP load", 4);
+  // Four replicas, the same bf16 ulp (3.8e-5 on an AVX2 machine; both checks).
+  check_same(loaded.train, std::vector<double>(full.train.begin() + 3, full.train.end()), "lm loss after FSDP load", 4,
+             1e-4);
   std::filesystem::remove_all(dir);
 }
 

@@ -153,8 +153,11 @@ TEST_CASE("in bf16 with untied embeddings, PP4 interleaved (vp 2) logs the one-p
 // micro-batch: the fp32 main gradients part by an ulp. fp32 losses do not show that at the
 // printed precision; in bf16 a main parameter one ulp away can round to the neighbouring bf16
 // weight (measured: PP2 tied parts from iteration 13, PP2 x DP2 by up to 6e-5; untied, never).
+// How far the two trajectories then drift depends on where the roundings fall: with the AVX2
+// kernels vectorized (the softmax's sums in another order, for both runs alike) PP2 x DP2 parted
+// by 1.3e-4 at iteration 18 (training) and 1e-4 (validation) on an AVX2 machine, deterministically.
 TEST_CASE("in bf16, PP2 x DP2 with the distributed optimizer logs the one-process bf16 losses") {
-  check_layout_bf16(4, "", "--pipeline-model-parallel-size 2 --use-distributed-optimizer", 1e-4);
+  check_layout_bf16(4, "", "--pipeline-model-parallel-size 2 --use-distributed-optimizer", 3e-4);
 }
 
 // Tensor parallelism also rounds partial results (each rank's share of a row-parallel GEMM) to
