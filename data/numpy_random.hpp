@@ -1,6 +1,7 @@
 // numpy's random streams, bit for bit: the legacy RandomState (MT19937) with its shuffle, used by
 // GPTDataset's index building, and default_rng (SeedSequence + PCG64) used by the mock dataset.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <span>
@@ -20,10 +21,22 @@ class legacy_random_state {
   }
   /// random_interval(max): uniform in [0, max] by masked rejection.
   std::uint64_t interval(std::uint64_t max);
-  /// RandomState.shuffle of a 1-D array (Fisher-Yates from the end).
+  /// RandomState.shuffle of a 1-D array (Fisher-Yates from the end: step i swaps a[i] with
+  /// a[interval(i)], i from n-1 down to 1). The draws depend on i alone, so they are taken a batch
+  /// ahead and their elements prefetched: the swaps are the same, the cache misses overlap.
   template <typename T>
   void shuffle(std::span<T> a) {
-    for (std::size_t i = a.size(); i-- > 1;) std::swap(a[i], a[interval(i)]);
+    constexpr std::size_t batch = 32;
+    std::size_t picked[batch];
+    for (std::size_t i = a.size(); i > 1;) {
+      const std::size_t steps = std::min(batch, i - 1);  // steps i-1 down to i-steps (>= 1)
+      for (std::size_t k = 0; k < steps; ++k) {
+        picked[k] = static_cast<std::size_t>(interval(i - 1 - k));
+        __builtin_prefetch(&a[picked[k]], 1);
+      }
+      for (std::size_t k = 0; k < steps; ++k) std::swap(a[i - 1 - k], a[picked[k]]);
+      i -= steps;
+    }
   }
 
  private:
