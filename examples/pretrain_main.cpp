@@ -95,9 +95,16 @@ int pretrain_main(int argc, char** argv, const char* prog) {
   // so unless the user chose a policy, set it and start this program again before any OpenMP code
   // runs. OpenBLAS reads OPENBLAS_CORETYPE the same way: where it took this CPU for an old one
   // (kernels/blas_kernels.hpp), the kernels the CPU's features call for, in the same restart.
+  // OpenBLAS runs single-threaded (kernels/cpu/gemm.cpp), but its pthreads build starts a pool of
+  // nproc - 1 threads when it loads unless OPENBLAS_NUM_THREADS says 1, and they spin on
+  // sched_yield for about 0.1 s first: 17% of a small one-rank run's CPU. It is said here too.
   bool restart = false;
   if (!std::getenv("OMP_WAIT_POLICY")) {
     ::setenv("OMP_WAIT_POLICY", "passive", 1);
+    restart = true;
+  }
+  if (!std::getenv("OPENBLAS_NUM_THREADS")) {
+    ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
     restart = true;
   }
   if (const auto core = mactor::kernels::better_blas_coretype()) {

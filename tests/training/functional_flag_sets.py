@@ -4,7 +4,8 @@
 Each flag set Megatron itself accepts runs as written apart from its data: the /data/... paths are
 dropped (--save goes to a scratch folder), --mock-data and a NullTokenizer stand in for the corpus,
 and the model is shrunk (heads cut to 8 where the layout allows, hidden 8 x heads, seq 64,
-micro-batch 1, 2 iterations) on tp x pp x cp
+micro-batch 1, 2 iterations, 2 layers per pipeline stage or per virtual stage where the set's own
+layer structure allows: see fewer_layers) on tp x pp x cp
 processes (one data-parallel replica, or as many as --num-distributed-optimizer-instances asks, or two
 for FSDP's sets), or as many more as the experts' etp x ep x pp (x the instances) needs (at most 8: a
 larger ep is halved).
@@ -101,6 +102,9 @@ def shrunk(name, flags, scratch):
     if "--rampup-batch-size" in toks:
         # A ramp that fits the shrunk batch: 1 sample at batch 1, then full batches; 2 iterations.
         out += ["--rampup-batch-size", "1", "1", "1", "--train-samples", str(1 + microbatches * dp)]
+    layers = fewer_layers(toks, pp)
+    if layers is not None:
+        out += ["--num-layers", str(layers)]
     if "--kv-channels" in toks:
         out += ["--kv-channels", "8"]
     if "--is-hybrid-model" in toks:
@@ -116,6 +120,36 @@ def shrunk(name, flags, scratch):
         if flag in toks:
             out += [flag, str(width)]
     return world, out
+
+
+# Flags that tie the layer count to a structure of the set's own (a layout string, a pattern, uneven
+# first or last stages, a per-layer list, embedding or loss counted as layers, bf16 end layers): a set
+# with one keeps its layer count.
+LAYER_STRUCTURE = ("--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers",
+                   "--decoder-last-pipeline-num-layers", "--hybrid-override-pattern",
+                   "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+                   "--first-last-layers-bf16", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16")
+
+
+def fewer_layers(toks, pp):
+    """The layer count a set trains with: its own, or where its layers are uniform (no LAYER_STRUCTURE
+    flag, no per-layer --moe-layer-freq list) the fewest that keep its shape: 2 per pipeline stage
+    (the layer count of the 345M sets' 12 adds startup-free compute, not code paths), 1 per virtual
+    stage with --num-virtual-stages-per-pipeline-rank, the set's own per virtual stage and 2 virtual
+    stages with --num-layers-per-virtual-pipeline-stage, and a MoE layer among them
+    (--moe-layer-freq k: layer 0 is one)."""
+    own = int(toks[toks.index("--num-layers") + 1]) if "--num-layers" in toks else None
+    if own is None or any(flag in toks for flag in LAYER_STRUCTURE):
+        return own
+    if "--moe-layer-freq" in toks and not toks[toks.index("--moe-layer-freq") + 1].isdigit():
+        return own
+    if "--num-virtual-stages-per-pipeline-rank" in toks:
+        fewer = pp * int(toks[toks.index("--num-virtual-stages-per-pipeline-rank") + 1])
+    elif "--num-layers-per-virtual-pipeline-stage" in toks:
+        fewer = pp * int(toks[toks.index("--num-layers-per-virtual-pipeline-stage") + 1]) * 2
+    else:
+        fewer = 2 * pp
+    return min(own, fewer)
 
 
 def ended_by_injected_error(args, p):
