@@ -5,18 +5,24 @@
 
 namespace mactor::data {
 
-std::uint64_t legacy_random_state::interval(std::uint64_t max) {
-  if (max == 0) return 0;
-  std::uint64_t mask = max;
-  mask |= mask >> 1; mask |= mask >> 2; mask |= mask >> 4;
-  mask |= mask >> 8; mask |= mask >> 16; mask |= mask >> 32;
-  std::uint64_t v;
-  if (max <= 0xffffffffULL) {
-    while ((v = (next_uint32() & mask)) > max) {}
-  } else {
-    while ((v = (next_uint64() & mask)) > max) {}
-  }
-  return v;
+mt19937_stream::mt19937_stream(std::uint32_t seed) {
+  state_[0] = seed;
+  for (std::uint32_t i = 1; i < n; ++i) state_[i] = 1812433253u * (state_[i - 1] ^ (state_[i - 1] >> 30)) + i;
+}
+
+// The twist in three loops with no wrap-around inside one: the first and second read words the
+// step has not yet written (i + 1, i + m) or wrote at least 227 words back (i + m - n), so each
+// vectorizes; the last word wraps to the block's start.
+void mt19937_stream::regenerate() {
+  constexpr std::uint32_t upper = 0x80000000u, lower = 0x7fffffffu, matrix = 0x9908b0dfu;
+  const auto twist = [](std::uint32_t a, std::uint32_t b, std::uint32_t far) {
+    const std::uint32_t y = (a & upper) | (b & lower);
+    return far ^ (y >> 1) ^ ((y & 1u) ? matrix : 0u);
+  };
+  for (std::size_t i = 0; i < n - m; ++i) state_[i] = twist(state_[i], state_[i + 1], state_[i + m]);
+  for (std::size_t i = n - m; i < n - 1; ++i) state_[i] = twist(state_[i], state_[i + 1], state_[i + m - n]);
+  state_[n - 1] = twist(state_[n - 1], state_[0], state_[m - 1]);
+  next_ = 0;
 }
 
 namespace {

@@ -69,6 +69,17 @@ TEST_CASE("the sample index walks documents sharing one extra token, as in a han
   CHECK(p == std::vector<std::int64_t>{0, 0, 0, 4, 2, 0, 2, 3});
 }
 
+TEST_CASE("the legacy stream's MT19937 draws std::mt19937's words over several blocks") {
+  for (std::uint32_t seed : {0u, 1u, 1234u, 0xffffffffu}) {
+    mt19937_stream ours(seed);
+    std::mt19937 standard(seed);
+    int differ = 0;
+    for (int i = 0; i < 5 * 624 + 7; ++i) differ += ours() != static_cast<std::uint32_t>(standard()) ? 1 : 0;
+    INFO("seed " << seed);
+    CHECK(differ == 0);
+  }
+}
+
 TEST_CASE("numpy's legacy shuffle and default_rng integers are reproduced bit for bit") {
   auto dir = t::scratch_dir("numpy_random");
   nlohmann::json spec = {{"shuffles", {{1234, 1000}, {7, 1}, {0, 70000}}}, {"rng_seed", 0}, {"rng_size", 100000}};
