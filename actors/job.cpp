@@ -162,6 +162,16 @@ void stop_rank_actors(caf::actor_system& sys, const rank_actors& actors, const c
 
 }  // namespace
 
+void configure_rank_system(caf::actor_system_config& cfg) {
+  register_message_types(cfg);
+  // Ranks share cores with compute: a small scheduler (the stage actor has its own thread), whose
+  // idle workers block on a condition variable (work sharing). CAF's default work stealing polls
+  // its queue between jobs, sleeping 50 us at a time for 25 ms after each one: with ranks sharing
+  // cores every idle worker woke 10-20 thousand times a second, each a context switch.
+  cfg.set("scheduler.max-threads", 2);
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+}
+
 job_outcome run_job(const config::megatron_args& args, const comm::launch_env& env, training::parallel_context& ctx,
                     std::FILE* out) {
   // The system keeps a reference to its config and reads it when a detached actor's thread ends
@@ -170,9 +180,7 @@ job_outcome run_job(const config::megatron_args& args, const comm::launch_env& e
   auto* cfg = new caf::actor_system_config;
   const bool distributed = ctx.world_size() > 1;
   if (distributed) cfg->load<caf::io::middleman>();
-  register_message_types(*cfg);
-  // Ranks share cores with compute: a small scheduler (the stage actor has its own thread).
-  cfg->set("scheduler.max-threads", 2);
+  configure_rank_system(*cfg);
   // Left running on failure (see job.hpp); deleted after a clean end.
   auto* sys = new caf::actor_system(*cfg);
   auto control = std::make_shared<job_control>();

@@ -2,6 +2,7 @@
 // CAF-free header.
 #pragma once
 
+#include <caf/fwd.hpp>
 #include <cstdio>
 #include <string>
 
@@ -33,5 +34,9 @@ struct job_outcome {
 /// flushing (a single-process job shuts its system down).
 job_outcome run_job(const config::megatron_args& args, const comm::launch_env& env, training::parallel_context& ctx,
                     std::FILE* out);
+
+/// A rank's actor-system settings (run_job's, and the benchmarks' that measure it): mactor's
+/// message types and a small scheduler whose idle workers sleep.
+void configure_rank_system(caf::actor_system_config& cfg);
 
 }  // namespace mactor::actors

@@ -106,8 +106,7 @@ class stage_actor_driver {
   stage_actor_driver(const config::megatron_args& a, training::parallel_context& ctx) {
     // Left alive, like run_job's: a detached actor's thread may outlive a destroyed system.
     auto* cfg = new caf::actor_system_config;
-    actors::register_message_types(*cfg);
-    cfg->set("scheduler.max-threads", 2);  // as run_job configures it
+    actors::configure_rank_system(*cfg);  // as run_job configures it
     sys_ = new caf::actor_system(*cfg);
     self_ = std::make_unique<caf::scoped_actor>(*sys_);
     stage_ = actors::spawn_stage(*sys_, ctx, std::make_shared<actors::job_control>(), caf::actor{},
@@ -274,8 +273,7 @@ latencies measure_latencies() {
   // Left alive: a CAF 0.17 detached actor's thread may end after the system that ran it is gone
   // and then reads the dead system (a crash in actor_system::thread_terminates, seen here).
   auto* cfg = new caf::actor_system_config;
-  actors::register_message_types(*cfg);
-  cfg->set("scheduler.max-threads", 2);  // as run_job configures it
+  actors::configure_rank_system(*cfg);  // as run_job configures it
   auto& sys = *new caf::actor_system(*cfg);
   constexpr int n = latency_round_trips;
   latencies l;
