@@ -65,18 +65,12 @@ void mock_token_source::append_tokens(std::size_t i, std::int64_t offset, std::i
 // ---------------------------------------------------------------------------------------------
 // Index building
 
-std::vector<std::int64_t> build_sample_index(std::span<const std::int32_t> sizes,
-                                             std::span<const std::int32_t> document_index,
-                                             std::int64_t L, int num_epochs,
-                                             std::int64_t tokens_per_epoch, bool drop_last,
-                                             int X) {
-  std::int64_t num_samples;
-  const std::int64_t total = num_epochs * tokens_per_epoch - X;
-  if (drop_last)
-    num_samples = total / L;
-  else  // helpers.cpp computes this in single precision
-    num_samples = static_cast<std::int64_t>(std::ceil(static_cast<float>(total) / static_cast<float>(L)));
-  std::vector<std::int64_t> out(2 * static_cast<std::size_t>(num_samples + 1));
+namespace {
+
+template <typename T>
+void fill_sample_index(std::vector<T>& out, std::span<const std::int32_t> sizes,
+                       std::span<const std::int32_t> document_index, std::int64_t L, std::int64_t num_samples,
+                       int X) {
   std::int64_t d = 0, off = 0;
   const auto last = static_cast<std::int64_t>(document_index.size()) - 1;
   for (std::int64_t row = 1; row <= num_samples; ++row) {
@@ -96,9 +90,29 @@ std::vector<std::int64_t> build_sample_index(std::span<const std::int32_t> sizes
         off = 0;
       }
     }
-    out[2 * static_cast<std::size_t>(row)] = d;
-    out[2 * static_cast<std::size_t>(row) + 1] = off;
+    out[2 * static_cast<std::size_t>(row)] = static_cast<T>(d);
+    out[2 * static_cast<std::size_t>(row) + 1] = static_cast<T>(off);
   }
+}
+
+}  // namespace
+
+index_array<std::int32_t> build_sample_index(std::span<const std::int32_t> sizes,
+                                             std::span<const std::int32_t> document_index,
+                                             std::int64_t L, int num_epochs,
+                                             std::int64_t tokens_per_epoch, bool drop_last,
+                                             int X, bool wide) {
+  std::int64_t num_samples;
+  const std::int64_t total = num_epochs * tokens_per_epoch - X;
+  if (drop_last)
+    num_samples = total / L;
+  else  // helpers.cpp computes this in single precision
+    num_samples = static_cast<std::int64_t>(std::ceil(static_cast<float>(total) / static_cast<float>(L)));
+  index_array<std::int32_t> out(2 * static_cast<std::size_t>(num_samples + 1), wide);
+  if (wide)
+    fill_sample_index(out.wide_values(), sizes, document_index, L, num_samples, X);
+  else
+    fill_sample_index(out.narrow_values(), sizes, document_index, L, num_samples, X);
   return out;
 }
 
@@ -114,13 +128,13 @@ std::vector<std::int32_t> document_index_epochs(std::int64_t begin, std::int64_t
   return di;
 }
 
+// numpy's shuffle index: [0, first) shuffled, then [first, n) shuffled (empty without a separate
+// final epoch), both from one stream.
 template <typename T>
-void shuffled_range(std::int64_t from, std::int64_t to, legacy_random_state& rng,
-                    std::vector<std::int64_t>& out) {
-  std::vector<T> r(static_cast<std::size_t>(std::max<std::int64_t>(0, to - from)));
-  std::iota(r.begin(), r.end(), static_cast<T>(from));
-  rng.shuffle(std::span<T>(r));
-  out.insert(out.end(), r.begin(), r.end());
+void fill_shuffle_index(std::vector<T>& out, std::size_t first, legacy_random_state& rng) {
+  std::iota(out.begin(), out.end(), T{0});
+  rng.shuffle(std::span<T>(out.data(), first));
+  rng.shuffle(std::span<T>(out.data() + first, out.size() - first));
 }
 
 }  // namespace
@@ -159,21 +173,18 @@ gpt_indices build_gpt_indices(std::span<const std::int32_t> sizes, const gpt_ind
   }
   const bool sizes_big = !sizes.empty() && *std::max_element(sizes.begin(), sizes.end()) >
                                                std::numeric_limits<std::int32_t>::max();
-  out.sample_index_int64 = sizes_big || out.document_index.size() >
-                                            static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max());
+  const bool sample_index_wide = sizes_big || out.document_index.size() >
+                                                  static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max());
   out.sample_index = build_sample_index(sizes, out.document_index, L, E, T,
-                                        r.drop_last_partial_sequence, static_cast<int>(X));
+                                        r.drop_last_partial_sequence, static_cast<int>(X), sample_index_wide);
   const auto n = static_cast<std::int64_t>(out.num_samples());
-  out.shuffle_index_int64 = n >= static_cast<std::int64_t>(0xffffffffULL - 1);
   const std::int64_t first = out.separate_final_epoch ? before_final : n;
-  out.shuffle_index.reserve(static_cast<std::size_t>(n));
-  if (out.shuffle_index_int64) {
-    shuffled_range<std::int64_t>(0, first, rng, out.shuffle_index);
-    if (first != n) shuffled_range<std::int64_t>(first, n, rng, out.shuffle_index);
-  } else {
-    shuffled_range<std::uint32_t>(0, first, rng, out.shuffle_index);
-    if (first != n) shuffled_range<std::uint32_t>(first, n, rng, out.shuffle_index);
-  }
+  out.shuffle_index = index_array<std::uint32_t>(static_cast<std::size_t>(n),
+                                                 n >= static_cast<std::int64_t>(0xffffffffULL - 1));
+  if (out.shuffle_index.wide())
+    fill_shuffle_index(out.shuffle_index.wide_values(), static_cast<std::size_t>(first), rng);
+  else
+    fill_shuffle_index(out.shuffle_index.narrow_values(), static_cast<std::size_t>(first), rng);
   return out;
 }
 
@@ -244,11 +255,9 @@ bool gpt_dataset::try_load_cache(const std::string& base) {
   auto di = npy_to_int64(d, files[1]);
   idx_.document_index.assign(di.begin(), di.end());
   auto s = read_npy(files[2]);
-  idx_.sample_index = npy_to_int64(s, files[2]);
-  idx_.sample_index_int64 = s.descr == "<i8";
+  idx_.sample_index = index_array<std::int32_t>::from_values(npy_to_int64(s, files[2]), s.descr == "<i8");
   auto sh = read_npy(files[3]);
-  idx_.shuffle_index = npy_to_int64(sh, files[3]);
-  idx_.shuffle_index_int64 = sh.descr == "<i8";
+  idx_.shuffle_index = index_array<std::uint32_t>::from_values(npy_to_int64(sh, files[3]), sh.descr == "<i8");
   if (idx_.sample_index.size() < 2 || idx_.shuffle_index.size() != idx_.num_samples())
     throw data_error(files[3] + ": the cached indices disagree in size (" +
                      std::to_string(idx_.shuffle_index.size()) + " shuffled vs " +
@@ -270,19 +279,11 @@ void gpt_dataset::save_cache(const std::string& base) const {
   write_npy(base + "-document_index.npy", "<i4", {static_cast<std::int64_t>(idx_.document_index.size())},
             idx_.document_index.data(), idx_.document_index.size() * 4);
   const std::int64_t rows = static_cast<std::int64_t>(idx_.sample_index.size() / 2);
-  if (idx_.sample_index_int64) {
-    write_npy(base + "-sample_index.npy", "<i8", {rows, 2}, idx_.sample_index.data(), idx_.sample_index.size() * 8);
-  } else {
-    std::vector<std::int32_t> v(idx_.sample_index.begin(), idx_.sample_index.end());
-    write_npy(base + "-sample_index.npy", "<i4", {rows, 2}, v.data(), v.size() * 4);
-  }
+  write_npy(base + "-sample_index.npy", idx_.sample_index.wide() ? "<i8" : "<i4", {rows, 2}, idx_.sample_index.data(),
+            idx_.sample_index.bytes());
   const auto n = static_cast<std::int64_t>(idx_.shuffle_index.size());
-  if (idx_.shuffle_index_int64) {
-    write_npy(base + "-shuffle_index.npy", "<i8", {n}, idx_.shuffle_index.data(), idx_.shuffle_index.size() * 8);
-  } else {
-    std::vector<std::uint32_t> v(idx_.shuffle_index.begin(), idx_.shuffle_index.end());
-    write_npy(base + "-shuffle_index.npy", "<u4", {n}, v.data(), v.size() * 4);
-  }
+  write_npy(base + "-shuffle_index.npy", idx_.shuffle_index.wide() ? "<i8" : "<u4", {n}, idx_.shuffle_index.data(),
+            idx_.shuffle_index.bytes());
 }
 
 std::vector<std::int64_t> gpt_dataset::sample_text(std::size_t i) const {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/index_array.hpp"
 #include "data/indexed_dataset.hpp"
 #include "data/split.hpp"
 
@@ -92,10 +93,9 @@ class mock_token_source : public token_source {
 /// The three index arrays of one GPTDataset split.
 struct gpt_indices {
   std::vector<std::int32_t> document_index;
-  std::vector<std::int64_t> sample_index;  // (rows, 2) row-major: (document_index position, offset)
-  bool sample_index_int64 = false;         // saved dtype: int32 unless values may overflow it
-  std::vector<std::int64_t> shuffle_index;
-  bool shuffle_index_int64 = false;        // saved dtype: uint32 unless >= 2^32-2 samples
+  // (rows, 2) row-major: (document_index position, offset); int32 unless values may overflow it.
+  index_array<std::int32_t> sample_index;
+  index_array<std::uint32_t> shuffle_index;  // uint32 unless >= 2^32-2 samples
   int num_epochs = 1;
   bool separate_final_epoch = false;
   std::size_t num_samples() const { return sample_index.size() / 2 - 1; }
@@ -113,12 +113,12 @@ struct gpt_index_request {
 
 /// Builds document, sample and shuffle indices exactly as GPTDataset does.
 gpt_indices build_gpt_indices(std::span<const std::int32_t> sizes, const gpt_index_request& r);
-/// helpers.cpp build_sample_idx, as (rows, 2) row-major.
-std::vector<std::int64_t> build_sample_index(std::span<const std::int32_t> sizes,
+/// helpers.cpp build_sample_idx, as (rows, 2) row-major, in int64 when `wide`.
+index_array<std::int32_t> build_sample_index(std::span<const std::int32_t> sizes,
                                              std::span<const std::int32_t> document_index,
                                              std::int64_t sequence_length, int num_epochs,
                                              std::int64_t tokens_per_epoch, bool drop_last,
-                                             int add_extra_token);
+                                             int add_extra_token, bool wide = false);
 
 /// One training sample; shapes (L) except attention_mask (L, L), true where masked.
 struct gpt_sample {

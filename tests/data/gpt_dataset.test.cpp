@@ -63,10 +63,15 @@ TEST_CASE("the sample index walks documents sharing one extra token, as in a han
   const std::vector<std::int32_t> doc = {0, 1, 2};
   auto s = build_sample_index(sizes, doc, 4, 1, 12, true, 1);
   // row 1: need 5 from doc 0 (5 tokens) -> (0, 4); row 2: doc0 has 1 left, doc1 3, doc2 needs 1 -> (2, 0).
-  CHECK(s == std::vector<std::int64_t>{0, 0, 0, 4, 2, 0});
+  CHECK(s.values() == std::vector<std::int64_t>{0, 0, 0, 4, 2, 0});
+  CHECK(!s.wide());
+  // The same rows held in int64 (the dtype Megatron takes when values may pass int32).
+  auto w = build_sample_index(sizes, doc, 4, 1, 12, true, 1, /*wide=*/true);
+  CHECK(w.wide());
+  CHECK(w.values() == s.values());
   // Without dropping the partial last sample: ceil(11 / 4) = 3 rows, the last ends at doc 2's end - X.
   auto p = build_sample_index(sizes, doc, 4, 1, 12, false, 1);
-  CHECK(p == std::vector<std::int64_t>{0, 0, 0, 4, 2, 0, 2, 3});
+  CHECK(p.values() == std::vector<std::int64_t>{0, 0, 0, 4, 2, 0, 2, 3});
 }
 
 TEST_CASE("the legacy stream's MT19937 draws std::mt19937's words over several blocks") {
