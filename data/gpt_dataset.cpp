@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -246,6 +247,23 @@ gpt_dataset::gpt_dataset(std::shared_ptr<const token_source> source,
   if (!base.empty() && config.write_cache) save_cache(base);
 }
 
+namespace {
+
+// A cached index array: the file's mapping when it holds the narrow dtype or int64 (what
+// Megatron writes), else its values converted.
+template <typename Narrow>
+index_array<Narrow> index_from_npy(const std::string& path, const char* narrow_descr) {
+  auto m = map_npy(path);
+  if (m.header.descr == narrow_descr)
+    return index_array<Narrow>::mapped(std::move(m.hold), m.data, m.bytes / sizeof(Narrow), false);
+  if (m.header.descr == "<i8")
+    return index_array<Narrow>::mapped(std::move(m.hold), m.data, m.bytes / sizeof(std::int64_t), true);
+  const auto a = read_npy(path);
+  return index_array<Narrow>::from_values(npy_to_int64(a, path), a.descr.size() == 3 && a.descr[2] == '8');
+}
+
+}  // namespace
+
 bool gpt_dataset::try_load_cache(const std::string& base) {
   const std::string files[] = {base + "-description.txt", base + "-document_index.npy",
                                base + "-sample_index.npy", base + "-shuffle_index.npy"};
@@ -254,10 +272,8 @@ bool gpt_dataset::try_load_cache(const std::string& base) {
   auto d = read_npy(files[1]);
   auto di = npy_to_int64(d, files[1]);
   idx_.document_index.assign(di.begin(), di.end());
-  auto s = read_npy(files[2]);
-  idx_.sample_index = index_array<std::int32_t>::from_values(npy_to_int64(s, files[2]), s.descr == "<i8");
-  auto sh = read_npy(files[3]);
-  idx_.shuffle_index = index_array<std::uint32_t>::from_values(npy_to_int64(sh, files[3]), sh.descr == "<i8");
+  idx_.sample_index = index_from_npy<std::int32_t>(files[2], "<i4");
+  idx_.shuffle_index = index_from_npy<std::uint32_t>(files[3], "<u4");
   if (idx_.sample_index.size() < 2 || idx_.shuffle_index.size() != idx_.num_samples())
     throw data_error(files[3] + ": the cached indices disagree in size (" +
                      std::to_string(idx_.shuffle_index.size()) + " shuffled vs " +

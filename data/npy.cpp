@@ -1,12 +1,17 @@
 // .npy format 1.0, as numpy.save writes it: magic, version, header dict padded to 64 bytes, data.
 #include "data/npy.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <unistd.h>
 
 #include "data/data_error.hpp"
 
@@ -54,26 +59,32 @@ void write_npy(const std::string& path, const std::string& descr,
   }
 }
 
-npy_array read_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw data_error(path + ": cannot open");
-  std::vector<char> all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (all.size() < 10 || std::memcmp(all.data(), "\x93NUMPY", 6) != 0)
+namespace {
+
+// Reads a .npy header from `in` (positioned anywhere; the file is `size` bytes): fills the descr
+// and shape of `a` and returns the payload's byte offset.
+std::size_t read_npy_header(std::ifstream& in, const std::string& path, std::size_t size, npy_array& a) {
+  in.seekg(0);
+  char prefix[12] = {};
+  in.read(prefix, static_cast<std::streamsize>(std::min<std::size_t>(size, sizeof prefix)));
+  if (size < 10 || std::memcmp(prefix, "\x93NUMPY", 6) != 0)
     throw data_error(path + " at byte offset 0: not a .npy file (bad magic)");
   std::size_t hl = 0, start = 0;
-  if (all[6] == 1) {
-    hl = static_cast<unsigned char>(all[8]) | (static_cast<unsigned char>(all[9]) << 8);
+  if (prefix[6] == 1) {
+    hl = static_cast<unsigned char>(prefix[8]) | (static_cast<unsigned char>(prefix[9]) << 8);
     start = 10;
   } else {
-    if (all.size() < 12) throw data_error(path + " at byte offset 8: truncated .npy header");
+    if (size < 12) throw data_error(path + " at byte offset 8: truncated .npy header");
     std::uint32_t h;
-    std::memcpy(&h, all.data() + 8, 4);
+    std::memcpy(&h, prefix + 8, 4);
     hl = h;
     start = 12;
   }
-  if (start + hl > all.size()) throw data_error(path + " at byte offset " + std::to_string(start) + ": truncated .npy header");
-  std::string header(all.data() + start, hl);
-  npy_array a;
+  if (start + hl > size) throw data_error(path + " at byte offset " + std::to_string(start) + ": truncated .npy header");
+  std::string header(hl, '\0');
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(start));
+  in.read(header.data(), static_cast<std::streamsize>(hl));
   auto d = header.find("'descr': '");
   if (d == std::string::npos) throw data_error(path + ": .npy header has no descr");
   d += 10;
@@ -93,8 +104,43 @@ npy_array read_npy(const std::string& path) {
     a.shape.push_back(std::stoll(dims.substr(pos), &used));
     pos += used;
   }
-  a.bytes.assign(all.begin() + static_cast<std::ptrdiff_t>(start + hl), all.end());
+  return start + hl;
+}
+
+}  // namespace
+
+npy_array read_npy(const std::string& path) {
+  // The header, then the payload read straight into place (index caches run to hundreds of MB).
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw data_error(path + ": cannot open");
+  const auto size = static_cast<std::size_t>(in.tellg());
+  npy_array a;
+  const std::size_t offset = read_npy_header(in, path, size, a);
+  a.bytes.resize(size - offset);
+  in.read(a.bytes.data(), static_cast<std::streamsize>(a.bytes.size()));
+  if (!in) throw data_error(path + ": read failed after the header");
   return a;
+}
+
+npy_mapping map_npy(const std::string& path) {
+  npy_mapping m;
+  std::size_t size = 0, offset = 0;
+  {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) throw data_error(path + ": cannot open");
+    size = static_cast<std::size_t>(in.tellg());
+    offset = read_npy_header(in, path, size, m.header);
+  }
+  m.bytes = size - offset;
+  if (m.bytes == 0) return m;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw data_error(path + ": cannot open (" + std::strerror(errno) + ")");
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) throw data_error(path + ": cannot map (" + std::strerror(errno) + ")");
+  m.hold = std::shared_ptr<const void>(p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
+  m.data = static_cast<const char*>(p) + offset;
+  return m;
 }
 
 std::vector<std::int64_t> npy_to_int64(const npy_array& a, const std::string& path) {

@@ -10,14 +10,7 @@
 
 namespace mactor::training {
 
-rank_datasets datasets_from_args(const config::megatron_args& a, const data::tokenizer& tok) {
-  const auto config = dataset_config_from_args(a, tok);
-  const auto sizes = split_sample_counts(a);
-  auto splits = data::build_gpt_datasets(config, sizes);
-  if (!splits[0] && !a.validation.skip_train)
-    throw std::runtime_error("the --split gives no training data; give the train split a weight");
-  rank_datasets d{splits[0], splits[2], data::build_validation_sets(config, sizes[1])};
-  if (d.valid.empty() && splits[1]) d.valid.push_back(splits[1]);
+void check_full_validation_sets(const config::megatron_args& a, const rank_datasets& d) {
   if (a.validation.full_validation) {
     // Megatron takes the set's length for the number of evaluation steps; one global batch at
     // least is needed for a mean, and a partial last batch is dropped (its sampler's drop_last).
@@ -28,7 +21,6 @@ rank_datasets datasets_from_args(const config::megatron_args& a, const data::tok
                                std::to_string(d.valid[k]->size()) + " samples, fewer than one global batch (" +
                                std::to_string(gbs) + "); give more validation data or a smaller --global-batch-size");
   }
-  return d;
 }
 
 model::loss_and_count sum_over_replicas(parallel_context& ctx, model::loss_and_count totals) {

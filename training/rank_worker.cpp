@@ -78,7 +78,7 @@ rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx)
     : rank_worker(a, ctx, tokenizer_after_recording(a)) {}
 
 rank_worker::rank_worker(const config::megatron_args& a, parallel_context& ctx, std::unique_ptr<data::tokenizer> tok)
-    : args_(a), ctx_(ctx), vocab_(vocabulary_of(*tok, a)), data_(datasets_from_args(a, *tok)),
+    : args_(a), ctx_(ctx), vocab_(vocabulary_of(*tok, a)), data_(datasets_from_args(a, *tok, ctx)),
       engine_(a, ctx, vocab_.padded),
       scheduler_(model::lr_scheduler_options_from_args(lr_schedule_args_from_args(a)), engine_.optimizer().param_groups()),
       batches_(config::microbatch_plan_of(a)), validation_(rerun_options_of(a, ctx), print_rerun_line) {

@@ -37,8 +37,11 @@ struct rank_datasets {
   std::shared_ptr<data::sample_dataset> train, test;
   std::vector<std::shared_ptr<data::sample_dataset>> valid;
 };
-/// The datasets the flags ask for (throws data::data_error for unusable data).
-rank_datasets datasets_from_args(const config::megatron_args& a, const data::tokenizer& tok);
+/// The datasets the flags ask for (throws data::data_error for unusable data), built as Megatron
+/// builds them across ranks (rank_datasets.cpp): an index cache rank 0 writes and the others load.
+rank_datasets datasets_from_args(const config::megatron_args& a, const data::tokenizer& tok, parallel_context& ctx);
+/// With --full-validation, each validation set must hold one global batch at least.
+void check_full_validation_sets(const config::megatron_args& a, const rank_datasets& d);
 /// The loss sum and token count over the data-parallel replicas.
 model::loss_and_count sum_over_replicas(parallel_context& ctx, model::loss_and_count totals);
 

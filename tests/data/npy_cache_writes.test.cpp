@@ -58,3 +58,20 @@ TEST_CASE("an index cache file written by two ranks at once is never read half w
   CHECK(leftovers == 0);
   fs::remove_all(dir);
 }
+
+TEST_CASE("a mapped .npy holds the values written and keeps them after the file is removed") {
+  const fs::path dir = fs::temp_directory_path() / ("mactor_npy_map_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "x-sample_index.npy").string();
+  std::vector<std::int32_t> values(1000 * 2);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::int32_t>(i * 7 - 300);
+  data::write_npy(path, "<i4", {1000, 2}, values.data(), values.size() * 4);
+  auto m = data::map_npy(path);
+  CHECK(m.header.descr == "<i4");
+  CHECK(m.header.shape == std::vector<std::int64_t>{1000, 2});
+  REQUIRE(m.bytes == values.size() * 4);
+  fs::remove_all(dir);  // as the host's ranks remove the shared mock indices once loaded
+  const auto* mapped = static_cast<const std::int32_t*>(m.data);
+  CHECK(std::vector<std::int32_t>(mapped, mapped + values.size()) == values);
+}

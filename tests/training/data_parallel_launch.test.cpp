@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -30,10 +31,16 @@ TEST_CASE("pretrain_gpt under mactor -np 2 and -np 4 logs the losses that one pr
   const auto alone = run_job(1, training_flags());
   // The run must move: a layout bug that froze training would otherwise compare equal.
   CHECK(alone.train.front() != alone.train.back());
+  // The spread runs' ranks share the mock indices through a folder of the job's in the temp
+  // directory (training/rank_datasets.cpp): here a scratch one, empty again once each job ends.
+  const auto tmp = scratch_dir("data_parallel_tmp", "mock_indices");
+  std::filesystem::create_directories(tmp);
+  REQUIRE(::setenv("TMPDIR", tmp.c_str(), 1) == 0);
   for (int ranks : {2, 4}) {
     const auto spread = run_job(ranks, training_flags());
     check_same(spread.train, alone.train, "lm loss", ranks);
     check_same(spread.validation, alone.validation, "validation/test lm loss", ranks);
+    CHECK(std::filesystem::is_empty(tmp));
   }
 }
 
