@@ -9,7 +9,7 @@ namespace mactor::training {
 fsdp_unit_grads::fsdp_unit_grads(model::gpt_chunk& chunk, std::size_t index, grad_sync& sync, comm_worker& worker,
                                  model::parameter_units* gathers)
     : chunk_(chunk), index_(index), sync_(sync), worker_(worker), gathers_(gathers) {
-  for (auto& layout : unit_layouts(chunk_, index_, sync_)) units_.push_back({std::move(layout)});
+  for (auto& layout : unit_layouts(chunk_, index_, sync_)) units_.push_back({std::move(layout), {}});
   chunk_.store().unbind_grads();
 }
 

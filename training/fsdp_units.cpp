@@ -43,7 +43,7 @@ fsdp_units::fsdp_units(model::gpt_chunk& chunk, std::size_t index, grad_sync& sy
                        fsdp_buffers& buffers, bool reshard_after_forward)
     : chunk_(chunk), index_(index), sync_(sync), worker_(worker), buffers_(buffers),
       reshard_after_forward_(reshard_after_forward) {
-  for (auto& layout : unit_layouts(chunk_, index_, sync_)) units_.push_back({std::move(layout)});
+  for (auto& layout : unit_layouts(chunk_, index_, sync_)) units_.push_back({std::move(layout), {}, {}});
   chunk_.store().unbind_values();
 }
 

@@ -60,6 +60,8 @@ rank_datasets datasets_from_args(const config::megatron_args& a, const data::tok
   if (!world || ctx.world_size() == 1) return build_datasets(a, config);
   const bool user_cache = config.path_to_cache && !config.path_to_cache->empty();
   const auto shared = config.mock && !user_cache ? job_index_folder() : std::nullopt;
+  // Mock data with no folder to share through: every rank builds its own at once, as in Megatron.
+  if (config.mock && !user_cache && !shared) return build_datasets(a, config);
   // Mock data through the job's folder: each host's first rank builds; otherwise rank 0.
   const bool builds_first = shared ? ctx.local_rank() == 0 : ctx.rank() == 0;
   if (shared) {

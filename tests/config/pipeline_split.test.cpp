@@ -20,7 +20,7 @@ struct split_case {
   int layers, pp, vp;
   std::optional<int> first, last;
   bool embedding = false, loss = false;
-  std::optional<std::string> layout;
+  std::optional<std::string> layout = std::nullopt;
 };
 
 std::string line_of(const split_case& c) {
