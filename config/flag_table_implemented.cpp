@@ -579,8 +579,7 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
        "weight-gradient GEMMs while the dispatch's all-to-all carries those input gradients back (on a side thread), "
        "as Megatron's EP-overlap schedule delays the experts' wgrad behind that all-to-all; the same numbers bit for "
        "bit. The attention's weight gradients are not delayed (Megatron delays them too, behind the next layer's "
-       "exchange in its combined 1F1B schedule, which mactor does not run: --overlap-moe-expert-parallel-comm is "
-       "accepted without effect). Under --pipeline-schedule zb-h1/zbv the schedule's W pass takes the weight "
+       "exchange inside its combined 1F1B step, which mactor runs as a forward then a backward). Under --pipeline-schedule zb-h1/zbv the schedule's W pass takes the weight "
        "gradients instead"},
       {"moe_router_padding_for_fp8", "each expert's rows padded to a multiple of 16 (32 under mxfp8) with the first "
                                      "tokens not routed to it, of probability 0, as Megatron's pad_routing_map in the "

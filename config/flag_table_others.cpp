@@ -62,7 +62,10 @@ const std::map<std::string_view, std::string_view>& accepted_flags() {
                                                    "pretrain_gpt never reads it"},
       {"overlap_moe_expert_parallel_comm", "performance-only: Megatron's combined 1F1B schedule runs one micro-batch's "
                                            "forward beside another's backward so that each one's expert all-to-all hides "
-                                           "behind the other's compute; the results are the same; mactor runs the "
+                                           "behind the other's compute; the results are the same. mactor runs that "
+                                           "schedule's order (one more warmup forward when interleaved, F0 then each "
+                                           "forward paired with the previous backward without pipelining, mactor "
+                                           "schedule prints it) but each pair's forward before its backward, the "
                                            "all-to-alls in line (Megatron's rules for the flag are checked)"},
       {"moe_pad_expert_input_to_capacity", "performance-only: Megatron fills each expert to capacity with "
                                            "probability-0 tokens, whose output and gradients are zero; mactor does not "

@@ -67,6 +67,10 @@ void validate_v_schedule(validation_context& c, const std::string& name) {
 void validate_pipeline_schedule(validation_context& c) {
   const auto& name = c.a.mactor.pipeline_schedule;
   if (name.empty()) return;
+  c.require(!c.a.moe.overlap_moe_expert_parallel_comm || name == "megatron" || name == "no-pipelining" ||
+                name == "interleaved-1f1b",
+            "--overlap-moe-expert-parallel-comm runs Megatron's combined 1F1B schedule (without pipelining or "
+            "interleaved), so it cannot run under --pipeline-schedule " + name + "; drop one of the two");
   const auto& vp = c.a.derived.virtual_pipeline_model_parallel_size;
   if (name == "interleaved-1f1b") {
     c.require(vp.has_value(), "--pipeline-schedule interleaved-1f1b needs model chunks to interleave; add "

@@ -111,7 +111,15 @@ generator<action> interleaved_one_f_one_b(schedule_shape s) {
     std::optional<action> recv_f = last_step ? std::nullopt : plan.recv_after_forward(fwd);
     std::optional<action> recv_b = plan.recv_after_backward(k);
     co_yield plan.forward(fwd);
-    if (s.overlap_p2p_comm) {
+    if (s.overlap_p2p_comm && s.combined_1f1b) {
+      // Megatron's combined step waits for both inputs, runs the pair, then posts the forward
+      // direction's exchange and the backward direction's.
+      co_yield plan.backward(k);
+      if (recv_f) co_yield *recv_f;
+      if (plan.sends_forward(fwd)) co_yield plan.send_forward(fwd);
+      if (plan.sends_backward(k)) co_yield plan.send_backward(k);
+      if (recv_b) co_yield *recv_b;
+    } else if (s.overlap_p2p_comm) {
       // With overlap, each compute is followed by its own exchange.
       if (recv_f) co_yield *recv_f;
       if (plan.sends_forward(fwd)) co_yield plan.send_forward(fwd);

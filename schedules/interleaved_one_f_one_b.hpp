@@ -16,7 +16,11 @@ namespace mactor::schedules {
 ///
 /// Transfers follow Megatron-Core core_v0.15.0 with overlap_p2p_comm (its default) or without it
 /// (--no-overlap-p2p-communication, batched p2p). Within one of Megatron's exchanges the order is
-/// SB, RF, SF, RB (torch's batch_isend_irecv order). Precondition: validate(s) is empty.
+/// SB, RF, SF, RB (torch's batch_isend_irecv order). Under s.combined_1f1b (Megatron's
+/// combined_1f1b_schedule_for_interleaved_pipelining, --overlap-moe-expert-parallel-comm) every
+/// rank runs one more warmup forward, and with overlap each steady step's forward and backward
+/// run back to back before its two exchanges (RF SF, then SB RB). Precondition: validate(s) is
+/// empty.
 generator<action> interleaved_one_f_one_b(schedule_shape s);
 
 }  // namespace mactor::schedules

@@ -91,6 +91,11 @@ void check_kind(const schedule_shape& s, std::vector<std::string>& errors) {
       break;
     case schedule_kind::megatron: break;
   }
+  const schedule_kind resolved = resolved_kind(s);
+  if (s.combined_1f1b && resolved != schedule_kind::no_pipelining && resolved != schedule_kind::interleaved_one_f_one_b)
+    errors.push_back(std::string("--overlap-moe-expert-parallel-comm runs Megatron's combined 1F1B schedule, which "
+                                 "exists without pipelining or interleaved, but this schedule is ") +
+                     to_string(resolved) + "; add virtual pipeline stages or drop the flag");
 }
 
 // Megatron: initialize_model_parallel (RuntimeError) and validate_args (assert), rules 25 and 121.
@@ -195,7 +200,7 @@ int warmup_microbatches(const schedule_shape& s) {
   const int m = s.num_microbatches;
   const int vp = s.virtual_pipeline_model_parallel_size;
   switch (resolved_kind(s)) {
-    case schedule_kind::no_pipelining: return s.forward_only ? m : 0;
+    case schedule_kind::no_pipelining: return s.forward_only ? m : s.combined_1f1b ? std::min(1, m - 1) : 0;
     case schedule_kind::gpipe: return m;
     case schedule_kind::one_f_one_b:
     case schedule_kind::zero_bubble_h1:
@@ -204,7 +209,9 @@ int warmup_microbatches(const schedule_shape& s) {
       // Every rank first fills (vp - 1) groups so chunk vp-1 has work; earlier ranks run two more
       // forwards per rank behind them, one for each direction the pipeline has to travel.
       if (s.forward_only) return vp * m;
-      return std::min(2 * (pp - s.pipeline_rank - 1) + (vp - 1) * microbatch_group_size(s), vp * m);
+      // The combined 1F1B schedule runs one more, so each pair's forward and backward are independent.
+      return std::min(2 * (pp - s.pipeline_rank - 1) + (vp - 1) * microbatch_group_size(s) + int(s.combined_1f1b),
+                      vp * m);
     case schedule_kind::zero_bubble_v:
       return s.forward_only ? 2 * m : forwards_before_first_backward(zero_bubble_v_compute(s));
     case schedule_kind::dual_pipe_v:

@@ -42,6 +42,14 @@ struct schedule_shape {
   /// every rank but the last posts the receive of backward k + 1 before backward k.
   bool overlap_p2p_comm_warmup_flush = false;
   bool forward_only = false;  ///< evaluation: forwards only, no backward, no gradient transfers
+  /// Megatron's combined 1F1B schedule (--overlap-moe-expert-parallel-comm; training only, no
+  /// pipelining or interleaving): each steady-state step is one micro-batch's forward paired with
+  /// an earlier one's backward, so that one's expert all-to-alls can hide behind the other's
+  /// compute. No pipelining runs F0, F1 B0, F2 B1, ..., B(m-1); interleaving runs one more warmup
+  /// forward (so the pair never depends on itself) and, with p2p overlap, posts both directions'
+  /// transfers after the pair. In these orders a forward directly followed by a backward is a
+  /// pair, and every pair is.
+  bool combined_1f1b = false;
   schedule_kind kind = schedule_kind::megatron;
 };
 
@@ -66,9 +74,11 @@ std::vector<std::string> validate(const schedule_shape& s);
 
 /// Forward passes this rank runs before its first backward (Megatron's num_warmup_microbatches,
 /// counted in forward passes of one chunk): 1F1B and ZB-H1 min(pp - rank - 1, m); interleaved
-/// min(2 (pp - rank - 1) + (vp - 1) g, vp m); ZB-V min(2 pp - rank - 1, m) + min(rank + 1, m);
-/// DualPipeV the forwards of its order before its first backward (2 pp, or 2 pp + 1 on the last
-/// rank, fewer with m < 2 pp); no pipelining 0; GPipe m; forward_only: all of them.
+/// min(2 (pp - rank - 1) + (vp - 1) g, vp m), one more inside the min under combined_1f1b;
+/// ZB-V min(2 pp - rank - 1, m) + min(rank + 1, m); DualPipeV the forwards of its order before
+/// its first backward (2 pp, or 2 pp + 1 on the last rank, fewer with m < 2 pp); no pipelining
+/// 0, or under combined_1f1b 1 (F0 alone before the first pair; 0 when m = 1); GPipe m;
+/// forward_only: all of them.
 int warmup_microbatches(const schedule_shape& s);
 
 /// Fraction of the iteration each rank sits idle in the ideal model: every chunk's forward takes

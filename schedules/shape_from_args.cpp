@@ -12,6 +12,7 @@ schedule_shape shape_from_args(const config::megatron_args& a) {
     s.microbatch_group_size_per_vp_stage = static_cast<int>(*a.distributed.microbatch_group_size_per_vp_stage);
   s.overlap_p2p_comm = a.distributed.overlap_p2p_comm;
   s.overlap_p2p_comm_warmup_flush = a.distributed.overlap_p2p_comm_warmup_flush;
+  s.combined_1f1b = a.moe.overlap_moe_expert_parallel_comm;
   s.kind = schedule_kind_named(a.mactor.pipeline_schedule).value_or(schedule_kind::megatron);
   return s;
 }

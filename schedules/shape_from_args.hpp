@@ -7,8 +7,9 @@
 
 namespace mactor::schedules {
 
-/// pp, vp, m (Megatron's num_microbatches), the microbatch group size and the p2p overlap flags of
-/// `a`; forward_only and kind left at their defaults, and not validated (the caller sets the rest).
+/// pp, vp, m (Megatron's num_microbatches), the microbatch group size, the p2p overlap flags, the
+/// kind (--pipeline-schedule) and combined_1f1b (--overlap-moe-expert-parallel-comm) of `a`;
+/// rank 0, forward_only false, not validated (the caller sets the rest).
 schedule_shape shape_from_args(const config::megatron_args& a);
 
 }  // namespace mactor::schedules

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "config/moe_layout.hpp"
+#include "schedules/shape_from_args.hpp"
 #include "training/chunk_params.hpp"
 #include "training/model_spec.hpp"
 
@@ -105,16 +106,12 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
 
 void stage_engine::begin_schedule(bool forward_only, const batch_loader& loader, std::int64_t consumed,
                                   int num_microbatches, bool cyclic) {
-  schedules::schedule_shape s;
+  schedules::schedule_shape s = schedules::shape_from_args(args_);
   s.pipeline_model_parallel_size = layout_.pipeline_size;
   s.pipeline_rank = layout_.pipeline_rank;
   s.virtual_pipeline_model_parallel_size = layout_.virtual_size;
-  s.num_microbatches = num_microbatches;
-  s.microbatch_group_size_per_vp_stage = static_cast<int>(args_.distributed.microbatch_group_size_per_vp_stage.value_or(0));
-  s.overlap_p2p_comm = args_.distributed.overlap_p2p_comm;
-  s.overlap_p2p_comm_warmup_flush = args_.distributed.overlap_p2p_comm_warmup_flush;
+  s.num_microbatches = num_microbatches;  // this iteration's (a batch-size ramp changes it)
   s.forward_only = forward_only;
-  s.kind = schedules::schedule_kind_named(args_.mactor.pipeline_schedule).value_or(schedules::schedule_kind::megatron);
   if (const auto errors = schedules::validate(s); !errors.empty()) {
     std::string message = "the pipeline schedule cannot run:";
     for (const auto& e : errors) message += "\n  " + e;

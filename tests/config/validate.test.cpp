@@ -231,6 +231,16 @@ TEST_CASE("rule 114: the expert all-to-all overlap needs expert parallelism, 16-
             .has_error("cannot be combined with --recompute-granularity full"));
   CHECK(with({"--bf16", "--moe-shared-expert-intermediate-size", "32", "--moe-shared-expert-overlap"}, 2)
             .has_error("cannot be combined with --moe-shared-expert-overlap"));
+  // mactor's own schedules: the combined 1F1B order exists only without pipelining or interleaved.
+  const std::vector<std::string> v_schedule = {"--bf16", "--pipeline-model-parallel-size", "2",
+                                               "--num-virtual-stages-per-pipeline-rank", "2", "--pipeline-schedule"};
+  auto under = [&](const std::string& name) {
+    auto extra = v_schedule;
+    extra.push_back(name);
+    return with(extra, 4);
+  };
+  CHECK(under("zbv").has_error("cannot run under --pipeline-schedule zbv"));
+  CHECK(under("interleaved-1f1b").report.ok());
 }
 
 TEST_CASE("rule 118: the global batch must split into whole microbatches") {

@@ -12,8 +12,13 @@ How Megatron is run without GPUs or torch.distributed (nothing of the schedule l
   torch.cuda.memory.CUDAPluggableAllocator). The packages are registered in sys.modules with
   their real __path__ but without running their __init__, and three modules the schedules import
   only for features that are off here are stubbed: megatron.core.transformer.cuda_graphs
-  (create_cudagraphs), megatron.core.transformer.moe.router (MoEAuxLossAutoScaler) and
-  megatron.core.pipeline_parallel.combined_1f1b (the EP-overlap schedules).
+  (create_cudagraphs), megatron.core.transformer.moe.router (MoEAuxLossAutoScaler) and, for the
+  import only, megatron.core.pipeline_parallel.combined_1f1b (the EP-overlap schedules).
+- --overlap-moe-expert-parallel-comm: the real combined_1f1b module is loaded from the installed
+  package (its fp8 import stubbed, its CUDA stream set-up a no-op) and runs as Megatron runs it.
+  Only its combined_forward_backward_step, which builds the model's layer plans, is replaced by a
+  recorder that calls the p2p callbacks in TransformerModelChunkSchedulePlan.run's order: before
+  the pair pre_forward then pre_backward, after it post_forward then post_backward.
 - torch.distributed.is_initialized / get_global_rank are patched so the pipeline group is a fake
   object that answers size() and rank(); parallel_state getters return the simulated pp size,
   rank and vp size. `torch.zeros(..., device="cuda")` (the token counter) runs on the CPU.
@@ -115,14 +120,14 @@ class handle:
 class model_config:
     """The ModelParallelConfig fields the schedules read; anything else reads as None."""
 
-    def __init__(self, pp, vp, g, overlap, warmup_flush=False):
+    def __init__(self, pp, vp, g, overlap, warmup_flush=False, combined=False):
         self.pipeline_model_parallel_size = pp
         self.virtual_pipeline_model_parallel_size = vp
         self.microbatch_group_size_per_vp_stage = g if g is not None else pp
         self.overlap_p2p_comm = overlap
         self.batch_p2p_comm = not overlap  # Megatron's training code sets it this way
         self.overlap_p2p_comm_warmup_flush = warmup_flush
-        self.overlap_moe_expert_parallel_comm = False
+        self.overlap_moe_expert_parallel_comm = combined
         self.deallocate_pipeline_outputs = False
         self.sequence_parallel = False
         self.variable_seq_lengths = False
@@ -163,14 +168,73 @@ class recorder:
         return out
 
 
-def run_megatron(pp, vp, m, g=None, overlap=None, forward_only=False, warmup_flush=False):
+def _load_combined_1f1b():
+    """Megatron's own combined_1f1b module, from the installed package."""
+    import importlib.util
+    saved = sys.modules.get("megatron.core.fp8_utils")
+    fp8 = types.ModuleType("megatron.core.fp8_utils")
+    fp8.get_fp8_context = lambda *a, **k: contextlib.nullcontext()  # fp8 is off here
+    sys.modules["megatron.core.fp8_utils"] = fp8
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "megatron.core.pipeline_parallel.combined_1f1b_real",
+            os.path.join(SITE, "core/pipeline_parallel/combined_1f1b.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        if saved is None:
+            del sys.modules["megatron.core.fp8_utils"]
+        else:
+            sys.modules["megatron.core.fp8_utils"] = saved
+    mod.set_streams = lambda *a, **k: None  # CUDA streams
+    return mod
+
+
+COMBINED = _load_combined_1f1b()
+
+
+def combined_step_recorder(rec):
+    """combined_forward_backward_step for one simulated rank: the pair's forward and backward
+    recorded, the p2p callbacks called as TransformerModelChunkSchedulePlan.run calls them."""
+
+    def step(forward_step_func, data_iterator, f_model, num_microbatches, input_tensor,
+             forward_data_store, b_model, b_input_tensor, b_output_tensor, b_output_tensor_grad,
+             config, f_model_chunk_id=None, pre_forward=None, pre_backward=None, post_forward=None,
+             post_backward=None, current_microbatch=None, **kwargs):
+        out = grad = source = None
+        if f_model is not None and pre_forward is not None:
+            pre_forward(f_model_chunk_id)
+        if b_model is not None:
+            source = next(_flatten(b_output_tensor))
+            if pre_backward is not None:
+                pre_backward(source.chunk)
+        if f_model is not None:
+            mb, chunk = current_microbatch, f_model_chunk_id or 0
+            rec.consume(input_tensor, "RF", mb, chunk)
+            rec.ops.append(["F", mb, chunk])
+            out = tagged("activation", mb, chunk)
+        if b_model is not None:
+            rec.consume(b_output_tensor_grad, "RB", source.mb, source.chunk)
+            rec.ops.append(["B", source.mb, source.chunk])
+            grad = tagged("gradient", source.mb, source.chunk)
+        # run() ignores what the two return (the output goes on to the loss, the gradient to the embedding).
+        if f_model is not None and post_forward is not None:
+            post_forward(out, f_model_chunk_id)
+        if b_model is not None and post_backward is not None:
+            post_backward(grad, source.chunk)
+        return out, torch.zeros([], dtype=torch.int), grad
+
+    return step
+
+
+def run_megatron(pp, vp, m, g=None, overlap=None, forward_only=False, warmup_flush=False, combined=False):
     """Megatron's op order on every pipeline rank, or the exception it raised (from rank 0)."""
     if overlap is None:
         overlap = vp is not None  # validate_args turns overlap off without interleaving
     ranks = []
     for rank in range(pp):
         rec = recorder()
-        config = model_config(pp, vp, g, overlap, warmup_flush)
+        config = model_config(pp, vp, g, overlap, warmup_flush, combined)
         group = fake_group(pp, rank)
 
         def forward_step(forward_step_func, data_iterator, model, num_microbatches, input_tensor,
@@ -225,6 +289,11 @@ def run_megatron(pp, vp, m, g=None, overlap=None, forward_only=False, warmup_flu
             (schedules, "forward_step", forward_step),
             (schedules, "backward_step", backward_step),
             (schedules, "torch", _cpu_torch()),
+            (schedules, "combined_1f1b_schedule_for_interleaved_pipelining",
+             COMBINED.combined_1f1b_schedule_for_interleaved_pipelining),
+            (schedules, "combined_1f1b_schedule_for_no_pipelining",
+             COMBINED.combined_1f1b_schedule_for_no_pipelining),
+            (COMBINED, "combined_forward_backward_step", combined_step_recorder(rec)),
             (p2p_communication.P2PCommunicator, "_communicate", communicate),
         ]
         saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
@@ -250,7 +319,13 @@ def run_megatron(pp, vp, m, g=None, overlap=None, forward_only=False, warmup_flu
     return ranks
 
 
-def run_mactor(mactor, pp, vp, m, g=None, overlap=None, forward_only=False, warmup_flush=False):
+# What --overlap-moe-expert-parallel-comm needs besides itself (Megatron's validation): an MoE
+# layer on 2 expert-parallel ranks with the all-to-all dispatcher, in bf16.
+COMBINED_FLAGS = ["--overlap-moe-expert-parallel-comm", "--num-experts", "4", "--expert-model-parallel-size",
+                  "2", "--data-parallel-size", "2", "--moe-token-dispatcher-type", "alltoall", "--bf16"]
+
+
+def run_mactor(mactor, pp, vp, m, g=None, overlap=None, forward_only=False, warmup_flush=False, combined=False):
     cmd = [mactor, "schedule", "--pipeline-model-parallel-size", str(pp), "--num-microbatches",
            str(m), "--with-p2p"]
     if vp is not None:
@@ -263,6 +338,8 @@ def run_mactor(mactor, pp, vp, m, g=None, overlap=None, forward_only=False, warm
         cmd += ["--forward-only"]
     if warmup_flush:
         cmd += ["--overlap-p2p-communication-warmup-flush"]
+    if combined:
+        cmd += COMBINED_FLAGS
     p = subprocess.run(cmd, capture_output=True, text=True)
     return cmd, p
 
@@ -295,13 +372,22 @@ def shapes():
                 out.append((pp, vp, m, g, True, False, True))
         out.append((pp, vp, 2 * pp, None, True, True, False))
         out.append((pp, vp, 2 * pp, None, True, True, True))
-    return out
+    # --overlap-moe-expert-parallel-comm: Megatron's combined 1F1B, without pipelining or
+    # interleaved (forward-only evaluation runs the plain order).
+    combined = [(1, None, m, None, None, False, False) for m in (1, 2, 3, 8)]
+    for pp, vp in ((2, 2), (2, 3), (3, 2), (4, 2), (4, 3)):
+        for m, g in ((pp, None), (2 * pp, None), (3 * pp, None), (4 * pp, 2 * pp), (2 * pp + 2, pp + 1)):
+            for overlap in ((True, False) if pp > 2 else (True,)):
+                combined.append((pp, vp, m, g, overlap, False, False))
+            combined.append((pp, vp, m, g, True, False, True))
+        combined.append((pp, vp, 2 * pp, None, True, True, False))
+    return [s + (False,) for s in out] + [s + (True,) for s in combined]
 
 
 def check_orders(mactor):
     failures = 0
     for shape in shapes():
-        pp, vp, m, g, overlap, forward_only, warmup_flush = shape
+        pp, vp, m, g, overlap, forward_only, warmup_flush, combined = shape
         expected = run_megatron(*shape)
         if isinstance(expected, Exception):
             print("FAIL: Megatron rejected a shape meant to run: %s: %s" % (shape, expected))
@@ -450,7 +536,10 @@ def check_cli(mactor):
         # A flag that changes Megatron's op order in a way mactor's schedules do not model.
         (["--pipeline-model-parallel-size", 4, "--num-microbatches", 8, "--num-virtual-stages-per-pipeline-rank",
           2, "--delay-wgrad-compute"],
-         "--delay-wgrad-compute changes Megatron's op order"),
+         "overlap_moe_expert_parallel_comm must be enabled when enabling delay_wgrad_compute"),
+        # Megatron's combined 1F1B exists only without pipelining or interleaved.
+        (["--pipeline-model-parallel-size", 2, "--num-microbatches", 4] + COMBINED_FLAGS,
+         "--overlap-moe-expert-parallel-comm with --pipeline-model-parallel-size > 1 needs virtual pipeline stages"),
         (["--pipeline-model-parallel-size", 3, "--num-microbatches", 6, "--num-layers", 16,
           "--num-layers-per-virtual-pipeline-stage", 2], "number of layers (16)"),
         (["--pipeline-model-parallel-size", 2, "--num-microbatches", 6, "--num-layers", 16,

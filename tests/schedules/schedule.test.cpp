@@ -84,18 +84,20 @@ TEST_CASE("every send meets its receive in the same order on both sides of each 
       for (int m = 1; m <= 11; ++m)
         for (int g : {0, pp + 1, m})
           for (bool overlap : {true, false})
-            for (bool forward_only : {false, true}) {
-              schedule_shape s{.pipeline_model_parallel_size = pp,
-                               .virtual_pipeline_model_parallel_size = vp,
-                               .num_microbatches = m,
-                               .microbatch_group_size_per_vp_stage = g,
-                               .overlap_p2p_comm = overlap,
-                               .forward_only = forward_only};
-              if (!validate(s).empty()) continue;
-              INFO("pp=" << pp << " vp=" << vp << " m=" << m << " g=" << g << " overlap="
-                         << overlap << " forward_only=" << forward_only);
-              check_transfers_fit(s);
-              s.kind = schedule_kind::gpipe;
-              if (vp == 1) check_transfers_fit(s);
-            }
+            for (bool forward_only : {false, true})
+              for (bool combined : {false, true}) {
+                schedule_shape s{.pipeline_model_parallel_size = pp,
+                                 .virtual_pipeline_model_parallel_size = vp,
+                                 .num_microbatches = m,
+                                 .microbatch_group_size_per_vp_stage = g,
+                                 .overlap_p2p_comm = overlap,
+                                 .forward_only = forward_only,
+                                 .combined_1f1b = combined};
+                if (!validate(s).empty()) continue;
+                INFO("pp=" << pp << " vp=" << vp << " m=" << m << " g=" << g << " overlap="
+                           << overlap << " forward_only=" << forward_only << " combined=" << combined);
+                check_transfers_fit(s);
+                s.kind = schedule_kind::gpipe;
+                if (vp == 1 && !combined) check_transfers_fit(s);
+              }
 }

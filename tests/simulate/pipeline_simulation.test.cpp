@@ -3,6 +3,7 @@
 // c adds 2 (p-1) c to a one-microbatch pipeline; 1F1B rank r never holds more than min(p-r, m)
 // microbatches' activations.
 #include <catch2/catch.hpp>
+#include <tuple>
 
 #include "schedules/schedule.hpp"
 #include "schedules/schedule_shape.hpp"
@@ -155,4 +156,22 @@ TEST_CASE("simulated ZB-V with free transfers has the replayed bubble, half of Z
       if (m >= 2 * pp - 1) CHECK(zbv.pipeline_makespan_s - 6.0 * m == Approx((zb.pipeline_makespan_s - 6.0 * m) / 2));
       CHECK(zbv.pipeline_makespan_s <= zb.pipeline_makespan_s);
     }
+}
+
+TEST_CASE("the combined 1F1B order holds one more chunk micro-batch of activations per rank, same bubble") {
+  // --overlap-moe-expert-parallel-comm: interleaved with one more warmup forward; without
+  // pipelining F0 F1 B0 ...: two micro-batches in flight instead of one.
+  for (auto [pp, vp, m] : {std::tuple{2, 2, 4}, {4, 2, 8}, {1, 1, 4}}) {
+    auto s = shape(pp, vp, m);
+    const auto costs = equal_stages(pp, vp, 1.0, 2.0, 0, 1.0);
+    const auto plain = sim::simulate_iteration(s, costs, {}, false);
+    s.combined_1f1b = true;
+    const auto combined = sim::simulate_iteration(s, costs, {}, false);
+    INFO("pp " << pp << " vp " << vp << " m " << m);
+    for (int r = 0; r < pp; ++r) {
+      const auto& c = combined.ranks[std::size_t(r)];
+      CHECK(c.pipeline.peak_activation_bytes == plain.ranks[std::size_t(r)].pipeline.peak_activation_bytes + 1);
+      CHECK(c.bubble_fraction == Approx(plain.ranks[std::size_t(r)].bubble_fraction).margin(1e-12));
+    }
+  }
 }

@@ -5,8 +5,11 @@
 // 1 / num_microbatches as Megatron's MoEAuxLossAutoScaler scales it. The log line carries
 // track_moe_metrics' z_loss and load_balancing_loss after the lm loss, the same in every layout
 // (summed over the pipeline's layers, averaged over the replicas and the MoE layers).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 
@@ -148,4 +151,66 @@ TEST_CASE("with --delay-wgrad-compute an EP2 MoE logs the same numbers bit for b
   const auto in_line = run(ep2), delayed = run(ep2 + " --delay-wgrad-compute");
   REQUIRE(in_line.size() == iterations);
   CHECK(delayed == in_line);  // every logged number: losses, aux losses, norms
+}
+
+namespace {
+
+// The compute spans of `iteration` in a --profile trace, in the order they started: "F1.0", "B0.1".
+std::vector<std::string> compute_order(const std::filesystem::path& trace_dir, int iteration) {
+  std::vector<std::pair<double, std::string>> spans;
+  int files = 0;
+  for (const auto& f : std::filesystem::directory_iterator(trace_dir)) {
+    if (f.path().filename().string().rfind("rank0.", 0) != 0) continue;
+    ++files;
+    std::ifstream in(f.path());
+    const auto trace = nlohmann::json::parse(in);
+    for (const auto& e : trace.at("traceEvents"))
+      if (e.value("cat", "") == "compute" && e.at("args").at("iteration") == iteration) {
+        const std::string name = e.at("name");
+        spans.push_back({e.at("ts").get<double>(), std::string(name[0] == 'f' ? "F" : "B") +
+                                                       std::to_string(e.at("args").at("microbatch").get<int>()) + "." +
+                                                       std::to_string(e.at("args").at("chunk").get<int>())});
+      }
+  }
+  REQUIRE(files == 1);
+  std::sort(spans.begin(), spans.end());
+  std::vector<std::string> out;
+  for (auto& [ts, name] : spans) out.push_back(name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("under --overlap-moe-expert-parallel-comm the ranks run Megatron's combined 1F1B order and log the same numbers bit for bit") {
+  // EP2 on 2 ranks (4 micro-batches per replica), and EP2 x PP2 with 2 virtual stages on 4.
+  const std::string ep2 = moe_flags() + " --bf16 --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall";
+  const auto run = [](int ranks, const std::string& flags) {
+    const std::string command = mactor_bin() + " -np " + std::to_string(ranks) + " --oversubscribe " + bin_dir() +
+                                "/pretrain_gpt " + flags;
+    const auto r = run_shell(command);
+    INFO(command << "\n" << r.err);
+    REQUIRE(r.status == 0);
+    return iteration_lines(r.out);
+  };
+  const auto traced = [](const std::filesystem::path& dir) {
+    return " --overlap-moe-expert-parallel-comm --profile --use-pytorch-profiler --profile-step-start 2 "
+           "--profile-step-end 3 --profile-ranks 0 --tensorboard-dir " + dir.string();
+  };
+  SECTION("without pipelining: F0, then each forward beside the previous backward") {
+    const auto dir = scratch_dir("combined_1f1b", "no_pipelining");
+    const auto plain = run(2, ep2), combined = run(2, ep2 + traced(dir));
+    REQUIRE(plain.size() == iterations);
+    CHECK(combined == plain);  // every logged number: losses, aux losses, norms
+    CHECK(compute_order(dir, 2) == std::vector<std::string>{"F0.0", "F1.0", "B0.0", "F2.0", "B1.0", "F3.0", "B2.0", "B3.0"});
+  }
+  SECTION("interleaved: one more warmup forward, each steady forward beside an independent backward") {
+    const auto dir = scratch_dir("combined_1f1b", "interleaved");
+    const std::string pp2 = ep2 + " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1";
+    const auto plain = run(4, pp2), combined = run(4, pp2 + traced(dir));
+    REQUIRE(plain.size() == iterations);
+    CHECK(combined == plain);
+    // Rank 0 of pp 2, vp 2, 4 micro-batches: 5 warmup forwards (4 without the flag).
+    CHECK(compute_order(dir, 2) == std::vector<std::string>{"F0.0", "F1.0", "F0.1", "F1.1", "F2.0", "F3.0", "B0.1", "F2.1",
+                                                            "B1.1", "F3.1", "B0.0", "B1.0", "B2.1", "B3.1", "B2.0", "B3.0"});
+  }
 }

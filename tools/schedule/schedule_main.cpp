@@ -2,7 +2,7 @@
 // the real schedule coroutines through the trace port; then the warmup counts and the ideal bubble.
 // The Megatron flags go through config/'s parser, validation and derived values, as pretrain_gpt's
 // do, so a user can paste a training script's flags; the model flags a schedule does not depend on
-// get small defaults when absent, and only flags that change the op order must be built in mactor.
+// get small defaults when absent, and none needs to be built in mactor's training.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -37,13 +37,12 @@ constexpr const char* help_text =
     "Takes a training script's pretrain_gpt (Megatron) flags as they are, checked by pretrain_gpt's\n"
     "parser and Megatron's rules. The pipeline comes from --pipeline-model-parallel-size,\n"
     "--num-layers-per-virtual-pipeline-stage / --num-virtual-stages-per-pipeline-rank,\n"
-    "--microbatch-group-size-per-virtual-pipeline-stage and --no-overlap-p2p-communication; the number of\n"
+    "--microbatch-group-size-per-virtual-pipeline-stage, --no-overlap-p2p-communication and\n"
+    "--overlap-moe-expert-parallel-comm (Megatron's combined 1F1B order); the number of\n"
     "microbatches from --global-batch-size, --micro-batch-size and the data-parallel size (tp, pp and cp\n"
     "divide the world size). With --rampup-batch-size it is the schedule at the full global batch size.\n"
     "Flags the schedule does not depend on need not be implemented by mactor's training (--fp16,\n"
-    "--use-flash-attn, ...); those that change Megatron's op order in ways mactor does not model\n"
-    "(--overlap-moe-expert-parallel-comm, --delay-wgrad-compute)\n"
-    "are refused. The layers each stage holds come first, from --num-layers and the uneven/layout flags\n"
+    "--use-flash-attn, ...). The layers each stage holds come first, from --num-layers and the uneven/layout flags\n"
     "(--decoder-first/last-pipeline-num-layers, --account-for-embedding/loss-in-pipeline-split,\n"
     "--pipeline-model-parallel-layout), as Megatron prints a layout. Flags pretrain_gpt requires but a\n"
     "schedule does not depend on may be left out: --num-layers defaults to pp x vp (or what the layout\n"
@@ -80,13 +79,10 @@ struct schedule_flags {
   std::vector<std::string> megatron;
 };
 
-// The Megatron flags that change Megatron-Core's op order in ways the schedules do not model
-// (schedules/README.md): held to mactor's support table, so setting one is an error naming it. A
-// script's other flags need only pass Megatron's validation; the schedule does not depend on them.
-bool changes_the_schedule(std::string_view dest) {
-  return dest == "overlap_moe_expert_parallel_comm" ||
-         dest == "delay_wgrad_compute";
-}
+// The schedules model every Megatron flag that changes Megatron-Core's op order
+// (--overlap-moe-expert-parallel-comm included), so no flag is held to mactor's support table: a
+// script's flags need only pass Megatron's validation.
+bool changes_the_schedule(std::string_view) { return false; }
 
 int positive(const std::string& flag, const std::string& value) {
   try {
@@ -194,13 +190,6 @@ std::vector<std::string> completed_flags(const schedule_flags& f, const config::
 // The Megatron flags through config/'s parser, validation and derived values, as pretrain_gpt's.
 config::resolution resolved(const schedule_flags& f) {
   const auto parsed = config::parse_command_line(f.megatron, prog);  // throws config::usage_error
-  // Accepted without effect by pretrain_gpt (their results are the same), but they change
-  // Megatron's op order into its combined EP-overlap schedule, which this tool does not print.
-  for (const auto& [set, flag] : {std::pair{parsed.args.moe.overlap_moe_expert_parallel_comm, "--overlap-moe-expert-parallel-comm"},
-                                  std::pair{parsed.args.moe.delay_wgrad_compute, "--delay-wgrad-compute"}})
-    if (set)
-      fail(std::string(flag) + " changes Megatron's op order (its combined 1F1B schedule that overlaps the expert "
-                               "all-to-alls), which mactor schedule does not model; drop it to print the plain schedule");
   auto flags = completed_flags(f, parsed);
   const std::int64_t replica = config::replica_size(parsed.args);
   const std::int64_t world = f.world_size.value_or(f.data_parallel_size.value_or(1) * replica);
@@ -244,8 +233,10 @@ std::string bubble_formula(const sch::schedule_shape& s) {
       return "max(pp-1, 4pp-2m-2)/(6m+max(...)) = " + std::to_string(idle) + "/" + std::to_string(6 * m + idle) +
              " with each chunk's F, B and W of equal time";
     }
-    default: return "(pp-1)/(m+pp-1) = " + std::to_string(pp - 1) + "/" + std::to_string(m + pp - 1);
+    default: break;
   }
+  // 1F1B, GPipe, and the split-backward schedules' evaluation (forward-only).
+  return "(pp-1)/(m+pp-1) = " + std::to_string(pp - 1) + "/" + std::to_string(m + pp - 1);
 }
 
 void print_schedule(const sch::schedule_shape& shape, bool with_p2p) {
