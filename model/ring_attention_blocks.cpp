@@ -5,12 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 
 #include <omp.h>
 
 #include "kernels/cpu/vector_math.hpp"  // one-rank attention's SIMD exp and dropout loop
-#include "kernels/dropout.hpp"
 #include "kernels/gemm.hpp"
 
 namespace mactor::model::ring_blocks {
@@ -19,13 +17,8 @@ template <typename T>
 void dropout_mask::factors(T* z, int b, int h, int qpos, int kpos, int n) const {
   const std::uint64_t head = std::uint64_t(b) * d.total_heads + d.head_offset + h;
   const std::uint64_t at = head * seq * seq + std::uint64_t(qpos) * seq + std::uint64_t(kpos);
-  if constexpr (std::is_same_v<T, float>) {
-    std::fill(z, z + n, 1.0f);  // 1 x (1 / (1 - p)) is the keep factor exactly
-    kernels::detail::dropout_scale_f32(z, z, n, p, stream, at);
-  } else {
-    const T keep = T(1) / (T(1) - T(p));
-    for (int j = 0; j < n; ++j) z[j] = kernels::dropout_uniform(stream, at + std::uint64_t(j)) >= p ? keep : T(0);
-  }
+  std::fill(z, z + n, T(1));  // 1 x (1 / (1 - p)) is the keep factor exactly
+  kernels::detail::dropout_scale(z, z, n, p, stream, at);
 }
 
 namespace {
@@ -175,10 +168,10 @@ void backward_block(backward_rows<T>& rows, T* dblock, const T* dout, const T* q
             if (hi == lo) continue;
             exp_shifted(pr + lo, hi - lo, rows.lse[rh]);  // the probabilities, recomputed
             const T delta = rows.delta[std::size_t(rh)];
-            z.assign(std::size_t(hi - lo), T(1));
-            if (drop.p > 0) drop.factors(z.data(), b, h, t.q.global + i, t.k.global + lo, hi - lo);
+            const bool dropped = drop.p > 0;  // else every keep factor is 1
+            if (dropped) z.resize(std::size_t(hi - lo)), drop.factors(z.data(), b, h, t.q.global + i, t.k.global + lo, hi - lo);
             for (int j = lo; j < hi; ++j) {
-              const T prob = pr[j], keep = z[std::size_t(j - lo)];
+              const T prob = pr[j], keep = dropped ? z[std::size_t(j - lo)] : T(1);
               pr[j] = prob * keep;                             // dV += (P z)^T dO
               dr[j] = prob * (keep * dr[j] - delta) * scale;   // dS
             }

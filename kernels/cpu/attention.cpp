@@ -83,17 +83,12 @@ void for_each_block(const attention_dims& d, F&& f) {
 template <typename T>
 void apply_dropout(T* dst, const T* src, const attention_dims& d, float p, std::uint64_t stream,
                    std::uint64_t base) {
-  const T scale = T(1) / (T(1) - T(p));
   const int keys = d.keys();
   for_each_row(d, [&](int i, int g) {
     const int visible = std::min(keys, g + 1);
     T* row = dst + std::int64_t(i) * keys;
     const T* in = src + std::int64_t(i) * keys;
-    const std::uint64_t mask_row = base + std::uint64_t(g) * keys;
-    if constexpr (std::is_same_v<T, float>)
-      detail::dropout_scale_f32(row, in, visible, p, stream, mask_row);
-    else
-      for (int j = 0; j < visible; ++j) row[j] = dropout_uniform(stream, mask_row + j) >= p ? in[j] * scale : T(0);
+    detail::dropout_scale(row, in, visible, p, stream, base + std::uint64_t(g) * keys);
     std::fill(row + visible, row + keys, T(0));
   });
 }

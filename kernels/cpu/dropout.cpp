@@ -3,7 +3,6 @@
 #include "kernels/cpu/typed.hpp"
 
 #include <algorithm>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/vector_math.hpp"
@@ -34,46 +33,32 @@ void dropout_apply(T* y, const T* x, std::int64_t n, float p, std::uint64_t stre
       for (std::int64_t i = 0; i < n; ++i) y[i] = x[i];
     return;
   }
-  if constexpr (std::is_same_v<T, float>) {
-    constexpr std::int64_t block = 4096;  // a thread's share, in whole blocks
+  constexpr std::int64_t block = 4096;  // a thread's share, in whole blocks
 #pragma omp parallel for schedule(static) if (n > 16384)
-    for (std::int64_t b = 0; b < n; b += block)
-      detail::dropout_scale_f32(y + b, x + b, std::min(block, n - b), p, stream, first_index + std::uint64_t(b));
-  } else {
-    const T scale = T(1) / (T(1) - T(p));
-#pragma omp parallel for schedule(static) if (n > 16384)
-    for (std::int64_t i = 0; i < n; ++i)
-      y[i] = dropout_uniform(stream, first_index + i) >= p ? x[i] * scale : T(0);
-  }
+  for (std::int64_t b = 0; b < n; b += block)
+    detail::dropout_scale(y + b, x + b, std::min(block, n - b), p, stream, first_index + std::uint64_t(b));
 }
 
 template <typename T>
 void bias_dropout_add(T* out, const T* residual, const T* x, const T* bias, int n, int w, float p,
                       std::uint64_t stream, std::uint64_t first_index) {
-  const T scale = p > 0.0f ? T(1) / (T(1) - T(p)) : T(1);
-  if constexpr (std::is_same_v<T, float>) {
-    if (p > 0.0f) {
-#pragma omp parallel if (std::int64_t(n) * w > 16384)
-      {
-        std::vector<float> v(static_cast<std::size_t>(w));
-#pragma omp for schedule(static)
-        for (int i = 0; i < n; ++i) {
-          const std::int64_t row = std::int64_t(i) * w;
-          for (int j = 0; j < w; ++j) v[std::size_t(j)] = x[row + j] + (bias ? bias[j] : 0.0f);
-          detail::dropout_scale_f32(v.data(), v.data(), w, p, stream, first_index + std::uint64_t(row));
-          for (int j = 0; j < w; ++j) out[row + j] = residual[row + j] + v[std::size_t(j)];
-        }
-      }
-      return;
-    }
-  }
+  if (p <= 0.0f) {
 #pragma omp parallel for schedule(static) if (std::int64_t(n) * w > 16384)
-  for (int i = 0; i < n; ++i) {
-    const std::int64_t row = std::int64_t(i) * w;
-    for (int j = 0; j < w; ++j) {
-      T v = x[row + j] + (bias ? bias[j] : T(0));
-      if (p > 0.0f) v = dropout_uniform(stream, first_index + row + j) >= p ? v * scale : T(0);
-      out[row + j] = residual[row + j] + v;
+    for (int i = 0; i < n; ++i) {
+      const std::int64_t row = std::int64_t(i) * w;
+      for (int j = 0; j < w; ++j) out[row + j] = residual[row + j] + (x[row + j] + (bias ? bias[j] : T(0)));
+    }
+    return;
+  }
+#pragma omp parallel if (std::int64_t(n) * w > 16384)
+  {
+    std::vector<T> v(static_cast<std::size_t>(w));
+#pragma omp for schedule(static)
+    for (int i = 0; i < n; ++i) {
+      const std::int64_t row = std::int64_t(i) * w;
+      for (int j = 0; j < w; ++j) v[std::size_t(j)] = x[row + j] + (bias ? bias[j] : T(0));
+      detail::dropout_scale(v.data(), v.data(), w, p, stream, first_index + std::uint64_t(row));
+      for (int j = 0; j < w; ++j) out[row + j] = residual[row + j] + v[std::size_t(j)];
     }
   }
 }

@@ -6,6 +6,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+
+#include "kernels/dropout.hpp"
 
 namespace mactor::kernels::detail {
 
@@ -49,6 +52,19 @@ inline float tanh_approx(float x) { return 1.0f - 2.0f / (exp_approx(2.0f * x) +
 /// probabilities', ring attention's tiles') goes through it: the hash's 64-bit multiplies then run
 /// in AVX2/AVX-512 lanes, the same values as one element at a time.
 void dropout_scale_f32(float* y, const float* x, std::int64_t n, float p, std::uint64_t stream, std::uint64_t first);
+
+/// The same for any element type: float through dropout_scale_f32, others one element at a time
+/// in their own precision (x / (1 - p) computed as x * (1 / (1 - p)), as the float loop does).
+template <typename T>
+void dropout_scale(T* y, const T* x, std::int64_t n, float p, std::uint64_t stream, std::uint64_t first) {
+  if constexpr (std::is_same_v<T, float>) {
+    dropout_scale_f32(y, x, n, p, stream, first);
+  } else {
+    const T scale = T(1) / (T(1) - T(p));
+    for (std::int64_t i = 0; i < n; ++i)
+      y[i] = dropout_uniform(stream, first + std::uint64_t(i)) >= p ? x[i] * scale : T(0);
+  }
+}
 
 /// max of row[0, n)
 float row_max(const float* row, int n);
