@@ -60,6 +60,12 @@ gpt_chunk::gpt_chunk(const gpt_model_config& config, group& tp, chunk_layout lay
       mtp_.emplace(store_, config_, tp.rank(), tp.size(), word_embeddings_, moe, cp);
       mtp_tracker_.assign(std::size_t(config_.mtp_num_layers), 0.0);
     }
+    // The output layer's gradient of a tied table accumulates in the forward: the embeddings'
+    // part stays in the backward, in 1F1B's order, also under a zero-bubble schedule.
+    if (tied >= 0) {
+      if (embedding_) embedding_->keep_word_grads_in_backward();
+      if (mtp_) mtp_->keep_embedding_grads_in_backward();
+    }
     output_ = std::make_unique<output_layer_loss>(store_, config_, tp.rank(), tp.size(), tied);
   }
   groups_ = recompute_groups(config_.recompute, int(layers_.size()));

@@ -1,6 +1,9 @@
 // Word (+ position) embedding with dropout.
 #include "model/language_model_embedding.hpp"
 
+#include <memory>
+#include <vector>
+
 #include "kernels/convert.hpp"
 #include "kernels/dropout.hpp"
 #include "kernels/embedding.hpp"
@@ -83,11 +86,24 @@ void language_model_embedding::backward(parameter_store& store, group& tp,
   } else {
     placement_.dropout_apply(dmasked, elements(dout, 0, n), hidden_, p_, stream_);
   }
-  kernels::embedding_backward(store.grad(word_), dmasked, ids_, rows_, hidden_, vocab_start_,
-                              vocab_end_);
-  if (position_ >= 0)
-    kernels::embedding_backward(store.grad(position_), dmasked, positions_, rows_, hidden_, 0,
-                                max_positions_);
+  if (word_grads_in_backward_)
+    kernels::embedding_backward(store.grad(word_), dmasked, ids_, rows_, hidden_, vocab_start_, vocab_end_);
+  else
+    table_grads(store, word_, dmasked, ids_, vocab_start_, vocab_end_);
+  if (position_ >= 0) table_grads(store, position_, dmasked, positions_, 0, max_positions_);
+}
+
+void language_model_embedding::table_grads(parameter_store& store, int table, tensor::const_tensor_view dmasked,
+                                           const std::int32_t* ids, int first, int end) const {
+  // Weight gradients only: a zero-bubble backward leaves them to its W pass, with a copy of the
+  // ids (the micro-batch they point into may be gone by then).
+  auto& weight_grads = store.weight_grads();
+  std::shared_ptr<const std::vector<std::int32_t>> kept;
+  if (weight_grads.collecting() && ids) kept = std::make_shared<const std::vector<std::int32_t>>(ids, ids + rows_);
+  const std::int32_t* row_ids = kept ? kept->data() : ids;
+  weight_grads.add({dmasked}, [&store, table, kept, row_ids, rows = rows_, hidden = hidden_, first, end](auto in) {
+    kernels::embedding_backward(store.grad(table), in[0], row_ids, rows, hidden, first, end);
+  });
 }
 
 }  // namespace mactor::model

@@ -39,8 +39,13 @@ class language_model_embedding {
                const std::int32_t* positions, tensor::tensor_view out, int rows, bool training,
                std::uint64_t stream);
   /// Accumulates the embedding gradients from dout [rows, hidden] (the ids of the last forward;
-  /// this rank's shard with sequence parallelism).
+  /// this rank's shard with sequence parallelism); while the store's weight_grads() collect (a
+  /// zero-bubble backward), the tables' gradients wait for its W pass.
   void backward(parameter_store& store, group& tp, tensor::const_tensor_view dout);
+  /// The word table is also the chunk's output-layer weight (tied), whose gradient accumulates in
+  /// the forward: the table's scatter-add then stays in the backward even in a zero-bubble one,
+  /// so that its sums keep 1F1B's order.
+  void keep_word_grads_in_backward() { word_grads_in_backward_ = true; }
   /// The state the backward reads from the last forward (the token ids it points into stay in
   /// the chunk's saved micro-batch), into the stash or back out (activation_stash.hpp).
   void carry(activation_stash& s) { s.carry(rows_, ids_, positions_, stream_, p_, placement_); }
@@ -49,6 +54,7 @@ class language_model_embedding {
   int hidden_, vocab_start_, vocab_end_, word_, position_ = -1, max_positions_;
   float dropout_, p_ = 0;
   bool sequence_parallel_;
+  bool word_grads_in_backward_ = false;
   std::uint64_t stream_ = 0;
   sequence_shard shard_;
   row_placement placement_;  // this rank's rows in the one-rank output (dropout masks)
@@ -56,6 +62,11 @@ class language_model_embedding {
   const std::int32_t* ids_ = nullptr;
   const std::int32_t* positions_ = nullptr;
   tensor::tensor dmasked_, full_;
+
+  /// table's gradient += the rows of dmasked at `ids` (those in [first, end)), now or, while the
+  /// store's weight_grads() collect, in the W pass.
+  void table_grads(parameter_store& store, int table, tensor::const_tensor_view dmasked, const std::int32_t* ids,
+                   int first, int end) const;
 };
 
 }  // namespace mactor::model

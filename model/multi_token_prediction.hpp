@@ -65,6 +65,11 @@ class multi_token_prediction {
   /// the decoder's output. Accumulates the weight gradients (and the shared embedding's).
   void backward(parameter_store& store, group& tp, const std::vector<tensor::tensor>& grads,
                 tensor::const_tensor_view h0, tensor::tensor_view dh0);
+  /// Every depth's embedding keeps the word table's gradient in the backward (the table is the
+  /// chunk's tied output-layer weight; language_model_embedding::keep_word_grads_in_backward).
+  void keep_embedding_grads_in_backward() {
+    for (auto& d : depths_) d.embedding.keep_word_grads_in_backward();
+  }
   /// Frees the kept activations.
   void release();
   /// What every depth's backward reads from the last forward, into the stash or back out

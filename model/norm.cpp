@@ -55,13 +55,30 @@ void norm::forward(const parameter_store& store, tensor::const_tensor_view x,
 void norm::backward(parameter_store& store, tensor::const_tensor_view dy,
                     tensor::const_tensor_view x, tensor::tensor_view dx, int rows,
                     bool accumulate) {
+  auto& weight_grads = store.weight_grads();
+  if (!weight_grads.collecting()) return gradients(store, dy, x, mean_, rstd_, dx, rows, accumulate, true);
+  // A zero-bubble backward: the weight gradients wait for the W pass, on copies of what they read
+  // (taken first: dx may be dy's memory).
   if (kind_ == normalization_kind::layer_norm)
-    kernels::layernorm_backward(dx, store.grad(weight_), store.grad(bias_), dy, x,
-                                store.value(weight_), mean_, rstd_, rows, hidden_, one_p_,
-                                accumulate);
+    weight_grads.add({dy, x, mean_, rstd_}, [&store, this, rows](auto in) {
+      gradients(store, in[0], in[1], in[2], in[3], {}, rows, false, true);
+    });
+  else  // RMSNorm keeps no mean
+    weight_grads.add({dy, x, rstd_}, [&store, this, rows](auto in) {
+      gradients(store, in[0], in[1], {}, in[2], {}, rows, false, true);
+    });
+  gradients(store, dy, x, mean_, rstd_, dx, rows, accumulate, false);
+}
+
+void norm::gradients(parameter_store& store, tensor::const_tensor_view dy, tensor::const_tensor_view x,
+                     tensor::const_tensor_view mean, tensor::const_tensor_view rstd, tensor::tensor_view dx,
+                     int rows, bool accumulate, bool weights) const {
+  const tensor::tensor_view dgamma = weights ? store.grad(weight_) : tensor::tensor_view{};
+  if (kind_ == normalization_kind::layer_norm)
+    kernels::layernorm_backward(dx, dgamma, weights ? store.grad(bias_) : tensor::tensor_view{}, dy, x,
+                                store.value(weight_), mean, rstd, rows, hidden_, one_p_, accumulate);
   else
-    kernels::rmsnorm_backward(dx, store.grad(weight_), dy, x, store.value(weight_), rstd_, rows,
-                              hidden_, one_p_, accumulate);
+    kernels::rmsnorm_backward(dx, dgamma, dy, x, store.value(weight_), rstd, rows, hidden_, one_p_, accumulate);
 }
 
 }  // namespace mactor::model

@@ -27,6 +27,8 @@ class norm {
   void forward(const parameter_store& store, tensor::const_tensor_view x, tensor::tensor_view y,
                int rows);
   /// dx (= or += when accumulate) and the weight gradients, from the last forward's statistics.
+  /// While the store's weight_grads() collect (a zero-bubble backward), the weight gradients are
+  /// left to its W pass.
   void backward(parameter_store& store, tensor::const_tensor_view dy, tensor::const_tensor_view x,
                 tensor::tensor_view dx, int rows, bool accumulate);
   /// Frees the statistics.
@@ -41,6 +43,11 @@ class norm {
   int hidden_, weight_, bias_ = -1;
   norm(parameter_store& store, const std::string& weight_name, const std::string& bias_name,
        const gpt_model_config& config);
+  /// The backward's kernel from the given statistics: dx when not empty, the weight gradients
+  /// when `weights`.
+  void gradients(parameter_store& store, tensor::const_tensor_view dy, tensor::const_tensor_view x,
+                 tensor::const_tensor_view mean, tensor::const_tensor_view rstd, tensor::tensor_view dx, int rows,
+                 bool accumulate, bool weights) const;
   tensor::tensor mean_, rstd_;
 };
 

@@ -61,8 +61,19 @@ import tempfile
 # E[max of 2 independent standard normals]: a 2-rank collective's expected wait per unit of sync jitter.
 EXPECTED_MAX_OF_TWO = 1 / math.sqrt(math.pi)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The model the calibration and scripts/simulate_vs_measured.py train (it imports MODEL from here).
 MODEL = ("--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 256 "
          "--max-position-embeddings 256 --micro-batch-size 1 --global-batch-size 8 --vocab-size 4096").split()
+
+
+def model_value(flag):
+    """MODEL's whole-number value of `flag`."""
+    return int(MODEL[MODEL.index(flag) + 1])
+
+
+MODEL_SEQ = model_value("--seq-length")
+MODEL_HEADS = model_value("--num-attention-heads")
+MODEL_HEAD_DIM = model_value("--hidden-size") // MODEL_HEADS
 
 
 def concurrent_iteration_seconds(build, iters, jobs):
@@ -136,13 +147,12 @@ def tensor_parallel_sync_jitter_us(build, iters):
 
 
 RING_SEQUENCES = (256, 512, 1024)
-MODEL_SEQ = 256  # MODEL's --seq-length
 
 
 def attention_bench(build):
     """bench_context_parallel's rows, in seconds: a ring rank's compute by (seq, "forward"|"backward"),
     and the one-rank kernel's (forward, backward) by seq."""
-    run = subprocess.run([f"{build}/bin/bench_context_parallel", "8", "32", str(max(RING_SEQUENCES)),
+    run = subprocess.run([f"{build}/bin/bench_context_parallel", str(MODEL_HEADS), str(MODEL_HEAD_DIM), str(max(RING_SEQUENCES)),
                           str(min(RING_SEQUENCES)), "0.1"], capture_output=True, text=True,
                          env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
     ring, one = {}, {}
@@ -168,7 +178,7 @@ def attention_efficiencies(build, repeats, peak):
     runs = [attention_bench(build) for _ in range(repeats)]
     ring = {key: min(r[0][key] for r in runs) for key in runs[0][0]}
     one = {seq: [min(r[1][seq][i] for r in runs) for i in (0, 1)] for seq in RING_SEQUENCES}
-    forward_flops = 2 * MODEL_SEQ * MODEL_SEQ * 32 * 8  # causal: half of 4 s^2 d heads (8 heads of 32)
+    forward_flops = 2 * MODEL_SEQ * MODEL_SEQ * MODEL_HEAD_DIM * MODEL_HEADS  # causal: half of 4 s^2 d heads
     attention = {"forward": round(forward_flops / one[MODEL_SEQ][0] / peak, 4),
                  "backward": round(2 * forward_flops / one[MODEL_SEQ][1] / peak, 4)}
     points = [{"chunk_tokens": seq // 4, "forward": round(one[seq][0] / 2 / ring[(seq, "forward")], 3),

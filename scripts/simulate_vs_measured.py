@@ -15,10 +15,10 @@ import re
 import statistics
 import subprocess
 
+from calibrate_cpu_system import MODEL  # the model the system file was calibrated on
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SYSTEM = os.path.join(ROOT, "simulate/systems/cpu_this_machine.json")
-MODEL = ("--num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 256 "
-         "--max-position-embeddings 256 --micro-batch-size 1 --global-batch-size 8 --vocab-size 4096").split()
 LAYOUTS = [
     ("1 rank", 1, ""),
     ("PP2", 2, "--pipeline-model-parallel-size 2"),

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 
 #include "kernels/cpu/row_reduction.hpp"
 
@@ -39,26 +40,37 @@ void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, con
                         bool accumulate_dx) {
   const T shift = zero_centered_gamma ? T(1) : T(0);
   const int threads = std::int64_t(n) * h > 16384 ? omp_get_max_threads() : 1;
-  detail::row_reduction<T> dg(threads, h), db(threads, h);
+  const bool weights = dgamma != nullptr;
+  detail::row_reduction<T> dg(weights ? threads : 0, h), db(weights ? threads : 0, h);
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
-    T* dg_t = dg.slot(t);
-    T* db_t = db.slot(t);
+    T* dg_t = weights ? dg.slot(t) : nullptr;
+    T* db_t = weights ? db.slot(t) : nullptr;
 #pragma omp for schedule(static)
     for (int i = 0; i < n; ++i) {
       const T* xi = x + std::int64_t(i) * h;
       const T* gi = dy + std::int64_t(i) * h;
-      T* dxi = dx + std::int64_t(i) * h;
       const T m = mean[i], r = rstd[i];
+      if (!dx) {  // the weight gradients alone: the same sums as below
+        for (int j = 0; j < h; ++j) {
+          const T xhat = (xi[j] - m) * r;
+          dg_t[j] += gi[j] * xhat;
+          db_t[j] += gi[j];
+        }
+        continue;
+      }
+      T* dxi = dx + std::int64_t(i) * h;
       T sum_g = 0, sum_gx = 0;
       for (int j = 0; j < h; ++j) {
         const T xhat = (xi[j] - m) * r;
         const T g = gi[j] * (gamma[j] + shift);
         sum_g += g;
         sum_gx += g * xhat;
-        dg_t[j] += gi[j] * xhat;
-        db_t[j] += gi[j];
+        if (weights) {
+          dg_t[j] += gi[j] * xhat;
+          db_t[j] += gi[j];
+        }
       }
       const T mean_g = sum_g / h, mean_gx = sum_gx / h;
       for (int j = 0; j < h; ++j) {
@@ -68,6 +80,7 @@ void layernorm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, con
       }
     }
   }
+  if (!weights) return;
   dg.add_to(dgamma, threads);
   if (dbeta) db.add_to(dbeta, threads);
 }
@@ -111,14 +124,17 @@ void layernorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
   const char* k = "layernorm_backward";
   check_compatible(k, {dx, dgamma, dbeta, dy, x, gamma, mean, rstd});
   const std::int64_t nh = std::int64_t(n) * h;
-  detail::need(k, "dx", dx, nh), detail::need(k, "dy", dy, nh), detail::need(k, "x", x, nh);
-  detail::need(k, "dgamma", dgamma, h), detail::need_optional(k, "dbeta", dbeta, h);
+  if (!dx.data && !dgamma.data) throw std::invalid_argument("layernorm_backward: neither dx nor dgamma asked for");
+  detail::need_optional(k, "dx", dx, nh), detail::need(k, "dy", dy, nh), detail::need(k, "x", x, nh);
+  detail::need_optional(k, "dgamma", dgamma, h), detail::need_optional(k, "dbeta", dbeta, h);
+  if (dbeta.data && !dgamma.data) throw std::invalid_argument("layernorm_backward: dbeta without dgamma");
   detail::need(k, "gamma", gamma, h);
   detail::need(k, "mean", mean, n), detail::need(k, "rstd", rstd, n);
   detail::fp32_stage stage;
-  dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
+  dispatch_compute(k, dy.type, dy.where, [&](auto zero) {
     using T = decltype(zero);
-    layernorm_backward<T>(accumulate_dx ? stage.typed<T>(dx) : stage.output<T>(dx, nh), stage.typed<T>(dgamma), stage.typed<T>(dbeta),
+    T* dx_out = !dx.data ? nullptr : accumulate_dx ? stage.typed<T>(dx) : stage.output<T>(dx, nh);
+    layernorm_backward<T>(dx_out, stage.typed<T>(dgamma), stage.typed<T>(dbeta),
                           stage.typed<T>(dy), stage.typed<T>(x), stage.typed<T>(gamma),
                           stage.typed<T>(mean), stage.typed<T>(rstd), n, h,
                           zero_centered_gamma, accumulate_dx);

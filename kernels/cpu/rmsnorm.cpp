@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 
 #include "kernels/cpu/row_reduction.hpp"
 
@@ -30,21 +31,26 @@ void rmsnorm_backward(T* dx, T* dgamma, const T* dy, const T* x, const T* gamma,
                       int n, int h, bool zero_centered_gamma, bool accumulate_dx) {
   const T shift = zero_centered_gamma ? T(1) : T(0);
   const int threads = std::int64_t(n) * h > 16384 ? omp_get_max_threads() : 1;
-  detail::row_reduction<T> dg(threads, h);
+  const bool weights = dgamma != nullptr;
+  detail::row_reduction<T> dg(weights ? threads : 0, h);
 #pragma omp parallel num_threads(threads)
   {
-    T* dg_t = dg.slot(omp_get_thread_num());
+    T* dg_t = weights ? dg.slot(omp_get_thread_num()) : nullptr;
 #pragma omp for schedule(static)
     for (int i = 0; i < n; ++i) {
       const T* xi = x + std::int64_t(i) * h;
       const T* gi = dy + std::int64_t(i) * h;
-      T* dxi = dx + std::int64_t(i) * h;
       const T r = rstd[i];
+      if (!dx) {  // the weight gradient alone: the same sums as below
+        for (int j = 0; j < h; ++j) dg_t[j] += gi[j] * (xi[j] * r);
+        continue;
+      }
+      T* dxi = dx + std::int64_t(i) * h;
       T sum_gx = 0;
       for (int j = 0; j < h; ++j) {
         const T xhat = xi[j] * r;
         sum_gx += gi[j] * (gamma[j] + shift) * xhat;
-        dg_t[j] += gi[j] * xhat;
+        if (weights) dg_t[j] += gi[j] * xhat;
       }
       const T mean_gx = sum_gx / h;
       for (int j = 0; j < h; ++j) {
@@ -53,7 +59,7 @@ void rmsnorm_backward(T* dx, T* dgamma, const T* dy, const T* x, const T* gamma,
       }
     }
   }
-  dg.add_to(dgamma, threads);
+  if (weights) dg.add_to(dgamma, threads);
 }
 
 template void rmsnorm_forward<float>(float*, float*, const float*, const float*, int, int, float,
@@ -89,13 +95,15 @@ void rmsnorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
   const char* k = "rmsnorm_backward";
   check_compatible(k, {dx, dgamma, dy, x, gamma, rstd});
   const std::int64_t nh = std::int64_t(n) * h;
-  detail::need(k, "dx", dx, nh), detail::need(k, "dy", dy, nh), detail::need(k, "x", x, nh);
-  detail::need(k, "dgamma", dgamma, h), detail::need(k, "gamma", gamma, h);
+  if (!dx.data && !dgamma.data) throw std::invalid_argument("rmsnorm_backward: neither dx nor dgamma asked for");
+  detail::need_optional(k, "dx", dx, nh), detail::need(k, "dy", dy, nh), detail::need(k, "x", x, nh);
+  detail::need_optional(k, "dgamma", dgamma, h), detail::need(k, "gamma", gamma, h);
   detail::need(k, "rstd", rstd, n);
   detail::fp32_stage stage;
-  dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
+  dispatch_compute(k, dy.type, dy.where, [&](auto zero) {
     using T = decltype(zero);
-    rmsnorm_backward<T>(accumulate_dx ? stage.typed<T>(dx) : stage.output<T>(dx, nh), stage.typed<T>(dgamma), stage.typed<T>(dy),
+    T* dx_out = !dx.data ? nullptr : accumulate_dx ? stage.typed<T>(dx) : stage.output<T>(dx, nh);
+    rmsnorm_backward<T>(dx_out, stage.typed<T>(dgamma), stage.typed<T>(dy),
                         stage.typed<T>(x), stage.typed<T>(gamma), stage.typed<T>(rstd), n,
                         h, zero_centered_gamma, accumulate_dx);
   });

@@ -66,3 +66,62 @@ TEST_CASE("rmsnorm backward matches finite differences, with and without zero-ce
     CHECK(test::relative_error(dgamma, test::numeric_gradient(loss, gamma)) < 1e-7);
   }
 }
+
+namespace {
+
+// The tensor entry points on float rows: fused (dx and the weight gradients at once) against the
+// split a zero-bubble backward makes (dx alone, then the weight gradients alone), bit for bit.
+template <class Backward>
+void check_split_equals_fused(int n, int h, bool with_bias, const Backward& backward) {
+  auto random_floats = [](int count, std::uint64_t seed) {
+    const auto d = test::random_vector(count, seed);
+    return std::vector<float>(d.begin(), d.end());
+  };
+  const auto dy = random_floats(n * h, 11);
+  std::vector<float> dx_fused(n * h, 0.5f), dg_fused(h, 0.25f), db_fused(h, 0.125f);
+  auto dx_split = dx_fused, dg_split = dg_fused, db_split = db_fused;
+  using tensor::view_of;
+  auto bias = [&](std::vector<float>& db) { return with_bias ? view_of(std::span<float>(db)) : tensor::tensor_view{}; };
+  backward(view_of(std::span<float>(dx_fused)), view_of(std::span<float>(dg_fused)), bias(db_fused), dy);
+  backward(view_of(std::span<float>(dx_split)), tensor::tensor_view{}, tensor::tensor_view{}, dy);
+  CHECK(dg_split == std::vector<float>(h, 0.25f));  // untouched by the input-gradient pass
+  backward(tensor::tensor_view{}, view_of(std::span<float>(dg_split)), bias(db_split), dy);
+  CHECK(dx_split == dx_fused);
+  CHECK(dg_split == dg_fused);
+  CHECK(db_split == db_fused);
+  CHECK(dg_fused != std::vector<float>(h, 0.25f));
+}
+
+}  // namespace
+
+TEST_CASE("a norm's input and weight gradients computed apart equal the fused backward's bit for bit") {
+  // 64 x 512 rows run on every OpenMP thread, 3 x 8 on one.
+  for (auto [n, h] : {std::pair{3, 8}, std::pair{64, 512}})
+    for (bool one_p : {false, true}) {
+      INFO("n=" << n << " h=" << h << " one_p=" << one_p);
+      const auto x64 = test::random_vector(n * h, 12), g64 = test::random_vector(h, 13), b64 = test::random_vector(h, 14);
+      const std::vector<float> x(x64.begin(), x64.end()), gamma(g64.begin(), g64.end()), beta(b64.begin(), b64.end());
+      std::vector<float> y(n * h), mean(n), rstd(n);
+      using tensor::view_of;
+      kernels::layernorm_forward<float>(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(), beta.data(), n, h,
+                                        1e-5f, one_p);
+      for (bool with_bias : {true, false})
+        check_split_equals_fused(n, h, with_bias, [&](auto dx, auto dg, auto db, const std::vector<float>& dy) {
+          kernels::layernorm_backward(dx, dg, db, view_of(std::span<const float>(dy)), view_of(std::span<const float>(x)),
+                                      view_of(std::span<const float>(gamma)), view_of(std::span<const float>(mean)),
+                                      view_of(std::span<const float>(rstd)), n, h, one_p, true);
+        });
+      kernels::rmsnorm_forward<float>(y.data(), rstd.data(), x.data(), gamma.data(), n, h, 1e-5f, one_p);
+      check_split_equals_fused(n, h, false, [&](auto dx, auto dg, auto, const std::vector<float>& dy) {
+        kernels::rmsnorm_backward(dx, dg, view_of(std::span<const float>(dy)), view_of(std::span<const float>(x)),
+                                  view_of(std::span<const float>(gamma)), view_of(std::span<const float>(rstd)), n, h,
+                                  one_p, true);
+      });
+    }
+  // Neither part asked for is a caller's mistake.
+  std::vector<float> v(8);
+  const auto c = tensor::view_of(std::span<const float>(v));
+  CHECK_THROWS_WITH(kernels::rmsnorm_backward({}, {}, c, c, c, tensor::view_of(std::span<const float>(v.data(), 1)), 1, 8,
+                                              false, false),
+                    Catch::Contains("neither dx nor dgamma"));
+}
