@@ -120,8 +120,16 @@ void fp8_linear::forward(tensor::const_tensor_view x, tensor::const_tensor_view 
   forward_recorded_ = false;
 }
 
+void fp8_linear::backward(tensor::const_tensor_view dy, tensor::const_tensor_view x, tensor::const_tensor_view w,
+                          tensor::tensor_view dw, tensor::tensor_view dx, int rows, int in, int out) {
+  const auto at_once = [&](tensor::const_tensor_view a, tensor::const_tensor_view b) {
+    kernels::linear_backward_weight(a, b, dw, rows, in, out);
+  };
+  backward(dy, x, w, at_once, dx, rows, in, out);
+}
+
 void fp8_linear::backward(tensor::const_tensor_view dy, tensor::const_tensor_view x,
-                          tensor::const_tensor_view w, tensor::tensor_view dw, tensor::tensor_view dx,
+                          tensor::const_tensor_view w, const weight_grad_gemm& dw, tensor::tensor_view dx,
                           int rows, int in, int out) {
   const bool delayed = settings_.recipe == fp8_recipe::delayed;
   std::optional<forward_record> seen;
@@ -131,11 +139,11 @@ void fp8_linear::backward(tensor::const_tensor_view dy, tensor::const_tensor_vie
   const float gs = grad_output_.scale();
   // Weight gradient: the GEMM sums over the rows (tokens), so x and dy are quantized column-wise.
   if (delayed && !settings_.fp8_wgrad) {
-    kernels::linear_backward_weight(dy, x, dw, rows, in, out);
+    dw(dy, x);
   } else {
     const auto dyq = rounded(dy_, dy, rows, out, gemm_operand::grad_output, gemm_usage::columnwise, gs);
     const auto xq = rounded(x_, x, rows, in, gemm_operand::input, gemm_usage::columnwise, xs);
-    kernels::linear_backward_weight(dyq, xq, dw, rows, in, out);
+    dw(dyq, xq);
   }
   // Input gradient: the GEMM sums over the output features: dy row-wise, W column-wise.
   const auto dyq = rounded(dy_, dy, rows, out, gemm_operand::grad_output, gemm_usage::rowwise, gs);

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -31,13 +32,19 @@ class fp8_linear {
   /// forward) reuses that forward's scales and records nothing, as TE's recompute does.
   void forward(tensor::const_tensor_view x, tensor::const_tensor_view w, tensor::tensor_view y,
                int rows, int in, int out);
-  /// dW += q(dy)^T q(x) (in the model's precision under --no-fp8-wgrad with the delayed recipe)
-  /// and dx = q(dy) q(W), x and W quantized as in x's forward; then the delayed recipe's
-  /// gradient history is updated (after defer_updates(): by the region's amax step, as TE does
-  /// at the end of the region's backward).
+  /// Runs, or queues for a zero-bubble W pass, dW += dy^T x on the operands given (copying them
+  /// when it queues: they are this linear's scratch).
+  using weight_grad_gemm = std::function<void(tensor::const_tensor_view dy, tensor::const_tensor_view x)>;
+  /// dW += q(dy)^T q(x) (in the model's precision under --no-fp8-wgrad with the delayed recipe),
+  /// through `dw`, and dx = q(dy) q(W), x and W quantized as in x's forward; then the delayed
+  /// recipe's gradient history is updated (after defer_updates(): by the region's amax step, as
+  /// TE does at the end of the region's backward).
   void backward(tensor::const_tensor_view dy, tensor::const_tensor_view x,
-                tensor::const_tensor_view w, tensor::tensor_view dw, tensor::tensor_view dx,
+                tensor::const_tensor_view w, const weight_grad_gemm& dw, tensor::tensor_view dx,
                 int rows, int in, int out);
+  /// The same with dW += at once into `dw`.
+  void backward(tensor::const_tensor_view dy, tensor::const_tensor_view x, tensor::const_tensor_view w,
+                tensor::tensor_view dw, tensor::tensor_view dx, int rows, int in, int out);
 
   /// --fp8-param-gather (Transformer Engine's fp8 primary weights): the GEMMs take W as the
   /// e4m3 values `bytes` (the linear's [out, in] weight) times *scale_inv, held by the caller
