@@ -27,6 +27,10 @@ void deferred_weight_grads::add(std::initializer_list<tensor::const_tensor_view>
   }
   it.inputs.reserve(inputs.size());
   for (const auto& v : inputs) {
+    if (!v.data) {  // an input the work does without (an RMSNorm's mean) stays an empty view
+      it.inputs.emplace_back();
+      continue;
+    }
     if (v.where != tensor::cpu)
       throw std::logic_error("deferred_weight_grads: a deferred weight gradient's input is on a device; "
                              "zero-bubble schedules run on the CPU only");

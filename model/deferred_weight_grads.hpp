@@ -30,7 +30,8 @@ class deferred_weight_grads {
   void stop_collecting() { collecting_ = false; }
   bool collecting() const { return collecting_; }
 
-  /// Runs `w(inputs)` now, or, while collecting, copies the inputs and queues the work.
+  /// Runs `w(inputs)` now, or, while collecting, copies the inputs (an empty view stays empty)
+  /// and queues the work.
   /// The work must capture only what outlives the backward (the layer, the store, sizes).
   void add(std::initializer_list<tensor::const_tensor_view> inputs, work w);
   /// Runs the queued work of `microbatch` in the order it was added and frees its copies.

@@ -58,15 +58,10 @@ void norm::backward(parameter_store& store, tensor::const_tensor_view dy,
   auto& weight_grads = store.weight_grads();
   if (!weight_grads.collecting()) return gradients(store, dy, x, mean_, rstd_, dx, rows, accumulate, true);
   // A zero-bubble backward: the weight gradients wait for the W pass, on copies of what they read
-  // (taken first: dx may be dy's memory).
-  if (kind_ == normalization_kind::layer_norm)
-    weight_grads.add({dy, x, mean_, rstd_}, [&store, this, rows](auto in) {
-      gradients(store, in[0], in[1], in[2], in[3], {}, rows, false, true);
-    });
-  else  // RMSNorm keeps no mean
-    weight_grads.add({dy, x, rstd_}, [&store, this, rows](auto in) {
-      gradients(store, in[0], in[1], {}, in[2], {}, rows, false, true);
-    });
+  // (taken first: dx may be dy's memory; an RMSNorm's mean is empty and stays so).
+  weight_grads.add({dy, x, mean_, rstd_}, [&store, this, rows](auto in) {
+    gradients(store, in[0], in[1], in[2], in[3], {}, rows, false, true);
+  });
   gradients(store, dy, x, mean_, rstd_, dx, rows, accumulate, false);
 }
 

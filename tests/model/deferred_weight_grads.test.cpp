@@ -42,6 +42,16 @@ TEST_CASE("the queue runs work at once unless collecting, then on copies, per mi
   CHECK(q.pending_bytes() == 0);
   q.run(5);  // nothing queued: nothing happens
   CHECK(ran.size() == 4);
+  // An empty input (an RMSNorm has no mean) is queued as an empty view, not copied.
+  q.begin_collecting(2);
+  bool empty_seen = false;
+  q.add({test::view(x), tensor::const_tensor_view{}}, [&](std::span<const tensor::const_tensor_view> in) {
+    empty_seen = in.size() == 2 && in[1].data == nullptr && in[0].data != nullptr;
+  });
+  q.stop_collecting();
+  CHECK(q.pending_bytes() == 3 * 4);
+  q.run(2);
+  CHECK(empty_seen);
 }
 
 namespace {
