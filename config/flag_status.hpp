@@ -38,6 +38,8 @@ struct support_report {
 /// only the flags that part depends on, and a script's other flags need only pass validation.
 using support_scope = std::function<bool(std::string_view dest)>;
 inline bool every_flag(std::string_view) { return true; }
+/// A tool whose every flag is modelled whatever mactor's training builds (mactor schedule).
+inline bool no_flag(std::string_view) { return false; }
 
 /// Compares `args` with Megatron's defaults and reports every flag in `scope` set to a non-default
 /// value whose status is not `implemented`.

@@ -42,9 +42,9 @@ constexpr const char* help_text =
     "microbatches from --global-batch-size, --micro-batch-size and the data-parallel size (tp, pp and cp\n"
     "divide the world size). With --rampup-batch-size it is the schedule at the full global batch size.\n"
     "Flags the schedule does not depend on need not be implemented by mactor's training (--fp16,\n"
-    "--use-flash-attn, ...). The layers each stage holds come first, from --num-layers and the uneven/layout flags\n"
-    "(--decoder-first/last-pipeline-num-layers, --account-for-embedding/loss-in-pipeline-split,\n"
-    "--pipeline-model-parallel-layout), as Megatron prints a layout. Flags pretrain_gpt requires but a\n"
+    "--use-flash-attn, ...). The layers each stage holds come first, from --num-layers and the\n"
+    "uneven/layout flags (--decoder-first/last-pipeline-num-layers,\n"
+    "--account-for-embedding/loss-in-pipeline-split, --pipeline-model-parallel-layout), as Megatron prints a layout. Flags pretrain_gpt requires but a\n"
     "schedule does not depend on may be left out: --num-layers defaults to pp x vp (or what the layout\n"
     "and uneven flags place), --num-attention-heads to tp, --hidden-size to 64 x heads,\n"
     "--seq-length and --max-position-embeddings to 64 x cp, --micro-batch-size and --train-iters to 1,\n"
@@ -78,11 +78,6 @@ struct schedule_flags {
   bool forward_only = false, with_p2p = false, help = false;
   std::vector<std::string> megatron;
 };
-
-// The schedules model every Megatron flag that changes Megatron-Core's op order
-// (--overlap-moe-expert-parallel-comm included), so no flag is held to mactor's support table: a
-// script's flags need only pass Megatron's validation.
-bool changes_the_schedule(std::string_view) { return false; }
 
 int positive(const std::string& flag, const std::string& value) {
   try {
@@ -198,7 +193,9 @@ config::resolution resolved(const schedule_flags& f) {
     const std::int64_t mbs = parsed.args.training.micro_batch_size.value_or(1);
     flags.insert(flags.end(), {"--global-batch-size", std::to_string(*f.num_microbatches * mbs * dp)});
   }
-  return config::resolve(flags, prog, {0, world}, changes_the_schedule);
+  // The schedules model every Megatron flag that changes Megatron-Core's op order
+  // (--overlap-moe-expert-parallel-comm included): no flag is held to mactor's support table.
+  return config::resolve(flags, prog, {0, world}, config::no_flag);
 }
 
 sch::schedule_shape shape_from(const config::megatron_args& a, const schedule_flags& f) {
