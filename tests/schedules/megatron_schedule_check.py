@@ -161,6 +161,20 @@ class recorder:
                 if len(op) == 2 and op[1] is t:
                     op[:] = [kind, mb, chunk]
 
+    def forward(self, input_tensor, mb, chunk):
+        """Records forward (mb, chunk) consuming `input_tensor`; returns its tagged output."""
+        self.consume(input_tensor, "RF", mb, chunk)
+        self.ops.append(["F", mb, chunk])
+        return tagged("activation", mb, chunk)
+
+    def backward(self, output_tensor, output_tensor_grad):
+        """Records the backward of the forward that produced `output_tensor`, consuming
+        `output_tensor_grad`; returns its tagged input gradient."""
+        source = next(_flatten(output_tensor))
+        self.consume(output_tensor_grad, "RB", source.mb, source.chunk)
+        self.ops.append(["B", source.mb, source.chunk])
+        return tagged("gradient", source.mb, source.chunk)
+
     def tokens(self):
         out = []
         for op in self.ops:
@@ -201,27 +215,21 @@ def combined_step_recorder(rec):
              forward_data_store, b_model, b_input_tensor, b_output_tensor, b_output_tensor_grad,
              config, f_model_chunk_id=None, pre_forward=None, pre_backward=None, post_forward=None,
              post_backward=None, current_microbatch=None, **kwargs):
-        out = grad = source = None
+        out = grad = None
+        b_chunk = next(_flatten(b_output_tensor)).chunk if b_model is not None else None
         if f_model is not None and pre_forward is not None:
             pre_forward(f_model_chunk_id)
-        if b_model is not None:
-            source = next(_flatten(b_output_tensor))
-            if pre_backward is not None:
-                pre_backward(source.chunk)
+        if b_model is not None and pre_backward is not None:
+            pre_backward(b_chunk)
         if f_model is not None:
-            mb, chunk = current_microbatch, f_model_chunk_id or 0
-            rec.consume(input_tensor, "RF", mb, chunk)
-            rec.ops.append(["F", mb, chunk])
-            out = tagged("activation", mb, chunk)
+            out = rec.forward(input_tensor, current_microbatch, f_model_chunk_id or 0)
         if b_model is not None:
-            rec.consume(b_output_tensor_grad, "RB", source.mb, source.chunk)
-            rec.ops.append(["B", source.mb, source.chunk])
-            grad = tagged("gradient", source.mb, source.chunk)
+            grad = rec.backward(b_output_tensor, b_output_tensor_grad)
         # run() ignores what the two return (the output goes on to the loss, the gradient to the embedding).
         if f_model is not None and post_forward is not None:
             post_forward(out, f_model_chunk_id)
         if b_model is not None and post_backward is not None:
-            post_backward(grad, source.chunk)
+            post_backward(grad, b_chunk)
         return out, torch.zeros([], dtype=torch.int), grad
 
     return step
@@ -239,18 +247,11 @@ def run_megatron(pp, vp, m, g=None, overlap=None, forward_only=False, warmup_flu
 
         def forward_step(forward_step_func, data_iterator, model, num_microbatches, input_tensor,
                          forward_data_store, config, cp_group_size=None, *args, **kwargs):
-            mb = kwargs["current_microbatch"]
-            chunk = kwargs.get("vp_stage") or 0
-            rec.consume(input_tensor, "RF", mb, chunk)
-            rec.ops.append(["F", mb, chunk])
-            out = tagged("activation", mb, chunk)
+            out = rec.forward(input_tensor, kwargs["current_microbatch"], kwargs.get("vp_stage") or 0)
             return ([out] if isinstance(input_tensor, list) else out), torch.zeros([], dtype=torch.int)
 
         def backward_step(input_tensor, output_tensor, output_tensor_grad, model_type, config):
-            source = next(_flatten(output_tensor))
-            rec.consume(output_tensor_grad, "RB", source.mb, source.chunk)
-            rec.ops.append(["B", source.mb, source.chunk])
-            grad = tagged("gradient", source.mb, source.chunk)
+            grad = rec.backward(output_tensor, output_tensor_grad)
             return [grad] if isinstance(input_tensor, list) else grad
 
         def communicate(self, *, tensor_send_next, tensor_send_prev, recv_prev, recv_next,

@@ -36,9 +36,7 @@ struct moe_run {
 };
 
 moe_run run_moe(int ranks, const std::string& flags) {
-  const std::string program = bin_dir() + "/pretrain_gpt";
-  const std::string command =
-      ranks == 1 ? program + " " + flags : mactor_bin() + " -np " + std::to_string(ranks) + " --oversubscribe " + program + " " + flags;
+  const std::string command = launch_command(ranks, flags);
   const auto r = run_shell(command);
   INFO(command << "\nstdout tail:\n" << r.out.substr(r.out.size() > 3000 ? r.out.size() - 3000 : 0) << "\nstderr:\n" << r.err);
   REQUIRE(r.status == 0);
@@ -141,13 +139,7 @@ TEST_CASE("with --delay-wgrad-compute an EP2 MoE logs the same numbers bit for b
   // The EP-overlap flags Megatron requires for the delay: bf16, the alltoall dispatcher.
   const std::string ep2 = moe_flags() + " --bf16 --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
                                         "--overlap-moe-expert-parallel-comm";
-  const auto run = [](const std::string& flags) {
-    const std::string command = mactor_bin() + " -np 2 --oversubscribe " + bin_dir() + "/pretrain_gpt " + flags;
-    const auto r = run_shell(command);
-    INFO(command << "\n" << r.err);
-    REQUIRE(r.status == 0);
-    return iteration_lines(r.out);
-  };
+  const auto run = [](const std::string& flags) { return iteration_lines(launch(2, flags).out); };
   const auto in_line = run(ep2), delayed = run(ep2 + " --delay-wgrad-compute");
   REQUIRE(in_line.size() == iterations);
   CHECK(delayed == in_line);  // every logged number: losses, aux losses, norms
@@ -184,14 +176,7 @@ std::vector<std::string> compute_order(const std::filesystem::path& trace_dir, i
 TEST_CASE("under --overlap-moe-expert-parallel-comm the ranks run Megatron's combined 1F1B order and log the same numbers bit for bit") {
   // EP2 on 2 ranks (4 micro-batches per replica), and EP2 x PP2 with 2 virtual stages on 4.
   const std::string ep2 = moe_flags() + " --bf16 --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall";
-  const auto run = [](int ranks, const std::string& flags) {
-    const std::string command = mactor_bin() + " -np " + std::to_string(ranks) + " --oversubscribe " + bin_dir() +
-                                "/pretrain_gpt " + flags;
-    const auto r = run_shell(command);
-    INFO(command << "\n" << r.err);
-    REQUIRE(r.status == 0);
-    return iteration_lines(r.out);
-  };
+  const auto run = [](int ranks, const std::string& flags) { return iteration_lines(launch(ranks, flags).out); };
   const auto traced = [](const std::filesystem::path& dir) {
     return " --overlap-moe-expert-parallel-comm --profile --use-pytorch-profiler --profile-step-start 2 "
            "--profile-step-end 3 --profile-ranks 0 --tensorboard-dir " + dir.string();
