@@ -16,6 +16,8 @@
 
 #include "kernels/cuda/activations.hpp"
 #include "kernels/cuda/adam.hpp"
+#include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/dropout.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layernorm.hpp"
@@ -150,6 +152,41 @@ void bench_loss_and_adam(mactor::cuda::stream_handle s) {
   row("adam (one tensor)", "64M params", time_ms(s, [&] { kc::adam_step({&t, 1}, h, s); }), 0, 7.0 * count * 4);
 }
 
+// The fp32 attention core (the exact path, not a fused one) at sequence 2048, and dropout at a
+// layer's [8192, 4096].
+void bench_attention_and_dropout(mactor::cuda::stream_handle s) {
+  mactor::kernels::attention_dims d;
+  d.seq = 2048, d.batch = 1, d.heads = 16, d.groups = 4, d.head_dim = 128, d.total_heads = 16;
+  const std::int64_t rows = std::int64_t(d.seq) * d.batch;
+  const auto f32 = tensor::dtype::float32;
+  auto qkv = filled(rows * d.qkv_width(), f32, s), dout = filled(rows * d.heads * d.head_dim, f32, s);
+  device_buffer out({rows * d.heads * d.head_dim}, f32), dqkv({rows * d.qkv_width()}, f32);
+  device_buffer probs({std::int64_t(d.batch) * d.heads * d.seq * d.seq}, f32);
+  device_buffer scratch({kc::attention_backward_scratch(d)}, f32);
+  const float scale = 0.088f;
+  const std::string shape = "s2048 h16 g4 d128";
+  // Causal: half of the score matrix, two GEMMs forward, four backward.
+  const double forward_flops = 2.0 * 2 * d.heads * double(d.seq) * d.seq / 2 * d.head_dim;
+  row("attention fwd fp32", shape, time_ms(s, [&] {
+        kc::attention_forward(out.as<float>(), probs.as<float>(), qkv.as<float>(), d, scale, 0.1f, 7, nullptr,
+                              nullptr, s);
+      }), forward_flops, 0);
+  row("attention bwd fp32", shape, time_ms(s, [&] {
+        kc::attention_backward(dqkv.as<float>(), dout.as<float>(), qkv.as<float>(), probs.as<float>(), d, scale, 0.1f,
+                               7, scratch.as<float>(), nullptr, nullptr, nullptr, nullptr, s);
+      }), 2 * forward_flops, 0);
+  const int n = 8192, h = 4096;
+  const std::int64_t count = std::int64_t(n) * h;
+  auto x = filled(count, f32, s), residual = filled(count, f32, s), bias = filled(h, f32, s);
+  device_buffer y({count}, f32);
+  const std::string dims = std::to_string(n) + "x" + std::to_string(h);
+  row("dropout", dims, time_ms(s, [&] { kc::dropout_apply(y.as<float>(), x.as<float>(), count, 0.1f, 3, 0, s); }), 0,
+      2.0 * count * 4);
+  row("bias-dropout-add", dims, time_ms(s, [&] {
+        kc::bias_dropout_add(y.as<float>(), residual.as<float>(), x.as<float>(), bias.as<float>(), n, h, 0.1f, 3, 0, s);
+      }), 0, 3.0 * count * 4);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -167,6 +204,7 @@ int main(int argc, char** argv) {
   bench_gemms(s);
   bench_row_kernels(s);
   bench_loss_and_adam(s);
+  bench_attention_and_dropout(s);
   s.synchronize();
   return 0;
 }

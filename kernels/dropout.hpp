@@ -4,19 +4,10 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/dropout_hash.hpp"
 #include "tensor/tensor.hpp"
 
 namespace mactor::kernels {
-
-/// Uniform [0, 1) number for (seed, index); deterministic across runs and threads.
-inline float dropout_uniform(std::uint64_t seed, std::uint64_t index) {
-  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + index + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  // The top 24 bits, exact in float; through uint32 so that the conversion vectorizes.
-  return float(std::uint32_t(z >> 40)) * (1.0f / 16777216.0f);
-}
 
 /// A stream id for one dropout site (seed, layer, site, step mixed together).
 std::uint64_t dropout_stream(std::uint64_t seed, std::uint64_t layer, std::uint64_t site,

@@ -19,3 +19,7 @@ TEST_CASE("cpu backend: cross entropy matches double", "[backend][cpu]") {
 }
 TEST_CASE("cpu backend: rope matches double", "[backend][cpu]") { check_rope(*make_cpu_kernel_backend()); }
 TEST_CASE("cpu backend: adam matches double", "[backend][cpu]") { check_adam(*make_cpu_kernel_backend()); }
+TEST_CASE("cpu backend: attention matches double", "[backend][cpu]") { check_attention(*make_cpu_kernel_backend()); }
+TEST_CASE("cpu backend: dropout matches double", "[backend][cpu]") { check_dropout(*make_cpu_kernel_backend()); }
+TEST_CASE("cpu backend: squared relu matches double", "[backend][cpu]") { check_squared_relu(*make_cpu_kernel_backend()); }
+TEST_CASE("cpu backend: moe rows matches double", "[backend][cpu]") { check_moe_rows(*make_cpu_kernel_backend()); }

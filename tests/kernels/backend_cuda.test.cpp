@@ -26,3 +26,7 @@ TEST_CASE("cuda backend: embedding matches double", "[backend][cuda]") { check_e
 TEST_CASE("cuda backend: cross entropy matches double", "[backend][cuda]") { check_cross_entropy(*cuda_backend()); }
 TEST_CASE("cuda backend: rope matches double", "[backend][cuda]") { check_rope(*cuda_backend()); }
 TEST_CASE("cuda backend: adam matches double", "[backend][cuda]") { check_adam(*cuda_backend()); }
+TEST_CASE("cuda backend: attention matches double", "[backend][cuda]") { check_attention(*cuda_backend()); }
+TEST_CASE("cuda backend: dropout matches double", "[backend][cuda]") { check_dropout(*cuda_backend()); }
+TEST_CASE("cuda backend: squared relu matches double", "[backend][cuda]") { check_squared_relu(*cuda_backend()); }
+TEST_CASE("cuda backend: moe rows matches double", "[backend][cuda]") { check_moe_rows(*cuda_backend()); }

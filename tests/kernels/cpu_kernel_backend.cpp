@@ -1,19 +1,30 @@
 // The CPU kernels (fp32) behind the kernel_backend interface.
 #include "tests/kernels/cpu_kernel_backend.hpp"
 
+#include "kernels/attention.hpp"
 #include "kernels/cross_entropy.hpp"
+#include "kernels/dropout.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
+#include "kernels/moe_permute.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
+#include "kernels/squared_relu.hpp"
 #include "kernels/swiglu.hpp"
 #include "model/optimizer_adam.hpp"
 
 namespace mactor::testing {
 
 namespace {
+
+tensor::tensor_view view_of(floats& v) { return {v.data(), {std::int64_t(v.size())}, tensor::dtype::float32}; }
+tensor::const_tensor_view view_of(const floats& v) {
+  return {v.data(), {std::int64_t(v.size())}, tensor::dtype::float32};
+}
+const float* data_or_null(const floats& v) { return v.empty() ? nullptr : v.data(); }
+float* data_or_null(floats& v) { return v.empty() ? nullptr : v.data(); }
 
 floats widen(const bf16s& v) {
   floats out(v.size());
@@ -129,6 +140,48 @@ class cpu_kernel_backend final : public kernel_backend {
       exp_avg[i].assign(m, m + values[i].size());
       exp_avg_sq[i].assign(v, v + values[i].size());
     }
+  }
+
+  void attention(attention_io& io) override {
+    auto dims = io.dims;
+    dims.document_start = io.document_start.empty() ? nullptr : io.document_start.data();
+    kernels::attention_forward<float>(io.out.data(), io.probs.data(), io.qkv.data(), dims, io.scale, io.dropout_p,
+                                      io.dropout_stream, data_or_null(io.sink), data_or_null(io.kv));
+    kernels::attention_backward<float>(io.dqkv.data(), io.dout.data(), io.qkv.data(), io.probs.data(), dims, io.scale,
+                                       io.dropout_p, io.dropout_stream, data_or_null(io.sink), data_or_null(io.dsink),
+                                       data_or_null(io.kv), data_or_null(io.dkv));
+  }
+
+  void dropout_apply(floats& y, const floats& x, float p, std::uint64_t stream, std::uint64_t first) override {
+    kernels::dropout_apply<float>(y.data(), x.data(), std::int64_t(x.size()), p, stream, first);
+  }
+  void bias_dropout_add(floats& out, const floats& residual, const floats& x, const floats& bias, int n, int w,
+                        float p, std::uint64_t stream, std::uint64_t first) override {
+    kernels::bias_dropout_add<float>(out.data(), residual.data(), x.data(), data_or_null(bias), n, w, p, stream,
+                                     first);
+  }
+
+  void squared_relu(floats& y, floats& dx, const floats& x, const floats& dy) override {
+    kernels::squared_relu_forward<float>(y.data(), x.data(), std::int64_t(x.size()));
+    kernels::squared_relu_backward<float>(dx.data(), dy.data(), x.data(), std::int64_t(x.size()));
+  }
+  void weighted_squared_relu(floats& y, floats& dx, floats& dw, const floats& x, const floats& w, const floats& dy,
+                             int rows, int width) override {
+    kernels::weighted_squared_relu_forward<float>(y.data(), x.data(), w.data(), rows, width);
+    kernels::weighted_squared_relu_backward<float>(dx.data(), dw.data(), dy.data(), x.data(), w.data(), rows, width);
+  }
+
+  void gather_rows(floats& out, const floats& in, const row_ids& rows, int w) override {
+    kernels::gather_rows(view_of(out), view_of(in), rows, w);
+  }
+  void scatter_add_rows(floats& out, const floats& in, const row_ids& rows, int w) override {
+    kernels::scatter_add_rows(view_of(out), view_of(in), rows, w);
+  }
+  void scale_rows(floats& out, const floats& in, const floats& scale, int w) override {
+    kernels::scale_rows(view_of(out), view_of(in), view_of(scale), std::int64_t(scale.size()), w);
+  }
+  void row_dots(floats& out, const floats& a, const floats& b, int w) override {
+    kernels::row_dots(view_of(out), view_of(a), view_of(b), std::int64_t(out.size()), w);
   }
 };
 

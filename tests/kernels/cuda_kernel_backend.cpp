@@ -4,12 +4,16 @@
 
 #include "kernels/cuda/activations.hpp"
 #include "kernels/cuda/adam.hpp"
+#include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/dropout.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/embedding.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layernorm.hpp"
+#include "kernels/cuda/moe_permute.hpp"
 #include "kernels/cuda/rmsnorm.hpp"
 #include "kernels/cuda/rope.hpp"
+#include "kernels/cuda/squared_relu.hpp"
 #include "tensor/cuda/copy.hpp"
 #include "tensor/cuda/device_allocator.hpp"
 #include "tensor/cuda/stream.hpp"
@@ -161,6 +165,73 @@ class cuda_kernel_backend final : public kernel_backend {
       exp_avg[i].resize(values[i].size()), exp_avg_sq[i].resize(values[i].size());
       down(values[i], value[i]), down(exp_avg[i], m[i]), down(exp_avg_sq[i], v[i]);
     }
+  }
+
+  void attention(attention_io& io) override {
+    auto qkv = up(io.qkv), kv = up(io.kv), sink = up(io.sink), dout = up(io.dout), starts = up(io.document_start);
+    auto out = up(io.out), probs = up(io.probs), dqkv = up(io.dqkv), dkv = up(io.dkv), dsink = up(io.dsink);
+    auto dims = io.dims;
+    dims.document_start = io.document_start.empty() ? nullptr : starts.as<std::int32_t>();
+    device_buffer scratch({kc::attention_backward_scratch(dims)}, tensor::dtype::float32);
+    const float* kv_or_null = io.kv.empty() ? nullptr : kv.as<float>();
+    const float* sink_or_null = io.sink.empty() ? nullptr : sink.as<float>();
+    kc::attention_forward(out.as<float>(), probs.as<float>(), qkv.as<float>(), dims, io.scale, io.dropout_p,
+                          io.dropout_stream, sink_or_null, kv_or_null, stream_);
+    kc::attention_backward(dqkv.as<float>(), dout.as<float>(), qkv.as<float>(), probs.as<float>(), dims, io.scale,
+                           io.dropout_p, io.dropout_stream, scratch.as<float>(), sink_or_null,
+                           io.dsink.empty() ? nullptr : dsink.as<float>(), kv_or_null,
+                           io.kv.empty() ? nullptr : dkv.as<float>(), stream_);
+    down(io.out, out), down(io.probs, probs), down(io.dqkv, dqkv), down(io.dkv, dkv), down(io.dsink, dsink);
+  }
+
+  void dropout_apply(floats& y, const floats& x, float p, std::uint64_t stream, std::uint64_t first) override {
+    auto dy = up(y), dx = up(x);
+    kc::dropout_apply(dy.as<float>(), dx.as<float>(), std::int64_t(x.size()), p, stream, first, stream_);
+    down(y, dy);
+  }
+  void bias_dropout_add(floats& out, const floats& residual, const floats& x, const floats& bias, int n, int w,
+                        float p, std::uint64_t stream, std::uint64_t first) override {
+    auto dout = up(out), dr = up(residual), dx = up(x), db = up(bias);
+    kc::bias_dropout_add(dout.as<float>(), dr.as<float>(), dx.as<float>(), bias.empty() ? nullptr : db.as<float>(), n,
+                         w, p, stream, first, stream_);
+    down(out, dout);
+  }
+
+  void squared_relu(floats& y, floats& dx, const floats& x, const floats& dy) override {
+    auto d_y = up(y), ddx = up(dx), d_x = up(x), ddy = up(dy);
+    kc::squared_relu_forward(d_y.as<float>(), d_x.as<float>(), std::int64_t(x.size()), stream_);
+    kc::squared_relu_backward(ddx.as<float>(), ddy.as<float>(), d_x.as<float>(), std::int64_t(x.size()), stream_);
+    down(y, d_y), down(dx, ddx);
+  }
+  void weighted_squared_relu(floats& y, floats& dx, floats& dw, const floats& x, const floats& w, const floats& dy,
+                             int rows, int width) override {
+    auto d_y = up(y), ddx = up(dx), ddw = up(dw), d_x = up(x), d_w = up(w), ddy = up(dy);
+    kc::weighted_squared_relu_forward(d_y.as<float>(), d_x.as<float>(), d_w.as<float>(), rows, width, stream_);
+    kc::weighted_squared_relu_backward(ddx.as<float>(), ddw.as<float>(), ddy.as<float>(), d_x.as<float>(),
+                                       d_w.as<float>(), rows, width, stream_);
+    down(y, d_y), down(dx, ddx), down(dw, ddw);
+  }
+
+  void gather_rows(floats& out, const floats& in, const row_ids& rows, int w) override {
+    auto dout = up(out), din = up(in), dr = up(rows);
+    kc::gather_rows(dout.as<float>(), din.as<float>(), dr.as<std::int64_t>(), std::int64_t(rows.size()), w, stream_);
+    down(out, dout);
+  }
+  void scatter_add_rows(floats& out, const floats& in, const row_ids& rows, int w) override {
+    auto dout = up(out), din = up(in), dr = up(rows);
+    kc::scatter_add_rows(dout.as<float>(), din.as<float>(), dr.as<std::int64_t>(), std::int64_t(rows.size()), w,
+                         stream_);
+    down(out, dout);
+  }
+  void scale_rows(floats& out, const floats& in, const floats& scale, int w) override {
+    auto dout = up(out), din = up(in), ds = up(scale);
+    kc::scale_rows(dout.as<float>(), din.as<float>(), ds.as<float>(), std::int64_t(scale.size()), w, stream_);
+    down(out, dout);
+  }
+  void row_dots(floats& out, const floats& a, const floats& b, int w) override {
+    auto dout = up(out), da = up(a), db = up(b);
+    kc::row_dots(dout.as<float>(), da.as<float>(), db.as<float>(), std::int64_t(out.size()), w, stream_);
+    down(out, dout);
   }
 
  private:

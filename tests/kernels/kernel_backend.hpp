@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention_dims.hpp"
 #include "tensor/half_float.hpp"
 
 namespace mactor::testing {
@@ -14,6 +15,7 @@ namespace mactor::testing {
 using floats = std::vector<float>;
 using ids = std::vector<std::int32_t>;
 using bf16s = std::vector<tensor::bfloat16>;
+using row_ids = std::vector<std::int64_t>;
 
 /// How rope_apply sees x: [seq, batch, groups, heads_per_group, head_dim] with strides.
 struct rope_layout {
@@ -25,6 +27,19 @@ struct rope_layout {
 struct adam_settings {
   double lr = 1e-3, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   bool decoupled_weight_decay = true;
+};
+
+/// One attention core call, forward then backward on the forward's probabilities
+/// (kernels/attention.hpp). dims.document_start is set by the backend from document_start (empty:
+/// no document mask); kv empty: no context parallelism (dkv stays empty); sink empty: none.
+struct attention_io {
+  kernels::attention_dims dims;
+  float scale = 1, dropout_p = 0;
+  std::uint64_t dropout_stream = 0;
+  floats qkv, kv, sink, dout;
+  ids document_start;
+  // Outputs: out, probs and dqkv are sized by the caller; dkv with kv, dsink with sink (added to).
+  floats out, probs, dqkv, dkv, dsink;
 };
 
 class kernel_backend {
@@ -75,6 +90,27 @@ class kernel_backend {
   /// zero, grads[step][tensor] the gradients; returns the moments in exp_avg and exp_avg_sq.
   virtual void adam(std::vector<floats>& values, std::vector<floats>& exp_avg, std::vector<floats>& exp_avg_sq,
                     const std::vector<std::vector<floats>>& grads, const adam_settings& settings) = 0;
+
+  virtual void attention(attention_io& io) = 0;
+
+  /// y = dropout(x) with mask elements first_index + i of `stream`.
+  virtual void dropout_apply(floats& y, const floats& x, float p, std::uint64_t stream, std::uint64_t first_index) = 0;
+  /// out[n, w] = residual + dropout(x + bias); bias empty: none.
+  virtual void bias_dropout_add(floats& out, const floats& residual, const floats& x, const floats& bias, int n, int w,
+                                float p, std::uint64_t stream, std::uint64_t first_index) = 0;
+
+  /// y = relu(x)^2 and dx from dy.
+  virtual void squared_relu(floats& y, floats& dx, const floats& x, const floats& dy) = 0;
+  /// The per-row weighted form on [rows, width]: y, then dx and dw from dy.
+  virtual void weighted_squared_relu(floats& y, floats& dx, floats& dw, const floats& x, const floats& w,
+                                     const floats& dy, int rows, int width) = 0;
+
+  /// The MoE row operations on rows of width w (kernels/moe_permute.hpp): rows.size() rows
+  /// gathered or scatter-added; scale_rows over scale.size() rows, row_dots over out.size().
+  virtual void gather_rows(floats& out, const floats& in, const row_ids& rows, int w) = 0;
+  virtual void scatter_add_rows(floats& out, const floats& in, const row_ids& rows, int w) = 0;
+  virtual void scale_rows(floats& out, const floats& in, const floats& scale, int w) = 0;
+  virtual void row_dots(floats& out, const floats& a, const floats& b, int w) = 0;
 };
 
 }  // namespace mactor::testing

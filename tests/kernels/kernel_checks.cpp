@@ -1,6 +1,7 @@
 // The kernel checks: each draws inputs, runs the backend in fp32 and the CPU kernel in double on
 // the same inputs, and requires |got - want| <= tolerance * (1 + |want|) element by element.
 #include "tests/kernels/kernel_checks.hpp"
+#include "tests/kernels/kernel_check_support.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -21,27 +22,6 @@
 namespace mactor::testing {
 
 namespace {
-
-using doubles = std::vector<double>;
-
-floats random_floats(std::size_t count, std::mt19937& rng, float scale = 1.f) {
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  floats v(count);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-doubles widen(const floats& v) { return doubles(v.begin(), v.end()); }
-
-// Every element within tolerance of the reference; names the first one that is not.
-void require_close(const std::string& what, const floats& got, const doubles& want, double tolerance) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::abs(got[i] - want[i]) <= tolerance * (1 + std::abs(want[i]))) continue;
-    FAIL(what << "[" << i << "] = " << got[i] << ", reference " << want[i] << " (tolerance " << tolerance << ")");
-  }
-  SUCCEED(what << ": " << got.size() << " elements within " << tolerance);
-}
 
 struct gemm_case {
   bool trans_a, trans_b;

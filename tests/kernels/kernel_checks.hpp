@@ -18,5 +18,10 @@ void check_embedding(kernel_backend& backend);
 void check_cross_entropy(kernel_backend& backend);
 void check_rope(kernel_backend& backend);
 void check_adam(kernel_backend& backend);
+// kernel_checks_layers.cpp
+void check_attention(kernel_backend& backend);
+void check_dropout(kernel_backend& backend);
+void check_squared_relu(kernel_backend& backend);
+void check_moe_rows(kernel_backend& backend);
 
 }  // namespace mactor::testing
