@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "tensor/block_cache.hpp"
+#include "tensor/device_memory.hpp"
 #include "tensor/host_buffer.hpp"
 #include "tensor/memory_history.hpp"
 
@@ -78,11 +79,24 @@ void free_bytes(void* data, std::size_t bytes, memory_kind kind) noexcept {
 
 tensor::tensor(shape_type shape, dtype type, memory_kind kind, device where)
     : shape_(std::move(shape)), type_(type), where_(where), kind_(kind) {
-  if (where_.type != device_type::cpu)
-    throw tensor_error("a tensor on " + to_string(where_) + ": this build has no CUDA device memory yet");
   for (auto d : shape_)
     if (d < 0) throw tensor_error("a tensor of negative shape " + to_string(shape_));
-  bytes_ = static_cast<std::size_t>(numel_of(shape_)) * size_of(type_);
+  const auto bytes = static_cast<std::size_t>(numel_of(shape_)) * size_of(type_);
+  if (where_.type != device_type::cpu) {
+    // Device memory is counted by the device's caching allocator, not the host ledger.
+    const auto& memory = memory_of(where_);
+    if (bytes == 0) return;
+    data_ = memory.allocate(where_.index, bytes);
+    bytes_ = bytes;
+    try {
+      memory.fill_zero(where_.index, data_, bytes_);
+    } catch (...) {
+      release();
+      throw;
+    }
+    return;
+  }
+  bytes_ = bytes;
   if (bytes_ == 0) return;
   // Counted first: past the device's memory nothing is allocated.
   memory_ledger::host().allocated(kind_, static_cast<std::int64_t>(bytes_));
@@ -99,6 +113,12 @@ tensor::tensor(shape_type shape, dtype type, memory_kind kind, device where)
 
 void tensor::release() noexcept {
   if (!data_) return;
+  if (where_.type != device_type::cpu) {
+    memory_of(where_).release(where_.index, data_);
+    data_ = nullptr;
+    bytes_ = 0;
+    return;
+  }
   record_memory_event(false, data_, static_cast<std::int64_t>(bytes_), kind_);
   free_bytes(data_, bytes_, kind_);
   memory_ledger::host().freed(kind_, static_cast<std::int64_t>(bytes_));
@@ -130,7 +150,9 @@ tensor& tensor::operator=(tensor&& other) noexcept {
 
 tensor tensor::clone() const {
   tensor copy(shape_, type_, kind_, where_);
-  if (bytes_) std::memcpy(copy.data_, data_, bytes_);
+  if (!bytes_) return copy;
+  if (where_.type != device_type::cpu) memory_of(where_).copy(where_.index, copy.data_, data_, bytes_);
+  else std::memcpy(copy.data_, data_, bytes_);
   return copy;
 }
 
@@ -141,7 +163,9 @@ void tensor::reshape(shape_type shape) {
 }
 
 void tensor::zero() {
-  if (bytes_) std::memset(data_, 0, bytes_);
+  if (!bytes_) return;
+  if (where_.type != device_type::cpu) memory_of(where_).fill_zero(where_.index, data_, bytes_);
+  else std::memset(data_, 0, bytes_);
 }
 
 }  // namespace mactor::tensor

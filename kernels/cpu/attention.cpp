@@ -4,6 +4,7 @@
 // first row's document start: starts never decrease along a sequence).
 #include "kernels/attention.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <omp.h>
 
@@ -296,6 +297,9 @@ void attention_forward(tensor::tensor_view out, tensor::tensor_view probs,
   detail::need(k, "out", out, rows_of(dims) * dims.heads * dims.head_dim);
   detail::need(k, "probs", probs, probs_of(dims));
   detail::need(k, "qkv", qkv, rows_of(dims) * dims.qkv_width());
+  if (on_device(out))
+    return device_kernels_for("attention_forward", out).attention_forward(out, probs, qkv, dims,
+        scale, dropout_p, dropout_stream, sink, kv);
   detail::fp32_stage stage;
   dispatch_compute(k, out.type, out.where, [&](auto zero) {
     using T = decltype(zero);
@@ -324,6 +328,9 @@ void attention_backward(tensor::tensor_view dqkv, tensor::const_tensor_view dout
   detail::need(k, "dout", dout, rows_of(dims) * dims.heads * dims.head_dim);
   detail::need(k, "qkv", qkv, rows_of(dims) * dims.qkv_width());
   detail::need(k, "probs", probs, probs_of(dims));
+  if (on_device(dqkv))
+    return device_kernels_for("attention_backward", dqkv).attention_backward(dqkv, dout, qkv, probs,
+        dims, scale, dropout_p, dropout_stream, sink, dsink, kv, dkv);
   detail::fp32_stage stage;
   dispatch_compute(k, dqkv.type, dqkv.where, [&](auto zero) {
     using T = decltype(zero);

@@ -2,6 +2,7 @@
 // Float rows go through the SIMD helpers in vector_math; double keeps std::exp.
 #include "kernels/cross_entropy.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -96,6 +97,9 @@ void cross_entropy_row_max(tensor::tensor_view row_max, tensor::const_tensor_vie
   const char* k = "cross_entropy_row_max";
   check_compatible(k, {row_max, logits});
   detail::need(k, "row_max", row_max, n), detail::need(k, "logits", logits, std::int64_t(n) * v);
+  if (on_device(row_max))
+    return device_kernels_for("cross_entropy_row_max", row_max).cross_entropy_row_max(row_max,
+        logits, n, v);
   detail::fp32_stage stage;
   dispatch_compute(k, logits.type, logits.where, [&](auto zero) {
     using T = decltype(zero);
@@ -110,6 +114,9 @@ void cross_entropy_shard_sums(tensor::tensor_view sum_exp, tensor::tensor_view t
   check_compatible(k, {sum_exp, target_logit, logits, row_max});
   detail::need(k, "sum_exp", sum_exp, n), detail::need(k, "target_logit", target_logit, n);
   detail::need(k, "logits", logits, std::int64_t(n) * v), detail::need(k, "row_max", row_max, n);
+  if (on_device(sum_exp))
+    return device_kernels_for("cross_entropy_shard_sums", sum_exp).cross_entropy_shard_sums(sum_exp,
+        target_logit, logits, row_max, labels, n, v, vocab_start);
   detail::fp32_stage stage;
   dispatch_compute(k, logits.type, logits.where, [&](auto zero) {
     using T = decltype(zero);
@@ -126,6 +133,9 @@ void cross_entropy_loss(tensor::tensor_view loss, tensor::const_tensor_view sum_
   check_compatible(k, {loss, sum_exp, row_max, target_logit});
   detail::need(k, "loss", loss, n), detail::need(k, "sum_exp", sum_exp, n);
   detail::need(k, "row_max", row_max, n), detail::need(k, "target_logit", target_logit, n);
+  if (on_device(loss))
+    return device_kernels_for("cross_entropy_loss", loss).cross_entropy_loss(loss, sum_exp, row_max,
+        target_logit, n);
   detail::fp32_stage stage;
   dispatch_compute(k, loss.type, loss.where, [&](auto zero) {
     using T = decltype(zero);
@@ -141,6 +151,9 @@ void cross_entropy_backward(tensor::tensor_view exps, tensor::const_tensor_view 
   check_compatible(k, {exps, sum_exp, grad_scale});
   detail::need(k, "exps", exps, std::int64_t(n) * v), detail::need(k, "sum_exp", sum_exp, n);
   detail::need(k, "grad_scale", grad_scale, n);
+  if (on_device(exps))
+    return device_kernels_for("cross_entropy_backward", exps).cross_entropy_backward(exps, sum_exp,
+        labels, grad_scale, n, v, vocab_start);
   detail::fp32_stage stage;
   dispatch_compute(k, exps.type, exps.where, [&](auto zero) {
     using T = decltype(zero);

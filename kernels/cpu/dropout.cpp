@@ -1,6 +1,7 @@
 // Dropout and bias-dropout-add with regenerated masks.
 #include "kernels/dropout.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -77,6 +78,8 @@ void dropout_apply(tensor::tensor_view y, tensor::const_tensor_view x, std::int6
                    std::uint64_t stream, std::uint64_t first_index) {
   check_compatible("dropout_apply", {y, x});
   detail::need("dropout_apply", "y", y, n), detail::need("dropout_apply", "x", x, n);
+  if (on_device(y))
+    return device_kernels_for("dropout_apply", y).dropout_apply(y, x, n, p, stream, first_index);
   detail::fp32_stage stage;
   dispatch_compute("dropout_apply", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
@@ -92,6 +95,9 @@ void bias_dropout_add(tensor::tensor_view out, tensor::const_tensor_view residua
   const std::int64_t nw = std::int64_t(n) * w;
   detail::need(k, "out", out, nw), detail::need(k, "residual", residual, nw);
   detail::need(k, "x", x, nw), detail::need_optional(k, "bias", bias, w);
+  if (on_device(out))
+    return device_kernels_for("bias_dropout_add", out).bias_dropout_add(out, residual, x, bias, n,
+        w, p, stream, first_index);
   detail::fp32_stage stage;
   dispatch_compute(k, out.type, out.where, [&](auto zero) {
     using T = decltype(zero);

@@ -2,6 +2,7 @@
 // so two tokens with the same id never race on one row.
 #include "kernels/embedding.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <omp.h>
 
@@ -62,6 +63,9 @@ void embedding_forward(tensor::tensor_view out, tensor::const_tensor_view table,
   detail::need("embedding_forward", "out", out, std::int64_t(n) * hidden);
   detail::need("embedding_forward", "table", table,
                std::int64_t(vocab_end - vocab_start) * hidden);
+  if (on_device(out))
+    return device_kernels_for("embedding_forward", out).embedding_forward(out, table, ids, n,
+        hidden, vocab_start, vocab_end, beta);
   detail::fp32_stage stage;
   dispatch_compute("embedding_forward", out.type, out.where, [&](auto zero) {
     using T = decltype(zero);
@@ -77,6 +81,9 @@ void embedding_backward(tensor::tensor_view dtable, tensor::const_tensor_view do
   detail::need("embedding_backward", "dtable", dtable,
                std::int64_t(vocab_end - vocab_start) * hidden);
   detail::need("embedding_backward", "dout", dout, std::int64_t(n) * hidden);
+  if (on_device(dtable))
+    return device_kernels_for("embedding_backward", dtable).embedding_backward(dtable, dout, ids, n,
+        hidden, vocab_start, vocab_end);
   detail::fp32_stage stage;
   dispatch_compute("embedding_backward", dtable.type, dtable.where, [&](auto zero) {
     using T = decltype(zero);

@@ -1,6 +1,7 @@
 // GeLU forward/backward (erf and tanh forms).
 #include "kernels/gelu.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -77,6 +78,8 @@ void gelu_forward(tensor::tensor_view y, tensor::const_tensor_view x, std::int64
   check_compatible("gelu_forward", {y, x});
   detail::need("gelu_forward", "y", y, n);
   detail::need("gelu_forward", "x", x, n);
+  if (on_device(y))
+    return device_kernels_for("gelu_forward", y).gelu_forward(y, x, n, tanh_approximation);
   detail::fp32_stage stage;
   dispatch_compute("gelu_forward", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
@@ -90,6 +93,8 @@ void gelu_backward(tensor::tensor_view dx, tensor::const_tensor_view dy,
   detail::need("gelu_backward", "dx", dx, n);
   detail::need("gelu_backward", "dy", dy, n);
   detail::need("gelu_backward", "x", x, n);
+  if (on_device(dx))
+    return device_kernels_for("gelu_backward", dx).gelu_backward(dx, dy, x, n, tanh_approximation);
   detail::fp32_stage stage;
   dispatch_compute("gelu_backward", dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);

@@ -1,6 +1,7 @@
 // OpenBLAS-backed GEMM; timing counters feed the benchmark's "share of time in GEMM".
 #include "kernels/gemm.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <cblas.h>
 #include <omp.h>
@@ -125,6 +126,8 @@ void linear_forward(tensor::const_tensor_view x, tensor::const_tensor_view w, te
   detail::need("linear_forward", "x", x, std::int64_t(rows) * in);
   detail::need("linear_forward", "w", w, std::int64_t(out) * in);
   detail::need("linear_forward", "y", y, std::int64_t(rows) * out);
+  if (on_device(x))
+    return device_kernels_for("linear_forward", x).linear_forward(x, w, y, rows, in, out, beta);
   detail::fp32_stage stage;
   dispatch_compute("linear_forward", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
@@ -140,6 +143,9 @@ void linear_backward_input(tensor::const_tensor_view dy, tensor::const_tensor_vi
   detail::need("linear_backward_input", "dy", dy, std::int64_t(rows) * out);
   detail::need("linear_backward_input", "w", w, std::int64_t(out) * in);
   detail::need("linear_backward_input", "dx", dx, std::int64_t(rows) * in);
+  if (on_device(dy))
+    return device_kernels_for("linear_backward_input", dy).linear_backward_input(dy, w, dx, rows,
+        in, out, beta);
   detail::fp32_stage stage;
   dispatch_compute("linear_backward_input", dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);
@@ -155,6 +161,9 @@ void linear_backward_weight(tensor::const_tensor_view dy, tensor::const_tensor_v
   detail::need("linear_backward_weight", "dy", dy, std::int64_t(rows) * out);
   detail::need("linear_backward_weight", "x", x, std::int64_t(rows) * in);
   detail::need("linear_backward_weight", "dw", dw, std::int64_t(out) * in);
+  if (on_device(dy))
+    return device_kernels_for("linear_backward_weight", dy).linear_backward_weight(dy, x, dw, rows,
+        in, out);
   detail::fp32_stage stage;
   dispatch_compute("linear_backward_weight", dw.type, dw.where, [&](auto zero) {
     using T = decltype(zero);

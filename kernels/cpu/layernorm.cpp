@@ -1,6 +1,7 @@
 // LayerNorm forward/backward; statistics are accumulated in double for float inputs.
 #include "kernels/layernorm.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -107,6 +108,9 @@ void layernorm_forward(tensor::tensor_view y, tensor::tensor_view mean, tensor::
   detail::need(k, "y", y, nh), detail::need(k, "x", x, nh);
   detail::need(k, "mean", mean, n), detail::need(k, "rstd", rstd, n);
   detail::need(k, "gamma", gamma, h), detail::need_optional(k, "beta", beta, h);
+  if (on_device(y))
+    return device_kernels_for("layernorm_forward", y).layernorm_forward(y, mean, rstd, x, gamma,
+        beta, n, h, eps, zero_centered_gamma);
   detail::fp32_stage stage;
   dispatch_compute(k, y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
@@ -130,6 +134,9 @@ void layernorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
   if (dbeta.data && !dgamma.data) throw std::invalid_argument("layernorm_backward: dbeta without dgamma");
   detail::need(k, "gamma", gamma, h);
   detail::need(k, "mean", mean, n), detail::need(k, "rstd", rstd, n);
+  if (on_device(dx))
+    return device_kernels_for("layernorm_backward", dx).layernorm_backward(dx, dgamma, dbeta, dy, x,
+        gamma, mean, rstd, n, h, zero_centered_gamma, accumulate_dx);
   detail::fp32_stage stage;
   dispatch_compute(k, dy.type, dy.where, [&](auto zero) {
     using T = decltype(zero);

@@ -1,6 +1,7 @@
 // RMSNorm forward/backward; the mean square is accumulated in double for float inputs.
 #include "kernels/rmsnorm.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -80,6 +81,9 @@ void rmsnorm_forward(tensor::tensor_view y, tensor::tensor_view rstd, tensor::co
   const std::int64_t nh = std::int64_t(n) * h;
   detail::need(k, "y", y, nh), detail::need(k, "x", x, nh);
   detail::need(k, "rstd", rstd, n), detail::need(k, "gamma", gamma, h);
+  if (on_device(y))
+    return device_kernels_for("rmsnorm_forward", y).rmsnorm_forward(y, rstd, x, gamma, n, h, eps,
+        zero_centered_gamma);
   detail::fp32_stage stage;
   dispatch_compute(k, y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
@@ -99,6 +103,9 @@ void rmsnorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
   detail::need_optional(k, "dx", dx, nh), detail::need(k, "dy", dy, nh), detail::need(k, "x", x, nh);
   detail::need_optional(k, "dgamma", dgamma, h), detail::need(k, "gamma", gamma, h);
   detail::need(k, "rstd", rstd, n);
+  if (on_device(dx))
+    return device_kernels_for("rmsnorm_backward", dx).rmsnorm_backward(dx, dgamma, dy, x, gamma,
+        rstd, n, h, zero_centered_gamma, accumulate_dx);
   detail::fp32_stage stage;
   dispatch_compute(k, dy.type, dy.where, [&](auto zero) {
     using T = decltype(zero);

@@ -1,6 +1,7 @@
 // RoPE frequencies, tables and in-place rotation.
 #include "kernels/rope.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <cmath>
 #include <numbers>
@@ -108,6 +109,9 @@ void rope_apply(tensor::tensor_view x, tensor::const_tensor_view cos, tensor::co
   detail::need("rope_apply", "x", x, std::int64_t(seq) * batch * row_stride);
   detail::need("rope_apply", "cos", cos, std::int64_t(seq) * rot_dim / 2);
   detail::need("rope_apply", "sin", sin, std::int64_t(seq) * rot_dim / 2);
+  if (on_device(x))
+    return device_kernels_for("rope_apply", x).rope_apply(x, cos, sin, seq, batch, groups,
+        heads_per_group, head_dim, rot_dim, row_stride, group_stride, interleaved, inverse);
   detail::fp32_stage stage;
   dispatch_compute("rope_apply", x.type, x.where, [&](auto zero) {
     using T = decltype(zero);

@@ -1,6 +1,7 @@
 // Squared ReLU forward/backward: element-wise loops the compiler vectorizes.
 #include "kernels/squared_relu.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <algorithm>
 
@@ -63,6 +64,8 @@ void squared_relu_forward(tensor::tensor_view y, tensor::const_tensor_view x, st
   check_compatible("squared_relu_forward", {y, x});
   detail::need("squared_relu_forward", "y", y, n);
   detail::need("squared_relu_forward", "x", x, n);
+  if (on_device(y))
+    return device_kernels_for("squared_relu_forward", y).squared_relu_forward(y, x, n);
   detail::fp32_stage stage;
   dispatch_compute("squared_relu_forward", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
@@ -76,6 +79,8 @@ void squared_relu_backward(tensor::tensor_view dx, tensor::const_tensor_view dy,
   detail::need("squared_relu_backward", "dx", dx, n);
   detail::need("squared_relu_backward", "dy", dy, n);
   detail::need("squared_relu_backward", "x", x, n);
+  if (on_device(dx))
+    return device_kernels_for("squared_relu_backward", dx).squared_relu_backward(dx, dy, x, n);
   detail::fp32_stage stage;
   dispatch_compute("squared_relu_backward", dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);

@@ -1,6 +1,7 @@
 // SwiGLU forward/backward.
 #include "kernels/swiglu.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -49,6 +50,7 @@ void swiglu_forward(tensor::tensor_view y, tensor::const_tensor_view x, int n, i
   check_compatible("swiglu_forward", {y, x});
   detail::need("swiglu_forward", "y", y, std::int64_t(n) * f);
   detail::need("swiglu_forward", "x", x, std::int64_t(n) * 2 * f);
+  if (on_device(y)) return device_kernels_for("swiglu_forward", y).swiglu_forward(y, x, n, f);
   detail::fp32_stage stage;
   dispatch_compute("swiglu_forward", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
@@ -62,6 +64,8 @@ void swiglu_backward(tensor::tensor_view dx, tensor::const_tensor_view dy,
   detail::need("swiglu_backward", "dx", dx, std::int64_t(n) * 2 * f);
   detail::need("swiglu_backward", "dy", dy, std::int64_t(n) * f);
   detail::need("swiglu_backward", "x", x, std::int64_t(n) * 2 * f);
+  if (on_device(dx))
+    return device_kernels_for("swiglu_backward", dx).swiglu_backward(dx, dy, x, n, f);
   detail::fp32_stage stage;
   dispatch_compute("swiglu_backward", dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);

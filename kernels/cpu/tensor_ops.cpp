@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 #include "kernels/dispatch.hpp"
 
 namespace mactor::kernels {
@@ -46,6 +47,7 @@ void check_same_type(const char* kernel, std::initializer_list<tensor::const_ten
 }
 
 void scale(tensor::tensor_view x, double factor) {
+  if (on_device(x)) return device_kernels_for("scale", x).scale(x, factor);
   detail::fp32_stage stage;
   dispatch_compute("scale", x.type, x.where, [&](auto zero) {
     using T = decltype(zero);
@@ -61,6 +63,7 @@ void add(tensor::tensor_view dst, tensor::const_tensor_view src) {
   if (dst.numel() != src.numel())
     throw tensor::tensor_error("kernel add: " + std::to_string(src.numel()) + " elements into " +
                                std::to_string(dst.numel()));
+  if (on_device(dst)) return device_kernels_for("add", dst).add(dst, src);
   detail::fp32_stage stage;
   dispatch_compute("add", dst.type, dst.where, [&](auto zero) {
     using T = decltype(zero);
@@ -77,13 +80,12 @@ void copy(tensor::tensor_view dst, tensor::const_tensor_view src) {
   if (dst.numel() != src.numel())
     throw tensor::tensor_error("kernel copy: " + std::to_string(src.numel()) + " elements into " +
                                std::to_string(dst.numel()));
-  if (dst.where.type != tensor::device_type::cpu)
-    throw unsupported_kernel("copy", dst.type, dst.where);
+  if (on_device(dst)) return device_kernels_for("copy", dst).copy(dst, src);
   if (dst.nbytes()) std::memmove(dst.data, src.data, dst.nbytes());
 }
 
 void fill_zero(tensor::tensor_view x) {
-  if (x.where.type != tensor::device_type::cpu) throw unsupported_kernel("fill_zero", x.type, x.where);
+  if (on_device(x)) return device_kernels_for("fill_zero", x).fill_zero(x);
   if (x.nbytes()) std::memset(x.data, 0, x.nbytes());
 }
 

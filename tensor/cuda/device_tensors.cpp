@@ -1,0 +1,41 @@
+// CUDA device memory for mactor tensors.
+#include "tensor/cuda/device_tensors.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include "tensor/cuda/current_stream.hpp"
+#include "tensor/cuda/device.hpp"
+#include "tensor/cuda/device_allocator.hpp"
+#include "tensor/device_memory.hpp"
+
+namespace mactor::cuda {
+
+namespace {
+
+void* allocate(int index, std::size_t bytes) { return device_allocator(index).allocate(bytes); }
+
+void release(int index, void* data) noexcept { device_allocator(index).deallocate(data); }
+
+void fill_zero(int, void* data, std::size_t bytes) {
+  const auto s = current_stream();
+  detail::check(cudaMemsetAsync(data, 0, bytes, s), "cudaMemsetAsync (a device tensor's zeros)");
+  detail::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (a device tensor's zeros)");
+}
+
+void copy(int, void* dst, const void* src, std::size_t bytes) {
+  const auto s = current_stream();
+  detail::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync (a device tensor's clone)");
+  detail::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (a device tensor's clone)");
+}
+
+}  // namespace
+
+void enable_device_tensors() {
+  static const bool registered = [] {
+    tensor::register_device_memory(tensor::device_type::cuda, {allocate, release, fill_zero, copy});
+    return true;
+  }();
+  (void)registered;
+}
+
+}  // namespace mactor::cuda

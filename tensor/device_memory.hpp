@@ -1,0 +1,31 @@
+// How a tensor reaches a device's memory. The tensor layer knows no CUDA: a device backend
+// (tensor/cuda/device_tensors.hpp) registers these functions for its device type, and
+// tensor(shape, type, kind, device) then allocates, zeroes, copies and frees through them.
+// Without a registration a tensor on that device is an error naming the device and the fix.
+#pragma once
+
+#include <cstddef>
+
+#include "tensor/dtype.hpp"
+
+namespace mactor::tensor {
+
+struct device_memory {
+  /// `bytes` of device `index`'s memory; throws when there are none.
+  void* (*allocate)(int index, std::size_t bytes);
+  /// Gives back a block of allocate().
+  void (*release)(int index, void* data) noexcept;
+  /// Sets `bytes` bytes to zero; done when it returns.
+  void (*fill_zero)(int index, void* data, std::size_t bytes);
+  /// Copies between two blocks of device `index`; done when it returns.
+  void (*copy)(int index, void* dst, const void* src, std::size_t bytes);
+};
+
+/// Installs `memory` for tensors on devices of `type` (not cpu); a later call replaces it.
+void register_device_memory(device_type type, const device_memory& memory);
+
+/// The registered functions for `where`'s device type; throws tensor_error naming the device
+/// when none are registered.
+const device_memory& memory_of(device where);
+
+}  // namespace mactor::tensor

@@ -1,0 +1,181 @@
+// The kernels' tensor entry points on mactor tensors in CUDA memory (kernels/cuda/tensor_kernels):
+// each runs on device tensors and on host tensors holding the same values, and the results must
+// agree. The device tests are skipped without a device; the first case runs everywhere.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "kernels/cross_entropy.hpp"
+#include "kernels/cuda/tensor_kernels.hpp"
+#include "kernels/dropout.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/gelu.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/layernorm.hpp"
+#include "kernels/rmsnorm.hpp"
+#include "kernels/rope.hpp"
+#include "kernels/swiglu.hpp"
+#include "kernels/tensor_ops.hpp"
+#include "tensor/cuda/copy.hpp"
+#include "tensor/cuda/current_stream.hpp"
+#include "tensor/cuda/device.hpp"
+#include "tests/require_cuda_device.hpp"
+
+using namespace mactor;
+
+namespace {
+
+const tensor::device gpu{tensor::device_type::cuda, 0};
+
+// A host tensor of `n` fp32 values in [-scale, scale), and the same on the device.
+struct pair {
+  tensor::tensor host, device;
+};
+
+pair random_pair(std::int64_t n, std::mt19937& rng, float scale = 1.f) {
+  pair p{tensor::tensor({n}, tensor::dtype::float32, tensor::memory_kind::other),
+         tensor::tensor({n}, tensor::dtype::float32, tensor::memory_kind::other, gpu)};
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  for (auto& v : p.host.host<float>()) v = dist(rng);
+  cuda::copy(p.device, p.host, cuda::current_stream());
+  return p;
+}
+
+// The device tensor's values next to the host's: within tolerance * (1 + |host|) each.
+void require_same(const char* what, const pair& p, double tolerance) {
+  const auto back = cuda::to_host(p.device, tensor::memory_kind::other, cuda::current_stream());
+  const auto got = back.host<float>(), want = p.host.host<float>();
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (std::abs(got[i] - want[i]) > tolerance * (1 + std::abs(want[i])))
+      FAIL(what << "[" << i << "]: device " << got[i] << ", host " << want[i]);
+  SUCCEED(what << ": " << want.size() << " elements agree");
+}
+
+// Ids on the device, as four bytes each in an fp32 tensor.
+tensor::tensor device_ids(const std::vector<std::int32_t>& ids) {
+  tensor::tensor d({std::int64_t(ids.size())}, tensor::dtype::float32, tensor::memory_kind::other, gpu);
+  cuda::copy(d, tensor::const_tensor_view{ids.data(), {std::int64_t(ids.size())}, tensor::dtype::float32},
+             cuda::current_stream());
+  return d;
+}
+
+void start_on_device() {
+  kernels::cuda::enable_cuda_backend();
+  testing::require_cuda_device();
+}
+
+}  // namespace
+
+TEST_CASE("cuda backend: a device tensor where there is no device names it", "[cuda][detect]") {
+  kernels::cuda::enable_cuda_backend();
+  const int missing = cuda::device_count();
+  CHECK_THROWS_WITH(tensor::tensor({4}, tensor::dtype::float32, tensor::memory_kind::other,
+                                   {tensor::device_type::cuda, missing}),
+                    Catch::Contains("no CUDA device " + std::to_string(missing)));
+}
+
+TEST_CASE("cuda entry points: tensor ops linears norms and activations agree with the host", "[cuda][device]") {
+  start_on_device();
+  std::mt19937 rng(7);
+  const int rows = 33, in = 40, out = 24;
+  auto x = random_pair(rows * in, rng), w = random_pair(out * in, rng), y = random_pair(rows * out, rng);
+  for (auto* t : {&y.host, &y.device}) kernels::fill_zero(*t);
+  kernels::linear_forward(x.host, w.host, y.host, rows, in, out);
+  kernels::linear_forward(x.device, w.device, y.device, rows, in, out);
+  require_same("linear_forward", y, 1e-5);
+  auto dx = random_pair(rows * in, rng), dw = random_pair(out * in, rng);
+  kernels::linear_backward_input(y.host, w.host, dx.host, rows, in, out);
+  kernels::linear_backward_input(y.device, w.device, dx.device, rows, in, out);
+  kernels::linear_backward_weight(y.host, x.host, dw.host, rows, in, out);
+  kernels::linear_backward_weight(y.device, x.device, dw.device, rows, in, out);
+  require_same("linear_backward_input", dx, 1e-4), require_same("linear_backward_weight", dw, 1e-4);
+
+  auto gamma = random_pair(in, rng), rstd = random_pair(rows, rng), mean = random_pair(rows, rng);
+  auto normed = random_pair(rows * in, rng), dgamma = random_pair(in, rng);
+  kernels::rmsnorm_forward(normed.host, rstd.host, x.host, gamma.host, rows, in, 1e-5, false);
+  kernels::rmsnorm_forward(normed.device, rstd.device, x.device, gamma.device, rows, in, 1e-5, false);
+  require_same("rmsnorm_forward", normed, 1e-5), require_same("rmsnorm rstd", rstd, 1e-5);
+  kernels::rmsnorm_backward(dx.host, dgamma.host, normed.host, x.host, gamma.host, rstd.host, rows, in, false, false);
+  kernels::rmsnorm_backward(dx.device, dgamma.device, normed.device, x.device, gamma.device, rstd.device, rows, in,
+                            false, false);
+  require_same("rmsnorm dx", dx, 1e-4), require_same("rmsnorm dgamma", dgamma, 1e-4);
+  kernels::layernorm_forward(normed.host, mean.host, rstd.host, x.host, gamma.host, {}, rows, in, 1e-5, true);
+  kernels::layernorm_forward(normed.device, mean.device, rstd.device, x.device, gamma.device, {}, rows, in, 1e-5, true);
+  require_same("layernorm_forward", normed, 1e-5), require_same("layernorm mean", mean, 1e-5);
+
+  auto act = random_pair(rows * in, rng);
+  kernels::gelu_forward(act.host, x.host, rows * in, true);
+  kernels::gelu_forward(act.device, x.device, rows * in, true);
+  require_same("gelu_forward", act, 1e-5);
+  kernels::swiglu_forward(act.host, x.host, rows, in / 2);
+  kernels::swiglu_forward(act.device, x.device, rows, in / 2);
+  require_same("swiglu_forward", act, 1e-5);
+  kernels::scale(act.host, 0.5), kernels::scale(act.device, 0.5);
+  kernels::add(act.host, x.host), kernels::add(act.device, x.device);
+  require_same("scale and add", act, 1e-6);
+  kernels::copy(act.host, x.host);
+  kernels::copy(act.device, x.device);
+  require_same("copy", act, 0);
+}
+
+TEST_CASE("cuda entry points: dropout attention rope embedding and the loss agree with the host", "[cuda][device]") {
+  start_on_device();
+  std::mt19937 rng(8);
+  const int n = 16, h = 24;
+  auto x = random_pair(n * h, rng), residual = random_pair(n * h, rng), bias = random_pair(h, rng);
+  auto out = random_pair(n * h, rng);
+  kernels::bias_dropout_add(out.host, residual.host, x.host, bias.host, n, h, 0.25f, 5, 100);
+  kernels::bias_dropout_add(out.device, residual.device, x.device, bias.device, n, h, 0.25f, 5, 100);
+  require_same("bias_dropout_add", out, 0);  // the same masks and the same roundings: the same bits
+  kernels::dropout_apply(out.host, x.host, n * h, 0.5f, 9, 0);
+  kernels::dropout_apply(out.device, x.device, n * h, 0.5f, 9, 0);
+  require_same("dropout_apply", out, 0);
+
+  kernels::attention_dims d;
+  d.seq = 12, d.batch = 2, d.heads = 4, d.groups = 2, d.head_dim = 8, d.total_heads = 4;
+  const std::int64_t rows = std::int64_t(d.seq) * d.batch;
+  auto qkv = random_pair(rows * d.qkv_width(), rng), context = random_pair(rows * d.heads * d.head_dim, rng);
+  auto probs = random_pair(std::int64_t(d.batch) * d.heads * d.seq * d.seq, rng);
+  auto dqkv = random_pair(qkv.host.numel(), rng);
+  kernels::attention_forward(context.host, probs.host, qkv.host, d, 0.35, 0.1f, 3);
+  kernels::attention_forward(context.device, probs.device, qkv.device, d, 0.35, 0.1f, 3);
+  require_same("attention context", context, 1e-5), require_same("attention probs", probs, 1e-5);
+  kernels::attention_backward(dqkv.host, context.host, qkv.host, probs.host, d, 0.35, 0.1f, 3);
+  kernels::attention_backward(dqkv.device, context.device, qkv.device, probs.device, d, 0.35, 0.1f, 3);
+  require_same("attention dqkv", dqkv, 1e-4);
+
+  auto cos = random_pair(d.seq * d.head_dim / 2, rng), sin = random_pair(d.seq * d.head_dim / 2, rng);
+  // The queries and the key of each group rotate (the values do not), as the attention layer does.
+  kernels::rope_apply(qkv.host, cos.host, sin.host, d.seq, d.batch, d.groups, d.heads / d.groups + 1, d.head_dim,
+                      d.head_dim, d.qkv_width(), d.qkv_width() / d.groups, false, false);
+  kernels::rope_apply(qkv.device, cos.device, sin.device, d.seq, d.batch, d.groups, d.heads / d.groups + 1,
+                      d.head_dim, d.head_dim, d.qkv_width(), d.qkv_width() / d.groups, false, false);
+  require_same("rope_apply", qkv, 1e-6);
+
+  const int vocab = 50, tokens = 20, hidden = 16;
+  std::vector<std::int32_t> ids(tokens);
+  for (int i = 0; i < tokens; ++i) ids[i] = (i * 17) % vocab;
+  const auto ids_on_device = device_ids(ids);
+  const auto* device_id_ptr = static_cast<const std::int32_t*>(ids_on_device.data());
+  auto table = random_pair(vocab * hidden, rng), embedded = random_pair(tokens * hidden, rng);
+  kernels::embedding_forward(embedded.host, table.host, ids.data(), tokens, hidden, 0, vocab);
+  kernels::embedding_forward(embedded.device, table.device, device_id_ptr, tokens, hidden, 0, vocab);
+  require_same("embedding_forward", embedded, 0);
+
+  auto logits = random_pair(tokens * vocab, rng, 4.f), row_max = random_pair(tokens, rng);
+  auto sum_exp = random_pair(tokens, rng), target = random_pair(tokens, rng), loss = random_pair(tokens, rng);
+  auto grad_scale = random_pair(tokens, rng);
+  for (auto side : {&pair::host, &pair::device}) {
+    const std::int32_t* labels = side == &pair::host ? ids.data() : device_id_ptr;
+    kernels::cross_entropy_row_max(row_max.*side, logits.*side, tokens, vocab);
+    kernels::cross_entropy_shard_sums(sum_exp.*side, target.*side, logits.*side, row_max.*side, labels, tokens, vocab, 0);
+    kernels::cross_entropy_loss(loss.*side, sum_exp.*side, row_max.*side, target.*side, tokens);
+    kernels::cross_entropy_backward(logits.*side, sum_exp.*side, labels, grad_scale.*side, tokens, vocab, 0);
+  }
+  require_same("cross-entropy loss", loss, 1e-5), require_same("cross-entropy dlogits", logits, 1e-5);
+}
