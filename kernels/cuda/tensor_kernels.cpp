@@ -6,6 +6,7 @@
 #include "kernels/cuda/activations.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
+#include "kernels/cuda/device_stage.hpp"
 #include "kernels/cuda/dropout.hpp"
 #include "kernels/cuda/embedding.hpp"
 #include "kernels/cuda/gemm.hpp"
@@ -27,34 +28,30 @@ namespace {
 
 using tensor::dtype;
 
-// The view's floats; an empty view (an optional argument left out) is nullptr.
-float* f32(const char* kernel, const tensor::tensor_view& v) {
-  if (!v.data) return nullptr;
-  if (v.type != dtype::float32) throw unsupported_kernel(kernel, v.type, v.where);
-  return static_cast<float*>(v.data);
-}
-const float* f32(const char* kernel, const tensor::const_tensor_view& v) {
-  if (!v.data) return nullptr;
-  if (v.type != dtype::float32) throw unsupported_kernel(kernel, v.type, v.where);
-  return static_cast<const float*>(v.data);
-}
-
 stream_handle current() { return mactor::cuda::current_stream(); }
 
-// One GEMM of the linears in fp32 or bf16 (every operand of the one dtype).
+// One GEMM of the linears: bf16 through cuBLASLt when every operand is bf16, else in fp32 (16-bit
+// operands staged).
 void linear_gemm(const char* kernel, bool ta, bool tb, int m, int n, int k, tensor::const_tensor_view a, int lda,
                  tensor::const_tensor_view b, int ldb, double beta, tensor::tensor_view c, int ldc) {
   if (c.type == dtype::bfloat16 && a.type == dtype::bfloat16 && b.type == dtype::bfloat16)
     return gemm(ta, tb, m, n, k, 1.f, static_cast<const tensor::bfloat16*>(a.data), lda,
                 static_cast<const tensor::bfloat16*>(b.data), ldb, float(beta), static_cast<tensor::bfloat16*>(c.data),
                 ldc, current());
-  gemm(ta, tb, m, n, k, 1.f, f32(kernel, a), lda, f32(kernel, b), ldb, float(beta), f32(kernel, c), ldc, current());
+  device_stage stage(kernel);
+  gemm(ta, tb, m, n, k, 1.f, stage.f32(a), lda, stage.f32(b), ldb, float(beta), stage.f32(c), ldc, current());
 }
 
 class cuda_tensor_kernels final : public device_kernels {
  public:
-  void scale(view x, double factor) override { cuda::scale(f32("scale", x), x.numel(), float(factor), current()); }
-  void add(view dst, input src) override { cuda::add(f32("add", dst), f32("add", src), dst.numel(), current()); }
+  void scale(view x, double factor) override {
+    device_stage k("scale");
+    cuda::scale(k.f32(x), x.numel(), float(factor), current());
+  }
+  void add(view dst, input src) override {
+    device_stage k("add");
+    cuda::add(k.f32(dst), k.f32(src), dst.numel(), current());
+  }
   void copy(view dst, input src) override {
     if (src.where != dst.where) throw unsupported_kernel("copy (between devices)", dst.type, dst.where);
     mactor::cuda::detail::check(cudaMemcpyAsync(dst.data, src.data, dst.nbytes(), cudaMemcpyDeviceToDevice, current()),
@@ -75,117 +72,121 @@ class cuda_tensor_kernels final : public device_kernels {
   }
 
   void rmsnorm_forward(view y, view rstd, input x, input gamma, int n, int h, double eps, bool zc) override {
-    const char* k = "rmsnorm_forward";
-    cuda::rmsnorm_forward(f32(k, y), f32(k, rstd), f32(k, x), f32(k, gamma), n, h, float(eps), zc, current());
+    device_stage k("rmsnorm_forward");
+    cuda::rmsnorm_forward(k.f32(y), k.f32(rstd), k.f32(x), k.f32(gamma), n, h, float(eps), zc, current());
   }
   void rmsnorm_backward(view dx, view dgamma, input dy, input x, input gamma, input rstd, int n, int h, bool zc,
                         bool accumulate_dx) override {
-    const char* k = "rmsnorm_backward (split: dx or dgamma alone)";
-    if (!dx.data || !dgamma.data) throw unsupported_kernel(k, dy.type, dy.where);
-    k = "rmsnorm_backward";
-    cuda::rmsnorm_backward(f32(k, dx), f32(k, dgamma), f32(k, dy), f32(k, x), f32(k, gamma), f32(k, rstd), n, h, zc,
+    if (!dx.data || !dgamma.data)
+      throw unsupported_kernel("rmsnorm_backward (split: dx or dgamma alone)", dy.type, dy.where);
+    device_stage k("rmsnorm_backward");
+    cuda::rmsnorm_backward(k.f32(dx), k.f32(dgamma), k.f32(dy), k.f32(x), k.f32(gamma), k.f32(rstd), n, h, zc,
                            accumulate_dx, current());
   }
   void layernorm_forward(view y, view mean, view rstd, input x, input gamma, input beta, int n, int h, double eps,
                          bool zc) override {
-    const char* k = "layernorm_forward";
-    cuda::layernorm_forward(f32(k, y), f32(k, mean), f32(k, rstd), f32(k, x), f32(k, gamma), f32(k, beta), n, h,
+    device_stage k("layernorm_forward");
+    cuda::layernorm_forward(k.f32(y), k.f32(mean), k.f32(rstd), k.f32(x), k.f32(gamma), k.f32(beta), n, h,
                             float(eps), zc, current());
   }
   void layernorm_backward(view dx, view dgamma, view dbeta, input dy, input x, input gamma, input mean, input rstd,
                           int n, int h, bool zc, bool accumulate_dx) override {
-    const char* k = "layernorm_backward (split: dx or dgamma alone)";
-    if (!dx.data || !dgamma.data) throw unsupported_kernel(k, dy.type, dy.where);
-    k = "layernorm_backward";
-    cuda::layernorm_backward(f32(k, dx), f32(k, dgamma), f32(k, dbeta), f32(k, dy), f32(k, x), f32(k, gamma),
-                             f32(k, mean), f32(k, rstd), n, h, zc, accumulate_dx, current());
+    if (!dx.data || !dgamma.data)
+      throw unsupported_kernel("layernorm_backward (split: dx or dgamma alone)", dy.type, dy.where);
+    device_stage k("layernorm_backward");
+    cuda::layernorm_backward(k.f32(dx), k.f32(dgamma), k.f32(dbeta), k.f32(dy), k.f32(x), k.f32(gamma),
+                             k.f32(mean), k.f32(rstd), n, h, zc, accumulate_dx, current());
   }
 
   void gelu_forward(view y, input x, std::int64_t n, bool tanh_form) override {
-    cuda::gelu_forward(f32("gelu_forward", y), f32("gelu_forward", x), n, tanh_form, current());
+    device_stage k("gelu_forward");
+    cuda::gelu_forward(k.f32(y), k.f32(x), n, tanh_form, current());
   }
   void gelu_backward(view dx, input dy, input x, std::int64_t n, bool tanh_form) override {
-    const char* k = "gelu_backward";
-    cuda::gelu_backward(f32(k, dx), f32(k, dy), f32(k, x), n, tanh_form, current());
+    device_stage k("gelu_backward");
+    cuda::gelu_backward(k.f32(dx), k.f32(dy), k.f32(x), n, tanh_form, current());
   }
   void swiglu_forward(view y, input x, int n, int f) override {
-    cuda::swiglu_forward(f32("swiglu_forward", y), f32("swiglu_forward", x), n, f, current());
+    device_stage k("swiglu_forward");
+    cuda::swiglu_forward(k.f32(y), k.f32(x), n, f, current());
   }
   void swiglu_backward(view dx, input dy, input x, int n, int f) override {
-    const char* k = "swiglu_backward";
-    cuda::swiglu_backward(f32(k, dx), f32(k, dy), f32(k, x), n, f, current());
+    device_stage k("swiglu_backward");
+    cuda::swiglu_backward(k.f32(dx), k.f32(dy), k.f32(x), n, f, current());
   }
   void squared_relu_forward(view y, input x, std::int64_t n) override {
-    cuda::squared_relu_forward(f32("squared_relu_forward", y), f32("squared_relu_forward", x), n, current());
+    device_stage k("squared_relu_forward");
+    cuda::squared_relu_forward(k.f32(y), k.f32(x), n, current());
   }
   void squared_relu_backward(view dx, input dy, input x, std::int64_t n) override {
-    const char* k = "squared_relu_backward";
-    cuda::squared_relu_backward(f32(k, dx), f32(k, dy), f32(k, x), n, current());
+    device_stage k("squared_relu_backward");
+    cuda::squared_relu_backward(k.f32(dx), k.f32(dy), k.f32(x), n, current());
   }
 
   void dropout_apply(view y, input x, std::int64_t n, float p, std::uint64_t stream, std::uint64_t first) override {
-    cuda::dropout_apply(f32("dropout_apply", y), f32("dropout_apply", x), n, p, stream, first, current());
+    device_stage k("dropout_apply");
+    cuda::dropout_apply(k.f32(y), k.f32(x), n, p, stream, first, current());
   }
   void bias_dropout_add(view out, input residual, input x, input bias, int n, int w, float p, std::uint64_t stream,
                         std::uint64_t first) override {
-    const char* k = "bias_dropout_add";
-    cuda::bias_dropout_add(f32(k, out), f32(k, residual), f32(k, x), f32(k, bias), n, w, p, stream, first, current());
+    device_stage k("bias_dropout_add");
+    cuda::bias_dropout_add(k.f32(out), k.f32(residual), k.f32(x), k.f32(bias), n, w, p, stream, first, current());
   }
 
   void attention_forward(view out, view probs, input qkv, const attention_dims& dims, double scale, float p,
                          std::uint64_t stream, input sink, input kv) override {
-    const char* k = "attention_forward";
-    cuda::attention_forward(f32(k, out), f32(k, probs), f32(k, qkv), dims, float(scale), p, stream, f32(k, sink),
-                            f32(k, kv), current());
+    device_stage k("attention_forward");
+    cuda::attention_forward(k.f32(out), k.f32(probs), k.f32(qkv), dims, float(scale), p, stream, k.f32(sink),
+                            k.f32(kv), current());
   }
   void attention_backward(view dqkv, input dout, input qkv, input probs, const attention_dims& dims, double scale,
                           float p, std::uint64_t stream, input sink, view dsink, input kv, view dkv) override {
-    const char* k = "attention_backward";
+    device_stage k("attention_backward");
     // Freed when this returns, before the kernels ran: safe on the device's one compute stream
     // (tensor/cuda/device_tensors.hpp), where the next use of the block queues after them.
     mactor::cuda::device_buffer scratch({cuda::attention_backward_scratch(dims)}, dtype::float32, dqkv.where.index);
-    cuda::attention_backward(f32(k, dqkv), f32(k, dout), f32(k, qkv), f32(k, probs), dims, float(scale), p, stream,
-                             scratch.as<float>(), f32(k, sink), f32(k, dsink), f32(k, kv), f32(k, dkv), current());
+    cuda::attention_backward(k.f32(dqkv), k.f32(dout), k.f32(qkv), k.f32(probs), dims, float(scale), p, stream,
+                             scratch.as<float>(), k.f32(sink), k.f32(dsink), k.f32(kv), k.f32(dkv), current());
   }
 
   void rope_apply(view x, input cos, input sin, int seq, int batch, int groups, int heads_per_group, int head_dim,
                   int rot_dim, std::int64_t row_stride, std::int64_t group_stride, bool interleaved,
                   bool inverse) override {
-    const char* k = "rope_apply";
-    cuda::rope_apply(f32(k, x), f32(k, cos), f32(k, sin), seq, batch, groups, heads_per_group, head_dim, rot_dim,
+    device_stage k("rope_apply");
+    cuda::rope_apply(k.f32(x), k.f32(cos), k.f32(sin), seq, batch, groups, heads_per_group, head_dim, rot_dim,
                      row_stride, group_stride, interleaved, inverse, current());
   }
 
   void embedding_forward(view out, input table, const std::int32_t* ids, int n, int hidden, int vocab_start,
                          int vocab_end, double beta) override {
-    const char* k = "embedding_forward";
-    cuda::embedding_forward(f32(k, out), f32(k, table), ids, n, hidden, vocab_start, vocab_end, float(beta),
+    device_stage k("embedding_forward");
+    cuda::embedding_forward(k.f32(out), k.f32(table), ids, n, hidden, vocab_start, vocab_end, float(beta),
                             current());
   }
   void embedding_backward(view dtable, input dout, const std::int32_t* ids, int n, int hidden, int vocab_start,
                           int vocab_end) override {
-    const char* k = "embedding_backward";
-    cuda::embedding_backward(f32(k, dtable), f32(k, dout), ids, n, hidden, vocab_start, vocab_end, current());
+    device_stage k("embedding_backward");
+    cuda::embedding_backward(k.f32(dtable), k.f32(dout), ids, n, hidden, vocab_start, vocab_end, current());
   }
 
   void cross_entropy_row_max(view row_max, input logits, int n, int v) override {
-    const char* k = "cross_entropy_row_max";
-    cuda::cross_entropy_row_max(f32(k, row_max), f32(k, logits), n, v, current());
+    device_stage k("cross_entropy_row_max");
+    cuda::cross_entropy_row_max(k.f32(row_max), k.f32(logits), n, v, current());
   }
   void cross_entropy_shard_sums(view sum_exp, view target_logit, view logits, input row_max,
                                 const std::int32_t* labels, int n, int v, int vocab_start) override {
-    const char* k = "cross_entropy_shard_sums";
-    cuda::cross_entropy_shard_sums(f32(k, sum_exp), f32(k, target_logit), f32(k, logits), f32(k, row_max), labels, n,
+    device_stage k("cross_entropy_shard_sums");
+    cuda::cross_entropy_shard_sums(k.f32(sum_exp), k.f32(target_logit), k.f32(logits), k.f32(row_max), labels, n,
                                    v, vocab_start, current());
   }
   void cross_entropy_loss(view loss, input sum_exp, input row_max, input target_logit, int n) override {
-    const char* k = "cross_entropy_loss";
-    cuda::cross_entropy_loss(f32(k, loss), f32(k, sum_exp), f32(k, row_max), f32(k, target_logit), n, current());
+    device_stage k("cross_entropy_loss");
+    cuda::cross_entropy_loss(k.f32(loss), k.f32(sum_exp), k.f32(row_max), k.f32(target_logit), n, current());
   }
   void cross_entropy_backward(view exps, input sum_exp, const std::int32_t* labels, input grad_scale, int n, int v,
                               int vocab_start) override {
-    const char* k = "cross_entropy_backward";
-    cuda::cross_entropy_backward(f32(k, exps), f32(k, sum_exp), labels, f32(k, grad_scale), n, v, vocab_start,
+    device_stage k("cross_entropy_backward");
+    cuda::cross_entropy_backward(k.f32(exps), k.f32(sum_exp), labels, k.f32(grad_scale), n, v, vocab_start,
                                  current());
   }
 };

@@ -2,6 +2,7 @@
 #include "tests/kernels/cpu_kernel_backend.hpp"
 
 #include "kernels/attention.hpp"
+#include "kernels/convert.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/dropout.hpp"
 #include "kernels/embedding.hpp"
@@ -150,6 +151,12 @@ class cpu_kernel_backend final : public kernel_backend {
     kernels::attention_backward<float>(io.dqkv.data(), io.dout.data(), io.qkv.data(), io.probs.data(), dims, io.scale,
                                        io.dropout_p, io.dropout_stream, data_or_null(io.sink), data_or_null(io.dsink),
                                        data_or_null(io.kv), data_or_null(io.dkv));
+  }
+
+  void round_to_16_bits(const floats& x, bf16s& bf16, halves& fp16, floats& bf16_back, floats& fp16_back) override {
+    const auto n = std::int64_t(x.size());
+    kernels::round_from_float(bf16.data(), x.data(), n), kernels::round_from_float(fp16.data(), x.data(), n);
+    kernels::widen_to_float(bf16_back.data(), bf16.data(), n), kernels::widen_to_float(fp16_back.data(), fp16.data(), n);
   }
 
   void dropout_apply(floats& y, const floats& x, float p, std::uint64_t stream, std::uint64_t first) override {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "kernels/convert.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/cuda/tensor_kernels.hpp"
 #include "kernels/dropout.hpp"
@@ -62,6 +63,27 @@ tensor::tensor device_ids(const std::vector<std::int32_t>& ids) {
   cuda::copy(d, tensor::const_tensor_view{ids.data(), {std::int64_t(ids.size())}, tensor::dtype::float32},
              cuda::current_stream());
   return d;
+}
+
+// The pair in bf16 (the values rounded once), on both sides.
+pair to_bf16(const pair& p) {
+  pair b{tensor::tensor(p.host.shape(), tensor::dtype::bfloat16, tensor::memory_kind::other),
+         tensor::tensor(p.host.shape(), tensor::dtype::bfloat16, tensor::memory_kind::other, gpu)};
+  kernels::convert(b.host, p.host);
+  cuda::copy(b.device, b.host, cuda::current_stream());
+  return b;
+}
+
+// A bf16 pair widened to fp32 on both sides, for require_same.
+pair widened(const pair& b) {
+  pair p{tensor::tensor(b.host.shape(), tensor::dtype::float32, tensor::memory_kind::other),
+         tensor::tensor(b.host.shape(), tensor::dtype::float32, tensor::memory_kind::other, gpu)};
+  kernels::convert(p.host, b.host);
+  const auto back = cuda::to_host(b.device, tensor::memory_kind::other, cuda::current_stream());
+  tensor::tensor host_copy(b.host.shape(), tensor::dtype::float32, tensor::memory_kind::other);
+  kernels::convert(host_copy, back);
+  cuda::copy(p.device, host_copy, cuda::current_stream());
+  return p;
 }
 
 void start_on_device() {
@@ -178,4 +200,28 @@ TEST_CASE("cuda entry points: dropout attention rope embedding and the loss agre
     kernels::cross_entropy_backward(logits.*side, sum_exp.*side, labels, grad_scale.*side, tokens, vocab, 0);
   }
   require_same("cross-entropy loss", loss, 1e-5), require_same("cross-entropy dlogits", logits, 1e-5);
+}
+
+TEST_CASE("cuda entry points: bf16 tensors are computed in fp32 and rounded once as on the host", "[cuda][device]") {
+  start_on_device();
+  std::mt19937 rng(9);
+  const int n = 24, h = 40;
+  auto x = to_bf16(random_pair(n * h, rng, 2.f)), gamma = to_bf16(random_pair(h, rng));
+  auto y = to_bf16(random_pair(n * h, rng)), residual = to_bf16(random_pair(n * h, rng));
+  tensor::tensor rstd_host({n}, tensor::dtype::float32, tensor::memory_kind::other);
+  tensor::tensor rstd_device({n}, tensor::dtype::float32, tensor::memory_kind::other, gpu);
+  kernels::rmsnorm_forward(y.host, rstd_host, x.host, gamma.host, n, h, 1e-5, false);
+  kernels::rmsnorm_forward(y.device, rstd_device, x.device, gamma.device, n, h, 1e-5, false);
+  // One bf16 rounding of values computed in fp32 in another order: at most one ulp (2^-7) apart.
+  require_same("bf16 rmsnorm", widened(y), 1.0 / 128);
+  kernels::gelu_forward(y.host, x.host, n * h, false);
+  kernels::gelu_forward(y.device, x.device, n * h, false);
+  require_same("bf16 gelu", widened(y), 1.0 / 128);
+  kernels::bias_dropout_add(y.host, residual.host, x.host, {}, n, h, 0.2f, 11, 0);
+  kernels::bias_dropout_add(y.device, residual.device, x.device, {}, n, h, 0.2f, 11, 0);
+  require_same("bf16 bias_dropout_add", widened(y), 0);  // element-wise, the same roundings: the same bits
+  auto w = to_bf16(random_pair(h * h, rng)), out = to_bf16(random_pair(n * h, rng));
+  kernels::linear_forward(x.host, w.host, out.host, n, h, h);
+  kernels::linear_forward(x.device, w.device, out.device, n, h, h);
+  require_same("bf16 linear (cuBLASLt bf16)", widened(out), 1.0 / 128);
 }

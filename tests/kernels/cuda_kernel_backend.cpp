@@ -5,6 +5,7 @@
 #include "kernels/cuda/activations.hpp"
 #include "kernels/cuda/adam.hpp"
 #include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/convert.hpp"
 #include "kernels/cuda/dropout.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/embedding.hpp"
@@ -182,6 +183,16 @@ class cuda_kernel_backend final : public kernel_backend {
                            io.dsink.empty() ? nullptr : dsink.as<float>(), kv_or_null,
                            io.kv.empty() ? nullptr : dkv.as<float>(), stream_);
     down(io.out, out), down(io.probs, probs), down(io.dqkv, dqkv), down(io.dkv, dkv), down(io.dsink, dsink);
+  }
+
+  void round_to_16_bits(const floats& x, bf16s& bf16, halves& fp16, floats& bf16_back, floats& fp16_back) override {
+    const auto n = std::int64_t(x.size());
+    auto dx = up(x), db = up(bf16), dh = up(fp16), dbb = up(bf16_back), dhb = up(fp16_back);
+    kc::round_from_float(db.as<tensor::bfloat16>(), dx.as<float>(), n, stream_);
+    kc::round_from_float(dh.as<tensor::float16>(), dx.as<float>(), n, stream_);
+    kc::widen_to_float(dbb.as<float>(), db.as<tensor::bfloat16>(), n, stream_);
+    kc::widen_to_float(dhb.as<float>(), dh.as<tensor::float16>(), n, stream_);
+    down(bf16, db), down(fp16, dh), down(bf16_back, dbb), down(fp16_back, dhb);
   }
 
   void dropout_apply(floats& y, const floats& x, float p, std::uint64_t stream, std::uint64_t first) override {

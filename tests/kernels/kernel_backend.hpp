@@ -16,6 +16,7 @@ using floats = std::vector<float>;
 using ids = std::vector<std::int32_t>;
 using bf16s = std::vector<tensor::bfloat16>;
 using row_ids = std::vector<std::int64_t>;
+using halves = std::vector<tensor::float16>;
 
 /// How rope_apply sees x: [seq, batch, groups, heads_per_group, head_dim] with strides.
 struct rope_layout {
@@ -92,6 +93,9 @@ class kernel_backend {
                     const std::vector<std::vector<floats>>& grads, const adam_settings& settings) = 0;
 
   virtual void attention(attention_io& io) = 0;
+
+  /// x rounded to bf16 and to fp16, and each widened back to fp32 (kernels/convert.hpp).
+  virtual void round_to_16_bits(const floats& x, bf16s& bf16, halves& fp16, floats& bf16_back, floats& fp16_back) = 0;
 
   /// y = dropout(x) with mask elements first_index + i of `stream`.
   virtual void dropout_apply(floats& y, const floats& x, float p, std::uint64_t stream, std::uint64_t first_index) = 0;

@@ -147,6 +147,28 @@ void check_squared_relu(kernel_backend& backend) {
   }
 }
 
+// Every value's bf16 and fp16 bits are those of the host's rounding (tensor/half_float.hpp):
+// ties to even, fp16's subnormals, zeros and overflow to infinity included; widening is exact.
+void check_convert(kernel_backend& backend) {
+  std::mt19937 rng(121);
+  floats x = {0.f, -0.f, 1.f + 0x1.0p-8f, 1.f + 3 * 0x1.0p-8f, 1.f + 0x1.0p-11f, 1.f + 3 * 0x1.0p-11f,
+              65504.f, 65520.f, 1e6f, -1e6f, 0x1.0p-24f, 0x1.8p-25f, 1e-10f, 3.4e38f, -3.4e38f};
+  std::uniform_real_distribution<float> exponent(-30.f, 30.f), sign(-1.f, 1.f);
+  for (int i = 0; i < 100000; ++i) x.push_back(std::copysign(std::exp2(exponent(rng)), sign(rng)));
+  INFO(backend.name() << " 16-bit conversions of " << x.size() << " values");
+  bf16s bf16(x.size());
+  halves fp16(x.size());
+  floats bf16_back(x.size()), fp16_back(x.size());
+  backend.round_to_16_bits(x, bf16, fp16, bf16_back, fp16_back);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (bf16[i].bits != tensor::to_bfloat16(x[i]).bits) FAIL("bf16 of " << x[i] << ": bits " << bf16[i].bits);
+    if (fp16[i].bits != tensor::to_float16(x[i]).bits) FAIL("fp16 of " << x[i] << ": bits " << fp16[i].bits);
+    if (bf16_back[i] != tensor::to_float(bf16[i])) FAIL("bf16 widening of " << bf16[i].bits);
+    if (fp16_back[i] != tensor::to_float(fp16[i])) FAIL("fp16 widening of " << fp16[i].bits);
+  }
+  SUCCEED(x.size() << " values round and widen to the host's bits");
+}
+
 namespace {
 tensor::tensor_view view_of(doubles& v) { return {v.data(), {std::int64_t(v.size())}, tensor::dtype::float64}; }
 }  // namespace
