@@ -79,11 +79,13 @@ void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy,
                         const float* gamma, const float* mean, const float* rstd, int n, int h,
                         bool zero_centered_gamma, bool accumulate_dx, stream_handle s) {
   if (n == 0) return;
-  layernorm_backward_dx_kernel<<<n, detail::row_block, 0, s>>>(dx, dy, x, gamma, mean, rstd, h,
-                                                               zero_centered_gamma ? 1.f : 0.f, accumulate_dx);
-  detail::check_launch("layernorm_backward (dx)");
-  detail::add_column_sums(dgamma, layernorm_dgamma_term{dy, x, mean, rstd}, n, h, s);
-  if (dbeta) detail::add_column_sums(dbeta, dbeta_term{dy}, n, h, s);
+  if (dx) {
+    layernorm_backward_dx_kernel<<<n, detail::row_block, 0, s>>>(dx, dy, x, gamma, mean, rstd, h,
+                                                                 zero_centered_gamma ? 1.f : 0.f, accumulate_dx);
+    detail::check_launch("layernorm_backward (dx)");
+  }
+  if (dgamma) detail::add_column_sums(dgamma, layernorm_dgamma_term{dy, x, mean, rstd}, n, h, s);
+  if (dgamma && dbeta) detail::add_column_sums(dbeta, dbeta_term{dy}, n, h, s);
   detail::check_launch("layernorm_backward (dgamma, dbeta)");
 }
 

@@ -11,7 +11,8 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
                        int n, int h, float eps, bool zero_centered_gamma, stream_handle s = nullptr);
 
 /// dx[n, h] (= or += when accumulate_dx), dgamma[h] +=, dbeta[h] += (dbeta may be null); the
-/// weight gradients are summed in a fixed order (deterministic).
+/// weight gradients are summed in a fixed order (deterministic). dx, or dgamma with dbeta, may be
+/// null (a zero-bubble backward's split); each part is computed as when both are.
 void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
                         const float* gamma, const float* mean, const float* rstd, int n, int h,
                         bool zero_centered_gamma, bool accumulate_dx, stream_handle s = nullptr);

@@ -60,11 +60,15 @@ void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x,
                       const float* rstd, int n, int h, bool zero_centered_gamma, bool accumulate_dx,
                       stream_handle s) {
   if (n == 0) return;
-  rmsnorm_backward_dx_kernel<<<n, detail::row_block, 0, s>>>(dx, dy, x, gamma, rstd, h,
-                                                             zero_centered_gamma ? 1.f : 0.f, accumulate_dx);
-  detail::check_launch("rmsnorm_backward (dx)");
-  detail::add_column_sums(dgamma, rmsnorm_dgamma_term{dy, x, rstd}, n, h, s);
-  detail::check_launch("rmsnorm_backward (dgamma)");
+  if (dx) {
+    rmsnorm_backward_dx_kernel<<<n, detail::row_block, 0, s>>>(dx, dy, x, gamma, rstd, h,
+                                                               zero_centered_gamma ? 1.f : 0.f, accumulate_dx);
+    detail::check_launch("rmsnorm_backward (dx)");
+  }
+  if (dgamma) {
+    detail::add_column_sums(dgamma, rmsnorm_dgamma_term{dy, x, rstd}, n, h, s);
+    detail::check_launch("rmsnorm_backward (dgamma)");
+  }
 }
 
 }  // namespace mactor::kernels::cuda

@@ -10,6 +10,7 @@ void rmsnorm_forward(float* y, float* rstd, const float* x, const float* gamma, 
                      bool zero_centered_gamma, stream_handle s = nullptr);
 
 /// dx[n, h] (= or += when accumulate_dx), dgamma[h] += (summed in a fixed order: deterministic).
+/// Either may be null (a zero-bubble backward's split); each part is computed as when both are.
 void rmsnorm_backward(float* dx, float* dgamma, const float* dy, const float* x, const float* gamma,
                       const float* rstd, int n, int h, bool zero_centered_gamma, bool accumulate_dx,
                       stream_handle s = nullptr);

@@ -61,8 +61,8 @@ class cpu_kernel_backend final : public kernel_backend {
   }
   void rmsnorm_backward(floats& dx, floats& dgamma, const floats& dy, const floats& x, const floats& gamma,
                         const floats& rstd, int n, int h, bool zc, bool acc) override {
-    kernels::rmsnorm_backward<float>(dx.data(), dgamma.data(), dy.data(), x.data(), gamma.data(), rstd.data(), n, h,
-                                     zc, acc);
+    kernels::rmsnorm_backward<float>(data_or_null(dx), data_or_null(dgamma), dy.data(), x.data(), gamma.data(),
+                                     rstd.data(), n, h, zc, acc);
   }
   void layernorm_forward(floats& y, floats& mean, floats& rstd, const floats& x, const floats& gamma,
                          const floats& beta, int n, int h, float eps, bool zc) override {
@@ -72,7 +72,7 @@ class cpu_kernel_backend final : public kernel_backend {
   void layernorm_backward(floats& dx, floats& dgamma, floats& dbeta, const floats& dy, const floats& x,
                           const floats& gamma, const floats& mean, const floats& rstd, int n, int h, bool zc,
                           bool acc) override {
-    kernels::layernorm_backward<float>(dx.data(), dgamma.data(), dbeta.empty() ? nullptr : dbeta.data(), dy.data(),
+    kernels::layernorm_backward<float>(data_or_null(dx), data_or_null(dgamma), data_or_null(dbeta), dy.data(),
                                        x.data(), gamma.data(), mean.data(), rstd.data(), n, h, zc, acc);
   }
 

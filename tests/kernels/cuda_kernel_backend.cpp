@@ -61,7 +61,8 @@ class cuda_kernel_backend final : public kernel_backend {
   void rmsnorm_backward(floats& dx, floats& dgamma, const floats& dy, const floats& x, const floats& gamma,
                         const floats& rstd, int n, int h, bool zc, bool acc) override {
     auto ddx = up(dx), ddg = up(dgamma), ddy = up(dy), d_x = up(x), dg = up(gamma), dr = up(rstd);
-    kc::rmsnorm_backward(ddx.as<float>(), ddg.as<float>(), ddy.as<float>(), d_x.as<float>(), dg.as<float>(),
+    kc::rmsnorm_backward(dx.empty() ? nullptr : ddx.as<float>(), dgamma.empty() ? nullptr : ddg.as<float>(),
+                         ddy.as<float>(), d_x.as<float>(), dg.as<float>(),
                          dr.as<float>(), n, h, zc, acc, stream_);
     down(dx, ddx), down(dgamma, ddg);
   }
@@ -77,7 +78,8 @@ class cuda_kernel_backend final : public kernel_backend {
                           bool acc) override {
     auto ddx = up(dx), ddg = up(dgamma), ddb = up(dbeta), ddy = up(dy), d_x = up(x), dg = up(gamma);
     auto dm = up(mean), dr = up(rstd);
-    kc::layernorm_backward(ddx.as<float>(), ddg.as<float>(), dbeta.empty() ? nullptr : ddb.as<float>(),
+    kc::layernorm_backward(dx.empty() ? nullptr : ddx.as<float>(), dgamma.empty() ? nullptr : ddg.as<float>(),
+                           dbeta.empty() ? nullptr : ddb.as<float>(),
                            ddy.as<float>(), d_x.as<float>(), dg.as<float>(), dm.as<float>(), dr.as<float>(), n, h, zc,
                            acc, stream_);
     down(dx, ddx), down(dgamma, ddg), down(dbeta, ddb);

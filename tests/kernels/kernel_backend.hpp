@@ -59,6 +59,7 @@ class kernel_backend {
 
   virtual void rmsnorm_forward(floats& y, floats& rstd, const floats& x, const floats& gamma, int n, int h, float eps,
                                bool zero_centered_gamma) = 0;
+  /// The norms' backwards: dx or dgamma (with dbeta) empty leaves that part out (zero-bubble's split).
   virtual void rmsnorm_backward(floats& dx, floats& dgamma, const floats& dy, const floats& x, const floats& gamma,
                                 const floats& rstd, int n, int h, bool zero_centered_gamma, bool accumulate_dx) = 0;
   /// beta and dbeta empty: no bias.

@@ -119,10 +119,16 @@ void check_rmsnorm(kernel_backend& backend) {
     kernels::rmsnorm_backward<double>(want_dx.data(), want_dgamma.data(), widen(dy).data(), widen(x).data(),
                                       widen(gamma).data(), want_rstd.data(), c.n, c.h, c.zero_centered_gamma,
                                       c.accumulate_dx);
+    floats dx_alone = dx, dgamma_alone = dgamma, none;
     backend.rmsnorm_forward(y, rstd, x, gamma, c.n, c.h, 1e-5f, c.zero_centered_gamma);
     backend.rmsnorm_backward(dx, dgamma, dy, x, gamma, rstd, c.n, c.h, c.zero_centered_gamma, c.accumulate_dx);
     require_close("y", y, want_y, 1e-5), require_close("rstd", rstd, want_rstd, 1e-5);
     require_close("dx", dx, want_dx, 1e-4), require_close("dgamma", dgamma, want_dgamma, 1e-4);
+    // A zero-bubble backward's split: dx alone, then dgamma alone, give the joint call's bits.
+    backend.rmsnorm_backward(dx_alone, none, dy, x, gamma, rstd, c.n, c.h, c.zero_centered_gamma, c.accumulate_dx);
+    backend.rmsnorm_backward(none, dgamma_alone, dy, x, gamma, rstd, c.n, c.h, c.zero_centered_gamma, c.accumulate_dx);
+    CHECK(dx_alone == dx);
+    CHECK(dgamma_alone == dgamma);
   }
 }
 
@@ -144,9 +150,18 @@ void check_layernorm(kernel_backend& backend) {
     kernels::layernorm_backward<double>(want_dx.data(), want_dgamma.data(), with_bias ? want_dbeta.data() : nullptr,
                                         widen(dy).data(), widen(x).data(), widen(gamma).data(), want_mean.data(),
                                         want_rstd.data(), c.n, c.h, c.zero_centered_gamma, c.accumulate_dx);
+    floats dx_alone = dx, dgamma_alone = dgamma, dbeta_alone = dbeta, none;
     backend.layernorm_forward(y, mean, rstd, x, gamma, beta, c.n, c.h, 1e-5f, c.zero_centered_gamma);
     backend.layernorm_backward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd, c.n, c.h, c.zero_centered_gamma,
                                c.accumulate_dx);
+    // A zero-bubble backward's split: dx alone, then the weight gradients alone: the same bits.
+    backend.layernorm_backward(dx_alone, none, none, dy, x, gamma, mean, rstd, c.n, c.h, c.zero_centered_gamma,
+                               c.accumulate_dx);
+    backend.layernorm_backward(none, dgamma_alone, dbeta_alone, dy, x, gamma, mean, rstd, c.n, c.h,
+                               c.zero_centered_gamma, c.accumulate_dx);
+    CHECK(dx_alone == dx);
+    CHECK(dgamma_alone == dgamma);
+    CHECK(dbeta_alone == dbeta);
     require_close("y", y, want_y, 1e-5), require_close("mean", mean, want_mean, 1e-5);
     require_close("rstd", rstd, want_rstd, 1e-5), require_close("dx", dx, want_dx, 1e-4);
     require_close("dgamma", dgamma, want_dgamma, 1e-4), require_close("dbeta", dbeta, want_dbeta, 1e-4);
