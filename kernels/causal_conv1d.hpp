@@ -12,7 +12,9 @@ template <typename T>
 void causal_conv1d_forward(T* y, const T* x, const T* w, const T* bias, int batch, int seq,
                            int channels, int width, bool silu);
 
-/// dx (=), dw (+=), dbias (+=, skipped when null) from dy; the pre-activation is recomputed.
+/// dx (=), dw (+=), dbias (+=, skipped when null) from dy; the pre-activation is recomputed. dx,
+/// or dw with dbias, may be null (a zero-bubble backward's split); each part is computed exactly as
+/// when both are.
 template <typename T>
 void causal_conv1d_backward(T* dx, T* dw, T* dbias, const T* dy, const T* x, const T* w,
                             const T* bias, int batch, int seq, int channels, int width,

@@ -11,7 +11,8 @@ template <typename T>
 void gated_rmsnorm_forward(T* y, T* rstd, const T* x, const T* z, const T* weight, int n, int d,
                            int group_size, T eps);
 
-/// dx, dz (=), dweight (+=), from dy and the forward's rstd.
+/// dx, dz (=), dweight (+=), from dy and the forward's rstd. dx with dz, or dweight, may be null
+/// (a zero-bubble backward's split); each part is computed exactly as when both are.
 template <typename T>
 void gated_rmsnorm_backward(T* dx, T* dz, T* dweight, const T* dy, const T* x, const T* z,
                             const T* weight, const T* rstd, int n, int d, int group_size);

@@ -235,9 +235,7 @@ void mamba_mixer::backward(parameter_store& store, group& tp, tensor::const_tens
   copy_columns(dn_bs, {bs, di, 0}, dnormed, {sb, di, 0}, di, seq_, batch_);
   tensor::tensor dy_t, dz_t, dy_heads_t, dxs_t, ddt_t, dB_t, dC_t, dact_t, dxbc_t;
   auto dy = ensure_activation(dy_t, rows, di, type), dz = ensure_activation(dz_t, rows, di, type);
-  kernels::gated_rmsnorm_backward(dy, dz, store.grad(norm_weight_), dn_bs, y_, z_,
-                                  store.value(norm_weight_), rstd_, rows, di,
-                                  di / groups());
+  gated_norm_backward(store, dn_bs, dy, dz);
   tensor::tensor_view scan_dy = dy;
   if (cp_.active()) {
     scan_dy = ensure_activation(dy_heads_t, srows, sdi, type);
@@ -256,24 +254,61 @@ void mamba_mixer::backward(parameter_store& store, group& tp, tensor::const_tens
   auto dxbc = ensure_activation(dxbc_t, srows, scd, type);
   auto dzxbcdt = ensure_activation(scratch_c_, rows, io, type);
   copy_columns(dzxbcdt, {sb, io, 0}, dz, {bs, di, 0}, di, seq_, batch_);
+  conv_backward(store, dact, dxbc);
   if (cp_.active()) {
-    const auto gtype = store.grad(conv_weight_).type;
-    tensor::tensor dw({scd, 1, c_.conv_width}, gtype, tensor::memory_kind::activations), db({scd}, gtype,
-                                                                                         tensor::memory_kind::activations);
-    dw.zero(), db.zero();
-    kernels::causal_conv1d_backward(dxbc, dw.view(), db.view(), dact, xbc_, conv_weight(store), conv_bias(store),
-                                    batch_, scan_seq_, scd, c_.conv_width, true);
-    cp_.add_conv_rows(store.grad(conv_weight_), dw.view(), c_.conv_width);
-    cp_.add_conv_rows(store.grad(conv_bias_), db.view(), 1);
     exchange_grads_to_sequence(dzxbcdt, dxbc, ddt);
   } else {
-    kernels::causal_conv1d_backward(dxbc, store.grad(conv_weight_), store.grad(conv_bias_), dact,
-                                    xbc_, store.value(conv_weight_), store.value(conv_bias_),
-                                    batch_, seq_, cd, c_.conv_width, true);
     copy_columns(dzxbcdt, {sb, io, di}, dxbc, {bs, cd, 0}, cd, seq_, batch_);
     copy_columns(dzxbcdt, {sb, io, di + cd}, ddt, {bs, H, 0}, H, seq_, batch_);
   }
   in_proj_.backward(store, tp, dzxbcdt, x, dx, rows);
+}
+
+// The gated norm's input gradients, and its weight's: at once, or while the store's weight_grads()
+// collect (a zero-bubble backward) in the W pass, on copies of what it reads.
+void mamba_mixer::gated_norm_backward(parameter_store& store, tensor::const_tensor_view dnormed,
+                                      tensor::tensor_view dy, tensor::tensor_view dz) {
+  const int rows = seq_ * batch_, di = d_inner(), group_size = di / groups();
+  auto& weight_grads = store.weight_grads();
+  const bool defer = weight_grads.collecting();
+  if (defer)
+    weight_grads.add({dnormed, y_, z_, rstd_}, [&store, this, rows, di, group_size](auto in) {
+      kernels::gated_rmsnorm_backward({}, {}, store.grad(norm_weight_), in[0], in[1], in[2], store.value(norm_weight_),
+                                      in[3], rows, di, group_size);
+    });
+  kernels::gated_rmsnorm_backward(dy, dz, defer ? tensor::tensor_view{} : store.grad(norm_weight_), dnormed, y_, z_,
+                                  store.value(norm_weight_), rstd_, rows, di, group_size);
+}
+
+// The depthwise conv's input gradient, and its weight's and bias's: at once, or while the store's
+// weight_grads() collect (a zero-bubble backward) in the W pass, on copies of what they read.
+void mamba_mixer::conv_backward(parameter_store& store, tensor::const_tensor_view dact, tensor::tensor_view dxbc) {
+  const int batch = batch_, seq = cp_.active() ? scan_seq_ : seq_;
+  auto& weight_grads = store.weight_grads();
+  if (!weight_grads.collecting())
+    return conv_gradients(store, dxbc, dact, xbc_, conv_weight(store), conv_bias(store), batch, seq, true);
+  weight_grads.add({dact, xbc_, conv_weight(store), conv_bias(store)}, [&store, this, batch, seq](auto in) {
+    conv_gradients(store, {}, in[0], in[1], in[2], in[3], batch, seq, true);
+  });
+  conv_gradients(store, dxbc, dact, xbc_, conv_weight(store), conv_bias(store), batch, seq, false);
+}
+
+// dx (when given) and, with `weights`, the conv's weight and bias gradients; under context
+// parallelism this rank's channels' gradients are added into the whole parameters' rows.
+void mamba_mixer::conv_gradients(parameter_store& store, tensor::tensor_view dx, tensor::const_tensor_view dact,
+                                 tensor::const_tensor_view x, tensor::const_tensor_view w,
+                                 tensor::const_tensor_view bias, int batch, int seq, bool weights) {
+  const int channels = cp_.active() ? cp_.conv_dim() : conv_dim(), width = c_.conv_width;
+  if (!weights) return kernels::causal_conv1d_backward(dx, {}, {}, dact, x, w, bias, batch, seq, channels, width, true);
+  if (!cp_.active())
+    return kernels::causal_conv1d_backward(dx, store.grad(conv_weight_), store.grad(conv_bias_), dact, x, w, bias,
+                                           batch, seq, channels, width, true);
+  const auto gtype = store.grad(conv_weight_).type;
+  tensor::tensor dw({channels, 1, width}, gtype, tensor::memory_kind::activations);
+  tensor::tensor db({channels}, gtype, tensor::memory_kind::activations);
+  kernels::causal_conv1d_backward(dx, dw.view(), db.view(), dact, x, w, bias, batch, seq, channels, width, true);
+  cp_.add_conv_rows(store.grad(conv_weight_), dw.view(), width);
+  cp_.add_conv_rows(store.grad(conv_bias_), db.view(), 1);
 }
 
 void mamba_mixer::release() {

@@ -90,6 +90,12 @@ class mamba_mixer {
   void exchange_grads_to_sequence(tensor::tensor_view dzxbcdt, tensor::const_tensor_view dxbc,
                                   tensor::const_tensor_view ddt);
   void move_y(bool to_heads, tensor::const_tensor_view from, tensor::tensor_view to);
+  void gated_norm_backward(parameter_store& store, tensor::const_tensor_view dnormed, tensor::tensor_view dy,
+                           tensor::tensor_view dz);
+  void conv_backward(parameter_store& store, tensor::const_tensor_view dact, tensor::tensor_view dxbc);
+  void conv_gradients(parameter_store& store, tensor::tensor_view dx, tensor::const_tensor_view dact,
+                      tensor::const_tensor_view x, tensor::const_tensor_view w, tensor::const_tensor_view bias,
+                      int batch, int seq, bool weights);
   tensor::const_tensor_view conv_weight(const parameter_store& store) const;
   tensor::const_tensor_view conv_bias(const parameter_store& store) const;
   template <class View>

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/cpu/row_reduction.hpp"
@@ -69,29 +70,32 @@ void causal_conv1d_backward(T* dx, T* dw, T* dbias, const T* dy, const T* x, con
     }
   }
   const int threads = omp_get_max_threads();
-  detail::row_reduction<T> partial(threads, channels * (width + 1));
+  detail::row_reduction<T> partial(dw ? threads : 0, channels * (width + 1));
 #pragma omp parallel num_threads(threads)
   {
-    T* part = partial.slot(omp_get_thread_num());  // [channels, width] then [channels]
+    T* part = dw ? partial.slot(omp_get_thread_num()) : nullptr;  // [channels, width] then [channels]
 #pragma omp for schedule(static)
     for (int r = 0; r < rows; ++r) {
       const int b = r / seq, t = r % seq;
-      T* dxr = dx + std::int64_t(r) * channels;
+      T* dxr = dx ? dx + std::int64_t(r) * channels : nullptr;
       const T* xr = x + std::int64_t(r) * channels;
-      for (int c = 0; c < channels; ++c) dxr[c] = T(0);
+      if (dxr)
+        for (int c = 0; c < channels; ++c) dxr[c] = T(0);
       for (int k = 0; k < width; ++k) {  // x[t] feeds output t + (width - 1) - k
         const int out = t + (width - 1) - k;
         if (out >= seq) continue;
         const T* d = dpre.data() + (std::int64_t(b) * seq + out) * channels;
-        for (int c = 0; c < channels; ++c) {
-          dxr[c] += w[std::int64_t(c) * width + k] * d[c];
-          part[std::int64_t(c) * width + k] += d[c] * xr[c];
-        }
+        if (dxr)
+          for (int c = 0; c < channels; ++c) dxr[c] += w[std::int64_t(c) * width + k] * d[c];
+        if (part)
+          for (int c = 0; c < channels; ++c) part[std::int64_t(c) * width + k] += d[c] * xr[c];
       }
       const T* d = dpre.data() + std::int64_t(r) * channels;
-      for (int c = 0; c < channels; ++c) part[std::int64_t(channels) * width + c] += d[c];
+      if (part)
+        for (int c = 0; c < channels; ++c) part[std::int64_t(channels) * width + c] += d[c];
     }
   }
+  if (!dw) return;
   std::vector<T> sum(std::size_t(channels) * (width + 1), T(0));
   partial.add_to(sum.data(), threads);
   for (int i = 0; i < channels * width; ++i) dw[i] += sum[i];
@@ -134,13 +138,15 @@ void causal_conv1d_backward(tensor::tensor_view dx, tensor::tensor_view dw,
   const char* k = "causal_conv1d_backward";
   check_compatible(k, {dx, dw, dbias, dy, x, w, bias});
   const std::int64_t n = std::int64_t(batch) * seq * channels;
-  detail::need(k, "dx", dx, n), detail::need(k, "dy", dy, n), detail::need(k, "x", x, n);
-  detail::need(k, "dw", dw, std::int64_t(channels) * width);
+  if (!dx.data && !dw.data) throw std::invalid_argument("causal_conv1d_backward: neither dx nor dw asked for");
+  if (!dw.data && dbias.data) throw std::invalid_argument("causal_conv1d_backward: dbias goes with dw");
+  detail::need_optional(k, "dx", dx, n), detail::need(k, "dy", dy, n), detail::need(k, "x", x, n);
+  detail::need_optional(k, "dw", dw, std::int64_t(channels) * width);
   detail::need(k, "w", w, std::int64_t(channels) * width);
   detail::need_optional(k, "dbias", dbias, channels);
   detail::need_optional(k, "bias", bias, channels);
   detail::fp32_stage stage;
-  dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
+  dispatch_compute(k, dy.type, dy.where, [&](auto zero) {
     using T = decltype(zero);
     causal_conv1d_backward<T>(stage.output<T>(dx, n), stage.typed<T>(dw), stage.typed<T>(dbias),
                               stage.typed<T>(dy), stage.typed<T>(x), stage.typed<T>(w),

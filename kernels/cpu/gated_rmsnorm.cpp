@@ -2,6 +2,8 @@
 // backward rather than saved.
 #include "kernels/gated_rmsnorm.hpp"
 
+#include <stdexcept>
+
 #include <omp.h>
 
 #include <cmath>
@@ -48,10 +50,10 @@ void gated_rmsnorm_backward(T* dx, T* dz, T* dweight, const T* dy, const T* x, c
                             const T* weight, const T* rstd, int n, int d, int group_size) {
   const int groups = d / group_size;
   const int threads = std::int64_t(n) * d > 16384 ? omp_get_max_threads() : 1;
-  detail::row_reduction<T> dw(threads, d);
+  detail::row_reduction<T> dw(dweight ? threads : 0, d);
 #pragma omp parallel num_threads(threads)
   {
-    T* dw_t = dw.slot(omp_get_thread_num());
+    T* dw_t = dweight ? dw.slot(omp_get_thread_num()) : nullptr;
 #pragma omp for schedule(static)
     for (int i = 0; i < n; ++i) {
       const std::int64_t row = std::int64_t(i) * d;
@@ -62,8 +64,9 @@ void gated_rmsnorm_backward(T* dx, T* dz, T* dweight, const T* dy, const T* x, c
         for (int j = j0; j < j0 + group_size; ++j) {
           const T ghat = x[row + j] * z[row + j] * sigmoid(z[row + j]) * r;
           sum += dy[row + j] * weight[j] * ghat;
-          dw_t[j] += dy[row + j] * ghat;
+          if (dw_t) dw_t[j] += dy[row + j] * ghat;
         }
+        if (!dx) continue;
         const T mean = sum / group_size;
         for (int j = j0; j < j0 + group_size; ++j) {
           const T s = sigmoid(z[row + j]), silu = z[row + j] * s;
@@ -75,7 +78,7 @@ void gated_rmsnorm_backward(T* dx, T* dz, T* dweight, const T* dy, const T* x, c
       }
     }
   }
-  dw.add_to(dweight, threads);
+  if (dweight) dw.add_to(dweight, threads);
 }
 
 template void gated_rmsnorm_forward<float>(float*, float*, const float*, const float*,
@@ -115,12 +118,15 @@ void gated_rmsnorm_backward(tensor::tensor_view dx, tensor::tensor_view dz,
   const char* k = "gated_rmsnorm_backward";
   check_compatible(k, {dx, dz, dweight, dy, x, z, weight, rstd});
   const std::int64_t nd = std::int64_t(n) * d;
-  detail::need(k, "dx", dx, nd), detail::need(k, "dz", dz, nd), detail::need(k, "dy", dy, nd);
+  if ((dx.data == nullptr) != (dz.data == nullptr))
+    throw std::invalid_argument("gated_rmsnorm_backward: dx and dz go together");
+  if (!dx.data && !dweight.data) throw std::invalid_argument("gated_rmsnorm_backward: neither dx nor dweight asked for");
+  detail::need_optional(k, "dx", dx, nd), detail::need_optional(k, "dz", dz, nd), detail::need(k, "dy", dy, nd);
   detail::need(k, "x", x, nd), detail::need(k, "z", z, nd);
-  detail::need(k, "dweight", dweight, d), detail::need(k, "weight", weight, d);
+  detail::need_optional(k, "dweight", dweight, d), detail::need(k, "weight", weight, d);
   detail::need(k, "rstd", rstd, nd / group_size);
   detail::fp32_stage stage;
-  dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
+  dispatch_compute(k, dy.type, dy.where, [&](auto zero) {
     using T = decltype(zero);
     gated_rmsnorm_backward<T>(stage.output<T>(dx, nd), stage.output<T>(dz, nd),
                               stage.typed<T>(dweight), stage.typed<T>(dy), stage.typed<T>(x),

@@ -54,3 +54,23 @@ TEST_CASE("causal conv1d backward matches finite differences") {
   CHECK(test::relative_error(dw, test::numeric_gradient(loss, w)) < 1e-7);
   CHECK(test::relative_error(dbias, test::numeric_gradient(loss, bias)) < 1e-7);
 }
+
+// A zero-bubble backward runs dx first and the weight's and bias's gradients later: each part
+// alone gives the joint call's bits, in fp32 and with several threads.
+TEST_CASE("causal conv1d backward split into dx and dw dbias gives the joint call's bits") {
+  const int b = 2, l = 150, c = 40, k = 4;
+  const auto to_f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  const auto x = to_f(test::random_vector(b * l * c, 51)), w = to_f(test::random_vector(c * k, 52));
+  const auto bias = to_f(test::random_vector(c, 53)), dy = to_f(test::random_vector(b * l * c, 54));
+  std::vector<float> dx(x.size()), dw(w.size(), 0.5f), dbias(c, 0.5f);
+  kernels::causal_conv1d_backward<float>(dx.data(), dw.data(), dbias.data(), dy.data(), x.data(), w.data(), bias.data(),
+                                         b, l, c, k, true);
+  std::vector<float> dx_alone(x.size()), dw_alone(w.size(), 0.5f), dbias_alone(c, 0.5f);
+  kernels::causal_conv1d_backward<float>(dx_alone.data(), nullptr, nullptr, dy.data(), x.data(), w.data(),
+                                         bias.data(), b, l, c, k, true);
+  kernels::causal_conv1d_backward<float>(nullptr, dw_alone.data(), dbias_alone.data(), dy.data(), x.data(), w.data(),
+                                         bias.data(), b, l, c, k, true);
+  CHECK(dx_alone == dx);
+  CHECK(dw_alone == dw);
+  CHECK(dbias_alone == dbias);
+}
