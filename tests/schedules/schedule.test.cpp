@@ -70,6 +70,9 @@ void check_transfers_fit(const schedule_shape& shape) {
           REQUIRE(have_grad.count(key) == (stage < pp * vp - 1 ? 1u : 0u));
           done_backward.insert(key);
           break;
+        case op::backward_weight:
+          FAIL("a weight pass in a schedule that does not split the backward");
+          break;
       }
     }
   }
