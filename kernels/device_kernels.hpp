@@ -4,7 +4,8 @@
 // that device over to it after its own size checks. An entry point without a device
 // implementation, or a device without a registered backend, is an unsupported_kernel error that
 // names the kernel, the dtype and the device. Each method has the contract of the entry point of
-// the same name (kernels/*.hpp); id and label pointers point into the device's memory.
+// the same name (kernels/*.hpp); id and label pointers, and an attention's dims.document_start,
+// point into the device's memory.
 #pragma once
 
 #include <cstdint>

@@ -30,14 +30,19 @@ using tensor::dtype;
 
 stream_handle current() { return mactor::cuda::current_stream(); }
 
-// One GEMM of the linears: bf16 through cuBLASLt when every operand is bf16, else in fp32 (16-bit
-// operands staged).
+// One GEMM of the linears: bf16 operands through cuBLASLt's bf16 GEMM into a bf16 c, or into an
+// fp32 c (a weight gradient into fp32 main grads); anything else in fp32, 16-bit operands staged.
 void linear_gemm(const char* kernel, bool ta, bool tb, int m, int n, int k, tensor::const_tensor_view a, int lda,
                  tensor::const_tensor_view b, int ldb, double beta, tensor::tensor_view c, int ldc) {
-  if (c.type == dtype::bfloat16 && a.type == dtype::bfloat16 && b.type == dtype::bfloat16)
-    return gemm(ta, tb, m, n, k, 1.f, static_cast<const tensor::bfloat16*>(a.data), lda,
-                static_cast<const tensor::bfloat16*>(b.data), ldb, float(beta), static_cast<tensor::bfloat16*>(c.data),
-                ldc, current());
+  if (a.type == dtype::bfloat16 && b.type == dtype::bfloat16) {
+    const auto* a16 = static_cast<const tensor::bfloat16*>(a.data);
+    const auto* b16 = static_cast<const tensor::bfloat16*>(b.data);
+    if (c.type == dtype::bfloat16)
+      return gemm(ta, tb, m, n, k, 1.f, a16, lda, b16, ldb, float(beta), static_cast<tensor::bfloat16*>(c.data), ldc,
+                  current());
+    if (c.type == dtype::float32)
+      return gemm(ta, tb, m, n, k, 1.f, a16, lda, b16, ldb, float(beta), static_cast<float*>(c.data), ldc, current());
+  }
   device_stage stage(kernel);
   gemm(ta, tb, m, n, k, 1.f, stage.f32(a), lda, stage.f32(b), ldb, float(beta), stage.f32(c), ldc, current());
 }

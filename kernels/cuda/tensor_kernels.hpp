@@ -2,8 +2,8 @@
 // a CUDA device go to the kernels of kernels/cuda/, queued on the calling thread's current stream
 // (tensor/cuda/current_stream.hpp). The kernels compute in fp32: bf16 and fp16 views are widened
 // into scratch and outputs rounded back once (kernels/cuda/device_stage.hpp), as the CPU kernels
-// stage them; all-bf16 linears go straight to cuBLASLt's bf16 GEMM. fp8 views are an
-// unsupported_kernel error naming the kernel.
+// stage them; linears with bf16 operands go to cuBLASLt's bf16 GEMM (bf16 or fp32 out). fp8
+// views are an unsupported_kernel error naming the kernel.
 #pragma once
 
 namespace mactor::kernels::cuda {

@@ -224,4 +224,9 @@ TEST_CASE("cuda entry points: bf16 tensors are computed in fp32 and rounded once
   kernels::linear_forward(x.host, w.host, out.host, n, h, h);
   kernels::linear_forward(x.device, w.device, out.device, n, h, h);
   require_same("bf16 linear (cuBLASLt bf16)", widened(out), 1.0 / 128);
+  // A 16-bit model's weight gradient: bf16 operands accumulated into fp32 main grads.
+  auto main_grad = random_pair(h * h, rng);
+  kernels::linear_backward_weight(out.host, x.host, main_grad.host, n, h, h);
+  kernels::linear_backward_weight(out.device, x.device, main_grad.device, n, h, h);
+  require_same("bf16 weight gradient into fp32", main_grad, 1e-4);
 }
