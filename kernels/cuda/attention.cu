@@ -75,18 +75,56 @@ __device__ float dropped(float v, float p, float keep_scale, std::uint64_t strea
   return dropout_uniform(stream, index) >= p ? __fmul_rn(v, keep_scale) : 0.0f;
 }
 
+// out[t] = factor * sum over keys j in [lo, g] of weight(j) * rows[j * ld + t], t < head_dim: the
+// weights pass through shared memory (`staged`, `tile` floats) a tile at a time. Every thread of
+// the block calls it.
+template <class Weight>
+__device__ void weighted_key_rows(float* out, float factor, const float* rows, long long ld, int lo, int g,
+                                  int head_dim, float* staged, Weight weight) {
+  float acc[max_per_thread] = {};
+  for (int j0 = lo; j0 <= g; j0 += tile) {
+    const int j1 = min(g + 1, j0 + tile);
+    __syncthreads();
+    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) staged[j - j0] = weight(j);
+    __syncthreads();
+    for (int j = j0; j < j1; ++j) {
+      const float w = staged[j - j0];
+      const float* m = rows + j * ld;
+      for (int r = 0; r < max_per_thread; ++r) {
+        const int t = threadIdx.x + r * blockDim.x;
+        if (t < head_dim) acc[r] += w * m[t];
+      }
+    }
+  }
+  for (int r = 0; r < max_per_thread; ++r) {
+    const int t = threadIdx.x + r * blockDim.x;
+    if (t < head_dim) out[t] = factor * acc[r];
+  }
+}
+
+// A query-row block (i, b * heads + h): its row, batch row, head and position (-1: outside every
+// run, nothing to do), with one head_dim row of `from` (at `at` in row i) loaded into shared memory.
+struct query_row {
+  int i, b, h, g;
+};
+__device__ query_row load_query_row(const device_dims& d, float* shared_row, const float* from, long long ld,
+                                    long long at) {
+  const query_row q{int(blockIdx.x), int(blockIdx.y) / d.heads, int(blockIdx.y) % d.heads, position_of(d, blockIdx.x)};
+  if (q.g < 0) return q;
+  for (int t = threadIdx.x; t < d.head_dim; t += blockDim.x) shared_row[t] = from[q.i * ld + at + t];
+  __syncthreads();
+  return q;
+}
+
 // Block (i, b * heads + h): the scores of row i, their masked softmax into probs, then
 // out[i] = dropout(P[i]) V.
 __global__ void forward_kernel(float* out, float* probs, const float* qkv, const float* kv, const float* sink,
                                device_dims d, float scale, float p, float keep_scale, std::uint64_t stream) {
   extern __shared__ float shared[];
   float* q = shared;
-  float* weights = shared + d.head_dim;
-  const int i = blockIdx.x, b = blockIdx.y / d.heads, h = blockIdx.y % d.heads;
-  const int g = position_of(d, i);
+  const int bq = blockIdx.y / d.heads, hq = blockIdx.y % d.heads;
+  const auto [i, b, h, g] = load_query_row(d, q, qkv, d.ld, query_at(d, bq, hq));
   if (g < 0) return;
-  for (int t = threadIdx.x; t < d.head_dim; t += blockDim.x) q[t] = qkv[i * d.ld + query_at(d, b, h) + t];
-  __syncthreads();
   float* row = probs + (((long long)b * d.heads + h) * d.seq + i) * d.keys;
   const int lo = first_key(d, b, g);
   const long long k_at = key_at(d, b, h / d.per_group);
@@ -108,28 +146,10 @@ __global__ void forward_kernel(float* out, float* probs, const float* qkv, const
   __syncthreads();
   for (int j = threadIdx.x; j < d.keys; j += blockDim.x) row[j] = j >= lo && j <= g ? row[j] * inv : 0.0f;
 
-  float acc[max_per_thread] = {};
   const unsigned long long base = mask_base(d, b, h) + (unsigned long long)g * d.keys;
-  for (int j0 = lo; j0 <= g; j0 += tile) {
-    const int j1 = min(g + 1, j0 + tile);
-    __syncthreads();
-    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x)
-      weights[j - j0] = dropped(row[j], p, keep_scale, stream, base + j);
-    __syncthreads();
-    for (int j = j0; j < j1; ++j) {
-      const float w = weights[j - j0];
-      const float* v = kv + j * d.ld + k_at + d.head_dim;
-      for (int r = 0; r < max_per_thread; ++r) {
-        const int t = threadIdx.x + r * blockDim.x;
-        if (t < d.head_dim) acc[r] += w * v[t];
-      }
-    }
-  }
-  float* o = out + i * d.ldo + ((long long)b * d.heads + h) * d.head_dim;
-  for (int r = 0; r < max_per_thread; ++r) {
-    const int t = threadIdx.x + r * blockDim.x;
-    if (t < d.head_dim) o[t] = acc[r];
-  }
+  weighted_key_rows(out + i * d.ldo + ((long long)b * d.heads + h) * d.head_dim, 1.0f, kv + k_at + d.head_dim, d.ld,
+                    lo, g, d.head_dim, shared + d.head_dim,
+                    [&](int j) { return dropped(row[j], p, keep_scale, stream, base + j); });
 }
 
 // Block (i, b * heads + h): dP = dO V^T with dropout, dS = P (dP - rowsum(P dP)) into ds, the row's
@@ -139,13 +159,10 @@ __global__ void query_grad_kernel(float* dqkv, float* ds, float* sink_rows, cons
                                   float keep_scale, std::uint64_t stream) {
   extern __shared__ float shared[];
   float* dout_row = shared;
-  float* weights = shared + d.head_dim;
-  const int i = blockIdx.x, b = blockIdx.y / d.heads, h = blockIdx.y % d.heads;
-  const int g = position_of(d, i);
+  const long long bh_block = blockIdx.y;  // b * heads + h
+  const auto [i, b, h, g] = load_query_row(d, dout_row, dout, d.ldo, bh_block * d.head_dim);
   if (g < 0) return;
   const long long bh = (long long)b * d.heads + h;
-  for (int t = threadIdx.x; t < d.head_dim; t += blockDim.x) dout_row[t] = dout[i * d.ldo + bh * d.head_dim + t];
-  __syncthreads();
   const float* prow = probs + (bh * d.seq + i) * d.keys;
   float* dsrow = ds + (bh * d.seq + i) * d.keys;
   const int lo = first_key(d, b, g);
@@ -167,27 +184,8 @@ __global__ void query_grad_kernel(float* dqkv, float* ds, float* sink_rows, cons
   for (int j = threadIdx.x; j < d.keys; j += blockDim.x)
     if (j < lo || j > g) dsrow[j] = 0.0f;
   if (threadIdx.x == 0) sink_rows[bh * d.seq + i] = -(1.0f - mass) * dot;
-
-  float acc[max_per_thread] = {};
-  for (int j0 = lo; j0 <= g; j0 += tile) {
-    const int j1 = min(g + 1, j0 + tile);
-    __syncthreads();
-    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) weights[j - j0] = dsrow[j];
-    __syncthreads();
-    for (int j = j0; j < j1; ++j) {
-      const float w = weights[j - j0];
-      const float* k = kv + j * d.ld + k_at;
-      for (int r = 0; r < max_per_thread; ++r) {
-        const int t = threadIdx.x + r * blockDim.x;
-        if (t < d.head_dim) acc[r] += w * k[t];
-      }
-    }
-  }
-  float* dq = dqkv + i * d.ld + query_at(d, b, h);
-  for (int r = 0; r < max_per_thread; ++r) {
-    const int t = threadIdx.x + r * blockDim.x;
-    if (t < d.head_dim) dq[t] = scale * acc[r];
-  }
+  weighted_key_rows(dqkv + i * d.ld + query_at(d, b, h), scale, kv + k_at, d.ld, lo, g, d.head_dim,
+                    shared + d.head_dim, [&](int j) { return dsrow[j]; });
 }
 
 // Block (k, b * groups + group): dK[k] = scale sum_{h, i} dS[h, i, k] Q_h[i] and
