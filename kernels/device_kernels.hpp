@@ -26,6 +26,12 @@ class device_kernels {
   virtual void add(view dst, input src) = 0;
   virtual void copy(view dst, input src) = 0;
   virtual void fill_zero(view x) = 0;
+  // convert.hpp
+  virtual void convert(view dst, input src) = 0;
+  virtual void round_through(view x, tensor::dtype type) = 0;
+  // bias.hpp
+  virtual void bias_add(view y, input bias, int n, int w) = 0;
+  virtual void bias_backward(view dbias, input dy, int n, int w) = 0;
   // gemm.hpp
   virtual void linear_forward(input x, input w, view y, int rows, int in, int out, double beta) = 0;
   virtual void linear_backward_input(input dy, input w, view dx, int rows, int in, int out, double beta) = 0;

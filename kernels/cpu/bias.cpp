@@ -1,6 +1,7 @@
 // Bias add and column-sum backward.
 #include "kernels/bias.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 #include <cstdint>
 
@@ -43,6 +44,7 @@ void bias_add(tensor::tensor_view y, tensor::const_tensor_view bias, int n, int 
   check_compatible("bias_add", {y, bias});
   detail::need("bias_add", "y", y, std::int64_t(n) * w);
   detail::need("bias_add", "bias", bias, w);
+  if (on_device(y)) return device_kernels_for("bias_add", y).bias_add(y, bias, n, w);
   detail::fp32_stage stage;
   dispatch_compute("bias_add", y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
@@ -54,6 +56,7 @@ void bias_backward(tensor::tensor_view dbias, tensor::const_tensor_view dy, int 
   check_compatible("bias_backward", {dbias, dy});
   detail::need("bias_backward", "dbias", dbias, w);
   detail::need("bias_backward", "dy", dy, std::int64_t(n) * w);
+  if (on_device(dbias)) return device_kernels_for("bias_backward", dbias).bias_backward(dbias, dy, n, w);
   detail::fp32_stage stage;
   dispatch_compute("bias_backward", dy.type, dy.where, [&](auto zero) {
     using T = decltype(zero);

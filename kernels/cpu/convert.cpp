@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 #include "kernels/dispatch.hpp"
 #include "tensor/memory_ledger.hpp"
 
@@ -60,12 +61,13 @@ void round_from_float(tensor::float16* dst, const float* src, std::int64_t n) {
 }
 
 void convert(tensor::tensor_view dst, tensor::const_tensor_view src) {
-  if (dst.where != src.where || dst.where.type != tensor::device_type::cpu)
+  if (dst.where != src.where)
     throw tensor::tensor_error("kernel convert: from " + tensor::to_string(src.where) + " to " +
-                               tensor::to_string(dst.where) + " (a CPU kernel, one device)");
+                               tensor::to_string(dst.where) + " (one device; copies between devices are the backend's)");
   if (dst.numel() != src.numel())
     throw tensor::tensor_error("kernel convert: " + std::to_string(src.numel()) +
                                " elements into " + std::to_string(dst.numel()));
+  if (on_device(dst)) return device_kernels_for("convert", dst).convert(dst, src);
   const std::int64_t n = src.numel();
   if (dst.type == src.type) {
     std::memcpy(dst.data, src.data, dst.nbytes());
@@ -106,6 +108,7 @@ void convert(tensor::tensor_view dst, tensor::const_tensor_view src) {
 
 void round_through(tensor::tensor_view x, tensor::dtype type) {
   if (type == tensor::dtype::float32 || type == tensor::dtype::float64) return;
+  if (on_device(x)) return device_kernels_for("round_through", x).round_through(x, type);
   float* v = x.host<float>().data();
   const std::int64_t n = x.numel();
   if (type == tensor::dtype::bfloat16)

@@ -24,3 +24,4 @@ TEST_CASE("cpu backend: dropout matches double", "[backend][cpu]") { check_dropo
 TEST_CASE("cpu backend: squared relu matches double", "[backend][cpu]") { check_squared_relu(*make_cpu_kernel_backend()); }
 TEST_CASE("cpu backend: moe rows matches double", "[backend][cpu]") { check_moe_rows(*make_cpu_kernel_backend()); }
 TEST_CASE("cpu backend: 16-bit conversions match the host bit for bit", "[backend][cpu]") { check_convert(*make_cpu_kernel_backend()); }
+TEST_CASE("cpu backend: bias matches double", "[backend][cpu]") { check_bias(*make_cpu_kernel_backend()); }

@@ -31,3 +31,4 @@ TEST_CASE("cuda backend: dropout matches double", "[backend][cuda]") { check_dro
 TEST_CASE("cuda backend: squared relu matches double", "[backend][cuda]") { check_squared_relu(*cuda_backend()); }
 TEST_CASE("cuda backend: moe rows matches double", "[backend][cuda]") { check_moe_rows(*cuda_backend()); }
 TEST_CASE("cuda backend: 16-bit conversions match the host bit for bit", "[backend][cuda]") { check_convert(*cuda_backend()); }
+TEST_CASE("cuda backend: bias matches double", "[backend][cuda]") { check_bias(*cuda_backend()); }

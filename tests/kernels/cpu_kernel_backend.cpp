@@ -2,6 +2,7 @@
 #include "tests/kernels/cpu_kernel_backend.hpp"
 
 #include "kernels/attention.hpp"
+#include "kernels/bias.hpp"
 #include "kernels/convert.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/dropout.hpp"
@@ -166,6 +167,11 @@ class cpu_kernel_backend final : public kernel_backend {
                         float p, std::uint64_t stream, std::uint64_t first) override {
     kernels::bias_dropout_add<float>(out.data(), residual.data(), x.data(), data_or_null(bias), n, w, p, stream,
                                      first);
+  }
+
+  void bias(floats& y, floats& dbias, const floats& bias, const floats& dy, int n, int w) override {
+    kernels::bias_add<float>(y.data(), bias.data(), n, w);
+    kernels::bias_backward<float>(dbias.data(), dy.data(), n, w);
   }
 
   void squared_relu(floats& y, floats& dx, const floats& x, const floats& dy) override {

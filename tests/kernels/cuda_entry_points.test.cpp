@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "kernels/bias.hpp"
 #include "kernels/convert.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/cuda/tensor_kernels.hpp"
@@ -143,6 +144,9 @@ TEST_CASE("cuda entry points: tensor ops linears norms and activations agree wit
   kernels::copy(act.host, x.host);
   kernels::copy(act.device, x.device);
   require_same("copy", act, 0);
+  kernels::bias_add(act.host, gamma.host, rows, in), kernels::bias_add(act.device, gamma.device, rows, in);
+  kernels::bias_backward(gamma.host, act.host, rows, in), kernels::bias_backward(gamma.device, act.device, rows, in);
+  require_same("bias_add", act, 1e-6), require_same("bias_backward", gamma, 1e-5);
 }
 
 TEST_CASE("cuda entry points: dropout attention rope embedding and the loss agree with the host", "[cuda][device]") {
@@ -224,6 +228,12 @@ TEST_CASE("cuda entry points: bf16 tensors are computed in fp32 and rounded once
   kernels::linear_forward(x.host, w.host, out.host, n, h, h);
   kernels::linear_forward(x.device, w.device, out.device, n, h, h);
   require_same("bf16 linear (cuBLASLt bf16)", widened(out), 1.0 / 128);
+  // fp32 <-> bf16 on the device, and an fp32 tensor rounded through bf16 in place.
+  auto wide = widened(out);
+  kernels::convert(out.host, wide.host), kernels::convert(out.device, wide.device);
+  require_same("convert fp32 to bf16", widened(out), 0);
+  kernels::round_through(wide.host, tensor::dtype::float16), kernels::round_through(wide.device, tensor::dtype::float16);
+  require_same("round_through fp16", wide, 0);
   // A 16-bit model's weight gradient: bf16 operands accumulated into fp32 main grads.
   auto main_grad = random_pair(h * h, rng);
   kernels::linear_backward_weight(out.host, x.host, main_grad.host, n, h, h);

@@ -5,6 +5,7 @@
 #include "kernels/cuda/activations.hpp"
 #include "kernels/cuda/adam.hpp"
 #include "kernels/cuda/attention.hpp"
+#include "kernels/cuda/bias.hpp"
 #include "kernels/cuda/convert.hpp"
 #include "kernels/cuda/dropout.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
@@ -208,6 +209,13 @@ class cuda_kernel_backend final : public kernel_backend {
     kc::bias_dropout_add(dout.as<float>(), dr.as<float>(), dx.as<float>(), bias.empty() ? nullptr : db.as<float>(), n,
                          w, p, stream, first, stream_);
     down(out, dout);
+  }
+
+  void bias(floats& y, floats& dbias, const floats& bias, const floats& dy, int n, int w) override {
+    auto d_y = up(y), ddb = up(dbias), db = up(bias), ddy = up(dy);
+    kc::bias_add(d_y.as<float>(), db.as<float>(), n, w, stream_);
+    kc::bias_backward(ddb.as<float>(), ddy.as<float>(), n, w, stream_);
+    down(y, d_y), down(dbias, ddb);
   }
 
   void squared_relu(floats& y, floats& dx, const floats& x, const floats& dy) override {

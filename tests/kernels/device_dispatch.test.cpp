@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "kernels/bias.hpp"
+#include "kernels/convert.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/device_kernels.hpp"
 #include "kernels/dropout.hpp"
@@ -39,6 +41,10 @@ class recording_kernels final : public kernels::device_kernels {
   void add(view dst, input) override { note("add", dst, {}); }
   void copy(view dst, input) override { note("copy", dst, {}); }
   void fill_zero(view x) override { note("fill_zero", x, {}); }
+  void convert(view dst, input) override { note("convert", dst, {}); }
+  void round_through(view x, tensor::dtype type) override { note("round_through", x, {(long long)type}); }
+  void bias_add(view y, input, int n, int w) override { note("bias_add", y, {n, w}); }
+  void bias_backward(view dbias, input, int n, int w) override { note("bias_backward", dbias, {n, w}); }
   void linear_forward(input x, input, view, int rows, int in, int out, double) override {
     note("linear_forward", x, {rows, in, out});
   }
@@ -139,6 +145,10 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
   kernels::add(X, Y);
   kernels::copy(X, Y);
   kernels::fill_zero(X);
+  kernels::convert(X, Y);
+  kernels::round_through(X, tensor::dtype::bfloat16);
+  kernels::bias_add(X, S, 8, 8);
+  kernels::bias_backward(S, X, 8, 8);
   kernels::linear_forward(X, Y, Z, 4, 3, 5);
   kernels::linear_backward_input(X, Y, Z, 4, 3, 5);
   kernels::linear_backward_weight(X, Y, Z, 4, 3, 5);
@@ -170,6 +180,10 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
       {"add", X.data, {}},
       {"copy", X.data, {}},
       {"fill_zero", X.data, {}},
+      {"convert", X.data, {}},
+      {"round_through", X.data, {(long long)tensor::dtype::bfloat16}},
+      {"bias_add", X.data, {8, 8}},
+      {"bias_backward", S.data, {8, 8}},
       {"linear_forward", X.data, {4, 3, 5}},
       {"linear_backward_input", X.data, {4, 3, 5}},
       {"linear_backward_weight", X.data, {4, 3, 5}},

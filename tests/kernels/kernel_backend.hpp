@@ -104,6 +104,9 @@ class kernel_backend {
   virtual void bias_dropout_add(floats& out, const floats& residual, const floats& x, const floats& bias, int n, int w,
                                 float p, std::uint64_t stream, std::uint64_t first_index) = 0;
 
+  /// y[n, w] += bias, then dbias += the column sums of dy[n, w].
+  virtual void bias(floats& y, floats& dbias, const floats& bias, const floats& dy, int n, int w) = 0;
+
   /// y = relu(x)^2 and dx from dy.
   virtual void squared_relu(floats& y, floats& dx, const floats& x, const floats& dy) = 0;
   /// The per-row weighted form on [rows, width]: y, then dx and dw from dy.

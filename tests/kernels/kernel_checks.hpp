@@ -24,5 +24,6 @@ void check_dropout(kernel_backend& backend);
 void check_squared_relu(kernel_backend& backend);
 void check_moe_rows(kernel_backend& backend);
 void check_convert(kernel_backend& backend);
+void check_bias(kernel_backend& backend);
 
 }  // namespace mactor::testing

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "kernels/attention.hpp"
+#include "kernels/bias.hpp"
 #include "kernels/dropout.hpp"
 #include "kernels/moe_permute.hpp"
 #include "kernels/squared_relu.hpp"
@@ -121,6 +122,21 @@ void check_dropout(kernel_backend& backend) {
                                       with_bias ? bias64.data() : nullptr, n, w, p, 555, 3 * nw);
     backend.bias_dropout_add(out, residual, x, bias, n, w, p, 555, 3 * nw);
     require_close("out", out, want, 1e-6);
+  }
+}
+
+void check_bias(kernel_backend& backend) {
+  std::mt19937 rng(131);
+  for (auto [n, w] : {std::pair{1, 1}, {7, 33}, {1000, 129}}) {
+    INFO(backend.name() << " bias n=" << n << " w=" << w);
+    const std::size_t nw = std::size_t(n) * w;
+    const floats bias = random_floats(w, rng), dy = random_floats(nw, rng);
+    floats y = random_floats(nw, rng), dbias = random_floats(w, rng);
+    doubles want_y = widen(y), want_dbias = widen(dbias);
+    kernels::bias_add<double>(want_y.data(), widen(bias).data(), n, w);
+    kernels::bias_backward<double>(want_dbias.data(), widen(dy).data(), n, w);
+    backend.bias(y, dbias, bias, dy, n, w);
+    require_close("y", y, want_y, 1e-6), require_close("dbias", dbias, want_dbias, 1e-5);
   }
 }
 
