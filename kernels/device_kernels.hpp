@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/attention_dims.hpp"
 #include "tensor/tensor.hpp"
@@ -57,6 +58,11 @@ class device_kernels {
                              std::uint64_t first_index) = 0;
   virtual void bias_dropout_add(view out, input residual, input x, input bias, int n, int w, float p,
                                 std::uint64_t stream, std::uint64_t first_index) = 0;
+  // moe_permute.hpp: the rows are on the host (checked there), each backend takes them over.
+  virtual void gather_rows(view out, input in, std::span<const std::int64_t> rows, int w) = 0;
+  virtual void scatter_add_rows(view out, input in, std::span<const std::int64_t> rows, int w) = 0;
+  virtual void scale_rows(view out, input in, input scale, std::int64_t n, int w) = 0;
+  virtual void row_dots(view out, input a, input b, std::int64_t n, int w) = 0;
   // attention.hpp
   virtual void attention_forward(view out, view probs, input qkv, const attention_dims& dims, double scale,
                                  float dropout_p, std::uint64_t dropout_stream, input sink, input kv) = 0;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 namespace mactor::kernels {
 
@@ -12,15 +13,15 @@ void gather_rows(tensor::tensor_view out, tensor::const_tensor_view in,
   check_same_type("gather_rows", {out, in});
   const std::int64_t n = std::int64_t(rows.size());
   detail::need("gather_rows", "out", out, n * w);
+  for (auto r : rows)
+    if (r < 0 || (r + 1) * w > in.numel())
+      throw tensor::tensor_error("kernel gather_rows: row " + std::to_string(r) + " is outside in " +
+                                 tensor::to_string(in.shape));
+  if (on_device(out)) return device_kernels_for("gather_rows", out).gather_rows(out, in, rows, w);
   const std::size_t row_bytes = std::size_t(w) * tensor::size_of(in.type);
   const auto* src = static_cast<const char*>(in.data);
   auto* dst = static_cast<char*>(out.data);
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (rows[i] < 0 || (rows[i] + 1) * w > in.numel())
-      throw tensor::tensor_error("kernel gather_rows: row " + std::to_string(rows[i]) +
-                                 " is outside in " + tensor::to_string(in.shape));
-    std::memcpy(dst + i * row_bytes, src + rows[i] * row_bytes, row_bytes);
-  }
+  for (std::int64_t i = 0; i < n; ++i) std::memcpy(dst + i * row_bytes, src + rows[i] * row_bytes, row_bytes);
 }
 
 void scatter_add_rows(tensor::tensor_view out, tensor::const_tensor_view in,
@@ -32,6 +33,7 @@ void scatter_add_rows(tensor::tensor_view out, tensor::const_tensor_view in,
     if (r < 0 || (r + 1) * w > out.numel())
       throw tensor::tensor_error("kernel scatter_add_rows: row " + std::to_string(r) +
                                  " is outside out " + tensor::to_string(out.shape));
+  if (on_device(out)) return device_kernels_for("scatter_add_rows", out).scatter_add_rows(out, in, rows, w);
   detail::fp32_stage stage;
   dispatch_compute("scatter_add_rows", out.type, out.where, [&](auto zero) {
     using T = decltype(zero);
@@ -51,6 +53,7 @@ void scale_rows(tensor::tensor_view out, tensor::const_tensor_view in,
   detail::need("scale_rows", "out", out, n * w);
   detail::need("scale_rows", "in", in, n * w);
   detail::need("scale_rows", "scale", scale, n);
+  if (on_device(out)) return device_kernels_for("scale_rows", out).scale_rows(out, in, scale, n, w);
   detail::fp32_stage stage;
   dispatch_compute("scale_rows", out.type, out.where, [&](auto zero) {
     using T = decltype(zero);
@@ -69,6 +72,7 @@ void row_dots(tensor::tensor_view out, tensor::const_tensor_view a, tensor::cons
   detail::need("row_dots", "out", out, n);
   detail::need("row_dots", "a", a, n * w);
   detail::need("row_dots", "b", b, n * w);
+  if (on_device(out)) return device_kernels_for("row_dots", out).row_dots(out, a, b, n, w);
   detail::fp32_stage stage;
   dispatch_compute("row_dots", out.type, out.where, [&](auto zero) {
     using T = decltype(zero);

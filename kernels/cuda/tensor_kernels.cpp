@@ -13,12 +13,14 @@
 #include "kernels/cuda/embedding.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layernorm.hpp"
+#include "kernels/cuda/moe_permute.hpp"
 #include "kernels/cuda/rmsnorm.hpp"
 #include "kernels/cuda/rope.hpp"
 #include "kernels/cuda/squared_relu.hpp"
 #include "kernels/cuda/tensor_ops.hpp"
 #include "kernels/device_kernels.hpp"
 #include "kernels/dispatch.hpp"
+#include "tensor/cuda/copy.hpp"
 #include "tensor/cuda/current_stream.hpp"
 #include "tensor/cuda/device.hpp"
 #include "tensor/cuda/device_allocator.hpp"
@@ -47,6 +49,15 @@ void linear_gemm(const char* kernel, bool ta, bool tb, int m, int n, int k, tens
   }
   device_stage stage(kernel);
   gemm(ta, tb, m, n, k, 1.f, stage.f32(a), lda, stage.f32(b), ldb, float(beta), stage.f32(c), ldc, current());
+}
+
+// Host row indices on device `index` (8 bytes each, carried in an fp64 buffer); the copy is queued
+// on the current stream before the kernel that reads them, and the host span outlives the call.
+mactor::cuda::device_buffer upload(std::span<const std::int64_t> rows, int index) {
+  const auto n = std::int64_t(rows.size());
+  mactor::cuda::device_buffer d({n}, dtype::float64, index);
+  mactor::cuda::copy(d.view(), tensor::const_tensor_view{rows.data(), {n}, dtype::float64}, current());
+  return d;
 }
 
 // dst (bf16 or fp16) <- n fp32 values, rounded to nearest-even.
@@ -173,6 +184,26 @@ class cuda_tensor_kernels final : public device_kernels {
                         std::uint64_t first) override {
     device_stage k("bias_dropout_add");
     cuda::bias_dropout_add(k.f32(out), k.f32(residual), k.f32(x), k.f32(bias), n, w, p, stream, first, current());
+  }
+
+  void gather_rows(view out, input in, std::span<const std::int64_t> rows, int w) override {
+    device_stage k("gather_rows");
+    const auto on_device = upload(rows, out.where.index);
+    cuda::gather_rows(k.f32(out), k.f32(in), on_device.as<std::int64_t>(), std::int64_t(rows.size()), w, current());
+  }
+  void scatter_add_rows(view out, input in, std::span<const std::int64_t> rows, int w) override {
+    device_stage k("scatter_add_rows");
+    const auto on_device = upload(rows, out.where.index);
+    cuda::scatter_add_rows(k.f32(out), k.f32(in), on_device.as<std::int64_t>(), std::int64_t(rows.size()), w,
+                           current());
+  }
+  void scale_rows(view out, input in, input scale, std::int64_t n, int w) override {
+    device_stage k("scale_rows");
+    cuda::scale_rows(k.f32(out), k.f32(in), k.f32(scale), n, w, current());
+  }
+  void row_dots(view out, input a, input b, std::int64_t n, int w) override {
+    device_stage k("row_dots");
+    cuda::row_dots(k.f32(out), k.f32(a), k.f32(b), n, w, current());
   }
 
   void attention_forward(view out, view probs, input qkv, const attention_dims& dims, double scale, float p,

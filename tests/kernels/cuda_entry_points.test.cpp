@@ -19,6 +19,7 @@
 #include "kernels/gelu.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
+#include "kernels/moe_permute.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
@@ -192,6 +193,15 @@ TEST_CASE("cuda entry points: dropout attention rope embedding and the loss agre
   kernels::embedding_forward(embedded.host, table.host, ids.data(), tokens, hidden, 0, vocab);
   kernels::embedding_forward(embedded.device, table.device, device_id_ptr, tokens, hidden, 0, vocab);
   require_same("embedding_forward", embedded, 0);
+  // The MoE dispatch's rows: host indices, device tensors.
+  const std::vector<std::int64_t> picks = {4, 0, 4, 19, 7};
+  auto gathered = random_pair(std::int64_t(picks.size()) * hidden, rng);
+  kernels::gather_rows(gathered.host, embedded.host, picks, hidden);
+  kernels::gather_rows(gathered.device, embedded.device, picks, hidden);
+  require_same("gather_rows", gathered, 0);
+  kernels::scatter_add_rows(embedded.host, gathered.host, picks, hidden);
+  kernels::scatter_add_rows(embedded.device, gathered.device, picks, hidden);
+  require_same("scatter_add_rows", embedded, 0);  // added in the same order: the same bits
 
   auto logits = random_pair(tokens * vocab, rng, 4.f), row_max = random_pair(tokens, rng);
   auto sum_exp = random_pair(tokens, rng), target = random_pair(tokens, rng), loss = random_pair(tokens, rng);

@@ -16,6 +16,7 @@
 #include "kernels/gelu.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
+#include "kernels/moe_permute.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/squared_relu.hpp"
@@ -72,6 +73,14 @@ class recording_kernels final : public kernels::device_kernels {
   void swiglu_backward(view dx, input, input, int n, int f) override { note("swiglu_backward", dx, {n, f}); }
   void squared_relu_forward(view y, input, std::int64_t n) override { note("squared_relu_forward", y, {n}); }
   void squared_relu_backward(view dx, input, input, std::int64_t n) override { note("squared_relu_backward", dx, {n}); }
+  void gather_rows(view out, input, std::span<const std::int64_t> rows, int w) override {
+    note("gather_rows", out, {(long long)rows.size(), w});
+  }
+  void scatter_add_rows(view out, input, std::span<const std::int64_t> rows, int w) override {
+    note("scatter_add_rows", out, {(long long)rows.size(), w});
+  }
+  void scale_rows(view out, input, input, std::int64_t n, int w) override { note("scale_rows", out, {n, w}); }
+  void row_dots(view out, input, input, std::int64_t n, int w) override { note("row_dots", out, {n, w}); }
   void dropout_apply(view y, input, std::int64_t n, float, std::uint64_t stream, std::uint64_t first) override {
     note("dropout_apply", y, {n, (long long)stream, (long long)first});
   }
@@ -162,6 +171,11 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
   kernels::swiglu_backward(Y, X, Z, 4, 8);
   kernels::squared_relu_forward(X, Y, 64);
   kernels::squared_relu_backward(X, Y, Z, 64);
+  const std::vector<std::int64_t> rows = {3, 0, 3};
+  kernels::gather_rows(X, Y, rows, 8);
+  kernels::scatter_add_rows(X, Y, rows, 8);
+  kernels::scale_rows(X, Y, S, 8, 8);
+  kernels::row_dots(S, X, Y, 8, 8);
   kernels::dropout_apply(X, Y, 64, 0.1f, 7, 9);
   kernels::bias_dropout_add(X, Y, Z, {}, 8, 8, 0.1f, 7, 0);
   kernels::attention_dims d;
@@ -197,6 +211,10 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
       {"swiglu_backward", Y.data, {4, 8}},
       {"squared_relu_forward", X.data, {64}},
       {"squared_relu_backward", X.data, {64}},
+      {"gather_rows", X.data, {3, 8}},
+      {"scatter_add_rows", X.data, {3, 8}},
+      {"scale_rows", X.data, {8, 8}},
+      {"row_dots", S.data, {8, 8}},
       {"dropout_apply", X.data, {64, 7, 9}},
       {"bias_dropout_add", X.data, {8, 8}},
       {"attention_forward", X.data, {2, 2}},
