@@ -1,9 +1,6 @@
 // SwiGLU and GeLU, forward and backward: one thread per output element (grid-stride loops).
 #include "kernels/cuda/activations.hpp"
 
-#include <algorithm>
-
-#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/gelu_constants.hpp"
 #include "kernels/cuda/grid_stride.cuh"
 
@@ -11,10 +8,7 @@ namespace mactor::kernels::cuda {
 
 namespace {
 
-constexpr int threads = 256;
 using namespace gelu_constants;
-
-int blocks_for(long long n) { return int(std::min<long long>(detail::blocks_for(n, threads), 65535LL * 16)); }
 
 __device__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
 
@@ -65,27 +59,27 @@ __global__ void gelu_backward_kernel(float* dx, const float* dy, const float* x,
 void swiglu_forward(float* y, const float* x, int n, int f, stream_handle s) {
   const long long count = (long long)n * f;
   if (count == 0) return;
-  swiglu_forward_kernel<<<blocks_for(count), threads, 0, s>>>(y, x, count, f);
+  swiglu_forward_kernel<<<detail::grid_blocks(count), detail::grid_threads, 0, s>>>(y, x, count, f);
   detail::check_launch("swiglu_forward");
 }
 
 void swiglu_backward(float* dx, const float* dy, const float* x, int n, int f, stream_handle s) {
   const long long count = (long long)n * f;
   if (count == 0) return;
-  swiglu_backward_kernel<<<blocks_for(count), threads, 0, s>>>(dx, dy, x, count, f);
+  swiglu_backward_kernel<<<detail::grid_blocks(count), detail::grid_threads, 0, s>>>(dx, dy, x, count, f);
   detail::check_launch("swiglu_backward");
 }
 
 void gelu_forward(float* y, const float* x, std::int64_t n, bool tanh_approximation, stream_handle s) {
   if (n == 0) return;
-  gelu_forward_kernel<<<blocks_for(n), threads, 0, s>>>(y, x, n, tanh_approximation);
+  gelu_forward_kernel<<<detail::grid_blocks(n), detail::grid_threads, 0, s>>>(y, x, n, tanh_approximation);
   detail::check_launch("gelu_forward");
 }
 
 void gelu_backward(float* dx, const float* dy, const float* x, std::int64_t n, bool tanh_approximation,
                    stream_handle s) {
   if (n == 0) return;
-  gelu_backward_kernel<<<blocks_for(n), threads, 0, s>>>(dx, dy, x, n, tanh_approximation);
+  gelu_backward_kernel<<<detail::grid_blocks(n), detail::grid_threads, 0, s>>>(dx, dy, x, n, tanh_approximation);
   detail::check_launch("gelu_backward");
 }
 

@@ -26,6 +26,12 @@ __global__ void column_sum_kernel(float* out, Term term, int n, int h) {
   }
 }
 
+/// The term of add_column_sums for a matrix's own elements: out[j] += sum over rows of m[row, j].
+struct matrix_elements {
+  const float* m;
+  __device__ float operator()(long long row, int j, int h) const { return m[row * h + j]; }
+};
+
 template <class Term>
 void add_column_sums(float* out, Term term, int n, int h, cudaStream_t s) {
   if (h == 0) return;

@@ -4,18 +4,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
-
-#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/grid_stride.cuh"
 
 namespace mactor::kernels::cuda {
 
 namespace {
-
-constexpr int threads = 256;
-
-int blocks_for(long long n) { return int(std::min<long long>(detail::blocks_for(n, threads), 65535LL * 16)); }
 
 __global__ void widen_bf16_kernel(float* dst, const __nv_bfloat16* src, long long n) {
   for (long long e = detail::first_element(); e < n; e += detail::grid_stride()) dst[e] = __bfloat162float(src[e]);
@@ -37,25 +30,25 @@ static_assert(sizeof(tensor::bfloat16) == sizeof(__nv_bfloat16) && sizeof(tensor
 
 void widen_to_float(float* dst, const tensor::bfloat16* src, std::int64_t n, stream_handle s) {
   if (n <= 0) return;
-  widen_bf16_kernel<<<blocks_for(n), threads, 0, s>>>(dst, reinterpret_cast<const __nv_bfloat16*>(src), n);
+  widen_bf16_kernel<<<detail::grid_blocks(n), detail::grid_threads, 0, s>>>(dst, reinterpret_cast<const __nv_bfloat16*>(src), n);
   detail::check_launch("widen_to_float (bf16)");
 }
 
 void widen_to_float(float* dst, const tensor::float16* src, std::int64_t n, stream_handle s) {
   if (n <= 0) return;
-  widen_fp16_kernel<<<blocks_for(n), threads, 0, s>>>(dst, reinterpret_cast<const __half*>(src), n);
+  widen_fp16_kernel<<<detail::grid_blocks(n), detail::grid_threads, 0, s>>>(dst, reinterpret_cast<const __half*>(src), n);
   detail::check_launch("widen_to_float (fp16)");
 }
 
 void round_from_float(tensor::bfloat16* dst, const float* src, std::int64_t n, stream_handle s) {
   if (n <= 0) return;
-  round_bf16_kernel<<<blocks_for(n), threads, 0, s>>>(reinterpret_cast<__nv_bfloat16*>(dst), src, n);
+  round_bf16_kernel<<<detail::grid_blocks(n), detail::grid_threads, 0, s>>>(reinterpret_cast<__nv_bfloat16*>(dst), src, n);
   detail::check_launch("round_from_float (bf16)");
 }
 
 void round_from_float(tensor::float16* dst, const float* src, std::int64_t n, stream_handle s) {
   if (n <= 0) return;
-  round_fp16_kernel<<<blocks_for(n), threads, 0, s>>>(reinterpret_cast<__half*>(dst), src, n);
+  round_fp16_kernel<<<detail::grid_blocks(n), detail::grid_threads, 0, s>>>(reinterpret_cast<__half*>(dst), src, n);
   detail::check_launch("round_from_float (fp16)");
 }
 

@@ -3,19 +3,12 @@
 // kernels round x + bias, then the scaled value, then the sum, one at a time.
 #include "kernels/cuda/dropout.hpp"
 
-#include <algorithm>
-
-#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/grid_stride.cuh"
 #include "kernels/dropout_hash.hpp"
 
 namespace mactor::kernels::cuda {
 
 namespace {
-
-constexpr int threads = 256;
-
-int blocks_for(long long n) { return int(std::min<long long>(detail::blocks_for(n, threads), 65535LL * 16)); }
 
 __device__ float dropped(float v, float p, float scale, std::uint64_t stream, std::uint64_t index) {
   return dropout_uniform(stream, index) >= p ? __fmul_rn(v, scale) : 0.0f;
@@ -41,7 +34,7 @@ __global__ void bias_dropout_add_kernel(float* out, const float* residual, const
 void dropout_apply(float* y, const float* x, std::int64_t n, float p, std::uint64_t stream,
                    std::uint64_t first_index, stream_handle s) {
   if (n <= 0) return;
-  dropout_kernel<<<blocks_for(n), threads, 0, s>>>(y, x, n, p, 1.0f / (1.0f - p), stream, first_index);
+  dropout_kernel<<<detail::grid_blocks(n), detail::grid_threads, 0, s>>>(y, x, n, p, 1.0f / (1.0f - p), stream, first_index);
   detail::check_launch("dropout_apply");
 }
 
@@ -49,7 +42,7 @@ void bias_dropout_add(float* out, const float* residual, const float* x, const f
                       float p, std::uint64_t stream, std::uint64_t first_index, stream_handle s) {
   const long long count = (long long)n * w;
   if (count <= 0) return;
-  bias_dropout_add_kernel<<<blocks_for(count), threads, 0, s>>>(out, residual, x, bias, count, w, p,
+  bias_dropout_add_kernel<<<detail::grid_blocks(count), detail::grid_threads, 0, s>>>(out, residual, x, bias, count, w, p,
                                                                1.0f / (1.0f - p), stream, first_index);
   detail::check_launch("bias_dropout_add");
 }

@@ -60,11 +60,6 @@ struct layernorm_dgamma_term {
   }
 };
 
-struct dbeta_term {
-  const float* dy;
-  __device__ float operator()(long long row, int j, int h) const { return dy[row * h + j]; }
-};
-
 }  // namespace
 
 void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* gamma, const float* beta,
@@ -85,7 +80,7 @@ void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy,
     detail::check_launch("layernorm_backward (dx)");
   }
   if (dgamma) detail::add_column_sums(dgamma, layernorm_dgamma_term{dy, x, mean, rstd}, n, h, s);
-  if (dgamma && dbeta) detail::add_column_sums(dbeta, dbeta_term{dy}, n, h, s);
+  if (dgamma && dbeta) detail::add_column_sums(dbeta, detail::matrix_elements{dy}, n, h, s);
   detail::check_launch("layernorm_backward (dgamma, dbeta)");
 }
 

@@ -1,18 +1,12 @@
 // Row gathers, ordered scatter-adds, row scaling and row dots for the MoE token dispatch.
 #include "kernels/cuda/moe_permute.hpp"
 
-#include <algorithm>
-
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/grid_stride.cuh"
 
 namespace mactor::kernels::cuda {
 
 namespace {
-
-constexpr int threads = 256;
-
-int blocks_for(long long n) { return int(std::min<long long>(detail::blocks_for(n, threads), 65535LL * 16)); }
 
 __global__ void gather_rows_kernel(float* out, const float* in, const std::int64_t* rows, long long count, int w) {
   for (long long e = detail::first_element(); e < count; e += detail::grid_stride())
@@ -43,21 +37,21 @@ __global__ void row_dots_kernel(float* out, const float* a, const float* b, int 
 void gather_rows(float* out, const float* in, const std::int64_t* rows, std::int64_t n, int w, stream_handle s) {
   const long long count = (long long)n * w;
   if (count <= 0) return;
-  gather_rows_kernel<<<blocks_for(count), threads, 0, s>>>(out, in, rows, count, w);
+  gather_rows_kernel<<<detail::grid_blocks(count), detail::grid_threads, 0, s>>>(out, in, rows, count, w);
   detail::check_launch("gather_rows");
 }
 
 void scatter_add_rows(float* out, const float* in, const std::int64_t* rows, std::int64_t n, int w,
                       stream_handle s) {
   if (n <= 0 || w <= 0) return;
-  scatter_add_rows_kernel<<<detail::blocks_for(w, threads), threads, 0, s>>>(out, in, rows, n, w);
+  scatter_add_rows_kernel<<<detail::blocks_for(w, detail::grid_threads), detail::grid_threads, 0, s>>>(out, in, rows, n, w);
   detail::check_launch("scatter_add_rows");
 }
 
 void scale_rows(float* out, const float* in, const float* scale, std::int64_t n, int w, stream_handle s) {
   const long long count = (long long)n * w;
   if (count <= 0) return;
-  scale_rows_kernel<<<blocks_for(count), threads, 0, s>>>(out, in, scale, count, w);
+  scale_rows_kernel<<<detail::grid_blocks(count), detail::grid_threads, 0, s>>>(out, in, scale, count, w);
   detail::check_launch("scale_rows");
 }
 

@@ -2,18 +2,12 @@
 // row for its row sums.
 #include "kernels/cuda/squared_relu.hpp"
 
-#include <algorithm>
-
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/grid_stride.cuh"
 
 namespace mactor::kernels::cuda {
 
 namespace {
-
-constexpr int threads = 256;
-
-int blocks_for(long long n) { return int(std::min<long long>(detail::blocks_for(n, threads), 65535LL * 16)); }
 
 __global__ void squared_relu_forward_kernel(float* y, const float* x, long long n) {
   for (long long e = detail::first_element(); e < n; e += detail::grid_stride()) {
@@ -56,13 +50,13 @@ __global__ void weighted_backward_kernel(float* dx, float* dw, const float* dy, 
 
 void squared_relu_forward(float* y, const float* x, std::int64_t n, stream_handle s) {
   if (n <= 0) return;
-  squared_relu_forward_kernel<<<blocks_for(n), threads, 0, s>>>(y, x, n);
+  squared_relu_forward_kernel<<<detail::grid_blocks(n), detail::grid_threads, 0, s>>>(y, x, n);
   detail::check_launch("squared_relu_forward");
 }
 
 void squared_relu_backward(float* dx, const float* dy, const float* x, std::int64_t n, stream_handle s) {
   if (n <= 0) return;
-  squared_relu_backward_kernel<<<blocks_for(n), threads, 0, s>>>(dx, dy, x, n);
+  squared_relu_backward_kernel<<<detail::grid_blocks(n), detail::grid_threads, 0, s>>>(dx, dy, x, n);
   detail::check_launch("squared_relu_backward");
 }
 
@@ -70,7 +64,7 @@ void weighted_squared_relu_forward(float* y, const float* x, const float* w, std
                                    stream_handle s) {
   const long long n = (long long)rows * width;
   if (n <= 0) return;
-  weighted_forward_kernel<<<blocks_for(n), threads, 0, s>>>(y, x, w, n, width);
+  weighted_forward_kernel<<<detail::grid_blocks(n), detail::grid_threads, 0, s>>>(y, x, w, n, width);
   detail::check_launch("weighted_squared_relu_forward");
 }
 
