@@ -12,6 +12,13 @@
 
 namespace mactor::kernels::cuda {
 
+/// dst (fp32, src.numel() elements) <- the bf16 or fp16 view src, widened exactly; any other dtype
+/// is an unsupported_kernel error naming `kernel`. On the current stream.
+void widen_into(const char* kernel, float* dst, const tensor::const_tensor_view& src);
+/// The bf16 or fp16 view dst <- dst.numel() fp32 values from `from`, rounded to nearest-even;
+/// likewise.
+void round_into(const char* kernel, const tensor::tensor_view& dst, const float* from);
+
 class device_stage {
  public:
   explicit device_stage(const char* kernel);

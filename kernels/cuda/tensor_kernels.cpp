@@ -6,7 +6,6 @@
 #include "kernels/cuda/activations.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/bias.hpp"
-#include "kernels/cuda/convert.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
 #include "kernels/cuda/device_stage.hpp"
 #include "kernels/cuda/dropout.hpp"
@@ -60,13 +59,6 @@ mactor::cuda::device_buffer upload(std::span<const std::int64_t> rows, int index
   return d;
 }
 
-// dst (bf16 or fp16) <- n fp32 values, rounded to nearest-even.
-void narrow(const char* kernel, tensor::tensor_view dst, const float* from, std::int64_t n) {
-  if (dst.type == dtype::bfloat16) return round_from_float(static_cast<tensor::bfloat16*>(dst.data), from, n, current());
-  if (dst.type == dtype::float16) return round_from_float(static_cast<tensor::float16*>(dst.data), from, n, current());
-  throw unsupported_kernel(kernel, dst.type, dst.where);
-}
-
 class cuda_tensor_kernels final : public device_kernels {
  public:
   void scale(view x, double factor) override {
@@ -89,24 +81,17 @@ class cuda_tensor_kernels final : public device_kernels {
   // Same dtype: the bytes; to or from fp32: one conversion; between the 16-bit types through fp32.
   void convert(view dst, input src) override {
     if (dst.type == src.type) return copy(dst, src);
-    const auto n = dst.numel();
-    if (src.type == dtype::float32) return narrow("convert", dst, static_cast<const float*>(src.data), n);
+    if (src.type == dtype::float32) return round_into("convert", dst, static_cast<const float*>(src.data));
+    if (dst.type == dtype::float32) return widen_into("convert", static_cast<float*>(dst.data), src);
     device_stage k("convert");
-    const float* wide = k.f32(src);
-    if (dst.type == dtype::float32)
-      return mactor::cuda::detail::check(
-          cudaMemcpyAsync(dst.data, wide, dst.nbytes(), cudaMemcpyDeviceToDevice, current()), "cudaMemcpyAsync (convert)");
-    narrow("convert", dst, wide, n);
+    round_into("convert", dst, k.f32(src));
   }
   // x (fp32) holds exactly the values a tensor of `type` would: rounded to it and widened back.
   void round_through(view x, tensor::dtype type) override {
     if (x.type != dtype::float32) throw unsupported_kernel("round_through", x.type, x.where);
     mactor::cuda::device_buffer rounded({x.numel()}, type, x.where.index);
-    narrow("round_through", rounded.view(), static_cast<const float*>(x.data), x.numel());
-    device_stage k("round_through");
-    const float* back = k.f32(tensor::const_tensor_view(rounded.view()));
-    mactor::cuda::detail::check(cudaMemcpyAsync(x.data, back, x.nbytes(), cudaMemcpyDeviceToDevice, current()),
-                                "cudaMemcpyAsync (round_through)");
+    round_into("round_through", rounded.view(), static_cast<const float*>(x.data));
+    widen_into("round_through", static_cast<float*>(x.data), rounded.view());
   }
 
   void bias_add(view y, input bias, int n, int w) override {
