@@ -25,8 +25,15 @@ tensor::tensor_view view_of(floats& v) { return {v.data(), {std::int64_t(v.size(
 tensor::const_tensor_view view_of(const floats& v) {
   return {v.data(), {std::int64_t(v.size())}, tensor::dtype::float32};
 }
-const float* data_or_null(const floats& v) { return v.empty() ? nullptr : v.data(); }
-float* data_or_null(floats& v) { return v.empty() ? nullptr : v.data(); }
+// An argument left out (an empty vector) as a null pointer.
+template <class T>
+T* data_or_null(std::vector<T>& v) {
+  return v.empty() ? nullptr : v.data();
+}
+template <class T>
+const T* data_or_null(const std::vector<T>& v) {
+  return v.empty() ? nullptr : v.data();
+}
 
 floats widen(const bf16s& v) {
   floats out(v.size());
@@ -68,7 +75,7 @@ class cpu_kernel_backend final : public kernel_backend {
   void layernorm_forward(floats& y, floats& mean, floats& rstd, const floats& x, const floats& gamma,
                          const floats& beta, int n, int h, float eps, bool zc) override {
     kernels::layernorm_forward<float>(y.data(), mean.data(), rstd.data(), x.data(), gamma.data(),
-                                      beta.empty() ? nullptr : beta.data(), n, h, eps, zc);
+                                      data_or_null(beta), n, h, eps, zc);
   }
   void layernorm_backward(floats& dx, floats& dgamma, floats& dbeta, const floats& dy, const floats& x,
                           const floats& gamma, const floats& mean, const floats& rstd, int n, int h, bool zc,
@@ -146,7 +153,7 @@ class cpu_kernel_backend final : public kernel_backend {
 
   void attention(attention_io& io) override {
     auto dims = io.dims;
-    dims.document_start = io.document_start.empty() ? nullptr : io.document_start.data();
+    dims.document_start = data_or_null(io.document_start);
     kernels::attention_forward<float>(io.out.data(), io.probs.data(), io.qkv.data(), dims, io.scale, io.dropout_p,
                                       io.dropout_stream, data_or_null(io.sink), data_or_null(io.kv));
     kernels::attention_backward<float>(io.dqkv.data(), io.dout.data(), io.qkv.data(), io.probs.data(), dims, io.scale,

@@ -62,16 +62,15 @@ class cuda_kernel_backend final : public kernel_backend {
   void rmsnorm_backward(floats& dx, floats& dgamma, const floats& dy, const floats& x, const floats& gamma,
                         const floats& rstd, int n, int h, bool zc, bool acc) override {
     auto ddx = up(dx), ddg = up(dgamma), ddy = up(dy), d_x = up(x), dg = up(gamma), dr = up(rstd);
-    kc::rmsnorm_backward(dx.empty() ? nullptr : ddx.as<float>(), dgamma.empty() ? nullptr : ddg.as<float>(),
-                         ddy.as<float>(), d_x.as<float>(), dg.as<float>(),
-                         dr.as<float>(), n, h, zc, acc, stream_);
+    kc::rmsnorm_backward(or_null<float>(ddx, dx), or_null<float>(ddg, dgamma), ddy.as<float>(), d_x.as<float>(),
+                         dg.as<float>(), dr.as<float>(), n, h, zc, acc, stream_);
     down(dx, ddx), down(dgamma, ddg);
   }
   void layernorm_forward(floats& y, floats& mean, floats& rstd, const floats& x, const floats& gamma,
                          const floats& beta, int n, int h, float eps, bool zc) override {
     auto dy = up(y), dm = up(mean), dr = up(rstd), dx = up(x), dg = up(gamma), db = up(beta);
     kc::layernorm_forward(dy.as<float>(), dm.as<float>(), dr.as<float>(), dx.as<float>(), dg.as<float>(),
-                          beta.empty() ? nullptr : db.as<float>(), n, h, eps, zc, stream_);
+                          or_null<float>(db, beta), n, h, eps, zc, stream_);
     down(y, dy), down(mean, dm), down(rstd, dr);
   }
   void layernorm_backward(floats& dx, floats& dgamma, floats& dbeta, const floats& dy, const floats& x,
@@ -79,8 +78,7 @@ class cuda_kernel_backend final : public kernel_backend {
                           bool acc) override {
     auto ddx = up(dx), ddg = up(dgamma), ddb = up(dbeta), ddy = up(dy), d_x = up(x), dg = up(gamma);
     auto dm = up(mean), dr = up(rstd);
-    kc::layernorm_backward(dx.empty() ? nullptr : ddx.as<float>(), dgamma.empty() ? nullptr : ddg.as<float>(),
-                           dbeta.empty() ? nullptr : ddb.as<float>(),
+    kc::layernorm_backward(or_null<float>(ddx, dx), or_null<float>(ddg, dgamma), or_null<float>(ddb, dbeta),
                            ddy.as<float>(), d_x.as<float>(), dg.as<float>(), dm.as<float>(), dr.as<float>(), n, h, zc,
                            acc, stream_);
     down(dx, ddx), down(dgamma, ddg), down(dbeta, ddb);
@@ -175,16 +173,16 @@ class cuda_kernel_backend final : public kernel_backend {
     auto qkv = up(io.qkv), kv = up(io.kv), sink = up(io.sink), dout = up(io.dout), starts = up(io.document_start);
     auto out = up(io.out), probs = up(io.probs), dqkv = up(io.dqkv), dkv = up(io.dkv), dsink = up(io.dsink);
     auto dims = io.dims;
-    dims.document_start = io.document_start.empty() ? nullptr : starts.as<std::int32_t>();
+    dims.document_start = or_null<std::int32_t>(starts, io.document_start);
     device_buffer scratch({kc::attention_backward_scratch(dims)}, tensor::dtype::float32);
-    const float* kv_or_null = io.kv.empty() ? nullptr : kv.as<float>();
-    const float* sink_or_null = io.sink.empty() ? nullptr : sink.as<float>();
+    const float* kv_or_null = or_null<float>(kv, io.kv);
+    const float* sink_or_null = or_null<float>(sink, io.sink);
     kc::attention_forward(out.as<float>(), probs.as<float>(), qkv.as<float>(), dims, io.scale, io.dropout_p,
                           io.dropout_stream, sink_or_null, kv_or_null, stream_);
     kc::attention_backward(dqkv.as<float>(), dout.as<float>(), qkv.as<float>(), probs.as<float>(), dims, io.scale,
                            io.dropout_p, io.dropout_stream, scratch.as<float>(), sink_or_null,
-                           io.dsink.empty() ? nullptr : dsink.as<float>(), kv_or_null,
-                           io.kv.empty() ? nullptr : dkv.as<float>(), stream_);
+                           or_null<float>(dsink, io.dsink), kv_or_null,
+                           or_null<float>(dkv, io.kv), stream_);
     down(io.out, out), down(io.probs, probs), down(io.dqkv, dqkv), down(io.dkv, dkv), down(io.dsink, dsink);
   }
 
@@ -206,7 +204,7 @@ class cuda_kernel_backend final : public kernel_backend {
   void bias_dropout_add(floats& out, const floats& residual, const floats& x, const floats& bias, int n, int w,
                         float p, std::uint64_t stream, std::uint64_t first) override {
     auto dout = up(out), dr = up(residual), dx = up(x), db = up(bias);
-    kc::bias_dropout_add(dout.as<float>(), dr.as<float>(), dx.as<float>(), bias.empty() ? nullptr : db.as<float>(), n,
+    kc::bias_dropout_add(dout.as<float>(), dr.as<float>(), dx.as<float>(), or_null<float>(db, bias), n,
                          w, p, stream, first, stream_);
     down(out, dout);
   }
@@ -258,6 +256,12 @@ class cuda_kernel_backend final : public kernel_backend {
  private:
   // Buffers travel as bytes (a 1-byte dtype), so floats, bf16 and int32 ids take one path.
   static constexpr tensor::dtype byte_type = tensor::dtype::float8_e4m3;
+
+  // d's data, or nullptr for an argument left out (an empty host vector).
+  template <class T, class V>
+  static T* or_null(const device_buffer& d, const std::vector<V>& host) {
+    return host.empty() ? nullptr : d.as<T>();
+  }
 
   template <class T>
   device_buffer up(const std::vector<T>& v) {
