@@ -19,6 +19,10 @@ struct device_memory {
   void (*fill_zero)(int index, void* data, std::size_t bytes);
   /// Copies between two blocks of device `index`; done when it returns.
   void (*copy)(int index, void* dst, const void* src, std::size_t bytes);
+  /// Copies `bytes` of host memory into device `index`'s; done when it returns.
+  void (*upload)(int index, void* dst, const void* host_src, std::size_t bytes);
+  /// Copies `bytes` of device `index`'s memory into the host's; done when it returns.
+  void (*download)(int index, void* host_dst, const void* src, std::size_t bytes);
 };
 
 /// Installs `memory` for tensors on devices of `type` (not cpu); a later call replaces it.

@@ -28,11 +28,23 @@ void copy(int, void* dst, const void* src, std::size_t bytes) {
   detail::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (a device tensor's clone)");
 }
 
+void upload(int, void* dst, const void* host_src, std::size_t bytes) {
+  const auto s = current_stream();
+  detail::check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync (host to device)");
+  detail::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (host to device)");
+}
+
+void download(int, void* host_dst, const void* src, std::size_t bytes) {
+  const auto s = current_stream();
+  detail::check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (device to host)");
+  detail::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (device to host)");
+}
+
 }  // namespace
 
 void enable_device_tensors() {
   static const bool registered = [] {
-    tensor::register_device_memory(tensor::device_type::cuda, {allocate, release, fill_zero, copy});
+    tensor::register_device_memory(tensor::device_type::cuda, {allocate, release, fill_zero, copy, upload, download});
     return true;
   }();
   (void)registered;
