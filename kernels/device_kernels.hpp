@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/adam_scalars.hpp"
 #include "kernels/attention_dims.hpp"
 #include "tensor/tensor.hpp"
 
@@ -85,6 +86,11 @@ class device_kernels {
   virtual void cross_entropy_loss(view loss, input sum_exp, input row_max, input target_logit, int n) = 0;
   virtual void cross_entropy_backward(view exps, input sum_exp, const std::int32_t* labels, input grad_scale, int n,
                                       int v, int vocab_start) = 0;
+  // adam.hpp
+  virtual void adam_step(view value, input grad, view exp_avg, view exp_avg_sq, const adam_hyperparameters& h) = 0;
+  // reductions.hpp: the result on the host (the call waits for it).
+  virtual double sum_of_squares(input x) = 0;
+  virtual double count_zeros(input x) = 0;
 };
 
 /// Installs `kernels` (which must outlive every call) for views on devices of `type` (not cpu);

@@ -4,7 +4,6 @@
 // once, as the CPU optimizer does.
 #include "kernels/cuda/adam.hpp"
 
-#include <cmath>
 
 namespace mactor::kernels::cuda {
 
@@ -15,34 +14,12 @@ constexpr int tensors_per_launch = 36;
 constexpr int blocks_per_launch = 320;
 constexpr int threads = 512;
 
-struct adam_scalars {
-  bool decoupled, apply_l2;
-  float decay, l2, beta1, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps, neg_step_size;
-};
-
 // What one launch updates: chunk b is elements [chunk[b] * chunk_size, ...) of tensor tensor_of[b].
 struct adam_launch {
   adam_tensor tensors[tensors_per_launch];
   unsigned char tensor_of[blocks_per_launch];
   int chunk[blocks_per_launch];
 };
-
-adam_scalars scalars_for(const adam_hyperparameters& h) {
-  const double step = double(h.step);
-  const double bias_correction1 = 1.0 - std::pow(h.beta1, step);
-  const double bias_correction2 = 1.0 - std::pow(h.beta2, step);
-  adam_scalars k{};
-  k.decoupled = h.decoupled_weight_decay;
-  k.apply_l2 = !k.decoupled && h.weight_decay != 0.0;
-  k.decay = float(1.0 - h.lr * h.weight_decay);
-  k.l2 = float(h.weight_decay);
-  k.beta1 = float(h.beta1), k.one_minus_beta1 = float(1.0 - h.beta1);
-  k.beta2 = float(h.beta2), k.one_minus_beta2 = float(1.0 - h.beta2);
-  k.bias_correction2_sqrt = float(std::sqrt(bias_correction2));
-  k.eps = float(h.eps);
-  k.neg_step_size = float(-(h.lr / bias_correction1));
-  return k;
-}
 
 // The CPU loop's arithmetic, with its fused multiply-adds (fmaf) and explicitly unfused products
 // and sums (__fmul_rn, __fadd_rn: nvcc would otherwise contract them).
@@ -66,7 +43,7 @@ __global__ void adam_kernel(adam_launch launch, adam_scalars k) {
 }  // namespace
 
 void adam_step(std::span<const adam_tensor> tensors, const adam_hyperparameters& h, stream_handle s) {
-  const adam_scalars k = scalars_for(h);
+  const adam_scalars k = adam_scalars_for(h);
   adam_launch launch{};
   int used_tensors = 0, used_blocks = 0;
   auto flush = [&] {

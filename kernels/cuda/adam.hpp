@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/adam_scalars.hpp"
 #include "kernels/cuda/launch.hpp"
 
 namespace mactor::kernels::cuda {
@@ -22,14 +23,7 @@ struct adam_tensor {
   std::int64_t numel = 0;
 };
 
-/// The hyperparameters of one step (the step number counts from 1).
-struct adam_hyperparameters {
-  double lr = 0;
-  double weight_decay = 0;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  bool decoupled_weight_decay = true;  // AdamW; false: L2 added to the gradient
-  std::int64_t step = 1;
-};
+using kernels::adam_hyperparameters;
 
 /// Updates every tensor in place (values and both moments).
 void adam_step(std::span<const adam_tensor> tensors, const adam_hyperparameters& h, stream_handle s = nullptr);

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/activations.hpp"
+#include "kernels/cuda/adam.hpp"
 #include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/bias.hpp"
 #include "kernels/cuda/cross_entropy.hpp"
@@ -13,6 +14,7 @@
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layernorm.hpp"
 #include "kernels/cuda/moe_permute.hpp"
+#include "kernels/cuda/reductions.hpp"
 #include "kernels/cuda/rmsnorm.hpp"
 #include "kernels/cuda/rope.hpp"
 #include "kernels/cuda/squared_relu.hpp"
@@ -246,6 +248,27 @@ class cuda_tensor_kernels final : public device_kernels {
     device_stage k("cross_entropy_backward");
     cuda::cross_entropy_backward(k.f32(exps), k.f32(sum_exp), labels, k.f32(grad_scale), n, v, vocab_start,
                                  current());
+  }
+
+  void adam_step(view value, input grad, view exp_avg, view exp_avg_sq, const adam_hyperparameters& h) override {
+    const adam_tensor t{static_cast<float*>(value.data), static_cast<const float*>(grad.data),
+                        static_cast<float*>(exp_avg.data), static_cast<float*>(exp_avg_sq.data), value.numel()};
+    cuda::adam_step({&t, 1}, h, current());
+  }
+  double sum_of_squares(input x) override { return reduced("sum_of_squares", x, cuda::sum_of_squares); }
+  double count_zeros(input x) override { return reduced("count_zeros", x, cuda::count_zeros); }
+
+ private:
+  // A reduction into device scratch, its result brought to the host (waits for the stream).
+  template <class Reduce>
+  static double reduced(const char* kernel, input x, Reduce reduce) {
+    device_stage k(kernel);
+    mactor::cuda::device_buffer scratch({cuda::reduction_scratch}, dtype::float64, x.where.index);
+    reduce(k.f32(x), x.numel(), scratch.as<double>(), current());
+    const auto result = mactor::cuda::to_host(
+        tensor::const_tensor_view{scratch.as<double>() + cuda::reduction_scratch - 1, {1}, dtype::float64, x.where},
+        tensor::memory_kind::other, current());
+    return result.host<double>()[0];
   }
 };
 

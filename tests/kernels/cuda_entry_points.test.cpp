@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/adam.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/bias.hpp"
 #include "kernels/convert.hpp"
@@ -20,6 +21,7 @@
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/moe_permute.hpp"
+#include "kernels/reductions.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/swiglu.hpp"
@@ -249,4 +251,29 @@ TEST_CASE("cuda entry points: bf16 tensors are computed in fp32 and rounded once
   kernels::linear_backward_weight(out.host, x.host, main_grad.host, n, h, h);
   kernels::linear_backward_weight(out.device, x.device, main_grad.device, n, h, h);
   require_same("bf16 weight gradient into fp32", main_grad, 1e-4);
+}
+
+TEST_CASE("cuda entry points: Adam steps and the optimizer statistics agree with the host", "[cuda][device]") {
+  start_on_device();
+  std::mt19937 rng(11);
+  const std::int64_t n = 300001;  // several of the Adam kernel's chunks and a ragged end
+  auto value = random_pair(n, rng), grad = random_pair(n, rng, 0.01f);
+  auto m = random_pair(n, rng), v = random_pair(n, rng);
+  for (auto* t : {&m.host, &m.device, &v.host, &v.device}) kernels::fill_zero(*t);
+  kernels::adam_hyperparameters h;
+  h.lr = 3e-3, h.weight_decay = 0.1, h.beta2 = 0.95;
+  for (h.step = 1; h.step <= 3; ++h.step) {
+    kernels::adam_step(value.host, grad.host, m.host, v.host, h);
+    kernels::adam_step(value.device, grad.device, m.device, v.device, h);
+  }
+  // The same roundings in the same order: the very same bits.
+  require_same("adam_step values", value, 0), require_same("adam_step exp_avg", m, 0);
+  require_same("adam_step exp_avg_sq", v, 0);
+  // The device sums in its own order: the same value to double's rounding.
+  const double host_sum = kernels::sum_of_squares(grad.host), device_sum = kernels::sum_of_squares(grad.device);
+  CHECK(device_sum == Approx(host_sum).epsilon(1e-12));
+  for (std::int64_t i = 0; i < n; i += 7) grad.host.host<float>()[std::size_t(i)] = 0.0f;
+  cuda::copy(grad.device, grad.host, cuda::current_stream());
+  CHECK(kernels::count_zeros(grad.device) == kernels::count_zeros(grad.host));
+  CHECK(kernels::count_zeros(grad.host) >= double((n + 6) / 7));
 }

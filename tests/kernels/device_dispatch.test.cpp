@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/adam.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/bias.hpp"
 #include "kernels/convert.hpp"
@@ -17,6 +18,7 @@
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/moe_permute.hpp"
+#include "kernels/reductions.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/squared_relu.hpp"
@@ -113,6 +115,17 @@ class recording_kernels final : public kernels::device_kernels {
   void cross_entropy_backward(view exps, input, const std::int32_t*, input, int n, int v, int) override {
     note("cross_entropy_backward", exps, {n, v});
   }
+  void adam_step(view value, input, view, view, const kernels::adam_hyperparameters& h) override {
+    note("adam_step", value, {value.numel(), h.step});
+  }
+  double sum_of_squares(input x) override {
+    note("sum_of_squares", x, {x.numel()});
+    return 2.5;
+  }
+  double count_zeros(input x) override {
+    note("count_zeros", x, {x.numel()});
+    return 3.0;
+  }
 
  private:
   void note(const char* kernel, const tensor::const_tensor_view& first, std::vector<long long> sizes) {
@@ -189,6 +202,11 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
   kernels::cross_entropy_shard_sums(S, S, X, S, ids, 3, 5, 0);
   kernels::cross_entropy_loss(S, S, S, S, 3);
   kernels::cross_entropy_backward(X, S, ids, S, 3, 5, 0);
+  kernels::adam_hyperparameters h;
+  h.step = 4;
+  kernels::adam_step(X, Y, Z, W, h);
+  CHECK(kernels::sum_of_squares(Y) == 2.5);  // the backend's result comes back
+  CHECK(kernels::count_zeros(Z) == 3.0);
   const std::vector<call> want = {
       {"scale", X.data, {}},
       {"add", X.data, {}},
@@ -226,6 +244,9 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
       {"cross_entropy_shard_sums", S.data, {3, 5}},
       {"cross_entropy_loss", S.data, {3}},
       {"cross_entropy_backward", X.data, {3, 5}},
+      {"adam_step", X.data, {64, 4}},
+      {"sum_of_squares", Y.data, {64}},
+      {"count_zeros", Z.data, {64}},
   };
   REQUIRE(backend.kernels.calls.size() == want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -238,5 +259,6 @@ TEST_CASE("an entry point checks sizes before a device backend sees the views") 
   registered_backend backend;
   fake_device_buffer x, y;
   CHECK_THROWS_WITH(kernels::gelu_forward(x.view(3), y.view(4), 4, false), Catch::Contains("gelu_forward"));
+  CHECK_THROWS_WITH(kernels::adam_step(x.view(3), y.view(4), x.view(3), x.view(3), {}), Catch::Contains("adam_step"));
   CHECK(backend.kernels.calls.empty());
 }
