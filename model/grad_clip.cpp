@@ -3,19 +3,20 @@
 
 #include <cmath>
 
+#include "kernels/reductions.hpp"
+#include "kernels/tensor_ops.hpp"
+
 namespace mactor::model {
 
 namespace {
 
+// A per-tensor statistic summed over the params that count in the statistics (each tensor's
+// own sum first, which keeps the double rounding error small), on whatever device they are.
 template <class Fn>
-double sum_over(std::span<const optim_param> params, Fn per_element) {
+double sum_over(std::span<const optim_param> params, Fn per_tensor) {
   double total = 0.0;
-  for (const optim_param& p : params) {
-    if (!p.in_grad_stats) continue;
-    double sum = 0.0;  // per-tensor partial sums keep the double rounding error small
-    for (std::size_t i = 0; i < p.numel; ++i) sum += per_element(p, i);
-    total += sum;
-  }
+  for (const optim_param& p : params)
+    if (p.in_grad_stats) total += per_tensor(p);
   return total;
 }
 
@@ -29,22 +30,15 @@ double reduced(double local, const sum_reducer& reduce) {
 }  // namespace
 
 double local_grad_sum_of_squares(std::span<const optim_param> params) {
-  return sum_over(params, [](const optim_param& p, std::size_t i) {
-    const double g = p.grad[i];
-    return g * g;
-  });
+  return sum_over(params, [](const optim_param& p) { return kernels::sum_of_squares(p.grad_view()); });
 }
 
 double local_grad_zeros(std::span<const optim_param> params) {
-  return sum_over(params,
-                  [](const optim_param& p, std::size_t i) { return p.grad[i] == 0.0f ? 1.0 : 0.0; });
+  return sum_over(params, [](const optim_param& p) { return kernels::count_zeros(p.grad_view()); });
 }
 
 double local_param_sum_of_squares(std::span<const optim_param> params) {
-  return sum_over(params, [](const optim_param& p, std::size_t i) {
-    const double v = p.value[i];
-    return v * v;
-  });
+  return sum_over(params, [](const optim_param& p) { return kernels::sum_of_squares(p.value_view()); });
 }
 
 double grad_norm(std::span<const optim_param> params, const sum_reducer& reduce) {
@@ -57,8 +51,7 @@ bool clip_grads_by_total_norm(std::span<const optim_param> params, double max_no
   if (!(clip_coeff < 1.0)) return false;
   // Megatron's multi_tensor_scale multiplies by the coefficient rounded to fp32.
   const float scale = static_cast<float>(clip_coeff);
-  for (const optim_param& p : params)
-    for (std::size_t i = 0; i < p.numel; ++i) p.grad[i] *= scale;
+  for (const optim_param& p : params) kernels::scale(p.grad_view(), double(scale));
   return true;
 }
 

@@ -1,6 +1,7 @@
 # mactor_optim: optimizers, gradient clipping, loss scaling and the LR/WD scheduler.
-# Included from model/CMakeLists.txt; it depends only on the tensor layer's memory ledger (the
-# optimizer state counts as device memory).
+# Included from model/CMakeLists.txt; it depends on the tensor layer (the optimizer state counts
+# as device memory) and on the kernels' update and reduction entry points, which run wherever the
+# parameters are.
 add_library(mactor_optim
   ${CMAKE_CURRENT_LIST_DIR}/optimizer_param.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optimizer.cpp
@@ -11,7 +12,7 @@ add_library(mactor_optim
   ${CMAKE_CURRENT_LIST_DIR}/lr_scheduler.cpp
   ${CMAKE_CURRENT_LIST_DIR}/grad_scaler.cpp)
 target_include_directories(mactor_optim PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(mactor_optim PUBLIC mactor_tensor)
+target_link_libraries(mactor_optim PUBLIC mactor_kernels)
 # Fused multiply-adds only where written (std::fma), as in the torch kernels we match.
 target_compile_options(mactor_optim PRIVATE -ffp-contract=off)
 # The update and norm loops vectorize at -O3 once sqrt sets no errno (IEEE sqrt and div, so the

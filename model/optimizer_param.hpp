@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tensor/tensor.hpp"
+
 namespace mactor::model {
 
 /// One trainable tensor as the optimizer sees it. The model owns both buffers.
@@ -16,6 +18,10 @@ struct optim_param {
   float* value = nullptr;  ///< numel floats, updated in place by the optimizer
   float* grad = nullptr;   ///< numel floats (main grad), read and clipped in place
   std::size_t numel = 0;
+  /// Where both buffers are: the optimizer's state, its update and its statistics stay there.
+  tensor::device where = tensor::cpu;
+  tensor::tensor_view value_view() const { return {value, {std::int64_t(numel)}, tensor::dtype::float32, where}; }
+  tensor::tensor_view grad_view() const { return {grad, {std::int64_t(numel)}, tensor::dtype::float32, where}; }
   /// Biases and norm weights (Megatron: name ends in ".bias" or the tensor is 1-D).
   bool no_weight_decay = false;
   double lr_mult = 1.0;  ///< Megatron's scale_lr_cond multiplier

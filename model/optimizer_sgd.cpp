@@ -50,6 +50,9 @@ void sgd_optimizer::step() {
 
 void sgd_optimizer::update(const optim_param& p, sgd_param_state& s, double lr,
                            double weight_decay) {
+  if (p.where != tensor::cpu)
+    throw tensor::tensor_error("SGD on " + tensor::to_string(p.where) +
+                               " is not built yet: use --optimizer adam for a model on a GPU");
   sgd_scalars k{};
   k.weight_decay = static_cast<float>(weight_decay);
   k.momentum = static_cast<float>(options_.momentum);

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "tensor/half_float.hpp"
+#include "tensor/transfer.hpp"
 
 namespace mactor::model {
 namespace {
@@ -73,17 +75,48 @@ float from_e4m3(std::uint8_t code) {
   return (code & 0x80) ? -a : a;
 }
 
-void scaled_state::zero(std::size_t n) {
-  counted_.set(std::int64_t(n * element_bytes(type_)));
+scaled_state::scaled_state(const scaled_state& other)
+    : type_(other.type_), size_(other.size_), f32_(other.f32_), h16_(other.h16_), f8_(other.f8_),
+      scale_(other.scale_), device_f32_(other.device_f32_.defined() ? other.device_f32_.clone() : tensor::tensor()),
+      counted_(other.counted_) {}
+
+scaled_state& scaled_state::operator=(const scaled_state& other) {
+  if (this != &other) *this = scaled_state(other);
+  return *this;
+}
+
+void scaled_state::zero(std::size_t n, tensor::device where) {
+  f32_.clear(), h16_.clear(), f8_.clear();
+  device_f32_ = tensor::tensor();
   size_ = n;
   scale_ = 1.0f;
-  f32_.clear(), h16_.clear(), f8_.clear();
+  if (where != tensor::cpu) {
+    if (type_ != state_dtype::fp32)
+      throw tensor::tensor_error(std::string("an optimizer state in ") + std::string(to_string(type_)) + " on " +
+                                 tensor::to_string(where) +
+                                 ": the precision-aware optimizer's 16- and 8-bit states are host-only so far; "
+                                 "leave --exp-avg-dtype and --exp-avg-sq-dtype at fp32 on a GPU");
+    counted_.set(0);  // counted by the device's allocator
+    device_f32_ = tensor::tensor({std::int64_t(n)}, tensor::dtype::float32, tensor::memory_kind::optimizer_state, where);
+    return;
+  }
+  counted_.set(std::int64_t(n * element_bytes(type_)));
   if (type_ == state_dtype::fp32) f32_.assign(n, 0.0f);
   else if (type_ == state_dtype::fp8) f8_.assign(n, 0);
   else h16_.assign(n, 0);  // +0 in both 16-bit formats
 }
 
+tensor::tensor_view scaled_state::fp32_view() {
+  if (device_f32_.defined()) return device_f32_.view();
+  if (type_ != state_dtype::fp32 || size_ == 0) return {};
+  return tensor::view_of(std::span<float>(f32_));
+}
+
 void scaled_state::unscale(std::span<float> out) const {
+  if (device_f32_.defined()) {
+    tensor::copy_between(tensor::view_of(out.first(size_)), device_f32_.view());
+    return;
+  }
   switch (type_) {  // one loop per dtype: the fp32 one is a copy
     case state_dtype::fp32: std::copy_n(f32_.data(), size_, out.data()); return;
     case state_dtype::bf16:
@@ -99,6 +132,11 @@ void scaled_state::unscale(std::span<float> out) const {
 }
 
 void scaled_state::set(std::span<const float> values) {
+  if (device_f32_.defined()) {
+    if (values.size() != size_) zero(values.size(), device_f32_.where());
+    tensor::copy_between(device_f32_.view(), tensor::view_of(values));
+    return;
+  }
   counted_.set(std::int64_t(values.size() * element_bytes(type_)));
   size_ = values.size();
   switch (type_) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensor/memory_ledger.hpp"
+#include "tensor/tensor.hpp"
 
 namespace mactor::model {
 
@@ -32,21 +33,32 @@ float from_e4m3(std::uint8_t code);
 class scaled_state {
  public:
   explicit scaled_state(state_dtype type = state_dtype::fp32) : type_(type) {}
+  /// A copy holds its own elements (on the same device).
+  scaled_state(const scaled_state& other);
+  scaled_state& operator=(const scaled_state& other);
+  scaled_state(scaled_state&&) noexcept = default;
+  scaled_state& operator=(scaled_state&&) noexcept = default;
 
   state_dtype type() const { return type_; }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  /// n zeros with scale 1 (FusedAdam's initialize_state for exp_avg and exp_avg_sq).
-  void zero(std::size_t n);
+  /// n zeros with scale 1 (FusedAdam's initialize_state for exp_avg and exp_avg_sq), on `where`:
+  /// on a device only fp32 states (others throw tensor_error naming the flags).
+  void zero(std::size_t n, tensor::device where = tensor::cpu);
   /// FusedAdam's get_unscaled_state: the fp32 values (stored * scale for fp16, code * scale_inv
-  /// for fp8, widened for bf16, as is for fp32). out.size() must be size().
+  /// for fp8, widened for bf16, as is for fp32), on the host wherever the state is. out.size()
+  /// must be size().
   void unscale(std::span<float> out) const;
   /// FusedAdam's set_scaled_state / _apply_scale: fp16 takes scale = absmax / (65504 / 2) and
   /// stores round(x / scale); fp8 takes scale = absmax / 448 and stores round(x * (1 / scale))
-  /// with scale_inv = 1 / (1 / scale); bf16 rounds; fp32 copies. Resizes to values.size().
+  /// with scale_inv = 1 / (1 / scale); bf16 rounds; fp32 copies (to the state's device).
+  /// Resizes to values.size().
   void set(std::span<const float> values);
-  /// The fp32 storage itself (fp32 states update in place, with no copy); null otherwise.
-  float* fp32_data() { return type_ == state_dtype::fp32 ? f32_.data() : nullptr; }
+  /// The fp32 storage itself in host memory (fp32 states update in place, with no copy); null
+  /// otherwise, and for a state on a device.
+  float* fp32_data() { return type_ == state_dtype::fp32 && !device_f32_.defined() ? f32_.data() : nullptr; }
+  /// The fp32 storage, on the host or its device; an empty view for other dtypes or no elements.
+  tensor::tensor_view fp32_view();
   /// Bytes of the stored elements (the one fp32 scale per tensor is not counted).
   std::size_t bytes() const { return size_ * element_bytes(type_); }
 
@@ -57,6 +69,7 @@ class scaled_state {
   std::vector<std::uint16_t> h16_;  // bf16 or fp16 bits
   std::vector<std::uint8_t> f8_;    // E4M3 codes
   float scale_ = 1.0f;              // fp16: unscaled = stored * scale_; fp8: the scale_inv
+  tensor::tensor device_f32_;       // an fp32 state on a device (then the vectors are empty)
   // The stored elements, in the device's ledger (an optimizer's state is device memory).
   tensor::counted_bytes counted_{tensor::memory_kind::optimizer_state};
 };
