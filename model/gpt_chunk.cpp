@@ -195,6 +195,7 @@ void gpt_chunk::run_forward(const saved& s, bool training) {
   const int seq = shard_.local_length(), mb = s.micro_batch_size, rows = seq * mb;
   const int local = local_rows(mb), hidden = config_.hidden_size;
   stream_.resize(layers_.size() + 1);
+  distributed_.resize(groups_.size());  // both may have moved into a stash with another micro-batch
   if (layout_.pre_process) {
     use_unit(0, true);
     embedding_->forward(store_, tp_, s.ids.data(), s.positions.data(), stream(0, s), rows,
