@@ -4,12 +4,15 @@
 #include <cstddef>
 #include <string>
 
+#include "tensor/default_device.hpp"
+
 namespace mactor::model {
 
 tensor::tensor_view ensure_activation(tensor::tensor& buffer, std::int64_t rows, std::int64_t cols,
                                       tensor::dtype type) {
-  if (!buffer.defined() || buffer.numel() != rows * cols || buffer.type() != type)
-    buffer = tensor::tensor({rows, cols}, type, tensor::memory_kind::activations);
+  const auto where = tensor::default_device();
+  if (!buffer.defined() || buffer.numel() != rows * cols || buffer.type() != type || buffer.where() != where)
+    buffer = tensor::tensor({rows, cols}, type, tensor::memory_kind::activations, where);
   else if (buffer.shape() != tensor::shape_type{rows, cols})
     buffer.reshape({rows, cols});
   return buffer.view();

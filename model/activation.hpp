@@ -7,8 +7,8 @@
 
 namespace mactor::model {
 
-/// `buffer` as a [rows, cols] tensor of `type`: reallocated (zero-filled) when its element
-/// count or dtype differs, otherwise reshaped with its elements kept (as std::vector::resize
+/// `buffer` as a [rows, cols] tensor of `type` on the thread's default device
+/// (tensor/default_device.hpp): reallocated (zero-filled) when its element count, dtype or device differs, otherwise reshaped with its elements kept (as std::vector::resize
 /// keeps them). Returns a view of it.
 tensor::tensor_view ensure_activation(tensor::tensor& buffer, std::int64_t rows, std::int64_t cols,
                                       tensor::dtype type);

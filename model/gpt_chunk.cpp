@@ -8,6 +8,7 @@
 #include "kernels/dropout.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
+#include "tensor/default_device.hpp"
 
 namespace mactor::model {
 namespace {
@@ -109,10 +110,11 @@ void gpt_chunk::all_reduce_sequence_parallel_grads(int unit) {
   const auto summed = [&](const parameter& p) { return p.summed_over_tp() && (unit < 0 || unit_of(p) == unit); };
   // One coalesced all-reduce, as Megatron's _allreduce_layernorm_grads flattens its buffers.
   std::int64_t total = 0;
+  tensor::device where = tensor::cpu;  // the gradients' device
   for (const auto& p : store_.all())
-    if (summed(p)) total += std::int64_t(p.numel);
+    if (summed(p)) total += std::int64_t(p.numel), where = p.grad.where;
   if (total == 0) return;
-  tensor::tensor flat({total}, store_.grad_type(), tensor::memory_kind::communication);
+  tensor::tensor flat({total}, store_.grad_type(), tensor::memory_kind::communication, where);
   std::int64_t at = 0;
   for (const auto& p : store_.all())
     if (summed(p)) {
@@ -174,7 +176,19 @@ void gpt_chunk::load_batch(const micro_batch& b, saved& s) const {
         s.mask[to] = b.loss_mask ? b.loss_mask[from] : 1.0f;
       }
     }
+  // A model on a device has its kernels read the arrays from the device's memory.
+  if (const auto where = tensor::default_device(); where != tensor::cpu) {
+    s.device_ids = {s.ids, where}, s.device_positions = {s.positions, where};
+    s.device_labels = {s.labels, where}, s.device_document_start = {s.document_start, where};
+  }
 }
+
+namespace {
+// The copy of a micro-batch array its kernels read: the device's, when there is one.
+const std::int32_t* for_kernels(const std::vector<std::int32_t>& host, const tensor::index_array& device) {
+  return device.empty() ? host.data() : device.data();
+}
+}  // namespace
 
 tensor::tensor_view gpt_chunk::stream(int i, const saved& s) {
   return ensure_activation(stream_[std::size_t(i)], local_rows(s.micro_batch_size),
@@ -184,7 +198,7 @@ tensor::tensor_view gpt_chunk::stream(int i, const saved& s) {
 // Embedding (or the kept input), the layers and the final norm; fills stream_ and final_. A
 // checkpointed group frees its layers' activations and its inner stream entries as it goes.
 void gpt_chunk::use_document_mask(const saved& s) {
-  const std::int32_t* starts = s.document_start.empty() ? nullptr : s.document_start.data();
+  const std::int32_t* starts = s.document_start.empty() ? nullptr : for_kernels(s.document_start, s.device_document_start);
   for (auto& layer : layers_) layer.set_document_starts(starts);
   if (mtp_)
     for (auto* layer : mtp_->layers()) layer->set_document_starts(starts);
@@ -198,7 +212,8 @@ void gpt_chunk::run_forward(const saved& s, bool training) {
   distributed_.resize(groups_.size());  // both may have moved into a stash with another micro-batch
   if (layout_.pre_process) {
     use_unit(0, true);
-    embedding_->forward(store_, tp_, s.ids.data(), s.positions.data(), stream(0, s), rows,
+    embedding_->forward(store_, tp_, for_kernels(s.ids, s.device_ids), for_kernels(s.positions, s.device_positions),
+                        stream(0, s), rows,
                         training,
                         kernels::dropout_stream(config_.seed, config_.num_layers,
                                                 embedding_dropout_site, s.step));
@@ -256,7 +271,8 @@ void gpt_chunk::recompute_group(std::size_t g, const saved& s) {
   if (config_.recompute.distribute_saved_activations) {
     const std::int64_t n = std::int64_t(activation_numel(s.micro_batch_size));
     const std::int64_t part = distributed_[g].numel();
-    tensor::tensor gathered({part * tp_.size()}, activation_dtype(), tensor::memory_kind::activations);
+    tensor::tensor gathered({part * tp_.size()}, activation_dtype(), tensor::memory_kind::activations,
+                            distributed_[g].where());
     tp_.all_gather(distributed_[g], gathered);
     kernels::copy(stream(begin, s), elements(gathered.view(), 0, n));
     distributed_[g] = tensor::tensor();
@@ -297,7 +313,7 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
       if (post_reads_word_table()) units_->grads_needed(0);
       units_->grads_needed(num_units() - 1);
     }
-    result.loss_sum = output_->forward_backward(store_, tp_, final_, s.labels.data(),
+    result.loss_sum = output_->forward_backward(store_, tp_, final_, for_kernels(s.labels, s.device_labels),
                                                 s.mask.data(), grad_scale, loss_grad, rows);
     if (mtp_) {
       const auto losses = mtp_->losses(store_, tp_, *output_, s.labels, s.mask, mtp_scale_, mtp_per_token_,

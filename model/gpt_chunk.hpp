@@ -34,6 +34,7 @@
 #include "model/parameter.hpp"
 #include "model/parameter_units.hpp"
 #include "model/transformer_layer.hpp"
+#include "tensor/transfer.hpp"
 
 namespace mactor::model {
 
@@ -201,6 +202,9 @@ class gpt_chunk {
     std::vector<std::int32_t> ids, positions, labels;
     std::vector<std::int32_t> document_start;  // the micro-batch's, [batch, seq]; empty: causal
     std::vector<float> mask;
+    /// On a device, the arrays its kernels read (ids, positions, labels, document starts) as
+    /// copies in its memory; empty on the host, where the kernels read the vectors above.
+    tensor::index_array device_ids, device_positions, device_labels, device_document_start;
     tensor::tensor input, loss_grad;
     std::vector<tensor::tensor> mtp_grads;  // each MTP depth's output gradient
     /// The layers' activations of this micro-batch while another one's forward or backward ran

@@ -8,6 +8,7 @@
 #include "kernels/dispatch.hpp"
 #include "kernels/gemm.hpp"
 #include "model/activation.hpp"
+#include "tensor/transfer.hpp"
 
 namespace mactor::model {
 namespace {
@@ -29,12 +30,15 @@ void output_layer_loss::combine_over_ranks(group& tp, int n) {
   if (tp.size() == 1) return;
   auto gathered = ensure_activation(gathered_, tp.size(), n, row_max_.type());
   tp.all_gather(elements(row_max_.view(), 0, n), gathered);
-  kernels::dispatch_floating("output_layer_loss", gathered.type, gathered.where, [&](auto zero) {
+  // On the host (n values per rank), wherever the model is.
+  const auto maxima = elements(row_max_.view(), 0, n);
+  kernels::dispatch_floating("output_layer_loss", gathered.type, tensor::cpu, [&](auto zero) {
     using T = decltype(zero);
-    T* row_max = row_max_.host<T>().data();
-    const T* all = gathered.host<T>().data();
+    auto row_max = tensor::host_copy<T>(maxima);
+    const auto all = tensor::host_copy<T>(gathered);
     for (int r = 0; r < tp.size(); ++r)
       for (int i = 0; i < n; ++i) row_max[i] = std::max(row_max[i], all[r * n + i]);
+    tensor::copy_between(maxima, tensor::view_of(std::span<const T>(row_max)));
   });
 }
 
@@ -83,13 +87,16 @@ double output_layer_loss::forward_backward(parameter_store& store, group& tp,
                                       vocab_local_, vocab_start_);
     if (tp.size() > 1) tp.all_reduce_sum(elements(sums, 0, 2 * std::int64_t(n)));
     kernels::cross_entropy_loss(loss_, sum_exp, row_max_, target, n);
-    kernels::dispatch_floating("output_layer_loss", stats, h.where, [&](auto zero) {
+    // The masked sum and the loss gradient's row scales on the host (n values each), wherever
+    // the model is.
+    kernels::dispatch_floating("output_layer_loss", stats, tensor::cpu, [&](auto zero) {
       using T = decltype(zero);
-      const T* loss = loss_.host<T>().data();
-      for (int i = 0; i < n; ++i) total += double(loss[i]) * mask[r0 + i];
+      const auto loss = tensor::host_copy<T>(elements(loss_.view(), 0, n));
+      for (int i = 0; i < n; ++i) total += double(loss[std::size_t(i)]) * mask[r0 + i];
       if (!backward) return;
-      T* scale = scale_.host<T>().data();
-      for (int i = 0; i < n; ++i) scale[i] = T(mask[r0 + i]) * T(grad_scale);
+      std::vector<T> scale(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) scale[std::size_t(i)] = T(mask[r0 + i]) * T(grad_scale);
+      tensor::copy_between(elements(scale_.view(), 0, n), tensor::view_of(std::span<const T>(scale)));
     });
     if (!backward) continue;
     kernels::cross_entropy_backward(logits, sum_exp, labels + r0, scale_, n, vocab_local_,

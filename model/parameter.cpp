@@ -9,7 +9,9 @@
 
 #include "kernels/convert.hpp"
 #include "kernels/tensor_ops.hpp"
+#include "tensor/default_device.hpp"
 #include "tensor/memory_ledger.hpp"
+#include "tensor/transfer.hpp"
 
 namespace mactor::model {
 namespace {
@@ -141,8 +143,8 @@ void parameter_store::lay_out(int tp_size) {
 void parameter_store::allocate(std::uint64_t seed, int tp_rank, int tp_size) {
   lay_out(tp_size);
   const tensor::shape_type flat{static_cast<std::int64_t>(flat_numel_)};
-  values_ = tensor::tensor(flat, type_, tensor::memory_kind::parameters);
-  grads_ = tensor::tensor(flat, grad_type_, tensor::memory_kind::gradients);
+  values_ = tensor::tensor(flat, type_, tensor::memory_kind::parameters, tensor::default_device());
+  grads_ = tensor::tensor(flat, grad_type_, tensor::memory_kind::gradients, tensor::default_device());
   held_ = {{0, flat_numel_, 0}};
   for (auto& p : params_) p.value = piece(values_, p), p.grad = piece(grads_, p);
   initialize(seed, tp_rank, tp_size);
@@ -152,7 +154,8 @@ void parameter_store::materialize_shard(std::uint64_t seed, int tp_rank, int tp_
                                         std::size_t length) {
   if (!held_.empty()) throw std::logic_error("parameter_store::materialize_shard: the store is already allocated");
   check_ranges(ranges, length, "materialize_shard");
-  values_ = tensor::tensor({static_cast<std::int64_t>(length)}, type_, tensor::memory_kind::parameters);
+  values_ = tensor::tensor({static_cast<std::int64_t>(length)}, type_, tensor::memory_kind::parameters,
+                           tensor::default_device());
   held_ = std::move(ranges);
   initialize(seed, tp_rank, tp_size);
 }
@@ -197,7 +200,13 @@ void parameter_store::set_initial_values(int id, tensor::const_tensor_view local
   if (std::size_t(local.numel()) != p.numel)
     throw std::logic_error("parameter_store::set_initial_values: " + p.name + " has " + std::to_string(p.numel) +
                            " elements here");
-  const tensor::const_tensor_view flat(local.data, {local.numel()}, local.type, local.where);
+  tensor::const_tensor_view flat(local.data, {local.numel()}, local.type, local.where);
+  // Values drawn on the host travel to a device store as they are, then convert there.
+  tensor::tensor uploaded;
+  if (values_.where() != flat.where) {
+    uploaded = tensor::copy_to(flat, values_.where(), tensor::memory_kind::other);
+    flat = uploaded;
+  }
   for (const auto& h : held(p.offset, p.offset + p.numel)) {
     const auto from = std::int64_t(h.begin - p.offset), n = std::int64_t(h.end - h.begin);
     kernels::convert(values_.view().rows(std::int64_t(h.at), std::int64_t(h.at) + n), flat.rows(from, from + n));
@@ -215,7 +224,7 @@ tensor::tensor_view parameter_store::piece(tensor::tensor_view buffer, const par
 }
 
 void parameter_store::keep_values_shard(std::vector<held_range> ranges, std::size_t length) {
-  tensor::tensor shard({static_cast<std::int64_t>(length)}, type_, tensor::memory_kind::parameters);
+  tensor::tensor shard({static_cast<std::int64_t>(length)}, type_, tensor::memory_kind::parameters, values_.where());
   shard.zero();
   check_ranges(ranges, length, "keep_values_shard");
   for (const auto& r : ranges) {

@@ -10,6 +10,8 @@
 #include "kernels/rope.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
+#include "tensor/default_device.hpp"
+#include "tensor/transfer.hpp"
 
 namespace mactor::model {
 namespace {
@@ -83,11 +85,11 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
     k_layernorm_.emplace(store, name + ".k_layernorm", c, c.head_dim());
   }
   if (c.softmax_type == softmax_kind::off_by_one) {
-    zero_sink_ = tensor::tensor({dims_.heads}, c.params_dtype, tensor::memory_kind::other);
-    kernels::fill_zero(zero_sink_);
+    zero_sink_ = tensor::tensor({dims_.heads}, c.params_dtype, tensor::memory_kind::other, tensor::default_device());
   }
   if (rope_) {
-    // Tables of the model's dtype, computed once (they are not activations of a micro-batch).
+    // Tables of the model's dtype, computed once on the host (they are not activations of a
+    // micro-batch), then this rank's rows copied to the model's device.
     const tensor::shape_type table{c.seq_length, rot_dim_ / 2};
     tensor::tensor cos(table, c.params_dtype, tensor::memory_kind::other);
     tensor::tensor sin(table, c.params_dtype, tensor::memory_kind::other);
@@ -99,12 +101,14 @@ self_attention::self_attention(parameter_store& store, const std::string& name,
     kernels::rope_tables(cos, sin, c.seq_length, rot_dim_, f);
     // The rows of this rank's positions (all of them without context parallelism).
     const tensor::shape_type local{shard_.local_length(), rot_dim_ / 2};
-    cos_ = tensor::tensor(local, c.params_dtype, tensor::memory_kind::other);
-    sin_ = tensor::tensor(local, c.params_dtype, tensor::memory_kind::other);
+    cos_ = tensor::tensor(local, c.params_dtype, tensor::memory_kind::other, tensor::default_device());
+    sin_ = tensor::tensor(local, c.params_dtype, tensor::memory_kind::other, tensor::default_device());
     const std::int64_t row = rot_dim_ / 2;
     for (const auto& r : shard_.runs()) {
-      kernels::copy(elements(cos_.view(), r.local * row, r.length * row), elements(cos.view(), r.global * row, r.length * row));
-      kernels::copy(elements(sin_.view(), r.local * row, r.length * row), elements(sin.view(), r.global * row, r.length * row));
+      tensor::copy_between(elements(cos_.view(), r.local * row, r.length * row),
+                           elements(cos.view(), r.global * row, r.length * row));
+      tensor::copy_between(elements(sin_.view(), r.local * row, r.length * row),
+                           elements(sin.view(), r.global * row, r.length * row));
     }
   }
 }

@@ -1,0 +1,215 @@
+// The model on a device: a GPT chunk built and run under a default_device_scope keeps its
+// parameters, gradients and activations in the device's memory and gives the host's loss and
+// gradients bit for bit. The device is the strict pseudo-device (tests/kernels/pseudo_device.hpp):
+// a host access the port missed fails here, in CI, without a GPU.
+#include <catch2/catch.hpp>
+
+#include <exception>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/gpt_chunk.hpp"
+#include "model/grad_clip.hpp"
+#include "model/local_group.hpp"
+#include "model/optimizer.hpp"
+#include "tensor/default_device.hpp"
+#include "tensor/transfer.hpp"
+#include "tests/kernels/pseudo_device.hpp"
+#include "tests/model/model_fixtures.hpp"
+
+using namespace mactor;
+
+namespace {
+
+// One training step's loss, its optimizer statistics and the parameters' values and gradients
+// after it, as host bytes.
+struct step_result {
+  double loss_sum = 0, num_tokens = 0;
+  double grad_norm = 0, zeros = 0, params_norm = 0;
+  std::vector<std::vector<std::byte>> values, grads;
+};
+
+// The chunk's fp32 parameters as the optimizer sees them (where they are).
+std::vector<model::optim_param> optimizer_view(model::gpt_chunk& chunk) {
+  std::vector<model::optim_param> out;
+  for (auto& p : chunk.parameters()) {
+    model::optim_param o;
+    o.name = p.name;
+    o.value = static_cast<float*>(p.value.data), o.grad = static_cast<float*>(p.grad.data);
+    o.numel = p.numel, o.no_weight_decay = p.no_weight_decay, o.where = p.value.where;
+    out.push_back(o);
+  }
+  return out;
+}
+
+std::vector<std::byte> bytes_of(tensor::const_tensor_view v) {
+  std::vector<std::byte> out(v.nbytes());
+  tensor::copy_between(tensor::tensor_view{out.data(), {v.numel()}, v.type, tensor::cpu}, v);
+  return out;
+}
+
+// Two micro-batches through one chunk holding the whole model (both in flight, so the second
+// forward stashes the first's activations), with dropout on; with `optimizer`, two Adam steps
+// (clipped, zeros counted) on those gradients.
+step_result train_step(const model::gpt_model_config& c, tensor::device where, bool optimizer = false) {
+  tensor::default_device_scope scope(where);
+  model::single_group tp;
+  model::gpt_chunk chunk(c, tp, {0, c.num_layers, true, true});
+  step_result r;
+  std::vector<test::batch_data> batches{test::make_batch(2, c.seq_length, c.padded_vocab_size, 5),
+                                        test::make_batch(2, c.seq_length, c.padded_vocab_size, 6)};
+  for (int i = 0; i < 2; ++i) {
+    const auto l = chunk.forward(i, batches[std::size_t(i)].view(), {}, {}, true, true, 0.5, 40 + i);
+    r.loss_sum += l.loss_sum, r.num_tokens += l.num_tokens;
+  }
+  for (int i = 1; i >= 0; --i) chunk.backward(i, {}, {});
+  if (optimizer) {
+    model::optimizer_options options;
+    options.lr = 0.05, options.weight_decay = 0.1, options.adam_beta2 = 0.95;
+    auto adam = model::make_optimizer(optimizer_view(chunk), options);
+    for (int step = 0; step < 2; ++step) {
+      const auto result = model::clip_and_step(*adam, 0.5, true);
+      r.grad_norm += *result.grad_norm, r.zeros += *result.num_zeros_in_grad;
+    }
+    r.params_norm = model::params_norm(adam->params());
+  }
+  for (auto& p : chunk.parameters()) {
+    INFO(p.name);
+    CHECK(p.value.where == where);
+    CHECK(p.grad.where == where);
+    r.values.push_back(bytes_of(p.value));
+    r.grads.push_back(bytes_of(p.grad));
+  }
+  return r;
+}
+
+void check_same_on_device(const model::gpt_model_config& c, bool optimizer = false) {
+  const auto host = train_step(c, tensor::cpu, optimizer);
+  test::pseudo_device device;
+  const auto calls_before = device.kernel_calls();
+  const auto on_device = train_step(c, device.where, optimizer);
+  CHECK(device.kernel_calls() > calls_before);
+  CHECK(device.live_bytes() == 0);  // everything the chunk held on the device is given back
+  CHECK(on_device.num_tokens == host.num_tokens);
+  CHECK(on_device.loss_sum == host.loss_sum);
+  CHECK(on_device.grad_norm == host.grad_norm);
+  CHECK(on_device.zeros == host.zeros);
+  CHECK(on_device.params_norm == host.params_norm);
+  if (optimizer) CHECK(host.grad_norm > 0.5);  // the clip scaled the gradients
+  REQUIRE(on_device.values.size() == host.values.size());
+  for (std::size_t i = 0; i < host.values.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(on_device.values[i] == host.values[i]);
+    CHECK(on_device.grads[i] == host.grads[i]);
+  }
+}
+
+// Each rank of an in-process tensor-parallel group (a thread each) trains its shard for two
+// micro-batches: its loss and its gradients (after the sequence-parallel all-reduce) as bytes.
+struct rank_result {
+  double loss_sum = 0;
+  std::vector<std::vector<std::byte>> grads;
+};
+
+std::vector<rank_result> tensor_parallel_step(const model::gpt_model_config& c, int tp, tensor::device where) {
+  auto groups = model::make_local_groups(tp);
+  std::vector<rank_result> out(static_cast<std::size_t>(tp));
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(tp));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < tp; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        tensor::default_device_scope scope(where);
+        auto rc = c;
+        rc.tensor_model_parallel_size = tp, rc.tensor_model_parallel_rank = r;
+        model::gpt_chunk chunk(rc, *groups[std::size_t(r)], {0, c.num_layers, true, true});
+        for (int i = 0; i < 2; ++i) {
+          const auto b = test::make_batch(2, c.seq_length, c.padded_vocab_size, 30 + i);
+          out[std::size_t(r)].loss_sum += chunk.forward(i, b.view(), {}, {}, true, true, 0.5, 60 + i).loss_sum;
+        }
+        for (int i = 1; i >= 0; --i) chunk.backward(i, {}, {});
+        chunk.all_reduce_sequence_parallel_grads();
+        for (auto& p : chunk.parameters()) out[std::size_t(r)].grads.push_back(bytes_of(p.grad));
+      } catch (...) {
+        errors[std::size_t(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
+}
+
+void check_tensor_parallel_on_device(const model::gpt_model_config& c) {
+  const auto host = tensor_parallel_step(c, 2, tensor::cpu);
+  test::pseudo_device device;
+  const auto on_device = tensor_parallel_step(c, 2, device.where);
+  CHECK(device.live_bytes() == 0);
+  for (int r = 0; r < 2; ++r) {
+    INFO("tensor-parallel rank " << r);
+    CHECK(on_device[std::size_t(r)].loss_sum == host[std::size_t(r)].loss_sum);
+    REQUIRE(on_device[std::size_t(r)].grads.size() == host[std::size_t(r)].grads.size());
+    for (std::size_t i = 0; i < host[std::size_t(r)].grads.size(); ++i) {
+      INFO("parameter " << i);
+      CHECK(on_device[std::size_t(r)].grads[i] == host[std::size_t(r)].grads[i]);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a Llama-style GPT chunk on the pseudo-device gives the host's loss and gradients bit for bit") {
+  auto c = test::llama_style();
+  c.hidden_dropout = 0.1f, c.attention_dropout = 0.1f;
+  check_same_on_device(c);
+}
+
+TEST_CASE("a GPT-2-style GPT chunk on the pseudo-device gives the host's loss and gradients bit for bit") {
+  auto c = test::gpt2_style();
+  c.hidden_dropout = 0.1f, c.attention_dropout = 0.1f;
+  check_same_on_device(c);
+}
+
+TEST_CASE("a bf16 Llama-style GPT chunk on the pseudo-device gives the host's loss and gradients bit for bit") {
+  auto c = test::llama_style();
+  c.params_dtype = tensor::dtype::bfloat16;
+  check_same_on_device(c);
+}
+
+TEST_CASE("Adam steps with clipping on the pseudo-device give the host's parameters bit for bit") {
+  auto c = test::llama_style();
+  c.hidden_dropout = 0.1f;
+  check_same_on_device(c, true);
+}
+
+TEST_CASE("16-bit optimizer states on a device are an error naming the flags") {
+  test::pseudo_device device;
+  model::scaled_state state(model::state_dtype::bf16);
+  CHECK_THROWS_WITH(state.zero(8, device.where), Catch::Contains("--exp-avg-dtype") && Catch::Contains("cuda:0"));
+  model::scaled_state fp32;
+  fp32.zero(8, device.where);
+  CHECK(fp32.fp32_view().where == device.where);
+  CHECK(fp32.fp32_data() == nullptr);  // no host pointer to device memory
+  const std::vector<float> values{1, 2, 3, 4, 5, 6, 7, 8};
+  fp32.set(values);
+  std::vector<float> back(8);
+  fp32.unscale(back);
+  CHECK(back == values);
+}
+
+TEST_CASE("tensor parallelism with sequence parallelism on the pseudo-device gives the host's bits on each rank") {
+  auto c = test::llama_style();
+  c.sequence_parallel = true;
+  c.seq_length = 6, c.max_position_embeddings = 6;
+  c.hidden_dropout = 0.1f, c.attention_dropout = 0.1f;
+  check_tensor_parallel_on_device(c);
+}
+
+TEST_CASE("tensor parallelism with recomputed layers on the pseudo-device gives the host's bits on each rank") {
+  auto c = test::gpt2_style();
+  c.recompute.granularity = model::recompute_granularity::full;
+  c.recompute.distribute_saved_activations = true;
+  c.hidden_dropout = 0.1f;
+  check_tensor_parallel_on_device(c);
+}
