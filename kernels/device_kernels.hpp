@@ -74,6 +74,9 @@ class device_kernels {
   virtual void rope_apply(view x, input cos, input sin, int seq, int batch, int groups, int heads_per_group,
                           int head_dim, int rot_dim, std::int64_t row_stride, std::int64_t group_stride,
                           bool interleaved, bool inverse) = 0;
+  // mla_rope.hpp
+  virtual void mla_rope_apply(view x, input cos, input sin, int seq, int batch, int heads, std::int64_t row_stride,
+                              std::int64_t head_stride, std::int64_t offset, int rot_dim, bool inverse) = 0;
   // embedding.hpp
   virtual void embedding_forward(view out, input table, const std::int32_t* ids, int n, int hidden, int vocab_start,
                                  int vocab_end, double beta) = 0;

@@ -15,6 +15,7 @@
 #include "kernels/squared_relu.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
+#include "model/host_exchange.hpp"
 #include "model/linear_gemms.hpp"
 
 namespace mactor::model {
@@ -148,7 +149,7 @@ void moe_experts::forward(const parameter_store& store, tensor::const_tensor_vie
     auto saved = ensure_activation(input_probs_, n, 1, p.type);
     kernels::copy(saved, p);
     const std::vector<double> ones(std::size_t(n), 1.0);
-    kernels::convert(p, tensor::view_of(std::span<const double>(ones)));
+    convert_across(p, tensor::view_of(std::span<const double>(ones)));
   }
   auto fc1 = ensure_activation(fc1_out_, n, fc1_width_, x.type);
   auto act = weighted_squared_relu_ ? tensor::tensor_view() : ensure_activation(act_, n, ffn_, x.type);

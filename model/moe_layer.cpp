@@ -7,6 +7,7 @@
 #include "kernels/convert.hpp"
 #include "kernels/moe_permute.hpp"
 #include "model/activation.hpp"
+#include "model/host_exchange.hpp"
 
 namespace mactor::model {
 namespace {
@@ -58,7 +59,7 @@ void moe_layer::forward(const parameter_store& store, group& tp, tensor::const_t
   for (std::int64_t i = 0; i < n; ++i)
     if (const auto choice = dispatcher_.choice_of()[i]; choice >= 0) probs[i] = router_.probs()[choice];
   auto p = ensure_activation(permuted_probs_, n, 1, probs_type(x.type));
-  kernels::convert(p, tensor::view_of(std::span<const double>(probs)));
+  convert_across(p, tensor::view_of(std::span<const double>(probs)));
   auto expert_out = ensure_activation(expert_out_, n, hidden_, x.type);
   if (exchange_) {
     exchange_->plan(dispatcher_.tokens_per_expert());
@@ -100,7 +101,7 @@ void moe_layer::backward(parameter_store& store, group& tp, tensor::const_tensor
   }
   dispatcher_.dispatch_backward(dpermuted, dx, rows_, hidden_);
   std::vector<double> dpermuted_probs(n), dprobs(std::size_t(rows_) * router_.topk());
-  kernels::convert(tensor::view_of(std::span<double>(dpermuted_probs)), dp);
+  convert_across(tensor::view_of(std::span<double>(dpermuted_probs)), dp);
   for (std::int64_t i = 0; i < n; ++i)  // a padding row's probability is no choice's: dropped
     if (const auto choice = dispatcher_.choice_of()[i]; choice >= 0) dprobs[choice] = dpermuted_probs[i];
   router_.backward(store, dprobs, x, dx, aux_loss_scale_);

@@ -12,6 +12,7 @@
 #include "kernels/gemm.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
+#include "model/host_exchange.hpp"
 #include "model/moe_sinkhorn.hpp"
 
 namespace mactor::model {
@@ -79,10 +80,10 @@ void moe_router::forward(const parameter_store& store, tensor::const_tensor_view
     const std::uint64_t stream = kernels::dropout_stream(noise_stream, 0, 1, 0);
     std::vector<double> draws(std::size_t(rows_) * experts_);
     for (std::size_t i = 0; i < draws.size(); ++i) draws[i] = random_logit(stream, i);
-    kernels::convert(logits, tensor::view_of(std::span<const double>(draws)));
+    convert_across(logits, tensor::view_of(std::span<const double>(draws)));
   }
   logits_.resize(std::size_t(rows_) * experts_);
-  kernels::convert(tensor::view_of(std::span<double>(logits_)), logits);
+  convert_across(tensor::view_of(std::span<double>(logits_)), logits);
   route();
 }
 
@@ -236,7 +237,7 @@ void moe_router::backward(parameter_store& store, const std::vector<double>& dpr
   add_aux_loss_gradients(dlogits, aux_loss_scale);
   const auto type = router_dtype_.value_or(x.type);
   auto dl = ensure_activation(dlogits_tensor_, rows_, E, type);
-  kernels::convert(dl, tensor::view_of(std::span<const double>(dlogits)));
+  convert_across(dl, tensor::view_of(std::span<const double>(dlogits)));
   // With jitter, the input gradient goes through the noise: dx += jitter * d(x * jitter).
   const tensor::tensor_view dx_router = jitter_eps_ ? ensure_activation(djittered_, rows_, hidden_, dx.type) : dx;
   if (jitter_eps_) kernels::fill_zero(dx_router);
@@ -293,24 +294,24 @@ void moe_router::route_sinkhorn() {
 tensor::const_tensor_view moe_router::apply_jitter(tensor::const_tensor_view x, std::uint64_t stream) {
   const std::size_t n = std::size_t(rows_) * hidden_;
   std::vector<double> xs(n);
-  kernels::convert(tensor::view_of(std::span<double>(xs)), elements(x, 0, std::int64_t(n)));
+  convert_across(tensor::view_of(std::span<double>(xs)), elements(x, 0, std::int64_t(n)));
   jitter_.resize(n);
   for (std::size_t i = 0; i < n; ++i) jitter_[i] = input_jitter(stream, i, *jitter_eps_);
   // Megatron draws the noise in the input's dtype and multiplies there.
   auto out = ensure_activation(jittered_, rows_, hidden_, x.type);
-  kernels::convert(out, tensor::view_of(std::span<const double>(jitter_)));
-  kernels::convert(tensor::view_of(std::span<double>(jitter_)), tensor::const_tensor_view(out));
+  convert_across(out, tensor::view_of(std::span<const double>(jitter_)));
+  convert_across(tensor::view_of(std::span<double>(jitter_)), tensor::const_tensor_view(out));
   for (std::size_t i = 0; i < n; ++i) xs[i] *= jitter_[i];
-  kernels::convert(out, tensor::view_of(std::span<const double>(xs)));
+  convert_across(out, tensor::view_of(std::span<const double>(xs)));
   return out;
 }
 
 void moe_router::add_jittered_input_gradient(tensor::tensor_view dx, tensor::tensor_view dx_router) {
   const std::size_t n = std::size_t(rows_) * hidden_;
   std::vector<double> g(n);
-  kernels::convert(tensor::view_of(std::span<double>(g)), dx_router);
+  convert_across(tensor::view_of(std::span<double>(g)), dx_router);
   for (std::size_t i = 0; i < n; ++i) g[i] *= jitter_[i];
-  kernels::convert(dx_router, tensor::view_of(std::span<const double>(g)));  // dx_router is scratch here
+  convert_across(dx_router, tensor::view_of(std::span<const double>(g)));  // dx_router is scratch here
   kernels::add(elements(dx, 0, std::int64_t(n)), dx_router);
 }
 

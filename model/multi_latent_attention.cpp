@@ -11,6 +11,8 @@
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
 #include "model/linear_gemms.hpp"
+#include "tensor/default_device.hpp"
+#include "tensor/transfer.hpp"
 
 namespace mactor::model {
 namespace {
@@ -95,12 +97,15 @@ void multi_latent_attention::make_tables(const gpt_model_config& c) {
   tensor::tensor cos({c.seq_length, row}, c.params_dtype, tensor::memory_kind::other);
   tensor::tensor sin({c.seq_length, row}, c.params_dtype, tensor::memory_kind::other);
   kernels::mla_rope_tables(cos, sin, c.seq_length, inv_freq, m_.yarn ? kernels::yarn_concentration(y) : 1.0);
-  // The rows of this rank's positions (all of them without context parallelism).
-  cos_ = tensor::tensor({shard_.local_length(), row}, c.params_dtype, tensor::memory_kind::other);
-  sin_ = tensor::tensor({shard_.local_length(), row}, c.params_dtype, tensor::memory_kind::other);
+  // The rows of this rank's positions (all of them without context parallelism), on the
+  // model's device.
+  cos_ = tensor::tensor({shard_.local_length(), row}, c.params_dtype, tensor::memory_kind::other, tensor::default_device());
+  sin_ = tensor::tensor({shard_.local_length(), row}, c.params_dtype, tensor::memory_kind::other, tensor::default_device());
   for (const auto& r : shard_.runs()) {
-    kernels::copy(elements(cos_.view(), r.local * row, r.length * row), elements(cos.view(), r.global * row, r.length * row));
-    kernels::copy(elements(sin_.view(), r.local * row, r.length * row), elements(sin.view(), r.global * row, r.length * row));
+    tensor::copy_between(elements(cos_.view(), r.local * row, r.length * row),
+                         elements(cos.view(), r.global * row, r.length * row));
+    tensor::copy_between(elements(sin_.view(), r.local * row, r.length * row),
+                         elements(sin.view(), r.global * row, r.length * row));
   }
 }
 

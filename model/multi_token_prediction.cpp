@@ -7,6 +7,7 @@
 #include "kernels/dropout.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
+#include "model/host_exchange.hpp"
 
 namespace mactor::model {
 namespace {
@@ -146,7 +147,7 @@ void multi_token_prediction::forward(const parameter_store& store, group& tp,
     d.ids = rolled_over_sequence(*prev_ids, 1);
     prev_ids = &d.ids;
     auto emb = ensure_activation(d.emb, local_rows_, h, type);
-    d.embedding.forward(store, tp, d.ids.data(), nullptr, emb, rows_, training,
+    d.embedding.forward(store, tp, ints_for_kernels(d.ids, d.device_ids), nullptr, emb, rows_, training,
                         kernels::dropout_stream(config_.seed, config_.num_layers + int(k),
                                                 embedding_dropout_site, step));
     auto cat = ensure_activation(d.cat, local_rows_, 2 * h, type);
@@ -179,7 +180,9 @@ std::vector<mtp_depth_loss> multi_token_prediction::losses(
     const double g = scale * config_.mtp_loss_scaling_factor / double(depths_.size()) / (per_token ? 1.0 : out[k].num_tokens);
     tensor::tensor_view dh;
     if (grads) dh = ensure_activation((*grads)[k], local_rows_, config_.hidden_size, config_.params_dtype);
-    out[k].loss_sum = output.forward_backward(store, tp, depths_[k].out, l.data(), m.data(), g, dh, rows_);
+    tensor::index_array device_labels;
+    out[k].loss_sum =
+        output.forward_backward(store, tp, depths_[k].out, ints_for_kernels(l, device_labels), m.data(), g, dh, rows_);
   }
   return out;
 }
@@ -216,7 +219,7 @@ void multi_token_prediction::backward(parameter_store& store, group& tp,
 void multi_token_prediction::carry(activation_stash& s) {
   s.carry(seq_, batch_, rows_, local_rows_);
   for (auto& d : depths_) {
-    s.carry(d.ids, d.emb, d.cat, d.x, d.y, d.out);
+    s.carry(d.ids, d.device_ids, d.emb, d.cat, d.x, d.y, d.out);
     d.embedding.carry(s);
     d.enorm.carry(s);
     d.hnorm.carry(s);

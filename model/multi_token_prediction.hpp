@@ -25,6 +25,7 @@
 #include "model/parameter.hpp"
 #include "model/tensor_parallel_linear.hpp"
 #include "model/transformer_layer.hpp"
+#include "tensor/transfer.hpp"
 
 namespace mactor::model {
 
@@ -86,6 +87,7 @@ class multi_token_prediction {
     transformer_layer layer;
     norm final_layernorm;
     std::vector<std::int32_t> ids;  // this depth's rolled ids (the embedding's backward reads them)
+    tensor::index_array device_ids;  // on a device: the copy of ids its kernels read
     tensor::tensor emb, cat, proj, x, y, out;
   };
   void project_forward(const parameter_store& store, group& tp, depth& d);

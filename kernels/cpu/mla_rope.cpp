@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 
 namespace mactor::kernels {
 namespace {
@@ -93,6 +94,9 @@ void mla_rope_apply(tensor::tensor_view x, tensor::const_tensor_view cos,
   detail::need("mla_rope_apply", "x", x, std::int64_t(seq) * batch * row_stride);
   detail::need("mla_rope_apply", "cos", cos, std::int64_t(seq) * rot_dim / 2);
   detail::need("mla_rope_apply", "sin", sin, std::int64_t(seq) * rot_dim / 2);
+  if (on_device(x))
+    return device_kernels_for("mla_rope_apply", x)
+        .mla_rope_apply(x, cos, sin, seq, batch, heads, row_stride, head_stride, offset, rot_dim, inverse);
   detail::fp32_stage stage;
   dispatch_compute("mla_rope_apply", x.type, x.where, [&](auto zero) {
     using T = decltype(zero);

@@ -13,6 +13,7 @@
 #include "kernels/cuda/embedding.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layernorm.hpp"
+#include "kernels/cuda/mla_rope.hpp"
 #include "kernels/cuda/moe_permute.hpp"
 #include "kernels/cuda/reductions.hpp"
 #include "kernels/cuda/rmsnorm.hpp"
@@ -215,6 +216,13 @@ class cuda_tensor_kernels final : public device_kernels {
     device_stage k("rope_apply");
     cuda::rope_apply(k.f32(x), k.f32(cos), k.f32(sin), seq, batch, groups, heads_per_group, head_dim, rot_dim,
                      row_stride, group_stride, interleaved, inverse, current());
+  }
+
+  void mla_rope_apply(view x, input cos, input sin, int seq, int batch, int heads, std::int64_t row_stride,
+                      std::int64_t head_stride, std::int64_t offset, int rot_dim, bool inverse) override {
+    device_stage k("mla_rope_apply");
+    cuda::mla_rope_apply(k.f32(x), k.f32(cos), k.f32(sin), seq, batch, heads, row_stride, head_stride, offset, rot_dim,
+                         inverse, current());
   }
 
   void embedding_forward(view out, input table, const std::int32_t* ids, int n, int hidden, int vocab_start,

@@ -20,6 +20,7 @@
 #include "kernels/gelu.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
+#include "kernels/mla_rope.hpp"
 #include "kernels/moe_permute.hpp"
 #include "kernels/reductions.hpp"
 #include "kernels/rmsnorm.hpp"
@@ -276,4 +277,20 @@ TEST_CASE("cuda entry points: Adam steps and the optimizer statistics agree with
   cuda::copy(grad.device, grad.host, cuda::current_stream());
   CHECK(kernels::count_zeros(grad.device) == kernels::count_zeros(grad.host));
   CHECK(kernels::count_zeros(grad.host) >= double((n + 6) / 7));
+}
+
+TEST_CASE("cuda entry points: multi-latent attention's rotary embedding gives the host's bits", "[cuda][device]") {
+  start_on_device();
+  std::mt19937 rng(13);
+  const int seq = 9, batch = 3, heads = 5, rot_dim = 64, head_stride = 96, offset = 32;
+  const std::int64_t row_stride = std::int64_t(heads) * head_stride;
+  auto x = random_pair(seq * batch * row_stride, rng);
+  auto cos = random_pair(seq * rot_dim / 2, rng), sin = random_pair(seq * rot_dim / 2, rng);
+  for (const bool inverse : {false, true}) {
+    kernels::mla_rope_apply(x.host, cos.host, sin.host, seq, batch, heads, row_stride, head_stride, offset, rot_dim,
+                            inverse);
+    kernels::mla_rope_apply(x.device, cos.device, sin.device, seq, batch, heads, row_stride, head_stride, offset,
+                            rot_dim, inverse);
+    require_same(inverse ? "mla_rope_apply inverse" : "mla_rope_apply", x, 0);
+  }
 }

@@ -17,6 +17,7 @@
 #include "kernels/gelu.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
+#include "kernels/mla_rope.hpp"
 #include "kernels/moe_permute.hpp"
 #include "kernels/reductions.hpp"
 #include "kernels/rmsnorm.hpp"
@@ -100,6 +101,10 @@ class recording_kernels final : public kernels::device_kernels {
   void rope_apply(view x, input, input, int seq, int batch, int, int, int head_dim, int rot_dim, std::int64_t,
                   std::int64_t, bool, bool) override {
     note("rope_apply", x, {seq, batch, head_dim, rot_dim});
+  }
+  void mla_rope_apply(view x, input, input, int seq, int batch, int heads, std::int64_t, std::int64_t, std::int64_t,
+                      int rot_dim, bool) override {
+    note("mla_rope_apply", x, {seq, batch, heads, rot_dim});
   }
   void embedding_forward(view out, input, const std::int32_t*, int n, int hidden, int, int, double) override {
     note("embedding_forward", out, {n, hidden});
@@ -196,6 +201,7 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
   kernels::attention_forward(X, Y, Z, d, 0.5, 0.f, 0);
   kernels::attention_backward(X, Y, Z, W, d, 0.5, 0.f, 0);
   kernels::rope_apply(X, Y, Z, 2, 2, 1, 2, 4, 4, 8, 8, false, false);
+  kernels::mla_rope_apply(X, Y, Z, 2, 2, 2, 16, 8, 2, 4, false);
   kernels::embedding_forward(X, Y, ids, 3, 4, 0, 10);
   kernels::embedding_backward(X, Y, ids, 3, 4, 0, 10);
   kernels::cross_entropy_row_max(S, X, 3, 5);
@@ -238,6 +244,7 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
       {"attention_forward", X.data, {2, 2}},
       {"attention_backward", X.data, {2, 2}},
       {"rope_apply", X.data, {2, 2, 4, 4}},
+      {"mla_rope_apply", X.data, {2, 2, 2, 4}},
       {"embedding_forward", X.data, {3, 4}},
       {"embedding_backward", X.data, {3, 4}},
       {"cross_entropy_row_max", S.data, {3, 5}},

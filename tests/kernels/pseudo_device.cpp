@@ -18,6 +18,7 @@
 #include "kernels/gelu.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
+#include "kernels/mla_rope.hpp"
 #include "kernels/moe_permute.hpp"
 #include "kernels/reductions.hpp"
 #include "kernels/rmsnorm.hpp"
@@ -199,6 +200,11 @@ class pseudo_kernels final : public k::device_kernels {
     call c("rope_apply", {x, cos, sin});
     k::rope_apply(h(x), h(cos), h(sin), seq, batch, groups, heads_per_group, head_dim, rot_dim, row_stride,
                   group_stride, interleaved, inverse);
+  }
+  void mla_rope_apply(view x, input cos, input sin, int seq, int batch, int heads, std::int64_t row_stride,
+                      std::int64_t head_stride, std::int64_t offset, int rot_dim, bool inverse) override {
+    call c("mla_rope_apply", {x, cos, sin});
+    k::mla_rope_apply(h(x), h(cos), h(sin), seq, batch, heads, row_stride, head_stride, offset, rot_dim, inverse);
   }
   void embedding_forward(view out, input table, const std::int32_t* ids, int n, int hidden, int vocab_start,
                          int vocab_end, double beta) override {

@@ -213,3 +213,27 @@ TEST_CASE("tensor parallelism with recomputed layers on the pseudo-device gives 
   c.hidden_dropout = 0.1f;
   check_tensor_parallel_on_device(c);
 }
+
+TEST_CASE("an MoE GPT chunk on the pseudo-device gives the host's loss and gradients bit for bit") {
+  auto c = test::llama_style();
+  c.moe.num_experts = 4, c.moe.router_topk = 2, c.moe.ffn_hidden_size = 10;
+  c.moe.aux_loss_coeff = 1e-2, c.moe.z_loss_coeff = 1e-3;
+  c.moe.input_jitter_eps = 0.01;  // the noise goes up and the gradient through it comes down
+  check_same_on_device(c);
+}
+
+TEST_CASE("a GPT chunk with multi-token prediction on the pseudo-device gives the host's bits") {
+  auto c = test::llama_style();
+  c.mtp_num_layers = 2, c.mtp_loss_scaling_factor = 0.3f;
+  check_same_on_device(c);
+}
+
+TEST_CASE("a GPT chunk with multi-latent attention on the pseudo-device gives the host's bits") {
+  auto c = test::llama_style();
+  c.num_query_groups = 4;
+  auto& m = c.mla;
+  m.enabled = true, m.q_lora_rank = 8, m.kv_lora_rank = 10;
+  m.qk_head_dim = 6, m.qk_pos_emb_head_dim = 4, m.v_head_dim = 7;
+  c.attention_dropout = 0.1f;
+  check_same_on_device(c);
+}
