@@ -91,6 +91,7 @@ std::vector<model::optim_param> optimizer_params(std::vector<model::gpt_chunk>& 
       o.value = main.value_at(c, lo);
       o.grad = grad;
       o.numel = hi - lo;
+      o.where = chunk.store().value_tensor().where();
       o.no_weight_decay = p.no_weight_decay;
       // Megatron applies --decoupled-lr to the embedding and the output layer.
       o.decoupled_lr = decoupled && (p.name.rfind("embedding.", 0) == 0 || p.name.rfind("output_layer.", 0) == 0);

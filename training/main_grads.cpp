@@ -22,16 +22,16 @@ main_grads::main_grads(std::vector<model::gpt_chunk>& chunks, grad_sync& sync) :
   for (std::size_t c = 0; c < chunks_.size(); ++c) {
     const auto source = reduced(chunks_, sync_, c);
     if (!is_16_bit(source.type)) continue;
-    copies_.emplace_back(source.shape, tensor::dtype::float32, tensor::memory_kind::gradients);
+    copies_.emplace_back(source.shape, tensor::dtype::float32, tensor::memory_kind::gradients, source.where);
   }
   if (!copies_.empty() && copies_.size() != chunks_.size())
     throw std::logic_error("main_grads: the chunks of one stage mix fp32 and 16-bit gradient buffers");
 }
 
 float* main_grads::values(std::size_t c) {
-  if (separate()) return copies_[c].host<float>().data();
-  if (auto* shard = sync_.shard_of(c)) return shard->grads.host<float>().data();
-  return chunks_[c].store().grads<float>().data();
+  const auto v = separate() ? copies_[c].view() : reduced(chunks_, sync_, c);
+  if (v.type != tensor::dtype::float32) tensor::detail::throw_mismatch(v.type, v.where, tensor::dtype::float32);
+  return static_cast<float*>(v.data);  // on the model's device
 }
 
 void main_grads::copy_from_model() {

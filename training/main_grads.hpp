@@ -24,7 +24,7 @@ class main_grads {
   /// True when the gradient buffers are 16-bit and the optimizer reads fp32 copies.
   bool separate() const { return !copies_.empty(); }
   /// Chunk c's fp32 main gradients from the first element of its optimizer range (the shard's
-  /// begin with the distributed optimizer, else 0).
+  /// begin with the distributed optimizer, else 0), in the model's device memory.
   float* values(std::size_t c);
   /// Widens the reduced gradients into the copies (after grad sync's finish_grad_sync).
   void copy_from_model();

@@ -14,7 +14,7 @@ main_params::main_params(std::vector<model::gpt_chunk>& chunks) : chunks_(chunks
     auto& store = chunk.store();
     const auto& values = store.value_tensor();
     if (values.type() == tensor::dtype::float32) continue;
-    tensor::tensor copy(values.shape(), tensor::dtype::float32, tensor::memory_kind::optimizer_state);
+    tensor::tensor copy(values.shape(), tensor::dtype::float32, tensor::memory_kind::optimizer_state, values.where());
     kernels::convert(copy, values);
     copies_.push_back(std::move(copy));
     layouts_.push_back(store.held(0, store.flat_numel()));
@@ -27,12 +27,13 @@ std::vector<main_params::held_part> main_params::held(std::size_t c, std::size_t
   std::vector<held_part> out;
   if (!separate()) {
     auto& store = chunks_[c].store();
-    for (const auto& h : store.held(begin, end)) out.push_back({h.begin, h.end, store.values<float>().data() + h.at});
+    auto* values = static_cast<float*>(store.value_tensor().data());  // on the model's device
+    for (const auto& h : store.held(begin, end)) out.push_back({h.begin, h.end, values + h.at});
     return out;
   }
   for (const auto& r : layouts_[c]) {
     const std::size_t lo = std::max(begin, r.begin), hi = std::min(end, r.end);
-    if (lo < hi) out.push_back({lo, hi, copies_[c].host<float>().data() + r.at + (lo - r.begin)});
+    if (lo < hi) out.push_back({lo, hi, static_cast<float*>(copies_[c].data()) + r.at + (lo - r.begin)});
   }
   return out;
 }

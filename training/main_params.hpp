@@ -23,14 +23,14 @@ class main_params {
   /// True when the model is 16-bit and the main parameters are a copy.
   bool separate() const { return !copies_.empty(); }
   /// Chunk c's fp32 main parameter at flat element `flat` (the model's own value for an fp32
-  /// model), which this rank must hold (throws std::logic_error otherwise); the rest of its held
+  /// model), in the model's device memory (the copy lives beside the values), which this rank must hold (throws std::logic_error otherwise); the rest of its held
   /// range follows it. With fully sharded parameters only the store's shard is held.
   float* value_at(std::size_t c, std::size_t flat);
   /// The parts of chunk c's flat elements [begin, end) this rank holds (all of them unless the
   /// parameters are sharded), each with its main parameters.
   struct held_part {
     std::size_t begin = 0, end = 0;
-    float* values = nullptr;
+    float* values = nullptr;  // on the model's device
   };
   std::vector<held_part> held(std::size_t c, std::size_t begin, std::size_t end);
   /// Rounds the held part of flat elements [begin, end) of chunk c's main parameters into the

@@ -9,6 +9,7 @@
 #include "config/moe_layout.hpp"
 #include "schedules/shape_from_args.hpp"
 #include "training/chunk_params.hpp"
+#include "training/compute_device.hpp"
 #include "training/model_spec.hpp"
 
 namespace mactor::training {
@@ -31,7 +32,7 @@ pipeline_position position_of(const stage_layout& l, const parallel_context& ctx
 }  // namespace
 
 stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx, std::int64_t padded)
-    : args_(a), ctx_(ctx), layout_(stage_layout_of(a, ctx)),
+    : args_(a), ctx_(ctx), device_(compute_device(ctx.local_rank())), layout_(stage_layout_of(a, ctx)),
       sharding_(config::sharding_plan_of(a)),
       distributed_optimizer_(sharding_.shards_optimizer() && ctx.optimizer_shard_group() != nullptr),
       trace_(profile_plan_of(a, ctx.rank(), ctx.pp_rank(), ctx.tp_rank(), ctx.dp_rank())),
@@ -39,6 +40,7 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
       port_(ctx.transport(), position_of(layout_, ctx), [this] {
         if (wakeup_) wakeup_();
       }) {
+  const tensor::default_device_scope on_device(device_);
   prepare_profile_folder(trace_.plan());
   timers_.trace_into(&trace_);
   port_.trace_into(&trace_);
@@ -327,6 +329,7 @@ void stage_engine::run_weight_pass(const action& a) {
 
 bool stage_engine::pump() {
   if (!schedule_) return true;
+  const tensor::default_device_scope on_device(device_);
   while (true) {
     if (!pending_) pending_ = schedule_->next();
     if (!pending_) break;

@@ -24,6 +24,7 @@
 #include "model/optimizer.hpp"
 #include "schedules/generator.hpp"
 #include "schedules/schedule.hpp"
+#include "tensor/default_device.hpp"
 #include "training/batch_loader.hpp"
 #include "config/data_parallel_sharding.hpp"
 #include "training/grad_sync.hpp"
@@ -174,6 +175,9 @@ class stage_engine {
 
   const config::megatron_args& args_;
   parallel_context& ctx_;
+  // Where the chunks compute (training/compute_device.hpp): every public call that runs model
+  // code holds a default_device_scope of it, whatever thread the driver calls from.
+  tensor::device device_;
   stage_layout layout_;
   config::sharding_plan sharding_;
   bool distributed_optimizer_;  // the optimizer state sharded over more than one replica

@@ -23,6 +23,7 @@ void stage_engine::hold_fp8_weights() {
 }
 
 void stage_engine::model_params_from_main() {
+  const tensor::default_device_scope on_device(device_);
   main_params_->copy_all_to_model();
   // The fp8-held weights as after a step: this rank casts its shard (the whole weight's amax,
   // max-reduced over the shard group, recorded once) and the all-gather brings the other
@@ -37,17 +38,20 @@ void stage_engine::model_params_from_main() {
 }
 
 void stage_engine::main_params_from_model() {
+  const tensor::default_device_scope on_device(device_);
   main_params_->copy_all_from_model();
   if (fp8_params_) fp8_params_->dequantize_into_main();
   if (fp16_main_) fp16_main_->store(optimizer_->params());
 }
 
 void stage_engine::zero_grad() {
+  const tensor::default_device_scope on_device(device_);
   for (auto& c : chunks_) c.zero_grad();
   if (fsdp_) fsdp_->zero_grads();
 }
 
 void stage_engine::finalize_grads() {
+  const tensor::default_device_scope on_device(device_);
   const trace_recorder::scope traced(trace_, "finalize model grads", "grad_sync");
   grad_sync_->record_local_grad_norms();  // --check-for-large-grads: before any reduction
   // Sequence parallelism: norm weights and row-parallel biases saw only this rank's positions;
@@ -148,6 +152,7 @@ void stage_engine::check_weight_hashes_across_replicas() {
 }
 
 model::optimizer_step_result stage_engine::optimizer_step(double clip_grad, bool count_zeros) {
+  const tensor::default_device_scope on_device(device_);
   activity_.set("optimizer step");
   const auto timed = timers_.time(step_timer::optimizer);
   {
@@ -236,6 +241,7 @@ tensor::const_tensor_view stage_engine::weight_bytes(std::size_t c, const model:
 }
 
 double stage_engine::params_norm() {
+  const tensor::default_device_scope on_device(device_);
   sync_params();
   const trace_recorder::scope traced(trace_, "params norm", "optimizer");
   return model::params_norm(optimizer_->params(), [this](std::span<double> v) { reduce_stats(v); });

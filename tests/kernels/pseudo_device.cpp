@@ -41,14 +41,15 @@ std::atomic<std::int64_t> calls{0};
 // One kernel call: its arguments checked, then the arena open until it ends.
 class call {
  public:
-  /// Every non-empty view must be on the pseudo-device, inside one live block.
+  /// Every non-empty view must be on the pseudo-device (any cuda index: one arena stands for
+  /// them all), inside one live block.
   call(const char* kernel, std::initializer_list<input> views) : kernel_(kernel) {
     ++calls;
     int i = 0;
     for (const auto& v : views) {
       ++i;
       if (!v.data) continue;
-      if (v.where != pseudo_device::where || !pseudo::holds(v.data, v.nbytes()))
+      if (v.where.type != tensor::device_type::cuda || !pseudo::holds(v.data, v.nbytes()))
         fail("view " + std::to_string(i) + " (" + std::string(tensor::short_name(v.type)) + " " +
              tensor::to_string(v.shape) + " on " + tensor::to_string(v.where) +
              ") is not in the device's memory");
