@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "tensor/transfer.hpp"
+
 namespace mactor::comm {
 namespace {
 
@@ -12,10 +14,10 @@ void check_pair(const char* what, const tensor::const_tensor_view& in, const ten
                                std::string(tensor::short_name(out.type)) + " output");
 }
 
-void check_host(const char* what, const tensor::const_tensor_view& v) {
-  if (v.where != tensor::cpu)
-    throw tensor::tensor_error(std::string(what) + " of a tensor on " + tensor::to_string(v.where) +
-                               ": this communicator moves host memory");
+// The transports move host memory: a tensor on a device goes through a host copy (a device
+// transport, NCCL's, would take it as it is).
+tensor::tensor host_copy_of(const tensor::const_tensor_view& v) {
+  return tensor::copy_to(v, tensor::cpu, tensor::memory_kind::communication);
 }
 
 [[noreturn]] void unsupported(const char* what, tensor::dtype t) {
@@ -36,7 +38,11 @@ std::unique_ptr<pending_exchange> communicator::start_exchange(std::span<const s
 }
 
 void communicator::all_reduce(tensor::tensor_view data) {
-  check_host("all-reduce", data);
+  if (data.where != tensor::cpu) {
+    auto host = host_copy_of(data);
+    all_reduce(host.view());
+    return tensor::copy_between(data, host);
+  }
   switch (data.type) {
     case tensor::dtype::float32: return all_reduce(data.host<float>());
     case tensor::dtype::float64: return all_reduce(data.host<double>());
@@ -46,7 +52,11 @@ void communicator::all_reduce(tensor::tensor_view data) {
 
 void communicator::reduce_scatter(tensor::const_tensor_view in, tensor::tensor_view out) {
   check_pair("reduce-scatter", in, out);
-  check_host("reduce-scatter", in);
+  if (in.where != tensor::cpu) {
+    tensor::tensor host_out(out.shape, out.type, tensor::memory_kind::communication);
+    reduce_scatter(host_copy_of(in).view(), host_out.view());
+    return tensor::copy_between(out, host_out);
+  }
   switch (in.type) {
     case tensor::dtype::float32: return reduce_scatter(in.host<float>(), out.host<float>());
     case tensor::dtype::float64: return reduce_scatter(in.host<double>(), out.host<double>());
@@ -56,7 +66,11 @@ void communicator::reduce_scatter(tensor::const_tensor_view in, tensor::tensor_v
 
 void communicator::all_gather(tensor::const_tensor_view in, tensor::tensor_view out) {
   check_pair("all-gather", in, out);
-  check_host("all-gather", in);
+  if (in.where != tensor::cpu) {
+    tensor::tensor host_out(out.shape, out.type, tensor::memory_kind::communication);
+    all_gather(host_copy_of(in).view(), host_out.view());
+    return tensor::copy_between(out, host_out);
+  }
   all_gather_bytes({static_cast<const std::byte*>(in.data), in.nbytes()},
                    {static_cast<std::byte*>(out.data), out.nbytes()});
 }

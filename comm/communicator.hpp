@@ -86,7 +86,8 @@ class communicator {
   virtual void recv_bytes(std::span<std::byte> data, int peer) = 0;
 
   /// The collectives on tensors of any dtype the group can reduce (fp32, fp64 today); throws
-  /// tensor::tensor_error for another dtype, a device the transport cannot reach, or a mismatch.
+  /// tensor::tensor_error for another dtype or a mismatch. Tensors on a device go through host
+  /// copies (the transports move host memory).
   void all_reduce(tensor::tensor_view data);
   void reduce_scatter(tensor::const_tensor_view in, tensor::tensor_view out);
   void all_gather(tensor::const_tensor_view in, tensor::tensor_view out);

@@ -301,7 +301,8 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
   if (!layout_.pre_process) {
     if (!input.data)
       throw std::invalid_argument("a stage without the embedding needs an input activation");
-    kernels::copy(ensure_activation(s.input, local, hidden, activation_dtype()), elements(input, 0, n));
+    // The stage boundary: the pipeline's buffers may be host memory beside a model on a device.
+    tensor::copy_between(ensure_activation(s.input, local, hidden, activation_dtype()), elements(input, 0, n));
   }
   run_forward(s, training);
   loss_and_count result;
@@ -322,7 +323,7 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
         for (std::size_t k = 0; k < losses.size(); ++k) mtp_tracker_[k] += losses[k].loss_sum / losses[k].num_tokens;
     }
   } else if (output.data) {
-    kernels::copy(elements(output, 0, n), stream_.back());
+    tensor::copy_between(elements(output, 0, n), stream_.back());
   }
   if (layout_.post_process) done_post_units(true);
   amax_->after(fp8_linear::pass::forward);
@@ -367,7 +368,7 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
   } else {
     if (!grad_output.data)
       throw std::invalid_argument("a stage without the loss needs an output gradient");
-    kernels::copy(grad, elements(grad_output, 0, n));
+    tensor::copy_between(grad, elements(grad_output, 0, n));
   }
   for (std::size_t g = groups_.size(); g-- > 0;) {
     const auto [begin, end, checkpointed] = groups_[g];
@@ -388,7 +389,7 @@ void gpt_chunk::backward(int slot, tensor::const_tensor_view grad_output,
     embedding_->backward(store_, tp_, grad);  // its gradients only: no values, no gather
     if (progress) progress(backward_done_embedding);
   } else if (grad_input.data) {
-    kernels::copy(elements(grad_input, 0, n), grad);
+    tensor::copy_between(elements(grad_input, 0, n), grad);
   }
   amax_->after(fp8_linear::pass::backward);
   slots_.erase(it);

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "kernels/convert.hpp"
+#include "kernels/reductions.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "training/half_precision_collectives.hpp"
 
@@ -103,14 +104,15 @@ void grad_sync::build_shards() {
     const auto padded = static_cast<std::int64_t>(r.padded);
     // The whole-chunk buffers the collectives run on; FSDP's sharded gradients and parameters
     // run on the engine's temporary whole buffers instead.
-    if (!options_.shard_grads) r.scratch = tensor::tensor({padded}, c.grads.type, tensor::memory_kind::communication);
+    if (!options_.shard_grads)
+      r.scratch = tensor::tensor({padded}, c.grads.type, tensor::memory_kind::communication, c.grads.where);
     // A 16-bit model gathers its 16-bit values: a buffer of their dtype beside the fp32 scratch.
     if (!options_.shard_params && (c.values.type != c.grads.type || options_.shard_grads))
-      r.gathered = tensor::tensor({padded}, c.values.type, tensor::memory_kind::communication);
+      r.gathered = tensor::tensor({padded}, c.values.type, tensor::memory_kind::communication, c.values.where);
   }
   for (std::size_t c = 0; c < chunks_.size(); ++c)
     shards_[c].grads = tensor::tensor({static_cast<std::int64_t>(used[c])}, chunks_[c].grads.type,
-                                      tensor::memory_kind::gradients);
+                                      tensor::memory_kind::gradients, chunks_[c].grads.where);
 }
 
 grad_sync::shard* grad_sync::shard_of(std::size_t chunk) {
@@ -215,16 +217,12 @@ void grad_sync::wait_background(const char* why) {
 void grad_sync::record_local_norm(std::size_t c, std::size_t begin, std::size_t end) {
   const auto rows = chunks_[c].grads.rows(static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end));
   tensor::tensor wide;
-  std::span<const float> values;
-  if (rows.type == tensor::dtype::float32) {
-    values = rows.host<float>();
-  } else {
-    wide = tensor::tensor({static_cast<std::int64_t>(end - begin)}, tensor::dtype::float32, tensor::memory_kind::communication);
+  if (rows.type != tensor::dtype::float32) {
+    wide = tensor::tensor({static_cast<std::int64_t>(end - begin)}, tensor::dtype::float32,
+                          tensor::memory_kind::communication, rows.where);
     kernels::convert(wide.view(), rows);
-    values = wide.host<float>();
   }
-  double sum = 0;
-  for (const float v : values) sum += static_cast<double>(v) * v;
+  const double sum = kernels::sum_of_squares(wide.defined() ? tensor::const_tensor_view(wide.view()) : rows);
   local_norms_.push_back(static_cast<float>(std::sqrt(sum)));  // Megatron's norm is an fp32 tensor
 }
 
@@ -329,7 +327,7 @@ void grad_sync::gather_params(std::size_t ri) {
   auto values = chunks_[r.chunk].values.rows(static_cast<std::int64_t>(r.begin), static_cast<std::int64_t>(r.end));
   const auto lo = static_cast<std::int64_t>(r.lo), hi = static_cast<std::int64_t>(r.hi);
   const auto numel = static_cast<std::int64_t>(r.end - r.begin);
-  tensor::tensor mine({hi - lo}, values.type, tensor::memory_kind::communication);
+  tensor::tensor mine({hi - lo}, values.type, tensor::memory_kind::communication, values.where);
   if (lo < numel) kernels::copy(mine.view().rows(0, std::min(hi, numel) - lo), values.rows(lo, std::min(hi, numel)));
   auto& gathered = r.gathered.defined() ? r.gathered : r.scratch;
   const trace_recorder::scope traced(*trace_,

@@ -37,7 +37,8 @@ grad_sync::sharded_slice grad_sync::slice_of(std::size_t chunk, const synced_par
 
 tensor::tensor grad_sync::whole_sharded_grad(std::size_t chunk, const synced_param& p) {
   const auto& grads = shards_[chunk].grads;
-  tensor::tensor whole({static_cast<std::int64_t>(p.numel)}, grads.type(), tensor::memory_kind::communication);
+  tensor::tensor whole({static_cast<std::int64_t>(p.numel)}, grads.type(), tensor::memory_kind::communication,
+                       grads.where());
   whole.zero();
   const auto s = slice_of(chunk, p);
   kernels::copy(whole.view().rows(s.whole, s.whole + s.n), grads.view().rows(s.shard, s.shard + s.n));

@@ -1,8 +1,8 @@
 // pretrain_gpt trains with its model on a device: the pseudo-device's harness
 // (pretrain_gpt_on_pseudo_device) logs the host run's iteration lines, the same numbers to the
 // last printed digit: losses, learning rates, gradient norms, zero counts, params norms. One
-// rank (fp32, bf16) and tensor parallelism; the data-parallel gradient reduction and the
-// pipeline transfers do not take device tensors yet.
+// rank (fp32, bf16), tensor, pipeline and data parallelism (the collectives and the pipeline's
+// transfers take device tensors through host copies), the distributed optimizer.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -44,4 +44,12 @@ TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines
 
 TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (TP2 with sequence parallelism)") {
   check_same_log("--tensor-model-parallel-size 2 --sequence-parallel", 2);
+}
+
+TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (PP2)") {
+  check_same_log("--pipeline-model-parallel-size 2", 2);
+}
+
+TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (DP2 distributed optimizer bf16 overlapped)") {
+  check_same_log("--bf16 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather", 2);
 }
