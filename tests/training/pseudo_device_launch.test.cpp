@@ -53,3 +53,12 @@ TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines
 TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (DP2 distributed optimizer bf16 overlapped)") {
   check_same_log("--bf16 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather", 2);
 }
+
+TEST_CASE("pretrain_gpt on the pseudo-device refuses --save with a message naming the gap") {
+  const auto dir = scratch_dir("pseudo_device", "save");
+  const auto r = run_shell(launch_command(1, flags("--save " + dir.string() + " --save-interval 3"),
+                                          "pretrain_gpt_on_pseudo_device"));
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out + r.err, Catch::Contains("checkpoints of a model on a GPU are not built yet"));
+  CHECK_FALSE(std::filesystem::exists(dir / "latest_checkpointed_iteration.txt"));
+}
