@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks (issue 24), for a machine with an NVIDIA GPU. Runs every GPU test (the CUDA device
-# layer, and each CUDA kernel against the CPU kernel in double on random inputs of odd shapes),
+# layer, each CUDA kernel against the CPU kernel in double on random inputs of odd shapes, and a
+# GPT chunk's whole training step, Adam included, on the GPU against the host),
 # the same check bodies on the CPU backend, and bench_gpu_kernels (GEMM TFLOP/s, kernel GB/s),
 # and writes into OUTDIR (7 files at most):
 #   summary.txt   device, toolkit, build time, one line per test (Passed/Failed/Skipped), verdict
@@ -51,7 +52,7 @@ if [[ "${MACTOR_GPU_CHECK_PREBUILT:-0}" != 1 ]]; then
       { say "FAILED: configure (see configure.log)"; exit 1; }
   fi
   timeout 420 cmake --build "$BUILD" -j"$JOBS" --target tensor_cuda_tests kernels_cuda_tests kernels_backend_tests \
-    bench_gpu_kernels >"$OUT/build.log" 2>&1 || { say "FAILED: build (see build.log)"; exit 1; }
+    model_cuda_tests bench_gpu_kernels >"$OUT/build.log" 2>&1 || { say "FAILED: build (see build.log)"; exit 1; }
   say "build: $(( $(date +%s) - start )) s on $JOBS cores"
 fi
 
@@ -99,6 +100,7 @@ say "GPU tests:"
 : >"$OUT/gpu_tests.log"
 run_cases tensor_cuda_tests "." "$OUT/gpu_tests.log"
 run_cases kernels_cuda_tests "." "$OUT/gpu_tests.log"
+run_cases model_cuda_tests "." "$OUT/gpu_tests.log"
 grep -m1 'SKIPPED: no CUDA device' "$OUT/gpu_tests.log" | tee -a "$SUMMARY"
 
 say ""

@@ -15,7 +15,7 @@ fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=$1
 BUILD=${2:-$ROOT/build}
-programs=(tensor_cuda_tests kernels_cuda_tests kernels_backend_tests bench_gpu_kernels)
+programs=(tensor_cuda_tests kernels_cuda_tests kernels_backend_tests model_cuda_tests bench_gpu_kernels)
 cmake --build "$BUILD" -j1 --target "${programs[@]}"
 rm -rf "$DIR" && mkdir -p "$DIR/bin" "$DIR/lib"
 for p in "${programs[@]}"; do

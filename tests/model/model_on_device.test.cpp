@@ -16,73 +16,16 @@
 #include "tensor/default_device.hpp"
 #include "tensor/transfer.hpp"
 #include "tests/kernels/pseudo_device.hpp"
+#include "tests/model/device_step.hpp"
 #include "tests/model/model_fixtures.hpp"
 
 using namespace mactor;
 
 namespace {
 
-// One training step's loss, its optimizer statistics and the parameters' values and gradients
-// after it, as host bytes.
-struct step_result {
-  double loss_sum = 0, num_tokens = 0;
-  double grad_norm = 0, zeros = 0, params_norm = 0;
-  std::vector<std::vector<std::byte>> values, grads;
-};
-
-// The chunk's fp32 parameters as the optimizer sees them (where they are).
-std::vector<model::optim_param> optimizer_view(model::gpt_chunk& chunk) {
-  std::vector<model::optim_param> out;
-  for (auto& p : chunk.parameters()) {
-    model::optim_param o;
-    o.name = p.name;
-    o.value = static_cast<float*>(p.value.data), o.grad = static_cast<float*>(p.grad.data);
-    o.numel = p.numel, o.no_weight_decay = p.no_weight_decay, o.where = p.value.where;
-    out.push_back(o);
-  }
-  return out;
-}
-
-std::vector<std::byte> bytes_of(tensor::const_tensor_view v) {
-  std::vector<std::byte> out(v.nbytes());
-  tensor::copy_between(tensor::tensor_view{out.data(), {v.numel()}, v.type, tensor::cpu}, v);
-  return out;
-}
-
-// Two micro-batches through one chunk holding the whole model (both in flight, so the second
-// forward stashes the first's activations), with dropout on; with `optimizer`, two Adam steps
-// (clipped, zeros counted) on those gradients.
-step_result train_step(const model::gpt_model_config& c, tensor::device where, bool optimizer = false) {
-  tensor::default_device_scope scope(where);
-  model::single_group tp;
-  model::gpt_chunk chunk(c, tp, {0, c.num_layers, true, true});
-  step_result r;
-  std::vector<test::batch_data> batches{test::make_batch(2, c.seq_length, c.padded_vocab_size, 5),
-                                        test::make_batch(2, c.seq_length, c.padded_vocab_size, 6)};
-  for (int i = 0; i < 2; ++i) {
-    const auto l = chunk.forward(i, batches[std::size_t(i)].view(), {}, {}, true, true, 0.5, 40 + i);
-    r.loss_sum += l.loss_sum, r.num_tokens += l.num_tokens;
-  }
-  for (int i = 1; i >= 0; --i) chunk.backward(i, {}, {});
-  if (optimizer) {
-    model::optimizer_options options;
-    options.lr = 0.05, options.weight_decay = 0.1, options.adam_beta2 = 0.95;
-    auto adam = model::make_optimizer(optimizer_view(chunk), options);
-    for (int step = 0; step < 2; ++step) {
-      const auto result = model::clip_and_step(*adam, 0.5, true);
-      r.grad_norm += *result.grad_norm, r.zeros += *result.num_zeros_in_grad;
-    }
-    r.params_norm = model::params_norm(adam->params());
-  }
-  for (auto& p : chunk.parameters()) {
-    INFO(p.name);
-    CHECK(p.value.where == where);
-    CHECK(p.grad.where == where);
-    r.values.push_back(bytes_of(p.value));
-    r.grads.push_back(bytes_of(p.grad));
-  }
-  return r;
-}
+using test::step_result;
+using test::train_step;
+using test::bytes_of;
 
 void check_same_on_device(const model::gpt_model_config& c, bool optimizer = false) {
   const auto host = train_step(c, tensor::cpu, optimizer);
