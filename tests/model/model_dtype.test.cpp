@@ -61,12 +61,13 @@ TEST_CASE("activations are counted in the memory ledger, and a second micro-batc
   CHECK(ledger.usage(tensor::memory_kind::activations).current == after_one);
 }
 
-TEST_CASE("a chunk refuses an activation of another dtype, naming the kernel") {
+TEST_CASE("a chunk refuses an activation of another dtype, naming both") {
   const auto c = test::gpt2_style();
   model::single_group tp;
   model::gpt_chunk second(c, tp, {1, 2, false, true});
   const auto batch = test::make_batch(1, c.seq_length, c.padded_vocab_size, 4);
   std::vector<double> input(second.activation_numel(1), 0.5);
   CHECK_THROWS_WITH(second.forward(0, batch.view(), test::view(input), {}, true, true, 1.0, 0),
-                    Catch::Contains("kernel copy got a fp64 tensor on cpu beside a fp32 one"));
+                    Catch::Contains("fp64 [80] on cpu into fp32 [5, 16] on cpu") &&
+                        Catch::Contains("the dtype and the element count must match"));
 }
