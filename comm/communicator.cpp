@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "tensor/transfer.hpp"
+#include "tensor/through_host.hpp"
 
 namespace mactor::comm {
 namespace {
@@ -12,12 +12,6 @@ void check_pair(const char* what, const tensor::const_tensor_view& in, const ten
   if (in.type != out.type || in.where != out.where)
     throw tensor::tensor_error(std::string(what) + ": a " + std::string(tensor::short_name(in.type)) + " input and a " +
                                std::string(tensor::short_name(out.type)) + " output");
-}
-
-// The transports move host memory: a tensor on a device goes through a host copy (a device
-// transport, NCCL's, would take it as it is).
-tensor::tensor host_copy_of(const tensor::const_tensor_view& v) {
-  return tensor::copy_to(v, tensor::cpu, tensor::memory_kind::communication);
 }
 
 [[noreturn]] void unsupported(const char* what, tensor::dtype t) {
@@ -38,11 +32,10 @@ std::unique_ptr<pending_exchange> communicator::start_exchange(std::span<const s
 }
 
 void communicator::all_reduce(tensor::tensor_view data) {
-  if (data.where != tensor::cpu) {
-    auto host = host_copy_of(data);
-    all_reduce(host.view());
-    return tensor::copy_between(data, host);
-  }
+  // The transports move host memory: a tensor on a device goes through a host copy (a device
+  // transport, NCCL's, would take it as it is).
+  if (data.where != tensor::cpu)
+    return tensor::through_host(data, [this](tensor::tensor_view host) { all_reduce(host); });
   switch (data.type) {
     case tensor::dtype::float32: return all_reduce(data.host<float>());
     case tensor::dtype::float64: return all_reduce(data.host<double>());
@@ -52,11 +45,8 @@ void communicator::all_reduce(tensor::tensor_view data) {
 
 void communicator::reduce_scatter(tensor::const_tensor_view in, tensor::tensor_view out) {
   check_pair("reduce-scatter", in, out);
-  if (in.where != tensor::cpu) {
-    tensor::tensor host_out(out.shape, out.type, tensor::memory_kind::communication);
-    reduce_scatter(host_copy_of(in).view(), host_out.view());
-    return tensor::copy_between(out, host_out);
-  }
+  if (in.where != tensor::cpu)
+    return tensor::through_host(in, out, false, [this](auto host_in, auto host_out) { reduce_scatter(host_in, host_out); });
   switch (in.type) {
     case tensor::dtype::float32: return reduce_scatter(in.host<float>(), out.host<float>());
     case tensor::dtype::float64: return reduce_scatter(in.host<double>(), out.host<double>());
@@ -66,11 +56,8 @@ void communicator::reduce_scatter(tensor::const_tensor_view in, tensor::tensor_v
 
 void communicator::all_gather(tensor::const_tensor_view in, tensor::tensor_view out) {
   check_pair("all-gather", in, out);
-  if (in.where != tensor::cpu) {
-    tensor::tensor host_out(out.shape, out.type, tensor::memory_kind::communication);
-    all_gather(host_copy_of(in).view(), host_out.view());
-    return tensor::copy_between(out, host_out);
-  }
+  if (in.where != tensor::cpu)
+    return tensor::through_host(in, out, false, [this](auto host_in, auto host_out) { all_gather(host_in, host_out); });
   all_gather_bytes({static_cast<const std::byte*>(in.data), in.nbytes()},
                    {static_cast<std::byte*>(out.data), out.nbytes()});
 }

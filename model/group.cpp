@@ -9,7 +9,7 @@
 
 #include "kernels/convert.hpp"
 #include "kernels/dispatch.hpp"
-#include "tensor/transfer.hpp"
+#include "tensor/through_host.hpp"
 
 namespace mactor::model {
 namespace {
@@ -36,8 +36,9 @@ void through_fp32(tensor::const_tensor_view in, tensor::tensor_view out, Collect
   kernels::convert(out, wide_out);
 }
 
-// The collectives' transports move host memory: views on a device go through host copies (a
-// group on NCCL would take them as they are). Both views of a collective must be on one device.
+// The collectives' transports move host memory: views on a device go through host copies
+// (tensor/through_host.hpp; a group on NCCL would take them as they are). Both views of a
+// collective must be on one device.
 bool on_device(const char* collective, tensor::const_tensor_view in, tensor::const_tensor_view out) {
   if (in.where != out.where)
     throw tensor::tensor_error(std::string("group::") + collective + ": an input on " + tensor::to_string(in.where) +
@@ -45,23 +46,11 @@ bool on_device(const char* collective, tensor::const_tensor_view in, tensor::con
   return in.where != tensor::cpu;
 }
 
-tensor::tensor host_copy_of(tensor::const_tensor_view v) {
-  return tensor::copy_to(v, tensor::cpu, tensor::memory_kind::communication);
-}
-
-tensor::tensor host_buffer_like(tensor::const_tensor_view v) {
-  return tensor::tensor(v.shape, v.type, tensor::memory_kind::communication);
-}
-
 }  // namespace
 
 void group::all_reduce_sum(tensor::tensor_view data) {
-  if (on_device("all_reduce_sum", data, data)) {
-    auto host = host_copy_of(data);
-    all_reduce_sum(host.view());
-    tensor::copy_between(data, host);
-    return;
-  }
+  if (on_device("all_reduce_sum", data, data))
+    return tensor::through_host(data, [this](tensor::tensor_view host) { all_reduce_sum(host); });
   if (tensor::is_half_precision(data.type)) {
     auto wide = widened(data);
     all_reduce_sum(wide.view());
@@ -86,12 +75,8 @@ void group::all_reduce_max(float* data, std::size_t n) {
 void group::all_gather(tensor::const_tensor_view in, tensor::tensor_view out) {
   kernels::check_same_type("group::all_gather", {in, out});
   if (out.numel() != in.numel() * size()) size_mismatch("all_gather", in.numel(), out.numel(), size());
-  if (on_device("all_gather", in, out)) {
-    auto host_out = host_buffer_like(out);
-    all_gather(host_copy_of(in).view(), host_out.view());
-    tensor::copy_between(out, host_out);
-    return;
-  }
+  if (on_device("all_gather", in, out))
+    return tensor::through_host(in, out, false, [this](auto host_in, auto host_out) { all_gather(host_in, host_out); });
   if (tensor::is_half_precision(out.type))
     return through_fp32(in, out, [this](auto wide_in, auto wide_out) { all_gather(wide_in, wide_out); });
   kernels::dispatch_floating("group::all_gather", out.type, out.where, [&](auto zero) {
@@ -103,12 +88,9 @@ void group::all_gather(tensor::const_tensor_view in, tensor::tensor_view out) {
 void group::reduce_scatter_sum(tensor::const_tensor_view in, tensor::tensor_view out) {
   kernels::check_same_type("group::reduce_scatter_sum", {in, out});
   if (in.numel() != out.numel() * size()) size_mismatch("reduce_scatter_sum", in.numel(), out.numel(), size());
-  if (on_device("reduce_scatter_sum", in, out)) {
-    auto host_out = host_buffer_like(out);
-    reduce_scatter_sum(host_copy_of(in).view(), host_out.view());
-    tensor::copy_between(out, host_out);
-    return;
-  }
+  if (on_device("reduce_scatter_sum", in, out))
+    return tensor::through_host(in, out, false,
+                                [this](auto host_in, auto host_out) { reduce_scatter_sum(host_in, host_out); });
   if (tensor::is_half_precision(out.type))
     return through_fp32(in, out, [this](auto wide_in, auto wide_out) { reduce_scatter_sum(wide_in, wide_out); });
   kernels::dispatch_floating("group::reduce_scatter_sum", out.type, out.where, [&](auto zero) {
@@ -128,12 +110,10 @@ void group::all_to_all_v(tensor::const_tensor_view in, const std::vector<std::in
   for (std::size_t q = 0; q < n; ++q) sent += send_rows[q], received += recv_rows[q];
   if (sent * width > in.numel() || received * width > out.numel())
     size_mismatch("all_to_all_v", sent * width, received * width, size());
-  if (on_device("all_to_all_v", in, out)) {
-    auto host_out = host_copy_of(out);  // the rows past those received stay as they were
-    all_to_all_v(host_copy_of(in).view(), send_rows, host_out.view(), recv_rows, width);
-    tensor::copy_between(out, host_out);
-    return;
-  }
+  if (on_device("all_to_all_v", in, out))  // the rows past those received stay as they were
+    return tensor::through_host(in, out, true, [&](auto host_in, auto host_out) {
+      all_to_all_v(host_in, send_rows, host_out, recv_rows, width);
+    });
   const std::size_t row_bytes = static_cast<std::size_t>(width) * tensor::size_of(in.type);
   std::vector<std::size_t> send_bytes(n), recv_bytes(n);
   for (std::size_t q = 0; q < n; ++q)
