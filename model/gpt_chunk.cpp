@@ -8,7 +8,7 @@
 #include "kernels/dropout.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/activation.hpp"
-#include "tensor/default_device.hpp"
+#include "model/host_exchange.hpp"
 
 namespace mactor::model {
 namespace {
@@ -177,18 +177,9 @@ void gpt_chunk::load_batch(const micro_batch& b, saved& s) const {
       }
     }
   // A model on a device has its kernels read the arrays from the device's memory.
-  if (const auto where = tensor::default_device(); where != tensor::cpu) {
-    s.device_ids = {s.ids, where}, s.device_positions = {s.positions, where};
-    s.device_labels = {s.labels, where}, s.device_document_start = {s.document_start, where};
-  }
+  s.device_ids = ints_on_model_device(s.ids), s.device_positions = ints_on_model_device(s.positions);
+  s.device_labels = ints_on_model_device(s.labels), s.device_document_start = ints_on_model_device(s.document_start);
 }
-
-namespace {
-// The copy of a micro-batch array its kernels read: the device's, when there is one.
-const std::int32_t* for_kernels(const std::vector<std::int32_t>& host, const tensor::index_array& device) {
-  return device.empty() ? host.data() : device.data();
-}
-}  // namespace
 
 tensor::tensor_view gpt_chunk::stream(int i, const saved& s) {
   return ensure_activation(stream_[std::size_t(i)], local_rows(s.micro_batch_size),
@@ -198,7 +189,7 @@ tensor::tensor_view gpt_chunk::stream(int i, const saved& s) {
 // Embedding (or the kept input), the layers and the final norm; fills stream_ and final_. A
 // checkpointed group frees its layers' activations and its inner stream entries as it goes.
 void gpt_chunk::use_document_mask(const saved& s) {
-  const std::int32_t* starts = s.document_start.empty() ? nullptr : for_kernels(s.document_start, s.device_document_start);
+  const std::int32_t* starts = s.document_start.empty() ? nullptr : ints_for_kernels(s.document_start, s.device_document_start);
   for (auto& layer : layers_) layer.set_document_starts(starts);
   if (mtp_)
     for (auto* layer : mtp_->layers()) layer->set_document_starts(starts);
@@ -212,7 +203,7 @@ void gpt_chunk::run_forward(const saved& s, bool training) {
   distributed_.resize(groups_.size());  // both may have moved into a stash with another micro-batch
   if (layout_.pre_process) {
     use_unit(0, true);
-    embedding_->forward(store_, tp_, for_kernels(s.ids, s.device_ids), for_kernels(s.positions, s.device_positions),
+    embedding_->forward(store_, tp_, ints_for_kernels(s.ids, s.device_ids), ints_for_kernels(s.positions, s.device_positions),
                         stream(0, s), rows,
                         training,
                         kernels::dropout_stream(config_.seed, config_.num_layers,
@@ -314,7 +305,7 @@ loss_and_count gpt_chunk::forward(int slot, const micro_batch& b, tensor::const_
       if (post_reads_word_table()) units_->grads_needed(0);
       units_->grads_needed(num_units() - 1);
     }
-    result.loss_sum = output_->forward_backward(store_, tp_, final_, for_kernels(s.labels, s.device_labels),
+    result.loss_sum = output_->forward_backward(store_, tp_, final_, ints_for_kernels(s.labels, s.device_labels),
                                                 s.mask.data(), grad_scale, loss_grad, rows);
     if (mtp_) {
       const auto losses = mtp_->losses(store_, tp_, *output_, s.labels, s.mask, mtp_scale_, mtp_per_token_,

@@ -19,11 +19,9 @@ void convert_across(tensor::tensor_view dst, tensor::const_tensor_view src) {
   kernels::convert(dst, staged);
 }
 
-const std::int32_t* ints_for_kernels(const std::vector<std::int32_t>& host, tensor::index_array& kept) {
+tensor::index_array ints_on_model_device(const std::vector<std::int32_t>& host) {
   const auto where = tensor::default_device();
-  if (where == tensor::cpu) return host.data();
-  kept = tensor::index_array(host, where);
-  return kept.data();
+  return where == tensor::cpu ? tensor::index_array() : tensor::index_array(host, where);
 }
 
 }  // namespace mactor::model

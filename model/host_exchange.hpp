@@ -16,8 +16,13 @@ namespace mactor::model {
 /// host and the other on a device (the conversion runs on the host, the bytes cross as they are).
 void convert_across(tensor::tensor_view dst, tensor::const_tensor_view src);
 
-/// `host`'s integers as a kernel on the thread's default device reads them: the vector's own
-/// elements on the host; on a device a copy uploaded into `kept`, which must outlive the reads.
-const std::int32_t* ints_for_kernels(const std::vector<std::int32_t>& host, tensor::index_array& kept);
+/// `host`'s integers uploaded to the thread's default device for its kernels; empty on the host,
+/// where the kernels read the vector itself.
+tensor::index_array ints_on_model_device(const std::vector<std::int32_t>& host);
+/// The copy of `host` a kernel reads: `uploaded` (from ints_on_model_device), or on the host the
+/// vector's own elements.
+inline const std::int32_t* ints_for_kernels(const std::vector<std::int32_t>& host, const tensor::index_array& uploaded) {
+  return uploaded.empty() ? host.data() : uploaded.data();
+}
 
 }  // namespace mactor::model

@@ -147,6 +147,7 @@ void multi_token_prediction::forward(const parameter_store& store, group& tp,
     d.ids = rolled_over_sequence(*prev_ids, 1);
     prev_ids = &d.ids;
     auto emb = ensure_activation(d.emb, local_rows_, h, type);
+    d.device_ids = ints_on_model_device(d.ids);
     d.embedding.forward(store, tp, ints_for_kernels(d.ids, d.device_ids), nullptr, emb, rows_, training,
                         kernels::dropout_stream(config_.seed, config_.num_layers + int(k),
                                                 embedding_dropout_site, step));
@@ -180,7 +181,7 @@ std::vector<mtp_depth_loss> multi_token_prediction::losses(
     const double g = scale * config_.mtp_loss_scaling_factor / double(depths_.size()) / (per_token ? 1.0 : out[k].num_tokens);
     tensor::tensor_view dh;
     if (grads) dh = ensure_activation((*grads)[k], local_rows_, config_.hidden_size, config_.params_dtype);
-    tensor::index_array device_labels;
+    const auto device_labels = ints_on_model_device(l);
     out[k].loss_sum =
         output.forward_backward(store, tp, depths_[k].out, ints_for_kernels(l, device_labels), m.data(), g, dh, rows_);
   }
