@@ -6,29 +6,30 @@
 
 namespace mactor::kernels {
 
-double sum_of_squares(tensor::const_tensor_view x) {
-  if (on_device(x)) return device_kernels_for("sum_of_squares", x).sum_of_squares(x);
-  return dispatch_floating("sum_of_squares", x.type, x.where, [&](auto zero) {
+namespace {
+
+// The sum over x's elements of term(element widened to double), in element order.
+template <class Term>
+double sum_over_elements(const char* kernel, const tensor::const_tensor_view& x, Term term) {
+  return dispatch_floating(kernel, x.type, x.where, [&](auto zero) {
     using T = decltype(zero);
     const T* v = static_cast<const T*>(x.data);
     double sum = 0.0;
-    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) {
-      const double e = v[i];
-      sum += e * e;
-    }
+    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) sum += term(double(v[i]));
     return sum;
   });
 }
 
+}  // namespace
+
+double sum_of_squares(tensor::const_tensor_view x) {
+  if (on_device(x)) return device_kernels_for("sum_of_squares", x).sum_of_squares(x);
+  return sum_over_elements("sum_of_squares", x, [](double e) { return e * e; });
+}
+
 double count_zeros(tensor::const_tensor_view x) {
   if (on_device(x)) return device_kernels_for("count_zeros", x).count_zeros(x);
-  return dispatch_floating("count_zeros", x.type, x.where, [&](auto zero) {
-    using T = decltype(zero);
-    const T* v = static_cast<const T*>(x.data);
-    double zeros = 0.0;
-    for (std::int64_t i = 0, n = x.numel(); i < n; ++i) zeros += v[i] == T(0) ? 1.0 : 0.0;
-    return zeros;
-  });
+  return sum_over_elements("count_zeros", x, [](double e) { return e == 0.0 ? 1.0 : 0.0; });
 }
 
 }  // namespace mactor::kernels
