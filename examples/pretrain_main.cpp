@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "checkpoint/layout.hpp"
 #include "checkpoint/torch_layout.hpp"
 #include "training/torch_checkpointing.hpp"
+#include "training/compute_device.hpp"
 #include "training/exit_signal.hpp"
 #include "comm/launch_env.hpp"
 #include "comm/restart_in_place.hpp"
@@ -87,6 +89,22 @@ bool apply_device_memory(const char* prog) {
   return true;
 }
 
+// MACTOR_DEVICE's device, checked before the job starts: a bad value, a build without the GPU
+// backend, a missing GPU or a flag with no device path yet is bad input (status 2) named here,
+// not a failure of training.
+bool check_compute_device(const char* prog, int local_rank, const mactor::config::megatron_args& a) {
+  try {
+    if (mactor::training::compute_device(local_rank) == mactor::tensor::cpu) return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", prog, e.what());
+    return false;
+  }
+  const auto gaps = mactor::training::device_gaps(a, std::string_view(prog) == "pretrain_mamba");
+  if (gaps.empty()) return true;
+  std::fprintf(stderr, "%s: error: %s\n", prog, gaps.c_str());
+  return false;
+}
+
 }  // namespace
 
 int pretrain_main(int argc, char** argv, const char* prog) {
@@ -131,6 +149,7 @@ int pretrain_main(int argc, char** argv, const char* prog) {
   std::fputs(r.out.c_str(), stdout);
   if (r.exit_status) return *r.exit_status;
   if (r.args.training.exit_signal_handler) mactor::training::install_exit_signal_handler();
+  if (!check_compute_device(prog, env.local_rank, r.args)) return 2;
   if (env.rank == 0) {
     print_layout(r.args);
     std::fputs(mactor::config::arguments_block(r.args).c_str(), stdout);

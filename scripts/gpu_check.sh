@@ -2,10 +2,12 @@
 # The GPU checks (issue 24), for a machine with an NVIDIA GPU. Runs every GPU test (the CUDA device
 # layer, each CUDA kernel against the CPU kernel in double on random inputs of odd shapes, and a
 # GPT chunk's whole training step, Adam included, on the GPU against the host),
-# the same check bodies on the CPU backend, and bench_gpu_kernels (GEMM TFLOP/s, kernel GB/s),
-# and writes into OUTDIR (7 files at most):
+# the same check bodies on the CPU backend, pretrain_gpt on the GPU against the host, then
+# bench_gpu_kernels (GEMM TFLOP/s, kernel GB/s) and bench_gpu_train_step (a 1.3B GPT's training
+# step, tokens/s and MFU, against PyTorch), and writes into OUTDIR:
 #   summary.txt   device, toolkit, build time, one line per test (Passed/Failed/Skipped), verdict
-#   gpu_tests.log, cpu_tests.log, bench.txt, nvidia-smi.txt, build.log, configure.log
+#   gpu_tests.log, cpu_tests.log, bench.txt, train_step.txt (its runs' logs in train_step_logs/),
+#   nvidia-smi.txt, build.log, configure.log
 # Each test case runs as its own process (as CTest runs them; status 77 is "Skipped"), so no
 # CTest files are needed and a staged build from another machine runs as well.
 #
@@ -17,7 +19,8 @@
 # binaries and their non-CUDA libraries are used, CUDA's libraries are looked up on the machine.
 # CUDA_ARCHS (default 90) sets CMAKE_CUDA_ARCHITECTURES for a fresh configure;
 # MACTOR_GPU_CHECK_JOBS (default: every core) the build's parallelism.
-# Budget: under 8 minutes on one H200 with a fresh build on 16 cores, about 1 minute prebuilt.
+# Budget: prebuilt (scripts/gpu_stage.sh), about 1 minute of tests and at most 5 of
+# bench_gpu_train_step; a fresh build on 16 cores adds up to 7 (pretrain_gpt is most of the project).
 # Exit status: 0 when every GPU test passed, 1 when one failed or the build broke, 3 when no CUDA
 # device was found (the GPU tests skipped: that is not a pass).
 set -uo pipefail
@@ -52,7 +55,7 @@ if [[ "${MACTOR_GPU_CHECK_PREBUILT:-0}" != 1 ]]; then
       { say "FAILED: configure (see configure.log)"; exit 1; }
   fi
   timeout 420 cmake --build "$BUILD" -j"$JOBS" --target tensor_cuda_tests kernels_cuda_tests kernels_backend_tests \
-    model_cuda_tests bench_gpu_kernels >"$OUT/build.log" 2>&1 || { say "FAILED: build (see build.log)"; exit 1; }
+    model_cuda_tests pretrain_gpt_cuda_tests bench_gpu_kernels bench_gpu_train_step >"$OUT/build.log" 2>&1 || { say "FAILED: build (see build.log)"; exit 1; }
   say "build: $(( $(date +%s) - start )) s on $JOBS cores"
 fi
 
@@ -101,6 +104,7 @@ say "GPU tests:"
 run_cases tensor_cuda_tests "." "$OUT/gpu_tests.log"
 run_cases kernels_cuda_tests "." "$OUT/gpu_tests.log"
 run_cases model_cuda_tests "." "$OUT/gpu_tests.log"
+MACTOR_TEST_BIN_DIR=$BUILD/bin run_cases pretrain_gpt_cuda_tests "." "$OUT/gpu_tests.log"
 grep -m1 'SKIPPED: no CUDA device' "$OUT/gpu_tests.log" | tee -a "$SUMMARY"
 
 say ""
@@ -109,6 +113,12 @@ timeout 150 "$BUILD/bin/bench_gpu_kernels" >"$OUT/bench.txt" 2>&1
 bench_status=$?
 say "  exit status $bench_status (3: no device)"
 cat "$OUT/bench.txt" >>"$SUMMARY"
+
+say ""
+say "bench_gpu_train_step (train_step.txt): pretrain_gpt against PyTorch, 1.3B parameters, sequence 4096, bf16:"
+timeout 300 "$BUILD/bin/bench_gpu_train_step" --keep-logs "$OUT/train_step_logs" >"$OUT/train_step.txt" 2>&1
+say "  exit status $? (3: no device)"
+cat "$OUT/train_step.txt" >>"$SUMMARY"
 
 say ""
 say "GPU tests: $passed passed, $failed failed, $skipped skipped; CPU backend: $cpu_failed failed"

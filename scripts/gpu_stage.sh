@@ -15,9 +15,12 @@ fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=$1
 BUILD=${2:-$ROOT/build}
-programs=(tensor_cuda_tests kernels_cuda_tests kernels_backend_tests model_cuda_tests bench_gpu_kernels)
-cmake --build "$BUILD" -j1 --target "${programs[@]}"
+programs=(tensor_cuda_tests kernels_cuda_tests kernels_backend_tests model_cuda_tests pretrain_gpt_cuda_tests
+  bench_gpu_kernels bench_gpu_train_step pretrain_gpt)
+cmake --build "$BUILD" -j1 --target "${programs[@]}" mactor_cuda_backend
 rm -rf "$DIR" && mkdir -p "$DIR/bin" "$DIR/lib"
+# The CUDA backend module pretrain_gpt loads from its own folder (its CUDA libraries are the machine's).
+strip -o "$DIR/bin/libmactor_cuda_backend.so" "$BUILD/bin/libmactor_cuda_backend.so"
 for p in "${programs[@]}"; do
   strip -o "$DIR/bin/$p" "$BUILD/bin/$p"
   # Libraries outside CUDA and glibc (glibc's own must come from the machine).

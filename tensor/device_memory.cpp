@@ -20,6 +20,10 @@ void register_device_memory(device_type type, const device_memory& memory) {
   registered[std::size_t(type)].store(new device_memory(memory));  // lives until exit
 }
 
+bool has_device_memory(device_type type) {
+  return type == device_type::cpu || registered[std::size_t(type)].load() != nullptr;
+}
+
 const device_memory& memory_of(device where) {
   const auto* memory = registered[std::size_t(where.type)].load();
   if (!memory)

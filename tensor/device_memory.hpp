@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "tensor/caching_allocator.hpp"
 #include "tensor/dtype.hpp"
 
 namespace mactor::tensor {
@@ -23,10 +24,16 @@ struct device_memory {
   void (*upload)(int index, void* dst, const void* host_src, std::size_t bytes);
   /// Copies `bytes` of device `index`'s memory into the host's; done when it returns.
   void (*download)(int index, void* host_dst, const void* src, std::size_t bytes);
+  /// Device `index`'s allocated and reserved bytes and their peaks (torch.cuda's
+  /// memory_allocated, max_memory_allocated, memory_reserved, max_memory_reserved).
+  allocator_stats (*stats)(int index) = nullptr;
 };
 
 /// Installs `memory` for tensors on devices of `type` (not cpu); a later call replaces it.
 void register_device_memory(device_type type, const device_memory& memory);
+
+/// Whether memory for devices of `type` is registered (always, for the host).
+bool has_device_memory(device_type type);
 
 /// The registered functions for `where`'s device type; throws tensor_error naming the device
 /// when none are registered.

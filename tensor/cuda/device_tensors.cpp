@@ -40,11 +40,13 @@ void download(int, void* host_dst, const void* src, std::size_t bytes) {
   detail::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (device to host)");
 }
 
+tensor::allocator_stats stats(int index) { return device_allocator(index).stats(); }
+
 }  // namespace
 
 void enable_device_tensors() {
   static const bool registered = [] {
-    tensor::register_device_memory(tensor::device_type::cuda, {allocate, release, fill_zero, copy, upload, download});
+    tensor::register_device_memory(tensor::device_type::cuda, {allocate, release, fill_zero, copy, upload, download, stats});
     return true;
   }();
   (void)registered;

@@ -26,6 +26,7 @@ struct arena {
   std::size_t used = 0;                        // bump pointer: every block lies below it
   std::map<std::uintptr_t, std::size_t> live;  // block start -> its rounded size
   std::multimap<std::size_t, std::byte*> free;  // rounded size -> a given-back block
+  std::size_t live_bytes = 0, peak_live_bytes = 0;
   int depth = 0;                               // open windows
   std::recursive_mutex mutex;
 };
@@ -89,6 +90,15 @@ void memory_download(int, void* host_dst, const void* src, std::size_t bytes) {
   std::memcpy(host_dst, src, bytes);
 }
 void* memory_allocate(int, std::size_t bytes) { return allocate(bytes); }
+// Blocks handed out, as a caching allocator counts them; the bump pointer is what it reserved.
+tensor::allocator_stats memory_stats(int) {
+  auto& a = the_arena();
+  std::lock_guard lock(a.mutex);
+  tensor::allocator_stats s;
+  s.allocated_bytes = a.live_bytes, s.peak_allocated_bytes = a.peak_live_bytes;
+  s.reserved_bytes = s.peak_reserved_bytes = a.used;
+  return s;
+}
 void memory_release(int, void* data) noexcept { release(data); }
 
 }  // namespace
@@ -108,6 +118,8 @@ void* allocate(std::size_t bytes) {
     if (a.depth > 0) protect(a, PROT_READ | PROT_WRITE);
   }
   a.live.emplace(std::uintptr_t(block), size);
+  a.live_bytes += size;
+  a.peak_live_bytes = std::max(a.peak_live_bytes, a.live_bytes);
   return block;
 }
 
@@ -120,6 +132,7 @@ void release(void* block) noexcept {
     std::abort();
   }
   a.free.emplace(it->second, static_cast<std::byte*>(block));
+  a.live_bytes -= it->second;
   a.live.erase(it);
 }
 
@@ -146,7 +159,7 @@ void install_memory() {
     the_arena();
     tensor::register_device_memory(tensor::device_type::cuda,
                                    {memory_allocate, memory_release, memory_fill_zero, memory_copy,
-                                    memory_upload, memory_download});
+                                    memory_upload, memory_download, memory_stats});
     return true;
   }();
   (void)installed;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -27,7 +28,11 @@ inline std::string slurp(const std::string& path) {
   return s.str();
 }
 
-inline std::string bin_dir() { return std::string(MACTOR_BINARY_DIR) + "/bin"; }
+/// The build's programs; MACTOR_TEST_BIN_DIR overrides it (scripts/gpu_check.sh on staged binaries).
+inline std::string bin_dir() {
+  const char* staged = std::getenv("MACTOR_TEST_BIN_DIR");
+  return staged && *staged ? std::string(staged) : std::string(MACTOR_BINARY_DIR) + "/bin";
+}
 inline std::string mactor_bin() { return bin_dir() + "/mactor"; }
 
 /// Runs `sh -c cmd`; stdin is /dev/null unless `stdin_text` is given.

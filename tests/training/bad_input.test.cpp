@@ -6,9 +6,11 @@
 #include <string>
 
 #include "tests/tools/run_command.hpp"
+#include "tests/training/launch_support.hpp"
 #include "tests/training/tiny_corpus.hpp"
 
 namespace fs = std::filesystem;
+using mactor::test::expect_user_error;
 
 namespace {
 
@@ -24,18 +26,6 @@ fs::path scratch(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
-}
-
-// Runs `command`, expects exit status 2, no training, and stderr containing every one of `named`.
-void expect_user_error(const std::string& command, std::initializer_list<std::string> named) {
-  const auto r = mactor::test::run_shell(command);
-  INFO(command << "\nexit status " << r.status << "\nstderr:\n" << r.err);
-  CHECK(r.status == 2);
-  CHECK(r.out.find("iteration ") == std::string::npos);
-  for (const auto& word : named) {
-    INFO("the error should name: " << word);
-    CHECK(r.err.find(word) != std::string::npos);
-  }
 }
 
 }  // namespace

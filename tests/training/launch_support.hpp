@@ -17,6 +17,19 @@
 
 namespace mactor::test {
 
+/// Runs `command` and expects bad input's answer: exit status 2, no training, and stderr naming
+/// every one of `named`.
+inline void expect_user_error(const std::string& command, std::initializer_list<std::string> named) {
+  const auto r = run_shell(command);
+  INFO(command << "\nexit status " << r.status << "\nstderr:\n" << r.err);
+  CHECK(r.status == 2);
+  CHECK(r.out.find("iteration ") == std::string::npos);
+  for (const auto& word : named) {
+    INFO("the error should name: " << word);
+    CHECK(r.err.find(word) != std::string::npos);
+  }
+}
+
 // Every "lm loss: X" of the iteration lines, and every "lm loss value: X" of the validation blocks.
 struct logged_losses {
   std::vector<double> train, validation;
