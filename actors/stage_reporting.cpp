@@ -150,7 +150,7 @@ stage_status stage_reporter::make(int rank) {
   if (engine_) {
     s.bytes_sent = engine_->bytes_sent();
     s.bytes_received = engine_->bytes_received();
-    const auto memory = training::read_rank_memory(rank, true);
+    const auto memory = training::read_rank_memory(rank, true, engine_->device());
     s.memory_allocated = std::int64_t(memory.allocated_bytes);
     s.memory_max_allocated = std::int64_t(memory.max_allocated_bytes);
     s.memory_reserved = std::int64_t(memory.reserved_bytes);

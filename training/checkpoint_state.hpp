@@ -40,6 +40,7 @@ struct state_tensor {
   std::string kind;
   std::vector<float>* plain = nullptr;
   model::scaled_state* scaled = nullptr;
+  tensor::device where = tensor::cpu;  // the parameter's: a state loaded before the first step goes there
 
   bool empty() const { return plain ? plain->empty() : scaled->empty(); }
   std::vector<float> values() const {
@@ -57,8 +58,12 @@ struct state_tensor {
     return scratch.data();
   }
   void assign(std::vector<float> v) {
-    if (plain) *plain = std::move(v);
-    else scaled->set(v);
+    if (plain) {
+      *plain = std::move(v);
+      return;
+    }
+    if (scaled->empty() && where != tensor::cpu) scaled->zero(v.size(), where);
+    scaled->set(v);
   }
 };
 

@@ -21,6 +21,7 @@
 #include "training/checkpoint_strictness.hpp"
 #include "config/data_parallel_sharding.hpp"
 #include "training/fp8_checkpoint_state.hpp"
+#include "training/host_floats.hpp"
 #include "training/local_checkpoint_agreement.hpp"
 #include "training/moe_upcycling.hpp"
 #include "training/torch_checkpointing.hpp"
@@ -98,8 +99,9 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
     for (std::size_t i = 0; i < slots.size(); ++i) {
       const auto& s = slots[i];
       if (!shard_saver || saved_elsewhere(*s.chunk, *s.param)) continue;
-      const float* local = engine.optimizer().params()[i].value - s.begin;
-      for (auto& q : pieces_of(s.param->name, *s.param, rank_in_split(*s.param), split_size(*s.param), s.begin, s.end, local, buffers))
+      const host_floats local(engine.device(), engine.optimizer().params()[i].value - s.begin, s.begin, s.end);
+      for (auto& q : pieces_of(s.param->name, *s.param, rank_in_split(*s.param), split_size(*s.param), s.begin, s.end,
+                               local.local(), buffers))
         state.pieces.push_back(std::move(q));
     }
   } else {
@@ -107,8 +109,8 @@ checkpoint::rank_state capture_checkpoint(const config::megatron_args& a, parall
       for (const auto& p : engine.chunks()[c].parameters()) {
         const auto& chunk = engine.chunks()[c];
         if (!saves(p) || saved_elsewhere(chunk, p)) continue;
-        const float* main = engine.main_params().value_at(c, p.offset);
-        for (auto& q : pieces_of(p.name, p, rank_in_split(p), split_size(p), 0, p.numel, main, buffers))
+        const host_floats main(engine.device(), engine.main_params().value_at(c, p.offset), 0, p.numel);
+        for (auto& q : pieces_of(p.name, p, rank_in_split(p), split_size(p), 0, p.numel, main.local(), buffers))
           state.pieces.push_back(std::move(q));
       }
   }
@@ -235,15 +237,16 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
   const auto rank_in_split = [&](const model::parameter& p) { return p.expert ? ctx.expert_tp_rank() : t; };
   const auto split_size = [&](const model::parameter& p) { return p.expert ? ctx.groups().etp() : tp; };
 
+  // Into `dest` in `dest_where`'s memory (the main parameters are on the model's device).
   auto read_into = [&](const std::string& name, const model::parameter& p, std::size_t begin, std::size_t end,
-                       float* dest) {
+                       float* dest, tensor::device dest_where = tensor::cpu) {
     if (!tensors.has(name))
       throw checkpoint_error(where + " has no tensor " + name + "; was it saved by a different model (check --num-layers, "
                              "--swiglu, --untie-embeddings-and-output-weights)?");
     std::size_t at = 0;
     for (auto& q : pieces_of(name, p, rank_in_split(p), split_size(p), begin, end, nullptr)) {
       tensors.read(q);
-      std::memcpy(dest + at, q.data.data(), q.data.size() * sizeof(float));
+      write_floats(dest_where, dest + at, q.data);
       at += q.data.size();
     }
   };
@@ -291,7 +294,7 @@ std::optional<loaded_checkpoint> load_checkpoint(const config::megatron_args& a,
         throw checkpoint_error(shape_mismatch(where, p, tensors.global_shape(p.name), common, a, tp));
       // The parts of p this rank holds: all of it, or with sharded parameters its shard's.
       for (const auto& h : engine.main_params().held(c, p.offset, p.offset + p.numel))
-        read_into(p.name, p, h.begin - p.offset, h.end - p.offset, h.values);
+        read_into(p.name, p, h.begin - p.offset, h.end - p.offset, h.values, engine.device());
     }
   if (upcycling) repeat_router_rows(*upcycling, engine);
   restore_fp8_states(engine, reader, where);  // before the fp8 weights are cast with the weight's scale

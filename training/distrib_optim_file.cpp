@@ -13,6 +13,7 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "training/checkpoint_state.hpp"
+#include "training/host_floats.hpp"
 #include "training/torch_pickle_values.hpp"
 
 namespace mactor::training {
@@ -93,7 +94,8 @@ std::vector<std::vector<float>> gather_chunk(const config::megatron_args& a, par
     const std::size_t at = slots[i].param->offset + slots[i].begin - begin, n = slots[i].end - slots[i].begin;
     if (slots[i].param->offset + slots[i].begin < begin || at + n > length)
       throw std::logic_error("distrib_optim.pt: optimizer param " + slots[i].param->name + " is outside this rank's shard");
-    std::copy_n(opt.params()[i].value, n, local[0].begin() + at);
+    const host_floats main(opt.params()[i].where, opt.params()[i].value, 0, n);
+    std::copy_n(main.local(), n, local[0].begin() + at);
     for (const auto& st : state_tensors(opt, i)) {
       if (st.empty()) continue;  // before the first step: zeros
       const auto v = st.values();
@@ -219,7 +221,7 @@ void load_distrib_optim(const pickle_value& state, const pickle_value& model_opt
       if (slots[i].chunk != &chunk) continue;
       const std::size_t j = static_cast<std::size_t>(slots[i].param - chunk.parameters().data());
       const std::size_t at = layout.offsets[j] + slots[i].begin, len = slots[i].end - slots[i].begin;
-      std::copy_n(world[0].begin() + at, len, opt.params()[i].value);
+      write_floats(opt.params()[i].where, opt.params()[i].value, std::span<const float>(world[0].data() + at, len));
       if (steps == 0) continue;  // saved before the first step: the moments start anew
       for (auto& st : state_tensors(opt, i))
         st.assign(std::vector<float>(world[st.kind == "exp_avg" ? 1 : 2].begin() + at,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/convert.hpp"
+#include "tensor/transfer.hpp"
 
 namespace mactor::training {
 
@@ -85,7 +86,12 @@ std::vector<float> main_params::model_values(std::size_t c) const {
   auto& store = chunks_[c].store();
   std::vector<float> out(store.flat_numel(), 0.0f);
   auto flat = tensor::view_of(std::span<float>(out));
-  auto values = store.value_tensor().view();
+  // Widened on the host, from a host copy of values on a device.
+  const auto on_device = store.value_tensor().view();
+  const tensor::tensor host_copy = on_device.where == tensor::cpu
+                                       ? tensor::tensor()
+                                       : tensor::copy_to(on_device, tensor::cpu, tensor::memory_kind::other);
+  auto values = host_copy.defined() ? host_copy.view() : on_device;
   for (const auto& h : store.held(0, store.flat_numel())) {
     const auto n = static_cast<std::int64_t>(h.end - h.begin);
     kernels::convert(flat.rows(static_cast<std::int64_t>(h.begin), static_cast<std::int64_t>(h.begin) + n),

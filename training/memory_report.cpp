@@ -8,14 +8,23 @@
 #include <fstream>
 
 #include "config/python_text.hpp"
+#include "tensor/device_memory.hpp"
 #include "tensor/memory_ledger.hpp"
 
 namespace mactor::training {
 
-rank_memory read_rank_memory(int rank, bool data_parallel_first) {
+rank_memory read_rank_memory(int rank, bool data_parallel_first, tensor::device where) {
   rank_memory m;
   m.rank = rank;
   m.data_parallel_first = data_parallel_first;
+  if (where != tensor::cpu) {
+    if (const auto& memory = tensor::memory_of(where); memory.stats) {
+      const auto s = memory.stats(where.index);
+      m.allocated_bytes = double(s.allocated_bytes), m.max_allocated_bytes = double(s.peak_allocated_bytes);
+      m.reserved_bytes = double(s.reserved_bytes), m.max_reserved_bytes = double(s.peak_reserved_bytes);
+      return m;
+    }
+  }
   const auto total = tensor::memory_ledger::host().total();
   m.allocated_bytes = static_cast<double>(total.current);
   m.max_allocated_bytes = static_cast<double>(total.peak);

@@ -7,6 +7,7 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/slice_copy.hpp"
+#include "training/host_floats.hpp"
 #include "training/stage_engine.hpp"
 
 namespace mactor::training {
@@ -156,7 +157,11 @@ void repeat_router_rows(const moe_upcycling& upcycling, stage_engine& engine) {
       if (held.size() != 1 || held[0].begin != p.offset || held[0].end != p.offset + p.numel)
         throw checkpoint_error("--moe-use-upcycling with --moe-upcycling-granularity > 1 under FSDP's sharded parameters "
                                "is not built yet (each rank holds part of the router); upcycle without FSDP first");
-      moe_upcycling::repeat_router_rows(held[0].values, int(p.full_shape[0]), int(p.full_shape[1]), g);
+      // Rows repeat on the host; the router's main parameters may be on the model's device.
+      const host_floats router(engine.device(), held[0].values, 0, p.numel);
+      std::vector<float> rows(router.local(), router.local() + p.numel);
+      moe_upcycling::repeat_router_rows(rows.data(), int(p.full_shape[0]), int(p.full_shape[1]), g);
+      write_floats(engine.device(), held[0].values, rows);
     }
 }
 

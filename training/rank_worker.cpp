@@ -311,7 +311,7 @@ iteration_report rank_worker::finish_iteration() {
   if (auto seconds = engine_.timers().take(); !seconds.empty()) r.timings.push_back({ctx_.rank(), std::move(seconds)});
   if (args_.straggler_detector.log_straggler) r.straggler.push_back(straggler_sample_now());
   if (memory_wanted()) {
-    r.memory.push_back(read_rank_memory(ctx_.rank(), ctx_.dp_rank() == 0));
+    r.memory.push_back(read_rank_memory(ctx_.rank(), ctx_.dp_rank() == 0, engine_.device()));
     if (iteration_ % args_.training.log_interval == 0) memory_logged_ = true;
   }
   // Megatron's train loop: every replica's weights compared by hash at the interval.

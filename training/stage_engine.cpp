@@ -41,11 +41,6 @@ stage_engine::stage_engine(const config::megatron_args& a, parallel_context& ctx
         if (wakeup_) wakeup_();
       }) {
   const tensor::default_device_scope on_device(device_);
-  // The checkpoints read and write the main parameters and moments through host pointers.
-  if (device_ != tensor::cpu && (a.checkpointing.save || a.checkpointing.load))
-    throw std::invalid_argument("--save and --load with the model on " + tensor::to_string(device_) +
-                                " (MACTOR_DEVICE=cuda): checkpoints of a model on a GPU are not built yet; "
-                                "train on the CPU (MACTOR_DEVICE=cpu) to save or load");
   prepare_profile_folder(trace_.plan());
   timers_.trace_into(&trace_);
   port_.trace_into(&trace_);

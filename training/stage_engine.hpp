@@ -126,6 +126,8 @@ class stage_engine {
   model::grad_scaler* scaler() { return scaler_ ? &*scaler_ : nullptr; }
   /// The fp32 main parameters (the model's values for an fp32 model): what checkpoints hold.
   training::main_params& main_params() { return *main_params_; }
+  /// Where the chunks, their main parameters and the optimizer's state are (the host, or a GPU).
+  tensor::device device() const { return device_; }
   /// The model's weights from the main parameters (after a checkpoint load into them): rounded
   /// into a 16-bit model, and cast to fp8 for the weights --fp8-param-gather holds as fp8.
   void model_params_from_main();

@@ -19,6 +19,7 @@
 #include "training/checkpoint_state.hpp"
 #include "training/distrib_optim_file.hpp"
 #include "training/fp8_checkpoint_state.hpp"
+#include "training/host_floats.hpp"
 #include "training/torch_pickle_values.hpp"
 
 namespace mactor::training {
@@ -58,8 +59,9 @@ pickle_value optimizer_dict(const config::megatron_args& a, stage_engine& engine
     }
     params.items.push_back(pickle_value::integer(static_cast<std::int64_t>(i)));
     names.items.push_back(pickle_value::text(s.param->name));
-    fp32.items.push_back(pickle_value::of_tensor(
-        make_tensor(opt.params()[i].value, s.end - s.begin, shape, tensor::dtype::float32)));
+    const host_floats main(opt.params()[i].where, opt.params()[i].value, 0, s.end - s.begin);
+    fp32.items.push_back(
+        pickle_value::of_tensor(make_tensor(main.local(), s.end - s.begin, shape, tensor::dtype::float32)));
   }
   auto group = pickle_value::dict();
   group.set("params", std::move(params));
@@ -100,7 +102,10 @@ pickle_value torch_state_dict(const config::megatron_args& a, parallel_context& 
     auto weights = engine.main_params().separate() ? engine.main_params().model_values(c) : std::vector<float>();
     if (engine.fp8_params() && !weights.empty()) engine.fp8_params()->dequantize_into(c, weights);
     for (const auto& p : chunks[c].parameters()) {
-      const float* v = weights.empty() ? engine.main_params().value_at(c, p.offset) : weights.data() + p.offset;
+      const host_floats main(weights.empty() ? engine.device() : tensor::cpu,
+                             weights.empty() ? engine.main_params().value_at(c, p.offset) : weights.data() + p.offset,
+                             0, p.numel);
+      const float* v = main.local();
       // Megatron's last stage holds the tied embedding as its output layer's weight.
       const std::string key = is_shared_copy(chunks[c], p) ? "output_layer.weight" : p.name;
       model.set(key, pickle_value::of_tensor(make_tensor(v, p.numel, local_shape(p, tp), chunks[c].dtype())));
@@ -226,7 +231,7 @@ void load_optimizer(const pickle_value& root, stage_engine& engine, int tp, cons
     }
     if (engine.main_params().separate() && pos < fp32.size()) {
       const auto v = floats_of(fp32[pos], shape, what + " (fp32_from_fp16_params)");
-      std::memcpy(opt.params()[i].value, v.data(), v.size() * sizeof(float));
+      write_floats(opt.params()[i].where, opt.params()[i].value, v);
     }
   }
   if (auto* adam = dynamic_cast<model::adam_optimizer*>(&opt))
@@ -288,7 +293,7 @@ loaded_checkpoint load_torch_checkpoint(const config::megatron_args& a, parallel
                                      "'; was it saved by a different model (check --num-layers, --swiglu, "
                                      "--untie-embeddings-and-output-weights)?");
       const auto v = floats_of(t, local_shape(p, tp), where + ": " + p.name);
-      std::memcpy(engine.main_params().value_at(c, p.offset), v.data(), v.size() * sizeof(float));
+      write_floats(engine.device(), engine.main_params().value_at(c, p.offset), v);
     }
     // Before the fp8 weights are cast with the weight's scale (model_params_from_main); a run
     // without fp8 ignores them.
