@@ -1,9 +1,7 @@
 // The deferred weight-gradient queue.
 #include "model/deferred_weight_grads.hpp"
 
-#include <cstring>
-#include <stdexcept>
-#include <string>
+#include "tensor/transfer.hpp"
 
 namespace mactor::model {
 
@@ -31,11 +29,7 @@ void deferred_weight_grads::add(std::initializer_list<tensor::const_tensor_view>
       it.inputs.emplace_back();
       continue;
     }
-    if (v.where != tensor::cpu)
-      throw std::logic_error("deferred_weight_grads: a deferred weight gradient's input is on a device; "
-                             "zero-bubble schedules run on the CPU only");
-    auto& copy = it.inputs.emplace_back(v.shape, v.type, tensor::memory_kind::activations);
-    if (v.nbytes()) std::memcpy(copy.data(), v.data, v.nbytes());
+    it.inputs.push_back(tensor::copy_to(v, v.where, tensor::memory_kind::activations));  // beside the input
     pending_bytes_ += static_cast<std::int64_t>(v.nbytes());
   }
   queue_.push_back(std::move(it));

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/reductions.hpp"
+#include "kernels/tensor_ops.hpp"
+
 namespace mactor::model {
 
 grad_scaler::grad_scaler(const grad_scaler_options& o) : options_(o) {
@@ -38,17 +41,24 @@ void grad_scaler::update(bool found_inf) {
 
 bool unscale_and_check(std::span<const optim_param> params, float inv_scale) {
   bool found = false;
-  for (const auto& p : params)
+  for (const auto& p : params) {
+    if (p.where != tensor::cpu) {
+      // On a device, through the entry points: one inf or NaN makes the sum of squares (in
+      // double, where squares of finite floats cannot overflow) inf or NaN.
+      found |= !std::isfinite(kernels::sum_of_squares(p.grad_view()));
+      kernels::scale(p.grad_view(), inv_scale);
+      continue;
+    }
     for (std::size_t i = 0; i < p.numel; ++i) {
       found |= !std::isfinite(p.grad[i]);
       p.grad[i] *= inv_scale;
     }
+  }
   return found;
 }
 
 void scale_grads(std::span<const optim_param> params, float factor) {
-  for (const auto& p : params)
-    for (std::size_t i = 0; i < p.numel; ++i) p.grad[i] *= factor;
+  for (const auto& p : params) kernels::scale(p.grad_view(), factor);
 }
 
 }  // namespace mactor::model

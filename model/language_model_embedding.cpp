@@ -8,6 +8,7 @@
 #include "kernels/dropout.hpp"
 #include "kernels/embedding.hpp"
 #include "model/activation.hpp"
+#include "tensor/transfer.hpp"
 
 namespace mactor::model {
 
@@ -96,11 +97,16 @@ void language_model_embedding::backward(parameter_store& store, group& tp,
 void language_model_embedding::table_grads(parameter_store& store, int table, tensor::const_tensor_view dmasked,
                                            const std::int32_t* ids, int first, int end) const {
   // Weight gradients only: a zero-bubble backward leaves them to its W pass, with a copy of the
-  // ids (the micro-batch they point into may be gone by then).
+  // ids (the micro-batch they point into may be gone by then) where they are, beside the model:
+  // 4-byte elements, copied as bytes.
   auto& weight_grads = store.weight_grads();
-  std::shared_ptr<const std::vector<std::int32_t>> kept;
-  if (weight_grads.collecting() && ids) kept = std::make_shared<const std::vector<std::int32_t>>(ids, ids + rows_);
-  const std::int32_t* row_ids = kept ? kept->data() : ids;
+  std::shared_ptr<const tensor::tensor> kept;
+  if (weight_grads.collecting() && ids) {
+    const auto where = store.value_tensor().where();
+    kept = std::make_shared<const tensor::tensor>(tensor::copy_to(
+        tensor::const_tensor_view{ids, {rows_}, tensor::dtype::float32, where}, where, tensor::memory_kind::activations));
+  }
+  const auto* row_ids = kept ? static_cast<const std::int32_t*>(kept->data()) : ids;
   weight_grads.add({dmasked}, [&store, table, kept, row_ids, rows = rows_, hidden = hidden_, first, end](auto in) {
     kernels::embedding_backward(store.grad(table), in[0], row_ids, rows, hidden, first, end);
   });

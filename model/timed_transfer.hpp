@@ -8,6 +8,8 @@
 #include <functional>
 #include <future>
 
+#include "tensor/default_device.hpp"
+
 namespace mactor::model {
 
 /// Summed over the transfers of a pass (or a run).
@@ -23,9 +25,12 @@ class timed_transfer {
 
   static double seconds_since(clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); }
 
-  /// Starts `transfer` on its own thread; it must outlive nothing the caller frees before wait().
+  /// Starts `transfer` on its own thread, under the caller's default device (the buffers it
+  /// makes go beside the model's); it must outlive nothing the caller frees before wait().
   timed_transfer(std::function<void()> transfer, transfer_timing& timing)
-      : timing_(timing), done_(std::async(std::launch::async, [transfer = std::move(transfer)] {
+      : timing_(timing),
+        done_(std::async(std::launch::async, [transfer = std::move(transfer), where = tensor::default_device()] {
+          const tensor::default_device_scope on_device(where);
           const auto start = clock::now();
           transfer();
           return seconds_since(start);

@@ -46,7 +46,7 @@ void fsdp_unit_grads::hold(int unit) {
   }
   // Zeros, the padding included: the reduce-scatter runs on it in place.
   auto& store = chunk_.store();
-  u.grads = tensor::tensor({u.length}, store.grad_type(), tensor::memory_kind::gradients);
+  u.grads = tensor::tensor({u.length}, store.grad_type(), tensor::memory_kind::gradients, store.value_tensor().where());
   for (std::size_t i = 0; i < u.params.size(); ++i) {
     const auto place = static_cast<std::int64_t>(u.places[i]);
     store.bind_grad(u.params[i], u.grads.view().rows(place, place + static_cast<std::int64_t>(store[u.params[i]].numel)));

@@ -23,10 +23,10 @@ std::vector<unit_layout> unit_layouts(model::gpt_chunk& chunk, std::size_t index
   return units;
 }
 
-tensor::tensor fsdp_buffers::take(std::int64_t numel, tensor::dtype type) {
+tensor::tensor fsdp_buffers::take(std::int64_t numel, tensor::dtype type, tensor::device where) {
   for (auto& b : spare_)
-    if (b.defined() && b.numel() == numel && b.type() == type) return std::move(b);
-  return tensor::tensor({numel}, type, tensor::memory_kind::communication);
+    if (b.defined() && b.numel() == numel && b.type() == type && b.where() == where) return std::move(b);
+  return tensor::tensor({numel}, type, tensor::memory_kind::communication, where);
 }
 
 void fsdp_buffers::give_back(tensor::tensor buffer) {
@@ -55,7 +55,7 @@ void fsdp_units::begin_pass(bool forward) {
 // The job never throws on the collective thread: a failed gather reaches whoever waits for the unit.
 void fsdp_units::post_gather(int unit, bool prefetch) {
   auto& u = units_[std::size_t(unit)];
-  u.values = buffers_.take(u.length, chunk_.store().type());
+  u.values = buffers_.take(u.length, chunk_.store().type(), chunk_.store().value_tensor().where());
   auto done = std::make_shared<std::promise<void>>();
   u.gathered = done->get_future().share();
   u.posted = true;

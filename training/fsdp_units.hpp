@@ -35,7 +35,7 @@ class fsdp_buffers {
   explicit fsdp_buffers(bool keep) : keep_(keep) {}
   /// One of the kept buffers when one fits, else a new one (communication memory: the
   /// parameters a rank owns are its shard).
-  tensor::tensor take(std::int64_t numel, tensor::dtype type);
+  tensor::tensor take(std::int64_t numel, tensor::dtype type, tensor::device where);
   void give_back(tensor::tensor buffer);
 
  private:

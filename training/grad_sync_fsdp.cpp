@@ -78,7 +78,7 @@ void grad_sync::reduce_unit_into_shard(std::size_t chunk, int unit, tensor::tens
                                         {"unit", unit},
                                         {"bytes", numel * static_cast<std::int64_t>(tensor::size_of(grads.type))},
                                         {"group_size", r.shard_group->size()}});
-    tensor::tensor part({static_cast<std::int64_t>(r.hi - r.lo)}, mine.type, tensor::memory_kind::communication);
+    tensor::tensor part({static_cast<std::int64_t>(r.hi - r.lo)}, mine.type, tensor::memory_kind::communication, mine.where);
     reduce_scatter_in(*r.shard_group, in, part.view());
     kernels::add(mine, part.view());
   }

@@ -134,8 +134,8 @@ void layernorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
   if (dbeta.data && !dgamma.data) throw std::invalid_argument("layernorm_backward: dbeta without dgamma");
   detail::need(k, "gamma", gamma, h);
   detail::need(k, "mean", mean, n), detail::need(k, "rstd", rstd, n);
-  if (on_device(dx))
-    return device_kernels_for("layernorm_backward", dx).layernorm_backward(dx, dgamma, dbeta, dy, x,
+  if (on_device(dy))  // dx may be absent (the weight gradients alone)
+    return device_kernels_for("layernorm_backward", dy).layernorm_backward(dx, dgamma, dbeta, dy, x,
         gamma, mean, rstd, n, h, zero_centered_gamma, accumulate_dx);
   detail::fp32_stage stage;
   dispatch_compute(k, dy.type, dy.where, [&](auto zero) {

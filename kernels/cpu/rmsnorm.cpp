@@ -103,8 +103,8 @@ void rmsnorm_backward(tensor::tensor_view dx, tensor::tensor_view dgamma,
   detail::need_optional(k, "dx", dx, nh), detail::need(k, "dy", dy, nh), detail::need(k, "x", x, nh);
   detail::need_optional(k, "dgamma", dgamma, h), detail::need(k, "gamma", gamma, h);
   detail::need(k, "rstd", rstd, n);
-  if (on_device(dx))
-    return device_kernels_for("rmsnorm_backward", dx).rmsnorm_backward(dx, dgamma, dy, x, gamma,
+  if (on_device(dy))  // dx may be absent (the weight gradients alone)
+    return device_kernels_for("rmsnorm_backward", dy).rmsnorm_backward(dx, dgamma, dy, x, gamma,
         rstd, n, h, zero_centered_gamma, accumulate_dx);
   detail::fp32_stage stage;
   dispatch_compute(k, dy.type, dy.where, [&](auto zero) {

@@ -183,6 +183,9 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
   kernels::rmsnorm_backward(X, W, Y, Z, W, S, 4, 8, false, false);
   kernels::layernorm_forward(X, S, S, Y, W, {}, 4, 8, 1e-5, false);
   kernels::layernorm_backward(X, W, {}, Y, Z, W, S, S, 4, 8, false, false);
+  // The weight gradients alone (the zero-bubble W pass): no dx, still the device's.
+  kernels::rmsnorm_backward({}, W, Y, Z, W, S, 4, 8, false, false);
+  kernels::layernorm_backward({}, W, W, Y, Z, W, S, S, 4, 8, false, false);
   kernels::gelu_forward(X, Y, 64, false);
   kernels::gelu_backward(X, Y, Z, 64, false);
   kernels::swiglu_forward(X, Y, 4, 8);
@@ -229,6 +232,8 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
       {"rmsnorm_backward", X.data, {4, 8}},
       {"layernorm_forward", X.data, {4, 8}},
       {"layernorm_backward", X.data, {4, 8}},
+      {"rmsnorm_backward", nullptr, {4, 8}},
+      {"layernorm_backward", nullptr, {4, 8}},
       {"gelu_forward", X.data, {64}},
       {"gelu_backward", X.data, {64}},
       {"swiglu_forward", X.data, {4, 8}},
