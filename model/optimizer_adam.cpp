@@ -7,8 +7,32 @@
 #include <utility>
 
 #include "kernels/adam.hpp"
+#include "kernels/convert.hpp"
 
 namespace mactor::model {
+
+namespace {
+
+// A moment not kept in fp32, as an fp32 view the update can take: on a device, widened into
+// `device` scratch there; on the host, unscaled into `host`.
+tensor::tensor_view widened(scaled_state& s, std::vector<float>& host, tensor::tensor& device) {
+  if (const auto stored = s.device_view(); stored.data) {
+    device = tensor::tensor(stored.shape, tensor::dtype::float32, tensor::memory_kind::optimizer_state, stored.where);
+    kernels::convert(device.view(), stored);
+    return device.view();
+  }
+  host.resize(s.size());
+  s.unscale(host);
+  return tensor::view_of(std::span<float>(host));
+}
+
+// The updated fp32 copy back into the moment's storage (rescaled and rounded).
+void round_back(scaled_state& s, const std::vector<float>& host, const tensor::tensor& device) {
+  if (device.defined()) kernels::convert(s.device_view(), device.view());
+  else s.set(host);
+}
+
+}  // namespace
 
 adam_optimizer::adam_optimizer(std::vector<optim_param> params, std::vector<param_group> groups,
                                adam_options options)
@@ -42,21 +66,15 @@ void adam_optimizer::update(const optim_param& p, adam_param_state& s, double lr
   h.decoupled_weight_decay = options_.decoupled_weight_decay;
   h.step = s.step;
   // fp32 moments update in place (on the parameter's device); others as FusedAdam runs them:
-  // unscaled into fp32 copies, updated, rescaled and rounded back (on the host).
+  // unscaled into fp32 copies, updated, rescaled and rounded back (bf16 moments on a device in
+  // fp32 device scratch, by the device's conversions: the same bits as the host's).
+  tensor::tensor device_m, device_v;
   auto m = s.exp_avg.fp32_view(), v = s.exp_avg_sq.fp32_view();
-  if (!m.data) {
-    wide_exp_avg_.resize(p.numel);
-    s.exp_avg.unscale(wide_exp_avg_);
-    m = tensor::view_of(std::span<float>(wide_exp_avg_));
-  }
-  if (!v.data) {
-    wide_exp_avg_sq_.resize(p.numel);
-    s.exp_avg_sq.unscale(wide_exp_avg_sq_);
-    v = tensor::view_of(std::span<float>(wide_exp_avg_sq_));
-  }
+  if (!m.data) m = widened(s.exp_avg, wide_exp_avg_, device_m);
+  if (!v.data) v = widened(s.exp_avg_sq, wide_exp_avg_sq_, device_v);
   kernels::adam_step(p.value_view(), p.grad_view(), m, v, h);
-  if (!s.exp_avg.fp32_view().data) s.exp_avg.set(wide_exp_avg_);
-  if (!s.exp_avg_sq.fp32_view().data) s.exp_avg_sq.set(wide_exp_avg_sq_);
+  if (!s.exp_avg.fp32_view().data) round_back(s.exp_avg, wide_exp_avg_, device_m);
+  if (!s.exp_avg_sq.fp32_view().data) round_back(s.exp_avg_sq, wide_exp_avg_sq_, device_v);
 }
 
 }  // namespace mactor::model

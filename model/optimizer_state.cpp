@@ -77,7 +77,7 @@ float from_e4m3(std::uint8_t code) {
 
 scaled_state::scaled_state(const scaled_state& other)
     : type_(other.type_), size_(other.size_), f32_(other.f32_), h16_(other.h16_), f8_(other.f8_),
-      scale_(other.scale_), device_f32_(other.device_f32_.defined() ? other.device_f32_.clone() : tensor::tensor()),
+      scale_(other.scale_), device_(other.device_.defined() ? other.device_.clone() : tensor::tensor()),
       counted_(other.counted_) {}
 
 scaled_state& scaled_state::operator=(const scaled_state& other) {
@@ -87,17 +87,18 @@ scaled_state& scaled_state::operator=(const scaled_state& other) {
 
 void scaled_state::zero(std::size_t n, tensor::device where) {
   f32_.clear(), h16_.clear(), f8_.clear();
-  device_f32_ = tensor::tensor();
+  device_ = tensor::tensor();
   size_ = n;
   scale_ = 1.0f;
   if (where != tensor::cpu) {
-    if (type_ != state_dtype::fp32)
+    if (type_ != state_dtype::fp32 && type_ != state_dtype::bf16)
       throw tensor::tensor_error(std::string("an optimizer state in ") + std::string(to_string(type_)) + " on " +
                                  tensor::to_string(where) +
-                                 ": the precision-aware optimizer's 16- and 8-bit states are host-only so far; "
-                                 "leave --exp-avg-dtype and --exp-avg-sq-dtype at fp32 on a GPU");
+                                 ": the precision-aware optimizer's fp16 and fp8 states are host-only so far; "
+                                 "use bf16 or fp32 for --exp-avg-dtype and --exp-avg-sq-dtype on a GPU");
     counted_.set(0);  // counted by the device's allocator
-    device_f32_ = tensor::tensor({std::int64_t(n)}, tensor::dtype::float32, tensor::memory_kind::optimizer_state, where);
+    const auto type = type_ == state_dtype::bf16 ? tensor::dtype::bfloat16 : tensor::dtype::float32;
+    device_ = tensor::tensor({std::int64_t(n)}, type, tensor::memory_kind::optimizer_state, where);
     return;
   }
   counted_.set(std::int64_t(n * element_bytes(type_)));
@@ -107,14 +108,17 @@ void scaled_state::zero(std::size_t n, tensor::device where) {
 }
 
 tensor::tensor_view scaled_state::fp32_view() {
-  if (device_f32_.defined()) return device_f32_.view();
   if (type_ != state_dtype::fp32 || size_ == 0) return {};
+  if (device_.defined()) return device_.view();
   return tensor::view_of(std::span<float>(f32_));
 }
 
 void scaled_state::unscale(std::span<float> out) const {
-  if (device_f32_.defined()) {
-    tensor::copy_between(tensor::view_of(out.first(size_)), device_f32_.view());
+  if (device_.defined()) {  // fp32 comes down as it is; bf16 widens on the host
+    if (type_ == state_dtype::fp32) return tensor::copy_between(tensor::view_of(out.first(size_)), device_.view());
+    std::vector<std::uint16_t> bits(size_);
+    tensor::copy_between({bits.data(), {std::int64_t(size_)}, tensor::dtype::bfloat16, tensor::cpu}, device_.view());
+    for (std::size_t i = 0; i < size_; ++i) out[i] = tensor::to_float(tensor::bfloat16{bits[i]});
     return;
   }
   switch (type_) {  // one loop per dtype: the fp32 one is a copy
@@ -132,9 +136,12 @@ void scaled_state::unscale(std::span<float> out) const {
 }
 
 void scaled_state::set(std::span<const float> values) {
-  if (device_f32_.defined()) {
-    if (values.size() != size_) zero(values.size(), device_f32_.where());
-    tensor::copy_between(device_f32_.view(), tensor::view_of(values));
+  if (device_.defined()) {  // fp32 goes up as it is; bf16 rounds on the host, as below
+    if (values.size() != size_) zero(values.size(), device_.where());
+    if (type_ == state_dtype::fp32) return tensor::copy_between(device_.view(), tensor::view_of(values));
+    std::vector<std::uint16_t> bits(size_);
+    for (std::size_t i = 0; i < size_; ++i) bits[i] = tensor::to_bfloat16(values[i]).bits;
+    tensor::copy_between(device_.view(), {bits.data(), {std::int64_t(size_)}, tensor::dtype::bfloat16, tensor::cpu});
     return;
   }
   counted_.set(std::int64_t(values.size() * element_bytes(type_)));

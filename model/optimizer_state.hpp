@@ -43,7 +43,7 @@ class scaled_state {
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   /// n zeros with scale 1 (FusedAdam's initialize_state for exp_avg and exp_avg_sq), on `where`:
-  /// on a device only fp32 states (others throw tensor_error naming the flags).
+  /// on a device fp32 and bf16 states (fp16 and fp8 throw tensor_error naming the flags).
   void zero(std::size_t n, tensor::device where = tensor::cpu);
   /// FusedAdam's get_unscaled_state: the fp32 values (stored * scale for fp16, code * scale_inv
   /// for fp8, widened for bf16, as is for fp32), on the host wherever the state is. out.size()
@@ -56,9 +56,12 @@ class scaled_state {
   void set(std::span<const float> values);
   /// The fp32 storage itself in host memory (fp32 states update in place, with no copy); null
   /// otherwise, and for a state on a device.
-  float* fp32_data() { return type_ == state_dtype::fp32 && !device_f32_.defined() ? f32_.data() : nullptr; }
+  float* fp32_data() { return type_ == state_dtype::fp32 && !device_.defined() ? f32_.data() : nullptr; }
   /// The fp32 storage, on the host or its device; an empty view for other dtypes or no elements.
   tensor::tensor_view fp32_view();
+  /// A state on a device: its storage (fp32 or bf16) there, which the update widens and rounds
+  /// back with the device's kernels; an empty view on the host.
+  tensor::tensor_view device_view() { return device_.defined() ? device_.view() : tensor::tensor_view{}; }
   /// Bytes of the stored elements (the one fp32 scale per tensor is not counted).
   std::size_t bytes() const { return size_ * element_bytes(type_); }
 
@@ -69,7 +72,7 @@ class scaled_state {
   std::vector<std::uint16_t> h16_;  // bf16 or fp16 bits
   std::vector<std::uint8_t> f8_;    // E4M3 codes
   float scale_ = 1.0f;              // fp16: unscaled = stored * scale_; fp8: the scale_inv
-  tensor::tensor device_f32_;       // an fp32 state on a device (then the vectors are empty)
+  tensor::tensor device_;           // an fp32 or bf16 state on a device (then the vectors are empty)
   // The stored elements, in the device's ledger (an optimizer's state is device memory).
   tensor::counted_bytes counted_{tensor::memory_kind::optimizer_state};
 };

@@ -27,11 +27,12 @@ using test::step_result;
 using test::train_step;
 using test::bytes_of;
 
-void check_same_on_device(const model::gpt_model_config& c, bool optimizer = false) {
-  const auto host = train_step(c, tensor::cpu, optimizer);
+void check_same_on_device(const model::gpt_model_config& c, bool optimizer = false,
+                          model::state_dtype moments = model::state_dtype::fp32) {
+  const auto host = train_step(c, tensor::cpu, optimizer, moments);
   test::pseudo_device device;
   const auto calls_before = device.kernel_calls();
-  const auto on_device = train_step(c, device.where, optimizer);
+  const auto on_device = train_step(c, device.where, optimizer, moments);
   CHECK(device.kernel_calls() > calls_before);
   CHECK(device.live_bytes() == 0);  // everything the chunk held on the device is given back
   CHECK(on_device.num_tokens == host.num_tokens);
@@ -126,10 +127,28 @@ TEST_CASE("Adam steps with clipping on the pseudo-device give the host's paramet
   check_same_on_device(c, true);
 }
 
-TEST_CASE("16-bit optimizer states on a device are an error naming the flags") {
+TEST_CASE("Adam with bf16 moments on the pseudo-device gives the host's parameters bit for bit") {
+  auto c = test::llama_style();
+  c.hidden_dropout = 0.1f;
+  check_same_on_device(c, true, model::state_dtype::bf16);
+}
+
+TEST_CASE("fp16 and fp8 optimizer states on a device are an error naming the flags while fp32 and bf16 states go there") {
   test::pseudo_device device;
-  model::scaled_state state(model::state_dtype::bf16);
-  CHECK_THROWS_WITH(state.zero(8, device.where), Catch::Contains("--exp-avg-dtype") && Catch::Contains("cuda:0"));
+  for (const auto type : {model::state_dtype::fp16, model::state_dtype::fp8}) {
+    model::scaled_state state(type);
+    CHECK_THROWS_WITH(state.zero(8, device.where), Catch::Contains("--exp-avg-dtype") && Catch::Contains("cuda:0"));
+  }
+  model::scaled_state bf16(model::state_dtype::bf16);
+  bf16.zero(8, device.where);
+  CHECK(bf16.device_view().where == device.where);
+  CHECK(bf16.device_view().type == tensor::dtype::bfloat16);
+  CHECK(bf16.fp32_view().data == nullptr);
+  const std::vector<float> exact{1, 2, 3, 4, 5, 6, 7, 8.5};  // bf16 holds these exactly
+  bf16.set(exact);
+  std::vector<float> got(8);
+  bf16.unscale(got);
+  CHECK(got == exact);
   model::scaled_state fp32;
   fp32.zero(8, device.where);
   CHECK(fp32.fp32_view().where == device.where);
