@@ -105,7 +105,7 @@ void gather_sequence(group& cp, const sequence_shard& shard, int batch,
                      tensor::const_tensor_view local, tensor::tensor_view full) {
   check_sizes("gather_sequence", shard, batch, local, full);
   const std::int64_t width = local.numel() / (std::int64_t(shard.local_length()) * batch);
-  tensor::tensor gathered({full.numel()}, full.type, tensor::memory_kind::communication);
+  tensor::tensor gathered({full.numel()}, full.type, tensor::memory_kind::communication, full.where);
   cp.all_gather(local, gathered);
   for_each_chunk(shard, batch, width, [&](std::int64_t at, std::int64_t to, std::int64_t n) {
     kernels::copy(elements(full, to, n), elements(gathered.view(), at, n));
@@ -116,7 +116,7 @@ void reduce_scatter_sequence(group& cp, const sequence_shard& shard, int batch,
                              tensor::const_tensor_view full, tensor::tensor_view local) {
   check_sizes("reduce_scatter_sequence", shard, batch, local, full);
   const std::int64_t width = local.numel() / (std::int64_t(shard.local_length()) * batch);
-  tensor::tensor rank_major({full.numel()}, full.type, tensor::memory_kind::communication);
+  tensor::tensor rank_major({full.numel()}, full.type, tensor::memory_kind::communication, full.where);
   for_each_chunk(shard, batch, width, [&](std::int64_t at, std::int64_t from, std::int64_t n) {
     kernels::copy(elements(rank_major.view(), at, n), elements(full, from, n));
   });

@@ -9,6 +9,7 @@
 
 #include "model/activation.hpp"
 #include "model/group.hpp"
+#include "tensor/through_host.hpp"
 
 namespace mactor::model {
 namespace {
@@ -67,6 +68,10 @@ void check_units(const char* what, const exchange_shape& s, tensor::const_tensor
 void sequence_to_heads(group& g, const sequence_shard& shard, const sequence_shard& target, int batch,
                        std::int64_t units, std::int64_t unit_width, tensor::const_tensor_view in,
                        tensor::tensor_view out) {
+  if (in.where != tensor::cpu)  // the exchange moves host memory (as the collectives do): on host copies
+    return tensor::through_host(in, out, false, [&](tensor::const_tensor_view host_in, tensor::tensor_view host_out) {
+      sequence_to_heads(g, shard, target, batch, units, unit_width, host_in, host_out);
+    });
   const auto s = shape_of(g, shard, target, batch, units, unit_width, tensor::size_of(in.type));
   check_units("sequence_to_heads", s, in, out);
   const int ranks = s.members;
@@ -89,6 +94,10 @@ void sequence_to_heads(group& g, const sequence_shard& shard, const sequence_sha
 void heads_to_sequence(group& g, const sequence_shard& shard, const sequence_shard& target, int batch,
                        std::int64_t units, std::int64_t unit_width, tensor::const_tensor_view in,
                        tensor::tensor_view out) {
+  if (in.where != tensor::cpu)
+    return tensor::through_host(in, out, false, [&](tensor::const_tensor_view host_in, tensor::tensor_view host_out) {
+      heads_to_sequence(g, shard, target, batch, units, unit_width, host_in, host_out);
+    });
   const auto s = shape_of(g, shard, target, batch, units, unit_width, tensor::size_of(in.type));
   check_units("heads_to_sequence", s, out, in);
   const int ranks = s.members;
@@ -139,7 +148,8 @@ void ulysses_attention::forward(tensor::tensor_view out, tensor::const_tensor_vi
   auto heads_qkv = ensure_activation(qkv_heads_, rows, d.qkv_width(), qkv.type);
   sequence_to_heads(cp_, shard_, d.batch, dims.groups, group_width, qkv, heads_qkv);
   auto probs = ensure_activation(probs_, std::int64_t(d.batch) * d.heads * d.seq, d.seq, qkv.type);
-  tensor::tensor context({rows, std::int64_t(d.heads) * d.head_dim}, qkv.type, tensor::memory_kind::activations);
+  tensor::tensor context({rows, std::int64_t(d.heads) * d.head_dim}, qkv.type, tensor::memory_kind::activations,
+                         qkv.where);
   const auto my_sink = sink.data ? elements(sink, std::int64_t(shard_.cp_rank) * d.heads, d.heads) : sink;
   kernels::attention_forward(context, probs, heads_qkv, d, scale, dropout_p, dropout_stream, my_sink);
   heads_to_sequence(cp_, shard_, d.batch, dims.heads, d.head_dim, context, out);
@@ -152,9 +162,10 @@ void ulysses_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_
   const auto d = head_dims(dims);
   const std::int64_t rows = std::int64_t(d.seq) * d.batch;
   const std::int64_t group_width = std::int64_t(dims.heads / dims.groups + 2) * d.head_dim;
-  tensor::tensor heads_dout({rows, std::int64_t(d.heads) * d.head_dim}, dout.type, tensor::memory_kind::activations);
+  tensor::tensor heads_dout({rows, std::int64_t(d.heads) * d.head_dim}, dout.type, tensor::memory_kind::activations,
+                            dout.where);
   sequence_to_heads(cp_, shard_, d.batch, dims.heads, d.head_dim, dout, heads_dout);
-  tensor::tensor heads_dqkv({rows, d.qkv_width()}, dout.type, tensor::memory_kind::activations);
+  tensor::tensor heads_dqkv({rows, d.qkv_width()}, dout.type, tensor::memory_kind::activations, dout.where);
   const auto at = std::int64_t(shard_.cp_rank) * d.heads;
   const auto my_sink = sink.data ? elements(sink, at, d.heads) : sink;
   const auto my_dsink = dsink.data && sink.data ? elements(dsink, at, d.heads) : tensor::tensor_view{};

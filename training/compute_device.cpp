@@ -24,9 +24,17 @@ tensor::device compute_device(int local_rank) {
 
 std::string device_gaps(const config::megatron_args& a, bool mamba) {
   std::vector<std::string> gaps;
-  if (a.distributed.context_parallel_size > 1)
-    gaps.push_back("--context-parallel-size " + std::to_string(a.distributed.context_parallel_size) +
-                   " (ring, all-to-all and all-gather attention run their blocks on the host)");
+  if (a.distributed.context_parallel_size > 1) {
+    // Ring attention computes its blocks and their log-sum-exps on the host; Ulysses (a2a) and
+    // allgather run the attention kernel itself. Document masks turn rings into allgather.
+    const bool masked = a.data.reset_attention_mask && a.data.create_attention_mask_in_dataloader;
+    bool ring = a.distributed.cp_comm_type.empty();
+    for (const auto& type : a.distributed.cp_comm_type) ring |= type == "p2p" || type == "a2a+p2p";
+    if (ring && !masked)
+      gaps.push_back("--context-parallel-size " + std::to_string(a.distributed.context_parallel_size) +
+                     " with --cp-comm-type p2p or a2a+p2p (ring attention computes its blocks on the host; "
+                     "--cp-comm-type a2a and allgather run on a GPU)");
+  }
   if (mamba) gaps.push_back("Mamba layers (the SSD scan, causal convolution and gated norm run on the host)");
   if (a.transformer_engine.fp8) gaps.push_back("--fp8-format (fp8 is emulated on the host)");
   if (a.training.optimizer == "sgd") gaps.push_back("--optimizer sgd (use adam)");

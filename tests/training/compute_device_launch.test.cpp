@@ -32,6 +32,10 @@ TEST_CASE("pretrain_gpt on a device refuses the flags with no device path yet wi
   // The pseudo-device build has a device: the flags are what is refused.
   expect_user_error(bin_dir() + "/pretrain_gpt_on_pseudo_device " + tiny + " --optimizer sgd --bf16 --fp8-format e4m3",
                     {"not built on a GPU yet", "--optimizer sgd", "--fp8-format", "MACTOR_DEVICE=cpu"});
+  // Ring attention (context parallelism's default) too: under the launcher, both ranks say so.
+  expect_user_error(mactor_bin() + " -np 2 --oversubscribe " + bin_dir() + "/pretrain_gpt_on_pseudo_device " + tiny +
+                        " --context-parallel-size 2",
+                    {"--context-parallel-size 2 with --cp-comm-type p2p", "a2a and allgather run on a GPU"});
 }
 
 TEST_CASE("pretrain_gpt with MACTOR_DEVICE=cuda and no usable GPU exits 2 saying why") {

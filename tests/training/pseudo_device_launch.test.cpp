@@ -3,7 +3,8 @@
 // last printed digit: losses, learning rates, gradient norms, zero counts, params norms. One
 // rank (fp32, bf16), tensor, pipeline and data parallelism (the collectives and the pipeline's
 // transfers take device tensors through host copies), the distributed optimizer, fp16 loss
-// scaling, the per-token loss, Megatron FSDP (ZeRO-3), the zero-bubble schedules (their W pass),
+// scaling, the per-token loss, Megatron FSDP (ZeRO-3), context parallelism by all-to-all and
+// all-gather, the zero-bubble schedules (their W pass),
 // MoE expert parallelism with delayed weight gradients; checkpoints
 // saved on either side and loaded on the other.
 #include <catch2/catch.hpp>
@@ -80,6 +81,14 @@ TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines
   check_same_log("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params --use-distributed-optimizer "
                  "--ckpt-format fsdp_dtensor",
                  2);
+}
+
+TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (CP2 Ulysses bf16)") {
+  check_same_log("--context-parallel-size 2 --cp-comm-type a2a --bf16", 2);
+}
+
+TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (CP2 all-gather)") {
+  check_same_log("--context-parallel-size 2 --cp-comm-type allgather", 2);
 }
 
 TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (ZB-H1 PP2)") {
