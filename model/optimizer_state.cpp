@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "kernels/convert.hpp"
 #include "tensor/half_float.hpp"
 #include "tensor/transfer.hpp"
 
@@ -114,12 +115,11 @@ tensor::tensor_view scaled_state::fp32_view() {
 }
 
 void scaled_state::unscale(std::span<float> out) const {
-  if (device_.defined()) {  // fp32 comes down as it is; bf16 widens on the host
+  if (device_.defined()) {  // fp32 comes down as it is; bf16 widened by the device's conversion first
     if (type_ == state_dtype::fp32) return tensor::copy_between(tensor::view_of(out.first(size_)), device_.view());
-    std::vector<std::uint16_t> bits(size_);
-    tensor::copy_between({bits.data(), {std::int64_t(size_)}, tensor::dtype::bfloat16, tensor::cpu}, device_.view());
-    for (std::size_t i = 0; i < size_; ++i) out[i] = tensor::to_float(tensor::bfloat16{bits[i]});
-    return;
+    tensor::tensor wide(device_.shape(), tensor::dtype::float32, tensor::memory_kind::optimizer_state, device_.where());
+    kernels::convert(wide.view(), device_.view());
+    return tensor::copy_between(tensor::view_of(out.first(size_)), wide);
   }
   switch (type_) {  // one loop per dtype: the fp32 one is a copy
     case state_dtype::fp32: std::copy_n(f32_.data(), size_, out.data()); return;
@@ -136,13 +136,11 @@ void scaled_state::unscale(std::span<float> out) const {
 }
 
 void scaled_state::set(std::span<const float> values) {
-  if (device_.defined()) {  // fp32 goes up as it is; bf16 rounds on the host, as below
+  if (device_.defined()) {  // fp32 goes up as it is; bf16 rounded by the device's conversion (as the update's)
     if (values.size() != size_) zero(values.size(), device_.where());
     if (type_ == state_dtype::fp32) return tensor::copy_between(device_.view(), tensor::view_of(values));
-    std::vector<std::uint16_t> bits(size_);
-    for (std::size_t i = 0; i < size_; ++i) bits[i] = tensor::to_bfloat16(values[i]).bits;
-    tensor::copy_between(device_.view(), {bits.data(), {std::int64_t(size_)}, tensor::dtype::bfloat16, tensor::cpu});
-    return;
+    return kernels::convert(device_.view(),
+                            tensor::copy_to(tensor::view_of(values), device_.where(), tensor::memory_kind::optimizer_state));
   }
   counted_.set(std::int64_t(values.size() * element_bytes(type_)));
   size_ = values.size();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/optimizer_state.hpp"
 #include "tensor/device_backend.hpp"
 
 namespace mactor::training {
@@ -38,9 +39,10 @@ std::string device_gaps(const config::megatron_args& a, bool mamba) {
   if (mamba) gaps.push_back("Mamba layers (the SSD scan, causal convolution and gated norm run on the host)");
   if (a.transformer_engine.fp8) gaps.push_back("--fp8-format (fp8 is emulated on the host)");
   if (a.training.optimizer == "sgd") gaps.push_back("--optimizer sgd (use adam)");
-  // fp32 and bf16 moments live on the device; fp16's and fp8's scaled storage on the host.
+  // fp32 and bf16 moments live on the device (model::scaled_state); fp16's and fp8's scaled storage on the host.
   const auto on_device = [](const std::string& dtype) {
-    return dtype == "fp32" || dtype == "float32" || dtype == "bf16" || dtype == "bfloat16";
+    const auto type = model::parse_state_dtype(dtype);
+    return type == model::state_dtype::fp32 || type == model::state_dtype::bf16;
   };
   if (!on_device(a.experimental.exp_avg_dtype) || !on_device(a.experimental.exp_avg_sq_dtype))
     gaps.push_back("--exp-avg-dtype/--exp-avg-sq-dtype " + a.experimental.exp_avg_dtype + "/" +

@@ -20,9 +20,7 @@ class host_floats {
       local_ = local;
       return;
     }
-    copy_.resize(end - begin);
-    tensor::copy_between(tensor::view_of(std::span<float>(copy_)),
-                         {local + begin, {static_cast<std::int64_t>(end - begin)}, tensor::dtype::float32, where});
+    copy_ = tensor::host_copy<float>({local + begin, {static_cast<std::int64_t>(end - begin)}, tensor::dtype::float32, where});
     local_ = copy_.data() - begin;
   }
   const float* local() const { return local_; }

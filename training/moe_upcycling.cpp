@@ -158,8 +158,7 @@ void repeat_router_rows(const moe_upcycling& upcycling, stage_engine& engine) {
         throw checkpoint_error("--moe-use-upcycling with --moe-upcycling-granularity > 1 under FSDP's sharded parameters "
                                "is not built yet (each rank holds part of the router); upcycle without FSDP first");
       // Rows repeat on the host; the router's main parameters may be on the model's device.
-      const host_floats router(engine.device(), held[0].values, 0, p.numel);
-      std::vector<float> rows(router.local(), router.local() + p.numel);
+      auto rows = tensor::host_copy<float>({held[0].values, {std::int64_t(p.numel)}, tensor::dtype::float32, engine.device()});
       moe_upcycling::repeat_router_rows(rows.data(), int(p.full_shape[0]), int(p.full_shape[1]), g);
       write_floats(engine.device(), held[0].values, rows);
     }

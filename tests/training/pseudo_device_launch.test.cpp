@@ -158,6 +158,12 @@ TEST_CASE("checkpoints cross between the host and the pseudo-device (bf16 distri
   check_checkpoints_cross("--bf16 --use-distributed-optimizer", 2, "bf16_distopt");
 }
 
+TEST_CASE("checkpoints cross between the host and the pseudo-device (bf16 Adam moments DP2, torch_dist)") {
+  check_checkpoints_cross("--bf16 --use-distributed-optimizer --use-precision-aware-optimizer --exp-avg-dtype bf16 "
+                          "--exp-avg-sq-dtype bf16",
+                          2, "bf16_moments");
+}
+
 TEST_CASE("checkpoints cross between the host and the pseudo-device (bf16 distributed optimizer DP2, torch format)") {
   check_checkpoints_cross("--bf16 --use-distributed-optimizer --ckpt-format torch ", 2, "bf16_distopt_torch");
 }
