@@ -13,6 +13,9 @@
 
 #include "kernels/adam_scalars.hpp"
 #include "kernels/attention_dims.hpp"
+#include "kernels/fp8.hpp"
+#include "kernels/ring_block_dims.hpp"
+#include "kernels/sgd_scalars.hpp"
 #include "tensor/tensor.hpp"
 
 namespace mactor::kernels {
@@ -70,6 +73,12 @@ class device_kernels {
   virtual void attention_backward(view dqkv, input dout, input qkv, input probs, const attention_dims& dims,
                                   double scale, float dropout_p, std::uint64_t dropout_stream, input sink, view dsink,
                                   input kv, view dkv) = 0;
+  // ring_attention_block.hpp
+  virtual void ring_block_forward(view m, view l, view o, input qkv, input block, const ring_block_dims& r,
+                                  double scale, float dropout_p, std::uint64_t dropout_stream) = 0;
+  virtual void ring_block_backward(view dq, view dblock, input dout, input qkv, input block, input lse, input delta,
+                                   const ring_block_dims& r, double scale, float dropout_p,
+                                   std::uint64_t dropout_stream) = 0;
   // rope.hpp
   virtual void rope_apply(view x, input cos, input sin, int seq, int batch, int groups, int heads_per_group,
                           int head_dim, int rot_dim, std::int64_t row_stride, std::int64_t group_stride,
@@ -91,9 +100,16 @@ class device_kernels {
                                       int v, int vocab_start) = 0;
   // adam.hpp
   virtual void adam_step(view value, input grad, view exp_avg, view exp_avg_sq, const adam_hyperparameters& h) = 0;
+  // sgd.hpp
+  virtual void sgd_step(view value, input grad, view momentum_buffer, const sgd_hyperparameters& h) = 0;
   // reductions.hpp: the result on the host (the call waits for it).
   virtual double sum_of_squares(input x) = 0;
   virtual double count_zeros(input x) = 0;
+  // fp8.hpp (amax's result on the host: the call waits for it)
+  virtual float amax(input x) = 0;
+  virtual void round_through_fp8(view out, input x, float scale, float scale_inv, fp8_type t) = 0;
+  virtual void round_through_fp8_blocks(view out, input x, int rows, int cols, int block_rows, int block_cols,
+                                        block_scale_rule rule, fp8_type t) = 0;
 };
 
 /// Installs `kernels` (which must outlive every call) for views on devices of `type` (not cpu);

@@ -2,11 +2,14 @@
 // under fp8_autocast), computed by the fp32 GEMM kernels.
 #include "model/fp8_linear.hpp"
 
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
+#include "kernels/convert.hpp"
 #include "kernels/fp8.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/reductions.hpp"
 #include "model/activation.hpp"
 
 namespace mactor::model {
@@ -16,8 +19,19 @@ namespace {
 // flight; an evaluation forward (never back-propagated) ages out.
 constexpr std::size_t max_records = 64;
 
-// A 64-bit fingerprint of a tensor's bytes: a recomputed forward sees the very same input.
+// A 64-bit fingerprint of a tensor's bytes: a recomputed forward sees the very same input. A
+// device's tensor is not copied to the host for it: the device's sum of its squares (in fp32 for a
+// 16-bit tensor), a deterministic reduction, stands for its bytes.
 std::uint64_t fingerprint(tensor::const_tensor_view v) {
+  if (v.where != tensor::cpu) {
+    tensor::tensor wide;
+    if (tensor::is_half_precision(v.type)) {
+      wide = tensor::tensor({v.numel()}, tensor::dtype::float32, tensor::memory_kind::activations, v.where);
+      kernels::convert(wide.view(), v);
+    }
+    const double squares = kernels::sum_of_squares(wide.defined() ? wide.view() : v);
+    return (std::bit_cast<std::uint64_t>(squares) ^ std::uint64_t(v.numel())) * 0xff51afd7ed558ccdull;
+  }
   const auto* bytes = static_cast<const unsigned char*>(v.data);
   const std::size_t n = v.nbytes();
   std::uint64_t h = 0x9e3779b97f4a7c15ull ^ n;

@@ -59,9 +59,10 @@ void hierarchical_cp_attention::backward(tensor::tensor_view dqkv, tensor::const
   const auto d = head_dims(dims);
   const std::int64_t rows = std::int64_t(d.seq) * d.batch;
   const std::int64_t group_width = std::int64_t(dims.heads / dims.groups + 2) * d.head_dim;
-  tensor::tensor heads_dout({rows, std::int64_t(d.heads) * d.head_dim}, dout.type, tensor::memory_kind::activations);
+  tensor::tensor heads_dout({rows, std::int64_t(d.heads) * d.head_dim}, dout.type, tensor::memory_kind::activations,
+                            dout.where);
   sequence_to_heads(a2a_, shard_, ring_shard_, d.batch, dims.heads, d.head_dim, dout, heads_dout);
-  tensor::tensor heads_dqkv({rows, d.qkv_width()}, dout.type, tensor::memory_kind::activations);
+  tensor::tensor heads_dqkv({rows, d.qkv_width()}, dout.type, tensor::memory_kind::activations, dout.where);
   const auto at = std::int64_t(a2a_.rank()) * d.heads;
   const auto my_sink = sink.data ? elements(sink, at, d.heads) : sink;
   const auto my_dsink = dsink.data && sink.data ? elements(dsink, at, d.heads) : tensor::tensor_view{};

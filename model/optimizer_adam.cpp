@@ -18,7 +18,7 @@ namespace {
 tensor::tensor_view widened(scaled_state& s, std::vector<float>& host, tensor::tensor& device) {
   if (const auto stored = s.device_view(); stored.data) {
     device = tensor::tensor(stored.shape, tensor::dtype::float32, tensor::memory_kind::optimizer_state, stored.where);
-    kernels::convert(device.view(), stored);
+    s.widen_into(device.view());
     return device.view();
   }
   host.resize(s.size());
@@ -27,8 +27,8 @@ tensor::tensor_view widened(scaled_state& s, std::vector<float>& host, tensor::t
 }
 
 // The updated fp32 copy back into the moment's storage (rescaled and rounded).
-void round_back(scaled_state& s, const std::vector<float>& host, const tensor::tensor& device) {
-  if (device.defined()) kernels::convert(s.device_view(), device.view());
+void round_back(scaled_state& s, const std::vector<float>& host, tensor::tensor& device) {
+  if (device.defined()) s.round_from(device.view());
   else s.set(host);
 }
 
@@ -66,8 +66,8 @@ void adam_optimizer::update(const optim_param& p, adam_param_state& s, double lr
   h.decoupled_weight_decay = options_.decoupled_weight_decay;
   h.step = s.step;
   // fp32 moments update in place (on the parameter's device); others as FusedAdam runs them:
-  // unscaled into fp32 copies, updated, rescaled and rounded back (bf16 moments on a device in
-  // fp32 device scratch, by the device's conversions: the same bits as the host's).
+  // unscaled into fp32 copies, updated, rescaled and rounded back (bf16 and fp16 moments on a
+  // device in fp32 device scratch, by the device's kernels: the same bits as the host's).
   tensor::tensor device_m, device_v;
   auto m = s.exp_avg.fp32_view(), v = s.exp_avg_sq.fp32_view();
   if (!m.data) m = widened(s.exp_avg, wide_exp_avg_, device_m);

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "model/optimizer.hpp"
-#include "tensor/memory_ledger.hpp"
+#include "model/optimizer_state.hpp"
 
 namespace mactor::model {
 
@@ -17,11 +17,9 @@ struct sgd_options {
 };
 
 /// Per-param state as torch names it; the buffer stays empty until the first step (and
-/// forever with momentum 0).
+/// forever with momentum 0). It lives on the parameter's device, counted in its ledger.
 struct sgd_param_state {
-  std::vector<float> momentum_buffer;  ///< numel
-  /// The buffer's bytes in the device's ledger (counted as the update allocates it).
-  tensor::counted_bytes counted{tensor::memory_kind::optimizer_state};
+  scaled_state momentum_buffer{state_dtype::fp32};  ///< numel fp32 values
 };
 
 class sgd_optimizer final : public optimizer {
@@ -36,7 +34,7 @@ class sgd_optimizer final : public optimizer {
   std::span<const sgd_param_state> state() const { return state_; }
   std::size_t state_bytes() const override {
     std::size_t bytes = 0;
-    for (const auto& s : state_) bytes += s.momentum_buffer.size() * sizeof(float);
+    for (const auto& s : state_) bytes += s.momentum_buffer.bytes();
     return bytes;
   }
 

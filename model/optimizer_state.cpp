@@ -7,6 +7,8 @@
 #include <string>
 
 #include "kernels/convert.hpp"
+#include "kernels/fp8.hpp"
+#include "kernels/tensor_ops.hpp"
 #include "tensor/half_float.hpp"
 #include "tensor/transfer.hpp"
 
@@ -16,10 +18,14 @@ namespace {
 constexpr float fp16_range = 65504.0f / 2.0f;  // FusedAdam's dtype_to_range_map[float16]
 constexpr float fp8_range = 448.0f;            // ... and [uint8]: E4M3's largest finite value
 
-float absmax(std::span<const float> values) {
-  float m = 0.0f;
-  for (float v : values) m = std::max(m, std::abs(v));
-  return m;
+// The largest |value| (NaN when one is NaN, as torch's max of the absolute values): the same
+// kernel on the host and on a device, so both take the same scale.
+float absmax(std::span<const float> values) { return kernels::amax(tensor::view_of(values)); }
+
+// fp16's scale from the values' absmax, and the multiplier that stores them (0 for all zeros).
+std::pair<float, float> fp16_scales(float amax) {
+  const float scale = amax / fp16_range;
+  return {scale, scale > 0.0f ? 1.0f / scale : 0.0f};
 }
 
 }  // namespace
@@ -92,13 +98,14 @@ void scaled_state::zero(std::size_t n, tensor::device where) {
   size_ = n;
   scale_ = 1.0f;
   if (where != tensor::cpu) {
-    if (type_ != state_dtype::fp32 && type_ != state_dtype::bf16)
-      throw tensor::tensor_error(std::string("an optimizer state in ") + std::string(to_string(type_)) + " on " +
-                                 tensor::to_string(where) +
-                                 ": the precision-aware optimizer's fp16 and fp8 states are host-only so far; "
-                                 "use bf16 or fp32 for --exp-avg-dtype and --exp-avg-sq-dtype on a GPU");
+    if (type_ == state_dtype::fp8)
+      throw tensor::tensor_error(std::string("an optimizer state in fp8 on ") + tensor::to_string(where) +
+                                 ": the precision-aware optimizer's fp8 states are host-only so far; "
+                                 "use bf16, fp16 or fp32 for --exp-avg-dtype and --exp-avg-sq-dtype on a GPU");
     counted_.set(0);  // counted by the device's allocator
-    const auto type = type_ == state_dtype::bf16 ? tensor::dtype::bfloat16 : tensor::dtype::float32;
+    const auto type = type_ == state_dtype::bf16   ? tensor::dtype::bfloat16
+                      : type_ == state_dtype::fp16 ? tensor::dtype::float16
+                                                   : tensor::dtype::float32;
     device_ = tensor::tensor({std::int64_t(n)}, type, tensor::memory_kind::optimizer_state, where);
     return;
   }
@@ -114,11 +121,25 @@ tensor::tensor_view scaled_state::fp32_view() {
   return tensor::view_of(std::span<float>(f32_));
 }
 
+void scaled_state::widen_into(tensor::tensor_view wide) const {
+  kernels::convert(wide, device_.view());
+  if (type_ == state_dtype::fp16) kernels::scale(wide, scale_);
+}
+
+void scaled_state::round_from(tensor::tensor_view wide) {
+  if (type_ == state_dtype::fp16) {
+    const auto [scale, store] = fp16_scales(kernels::amax(wide));
+    kernels::scale(wide, store);
+    scale_ = scale;
+  }
+  kernels::convert(device_.view(), wide);
+}
+
 void scaled_state::unscale(std::span<float> out) const {
-  if (device_.defined()) {  // fp32 comes down as it is; bf16 widened by the device's conversion first
+  if (device_.defined()) {  // fp32 comes down as it is; others widened by the device's conversions first
     if (type_ == state_dtype::fp32) return tensor::copy_between(tensor::view_of(out.first(size_)), device_.view());
     tensor::tensor wide(device_.shape(), tensor::dtype::float32, tensor::memory_kind::optimizer_state, device_.where());
-    kernels::convert(wide.view(), device_.view());
+    widen_into(wide.view());
     return tensor::copy_between(tensor::view_of(out.first(size_)), wide);
   }
   switch (type_) {  // one loop per dtype: the fp32 one is a copy
@@ -136,11 +157,11 @@ void scaled_state::unscale(std::span<float> out) const {
 }
 
 void scaled_state::set(std::span<const float> values) {
-  if (device_.defined()) {  // fp32 goes up as it is; bf16 rounded by the device's conversion (as the update's)
+  if (device_.defined()) {  // fp32 goes up as it is; others rounded by the device's conversions (as the update's)
     if (values.size() != size_) zero(values.size(), device_.where());
     if (type_ == state_dtype::fp32) return tensor::copy_between(device_.view(), tensor::view_of(values));
-    return kernels::convert(device_.view(),
-                            tensor::copy_to(tensor::view_of(values), device_.where(), tensor::memory_kind::optimizer_state));
+    auto wide = tensor::copy_to(tensor::view_of(values), device_.where(), tensor::memory_kind::optimizer_state);
+    return round_from(wide.view());
   }
   counted_.set(std::int64_t(values.size() * element_bytes(type_)));
   size_ = values.size();
@@ -151,8 +172,7 @@ void scaled_state::set(std::span<const float> values) {
       for (std::size_t i = 0; i < size_; ++i) h16_[i] = tensor::to_bfloat16(values[i]).bits;
       return;
     case state_dtype::fp16: {
-      const float scale = absmax(values) / fp16_range;
-      const float rscale = scale > 0.0f ? 1.0f / scale : 0.0f;
+      const auto [scale, rscale] = fp16_scales(absmax(values));
       h16_.resize(size_);
       for (std::size_t i = 0; i < size_; ++i) h16_[i] = tensor::to_float16(values[i] * rscale).bits;
       scale_ = scale;

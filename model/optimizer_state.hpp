@@ -43,7 +43,7 @@ class scaled_state {
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   /// n zeros with scale 1 (FusedAdam's initialize_state for exp_avg and exp_avg_sq), on `where`:
-  /// on a device fp32 and bf16 states (fp16 and fp8 throw tensor_error naming the flags).
+  /// on a device fp32, bf16 and fp16 states (fp8 throws tensor_error naming the flags).
   void zero(std::size_t n, tensor::device where = tensor::cpu);
   /// FusedAdam's get_unscaled_state: the fp32 values (stored * scale for fp16, code * scale_inv
   /// for fp8, widened for bf16, as is for fp32), on the host wherever the state is. out.size()
@@ -59,9 +59,13 @@ class scaled_state {
   float* fp32_data() { return type_ == state_dtype::fp32 && !device_.defined() ? f32_.data() : nullptr; }
   /// The fp32 storage, on the host or its device; an empty view for other dtypes or no elements.
   tensor::tensor_view fp32_view();
-  /// A state on a device: its storage (fp32 or bf16) there, which the update widens and rounds
-  /// back with the device's kernels; an empty view on the host.
+  /// A state on a device: its storage (fp32, bf16 or fp16) there; an empty view on the host.
   tensor::tensor_view device_view() { return device_.defined() ? device_.view() : tensor::tensor_view{}; }
+  /// A state on a device, with the device's kernels: its fp32 values into `wide` (fp32, size()
+  /// elements, on the state's device), as unscale() makes them; and back from `wide` (which it
+  /// overwrites as scratch), rescaled and rounded as set() stores them.
+  void widen_into(tensor::tensor_view wide) const;
+  void round_from(tensor::tensor_view wide);
   /// Bytes of the stored elements (the one fp32 scale per tensor is not counted).
   std::size_t bytes() const { return size_ * element_bytes(type_); }
 

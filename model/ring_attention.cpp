@@ -2,6 +2,7 @@
 #include "model/ring_attention.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -15,57 +16,119 @@
 
 #include "kernels/convert.hpp"
 #include "kernels/dispatch.hpp"
-#include "model/activation.hpp"
+#include "kernels/moe_permute.hpp"
+#include "kernels/ring_attention_block.hpp"
+#include "kernels/tensor_ops.hpp"
 #include "model/group.hpp"
-#include "model/ring_attention_blocks.hpp"
+#include "tensor/transfer.hpp"
 
 namespace mactor::model {
 namespace {
 
 using clock_type = timed_transfer::clock;
 
-using ring_blocks::backward_rows;
-using ring_blocks::dropout_mask;
-using ring_blocks::forward_state;
-using ring_blocks::layout;
-
-// qkv's keys and values -> a block (bytes: elements of `bytes` each, the model's dtype); the
-// block's gradients (of the compute type) -> dqkv's key and value parts.
-void pack_block(std::byte* block, const std::byte* qkv, const layout& L, std::int64_t rows, std::size_t bytes) {
-  const std::size_t head_pair = std::size_t(2 * L.d.head_dim) * bytes;
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (int g = 0; g < L.d.groups; ++g)
-      std::memcpy(block + std::size_t(L.block_at(r, g)) * bytes, qkv + std::size_t(L.k_at(r, g)) * bytes, head_pair);
-}
-template <typename T>
-void unpack_block(T* dqkv, const T* block, const layout& L, std::int64_t rows) {
-  const std::int64_t hd = L.d.head_dim;
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (int g = 0; g < L.d.groups; ++g) std::copy_n(block + L.block_at(r, g), 2 * hd, dqkv + L.k_at(r, g));
+// The positions of one rank's two chunks (or the whole sequence at cp = 1) as the kernel reads them.
+void place(std::array<kernels::query_run, 2>& runs, int& count, const sequence_shard& s) {
+  const auto all = s.runs();
+  if (all.size() > runs.size()) throw std::logic_error("ring attention: a rank holds more than two chunks");
+  count = int(all.size());
+  std::copy(all.begin(), all.end(), runs.begin());
 }
 
-// The first n elements at data (of dtype type) as the compute type A: in place when they are
-// of A, else widened exactly into scratch (a 16-bit model's tensor or block).
+// The block step's dims: this rank's queries against `owner`'s keys and values.
+kernels::ring_block_dims block_dims(const kernels::attention_dims& d, const sequence_shard& shard, int owner) {
+  kernels::ring_block_dims r;
+  r.d = d;
+  r.local_length = shard.local_length();
+  r.seq_length = shard.seq_length;
+  place(r.queries, r.num_queries, shard);
+  place(r.keys, r.num_keys, {shard.seq_length, shard.cp_size, owner});
+  return r;
+}
+
+// qkv as rows of head_dim elements ("units"): per (row, group) the key's then the value's, in a
+// block's order (gather them to pack a block, scatter-add a block's gradients back); per (row,
+// head) the query's, in the [rows, heads, head_dim] order of the queries' gradient.
+std::vector<std::int64_t> key_value_units(const kernels::ring_block_dims& r) {
+  std::vector<std::int64_t> units;
+  units.reserve(std::size_t(r.rows() * r.d.groups * 2));
+  for (std::int64_t row = 0; row < r.rows(); ++row)
+    for (int g = 0; g < r.d.groups; ++g) {
+      const std::int64_t k = r.k_at(row, g) / r.d.head_dim;
+      units.push_back(k), units.push_back(k + 1);
+    }
+  return units;
+}
+std::vector<std::int64_t> query_units(const kernels::ring_block_dims& r) {
+  std::vector<std::int64_t> units;
+  units.reserve(std::size_t(r.rows() * r.d.heads));
+  for (std::int64_t row = 0; row < r.rows(); ++row)
+    for (int h = 0; h < r.d.heads; ++h) units.push_back(r.q_at(row, h) / r.d.head_dim);
+  return units;
+}
+
+// v's elements in host memory as A (widened from a 16-bit dtype), from wherever v is.
 template <typename A>
-const A* as_compute(std::vector<A>& scratch, const void* data, tensor::dtype type, std::int64_t n) {
-  if (type == tensor::dtype_of<A>()) return static_cast<const A*>(data);
-  scratch.resize(std::size_t(n));
-  kernels::convert(tensor::view_of(std::span<A>(scratch)), tensor::const_tensor_view(data, {n}, type));
-  return scratch.data();
+std::vector<A> host_values(tensor::const_tensor_view v) {
+  tensor::tensor host = tensor::copy_to(v, tensor::cpu, tensor::memory_kind::activations);
+  std::vector<A> out(std::size_t(v.numel()));
+  kernels::convert(tensor::view_of(std::span<A>(out)), host.view());
+  return out;
 }
-// values (of A) into v's first values.size() elements: copied, or rounded once to v's 16-bit dtype.
+// values (of A) into v (rounded once to v's dtype), wherever v is.
 template <typename A>
-void store(tensor::tensor_view v, const std::vector<A>& values) {
-  kernels::convert(tensor::tensor_view(v.data, {std::int64_t(values.size())}, v.type, v.where),
-                   tensor::view_of(std::span<const A>(values)));
+void store_values(tensor::tensor_view v, const std::vector<A>& values) {
+  tensor::tensor host({v.numel()}, v.type, tensor::memory_kind::activations);
+  kernels::convert(host.view(), tensor::view_of(std::span<const A>(values)));
+  tensor::copy_between(v, host.view());
 }
 
-template <typename T>
-T dot(const T* a, const T* b, int n) {
-  T s = 0;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
+// One message of the ring: a key/value block (the model's dtype) and, in the backward, the
+// gradients of the block the sender held one step before (the compute type) after it. On the
+// host both are views into the bytes the transport moves; on a device they are device tensors,
+// copied into and out of host bytes of the same layout around each shift (the transports move
+// host memory).
+class ring_message {
+ public:
+  ring_message(std::int64_t n, tensor::dtype block_type, std::optional<tensor::dtype> grad_type, tensor::device where)
+      : n_(n), block_type_(block_type), grad_type_(grad_type), where_(where),
+        block_bytes_(std::size_t(n) * tensor::size_of(block_type)),
+        bytes_(block_bytes_ + (grad_type ? std::size_t(n) * tensor::size_of(*grad_type) : 0)) {
+    if (where == tensor::cpu) return;
+    block_ = tensor::tensor({n}, block_type, tensor::memory_kind::activations, where);
+    if (grad_type) grads_ = tensor::tensor({n}, *grad_type, tensor::memory_kind::activations, where);
+  }
+  tensor::tensor_view block() {
+    return where_ == tensor::cpu ? tensor::tensor_view(bytes_.data(), {n_}, block_type_) : block_.view();
+  }
+  tensor::tensor_view grads() {
+    return where_ == tensor::cpu ? tensor::tensor_view(bytes_.data() + block_bytes_, {n_}, *grad_type_) : grads_.view();
+  }
+  std::size_t block_bytes() const { return block_bytes_; }
+  /// The host bytes a shift sends from or receives into (for a device message, after
+  /// to_host() or before from_host()).
+  std::span<std::byte> bytes() { return bytes_; }
+  /// A device message's parts into its host bytes, and back (the block's too unless skipped).
+  void to_host() {
+    if (where_ == tensor::cpu) return;
+    tensor::copy_between(tensor::tensor_view(bytes_.data(), {n_}, block_type_), block_.view());
+    if (grad_type_) tensor::copy_between(tensor::tensor_view(bytes_.data() + block_bytes_, {n_}, *grad_type_), grads_.view());
+  }
+  void from_host(bool with_block = true) {
+    if (where_ == tensor::cpu) return;
+    if (with_block) tensor::copy_between(block_.view(), tensor::tensor_view(bytes_.data(), {n_}, block_type_));
+    if (grad_type_) tensor::copy_between(grads_.view(), tensor::tensor_view(bytes_.data() + block_bytes_, {n_}, *grad_type_));
+  }
+
+ private:
+  std::int64_t n_;
+  tensor::dtype block_type_;
+  std::optional<tensor::dtype> grad_type_;
+  tensor::device where_;
+  std::size_t block_bytes_;
+  std::vector<std::byte> bytes_;
+  tensor::tensor block_, grads_;
+};
 
 // A block shift in flight while the blocks compute (group::start_ring_shift), moved along
 // between tiles and timed: from its start until it was seen done, and the wait left after the
@@ -89,7 +152,7 @@ class timed_shift {
     if (!done_) timing_.transfer_s += timed_transfer::seconds_since(start_);
     ++timing_.transfers;
   }
-  ring_blocks::between_tiles between() {
+  kernels::between_tiles between() {
     return [this] { poll(); };
   }
 
@@ -101,8 +164,8 @@ class timed_shift {
 };
 
 template <typename T>
-T sink_of(const T* sink, int h) {
-  return sink ? sink[h] : -std::numeric_limits<T>::infinity();
+T sink_of(const std::vector<T>& sink, int h) {
+  return sink.empty() ? -std::numeric_limits<T>::infinity() : sink[std::size_t(h)];
 }
 
 }  // namespace
@@ -118,62 +181,75 @@ void ring_attention::forward(tensor::tensor_view out, tensor::tensor_view lse, t
                              const kernels::attention_dims& dims, double scale, float dropout_p,
                              std::uint64_t dropout_stream, tensor::const_tensor_view sink) {
   timing_ = {};
-  const layout L{dims, shard_};
-  const std::int64_t rows = std::int64_t(shard_.local_length()) * dims.batch, hd = dims.head_dim;
-  const dropout_mask drop{dropout_p, dropout_stream, dims, std::uint64_t(shard_.seq_length)};
-  // A 16-bit model's blocks travel in 16 bits; each is widened to fp32 to compute on, and the
-  // running max, sum and output stay in fp32 until the output is rounded once at the end.
-  kernels::dispatch_compute("ring_attention::forward", qkv.type, qkv.where, [&](auto zero) {
+  const int cp = shard_.cp_size;
+  const auto own = block_dims(dims, shard_, shard_.cp_rank);
+  const std::int64_t row_heads = own.rows() * dims.heads, hd = dims.head_dim, n = own.block_numel();
+  const tensor::device where = qkv.where;
+  const tensor::dtype compute = kernels::compute_dtype(qkv.type);
+  // A 16-bit model's blocks travel in 16 bits and are widened to fp32 to compute on; the running
+  // max, sum and output stay in the compute type until the output is rounded once at the end.
+  tensor::tensor m({row_heads}, compute, tensor::memory_kind::activations, where);
+  tensor::tensor l({row_heads}, compute, tensor::memory_kind::activations, where);
+  tensor::tensor o({row_heads * hd}, compute, tensor::memory_kind::activations, where);
+  kernels::dispatch_compute("ring_attention::forward", qkv.type, tensor::cpu, [&](auto zero) {
     using A = decltype(zero);
-    std::vector<A> qkv_wide, sink_wide, block_wide;
-    const A* q = as_compute(qkv_wide, qkv.data, qkv.type, rows * L.width());
-    const A* sk = sink.data ? as_compute(sink_wide, sink.data, sink.type, dims.heads) : nullptr;
-    forward_state<A> st;
-    st.m.resize(std::size_t(rows * dims.heads));
-    for (std::int64_t rh = 0; rh < rows * dims.heads; ++rh) st.m[std::size_t(rh)] = sink_of(sk, int(rh % dims.heads));
-    st.l.assign(st.m.size(), sk ? A(1) : A(0));  // exp(sink - max) with the max at the sink
-    st.o.assign(st.m.size() * std::size_t(hd), A(0));
-    const std::size_t n = std::size_t(L.block_numel()), bytes = tensor::size_of(qkv.type);
-    std::vector<std::byte> current(n * bytes), next(current.size());
-    pack_block(current.data(), static_cast<const std::byte*>(qkv.data), L, rows, bytes);
-    for (int step = 0; step < shard_.cp_size; ++step) {
-      std::optional<timed_shift> shift;
-      if (step + 1 < shard_.cp_size)
-        shift.emplace(cp_, current.data(), next.data(), current.size(), timing_,
-                      "KV block " + std::to_string(step + 1) + " of " + std::to_string(shard_.cp_size - 1) +
-                          " from {peer} in ring attention");
-      const auto start = clock_type::now();
-      const int owner = (shard_.cp_rank - step + shard_.cp_size) % shard_.cp_size;
-      forward_block(st, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)), owner, L, A(scale), drop,
-                    shift ? shift->between() : ring_blocks::between_tiles{});
-      timing_.compute_s += timed_transfer::seconds_since(start);
-      if (shift) shift->wait(), std::swap(current, next);
-    }
-    // The last block (rank r + 1's) starts the backward's ring.
-    std::memcpy(ensure_activation(last_block_, std::int64_t(n), 1, qkv.type).data, current.data(), current.size());
-    A* ls = lse.host<A>().data();
-    for (std::size_t rh = 0; rh < st.m.size(); ++rh) {
-      for (std::int64_t c = 0; c < hd; ++c) st.o[rh * hd + c] /= st.l[rh];
-      ls[rh] = st.m[rh] + std::log(st.l[rh]);
-    }
-    store(out, st.o);
+    const std::vector<A> sk = sink.data ? host_values<A>(sink) : std::vector<A>{};
+    const auto count = std::size_t(row_heads);
+    std::vector<A> m0(count), l0(count, sk.empty() ? A(0) : A(1));  // exp(sink - max) at the sink
+    for (std::int64_t rh = 0; rh < row_heads; ++rh) m0[std::size_t(rh)] = sink_of(sk, int(rh % dims.heads));
+    tensor::copy_between(m.view(), tensor::view_of(std::span<const A>(m0)));
+    tensor::copy_between(l.view(), tensor::view_of(std::span<const A>(l0)));
   });
+  ring_message current(n, qkv.type, std::nullopt, where), next(n, qkv.type, std::nullopt, where);
+  kernels::gather_rows(current.block(), qkv, key_value_units(own), int(hd));
+  for (int step = 0; step < cp; ++step) {
+    std::optional<timed_shift> shift;
+    if (step + 1 < cp) {
+      current.to_host();
+      shift.emplace(cp_, current.bytes().data(), next.bytes().data(), current.bytes().size(), timing_,
+                    "KV block " + std::to_string(step + 1) + " of " + std::to_string(cp - 1) +
+                        " from {peer} in ring attention");
+    }
+    const auto start = clock_type::now();
+    const int owner = (shard_.cp_rank - step + cp) % cp;
+    kernels::ring_block_forward(m, l, o, qkv, current.block(), block_dims(dims, shard_, owner), scale, dropout_p,
+                                dropout_stream, shift ? shift->between() : kernels::between_tiles{});
+    timing_.compute_s += timed_transfer::seconds_since(start);
+    if (shift) shift->wait(), next.from_host(), std::swap(current, next);
+  }
+  // The last block (rank r + 1's) starts the backward's ring.
+  if (last_block_.numel() != n || last_block_.type() != qkv.type || last_block_.where() != where)
+    last_block_ = tensor::tensor({n}, qkv.type, tensor::memory_kind::activations, where);
+  kernels::copy(last_block_, current.block());
+  // lse = m + log l and the output o / l, the per-row values made on the host.
+  kernels::dispatch_compute("ring_attention::forward", qkv.type, tensor::cpu, [&](auto zero) {
+    using A = decltype(zero);
+    const auto mh = tensor::host_copy<A>(m), lh = tensor::host_copy<A>(l);
+    std::vector<A> ls(mh.size()), inverse(mh.size());
+    for (std::size_t rh = 0; rh < mh.size(); ++rh) ls[rh] = mh[rh] + std::log(lh[rh]), inverse[rh] = A(1) / lh[rh];
+    tensor::copy_between(lse, tensor::view_of(std::span<const A>(ls)));
+    tensor::copy_between(l.view(), tensor::view_of(std::span<const A>(inverse)));
+  });
+  kernels::scale_rows(o, o, l, row_heads, int(hd));
+  kernels::convert(tensor::tensor_view(out.data, {row_heads * hd}, out.type, out.where), o);
 }
 
 namespace {
 
 // dsink[h] += -sum over this rank's rows of exp(sink - lse) * delta (the sink's probability times
-// the row term), in dsink's dtype.
+// the row term), in dsink's dtype; the per-row values come to the host.
 template <typename A>
-void add_sink_gradient(tensor::tensor_view dsink, const A* sink, const backward_rows<A>& br, int heads) {
-  std::vector<A> grad(std::size_t(heads), A(0)), scratch;
-  for (std::size_t rh = 0; rh < br.delta.size(); ++rh) {
+void add_sink_gradient(tensor::tensor_view dsink, tensor::const_tensor_view sink, tensor::const_tensor_view lse,
+                       tensor::const_tensor_view delta, int heads) {
+  const auto s = host_values<A>(sink), ls = tensor::host_copy<A>(lse), dl = tensor::host_copy<A>(delta);
+  std::vector<A> grad(std::size_t(heads), A(0));
+  for (std::size_t rh = 0; rh < dl.size(); ++rh) {
     const int h = int(rh % std::size_t(heads));
-    grad[std::size_t(h)] -= std::exp(sink[h] - br.lse[rh]) * br.delta[rh];
+    grad[std::size_t(h)] -= std::exp(s[std::size_t(h)] - ls[rh]) * dl[rh];
   }
-  const A* before = as_compute(scratch, dsink.data, dsink.type, heads);
-  for (int h = 0; h < heads; ++h) grad[std::size_t(h)] += before[h];
-  store(dsink, grad);
+  const auto before = host_values<A>(dsink);
+  for (int h = 0; h < heads; ++h) grad[std::size_t(h)] += before[std::size_t(h)];
+  store_values(dsink, grad);
 }
 
 }  // namespace
@@ -184,65 +260,62 @@ void ring_attention::backward(tensor::tensor_view dqkv, tensor::const_tensor_vie
                               double scale, float dropout_p, std::uint64_t dropout_stream,
                               tensor::const_tensor_view sink, tensor::tensor_view dsink) {
   timing_ = {};
-  const layout L{dims, shard_};
-  const std::int64_t rows = std::int64_t(shard_.local_length()) * dims.batch, hd = dims.head_dim;
-  const dropout_mask drop{dropout_p, dropout_stream, dims, std::uint64_t(shard_.seq_length)};
   const int cp = shard_.cp_size;
+  const auto own = block_dims(dims, shard_, shard_.cp_rank);
+  const std::int64_t row_heads = own.rows() * dims.heads, hd = dims.head_dim, n = own.block_numel();
+  const tensor::device where = qkv.where;
+  const tensor::dtype compute = kernels::compute_dtype(qkv.type);
+  if (last_block_.numel() != n || last_block_.type() != qkv.type)
+    throw std::logic_error("ring_attention::backward without the forward's last key/value block");
   // As the forward: 16-bit blocks widened to fp32; the gradients (the queries' here, the keys'
   // and values' around the ring) accumulate in fp32 and dqkv is rounded once at the end.
-  kernels::dispatch_compute("ring_attention::backward", qkv.type, qkv.where, [&](auto zero) {
-    using A = decltype(zero);
-    std::vector<A> qkv_wide, dout_wide, out_wide, block_wide;
-    const A* q = as_compute(qkv_wide, qkv.data, qkv.type, rows * L.width());
-    const A* dor = as_compute(dout_wide, dout.data, dout.type, rows * dims.heads * hd);
-    const A* o = as_compute(out_wide, out.data, out.type, rows * dims.heads * hd);
-    backward_rows<A> br{lse.host<A>().data(), std::vector<A>(std::size_t(rows * dims.heads)),
-                        std::vector<A>(std::size_t(rows * dims.heads * hd), A(0))};
-    for (std::size_t rh = 0; rh < br.delta.size(); ++rh) br.delta[rh] = dot(dor + rh * hd, o + rh * hd, int(hd));
-    // A message of the ring: a key/value block (the model's dtype), then the gradients of the
-    // block the sender held one step before (the compute type). The ring runs backwards from
-    // the forward's last block (rank r + 1's): at step s rank r holds rank r + 1 + s's block,
-    // so the last step's is its own and every transfer overlaps a step's compute. The last
-    // message carries the gradients alone: no one computes on the block it would bring.
-    const std::size_t n = std::size_t(L.block_numel()), block_bytes = n * tensor::size_of(qkv.type);
-    if (last_block_.numel() != std::int64_t(n) || last_block_.type() != qkv.type)
-      throw std::logic_error("ring_attention::backward without the forward's last key/value block");
-    std::vector<std::byte> current(block_bytes + n * sizeof(A)), next(current.size());
-    const auto grads_of = [&](std::vector<std::byte>& m) { return reinterpret_cast<A*>(m.data() + block_bytes); };
-    std::vector<A> part(n);
-    std::memcpy(current.data(), last_block_.data(), block_bytes);
-    for (int step = 0; step < cp; ++step) {
-      std::optional<timed_shift> shift;
-      const std::size_t skipped = step == cp - 1 ? block_bytes : 0;
-      if (cp > 1)
-        shift.emplace(cp_, current.data() + skipped, next.data() + skipped, current.size() - skipped, timing_,
-                      "KV block and gradients " + std::to_string(step + 1) + " of " + std::to_string(cp) +
-                          " from {peer} in ring attention's backward",
-                      -1);
-      const auto start = clock_type::now();
-      std::fill(part.begin(), part.end(), A(0));
-      backward_block(br, part.data(), dor, q, as_compute(block_wide, current.data(), qkv.type, std::int64_t(n)),
-                     (shard_.cp_rank + 1 + step) % cp, L, A(scale), drop,
-                     shift ? shift->between() : ring_blocks::between_tiles{});
-      timing_.compute_s += timed_transfer::seconds_since(start);
-      if (shift) shift->wait();
-      // The received gradients (this block's, from the ranks it visited before) plus this
-      // rank's share travel on with the next message; the block moves on too.
-      A* accumulated = grads_of(shift ? next : current);
-      for (std::size_t i = 0; i < n; ++i) accumulated[i] = (step > 0 ? accumulated[i] : A(0)) + part[i];
-      if (shift) std::swap(current, next);
+  tensor::tensor delta({row_heads}, compute, tensor::memory_kind::activations, where);
+  kernels::row_dots(delta, dout, out, row_heads, int(hd));
+  tensor::tensor dq({row_heads * hd}, compute, tensor::memory_kind::activations, where);
+  tensor::tensor part({n}, compute, tensor::memory_kind::activations, where);
+  // A message of the ring: a key/value block, then the gradients of the block the sender held
+  // one step before. The ring runs backwards from the forward's last block (rank r + 1's): at
+  // step s rank r holds rank r + 1 + s's block, so the last step's is its own and every transfer
+  // overlaps a step's compute. The last message carries the gradients alone: no one computes on
+  // the block it would bring.
+  ring_message current(n, qkv.type, compute, where), next(n, qkv.type, compute, where);
+  kernels::copy(current.block(), last_block_);
+  for (int step = 0; step < cp; ++step) {
+    std::optional<timed_shift> shift;
+    const bool last = step == cp - 1;
+    const std::size_t skipped = last ? current.block_bytes() : 0;
+    if (cp > 1) {
+      current.to_host();
+      shift.emplace(cp_, current.bytes().data() + skipped, next.bytes().data() + skipped,
+                    current.bytes().size() - skipped, timing_,
+                    "KV block and gradients " + std::to_string(step + 1) + " of " + std::to_string(cp) +
+                        " from {peer} in ring attention's backward",
+                    -1);
     }
-    std::vector<A> dq(std::size_t(rows * L.width()));
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (int h = 0; h < dims.heads; ++h)
-        std::copy_n(br.dq.data() + L.row_head(r, h) * hd, hd, dq.data() + L.q_at(r, h));
-    unpack_block(dq.data(), grads_of(current), L, rows);  // the last step's block: this rank's own
-    store(dqkv, dq);
-    if (sink.data && dsink.data) {
-      std::vector<A> sink_wide;
-      add_sink_gradient(dsink, as_compute(sink_wide, sink.data, sink.type, dims.heads), br, dims.heads);
-    }
-  });
+    const auto start = clock_type::now();
+    kernels::fill_zero(part);
+    kernels::ring_block_backward(dq, part, dout, qkv, current.block(), lse, delta,
+                                 block_dims(dims, shard_, (shard_.cp_rank + 1 + step) % cp), scale, dropout_p,
+                                 dropout_stream, shift ? shift->between() : kernels::between_tiles{});
+    timing_.compute_s += timed_transfer::seconds_since(start);
+    if (shift) shift->wait(), next.from_host(!last);
+    // The received gradients (this block's, from the ranks it visited before) plus this
+    // rank's share travel on with the next message; the block moves on too.
+    ring_message& arrived = shift ? next : current;
+    if (step > 0) kernels::add(arrived.grads(), part);
+    else kernels::copy(arrived.grads(), part);
+    if (shift) std::swap(current, next);
+  }
+  // dqkv: the queries' gradients and this rank's own block's (the last step's), each element
+  // written once into zeros, rounded once to dqkv's dtype.
+  tensor::tensor wide({own.rows() * own.qkv_width()}, compute, tensor::memory_kind::activations, where);
+  kernels::scatter_add_rows(wide, dq, query_units(own), int(hd));
+  kernels::scatter_add_rows(wide, current.grads(), key_value_units(own), int(hd));
+  kernels::convert(tensor::tensor_view(dqkv.data, {wide.numel()}, dqkv.type, dqkv.where), wide);
+  if (sink.data && dsink.data)
+    kernels::dispatch_compute("ring_attention::backward", qkv.type, tensor::cpu, [&](auto zero) {
+      add_sink_gradient<decltype(zero)>(dsink, sink, lse, delta, dims.heads);
+    });
 }
 
 }  // namespace mactor::model

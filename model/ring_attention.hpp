@@ -3,16 +3,17 @@
 // chunks r and 2 cp - 1 - r) and passes key/value blocks around the ring: at step s it holds
 // the block of rank r - s, and the receive of the next block runs (on a helper thread) while the
 // current one computes. Partial results merge by the online softmax (running max and sum, the
-// log-sum-exp kept per query row for the backward). Causal masking works on global positions:
-// a (query chunk, key chunk) pair is full, diagonal (causal inside) or skipped; each pair is a
-// tile of GEMMs (ring_attention_blocks.hpp holds that math, this file the ring).
+// log-sum-exp kept per query row for the backward). Causal masking works on global positions
+// (kernels/ring_attention_block.hpp holds a block step's math, this file the ring). The tensors
+// may live on a device: the block steps run there, the per-row statistics come to the host to be
+// combined, and the blocks travel through host copies (the transports move host memory).
 // Backward: every rank recomputes the probabilities block by block from the saved log-sum-exp;
 // the keys' and values' gradients travel with their block, each rank adding its share. The ring
 // runs the other way round, starting from the forward's last block (rank r + 1's, kept for it),
 // so each block ends its trip at its owner: where Transformer Engine's backward hands the last
 // gradients to their owner after the compute, here every transfer (the next block and the
 // previous block's gradients) overlaps a step's compute. No rank holds more than three blocks at
-// once (never the whole sequence's keys and values); one is kept from forward to backward. fp32 and fp64 tensors on the CPU, and bf16/fp16 ones: the
+// once (never the whole sequence's keys and values); one is kept from forward to backward. fp32 and fp64 tensors, and bf16/fp16 ones: the
 // key/value blocks travel in the model's dtype (as Transformer Engine's ring sends them), each
 // is widened to fp32 to compute on, the running max and sum, the partial output and every
 // gradient accumulate in fp32 (the keys' and values' gradients travel in fp32: one rounding at

@@ -47,10 +47,10 @@ std::vector<optim_slot> optimizer_slots(stage_engine& engine) {
 
 std::vector<state_tensor> state_tensors(model::optimizer& opt, std::size_t i) {
   if (auto* adam = dynamic_cast<model::adam_optimizer*>(&opt))
-    return {{"exp_avg", nullptr, &adam->state()[i].exp_avg, opt.params()[i].where},
-            {"exp_avg_sq", nullptr, &adam->state()[i].exp_avg_sq, opt.params()[i].where}};
+    return {{"exp_avg", &adam->state()[i].exp_avg, opt.params()[i].where},
+            {"exp_avg_sq", &adam->state()[i].exp_avg_sq, opt.params()[i].where}};
   if (auto* sgd = dynamic_cast<model::sgd_optimizer*>(&opt))
-    return {{"momentum_buffer", &sgd->state()[i].momentum_buffer, nullptr}};
+    return {{"momentum_buffer", &sgd->state()[i].momentum_buffer, opt.params()[i].where}};
   return {};
 }
 

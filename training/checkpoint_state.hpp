@@ -31,37 +31,30 @@ struct optim_slot {
 /// Each optimizer param's model parameter and range, in the optimizer's order.
 std::vector<optim_slot> optimizer_slots(stage_engine& engine);
 
-// One optimizer state tensor of a param, under torch's name: fp32 values, or a state kept in a
-// smaller dtype (--use-precision-aware-optimizer). Megatron's distributed optimizer saves the
+// One optimizer state tensor of a param, under torch's name: kept in fp32, or in a smaller dtype
+// (--use-precision-aware-optimizer), on the parameter's device. Megatron's distributed optimizer saves the
 // latter as TE FusedAdam's get_unscaled_state gives it, fp32, and loads it through
 // set_scaled_state, which rescales and rounds it back into its dtype: the same here. A bf16 state
 // comes back bit for bit; an fp16 or fp8 one is rescaled from its values' absmax.
 struct state_tensor {
   std::string kind;
-  std::vector<float>* plain = nullptr;
   model::scaled_state* scaled = nullptr;
   tensor::device where = tensor::cpu;  // the parameter's: a state loaded before the first step goes there
 
-  bool empty() const { return plain ? plain->empty() : scaled->empty(); }
+  bool empty() const { return scaled->empty(); }
   std::vector<float> values() const {
-    if (plain) return *plain;
     std::vector<float> v(scaled->size());
     scaled->unscale(v);
     return v;
   }
   /// The fp32 values without a copy where they are kept so, else unscaled into `scratch`.
   const float* data(std::vector<float>& scratch) const {
-    if (plain) return plain->data();
     if (const float* kept = scaled->fp32_data()) return kept;
     scratch.resize(scaled->size());
     scaled->unscale(scratch);
     return scratch.data();
   }
   void assign(std::vector<float> v) {
-    if (plain) {
-      *plain = std::move(v);
-      return;
-    }
     if (scaled->empty() && where != tensor::cpu) scaled->zero(v.size(), where);
     scaled->set(v);
   }

@@ -25,28 +25,21 @@ tensor::device compute_device(int local_rank) {
 
 std::string device_gaps(const config::megatron_args& a, bool mamba) {
   std::vector<std::string> gaps;
-  if (a.distributed.context_parallel_size > 1) {
-    // Ring attention computes its blocks and their log-sum-exps on the host; Ulysses (a2a) and
-    // allgather run the attention kernel itself. Document masks turn rings into allgather.
-    const bool masked = a.data.reset_attention_mask && a.data.create_attention_mask_in_dataloader;
-    bool ring = a.distributed.cp_comm_type.empty();
-    for (const auto& type : a.distributed.cp_comm_type) ring |= type == "p2p" || type == "a2a+p2p";
-    if (ring && !masked)
-      gaps.push_back("--context-parallel-size " + std::to_string(a.distributed.context_parallel_size) +
-                     " with --cp-comm-type p2p or a2a+p2p (ring attention computes its blocks on the host; "
-                     "--cp-comm-type a2a and allgather run on a GPU)");
-  }
   if (mamba) gaps.push_back("Mamba layers (the SSD scan, causal convolution and gated norm run on the host)");
-  if (a.transformer_engine.fp8) gaps.push_back("--fp8-format (fp8 is emulated on the host)");
-  if (a.training.optimizer == "sgd") gaps.push_back("--optimizer sgd (use adam)");
-  // fp32 and bf16 moments live on the device (model::scaled_state); fp16's and fp8's scaled storage on the host.
-  const auto on_device = [](const std::string& dtype) {
+  // fp8's GEMM operands are rounded through fp8 by the device's kernels; --fp8-param-gather's
+  // weight bytes and their casts live on the host.
+  if (a.transformer_engine.fp8 && a.transformer_engine.fp8_param_gather)
+    gaps.push_back("--fp8-param-gather (the fp8 weight bytes are cast and gathered on the host)");
+  // fp32, bf16 and fp16 moments live on the device (model::scaled_state); fp8's E4M3 codes on the host.
+  // (validation turns the flags' values into torch's names: say them as the flags spell them)
+  const auto spelled = [](const std::string& dtype) {
     const auto type = model::parse_state_dtype(dtype);
-    return type == model::state_dtype::fp32 || type == model::state_dtype::bf16;
+    return type ? std::string(model::to_string(*type)) : dtype;
   };
-  if (!on_device(a.experimental.exp_avg_dtype) || !on_device(a.experimental.exp_avg_sq_dtype))
-    gaps.push_back("--exp-avg-dtype/--exp-avg-sq-dtype " + a.experimental.exp_avg_dtype + "/" +
-                   a.experimental.exp_avg_sq_dtype + " (fp16 and fp8 Adam moments live on the host; use bf16 or fp32)");
+  const auto m = spelled(a.experimental.exp_avg_dtype), v = spelled(a.experimental.exp_avg_sq_dtype);
+  if (m == "fp8" || v == "fp8")
+    gaps.push_back("--exp-avg-dtype/--exp-avg-sq-dtype " + m + "/" + v +
+                   " (fp8 Adam moments live on the host; use bf16, fp16 or fp32)");
   if (gaps.empty()) return "";
   std::string message = "MACTOR_DEVICE=cuda: not built on a GPU yet:";
   for (const auto& g : gaps) message += "\n  " + g;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 #include "tensor/float8.hpp"
 
 namespace mactor::kernels {
@@ -47,6 +48,7 @@ float fp8_max(fp8_type t) { return t == fp8_type::e4m3 ? tensor::float8_e4m3_max
 
 float amax(tensor::const_tensor_view x) {
   need_floating("amax", x);
+  if (on_device(x)) return device_kernels_for("amax", x).amax(x);
   detail::fp32_stage stage;
   const float* v = stage.typed<float>(x);
   float m = 0.0f;
@@ -78,6 +80,10 @@ void round_through_fp8(tensor::tensor_view out, tensor::const_tensor_view x, flo
                        float scale_inv, fp8_type t) {
   need_floating("round_through_fp8", x);
   detail::need("round_through_fp8", "out", out, x.numel());
+  if (on_device(out) || on_device(x)) {
+    check_compatible("round_through_fp8", {out, x});
+    return device_kernels_for("round_through_fp8", out).round_through_fp8(out, x, scale, scale_inv, t);
+  }
   detail::fp32_stage stage;
   const float* v = stage.typed<float>(x);
   float* o = out.host<float>().data();
@@ -112,6 +118,14 @@ void round_through_fp8_blocks(tensor::tensor_view out, tensor::const_tensor_view
   need_floating("round_through_fp8_blocks", x);
   detail::need("round_through_fp8_blocks", "x", x, std::int64_t(rows) * cols);
   detail::need("round_through_fp8_blocks", "out", out, std::int64_t(rows) * cols);
+  if (block_rows < 1 || block_cols < 1)
+    throw tensor::tensor_error("kernel round_through_fp8_blocks: blocks of " + std::to_string(block_rows) + " x " +
+                               std::to_string(block_cols));
+  if (on_device(out) || on_device(x)) {
+    check_compatible("round_through_fp8_blocks", {out, x});
+    return device_kernels_for("round_through_fp8_blocks", out)
+        .round_through_fp8_blocks(out, x, rows, cols, block_rows, block_cols, rule, t);
+  }
   detail::fp32_stage stage;
   const float* v = stage.typed<float>(x);
   float* o = out.host<float>().data();

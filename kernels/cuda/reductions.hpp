@@ -15,5 +15,7 @@ constexpr int reduction_scratch = 257;
 void sum_of_squares(const float* x, std::int64_t n, double* scratch, stream_handle s = nullptr);
 /// scratch[reduction_scratch - 1] = the number of zeros among x's n elements.
 void count_zeros(const float* x, std::int64_t n, double* scratch, stream_handle s = nullptr);
+/// scratch[reduction_scratch - 1] = the largest |x[i]| over n elements (NaN if one is NaN).
+void amax(const float* x, std::int64_t n, double* scratch, stream_handle s = nullptr);
 
 }  // namespace mactor::kernels::cuda

@@ -11,13 +11,16 @@
 #include "kernels/cuda/device_stage.hpp"
 #include "kernels/cuda/dropout.hpp"
 #include "kernels/cuda/embedding.hpp"
+#include "kernels/cuda/fp8.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layernorm.hpp"
 #include "kernels/cuda/mla_rope.hpp"
 #include "kernels/cuda/moe_permute.hpp"
 #include "kernels/cuda/reductions.hpp"
+#include "kernels/cuda/ring_attention_block.hpp"
 #include "kernels/cuda/rmsnorm.hpp"
 #include "kernels/cuda/rope.hpp"
+#include "kernels/cuda/sgd.hpp"
 #include "kernels/cuda/squared_relu.hpp"
 #include "kernels/cuda/tensor_ops.hpp"
 #include "kernels/device_kernels.hpp"
@@ -210,6 +213,19 @@ class cuda_tensor_kernels final : public device_kernels {
                              scratch.as<float>(), k.f32(sink), k.f32(dsink), k.f32(kv), k.f32(dkv), current());
   }
 
+  void ring_block_forward(view m, view l, view o, input qkv, input block, const ring_block_dims& r, double scale,
+                          float p, std::uint64_t stream) override {
+    device_stage k("ring_block_forward");
+    cuda::ring_block_forward(k.f32(m), k.f32(l), k.f32(o), k.f32(qkv), k.f32(block), r, float(scale), p, stream,
+                             current());
+  }
+  void ring_block_backward(view dq, view dblock, input dout, input qkv, input block, input lse, input delta,
+                           const ring_block_dims& r, double scale, float p, std::uint64_t stream) override {
+    device_stage k("ring_block_backward");
+    cuda::ring_block_backward(k.f32(dq), k.f32(dblock), k.f32(dout), k.f32(qkv), k.f32(block), k.f32(lse),
+                              k.f32(delta), r, float(scale), p, stream, current());
+  }
+
   void rope_apply(view x, input cos, input sin, int seq, int batch, int groups, int heads_per_group, int head_dim,
                   int rot_dim, std::int64_t row_stride, std::int64_t group_stride, bool interleaved,
                   bool inverse) override {
@@ -263,8 +279,23 @@ class cuda_tensor_kernels final : public device_kernels {
                         static_cast<float*>(exp_avg.data), static_cast<float*>(exp_avg_sq.data), value.numel()};
     cuda::adam_step({&t, 1}, h, current());
   }
+  void sgd_step(view value, input grad, view momentum_buffer, const sgd_hyperparameters& h) override {
+    cuda::sgd_step(static_cast<float*>(value.data), static_cast<const float*>(grad.data),
+                   static_cast<float*>(momentum_buffer.data), value.numel(), h, current());
+  }
   double sum_of_squares(input x) override { return reduced("sum_of_squares", x, cuda::sum_of_squares); }
   double count_zeros(input x) override { return reduced("count_zeros", x, cuda::count_zeros); }
+  float amax(input x) override { return float(reduced("amax", x, cuda::amax)); }
+  void round_through_fp8(view out, input x, float scale, float scale_inv, fp8_type t) override {
+    device_stage k("round_through_fp8");
+    cuda::round_through_fp8(k.f32(out), k.f32(x), x.numel(), scale, scale_inv, t == fp8_type::e5m2, current());
+  }
+  void round_through_fp8_blocks(view out, input x, int rows, int cols, int block_rows, int block_cols,
+                                block_scale_rule rule, fp8_type t) override {
+    device_stage k("round_through_fp8_blocks");
+    cuda::round_through_fp8_blocks(k.f32(out), k.f32(x), rows, cols, block_rows, block_cols,
+                                   rule == block_scale_rule::power_of_two, t == fp8_type::e5m2, current());
+  }
 
  private:
   // A reduction into device scratch, its result brought to the host (waits for the stream).

@@ -17,6 +17,7 @@
 #include "kernels/cuda/tensor_kernels.hpp"
 #include "kernels/dropout.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
@@ -24,7 +25,9 @@
 #include "kernels/moe_permute.hpp"
 #include "kernels/reductions.hpp"
 #include "kernels/rmsnorm.hpp"
+#include "kernels/ring_attention_block.hpp"
 #include "kernels/rope.hpp"
+#include "kernels/sgd.hpp"
 #include "kernels/swiglu.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "tensor/cuda/copy.hpp"
@@ -292,5 +295,84 @@ TEST_CASE("cuda entry points: multi-latent attention's rotary embedding gives th
     kernels::mla_rope_apply(x.device, cos.device, sin.device, seq, batch, heads, row_stride, head_stride, offset,
                             rot_dim, inverse);
     require_same(inverse ? "mla_rope_apply inverse" : "mla_rope_apply", x, 0);
+  }
+}
+
+TEST_CASE("cuda entry points: SGD steps with momentum give the host's bits and amax agrees", "[cuda][device]") {
+  start_on_device();
+  std::mt19937 rng(17);
+  const std::int64_t n = 100003;
+  auto value = random_pair(n, rng), grad = random_pair(n, rng, 0.01f), buf = random_pair(n, rng);
+  kernels::sgd_hyperparameters h;
+  h.lr = 0.05, h.weight_decay = 0.1, h.momentum = 0.9;
+  for (int step = 0; step < 3; ++step) {
+    h.first_step = step == 0, h.nesterov = step == 2;
+    kernels::sgd_step(value.host, grad.host, buf.host, h);
+    kernels::sgd_step(value.device, grad.device, buf.device, h);
+  }
+  require_same("sgd_step values", value, 0), require_same("sgd_step momentum buffer", buf, 0);
+  grad.host.host<float>()[77] = -3.5f;
+  cuda::copy(grad.device, grad.host, cuda::current_stream());
+  CHECK(kernels::amax(grad.device) == kernels::amax(grad.host));
+  CHECK(kernels::amax(grad.host) == 3.5f);
+}
+
+TEST_CASE("cuda entry points: ring attention's block steps agree with the host's", "[cuda][device]") {
+  start_on_device();
+  std::mt19937 rng(19);
+  // cp = 2, this rank 0 (chunks 0 and 3 of 4) against rank 1's block (chunks 1 and 2), and its own.
+  kernels::ring_block_dims r;
+  r.d.batch = 2, r.d.heads = 4, r.d.groups = 2, r.d.head_dim = 40, r.d.total_heads = 4, r.d.window = 50;
+  r.local_length = 150, r.seq_length = 300, r.num_queries = 2, r.num_keys = 2;
+  r.queries = {kernels::query_run{0, 0, 75}, kernels::query_run{75, 225, 75}};
+  const std::int64_t row_heads = r.rows() * r.d.heads, hd = r.d.head_dim;
+  auto qkv = random_pair(r.rows() * r.qkv_width(), rng), dout = random_pair(row_heads * hd, rng);
+  auto block = random_pair(r.block_numel(), rng);
+  for (const bool own : {false, true}) {
+    r.keys = own ? r.queries : std::array<kernels::query_run, 2>{kernels::query_run{0, 75, 75}, {75, 150, 75}};
+    auto m = random_pair(row_heads, rng), l = random_pair(row_heads, rng), o = random_pair(row_heads * hd, rng);
+    for (auto* t : {&m, &l}) {  // a state that has seen a first block: max near 0, sums >= 1
+      for (auto& v : t->host.host<float>()) v = std::abs(v) + (t == &l ? 1.0f : 0.0f);
+      cuda::copy(t->device, t->host, cuda::current_stream());
+    }
+    for (const float p : {0.0f, 0.2f}) {
+      const auto clone = [](const pair& t) { return pair{t.host.clone(), t.device.clone()}; };
+      auto m1 = clone(m), l1 = clone(l), o1 = clone(o);  // each dropout setting from the same state
+      kernels::ring_block_forward(m1.host, l1.host, o1.host, qkv.host, block.host, r, 0.3, p, 9);
+      kernels::ring_block_forward(m1.device, l1.device, o1.device, qkv.device, block.device, r, 0.3, p, 9);
+      require_same("ring_block_forward m", m1, 1e-5), require_same("ring_block_forward l", l1, 1e-4);
+      require_same("ring_block_forward o", o1, 1e-4);
+      auto lse = random_pair(row_heads, rng), delta = random_pair(row_heads, rng);
+      for (auto& v : lse.host.host<float>()) v = std::abs(v) + 2.0f;
+      cuda::copy(lse.device, lse.host, cuda::current_stream());
+      auto dq = random_pair(row_heads * hd, rng), dblock = random_pair(r.block_numel(), rng);
+      kernels::ring_block_backward(dq.host, dblock.host, dout.host, qkv.host, block.host, lse.host, delta.host, r, 0.3,
+                                   p, 9);
+      kernels::ring_block_backward(dq.device, dblock.device, dout.device, qkv.device, block.device, lse.device,
+                                   delta.device, r, 0.3, p, 9);
+      require_same("ring_block_backward dq", dq, 1e-4), require_same("ring_block_backward dblock", dblock, 1e-4);
+    }
+  }
+}
+
+TEST_CASE("cuda entry points: fp8 rounding gives the host's bits per tensor and per block", "[cuda][device]") {
+  start_on_device();
+  std::mt19937 rng(23);
+  const int rows = 67, cols = 300;  // ragged blocks at both edges
+  auto x = random_pair(std::int64_t(rows) * cols, rng, 600.f);  // past e4m3's 448: saturation
+  x.host.host<float>()[5] = 1e-9f, x.host.host<float>()[6] = -0.0f;  // subnormal and signed zero
+  cuda::copy(x.device, x.host, cuda::current_stream());
+  for (const auto type : {kernels::fp8_type::e4m3, kernels::fp8_type::e5m2}) {
+    auto out = random_pair(std::int64_t(rows) * cols, rng);
+    const auto [scale, scale_inv] = kernels::current_scale(kernels::amax(x.host), kernels::fp8_max(type), false);
+    kernels::round_through_fp8(out.host, x.host, scale * 1.5f, scale_inv, type);
+    kernels::round_through_fp8(out.device, x.device, scale * 1.5f, scale_inv, type);
+    require_same("round_through_fp8", out, 0);
+    for (const auto rule : {kernels::block_scale_rule::e8m0, kernels::block_scale_rule::power_of_two})
+      for (const auto [br, bc] : {std::pair{1, 32}, std::pair{32, 1}, std::pair{128, 128}}) {
+        kernels::round_through_fp8_blocks(out.host, x.host, rows, cols, br, bc, rule, type);
+        kernels::round_through_fp8_blocks(out.device, x.device, rows, cols, br, bc, rule, type);
+        require_same("round_through_fp8_blocks", out, 0);
+      }
   }
 }

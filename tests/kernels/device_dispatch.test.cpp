@@ -14,14 +14,17 @@
 #include "kernels/device_kernels.hpp"
 #include "kernels/dropout.hpp"
 #include "kernels/embedding.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/mla_rope.hpp"
 #include "kernels/moe_permute.hpp"
 #include "kernels/reductions.hpp"
+#include "kernels/ring_attention_block.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
+#include "kernels/sgd.hpp"
 #include "kernels/squared_relu.hpp"
 #include "kernels/swiglu.hpp"
 #include "kernels/tensor_ops.hpp"
@@ -98,6 +101,14 @@ class recording_kernels final : public kernels::device_kernels {
                           std::uint64_t, input, view, input, view) override {
     note("attention_backward", dqkv, {d.seq, d.heads});
   }
+  void ring_block_forward(view m, view, view, input, input, const kernels::ring_block_dims& r, double, float,
+                          std::uint64_t stream) override {
+    note("ring_block_forward", m, {r.local_length, r.d.heads, (long long)stream});
+  }
+  void ring_block_backward(view dq, view, input, input, input, input, input, const kernels::ring_block_dims& r,
+                           double, float, std::uint64_t stream) override {
+    note("ring_block_backward", dq, {r.local_length, r.d.heads, (long long)stream});
+  }
   void rope_apply(view x, input, input, int seq, int batch, int, int, int head_dim, int rot_dim, std::int64_t,
                   std::int64_t, bool, bool) override {
     note("rope_apply", x, {seq, batch, head_dim, rot_dim});
@@ -130,6 +141,20 @@ class recording_kernels final : public kernels::device_kernels {
   double count_zeros(input x) override {
     note("count_zeros", x, {x.numel()});
     return 3.0;
+  }
+  void sgd_step(view value, input, view buf, const kernels::sgd_hyperparameters& h) override {
+    note("sgd_step", value, {value.numel(), buf.data ? 1 : 0, h.first_step ? 1 : 0});
+  }
+  float amax(input x) override {
+    note("amax", x, {x.numel()});
+    return 4.5f;
+  }
+  void round_through_fp8(view out, input, float, float, kernels::fp8_type t) override {
+    note("round_through_fp8", out, {out.numel(), (long long)t});
+  }
+  void round_through_fp8_blocks(view out, input, int rows, int cols, int block_rows, int block_cols,
+                                kernels::block_scale_rule, kernels::fp8_type) override {
+    note("round_through_fp8_blocks", out, {rows, cols, block_rows, block_cols});
   }
 
  private:
@@ -203,6 +228,11 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
   d.seq = 2, d.batch = 1, d.heads = 2, d.groups = 1, d.head_dim = 2, d.total_heads = 2;
   kernels::attention_forward(X, Y, Z, d, 0.5, 0.f, 0);
   kernels::attention_backward(X, Y, Z, W, d, 0.5, 0.f, 0);
+  kernels::ring_block_dims r;  // this rank's 2 positions against a block of 2, 2 heads of 2 in one group
+  r.d = d, r.local_length = 2, r.seq_length = 4, r.num_queries = 1, r.num_keys = 1;
+  r.queries[0] = {0, 2, 2}, r.keys[0] = {0, 0, 2};
+  kernels::ring_block_forward(S, S, X, Y, Z, r, 0.5, 0.f, 5);
+  kernels::ring_block_backward(X, Z, W, Y, Z, S, S, r, 0.5, 0.f, 6);
   kernels::rope_apply(X, Y, Z, 2, 2, 1, 2, 4, 4, 8, 8, false, false);
   kernels::mla_rope_apply(X, Y, Z, 2, 2, 2, 16, 8, 2, 4, false);
   kernels::embedding_forward(X, Y, ids, 3, 4, 0, 10);
@@ -216,6 +246,14 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
   kernels::adam_step(X, Y, Z, W, h);
   CHECK(kernels::sum_of_squares(Y) == 2.5);  // the backend's result comes back
   CHECK(kernels::count_zeros(Z) == 3.0);
+  kernels::sgd_hyperparameters sgd;
+  sgd.momentum = 0.9, sgd.first_step = true;
+  kernels::sgd_step(X, Y, Z, sgd);
+  sgd.momentum = 0, sgd.first_step = false;  // no buffer: the backend sees an empty one
+  kernels::sgd_step(X, Y, Z, sgd);
+  CHECK(kernels::amax(W) == 4.5f);
+  kernels::round_through_fp8(X, Y, 2.f, 0.5f, kernels::fp8_type::e5m2);
+  kernels::round_through_fp8_blocks(X, Y, 8, 8, 1, 32, kernels::block_scale_rule::e8m0, kernels::fp8_type::e4m3);
   const std::vector<call> want = {
       {"scale", X.data, {}},
       {"add", X.data, {}},
@@ -248,6 +286,8 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
       {"bias_dropout_add", X.data, {8, 8}},
       {"attention_forward", X.data, {2, 2}},
       {"attention_backward", X.data, {2, 2}},
+      {"ring_block_forward", S.data, {2, 2, 5}},
+      {"ring_block_backward", X.data, {2, 2, 6}},
       {"rope_apply", X.data, {2, 2, 4, 4}},
       {"mla_rope_apply", X.data, {2, 2, 2, 4}},
       {"embedding_forward", X.data, {3, 4}},
@@ -259,6 +299,11 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
       {"adam_step", X.data, {64, 4}},
       {"sum_of_squares", Y.data, {64}},
       {"count_zeros", Z.data, {64}},
+      {"sgd_step", X.data, {64, 1, 1}},
+      {"sgd_step", X.data, {64, 0, 0}},
+      {"amax", W.data, {64}},
+      {"round_through_fp8", X.data, {64, (long long)kernels::fp8_type::e5m2}},
+      {"round_through_fp8_blocks", X.data, {8, 8, 1, 32}},
   };
   REQUIRE(backend.kernels.calls.size() == want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {

@@ -21,8 +21,11 @@
 #include "kernels/mla_rope.hpp"
 #include "kernels/moe_permute.hpp"
 #include "kernels/reductions.hpp"
+#include "kernels/ring_attention_block.hpp"
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
+#include "kernels/sgd.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/squared_relu.hpp"
 #include "kernels/swiglu.hpp"
 #include "kernels/tensor_ops.hpp"
@@ -195,6 +198,16 @@ class pseudo_kernels final : public k::device_kernels {
     k::attention_backward(h(dqkv), h(dout), h(qkv), h(probs), dims, scale, p, stream, h(sink), h(dsink), h(kv),
                           h(dkv));
   }
+  void ring_block_forward(view m, view l, view o, input qkv, input block, const k::ring_block_dims& r,
+                          double scale, float p, std::uint64_t stream) override {
+    call c("ring_block_forward", {m, l, o, qkv, block});
+    k::ring_block_forward(h(m), h(l), h(o), h(qkv), h(block), r, scale, p, stream);
+  }
+  void ring_block_backward(view dq, view dblock, input dout, input qkv, input block, input lse, input delta,
+                           const k::ring_block_dims& r, double scale, float p, std::uint64_t stream) override {
+    call c("ring_block_backward", {dq, dblock, dout, qkv, block, lse, delta});
+    k::ring_block_backward(h(dq), h(dblock), h(dout), h(qkv), h(block), h(lse), h(delta), r, scale, p, stream);
+  }
   void rope_apply(view x, input cos, input sin, int seq, int batch, int groups, int heads_per_group, int head_dim,
                   int rot_dim, std::int64_t row_stride, std::int64_t group_stride, bool interleaved,
                   bool inverse) override {
@@ -249,6 +262,23 @@ class pseudo_kernels final : public k::device_kernels {
   double count_zeros(input x) override {
     call c("count_zeros", {x});
     return k::count_zeros(h(x));
+  }
+  void sgd_step(view value, input grad, view buf, const k::sgd_hyperparameters& hp) override {
+    call c("sgd_step", {value, grad, buf});
+    k::sgd_step(h(value), h(grad), h(buf), hp);
+  }
+  float amax(input x) override {
+    call c("amax", {x});
+    return k::amax(h(x));
+  }
+  void round_through_fp8(view out, input x, float scale, float scale_inv, k::fp8_type t) override {
+    call c("round_through_fp8", {out, x});
+    k::round_through_fp8(h(out), h(x), scale, scale_inv, t);
+  }
+  void round_through_fp8_blocks(view out, input x, int rows, int cols, int block_rows, int block_cols,
+                                k::block_scale_rule rule, k::fp8_type t) override {
+    call c("round_through_fp8_blocks", {out, x});
+    k::round_through_fp8_blocks(h(out), h(x), rows, cols, block_rows, block_cols, rule, t);
   }
 };
 

@@ -45,10 +45,11 @@ inline std::vector<std::byte> bytes_of(tensor::const_tensor_view v) {
 }
 
 // Two micro-batches through one chunk holding the whole model (both in flight, so the second
-// forward stashes the first's activations), with dropout on; with `optimizer`, two Adam steps
-// (clipped, zeros counted) on those gradients, its moments stored as `moments`.
+// forward stashes the first's activations), with dropout on; with `optimizer`, two steps of
+// `kind` (clipped, zeros counted) on those gradients, Adam's moments stored as `moments`.
 inline step_result train_step(const model::gpt_model_config& c, tensor::device where, bool optimizer = false,
-                              model::state_dtype moments = model::state_dtype::fp32) {
+                              model::state_dtype moments = model::state_dtype::fp32,
+                              model::optimizer_kind kind = model::optimizer_kind::adam) {
   tensor::default_device_scope scope(where);
   model::single_group tp;
   model::gpt_chunk chunk(c, tp, {0, c.num_layers, true, true});
@@ -64,6 +65,7 @@ inline step_result train_step(const model::gpt_model_config& c, tensor::device w
     model::optimizer_options options;
     options.lr = 0.05, options.weight_decay = 0.1, options.adam_beta2 = 0.95;
     options.exp_avg_dtype = options.exp_avg_sq_dtype = moments;
+    options.optimizer = kind;
     auto adam = model::make_optimizer(optimizer_view(chunk), options);
     for (int step = 0; step < 2; ++step) {
       const auto result = model::clip_and_step(*adam, 0.5, true);

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "model/fp8_recipe.hpp"
 #include "model/gpt_chunk.hpp"
 #include "model/grad_clip.hpp"
 #include "model/local_group.hpp"
@@ -28,11 +29,12 @@ using test::train_step;
 using test::bytes_of;
 
 void check_same_on_device(const model::gpt_model_config& c, bool optimizer = false,
-                          model::state_dtype moments = model::state_dtype::fp32) {
-  const auto host = train_step(c, tensor::cpu, optimizer, moments);
+                          model::state_dtype moments = model::state_dtype::fp32,
+                          model::optimizer_kind kind = model::optimizer_kind::adam) {
+  const auto host = train_step(c, tensor::cpu, optimizer, moments, kind);
   test::pseudo_device device;
   const auto calls_before = device.kernel_calls();
-  const auto on_device = train_step(c, device.where, optimizer, moments);
+  const auto on_device = train_step(c, device.where, optimizer, moments, kind);
   CHECK(device.kernel_calls() > calls_before);
   CHECK(device.live_bytes() == 0);  // everything the chunk held on the device is given back
   CHECK(on_device.num_tokens == host.num_tokens);
@@ -133,12 +135,51 @@ TEST_CASE("Adam with bf16 moments on the pseudo-device gives the host's paramete
   check_same_on_device(c, true, model::state_dtype::bf16);
 }
 
-TEST_CASE("fp16 and fp8 optimizer states on a device are an error naming the flags while fp32 and bf16 states go there") {
-  test::pseudo_device device;
-  for (const auto type : {model::state_dtype::fp16, model::state_dtype::fp8}) {
-    model::scaled_state state(type);
-    CHECK_THROWS_WITH(state.zero(8, device.where), Catch::Contains("--exp-avg-dtype") && Catch::Contains("cuda:0"));
+TEST_CASE("fp8 GEMMs on the pseudo-device give the host's loss and gradients bit for bit in every recipe") {
+  auto c = test::llama_style();
+  c.params_dtype = tensor::dtype::bfloat16;
+  c.hidden_dropout = 0.1f;
+  c.fp8.enabled = true, c.fp8.fp8 = model::fp8_format::hybrid;
+  for (const auto recipe : {model::fp8_recipe::delayed, model::fp8_recipe::tensorwise, model::fp8_recipe::mxfp8,
+                            model::fp8_recipe::blockwise}) {
+    INFO("recipe " << int(recipe));
+    c.fp8.recipe = recipe;
+    c.fp8.fp8_amax_history_len = recipe == model::fp8_recipe::delayed ? 4 : 1;
+    check_same_on_device(c);  // (train_step's optimizer takes fp32 parameters)
   }
+}
+
+TEST_CASE("Adam with fp16 moments on the pseudo-device gives the host's parameters bit for bit") {
+  auto c = test::llama_style();
+  c.hidden_dropout = 0.1f;
+  check_same_on_device(c, true, model::state_dtype::fp16);
+}
+
+TEST_CASE("SGD with momentum on the pseudo-device gives the host's parameters bit for bit") {
+  auto c = test::llama_style();
+  c.hidden_dropout = 0.1f;
+  check_same_on_device(c, true, model::state_dtype::fp32, model::optimizer_kind::sgd);
+}
+
+TEST_CASE("an fp16 optimizer state on a device keeps its scale through set and unscale as on the host") {
+  test::pseudo_device device;
+  const std::vector<float> values{0.5f, -3.25f, 1e-3f, 7.0f, -0.0f, 2e-5f, 1.5f, 100.0f};
+  model::scaled_state host(model::state_dtype::fp16), on_device(model::state_dtype::fp16);
+  host.set(values);
+  on_device.zero(values.size(), device.where);
+  CHECK(on_device.device_view().type == tensor::dtype::float16);
+  on_device.set(values);
+  std::vector<float> from_host(values.size()), from_device(values.size());
+  host.unscale(from_host);
+  on_device.unscale(from_device);
+  CHECK(from_device == from_host);
+  for (std::size_t i = 0; i < values.size(); ++i) CHECK(from_host[i] == Approx(values[i]).epsilon(1e-3).margin(1e-6));
+}
+
+TEST_CASE("fp8 optimizer states on a device are an error naming the flags while fp32 and bf16 states go there") {
+  test::pseudo_device device;
+  model::scaled_state fp8(model::state_dtype::fp8);
+  CHECK_THROWS_WITH(fp8.zero(8, device.where), Catch::Contains("--exp-avg-dtype") && Catch::Contains("cuda:0"));
   model::scaled_state bf16(model::state_dtype::bf16);
   bf16.zero(8, device.where);
   CHECK(bf16.device_view().where == device.where);

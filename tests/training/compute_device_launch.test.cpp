@@ -30,12 +30,14 @@ TEST_CASE("pretrain_gpt with an unknown MACTOR_DEVICE exits 2 naming the variabl
 
 TEST_CASE("pretrain_gpt on a device refuses the flags with no device path yet with exit status 2 naming each") {
   // The pseudo-device build has a device: the flags are what is refused.
-  expect_user_error(bin_dir() + "/pretrain_gpt_on_pseudo_device " + tiny + " --optimizer sgd --bf16 --fp8-format e4m3",
-                    {"not built on a GPU yet", "--optimizer sgd", "--fp8-format", "MACTOR_DEVICE=cpu"});
-  // Ring attention (context parallelism's default) too: under the launcher, both ranks say so.
+  expect_user_error(bin_dir() + "/pretrain_gpt_on_pseudo_device " + tiny +
+                        " --bf16 --fp8-format e4m3 --fp8-param-gather --use-distributed-optimizer",
+                    {"not built on a GPU yet", "--fp8-param-gather", "MACTOR_DEVICE=cpu"});
+  // fp8 Adam moments too: under the launcher, both ranks say so.
   expect_user_error(mactor_bin() + " -np 2 --oversubscribe " + bin_dir() + "/pretrain_gpt_on_pseudo_device " + tiny +
-                        " --context-parallel-size 2",
-                    {"--context-parallel-size 2 with --cp-comm-type p2p", "a2a and allgather run on a GPU"});
+                        " --global-batch-size 2 --bf16 --use-distributed-optimizer --use-precision-aware-optimizer --exp-avg-dtype fp8 "
+                        "--exp-avg-sq-dtype fp8",
+                    {"--exp-avg-dtype/--exp-avg-sq-dtype fp8/fp8", "fp8 Adam moments live on the host"});
 }
 
 TEST_CASE("pretrain_gpt with MACTOR_DEVICE=cuda and no usable GPU exits 2 saying why") {

@@ -3,8 +3,9 @@
 // last printed digit: losses, learning rates, gradient norms, zero counts, params norms. One
 // rank (fp32, bf16), tensor, pipeline and data parallelism (the collectives and the pipeline's
 // transfers take device tensors through host copies), the distributed optimizer, fp16 loss
-// scaling, the per-token loss, Megatron FSDP (ZeRO-3), context parallelism by all-to-all and
-// all-gather, the zero-bubble schedules (their W pass),
+// scaling, the per-token loss, Megatron FSDP (ZeRO-3), context parallelism by ring attention,
+// all-to-all and all-gather, SGD, fp16 Adam moments, fp8 GEMMs (delayed under TP2, mxfp8), the
+// zero-bubble schedules (their W pass),
 // MoE expert parallelism with delayed weight gradients; checkpoints
 // saved on either side and loaded on the other.
 #include <catch2/catch.hpp>
@@ -87,6 +88,31 @@ TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines
   check_same_log("--context-parallel-size 2 --cp-comm-type a2a --bf16", 2);
 }
 
+TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (CP2 ring attention bf16)") {
+  check_same_log("--context-parallel-size 2 --bf16", 2);  // --cp-comm-type p2p, Megatron's default
+}
+
+TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (fp8 hybrid delayed, TP2)") {
+  // The amaxes reduced over the tensor-parallel group after each chunk's forward and backward.
+  check_same_log("--bf16 --fp8-format hybrid --fp8-amax-history-len 4 --tensor-model-parallel-size 2 "
+                 "--sequence-parallel",
+                 2);
+}
+
+TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (fp8 mxfp8)") {
+  check_same_log("--bf16 --fp8-format e4m3 --fp8-recipe mxfp8");
+}
+
+TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (SGD with momentum)") {
+  check_same_log("--optimizer sgd --sgd-momentum 0.8");
+}
+
+TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (DP2 fp16 Adam moments)") {
+  check_same_log("--bf16 --use-distributed-optimizer --use-precision-aware-optimizer --exp-avg-dtype fp16 "
+                 "--exp-avg-sq-dtype fp16",
+                 2);
+}
+
 TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (CP2 all-gather)") {
   check_same_log("--context-parallel-size 2 --cp-comm-type allgather", 2);
 }
@@ -162,6 +188,16 @@ TEST_CASE("checkpoints cross between the host and the pseudo-device (bf16 Adam m
   check_checkpoints_cross("--bf16 --use-distributed-optimizer --use-precision-aware-optimizer --exp-avg-dtype bf16 "
                           "--exp-avg-sq-dtype bf16",
                           2, "bf16_moments");
+}
+
+TEST_CASE("checkpoints cross between the host and the pseudo-device (fp16 Adam moments DP2, torch_dist)") {
+  check_checkpoints_cross("--bf16 --use-distributed-optimizer --use-precision-aware-optimizer --exp-avg-dtype fp16 "
+                          "--exp-avg-sq-dtype fp16",
+                          2, "fp16_moments");
+}
+
+TEST_CASE("checkpoints cross between the host and the pseudo-device (SGD momentum buffers, torch_dist)") {
+  check_checkpoints_cross("--optimizer sgd --sgd-momentum 0.8", 1, "sgd");
 }
 
 TEST_CASE("checkpoints cross between the host and the pseudo-device (bf16 distributed optimizer DP2, torch format)") {
