@@ -63,6 +63,20 @@ __device__ float keep_of(const device_ring& d, int b, int h, int qpos, int kpos)
                                                                                                     : 0.0f;
 }
 
+// The query row and head of this thread block (blockIdx.x = row * heads + h): its batch row b,
+// group g and global position.
+struct query_row {
+  long long rh, row;
+  int h, b, g, qpos;
+};
+__device__ query_row this_query_row(const device_ring& d) {
+  query_row q;
+  q.rh = blockIdx.x, q.row = q.rh / d.heads;
+  q.h = int(q.rh % d.heads), q.b = int(q.row % d.batch), q.g = q.h / d.per_group;
+  q.qpos = position_in(d.queries, d.num_queries, int(q.row / d.batch));
+  return q;
+}
+
 __device__ float dot(const float* a, const float* b, int n) {
   float s = 0.0f;
   for (int c = 0; c < n; ++c) s = fmaf(a[c], b[c], s);
@@ -74,10 +88,7 @@ __global__ void forward_kernel(float* m, float* l, float* o, const float* qkv, c
   extern __shared__ float shared[];
   float* q = shared;
   float* w = shared + d.head_dim;
-  const long long rh = blockIdx.x;
-  const long long row = rh / d.heads;
-  const int h = int(rh % d.heads), b = int(row % d.batch), g = h / d.per_group;
-  const int qpos = position_in(d.queries, d.num_queries, int(row / d.batch));
+  const auto [rh, row, h, b, g, qpos] = this_query_row(d);
   const float* qsrc = qkv + query_at(d, row, h);
   for (int c = threadIdx.x; c < d.head_dim; c += blockDim.x) q[c] = qsrc[c];
   float acc[max_per_thread];
@@ -120,10 +131,7 @@ __global__ void query_grad_kernel(float* dq, const float* dout, const float* qkv
   float* q = shared;
   float* go = shared + d.head_dim;
   float* ds = go + d.head_dim;
-  const long long rh = blockIdx.x;
-  const long long row = rh / d.heads;
-  const int h = int(rh % d.heads), b = int(row % d.batch), g = h / d.per_group;
-  const int qpos = position_in(d.queries, d.num_queries, int(row / d.batch));
+  const auto [rh, row, h, b, g, qpos] = this_query_row(d);
   const float* qsrc = qkv + query_at(d, row, h);
   for (int c = threadIdx.x; c < d.head_dim; c += blockDim.x) q[c] = qsrc[c], go[c] = dout[rh * d.head_dim + c];
   float acc[max_per_thread];
