@@ -283,7 +283,8 @@ const std::map<std::string_view, std::string_view>& implemented_flags() {
       {"optimizer_cpu_offload", "Megatron's HybridDeviceOptimizer: Adam (or SGD) with fp32 moments and fp32 main "
                                 "parameters whatever --exp-avg-dtype, --exp-avg-sq-dtype and --main-params-dtype say "
                                 "(it needs --use-precision-aware-optimizer, as Megatron asks); mactor's optimizer "
-                                "already runs in host memory"},
+                                "runs in host memory on the CPU (refused with MACTOR_DEVICE=cuda, where it runs "
+                                "on the GPU)"},
       {"main_grads_dtype", "bf16 gives a bf16 gradient buffer under --bf16 (as --grad-reduce-in-bf16)"},
       {"main_params_dtype", "fp16 under --use-precision-aware-optimizer: the master weights of a 16-bit model "
                             "stored as fp16 with a per-tensor scale as TE's FusedAdam stores them (the model takes "

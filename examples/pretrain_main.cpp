@@ -99,7 +99,7 @@ bool check_compute_device(const char* prog, int local_rank, const mactor::config
     std::fprintf(stderr, "%s: error: %s\n", prog, e.what());
     return false;
   }
-  const auto gaps = mactor::training::device_gaps(a, std::string_view(prog) == "pretrain_mamba");
+  const auto gaps = mactor::training::device_gaps(a);
   if (gaps.empty()) return true;
   std::fprintf(stderr, "%s: error: %s\n", prog, gaps.c_str());
   return false;

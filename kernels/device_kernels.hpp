@@ -13,9 +13,11 @@
 
 #include "kernels/adam_scalars.hpp"
 #include "kernels/attention_dims.hpp"
+#include "kernels/column_copy.hpp"
 #include "kernels/fp8.hpp"
 #include "kernels/ring_block_dims.hpp"
 #include "kernels/sgd_scalars.hpp"
+#include "kernels/ssd_shape.hpp"
 #include "tensor/tensor.hpp"
 
 namespace mactor::kernels {
@@ -98,6 +100,22 @@ class device_kernels {
   virtual void cross_entropy_loss(view loss, input sum_exp, input row_max, input target_logit, int n) = 0;
   virtual void cross_entropy_backward(view exps, input sum_exp, const std::int32_t* labels, input grad_scale, int n,
                                       int v, int vocab_start) = 0;
+  // Mamba: column_copy.hpp, causal_conv1d.hpp, gated_rmsnorm.hpp, ssd_scan.hpp
+  virtual void copy_columns(view dst, column_block to, input src, column_block from, int columns, int seq,
+                            int batch) = 0;
+  virtual void causal_conv1d_forward(view y, input x, input w, input bias, int batch, int seq, int channels,
+                                     int width, bool silu) = 0;
+  virtual void causal_conv1d_backward(view dx, view dw, view dbias, input dy, input x, input w, input bias, int batch,
+                                      int seq, int channels, int width, bool silu) = 0;
+  virtual void gated_rmsnorm_forward(view y, view rstd, input x, input z, input weight, int n, int d, int group_size,
+                                     double eps) = 0;
+  virtual void gated_rmsnorm_backward(view dx, view dz, view dweight, input dy, input x, input z, input weight,
+                                      input rstd, int n, int d, int group_size) = 0;
+  virtual void ssd_scan_forward(view y, view states, input x, input dt_raw, input A_log, input B, input C, input D,
+                                input dt_bias, const ssd_shape& s) = 0;
+  virtual void ssd_scan_backward(view dx, view ddt_raw, view dA_log, view dB, view dC, view dD, view ddt_bias,
+                                 input dy, input states, input x, input dt_raw, input A_log, input B, input C,
+                                 input D, input dt_bias, const ssd_shape& s) = 0;
   // adam.hpp
   virtual void adam_step(view value, input grad, view exp_avg, view exp_avg_sq, const adam_hyperparameters& h) = 0;
   // sgd.hpp

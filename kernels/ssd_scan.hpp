@@ -3,26 +3,12 @@
 // each head is passed on. Semantics of mamba_ssm's mamba_chunk_scan_combined with
 // dt_softplus=True, a dt_bias, D per head, no initial state, B and C shared by the heads of a group.
 #pragma once
-#include "tensor/tensor.hpp"
 #include <cstdint>
 
-namespace mactor::kernels {
+#include "kernels/ssd_shape.hpp"
+#include "tensor/tensor.hpp"
 
-/// Sizes of one scan. Head hd reads B and C of group hd / (heads / groups).
-struct ssd_shape {
-  int batch = 1;
-  int seq = 1;       // l
-  int heads = 1;     // h
-  int head_dim = 1;  // p
-  int groups = 1;    // g, divides heads
-  int state = 1;     // n (d_state)
-  int chunk = 64;    // chunk length; seq need not be a multiple of it
-  int num_chunks() const { return (seq + chunk - 1) / chunk; }
-  /// Elements of the saved chunk-entry states: [batch, heads, num_chunks, p, n].
-  std::int64_t states_size() const {
-    return std::int64_t(batch) * heads * num_chunks() * head_dim * state;
-  }
-};
+namespace mactor::kernels {
 
 /// Per step t and head: dt = softplus(dt_raw + dt_bias), A = -exp(A_log),
 ///   h_t = exp(dt A) h_{t-1} + dt x_t B_t^T,  y_t = h_t C_t + D x_t,  h_{-1} = 0.

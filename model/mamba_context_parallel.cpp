@@ -56,7 +56,7 @@ void mamba_context_parallel::to_heads(part kind, int batch, tensor::const_tensor
     return;
   }
   const int rows = shard_.local_length() * batch, width = int(e.units * e.width), n = state_;
-  tensor::tensor repeated({rows, width}, local.type, tensor::memory_kind::activations);
+  tensor::tensor repeated({rows, width}, local.type, tensor::memory_kind::activations, local.where);
   for (int g = 0; g < groups_; ++g)
     for (int j = 0; j < e.repeat; ++j)
       copy_columns(repeated.view(), {sb, width, (g * e.repeat + j) * n}, local, {sb, groups_ * n, g * n}, n, rows, 1);
@@ -71,10 +71,10 @@ void mamba_context_parallel::to_sequence(part kind, int batch, tensor::const_ten
     return;
   }
   const int rows = shard_.local_length() * batch, width = int(e.units * e.width), n = state_;
-  tensor::tensor repeated({rows, width}, local.type, tensor::memory_kind::activations);
+  tensor::tensor repeated({rows, width}, local.type, tensor::memory_kind::activations, local.where);
   heads_to_sequence(*cp_, shard_, batch, e.units, e.width, whole, repeated.view());
-  tensor::tensor sum({rows, n}, local.type, tensor::memory_kind::activations);
-  tensor::tensor replica({rows, n}, local.type, tensor::memory_kind::activations);
+  tensor::tensor sum({rows, n}, local.type, tensor::memory_kind::activations, local.where);
+  tensor::tensor replica({rows, n}, local.type, tensor::memory_kind::activations, local.where);
   for (int g = 0; g < groups_; ++g) {
     copy_columns(sum.view(), {sb, n, 0}, repeated.view(), {sb, width, g * e.repeat * n}, n, rows, 1);
     for (int j = 1; j < e.repeat; ++j) {

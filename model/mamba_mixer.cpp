@@ -129,8 +129,8 @@ void mamba_mixer::exchange_to_heads(tensor::const_tensor_view zxbcdt) {
   auto xbc = ensure_activation(xbc_, srows, scd, type);
   auto dt = ensure_activation(dt_, srows, cp_.heads(), type);
   const auto move = [&](part kind, int column, int width, int scan_width, tensor::tensor_view to, int to_column) {
-    tensor::tensor local({rows, width}, type, tensor::memory_kind::activations);
-    tensor::tensor whole({srows, scan_width}, type, tensor::memory_kind::activations);
+    tensor::tensor local({rows, width}, type, tensor::memory_kind::activations, zxbcdt.where);
+    tensor::tensor whole({srows, scan_width}, type, tensor::memory_kind::activations, zxbcdt.where);
     copy_columns(local.view(), {sb, width, 0}, zxbcdt, {sb, io, column}, width, seq_, batch_);
     cp_.to_heads(kind, batch_, local.view(), whole.view());
     copy_columns(to, {bs, int(to.numel() / srows), to_column}, whole.view(), {sb, scan_width, 0}, scan_width,
@@ -150,8 +150,8 @@ void mamba_mixer::exchange_grads_to_sequence(tensor::tensor_view dzxbcdt, tensor
   const auto type = dzxbcdt.type;
   const auto move = [&](part kind, tensor::const_tensor_view from, int from_column, int scan_width, int width,
                         int column) {
-    tensor::tensor whole({srows, scan_width}, type, tensor::memory_kind::activations);
-    tensor::tensor local({rows, width}, type, tensor::memory_kind::activations);
+    tensor::tensor whole({srows, scan_width}, type, tensor::memory_kind::activations, dzxbcdt.where);
+    tensor::tensor local({rows, width}, type, tensor::memory_kind::activations, dzxbcdt.where);
     copy_columns(whole.view(), {sb, scan_width, 0}, from, {bs, int(from.numel() / srows), from_column}, scan_width,
                  scan_seq_, batch_);
     cp_.to_sequence(kind, batch_, whole.view(), local.view());
@@ -167,8 +167,8 @@ void mamba_mixer::exchange_grads_to_sequence(tensor::tensor_view dzxbcdt, tensor
 // the layer's share, and the whole sequence of the scan's heads, [batch, whole seq] rows.
 void mamba_mixer::move_y(bool to_heads, tensor::const_tensor_view from, tensor::tensor_view to) {
   const int di = d_inner(), sdi = cp_.d_inner(), rows = seq_ * batch_, srows = scan_seq_ * batch_;
-  tensor::tensor local({rows, di}, from.type, tensor::memory_kind::activations);
-  tensor::tensor whole({srows, sdi}, from.type, tensor::memory_kind::activations);
+  tensor::tensor local({rows, di}, from.type, tensor::memory_kind::activations, from.where);
+  tensor::tensor whole({srows, sdi}, from.type, tensor::memory_kind::activations, from.where);
   if (to_heads) {
     copy_columns(local.view(), {sb, di, 0}, from, {bs, di, 0}, di, seq_, batch_);
     cp_.to_heads(part::x, batch_, local.view(), whole.view());
@@ -304,8 +304,9 @@ void mamba_mixer::conv_gradients(parameter_store& store, tensor::tensor_view dx,
     return kernels::causal_conv1d_backward(dx, store.grad(conv_weight_), store.grad(conv_bias_), dact, x, w, bias,
                                            batch, seq, channels, width, true);
   const auto gtype = store.grad(conv_weight_).type;
-  tensor::tensor dw({channels, 1, width}, gtype, tensor::memory_kind::activations);
-  tensor::tensor db({channels}, gtype, tensor::memory_kind::activations);
+  const auto where = dact.where;
+  tensor::tensor dw({channels, 1, width}, gtype, tensor::memory_kind::activations, where);
+  tensor::tensor db({channels}, gtype, tensor::memory_kind::activations, where);
   kernels::causal_conv1d_backward(dx, dw.view(), db.view(), dact, x, w, bias, batch, seq, channels, width, true);
   cp_.add_conv_rows(store.grad(conv_weight_), dw.view(), width);
   cp_.add_conv_rows(store.grad(conv_bias_), db.view(), 1);

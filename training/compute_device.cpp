@@ -23,14 +23,18 @@ tensor::device compute_device(int local_rank) {
   throw std::invalid_argument("MACTOR_DEVICE=" + value + ": use cpu (the default) or cuda");
 }
 
-std::string device_gaps(const config::megatron_args& a, bool mamba) {
+std::string device_gaps(const config::megatron_args& a) {
   std::vector<std::string> gaps;
-  if (mamba) gaps.push_back("Mamba layers (the SSD scan, causal convolution and gated norm run on the host)");
   // fp8's GEMM operands are rounded through fp8 by the device's kernels; --fp8-param-gather's
   // weight bytes and their casts live on the host.
   if (a.transformer_engine.fp8 && a.transformer_engine.fp8_param_gather)
     gaps.push_back("--fp8-param-gather (the fp8 weight bytes are cast and gathered on the host)");
   // fp32, bf16 and fp16 moments live on the device (model::scaled_state); fp8's E4M3 codes on the host.
+  // Megatron's HybridDeviceOptimizer keeps the optimizer in host memory to spare the GPU's; here
+  // the optimizer runs beside the model, so the offload would not spare anything.
+  if (a.training.optimizer_cpu_offload)
+    gaps.push_back("--optimizer-cpu-offload (the optimizer runs beside the model on the GPU; its host placement "
+                   "is not built)");
   // (validation turns the flags' values into torch's names: say them as the flags spell them)
   const auto spelled = [](const std::string& dtype) {
     const auto type = model::parse_state_dtype(dtype);

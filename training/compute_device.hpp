@@ -15,8 +15,8 @@ namespace mactor::training {
 /// when the device cannot be used (no backend module, no such GPU).
 tensor::device compute_device(int local_rank);
 
-/// What of the run `a` (a Mamba model's when `mamba`) has no device path yet, as one message
-/// naming each flag and the fix; empty when the whole run can train on a GPU.
-std::string device_gaps(const config::megatron_args& a, bool mamba);
+/// What of the run `a` has no device path yet, as one message naming each flag and the fix;
+/// empty when the whole run can train on a GPU.
+std::string device_gaps(const config::megatron_args& a);
 
 }  // namespace mactor::training

@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/row_reduction.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 #include "kernels/dispatch.hpp"
 
 namespace mactor::kernels {
@@ -122,6 +123,7 @@ void causal_conv1d_forward(tensor::tensor_view y, tensor::const_tensor_view x,
   detail::need(k, "y", y, n), detail::need(k, "x", x, n);
   detail::need(k, "w", w, std::int64_t(channels) * width);
   detail::need_optional(k, "bias", bias, channels);
+  if (on_device(y)) return device_kernels_for(k, y).causal_conv1d_forward(y, x, w, bias, batch, seq, channels, width, silu);
   detail::fp32_stage stage;
   dispatch_compute(k, y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
@@ -145,6 +147,9 @@ void causal_conv1d_backward(tensor::tensor_view dx, tensor::tensor_view dw,
   detail::need(k, "w", w, std::int64_t(channels) * width);
   detail::need_optional(k, "dbias", dbias, channels);
   detail::need_optional(k, "bias", bias, channels);
+  if (on_device(dy))
+    return device_kernels_for(k, dy).causal_conv1d_backward(dx, dw, dbias, dy, x, w, bias, batch, seq, channels, width,
+                                                            silu);
   detail::fp32_stage stage;
   dispatch_compute(k, dy.type, dy.where, [&](auto zero) {
     using T = decltype(zero);

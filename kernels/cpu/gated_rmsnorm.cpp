@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/row_reduction.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 #include "kernels/dispatch.hpp"
 
 namespace mactor::kernels {
@@ -101,6 +102,7 @@ void gated_rmsnorm_forward(tensor::tensor_view y, tensor::tensor_view rstd,
   const std::int64_t nd = std::int64_t(n) * d;
   detail::need(k, "y", y, nd), detail::need(k, "x", x, nd), detail::need(k, "z", z, nd);
   detail::need(k, "rstd", rstd, nd / group_size), detail::need(k, "weight", weight, d);
+  if (on_device(y)) return device_kernels_for(k, y).gated_rmsnorm_forward(y, rstd, x, z, weight, n, d, group_size, eps);
   detail::fp32_stage stage;
   dispatch_compute(k, y.type, y.where, [&](auto zero) {
     using T = decltype(zero);
@@ -125,6 +127,8 @@ void gated_rmsnorm_backward(tensor::tensor_view dx, tensor::tensor_view dz,
   detail::need(k, "x", x, nd), detail::need(k, "z", z, nd);
   detail::need_optional(k, "dweight", dweight, d), detail::need(k, "weight", weight, d);
   detail::need(k, "rstd", rstd, nd / group_size);
+  if (on_device(dy))
+    return device_kernels_for(k, dy).gated_rmsnorm_backward(dx, dz, dweight, dy, x, z, weight, rstd, n, d, group_size);
   detail::fp32_stage stage;
   dispatch_compute(k, dy.type, dy.where, [&](auto zero) {
     using T = decltype(zero);

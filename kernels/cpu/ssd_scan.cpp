@@ -9,6 +9,7 @@
 #include "kernels/cpu/ssd_chunk.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 #include "kernels/dispatch.hpp"
 
 namespace mactor::kernels {
@@ -119,6 +120,7 @@ void ssd_scan_forward(tensor::tensor_view y, tensor::tensor_view states,
   detail::need(k, "B", B, rows * s.groups * s.state), detail::need(k, "C", C, rows * s.groups * s.state);
   detail::need(k, "A_log", A_log, s.heads), detail::need(k, "D", D, s.heads);
   detail::need(k, "dt_bias", dt_bias, s.heads);
+  if (on_device(y)) return device_kernels_for(k, y).ssd_scan_forward(y, states, x, dt_raw, A_log, B, C, D, dt_bias, s);
   detail::fp32_stage stage;
   dispatch_compute(k, y.type, y.where, [&](auto zero) {
     using T = decltype(zero);

@@ -10,6 +10,7 @@
 #include "kernels/gemm.hpp"
 #include "kernels/ssd_scan.hpp"
 #include "kernels/cpu/typed.hpp"
+#include "kernels/device_kernels.hpp"
 #include "kernels/dispatch.hpp"
 
 namespace mactor::kernels {
@@ -254,6 +255,9 @@ void ssd_scan_backward(tensor::tensor_view dx, tensor::tensor_view ddt_raw,
                             {"ddt_bias", ddt_bias, s.heads}, {"A_log", A_log, s.heads},
                             {"D", D, s.heads}, {"dt_bias", dt_bias, s.heads}})
     detail::need(k, name, v, n);
+  if (on_device(dx))
+    return device_kernels_for(k, dx).ssd_scan_backward(dx, ddt_raw, dA_log, dB, dC, dD, ddt_bias, dy, states, x,
+                                                       dt_raw, A_log, B, C, D, dt_bias, s);
   detail::fp32_stage stage;
   dispatch_compute(k, dx.type, dx.where, [&](auto zero) {
     using T = decltype(zero);

@@ -14,6 +14,7 @@
 #include "kernels/cuda/fp8.hpp"
 #include "kernels/cuda/gemm.hpp"
 #include "kernels/cuda/layernorm.hpp"
+#include "kernels/cuda/mamba.hpp"
 #include "kernels/cuda/mla_rope.hpp"
 #include "kernels/cuda/moe_permute.hpp"
 #include "kernels/cuda/reductions.hpp"
@@ -25,6 +26,8 @@
 #include "kernels/cuda/tensor_ops.hpp"
 #include "kernels/device_kernels.hpp"
 #include "kernels/dispatch.hpp"
+#include "kernels/ssd_scan.hpp"
+#include "tensor/transfer.hpp"
 #include "tensor/cuda/copy.hpp"
 #include "tensor/cuda/current_stream.hpp"
 #include "tensor/cuda/device.hpp"
@@ -38,6 +41,31 @@ namespace {
 using tensor::dtype;
 
 stream_handle current() { return mactor::cuda::current_stream(); }
+
+// A kernel with no CUDA version yet, run by the CPU's on host copies of its views: every view
+// comes down (outputs too, for those the kernel accumulates into), and finish() puts the outputs
+// back up. The copies wait for the stream, so the kernel sees what was queued before it.
+class host_detour {
+ public:
+  tensor::const_tensor_view in(tensor::const_tensor_view v) {
+    if (!v.data) return {};
+    held_.push_back(tensor::copy_to(v, tensor::cpu, tensor::memory_kind::other));
+    return held_.back().view();
+  }
+  tensor::tensor_view out(tensor::tensor_view v) {
+    if (!v.data) return {};
+    held_.push_back(tensor::copy_to(v, tensor::cpu, tensor::memory_kind::other));
+    outputs_.emplace_back(v, held_.size() - 1);
+    return held_.back().view();
+  }
+  void finish() {
+    for (const auto& [device_view, i] : outputs_) tensor::copy_between(device_view, held_[i].view());
+  }
+
+ private:
+  std::vector<tensor::tensor> held_;  // a tensor's bytes stay put when the vector grows
+  std::vector<std::pair<tensor::tensor_view, std::size_t>> outputs_;
+};
 
 // One GEMM of the linears: bf16 operands through cuBLASLt's bf16 GEMM into a bf16 c, or into an
 // fp32 c (a weight gradient into fp32 main grads); anything else in fp32, 16-bit operands staged.
@@ -278,6 +306,57 @@ class cuda_tensor_kernels final : public device_kernels {
     const adam_tensor t{static_cast<float*>(value.data), static_cast<const float*>(grad.data),
                         static_cast<float*>(exp_avg.data), static_cast<float*>(exp_avg_sq.data), value.numel()};
     cuda::adam_step({&t, 1}, h, current());
+  }
+  void copy_columns(view dst, column_block to, input src, column_block from, int columns, int seq,
+                    int batch) override {
+    const auto side = [](column_block c) {
+      return cuda::column_side{c.width, c.first_column, c.order == row_order::batch_seq};
+    };
+    cuda::copy_columns(dst.data, side(to), src.data, side(from), tensor::size_of(dst.type), columns, seq, batch,
+                       current());
+  }
+  void causal_conv1d_forward(view y, input x, input w, input bias, int batch, int seq, int channels, int width,
+                             bool silu) override {
+    device_stage k("causal_conv1d_forward");
+    cuda::causal_conv1d_forward(k.f32(y), k.f32(x), k.f32(w), k.f32(bias), batch, seq, channels, width, silu,
+                                current());
+  }
+  void causal_conv1d_backward(view dx, view dw, view dbias, input dy, input x, input w, input bias, int batch, int seq,
+                              int channels, int width, bool silu) override {
+    device_stage k("causal_conv1d_backward");
+    // Freed when this returns, before the kernels ran: safe on the device's one compute stream.
+    mactor::cuda::device_buffer dpre({std::int64_t(batch) * seq * channels}, dtype::float32, dy.where.index);
+    cuda::causal_conv1d_backward(k.f32(dx), k.f32(dw), k.f32(dbias), k.f32(dy), k.f32(x), k.f32(w), k.f32(bias),
+                                 dpre.as<float>(), batch, seq, channels, width, silu, current());
+  }
+  void gated_rmsnorm_forward(view y, view rstd, input x, input z, input weight, int n, int d, int group_size,
+                             double eps) override {
+    device_stage k("gated_rmsnorm_forward");
+    cuda::gated_rmsnorm_forward(k.f32(y), k.f32(rstd), k.f32(x), k.f32(z), k.f32(weight), n, d, group_size,
+                                float(eps), current());
+  }
+  void gated_rmsnorm_backward(view dx, view dz, view dweight, input dy, input x, input z, input weight, input rstd,
+                              int n, int d, int group_size) override {
+    device_stage k("gated_rmsnorm_backward");
+    cuda::gated_rmsnorm_backward(k.f32(dx), k.f32(dz), k.f32(dweight), k.f32(dy), k.f32(x), k.f32(z), k.f32(weight),
+                                 k.f32(rstd), n, d, group_size, current());
+  }
+  // The SSD scan: the CPU's chunked kernels on host copies until a CUDA scan is written.
+  void ssd_scan_forward(view y, view states, input x, input dt_raw, input A_log, input B, input C, input D,
+                        input dt_bias, const ssd_shape& s) override {
+    host_detour h;
+    kernels::ssd_scan_forward(h.out(y), h.out(states), h.in(x), h.in(dt_raw), h.in(A_log), h.in(B), h.in(C), h.in(D),
+                              h.in(dt_bias), s);
+    h.finish();
+  }
+  void ssd_scan_backward(view dx, view ddt_raw, view dA_log, view dB, view dC, view dD, view ddt_bias, input dy,
+                         input states, input x, input dt_raw, input A_log, input B, input C, input D, input dt_bias,
+                         const ssd_shape& s) override {
+    host_detour h;
+    kernels::ssd_scan_backward(h.out(dx), h.out(ddt_raw), h.out(dA_log), h.out(dB), h.out(dC), h.out(dD),
+                               h.out(ddt_bias), h.in(dy), h.in(states), h.in(x), h.in(dt_raw), h.in(A_log), h.in(B),
+                               h.in(C), h.in(D), h.in(dt_bias), s);
+    h.finish();
   }
   void sgd_step(view value, input grad, view momentum_buffer, const sgd_hyperparameters& h) override {
     cuda::sgd_step(static_cast<float*>(value.data), static_cast<const float*>(grad.data),

@@ -12,12 +12,15 @@
 #include "kernels/adam.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/bias.hpp"
+#include "kernels/causal_conv1d.hpp"
+#include "kernels/column_copy.hpp"
 #include "kernels/convert.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/cuda/tensor_kernels.hpp"
 #include "kernels/dropout.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/fp8.hpp"
+#include "kernels/gated_rmsnorm.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
@@ -28,6 +31,7 @@
 #include "kernels/ring_attention_block.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/sgd.hpp"
+#include "kernels/ssd_scan.hpp"
 #include "kernels/swiglu.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "tensor/cuda/copy.hpp"
@@ -375,4 +379,50 @@ TEST_CASE("cuda entry points: fp8 rounding gives the host's bits per tensor and 
         require_same("round_through_fp8_blocks", out, 0);
       }
   }
+}
+
+TEST_CASE("cuda entry points: the Mamba mixer's copies, conv1d, gated norm and scan agree with the host", "[cuda][device]") {
+  start_on_device();
+  std::mt19937 rng(29);
+  const int batch = 3, seq = 37, channels = 24, width = 4, n = batch * seq;
+  // Columns 5..16 of a [seq, batch] matrix of width 24 into columns 2..13 of a [batch, seq] one of width 20.
+  auto src = random_pair(std::int64_t(n) * channels, rng), dst = random_pair(std::int64_t(n) * 20, rng);
+  const kernels::column_block from{kernels::row_order::seq_batch, channels, 5}, to{kernels::row_order::batch_seq, 20, 2};
+  kernels::copy_columns(dst.host, to, src.host, from, 12, seq, batch);
+  kernels::copy_columns(dst.device, to, src.device, from, 12, seq, batch);
+  require_same("copy_columns", dst, 0);
+  auto x = random_pair(std::int64_t(n) * channels, rng), w = random_pair(channels * width, rng);
+  auto bias = random_pair(channels, rng), y = random_pair(std::int64_t(n) * channels, rng);
+  kernels::causal_conv1d_forward(y.host, x.host, w.host, bias.host, batch, seq, channels, width, true);
+  kernels::causal_conv1d_forward(y.device, x.device, w.device, bias.device, batch, seq, channels, width, true);
+  require_same("causal_conv1d_forward", y, 1e-5);
+  auto dx = random_pair(std::int64_t(n) * channels, rng), dw = random_pair(channels * width, rng);
+  auto dbias = random_pair(channels, rng);
+  kernels::causal_conv1d_backward(dx.host, dw.host, dbias.host, y.host, x.host, w.host, bias.host, batch, seq, channels,
+                                  width, true);
+  kernels::causal_conv1d_backward(dx.device, dw.device, dbias.device, y.device, x.device, w.device, bias.device, batch,
+                                  seq, channels, width, true);
+  require_same("causal_conv1d_backward dx", dx, 1e-5), require_same("causal_conv1d_backward dw", dw, 1e-4);
+  require_same("causal_conv1d_backward dbias", dbias, 1e-4);
+  const int groups = 3, d = channels;
+  auto z = random_pair(std::int64_t(n) * d, rng), gw = random_pair(d, rng), rstd = random_pair(n * groups, rng);
+  kernels::gated_rmsnorm_forward(y.host, rstd.host, x.host, z.host, gw.host, n, d, d / groups, 1e-5);
+  kernels::gated_rmsnorm_forward(y.device, rstd.device, x.device, z.device, gw.device, n, d, d / groups, 1e-5);
+  require_same("gated_rmsnorm_forward", y, 1e-5), require_same("gated_rmsnorm_forward rstd", rstd, 1e-5);
+  auto dz = random_pair(std::int64_t(n) * d, rng), dgw = random_pair(d, rng);
+  kernels::gated_rmsnorm_backward(dx.host, dz.host, dgw.host, y.host, x.host, z.host, gw.host, rstd.host, n, d, d / groups);
+  kernels::gated_rmsnorm_backward(dx.device, dz.device, dgw.device, y.device, x.device, z.device, gw.device, rstd.device,
+                                  n, d, d / groups);
+  require_same("gated_rmsnorm_backward dx", dx, 1e-4), require_same("gated_rmsnorm_backward dz", dz, 1e-4);
+  require_same("gated_rmsnorm_backward dweight", dgw, 1e-4);
+  // The scan runs the CPU's kernel on host copies: the host's bits.
+  const kernels::ssd_shape s{.batch = 2, .seq = 40, .heads = 4, .head_dim = 8, .groups = 2, .state = 8, .chunk = 16};
+  const std::int64_t rows = std::int64_t(s.batch) * s.seq, xn = rows * s.heads * s.head_dim, bn = rows * s.groups * s.state;
+  auto sx = random_pair(xn, rng), dt = random_pair(rows * s.heads, rng), A_log = random_pair(s.heads, rng);
+  auto B = random_pair(bn, rng), C = random_pair(bn, rng), D = random_pair(s.heads, rng), dt_bias = random_pair(s.heads, rng);
+  auto sy = random_pair(xn, rng), states = random_pair(s.states_size(), rng);
+  kernels::ssd_scan_forward(sy.host, states.host, sx.host, dt.host, A_log.host, B.host, C.host, D.host, dt_bias.host, s);
+  kernels::ssd_scan_forward(sy.device, states.device, sx.device, dt.device, A_log.device, B.device, C.device, D.device,
+                            dt_bias.device, s);
+  require_same("ssd_scan_forward", sy, 0), require_same("ssd_scan_forward states", states, 0);
 }

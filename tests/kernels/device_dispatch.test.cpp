@@ -25,6 +25,10 @@
 #include "kernels/rmsnorm.hpp"
 #include "kernels/rope.hpp"
 #include "kernels/sgd.hpp"
+#include "kernels/ssd_scan.hpp"
+#include "kernels/causal_conv1d.hpp"
+#include "kernels/column_copy.hpp"
+#include "kernels/gated_rmsnorm.hpp"
 #include "kernels/squared_relu.hpp"
 #include "kernels/swiglu.hpp"
 #include "kernels/tensor_ops.hpp"
@@ -142,6 +146,32 @@ class recording_kernels final : public kernels::device_kernels {
     note("count_zeros", x, {x.numel()});
     return 3.0;
   }
+  void copy_columns(view dst, kernels::column_block, input, kernels::column_block, int columns, int seq,
+                    int batch) override {
+    note("copy_columns", dst, {columns, seq, batch});
+  }
+  void causal_conv1d_forward(view y, input, input, input, int batch, int seq, int channels, int width, bool) override {
+    note("causal_conv1d_forward", y, {batch, seq, channels, width});
+  }
+  void causal_conv1d_backward(view dx, view, view, input, input, input, input, int batch, int seq, int channels,
+                              int width, bool) override {
+    note("causal_conv1d_backward", dx, {batch, seq, channels, width});
+  }
+  void gated_rmsnorm_forward(view y, view, input, input, input, int n, int d, int group_size, double) override {
+    note("gated_rmsnorm_forward", y, {n, d, group_size});
+  }
+  void gated_rmsnorm_backward(view dx, view, view, input, input, input, input, input, int n, int d,
+                              int group_size) override {
+    note("gated_rmsnorm_backward", dx, {n, d, group_size});
+  }
+  void ssd_scan_forward(view y, view, input, input, input, input, input, input, input,
+                        const kernels::ssd_shape& s) override {
+    note("ssd_scan_forward", y, {s.batch, s.seq, s.heads, s.chunk});
+  }
+  void ssd_scan_backward(view dx, view, view, view, view, view, view, input, input, input, input, input, input, input,
+                         input, input, const kernels::ssd_shape& s) override {
+    note("ssd_scan_backward", dx, {s.batch, s.seq, s.heads, s.chunk});
+  }
   void sgd_step(view value, input, view buf, const kernels::sgd_hyperparameters& h) override {
     note("sgd_step", value, {value.numel(), buf.data ? 1 : 0, h.first_step ? 1 : 0});
   }
@@ -246,6 +276,14 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
   kernels::adam_step(X, Y, Z, W, h);
   CHECK(kernels::sum_of_squares(Y) == 2.5);  // the backend's result comes back
   CHECK(kernels::count_zeros(Z) == 3.0);
+  kernels::copy_columns(X, {kernels::row_order::batch_seq, 8, 2}, Y, {kernels::row_order::seq_batch, 8, 0}, 4, 2, 4);
+  kernels::causal_conv1d_forward(X, Y, S, {}, 2, 4, 8, 1, true);
+  kernels::causal_conv1d_backward(X, S, {}, Y, Z, S, {}, 2, 4, 8, 1, true);
+  kernels::gated_rmsnorm_forward(X, S, Y, Z, S, 4, 8, 4, 1e-5);
+  kernels::gated_rmsnorm_backward(X, Z, S, Y, Z, W, S, S, 4, 8, 4);
+  kernels::ssd_shape ssd{.batch = 1, .seq = 4, .heads = 2, .head_dim = 2, .groups = 1, .state = 2, .chunk = 2};
+  kernels::ssd_scan_forward(X, Y, Z, S, S, W, W, S, S, ssd);
+  kernels::ssd_scan_backward(X, S, S, Y, Z, S, S, W, Y, Z, S, S, W, W, S, S, ssd);
   kernels::sgd_hyperparameters sgd;
   sgd.momentum = 0.9, sgd.first_step = true;
   kernels::sgd_step(X, Y, Z, sgd);
@@ -299,6 +337,13 @@ TEST_CASE("the tensor entry points hand device views to the device's backend wit
       {"adam_step", X.data, {64, 4}},
       {"sum_of_squares", Y.data, {64}},
       {"count_zeros", Z.data, {64}},
+      {"copy_columns", X.data, {4, 2, 4}},
+      {"causal_conv1d_forward", X.data, {2, 4, 8, 1}},
+      {"causal_conv1d_backward", X.data, {2, 4, 8, 1}},
+      {"gated_rmsnorm_forward", X.data, {4, 8, 4}},
+      {"gated_rmsnorm_backward", X.data, {4, 8, 4}},
+      {"ssd_scan_forward", X.data, {1, 4, 2, 2}},
+      {"ssd_scan_backward", X.data, {1, 4, 2, 2}},
       {"sgd_step", X.data, {64, 1, 1}},
       {"sgd_step", X.data, {64, 0, 0}},
       {"amax", W.data, {64}},

@@ -10,12 +10,15 @@
 #include "kernels/adam.hpp"
 #include "kernels/attention.hpp"
 #include "kernels/bias.hpp"
+#include "kernels/causal_conv1d.hpp"
+#include "kernels/column_copy.hpp"
 #include "kernels/convert.hpp"
 #include "kernels/cross_entropy.hpp"
 #include "kernels/device_kernels.hpp"
 #include "kernels/dropout.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gelu.hpp"
+#include "kernels/gated_rmsnorm.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/layernorm.hpp"
 #include "kernels/mla_rope.hpp"
@@ -27,6 +30,7 @@
 #include "kernels/sgd.hpp"
 #include "kernels/fp8.hpp"
 #include "kernels/squared_relu.hpp"
+#include "kernels/ssd_scan.hpp"
 #include "kernels/swiglu.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "tests/kernels/pseudo_device_arena.hpp"
@@ -262,6 +266,43 @@ class pseudo_kernels final : public k::device_kernels {
   double count_zeros(input x) override {
     call c("count_zeros", {x});
     return k::count_zeros(h(x));
+  }
+  void copy_columns(view dst, k::column_block to, input src, k::column_block from, int columns, int seq,
+                    int batch) override {
+    call c("copy_columns", {dst, src});
+    k::copy_columns(h(dst), to, h(src), from, columns, seq, batch);
+  }
+  void causal_conv1d_forward(view y, input x, input w, input bias, int batch, int seq, int channels, int width,
+                             bool silu) override {
+    call c("causal_conv1d_forward", {y, x, w, bias});
+    k::causal_conv1d_forward(h(y), h(x), h(w), h(bias), batch, seq, channels, width, silu);
+  }
+  void causal_conv1d_backward(view dx, view dw, view dbias, input dy, input x, input w, input bias, int batch, int seq,
+                              int channels, int width, bool silu) override {
+    call c("causal_conv1d_backward", {dx, dw, dbias, dy, x, w, bias});
+    k::causal_conv1d_backward(h(dx), h(dw), h(dbias), h(dy), h(x), h(w), h(bias), batch, seq, channels, width, silu);
+  }
+  void gated_rmsnorm_forward(view y, view rstd, input x, input z, input weight, int n, int d, int group_size,
+                             double eps) override {
+    call c("gated_rmsnorm_forward", {y, rstd, x, z, weight});
+    k::gated_rmsnorm_forward(h(y), h(rstd), h(x), h(z), h(weight), n, d, group_size, eps);
+  }
+  void gated_rmsnorm_backward(view dx, view dz, view dweight, input dy, input x, input z, input weight, input rstd,
+                              int n, int d, int group_size) override {
+    call c("gated_rmsnorm_backward", {dx, dz, dweight, dy, x, z, weight, rstd});
+    k::gated_rmsnorm_backward(h(dx), h(dz), h(dweight), h(dy), h(x), h(z), h(weight), h(rstd), n, d, group_size);
+  }
+  void ssd_scan_forward(view y, view states, input x, input dt_raw, input A_log, input B, input C, input D,
+                        input dt_bias, const k::ssd_shape& s) override {
+    call c("ssd_scan_forward", {y, states, x, dt_raw, A_log, B, C, D, dt_bias});
+    k::ssd_scan_forward(h(y), h(states), h(x), h(dt_raw), h(A_log), h(B), h(C), h(D), h(dt_bias), s);
+  }
+  void ssd_scan_backward(view dx, view ddt_raw, view dA_log, view dB, view dC, view dD, view ddt_bias, input dy,
+                         input states, input x, input dt_raw, input A_log, input B, input C, input D, input dt_bias,
+                         const k::ssd_shape& s) override {
+    call c("ssd_scan_backward", {dx, ddt_raw, dA_log, dB, dC, dD, ddt_bias, dy, states, x, dt_raw, A_log, B, C, D, dt_bias});
+    k::ssd_scan_backward(h(dx), h(ddt_raw), h(dA_log), h(dB), h(dC), h(dD), h(ddt_bias), h(dy), h(states), h(x),
+                         h(dt_raw), h(A_log), h(B), h(C), h(D), h(dt_bias), s);
   }
   void sgd_step(view value, input grad, view buf, const k::sgd_hyperparameters& hp) override {
     call c("sgd_step", {value, grad, buf});

@@ -149,6 +149,15 @@ TEST_CASE("fp8 GEMMs on the pseudo-device give the host's loss and gradients bit
   }
 }
 
+TEST_CASE("a hybrid Mamba chunk on the pseudo-device gives the host's loss and gradients bit for bit") {
+  for (const auto type : {tensor::dtype::float32, tensor::dtype::bfloat16}) {
+    auto c = test::hybrid_style("M*-M");
+    c.params_dtype = type;
+    c.hidden_dropout = 0.1f;
+    check_same_on_device(c);
+  }
+}
+
 TEST_CASE("Adam with fp16 moments on the pseudo-device gives the host's parameters bit for bit") {
   auto c = test::llama_style();
   c.hidden_dropout = 0.1f;

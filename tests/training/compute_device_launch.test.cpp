@@ -31,8 +31,9 @@ TEST_CASE("pretrain_gpt with an unknown MACTOR_DEVICE exits 2 naming the variabl
 TEST_CASE("pretrain_gpt on a device refuses the flags with no device path yet with exit status 2 naming each") {
   // The pseudo-device build has a device: the flags are what is refused.
   expect_user_error(bin_dir() + "/pretrain_gpt_on_pseudo_device " + tiny +
-                        " --bf16 --fp8-format e4m3 --fp8-param-gather --use-distributed-optimizer",
-                    {"not built on a GPU yet", "--fp8-param-gather", "MACTOR_DEVICE=cpu"});
+                        " --bf16 --fp8-format e4m3 --fp8-param-gather --use-distributed-optimizer "
+                        "--optimizer-cpu-offload --use-precision-aware-optimizer",
+                    {"not built on a GPU yet", "--fp8-param-gather", "--optimizer-cpu-offload", "MACTOR_DEVICE=cpu"});
   // fp8 Adam moments too: under the launcher, both ranks say so.
   expect_user_error(mactor_bin() + " -np 2 --oversubscribe " + bin_dir() + "/pretrain_gpt_on_pseudo_device " + tiny +
                         " --global-batch-size 2 --bf16 --use-distributed-optimizer --use-precision-aware-optimizer --exp-avg-dtype fp8 "

@@ -4,8 +4,8 @@
 // rank (fp32, bf16), tensor, pipeline and data parallelism (the collectives and the pipeline's
 // transfers take device tensors through host copies), the distributed optimizer, fp16 loss
 // scaling, the per-token loss, Megatron FSDP (ZeRO-3), context parallelism by ring attention,
-// all-to-all and all-gather, SGD, fp16 Adam moments, fp8 GEMMs (delayed under TP2, mxfp8), the
-// zero-bubble schedules (their W pass),
+// all-to-all and all-gather, SGD, fp16 Adam moments, fp8 GEMMs (delayed under TP2, mxfp8), hybrid
+// Mamba models (pretrain_mamba: one rank bf16, CP2, TP2 with SP), the zero-bubble schedules (their W pass),
 // MoE expert parallelism with delayed weight gradients; checkpoints
 // saved on either side and loaded on the other.
 #include <catch2/catch.hpp>
@@ -101,6 +101,39 @@ TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines
 
 TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (fp8 mxfp8)") {
   check_same_log("--bf16 --fp8-format e4m3 --fp8-recipe mxfp8");
+}
+
+// A hybrid Mamba model (pretrain_mamba, pattern M*-M): its conv, SSD scan and gated norm on the device.
+std::string hybrid_flags(const std::string& extra) {
+  return "--mock-data --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 "
+         "--spec megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec --hybrid-override-pattern M*-M "
+         "--mamba-state-dim 8 --mamba-head-dim 8 --mamba-num-groups 2 --is-hybrid-model "
+         "--position-embedding-type none --normalization RMSNorm --disable-bias-linear "
+         "--untie-embeddings-and-output-weights --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2 "
+         "--global-batch-size 8 --train-iters 6 --lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 "
+         "--clip-grad 1.0 --weight-decay 0.1 --init-method-std 0.1 --tokenizer-type NullTokenizer --vocab-size 8191 "
+         "--hidden-dropout 0.1 --attention-dropout 0 --log-interval 1 --eval-interval 3 --eval-iters 1 --seed 99 "
+         "--log-num-zeros-in-grad --log-params-norm " +
+         extra;
+}
+
+void check_same_hybrid_log(const std::string& extra, int ranks) {
+  INFO("flags: " << extra);
+  const auto host = launch(ranks, hybrid_flags(extra), 0, "pretrain_mamba");
+  const auto device = launch(ranks, hybrid_flags(extra), 0, "pretrain_mamba_on_pseudo_device");
+  const auto want = iteration_lines(host.out);
+  REQUIRE(want.size() == 6);
+  CHECK(iteration_lines(device.out) == want);
+  CHECK(parse_losses(device.out).validation == parse_losses(host.out).validation);
+}
+
+TEST_CASE("pretrain_mamba on the pseudo-device logs the host run's iteration lines (hybrid M*-M bf16)") {
+  check_same_hybrid_log("--bf16", 1);
+}
+
+TEST_CASE("pretrain_mamba on the pseudo-device logs the host run's iteration lines (hybrid CP2 and TP2 with SP)") {
+  check_same_hybrid_log("--context-parallel-size 2", 2);
+  check_same_hybrid_log("--tensor-model-parallel-size 2 --sequence-parallel", 2);
 }
 
 TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines (SGD with momentum)") {

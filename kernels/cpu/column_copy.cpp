@@ -1,10 +1,13 @@
-// Column-block copies between [seq, batch] and [batch, seq] row orders.
-#include "model/mamba_layout.hpp"
+// Column-block copies between [seq, batch] and [batch, seq] row orders, and the entry point's
+// checks (a device's copies go to its backend).
+#include "kernels/column_copy.hpp"
 
 #include <cstdint>
 #include <cstring>
 
-namespace mactor::model {
+#include "kernels/device_kernels.hpp"
+
+namespace mactor::kernels {
 
 namespace {
 
@@ -16,12 +19,13 @@ std::int64_t row_of(row_order order, int t, int b, int seq, int batch) {
 
 void copy_columns(tensor::tensor_view dst, column_block to, tensor::const_tensor_view src,
                   column_block from, int columns, int seq, int batch) {
-  if (dst.type != src.type || dst.where != tensor::cpu || src.where != tensor::cpu)
-    throw tensor::tensor_error("copy_columns: both views must be host tensors of one dtype");
+  if (dst.type != src.type || dst.where != src.where)
+    throw tensor::tensor_error("copy_columns: both views must be of one dtype on one device");
   const std::int64_t rows = std::int64_t(seq) * batch;
   if (dst.numel() < rows * to.width || src.numel() < rows * from.width ||
       to.first_column + columns > to.width || from.first_column + columns > from.width)
     throw tensor::tensor_error("copy_columns: the column block does not fit its matrices");
+  if (on_device(dst)) return device_kernels_for("copy_columns", dst).copy_columns(dst, to, src, from, columns, seq, batch);
   const std::size_t elem = tensor::size_of(dst.type), bytes = std::size_t(columns) * elem;
   auto* out = static_cast<char*>(dst.data);
   const auto* in = static_cast<const char*>(src.data);
@@ -35,4 +39,4 @@ void copy_columns(tensor::tensor_view dst, column_block to, tensor::const_tensor
   }
 }
 
-}  // namespace mactor::model
+}  // namespace mactor::kernels
