@@ -1,4 +1,4 @@
-// Ring attention's blocks (online softmax forward, recomputing backward) and the ring driver.
+// Ring attention's driver (kernels/ring_attention_block.hpp holds a block step's math).
 #include "model/ring_attention.hpp"
 
 #include <algorithm>

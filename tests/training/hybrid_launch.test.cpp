@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "tests/training/hybrid_flags.hpp"
 #include "tests/training/launch_support.hpp"
 
 using namespace mactor::test;
@@ -20,16 +21,7 @@ namespace {
 
 const std::string mamba = "pretrain_mamba";
 
-std::string model_flags() {
-  return "--mock-data --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 "
-         "--spec megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec --hybrid-override-pattern M*-M "
-         "--mamba-state-dim 8 --mamba-head-dim 8 --mamba-num-groups 2 --is-hybrid-model "
-         "--position-embedding-type none --normalization RMSNorm --disable-bias-linear "
-         "--untie-embeddings-and-output-weights --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2 "
-         "--global-batch-size 8 --train-iters 6 --lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 "
-         "--clip-grad 1.0 --weight-decay 0.1 --init-method-std 0.1 --tokenizer-type NullTokenizer --vocab-size 8191 "
-         "--hidden-dropout 0.1 --attention-dropout 0 --log-interval 1 --eval-interval 3 --eval-iters 1 --seed 99";
-}
+std::string model_flags() { return hybrid_model_flags(); }
 
 // Saved at iteration 3 by one process (or two with the layout `saved_by`), loaded by `ranks`
 // processes with `layout` (a torch-format checkpoint loads only under the layout that saved it,

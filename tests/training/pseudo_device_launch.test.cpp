@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tests/training/checkpoint_compare.hpp"
+#include "tests/training/hybrid_flags.hpp"
 #include "tests/training/launch_support.hpp"
 
 using namespace mactor::test;
@@ -105,16 +106,7 @@ TEST_CASE("pretrain_gpt on the pseudo-device logs the host run's iteration lines
 
 // A hybrid Mamba model (pretrain_mamba, pattern M*-M): its conv, SSD scan and gated norm on the device.
 std::string hybrid_flags(const std::string& extra) {
-  return "--mock-data --num-layers 4 --hidden-size 32 --ffn-hidden-size 64 --num-attention-heads 4 "
-         "--spec megatron.core.models.mamba.mamba_layer_specs mamba_stack_spec --hybrid-override-pattern M*-M "
-         "--mamba-state-dim 8 --mamba-head-dim 8 --mamba-num-groups 2 --is-hybrid-model "
-         "--position-embedding-type none --normalization RMSNorm --disable-bias-linear "
-         "--untie-embeddings-and-output-weights --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2 "
-         "--global-batch-size 8 --train-iters 6 --lr 1e-2 --min-lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 2 "
-         "--clip-grad 1.0 --weight-decay 0.1 --init-method-std 0.1 --tokenizer-type NullTokenizer --vocab-size 8191 "
-         "--hidden-dropout 0.1 --attention-dropout 0 --log-interval 1 --eval-interval 3 --eval-iters 1 --seed 99 "
-         "--log-num-zeros-in-grad --log-params-norm " +
-         extra;
+  return hybrid_model_flags() + " --log-num-zeros-in-grad --log-params-norm " + extra;
 }
 
 void check_same_hybrid_log(const std::string& extra, int ranks) {
