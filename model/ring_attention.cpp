@@ -20,6 +20,7 @@
 #include "kernels/ring_attention_block.hpp"
 #include "kernels/tensor_ops.hpp"
 #include "model/group.hpp"
+#include "model/host_exchange.hpp"
 #include "tensor/transfer.hpp"
 
 namespace mactor::model {
@@ -70,17 +71,9 @@ std::vector<std::int64_t> query_units(const kernels::ring_block_dims& r) {
 // v's elements in host memory as A (widened from a 16-bit dtype), from wherever v is.
 template <typename A>
 std::vector<A> host_values(tensor::const_tensor_view v) {
-  tensor::tensor host = tensor::copy_to(v, tensor::cpu, tensor::memory_kind::activations);
   std::vector<A> out(std::size_t(v.numel()));
-  kernels::convert(tensor::view_of(std::span<A>(out)), host.view());
+  convert_across(tensor::view_of(std::span<A>(out)), v);
   return out;
-}
-// values (of A) into v (rounded once to v's dtype), wherever v is.
-template <typename A>
-void store_values(tensor::tensor_view v, const std::vector<A>& values) {
-  tensor::tensor host({v.numel()}, v.type, tensor::memory_kind::activations);
-  kernels::convert(host.view(), tensor::view_of(std::span<const A>(values)));
-  tensor::copy_between(v, host.view());
 }
 
 // One message of the ring: a key/value block (the model's dtype) and, in the backward, the
@@ -249,7 +242,7 @@ void add_sink_gradient(tensor::tensor_view dsink, tensor::const_tensor_view sink
   }
   const auto before = host_values<A>(dsink);
   for (int h = 0; h < heads; ++h) grad[std::size_t(h)] += before[std::size_t(h)];
-  store_values(dsink, grad);
+  convert_across(dsink, tensor::view_of(std::span<const A>(grad)));  // rounded once to dsink's dtype
 }
 
 }  // namespace

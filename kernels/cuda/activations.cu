@@ -3,6 +3,7 @@
 
 #include "kernels/gelu_constants.hpp"
 #include "kernels/cuda/grid_stride.cuh"
+#include "kernels/cuda/sigmoid.cuh"
 
 namespace mactor::kernels::cuda {
 
@@ -10,7 +11,7 @@ namespace {
 
 using namespace gelu_constants;
 
-__device__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
+using detail::sigmoid;
 
 __global__ void swiglu_forward_kernel(float* y, const float* x, long long count, int f) {
   for (long long e = detail::first_element(); e < count; e += detail::grid_stride()) {

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/grid_stride.cuh"
+#include "kernels/cuda/sigmoid.cuh"
 
 namespace mactor::kernels::cuda {
 
@@ -29,7 +30,7 @@ __global__ void copy_columns_kernel(E* dst, column_side to, const E* src, column
   }
 }
 
-__device__ float sigmoid(float u) { return 1.0f / (1.0f + expf(-u)); }
+using detail::sigmoid;
 
 // The pre-activation of (b, t, c): bias + sum over the window, in the CPU's order.
 __device__ float conv_pre(const float* x, const float* w, const float* bias, int b, int t, int c, int seq,

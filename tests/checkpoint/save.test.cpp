@@ -5,12 +5,12 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
-#include <thread>
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_reader.hpp"
 #include "checkpoint/layout.hpp"
 #include "checkpoint_test_util.hpp"
+#include "tests/tools/rank_threads.hpp"
 
 namespace ck = mactor::checkpoint;
 using ck::test::extract;
@@ -49,19 +49,7 @@ ck::rank_state state_of_rank(const model_tensors& t, int r) {
 }
 
 void save_from_threads(const std::string& dir, std::int64_t iteration, const model_tensors& t) {
-  std::vector<std::thread> ranks;
-  std::vector<std::exception_ptr> errors(4);
-  for (int r = 0; r < 4; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        ck::save(dir, iteration, r, 4, state_of_rank(t, r));
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& th : ranks) th.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  mactor::test::on_rank_threads(4, [&](int r) { ck::save(dir, iteration, r, 4, state_of_rank(t, r)); });
 }
 
 void check_request(const ck::checkpoint_reader& reader, const std::string& name,

@@ -4,9 +4,7 @@
 // a host access the port missed fails here, in CI, without a GPU.
 #include <catch2/catch.hpp>
 
-#include <exception>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "model/fp8_recipe.hpp"
@@ -19,6 +17,7 @@
 #include "tests/kernels/pseudo_device.hpp"
 #include "tests/model/device_step.hpp"
 #include "tests/model/model_fixtures.hpp"
+#include "tests/tools/rank_threads.hpp"
 
 using namespace mactor;
 
@@ -61,29 +60,19 @@ struct rank_result {
 std::vector<rank_result> tensor_parallel_step(const model::gpt_model_config& c, int tp, tensor::device where) {
   auto groups = model::make_local_groups(tp);
   std::vector<rank_result> out(static_cast<std::size_t>(tp));
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(tp));
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < tp; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        tensor::default_device_scope scope(where);
-        auto rc = c;
-        rc.tensor_model_parallel_size = tp, rc.tensor_model_parallel_rank = r;
-        model::gpt_chunk chunk(rc, *groups[std::size_t(r)], {0, c.num_layers, true, true});
-        for (int i = 0; i < 2; ++i) {
-          const auto b = test::make_batch(2, c.seq_length, c.padded_vocab_size, 30 + i);
-          out[std::size_t(r)].loss_sum += chunk.forward(i, b.view(), {}, {}, true, true, 0.5, 60 + i).loss_sum;
-        }
-        for (int i = 1; i >= 0; --i) chunk.backward(i, {}, {});
-        chunk.all_reduce_sequence_parallel_grads();
-        for (auto& p : chunk.parameters()) out[std::size_t(r)].grads.push_back(bytes_of(p.grad));
-      } catch (...) {
-        errors[std::size_t(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : ranks) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  test::on_rank_threads(tp, [&](int r) {
+    tensor::default_device_scope scope(where);
+    auto rc = c;
+    rc.tensor_model_parallel_size = tp, rc.tensor_model_parallel_rank = r;
+    model::gpt_chunk chunk(rc, *groups[std::size_t(r)], {0, c.num_layers, true, true});
+    for (int i = 0; i < 2; ++i) {
+      const auto b = test::make_batch(2, c.seq_length, c.padded_vocab_size, 30 + i);
+      out[std::size_t(r)].loss_sum += chunk.forward(i, b.view(), {}, {}, true, true, 0.5, 60 + i).loss_sum;
+    }
+    for (int i = 1; i >= 0; --i) chunk.backward(i, {}, {});
+    chunk.all_reduce_sequence_parallel_grads();
+    for (auto& p : chunk.parameters()) out[std::size_t(r)].grads.push_back(bytes_of(p.grad));
+  });
   return out;
 }
 

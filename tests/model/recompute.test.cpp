@@ -6,9 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
-#include <exception>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "model/gpt_chunk.hpp"
@@ -16,6 +14,7 @@
 #include "model/recompute.hpp"
 #include "tensor/memory_ledger.hpp"
 #include "tests/model/model_fixtures.hpp"
+#include "tests/tools/rank_threads.hpp"
 
 using namespace mactor;
 using model::recompute_config;
@@ -99,26 +98,15 @@ outcome run(model::gpt_model_config c, int tp_size, int stages) {
   std::vector<std::vector<model::gpt_chunk>> ranks(tp_size);
   outcome out;
   out.losses.resize(tp_size);
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(tp_size);
-  for (int r = 0; r < tp_size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-      auto rc = c;
-      rc.tensor_model_parallel_size = tp_size, rc.tensor_model_parallel_rank = r;
-      const int per = c.num_layers / stages;
-      ranks[r].reserve(stages);
-      for (int s = 0; s < stages; ++s)
-        ranks[r].emplace_back(rc, *groups[r],
-                              model::chunk_layout{s * per, (s + 1) * per, s == 0, s == stages - 1});
-      out.losses[r] = drive(ranks[r], batches);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  test::on_rank_threads(tp_size, [&](int r) {
+    auto rc = c;
+    rc.tensor_model_parallel_size = tp_size, rc.tensor_model_parallel_rank = r;
+    const int per = c.num_layers / stages;
+    ranks[r].reserve(stages);
+    for (int s = 0; s < stages; ++s)
+      ranks[r].emplace_back(rc, *groups[r], model::chunk_layout{s * per, (s + 1) * per, s == 0, s == stages - 1});
+    out.losses[r] = drive(ranks[r], batches);
+  });
   out.activation_peak = ledger.usage(tensor::memory_kind::activations).peak - start;
   for (auto& chunks : ranks)
     for (auto& chunk : chunks) {

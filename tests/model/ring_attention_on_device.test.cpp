@@ -5,10 +5,8 @@
 // ring through host copies; a host access the port missed fails here.
 #include <catch2/catch.hpp>
 
-#include <exception>
 #include <memory>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include "kernels/convert.hpp"
@@ -22,6 +20,7 @@
 #include "tests/kernels/gradient_check.hpp"
 #include "tests/kernels/pseudo_device.hpp"
 #include "tests/model/device_step.hpp"
+#include "tests/tools/rank_threads.hpp"
 
 using namespace mactor;
 
@@ -63,47 +62,37 @@ std::vector<rank_output> run_ranks(const setup& s, tensor::device where) {
   for (int j = 0; j < p; ++j) level0.push_back(model::make_local_groups(s.a2a));
   for (int i = 0; i < s.a2a; ++i) level1.push_back(model::make_local_groups(p));
   std::vector<rank_output> outputs(std::size_t(s.cp));
-  std::vector<std::exception_ptr> errors(std::size_t(s.cp));
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < s.cp; ++r)
-    ranks.emplace_back([&, r] {
-      try {
-        tensor::default_device_scope scope(where);  // the layers' own buffers go there, as in a model
-        const model::sequence_shard shard{full.seq, s.cp, r};
-        kernels::attention_dims d = full;
-        d.seq = shard.local_length();
-        const std::int64_t rows = std::int64_t(d.seq) * d.batch;
-        const auto compute = kernels::compute_dtype(s.type);
-        auto qkv = make(test::random_vector(std::size_t(rows * width), 50 + r, 1.5), s.type, where);
-        auto dout = make(test::random_vector(std::size_t(rows * out_width), 60 + r), s.type, where);
-        auto sink = make(test::random_vector(std::size_t(full.heads), 33), s.type, where);
-        tensor::tensor out({rows * out_width}, s.type, tensor::memory_kind::activations, where);
-        tensor::tensor lse({rows * d.heads}, compute, tensor::memory_kind::activations, where);
-        tensor::tensor dqkv({rows * width}, s.type, tensor::memory_kind::activations, where);
-        tensor::tensor dsink({full.heads}, s.type, tensor::memory_kind::activations, where);
-        const auto sink_view = s.sink ? tensor::const_tensor_view(sink) : tensor::const_tensor_view{};
-        const auto dsink_view = s.sink ? dsink.view() : tensor::tensor_view{};
-        if (s.a2a == 1) {
-          model::ring_attention ring(*groups[std::size_t(r)], shard);
-          ring.forward(out, lse, qkv, d, scale, s.dropout, stream, sink_view);
-          ring.backward(dqkv, dout, qkv, out, lse, d, scale, s.dropout, stream, sink_view, dsink_view);
-        } else {
-          model::hierarchical_cp_attention h(*level0[std::size_t(r / s.a2a)][std::size_t(r % s.a2a)],
-                                             *level1[std::size_t(r % s.a2a)][std::size_t(r / s.a2a)], shard, d.groups);
-          h.forward(out, qkv, d, scale, s.dropout, stream, sink_view);
-          h.backward(dqkv, dout, d, scale, s.dropout, stream, sink_view, dsink_view);
-          lse.zero();  // kept inside the hierarchical layer
-        }
-        auto& o = outputs[std::size_t(r)];
-        o.out = test::bytes_of(out), o.lse = test::bytes_of(lse), o.dqkv = test::bytes_of(dqkv);
-        o.dsink = test::bytes_of(dsink);
-      } catch (...) {
-        errors[std::size_t(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : ranks) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  test::on_rank_threads(s.cp, [&](int r) {
+    tensor::default_device_scope scope(where);  // the layers' own buffers go there, as in a model
+    const model::sequence_shard shard{full.seq, s.cp, r};
+    kernels::attention_dims d = full;
+    d.seq = shard.local_length();
+    const std::int64_t rows = std::int64_t(d.seq) * d.batch;
+    const auto compute = kernels::compute_dtype(s.type);
+    auto qkv = make(test::random_vector(std::size_t(rows * width), 50 + r, 1.5), s.type, where);
+    auto dout = make(test::random_vector(std::size_t(rows * out_width), 60 + r), s.type, where);
+    auto sink = make(test::random_vector(std::size_t(full.heads), 33), s.type, where);
+    tensor::tensor out({rows * out_width}, s.type, tensor::memory_kind::activations, where);
+    tensor::tensor lse({rows * d.heads}, compute, tensor::memory_kind::activations, where);
+    tensor::tensor dqkv({rows * width}, s.type, tensor::memory_kind::activations, where);
+    tensor::tensor dsink({full.heads}, s.type, tensor::memory_kind::activations, where);
+    const auto sink_view = s.sink ? tensor::const_tensor_view(sink) : tensor::const_tensor_view{};
+    const auto dsink_view = s.sink ? dsink.view() : tensor::tensor_view{};
+    if (s.a2a == 1) {
+      model::ring_attention ring(*groups[std::size_t(r)], shard);
+      ring.forward(out, lse, qkv, d, scale, s.dropout, stream, sink_view);
+      ring.backward(dqkv, dout, qkv, out, lse, d, scale, s.dropout, stream, sink_view, dsink_view);
+    } else {
+      model::hierarchical_cp_attention h(*level0[std::size_t(r / s.a2a)][std::size_t(r % s.a2a)],
+                                         *level1[std::size_t(r % s.a2a)][std::size_t(r / s.a2a)], shard, d.groups);
+      h.forward(out, qkv, d, scale, s.dropout, stream, sink_view);
+      h.backward(dqkv, dout, d, scale, s.dropout, stream, sink_view, dsink_view);
+      lse.zero();  // kept inside the hierarchical layer
+    }
+    auto& o = outputs[std::size_t(r)];
+    o.out = test::bytes_of(out), o.lse = test::bytes_of(lse), o.dqkv = test::bytes_of(dqkv);
+    o.dsink = test::bytes_of(dsink);
+  });
   return outputs;
 }
 
